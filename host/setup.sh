@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# netprobe host set-up: the one entry point called by the README's first command and by .ci/run.
+#
+# Installs what the probes need from Debian 12's packages (iptables for CRIU's default network
+# lock, busybox-static for the embedded rootfs, iproute2, strace, runc as the default OCI runtime,
+# e2fsprogs/fuse3/qemu-utils for qcow2 images), then CRIU 4.1.1 into /opt/criu-4.1.1
+# (install-criu.sh). Never writes a CRIU config file. Idempotent.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+log() { printf 'setup: %s\n' "$*" >&2; }
+
+[ "$(id -u)" = 0 ] || { log "must run as root (packages, /opt, namespaces)"; exit 3; }
+
+PKGS=(iptables busybox-static iproute2 strace runc e2fsprogs fuse3 qemu-utils util-linux
+  procps curl ca-certificates xz-utils)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing: ${missing[*]}"
+  apt-get update -qq
+  mkdir -p /var/lib && touch /var/lib/netprobe-apt-updated
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+bash "$here/install-criu.sh"
+
+for f in /etc/criu/default.conf /etc/criu/runc.conf "$HOME/.criu/default.conf"; do
+  if [ -e "$f" ]; then
+    log "WARNING: CRIU config file $f exists; netprobe refuses to run while it does (move it away)"
+  fi
+done
+log "done: criu=$(/opt/criu-4.1.1/sbin/criu --version | head -1), runc=$(runc --version | head -1)"

@@ -1,0 +1,1 @@
+//! Log and evidence assertions: probes/*.toml loaded, logs scanned once with memchr.

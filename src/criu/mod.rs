@@ -1,0 +1,1 @@
+//! CRIU invocation (dump/restore/check/version) and image inventory.

@@ -1,0 +1,16 @@
+//! netprobe: when network state is wrong after a container restore, which layer broke it —
+//! the kernel, CRIU, the OCI runtime, or the harness?
+//!
+//! Layout (see `DESIGN.md` in the shared design record): each module has one job and
+//! dependencies point downward: [`probe`] and [`slot`] use everything below them; nothing below
+//! imports `probe` or `slot`.
+
+pub mod assert;
+pub mod criu;
+pub mod evidence;
+pub mod host;
+pub mod netlink;
+pub mod ns;
+pub mod oci;
+pub mod probe;
+pub mod slot;

@@ -1,0 +1,1 @@
+//! CRIU-exact link dump (raw request bytes, CRIU-style decode) and NetState capture, canonical JSON, diff.

@@ -1,0 +1,1 @@
+//! OCI bundle (rootfs, config.json via oci-spec) and runtime wrapper (runc first, crun-ready).

@@ -1,0 +1,1 @@
+//! The probe ladder: one file per rung, the runner and the verdict.

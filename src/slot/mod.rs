@@ -1,0 +1,1 @@
+//! The slot driver: provision, snapshot, restore, reset, cleanup, status, with fail-closed gates.
