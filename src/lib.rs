@@ -13,4 +13,5 @@ pub mod netlink;
 pub mod ns;
 pub mod oci;
 pub mod probe;
+pub mod report;
 pub mod slot;

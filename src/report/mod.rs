@@ -1,0 +1,1 @@
+//! Seeing the result: progress lines, Markdown/HTML reports, and comparing two runs.
