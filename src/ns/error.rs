@@ -53,7 +53,9 @@ pub enum NsError {
     },
 
     /// A pidfd operation (`pidfd_open`, `pidfd_send_signal`, `poll`, `waitid`) failed.
-    #[error("{op} for pid {pid} failed: {source}; needs Linux >= 5.3 and permission to signal the pid (root)")]
+    #[error(
+        "{op} for pid {pid} failed: {source}; needs Linux >= 5.3 and permission to signal the pid (root)"
+    )]
     Pidfd {
         /// The operation.
         op: &'static str,
@@ -77,7 +79,9 @@ pub enum NsError {
     },
 
     /// After a stop, `/proc/<pid>` still shows the same identity.
-    #[error("process {pid} still alive with the same identity after SIGKILL and reap; stop it by hand")]
+    #[error(
+        "process {pid} still alive with the same identity after SIGKILL and reap; stop it by hand"
+    )]
     StillAlive {
         /// The pid.
         pid: i32,

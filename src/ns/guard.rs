@@ -15,7 +15,9 @@ use super::pidfd::{pidfd_open, pidfd_send_signal, try_reap_pidfd, wait_pidfd_exi
 pub const DROP_STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Owns a `std::process::Child` that netprobe spawned: on Drop it is sent SIGKILL and reaped
-/// (`waitpid`). Use [`ChildGuard::into_inner`] to take it back (disarm).
+/// (`waitpid`). Use [`ChildGuard::into_inner`] to take it back (disarm). It signals by pid,
+/// which is safe only while the child is unreaped: do not reap it elsewhere (use
+/// [`ProcessGuard`] for processes reaped by someone else).
 #[derive(Debug)]
 pub struct ChildGuard {
     child: Option<Child>,
@@ -43,18 +45,22 @@ impl ChildGuard {
     ///
     /// Returns its exit status. Errors: `Os { op: "kill child" | "waitpid child" }`.
     pub fn stop(mut self) -> Result<ExitStatus, NsError> {
-        let mut child = self
+        let child = self
             .child
-            .take()
+            .as_mut()
             .expect("ChildGuard holds its child until consumed");
+        // On a kill error the child stays in the guard, and Drop tries once more.
         child.kill().map_err(|source| NsError::Os {
             op: "kill child",
             source,
         })?;
-        child.wait().map_err(|source| NsError::Os {
+        let status = child.wait().map_err(|source| NsError::Os {
             op: "waitpid child",
             source,
-        })
+        });
+        // Waited (or the wait failed, e.g. ECHILD: reaped elsewhere): never signal this pid again.
+        self.child = None;
+        status
     }
 
     /// Disarms the guard and returns the child; the caller is responsible for it again.

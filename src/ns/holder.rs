@@ -73,7 +73,8 @@ enum HolderReport {
 fn report_and_exit(report_fd: RawFd, report: &HolderReport, code: i32) -> ! {
     // SAFETY: report_fd was handed to us by the parent and is owned by this function now.
     let mut f = unsafe { File::from_raw_fd(report_fd) };
-    let mut line = serde_json::to_string(report).unwrap_or_else(|_| "{\"error\":\"serialize\"}".into());
+    let mut line =
+        serde_json::to_string(report).unwrap_or_else(|_| "{\"error\":\"serialize\"}".into());
     line.push('\n');
     let _ = f.write_all(line.as_bytes());
     drop(f);
@@ -144,7 +145,10 @@ fn close_range(first: u32, last: u32) -> io::Result<()> {
 /// `report_fd` and exits 1; `report_fd < 3` exits 2 at once (stdio is not a report channel).
 pub fn holder_main(report_fd: RawFd, lo_up: bool) -> ! {
     if report_fd < 3 {
-        let _ = writeln!(io::stderr(), "netprobe __holder: --report-fd must be >= 3, got {report_fd}");
+        let _ = writeln!(
+            io::stderr(),
+            "netprobe __holder: --report-fd must be >= 3, got {report_fd}"
+        );
         std::process::exit(2);
     }
     reset_signals();
@@ -157,7 +161,11 @@ pub fn holder_main(report_fd: RawFd, lo_up: bool) -> ! {
     }
     // SAFETY: single-threaded process; moves it into a new network namespace.
     if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-        fail(report_fd, "unshare(CLONE_NEWNET) (needs root)", io::Error::last_os_error());
+        fail(
+            report_fd,
+            "unshare(CLONE_NEWNET) (needs root)",
+            io::Error::last_os_error(),
+        );
     }
     if lo_up && let Err(e) = set_lo_up() {
         fail(report_fd, "bring lo up", e);
@@ -288,10 +296,15 @@ impl Holder {
 
         let bytes = read_report(&rd, HANDSHAKE_TIMEOUT).map_err(handshake)?;
         drop(rd);
-        let text = String::from_utf8(bytes).map_err(|e| handshake(format!("report is not UTF-8: {e}")))?;
+        let text =
+            String::from_utf8(bytes).map_err(|e| handshake(format!("report is not UTF-8: {e}")))?;
         let line = match text.strip_suffix('\n') {
             Some(l) if !l.contains('\n') => l,
-            _ => return Err(handshake(format!("expected exactly one JSON line, got {text:?}"))),
+            _ => {
+                return Err(handshake(format!(
+                    "expected exactly one JSON line, got {text:?}"
+                )));
+            }
         };
         let reported = match serde_json::from_str::<HolderReport>(line) {
             Ok(HolderReport::Ready(id)) => id,

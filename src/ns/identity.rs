@@ -185,7 +185,11 @@ mod tests {
         // 52 fields as on Linux 6.x; field 22 = start.
         let mut f: Vec<String> = vec!["4242".into(), format!("({comm})"), "S".into()];
         for n in 4..=52 {
-            f.push(if n == 22 { start.to_string() } else { n.to_string() });
+            f.push(if n == 22 {
+                start.to_string()
+            } else {
+                n.to_string()
+            });
         }
         f.join(" ") + "\n"
     }
@@ -200,7 +204,13 @@ mod tests {
     #[test]
     fn parses_comm_with_parens_and_spaces() {
         let s = parse_stat(&line("a) (b c ) x", 987)).unwrap();
-        assert_eq!(s, StatFields { state: 'S', start_time: 987 });
+        assert_eq!(
+            s,
+            StatFields {
+                state: 'S',
+                start_time: 987
+            }
+        );
         let s = parse_stat(&line(") (", 5)).unwrap();
         assert_eq!(s.start_time, 5);
         let s = parse_stat(&line("))", 6)).unwrap();
@@ -211,7 +221,9 @@ mod tests {
     fn rejects_malformed() {
         assert!(parse_stat("4242 no paren S 1 2").is_err());
         assert!(parse_stat("4242 (x) S 1 2 3").is_err());
-        assert!(parse_stat("4242 (x) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 notnum").is_err());
+        assert!(
+            parse_stat("4242 (x) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 notnum").is_err()
+        );
         assert!(parse_stat("4242 (x) SS 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19").is_err());
     }
 

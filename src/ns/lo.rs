@@ -24,7 +24,11 @@ fn nl_err(op: &'static str, source: io::Error) -> NsError {
     NsError::Netlink { op, source }
 }
 
-fn request(op: &'static str, msg: RouteNetlinkMessage, flags: u16) -> Result<Vec<RouteNetlinkMessage>, NsError> {
+fn request(
+    op: &'static str,
+    msg: RouteNetlinkMessage,
+    flags: u16,
+) -> Result<Vec<RouteNetlinkMessage>, NsError> {
     let mut socket = Socket::new(NETLINK_ROUTE).map_err(|e| nl_err(op, e))?;
     socket.bind_auto().map_err(|e| nl_err(op, e))?;
     let mut header = NetlinkHeader::default();
@@ -39,15 +43,24 @@ fn request(op: &'static str, msg: RouteNetlinkMessage, flags: u16) -> Result<Vec
     let mut replies = Vec::new();
     let mut rx = vec![0u8; 32 * 1024];
     loop {
-        let n = socket.recv(&mut &mut rx[..], 0).map_err(|e| nl_err(op, e))?;
+        let n = socket
+            .recv(&mut &mut rx[..], 0)
+            .map_err(|e| nl_err(op, e))?;
         let mut off = 0;
         while off < n {
-            let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&rx[off..n]).map_err(|e| {
-                nl_err(op, io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
-            })?;
+            let msg =
+                NetlinkMessage::<RouteNetlinkMessage>::deserialize(&rx[off..n]).map_err(|e| {
+                    nl_err(
+                        op,
+                        io::Error::new(io::ErrorKind::InvalidData, e.to_string()),
+                    )
+                })?;
             let len = msg.header.length as usize;
             if len == 0 {
-                return Err(nl_err(op, io::Error::new(io::ErrorKind::InvalidData, "zero-length netlink message")));
+                return Err(nl_err(
+                    op,
+                    io::Error::new(io::ErrorKind::InvalidData, "zero-length netlink message"),
+                ));
             }
             off += (len + 3) & !3;
             if msg.header.sequence_number != SEQ {
@@ -109,5 +122,11 @@ pub fn link_flags(ifindex: u32) -> Result<u32, NsError> {
             return Ok(m.header.flags.bits());
         }
     }
-    Err(nl_err(op, io::Error::new(io::ErrorKind::NotFound, format!("no RTM_NEWLINK reply for ifindex {ifindex}"))))
+    Err(nl_err(
+        op,
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no RTM_NEWLINK reply for ifindex {ifindex}"),
+        ),
+    ))
 }

@@ -30,9 +30,7 @@ pub fn netns_inode_of(path: &Path) -> Result<u64, NsError> {
     ns_inode(path)
 }
 
-fn join_scoped<T: Send>(
-    body: impl FnOnce() -> Result<T, NsError> + Send,
-) -> Result<T, NsError> {
+fn join_scoped<T: Send>(body: impl FnOnce() -> Result<T, NsError> + Send) -> Result<T, NsError> {
     std::thread::scope(|s| {
         let handle = std::thread::Builder::new()
             .name("netprobe-netns".into())
