@@ -373,12 +373,23 @@ impl Holder {
                 });
             }
         }
-        if !wait_pidfd_exit(&self.pidfd, DROP_STOP_TIMEOUT)? {
-            self.child = Some(child);
-            return Err(NsError::StopTimeout {
-                pid,
-                timeout_ms: DROP_STOP_TIMEOUT.as_millis(),
-            });
+        match wait_pidfd_exit(&self.pidfd, DROP_STOP_TIMEOUT) {
+            Ok(true) => {}
+            // Keep the child so a later Drop retries (it is still unreaped, so ours).
+            Ok(false) => {
+                self.child = Some(child);
+                return Err(NsError::StopTimeout {
+                    pid,
+                    timeout_ms: DROP_STOP_TIMEOUT.as_millis(),
+                });
+            }
+            Err(e) => {
+                self.child = Some(child);
+                return Err(match e {
+                    NsError::Pidfd { op, source, .. } => NsError::Pidfd { op, pid, source },
+                    e => e,
+                });
+            }
         }
         child.wait().map_err(|source| NsError::Os {
             op: "waitpid holder",
