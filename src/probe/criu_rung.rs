@@ -104,8 +104,8 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
             .with(out));
         }
     };
-    let restored = match ProcessIdentity::read(pid) {
-        Ok(i) => ProcessGuard::adopt(i),
+    let restored = match ProcessIdentity::read(pid).and_then(ProcessGuard::adopt) {
+        Ok(g) => g,
         Err(e) => return Err(RungError::new("criu restore", e).with(out)),
     };
     out.fact("restored_pid", pid);

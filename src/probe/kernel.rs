@@ -29,7 +29,7 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     let id = holder.identity().clone();
     out.fact("holder_pid", id.pid);
     out.fact("netns_inode", id.netns_inode);
-    out.fact("own_netns_inode", ns::own_netns_inode());
+    out.fact("own_netns_inode", ns::own_netns_inode().ok());
 
     type Probe = (LinkDump, NetState, LinkDump, NetState);
     let res: Result<Probe, String> = out.timed("dumps", || {
