@@ -167,7 +167,10 @@ impl Criu {
         Criu { path: path.into() }
     }
 
-    fn command(&self, strace: Option<&Path>) -> Command {
+    /// The base [`Command`] every invocation starts from: `self.path`, or `strace -f -tt -o
+    /// TRACE self.path` when `strace` is given (TRACE made absolute), with `CRIU_CONFIG_FILE`
+    /// removed from the environment. Arguments are appended by the caller.
+    pub fn command(&self, strace: Option<&Path>) -> Command {
         let mut cmd = match strace {
             Some(trace) => {
                 let mut c = Command::new("strace");
