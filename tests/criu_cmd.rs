@@ -105,16 +105,18 @@ fn inventory_is_sorted_with_sha256() {
 #[test]
 fn child_environment_drops_criu_config_file() {
     let criu = Criu::new("/opt/criu/sbin/criu");
+    let trace = Some(std::path::Path::new("/tmp/trace.txt"));
     for cmd in [
-        criu.command(None),
-        criu.command(Some(std::path::Path::new("/tmp/trace.txt"))),
+        criu.command(None, false),
+        criu.command(trace, true),
+        criu.command(trace, false),
     ] {
         let removed = cmd
             .get_envs()
             .any(|(k, v)| k == "CRIU_CONFIG_FILE" && v.is_none());
         assert!(removed, "{cmd:?}");
     }
-    let traced = criu.command(Some(std::path::Path::new("/tmp/trace.txt")));
+    let traced = criu.command(trace, true);
     assert_eq!(traced.get_program(), "strace");
     let args: Vec<_> = traced
         .get_args()
@@ -123,5 +125,14 @@ fn child_environment_drops_criu_config_file() {
     assert_eq!(
         args,
         ["-f", "-tt", "-o", "/tmp/trace.txt", "/opt/criu/sbin/criu"]
+    );
+    let no_follow: Vec<_> = criu
+        .command(trace, false)
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        no_follow,
+        ["-tt", "-o", "/tmp/trace.txt", "/opt/criu/sbin/criu"]
     );
 }

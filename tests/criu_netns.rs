@@ -3,7 +3,8 @@
 //! `restore -d`; check the restored process is alive in a netns with `lo` UP and 127.0.0.1.
 //!
 //! Every process this test creates is killed on success, failure and panic ([`ChildGuard`],
-//! [`PidGuard`]). Set `NETPROBE_KEEP_LOGS=DIR` to copy dump.log and restore.log to DIR.
+//! [`PidGuard`]). Set `NETPROBE_KEEP_LOGS=DIR` to copy dump.log and restore.log to DIR, and
+//! `NETPROBE_TEST_STRACE=1` to run both CRIU commands under `strace -f -tt`.
 
 use netprobe::criu::{Criu, DumpOpts, RestoreOpts, inventory, read_pidfile};
 use netprobe::host::{default_criu, refuse_unless_ready};
@@ -71,6 +72,25 @@ impl Drop for PidGuard {
     }
 }
 
+/// On drop, reaps every exited child of this (subreaper) process for up to one second, so no
+/// zombie outlives the test and gets re-parented to an init that may not reap.
+struct ReapGuard;
+
+impl Drop for ReapGuard {
+    fn drop(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while Instant::now() < deadline {
+            match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+                Ok(nix::sys::wait::WaitStatus::StillAlive) => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                Ok(_) => {}
+                Err(_) => return, // ECHILD: no children left
+            }
+        }
+    }
+}
+
 /// Field 22 of /proc/PID/stat (start time in clock ticks since boot).
 fn start_time(pid: i32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -132,6 +152,8 @@ fn criu_dumps_and_restores_a_netns() {
     eprintln!("criu {} {}", facts.path, facts.version);
     let criu = Criu::new(&facts.path);
     nix::sys::prctl::set_child_subreaper(true).expect("become child subreaper");
+    // Dropped last: reaps any task CRIU re-parented to us (e.g. one it killed on a failed restore).
+    let _reaper = ReapGuard;
 
     let mut cmd = Command::new("/usr/bin/unshare");
     cmd.args([
@@ -171,6 +193,10 @@ fn criu_dumps_and_restores_a_netns() {
     let images = tmp.path().join("images");
     let mut dump = DumpOpts::new(pid, &images);
     dump.leave_running = true;
+    let strace = std::env::var_os("NETPROBE_TEST_STRACE").is_some();
+    if strace {
+        dump.strace = Some(tmp.path().join("strace-dump.txt"));
+    }
     let outcome = criu.dump(&dump).expect("criu dump");
     eprintln!("dump: {:?} in {} ms", outcome.argv, outcome.duration_ms);
     assert!(outcome.success());
@@ -236,13 +262,24 @@ fn criu_dumps_and_restores_a_netns() {
     }
 
     let pidfile = tmp.path().join("restored.pid");
-    let restore = RestoreOpts::new(&images, &pidfile);
+    let mut restore = RestoreOpts::new(&images, &pidfile);
+    if strace {
+        restore.strace = Some(tmp.path().join("strace-restore.txt"));
+    }
     let r = criu.restore(&restore);
     let restore_log = std::fs::read_to_string(restore.log_path()).unwrap_or_default();
     if let Ok(dir) = std::env::var("NETPROBE_KEEP_LOGS") {
         let _ = std::fs::create_dir_all(&dir);
         let _ = std::fs::write(Path::new(&dir).join("dump.log"), &dump_log);
         let _ = std::fs::write(Path::new(&dir).join("restore.log"), &restore_log);
+    }
+    if strace {
+        for f in ["strace-dump.txt", "strace-restore.txt"] {
+            let n = std::fs::read_to_string(tmp.path().join(f))
+                .map(|t| t.lines().count())
+                .unwrap_or(0);
+            eprintln!("{f}: {n} lines");
+        }
     }
     let r = r.expect("criu restore");
     eprintln!("restore: {:?} in {} ms", r.argv, r.duration_ms);

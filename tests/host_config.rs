@@ -3,6 +3,7 @@
 
 use netprobe::host::config::criu_config_files_in;
 use netprobe::host::{HostError, criu_config_files, refuse_criu_config};
+
 use std::ffi::OsStr;
 
 #[test]
@@ -47,6 +48,14 @@ fn config_files_are_refused() {
         "{msg}"
     );
 
+    // The CRIU gate refuses too (as root; not root is refused first).
+    let gate = netprobe::host::refuse_unless_ready(&netprobe::host::default_criu()).unwrap_err();
+    if nix::unistd::geteuid().is_root() {
+        assert!(matches!(gate, HostError::CriuConfigFile { .. }), "{gate:?}");
+    } else {
+        assert!(matches!(gate, HostError::NotRoot), "{gate:?}");
+    }
+
     let missing = dir.path().join("missing.conf");
     // SAFETY: as above.
     unsafe { std::env::set_var("CRIU_CONFIG_FILE", &missing) };
@@ -66,5 +75,9 @@ fn config_files_are_refused() {
     assert_eq!(criu_config_files(), before);
     if before.is_empty() {
         refuse_criu_config().unwrap();
+        if nix::unistd::geteuid().is_root() && netprobe::host::default_criu().is_absolute() {
+            let f = netprobe::host::refuse_unless_ready(&netprobe::host::default_criu()).unwrap();
+            assert!(!f.version.is_empty());
+        }
     }
 }

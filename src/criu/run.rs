@@ -124,7 +124,7 @@ pub struct RestoreOpts {
     pub pidfile: PathBuf,
     /// Extra CRIU arguments appended verbatim, after the fixed ones.
     pub extra: Vec<OsString>,
-    /// When set, CRIU runs under `strace -f -tt -o <this file>`.
+    /// When set, CRIU runs under `strace -tt -o <this file>` (no `-f`: see [`Criu::command`]).
     pub strace: Option<PathBuf>,
     /// Wall-time bound; `None` = [`DEFAULT_TIMEOUT_SECS`].
     pub timeout: Option<Duration>,
@@ -167,18 +167,22 @@ impl Criu {
         Criu { path: path.into() }
     }
 
-    /// The base [`Command`] every invocation starts from: `self.path`, or `strace -f -tt -o
-    /// TRACE self.path` when `strace` is given (TRACE made absolute), with `CRIU_CONFIG_FILE`
-    /// removed from the environment. Arguments are appended by the caller.
-    pub fn command(&self, strace: Option<&Path>) -> Command {
+    /// The base [`Command`] every invocation starts from: `self.path`, or, when `strace` is given,
+    /// `strace [-f] -tt -o TRACE self.path` (TRACE made absolute; `-f` only when
+    /// `follow_forks`), with `CRIU_CONFIG_ENV` removed from the environment. Arguments are appended
+    /// by the caller.
+    ///
+    /// `follow_forks` must be false for `criu restore`: under `strace -f` the restored tasks are
+    /// already ptrace'd by strace, CRIU cannot seize them and restore fails with "Can't interrupt
+    /// the PID task: No such process" (observed with CRIU 4.1.1).
+    pub fn command(&self, strace: Option<&Path>, follow_forks: bool) -> Command {
         let mut cmd = match strace {
             Some(trace) => {
                 let mut c = Command::new("strace");
-                c.arg("-f")
-                    .arg("-tt")
-                    .arg("-o")
-                    .arg(absolute(trace))
-                    .arg(&self.path);
+                if follow_forks {
+                    c.arg("-f");
+                }
+                c.arg("-tt").arg("-o").arg(absolute(trace)).arg(&self.path);
                 c
             }
             None => Command::new(&self.path),
@@ -192,7 +196,7 @@ impl Criu {
     /// [`CriuError::Failed`] on a non-zero exit, [`CriuError::NotCriu`] when no `Version:` line
     /// is printed.
     pub fn version(&self) -> Result<(String, String), CriuError> {
-        let mut cmd = self.command(None);
+        let mut cmd = self.command(None, false);
         cmd.arg("--version");
         let outcome = run("--version", &mut cmd, Some(Duration::from_secs(30)))?;
         let output = format!("{}{}", outcome.stdout, outcome.stderr);
@@ -213,7 +217,7 @@ impl Criu {
     /// Errors: [`CriuError::Failed`] carrying the outcome and its last lines on a non-zero exit;
     /// [`CriuError::Run`] when it cannot run within 60 s.
     pub fn check(&self) -> Result<CmdOutcome, CriuError> {
-        let mut cmd = self.command(None);
+        let mut cmd = self.command(None, false);
         cmd.arg("check");
         let outcome = run("check", &mut cmd, Some(Duration::from_secs(60)))?;
         if outcome.success() {
@@ -235,7 +239,7 @@ impl Criu {
         if let Some(w) = &o.work_dir {
             create_dir(w)?;
         }
-        let mut cmd = self.command(o.strace.as_deref());
+        let mut cmd = self.command(o.strace.as_deref(), true);
         cmd.arg("dump").arg("-t").arg(o.pid.to_string());
         if o.leave_running {
             cmd.arg("--leave-running");
@@ -255,7 +259,8 @@ impl Criu {
     }
 
     /// `criu restore -d -v4 -o restore.log -D IMAGES [-W WORK] --pidfile F [extra…]`, optionally
-    /// under `strace -f -tt -o TRACE`. With `-d` CRIU detaches the restored tree and exits; read
+    /// under `strace -tt -o TRACE` (without `-f`: see [`Criu::command`]; the trace then covers
+    /// CRIU's main process only, not the tasks it forks). With `-d` CRIU detaches the restored tree and exits; read
     /// the restored root's pid with [`read_pidfile`].
     ///
     /// Errors: as [`Criu::dump`], pointing at [`RestoreOpts::log_path`].
@@ -263,7 +268,7 @@ impl Criu {
         if let Some(w) = &o.work_dir {
             create_dir(w)?;
         }
-        let mut cmd = self.command(o.strace.as_deref());
+        let mut cmd = self.command(o.strace.as_deref(), false);
         cmd.args(["restore", "-d", "-v4", "-o", "restore.log", "-D"])
             .arg(absolute(&o.images_dir));
         if let Some(w) = &o.work_dir {
