@@ -4,7 +4,10 @@ use super::error::HostError;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-/// System-wide CRIU config files CRIU reads without being asked (CRIU `criu/config.c`).
+/// System-wide CRIU config files: `/etc/criu/default.conf` is read by every CRIU run (CRIU
+/// `criu/config.c`, next to `$HOME/.criu/default.conf`); `/etc/criu/runc.conf` is the file runc
+/// asks CRIU to read over RPC unless the `org.criu.config` annotation names another
+/// (DESIGN.md section 2).
 pub const SYSTEM_CONFIG_FILES: [&str; 2] = ["/etc/criu/default.conf", "/etc/criu/runc.conf"];
 
 /// The CRIU config files that would affect a run here, in this order: `/etc/criu/default.conf`,
