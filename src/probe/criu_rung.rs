@@ -55,13 +55,10 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
 
     let dump = out.timed("dump", || {
         criu.dump(&DumpOpts {
-            pid: id.pid,
-            images_dir: images.clone(),
-            work_dir: dir.clone(),
-            log_file: "dump.log".into(),
+            work_dir: Some(dir.clone()),
             leave_running: true,
-            extra: vec![],
             strace: ctx.strace.then(|| dir.join("strace-dump.txt")),
+            ..DumpOpts::new(id.pid, images.clone())
         })
     });
     if let Err(e) = dump {
@@ -76,12 +73,9 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     let pidfile = dir.join("restore.pid");
     let restore = out.timed("restore", || {
         criu.restore(&RestoreOpts {
-            images_dir: images.clone(),
-            work_dir: dir.clone(),
-            log_file: "restore.log".into(),
-            pidfile: pidfile.clone(),
-            extra: vec![],
+            work_dir: Some(dir.clone()),
             strace: ctx.strace.then(|| dir.join("strace-restore.txt")),
+            ..RestoreOpts::new(images.clone(), pidfile.clone())
         })
     });
     if let Err(e) = restore {
@@ -91,18 +85,9 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
         )
         .with(out));
     }
-    let pid: i32 = match std::fs::read_to_string(&pidfile)
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-    {
-        Some(p) => p,
-        None => {
-            return Err(RungError::new(
-                "criu restore",
-                format!("no pid in {}", pidfile.display()),
-            )
-            .with(out));
-        }
+    let pid: i32 = match criu::read_pidfile(&pidfile) {
+        Ok(p) => p,
+        Err(e) => return Err(RungError::new("criu restore", e).with(out)),
     };
     let restored = match ProcessIdentity::read(pid).and_then(ProcessGuard::adopt) {
         Ok(g) => g,
