@@ -177,6 +177,12 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
         exe: opts.exe.clone(),
     };
 
+    // Restored processes re-parent to us, so we can reap them after killing them.
+    if let Err(e) = crate::probe::util::become_subreaper() {
+        declared.push(format!(
+            "netprobe could not become child subreaper ({e}): processes restored detached may stay as zombies of pid 1"
+        ));
+    }
     let mut rungs = Vec::new();
     for name in RungName::ALL {
         if !opts.phases.contains(&name) {
@@ -185,6 +191,7 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
         }
         progress.rung_started(name);
         let r = run_one(name, &ctx_base);
+        crate::probe::util::reap_exited_children();
         progress.rung_finished(&r);
         rungs.push(r);
     }
