@@ -176,7 +176,7 @@ fn ladder_svg(result: &RunResult) -> String {
 fn link(path: &str) -> String {
     if is_inside(path) {
         format!(
-            r#"<a href="{}"><code>{}</code></a>"#,
+            r#"<a href="./{}"><code>{}</code></a>"#,
             escape(&url_path(path)),
             escape(path)
         )

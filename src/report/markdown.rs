@@ -38,7 +38,7 @@ fn fenced(lang: &str, body: &str) -> String {
 /// directory.
 fn link(path: &str) -> String {
     if is_inside(path) {
-        format!("[{}]({})", md(path), url_path(path))
+        format!("[{}](./{})", md(path), url_path(path))
     } else {
         format!(
             "{} (not inside the evidence directory; not linked)",

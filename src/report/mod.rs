@@ -325,8 +325,9 @@ pub(crate) fn line_diff(a: &[String], b: &[String]) -> Vec<(LineKind, String)> {
 }
 
 /// True when `path` is a safe relative link inside the evidence directory (no absolute path,
-/// no `..`, no scheme-like or empty segment).
+/// no `..`, no empty segment; one trailing `/` names a folder).
 pub(crate) fn is_inside(path: &str) -> bool {
+    let path = path.strip_suffix('/').unwrap_or(path);
     !path.is_empty()
         && !path.starts_with('/')
         && !path.contains('\\')
