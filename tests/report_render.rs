@@ -24,6 +24,7 @@ fn markdown_names_verdict_rungs_assertions_and_links() {
         "{md}"
     );
     assert!(md.contains("First broken rung: **oci**"));
+    assert!(md.contains("Why `oci` broke:\n\n- `lo-up-after-restore`: expected **lo UP, 127.0.0.1/8**, observed **lo DOWN, no address** — [oci/netstate-after.json](./oci/netstate-after.json)\n"), "{md}");
     for rung in RungName::ALL {
         assert!(
             md.contains(&format!("| `{rung}` |")),
@@ -86,6 +87,7 @@ fn html_has_svg_ladder_coloured_by_outcome_and_sections() {
         );
     }
     assert!(html.contains("▲ first broken rung"));
+    assert!(html.contains("<strong>Why oci broke:</strong><ul><li><code>lo-up-after-restore</code>: expected <strong>lo UP, 127.0.0.1/8</strong>, observed <strong>lo DOWN, no address</strong>"));
     // Self-contained: no external asset, no script.
     assert!(!html.contains("<script"));
     assert!(!html.contains("src=\"http"));

@@ -204,6 +204,7 @@ th{background:#f5f5f5} td.num{text-align:right;font-variant-numeric:tabular-nums
 tr.failed td{background:#ffebee} .badge{color:#fff;border-radius:4px;padding:1px 6px;font-weight:bold;font-size:13px}
 pre.diff{background:#fafafa;border:1px solid #ddd;padding:8px;overflow-x:auto;font-size:13px;line-height:1.35}
 pre.diff .del{background:#ffcdd2;display:block} pre.diff .add{background:#c8e6c9;display:block} pre.diff .same{display:block;color:#555}
+.why{border-left:6px solid #c62828;background:#ffebee;padding:6px 12px;margin:12px 0} .why ul{margin:4px 0}
 .meta{color:#555;font-size:14px} .svgwrap{overflow-x:auto} code{font-size:13px} ul.diffs li{margin:2px 0}
 "#;
 
@@ -232,6 +233,31 @@ pub fn render_html(result: &RunResult, evidence_dir: &Path) -> String {
     );
     if let Some(reason) = &v.reason {
         let _ = write!(s, "<p>Reason: {}</p>", escape(reason));
+    }
+    if let Some(c) = first_broken_rung(result).and_then(|c| result.rung(c)) {
+        let _ = write!(
+            s,
+            r#"<div class="why"><strong>Why {} broke:</strong><ul>"#,
+            escape(c.name.as_str())
+        );
+        if let Some(e) = &c.error {
+            let _ = write!(s, "<li>error: {}</li>", escape(e));
+        }
+        for a in c
+            .assertions
+            .iter()
+            .filter(|a| !a.passed && a.role == "pass")
+        {
+            let _ = write!(
+                s,
+                "<li><code>{}</code>: expected <strong>{}</strong>, observed <strong>{}</strong> — {}</li>",
+                escape(&a.id),
+                escape(&a.expected),
+                escape(&a.observed),
+                link(&format!("{}/{}", c.name, a.subject))
+            );
+        }
+        s.push_str("</ul></div>");
     }
     if !v.rests_on.is_empty() {
         let r: Vec<String> = v

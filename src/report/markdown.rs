@@ -80,6 +80,25 @@ pub fn render_markdown(result: &RunResult, evidence_dir: &Path) -> String {
         let r: Vec<String> = v.rests_on.iter().map(|x| format!("`{}`", md(x))).collect();
         s.push_str(&format!("Rests on: {}.\n", r.join(", ")));
     }
+    if let Some(c) = first_broken_rung(result).and_then(|c| result.rung(c)) {
+        s.push_str(&format!("\nWhy `{}` broke:\n\n", c.name));
+        if let Some(e) = &c.error {
+            s.push_str(&format!("- error: {}\n", md(e)));
+        }
+        for a in c
+            .assertions
+            .iter()
+            .filter(|a| !a.passed && a.role == "pass")
+        {
+            s.push_str(&format!(
+                "- `{}`: expected **{}**, observed **{}** — {}\n",
+                md(&a.id),
+                md(&a.expected),
+                md(&a.observed),
+                link(&format!("{}/{}", c.name, a.subject))
+            ));
+        }
+    }
     s.push_str(&format!(
         "\nnetprobe {} · started {} · {} ms · command `{}` · source: `{}`\n\n",
         md(&result.tool_version),

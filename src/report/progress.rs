@@ -183,8 +183,8 @@ fn rung_line(r: &RungResult) -> String {
     )
 }
 
-/// The ladder as plain text: one line per rung in ladder order (`<rung> <status> <ms> ms
-/// <summary>`), under each failed/errored rung its failed `pass` assertions (expected vs observed,
+/// The ladder as plain text: one line per rung in ladder order
+/// (`<rung> <status> <ms> ms <summary>`), under each failed/errored rung its failed `pass` assertions (expected vs observed,
 /// with the subject path `<rung>/<subject>`), then `verdict: <code> — <summary>`, what it rests
 /// on, and the declared differences (or `none`). Every number comes from
 /// `netprobe-result.json`. Ends with a newline. Pure: no I/O.
