@@ -13,11 +13,6 @@ log() { printf 'setup: %s\n' "$*" >&2; }
 
 PKGS=(iptables busybox-static iproute2 strace runc e2fsprogs fuse3 qemu-utils util-linux
   procps curl ca-certificates xz-utils)
-# --test-deps: also what the test suite needs beyond the probes (headless Chromium for the
-# HTML report test).
-if [ "${1:-}" = "--test-deps" ]; then
-  PKGS+=(chromium)
-fi
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -30,6 +25,12 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 bash "$here/install-criu.sh"
+
+# --test-deps: also what the test suite needs beyond the probes (headless Chromium for the HTML
+# report test).
+if [ "${1:-}" = "--test-deps" ]; then
+  bash "$here/install-test-deps.sh"
+fi
 
 for f in /etc/criu/default.conf /etc/criu/runc.conf "$HOME/.criu/default.conf"; do
   if [ -e "$f" ]; then

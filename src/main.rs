@@ -239,21 +239,17 @@ fn main() -> ExitCode {
                 Err(e) => fail(2, e),
             }
         }
-        Cmd::Diff { old, new } => {
-            let load = |p: &PathBuf| netprobe::report::diff::load_result(p);
-            match (load(&old), load(&new)) {
-                (Ok(o), Ok(n)) => {
-                    let d = netprobe::report::diff::diff_results(&o, &n);
-                    print!("{}", netprobe::report::diff::render_diff(&d));
-                    if d.verdict_changed() {
-                        ExitCode::from(1)
-                    } else {
-                        ExitCode::SUCCESS
-                    }
+        Cmd::Diff { old, new } => match netprobe::report::diff::diff_paths(&old, &new) {
+            Ok(d) => {
+                print!("{}", netprobe::report::diff::render_diff(&d));
+                if d.verdict_changed() {
+                    ExitCode::from(1)
+                } else {
+                    ExitCode::SUCCESS
                 }
-                (Err(e), _) | (_, Err(e)) => fail(2, e),
             }
-        }
+            Err(e) => fail(2, e),
+        },
         Cmd::Doctor { criu, runtime } => {
             let criu = criu.unwrap_or_else(netprobe::host::default_criu);
             let runtime = runtime.unwrap_or_else(netprobe::host::default_runtime);
@@ -314,7 +310,9 @@ fn cmd_run(a: RunArgs) -> ExitCode {
     match runner::run(&opts, &mut progress) {
         Err(e) => fail(e.exit_code() as u8, e),
         Ok((result, dir)) => {
-            progress.finished(&result, &dir);
+            if let Err(e) = progress.finished(&result, &dir) {
+                eprintln!("netprobe: printing the result: {e}");
+            }
             let code = runner::exit_code(&result, a.expect);
             if code == 1
                 && let Some(e) = a.expect
