@@ -1,7 +1,9 @@
 //! CRIU-exact link dump: the 20-byte `RTM_GETLINK` request CRIU sends, the raw replies, and a
 //! decode that reads each reply the way `dump_one_link()` in `criu/net.c` (CRIU 4.x) does.
 
-use netlink_packet_core::{NLMSG_DONE, NLMSG_ERROR, NLMSG_NOOP, NlasIterator, ParseableParametrized};
+use netlink_packet_core::{
+    NLMSG_DONE, NLMSG_ERROR, NLMSG_NOOP, NlasIterator, ParseableParametrized,
+};
 use netlink_packet_route::link::{LinkAttribute, LinkHeader, LinkInfo};
 
 use super::NetlinkError;
@@ -209,7 +211,10 @@ pub(crate) fn parse_link_payload(
         return Err(NetlinkError::decode(
             op,
             offset,
-            format!("No iflas for link: payload {} bytes < ifinfomsg (16)", payload.len()),
+            format!(
+                "No iflas for link: payload {} bytes < ifinfomsg (16)",
+                payload.len()
+            ),
         ));
     }
     let header = LinkHeader::parse(payload)
@@ -222,7 +227,8 @@ pub(crate) fn parse_link_payload(
         ..LinkFields::default()
     };
     for nla in NlasIterator::new(&payload[IFINFOMSG_LEN..]) {
-        let nla = nla.map_err(|e| NetlinkError::decode(op, offset, format!("IFLA attribute: {e}")))?;
+        let nla =
+            nla.map_err(|e| NetlinkError::decode(op, offset, format!("IFLA attribute: {e}")))?;
         let kind = nla.kind();
         if !matches!(
             kind,
@@ -230,9 +236,8 @@ pub(crate) fn parse_link_payload(
         ) {
             continue;
         }
-        let attr = LinkAttribute::parse_with_param(&nla, family).map_err(|e| {
-            NetlinkError::decode(op, offset, format!("IFLA attribute {kind}: {e}"))
-        })?;
+        let attr = LinkAttribute::parse_with_param(&nla, family)
+            .map_err(|e| NetlinkError::decode(op, offset, format!("IFLA attribute {kind}: {e}")))?;
         match attr {
             LinkAttribute::IfName(n) => f.name = Some(n),
             LinkAttribute::Mtu(m) => f.mtu = Some(m),

@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
 use netlink_packet_route::{
     AddressFamily, RouteNetlinkMessage,
-    address::{AddressAttribute, AddressMessage},
+    address::{AddressAttribute, AddressMessage, AddressScope},
     link::{InfoData, InfoKind, InfoVeth, LinkAttribute, LinkFlags, LinkInfo, LinkMessage},
 };
 
@@ -74,7 +74,8 @@ pub fn set_link_up(ifindex: u32) -> Result<(), NetlinkError> {
 }
 
 /// Add address `addr/prefix_len` to link `ifindex` (`RTM_NEWADDR`, `NLM_F_CREATE|NLM_F_EXCL`;
-/// IPv4 sets `IFA_LOCAL` and `IFA_ADDRESS`, IPv6 `IFA_ADDRESS`), like `ip addr add`.
+/// IPv4 sets `IFA_LOCAL` and `IFA_ADDRESS`, IPv6 `IFA_ADDRESS`; scope host for loopback
+/// addresses, global otherwise), like `ip addr add`.
 ///
 /// Errors: `InvalidArgument` when `prefix_len` exceeds 32 (IPv4) or 128 (IPv6); `Kernel`
 /// (errno 17 `EEXIST` if present, 19 `ENODEV` for an unknown ifindex), `Io`.
@@ -94,6 +95,11 @@ pub fn add_address(ifindex: u32, addr: IpAddr, prefix_len: u8) -> Result<(), Net
     msg.header.family = family;
     msg.header.prefix_len = prefix_len;
     msg.header.index = ifindex;
+    // Like iproute2: a 127/8 (or ::1) address gets RT_SCOPE_HOST; the kernel refuses a
+    // loopback IPv4 address with global scope (EINVAL).
+    if addr.is_loopback() {
+        msg.header.scope = AddressScope::Host;
+    }
     if addr.is_ipv4() {
         msg.attributes.push(AddressAttribute::Local(addr));
     }
@@ -129,9 +135,12 @@ pub fn create_veth_pair(a: &str, b: &str) -> Result<(), NetlinkError> {
     check_name(&op, a)?;
     check_name(&op, b)?;
     let mut sock = RtSocket::open(&op)?;
-    sock.run_acked(vec![veth_request(a, b)], NLM_F_CREATE | NLM_F_EXCL, 1, &|_| {
-        op.clone()
-    })
+    sock.run_acked(
+        vec![veth_request(a, b)],
+        NLM_F_CREATE | NLM_F_EXCL,
+        1,
+        &|_| op.clone(),
+    )
 }
 
 /// Create `n` veth pairs named `{prefix}{i}a` <-> `{prefix}{i}b` for `i` in `0..n`, on one

@@ -1,7 +1,9 @@
 //! `NetState`: links, addresses and routes of one netns, captured in-process over rtnetlink,
 //! with a canonical JSON form (byte-equal for equal states) and a line diff.
 
-use netlink_packet_core::{NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST, NLMSG_DONE, NLMSG_ERROR, Parseable};
+use netlink_packet_core::{
+    NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST, NLMSG_DONE, NLMSG_ERROR, Parseable,
+};
 use netlink_packet_route::{
     RouteNetlinkMessage,
     address::{AddressAttribute, AddressMessage},
@@ -271,7 +273,11 @@ fn run_dump(
             _ => each(&m)?,
         }
     }
-    Err(NetlinkError::decode(op, reply.len(), "replies end before NLMSG_DONE"))
+    Err(NetlinkError::decode(
+        op,
+        reply.len(),
+        "replies end before NLMSG_DONE",
+    ))
 }
 
 fn dump_links_with(sock: &mut RtSocket) -> Result<Vec<LinkState>, NetlinkError> {

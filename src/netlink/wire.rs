@@ -110,7 +110,11 @@ pub(crate) enum DumpEnd {
 }
 
 /// Scan one received datagram for the `NLMSG_DONE` / `NLMSG_ERROR` that ends dump `seq`.
-pub(crate) fn scan_dump_end(datagram: &[u8], seq: u32, op: &'static str) -> Result<DumpEnd, NetlinkError> {
+pub(crate) fn scan_dump_end(
+    datagram: &[u8],
+    seq: u32,
+    op: &'static str,
+) -> Result<DumpEnd, NetlinkError> {
     for msg in NlMsgIter::new(datagram, op) {
         let msg = msg?;
         if msg.nlmsg_seq == seq && (msg.nlmsg_type == NLMSG_DONE || msg.nlmsg_type == NLMSG_ERROR) {
@@ -236,7 +240,8 @@ impl RtSocket {
                     if msg.nlmsg_type != NLMSG_ERROR {
                         continue;
                     }
-                    let Some(&(seq, idx)) = pending.iter().find(|(s, _)| *s == msg.nlmsg_seq) else {
+                    let Some(&(seq, idx)) = pending.iter().find(|(s, _)| *s == msg.nlmsg_seq)
+                    else {
                         continue;
                     };
                     acked += 1;
