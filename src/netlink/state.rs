@@ -458,3 +458,67 @@ fn type_name(t: u8) -> String {
         n => n.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The JSON example from the brief (the assertion engine's contract), without `priority`.
+    const SAMPLE: &str = r#"{"links":[{"ifindex":1,"name":"lo","link_type":772,"flags":73,"up":true,"mtu":65536,"address":"00:00:00:00:00:00","kind":null,"operstate":"unknown"}],
+ "addresses":[{"ifindex":1,"family":"inet","address":"127.0.0.1","prefix_len":8,"scope":"host","label":"lo"}],
+ "routes":[{"family":"inet","table":255,"dst":"127.0.0.0/8","gateway":null,"oif":1,"protocol":"kernel","scope":"host","type":"local","prefsrc":"127.0.0.1"}]}"#;
+
+    #[test]
+    fn sample_json_parses_and_round_trips() {
+        let s = NetState::from_json(SAMPLE).unwrap();
+        assert!(s.lo_up_with_127());
+        assert_eq!(s.routes[0].route_type, "local");
+        let json = s.to_canonical_json();
+        assert!(json.ends_with("}\n"));
+        assert_eq!(NetState::from_json(&json).unwrap(), s);
+        // Field order of the contract.
+        let order = [
+            "\"ifindex\"",
+            "\"name\"",
+            "\"link_type\"",
+            "\"flags\"",
+            "\"up\"",
+            "\"mtu\"",
+            "\"address\"",
+            "\"kind\"",
+            "\"operstate\"",
+        ];
+        let pos: Vec<usize> = order.iter().map(|k| json.find(k).unwrap()).collect();
+        assert!(pos.windows(2).all(|w| w[0] < w[1]), "{json}");
+        assert!(json.contains("\n  \"addresses\": [\n    {\n      \"ifindex\": 1,"));
+    }
+
+    #[test]
+    fn order_does_not_matter_and_diff_lists_changes() {
+        let a = NetState::from_json(SAMPLE).unwrap();
+        let mut b = a.clone();
+        b.addresses.push(AddrState {
+            ifindex: 1,
+            family: "inet".into(),
+            address: "10.0.0.1".into(),
+            prefix_len: 24,
+            scope: "global".into(),
+            label: Some("lo".into()),
+        });
+        b.addresses.reverse();
+        assert_ne!(a.to_canonical_json(), b.to_canonical_json());
+        let d = a.diff(&b);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(d[0].starts_with("+ addresses: {") && d[0].contains("10.0.0.1"));
+        assert_eq!(b.diff(&a)[0].chars().next(), Some('-'));
+        let mut c = b.clone();
+        c.addresses.reverse();
+        assert_eq!(b.to_canonical_json(), c.to_canonical_json());
+        assert!(b.diff(&c).is_empty());
+
+        let mut down = a.clone();
+        down.links[0].up = false;
+        assert!(!down.lo_up_with_127());
+        assert_eq!(a.diff(&down).len(), 2);
+    }
+}

@@ -311,3 +311,40 @@ pub(crate) fn append_request(out: &mut Vec<u8>, msg: RouteNetlinkMessage, flags:
     out.resize(start + nlmsg_align(len), 0);
     nl.serialize(&mut out[start..start + len]);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(len: u32, ty: u16, seq: u32, extra: usize) -> Vec<u8> {
+        let mut m = Vec::new();
+        m.extend_from_slice(&len.to_ne_bytes());
+        m.extend_from_slice(&ty.to_ne_bytes());
+        m.extend_from_slice(&0u16.to_ne_bytes());
+        m.extend_from_slice(&seq.to_ne_bytes());
+        m.extend_from_slice(&0u32.to_ne_bytes());
+        m.resize(m.len() + extra, 0);
+        m
+    }
+
+    #[test]
+    fn walks_aligned_messages_and_rejects_bad_lengths() {
+        // 18-byte message is padded to 20 before the next header.
+        let mut b = msg(18, 16, 7, 4);
+        b.extend(msg(20, NLMSG_DONE, 7, 4));
+        let v: Vec<_> = NlMsgIter::new(&b, "t").map(|m| m.unwrap()).collect();
+        assert_eq!(v.len(), 2);
+        assert_eq!(
+            (v[0].payload.len(), v[1].offset, v[1].nlmsg_type),
+            (2, 20, NLMSG_DONE)
+        );
+        assert!(matches!(scan_dump_end(&b, 7, "t"), Ok(DumpEnd::Done)));
+        assert!(matches!(scan_dump_end(&b, 8, "t"), Ok(DumpEnd::More)));
+
+        for bad in [msg(15, 16, 1, 0), msg(40, 16, 1, 0), b[..10].to_vec()] {
+            let r: Vec<_> = NlMsgIter::new(&bad, "t").collect();
+            assert_eq!(r.len(), 1);
+            assert!(matches!(r[0], Err(NetlinkError::Decode { .. })));
+        }
+    }
+}
