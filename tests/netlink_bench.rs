@@ -47,6 +47,57 @@ fn full_parse_count(bytes: &[u8]) -> usize {
     n
 }
 
+/// The kernel's own dump time: CRIU's request, replies read with 32 KiB and not decoded.
+fn raw_dump_len() -> usize {
+    use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
+    let s = Socket::new(NETLINK_ROUTE).unwrap();
+    s.connect(&SocketAddr::new(0, 0)).unwrap();
+    s.send(&netprobe::netlink::criu_link_dump_request(), 0)
+        .unwrap();
+    let mut buf = Vec::with_capacity(32 * 1024);
+    let mut total = 0;
+    loop {
+        buf.clear();
+        let n = s.recv(&mut buf, 0).unwrap();
+        total += n;
+        // NLMSG_DONE (type 3) is the last message of the last datagram.
+        let mut pos = 0;
+        let mut done = false;
+        while pos + 16 <= n {
+            let len = u32::from_ne_bytes(buf[pos..pos + 4].try_into().unwrap()) as usize;
+            done |= u16::from_ne_bytes([buf[pos + 4], buf[pos + 5]]) == 3;
+            pos += (len + 3) & !3;
+        }
+        if done {
+            return total;
+        }
+    }
+}
+
+/// `ip -batch` creating the same 5,000 veth pairs, for comparison with `create_veth_pairs`.
+#[test]
+#[ignore = "benchmark: root, creates 10,000 links"]
+fn ip_batch_create_reference() {
+    in_fresh_netns(|| {
+        let mut script = String::new();
+        for i in 0..5000 {
+            script.push_str(&format!("link add b{i}a type veth peer name b{i}b\n"));
+        }
+        let path = std::env::temp_dir().join(format!("netprobe-ipbatch-{}", std::process::id()));
+        std::fs::write(&path, script).unwrap();
+        let t = Instant::now();
+        let st = std::process::Command::new("ip")
+            .arg("-batch")
+            .arg(&path)
+            .status()
+            .expect("ip -batch");
+        let el = t.elapsed();
+        let _ = std::fs::remove_file(&path);
+        assert!(st.success());
+        println!("ip -batch (5000 veth pairs):       {el:?}");
+    });
+}
+
 #[test]
 #[ignore = "benchmark: root, creates 10,000 links"]
 fn ten_thousand_links() {
@@ -63,6 +114,8 @@ fn ten_thousand_links() {
         assert_eq!(n, 10_001);
         let (capture_t, st) = best_of(3, || capture().expect("capture"));
         assert_eq!(st.links.len(), 10_001);
+        let (raw_t, raw_len) = best_of(5, raw_dump_len);
+        assert!(raw_len > 1_000_000);
         let (ip_t, out) = best_of(5, || {
             std::process::Command::new("ip")
                 .args(["-j", "link", "show"])
@@ -81,6 +134,7 @@ fn ten_thousand_links() {
         );
         println!("create_veth_pairs(5000):           {create:?}");
         println!("dump_links_criu (dump+decode):     {dump_t:?} (best of 5)");
+        println!("raw kernel dump (recv only):       {raw_t:?}");
         println!("decode_link_replies alone:         {decode_t:?}");
         println!("full LinkMessage::parse (ref):     {full_t:?}");
         println!("capture() (links+addrs+routes):    {capture_t:?}");
