@@ -160,8 +160,9 @@ impl NetState {
         s
     }
 
-    /// Parse JSON written by [`NetState::to_canonical_json`] (unknown extra fields are refused
-    /// by nothing; missing ones are an error). Vectors are re-sorted.
+    /// Parse JSON written by [`NetState::to_canonical_json`]. Unknown extra fields are
+    /// ignored, a missing `Option` field reads as `null`, any other missing field is an error.
+    /// Vectors are re-sorted.
     ///
     /// Errors: `Json` on malformed input.
     pub fn from_json(json: &str) -> Result<NetState, NetlinkError> {
