@@ -148,9 +148,23 @@ fn private_netns_has_no_path_and_no_resources() {
     assert!(r.cpu().is_none());
     assert!(r.memory().is_none());
 
-    // Rewriting is deterministic: same spec, same hash.
-    let again = write_bundle(tmp.path(), &sp).unwrap();
-    assert_eq!(again.sha256, info.sha256);
+    // Rewriting is deterministic (capability sets are sorted): same spec, same hash.
+    for _ in 0..8 {
+        let again = write_bundle(tmp.path(), &sp).unwrap();
+        assert_eq!(again.sha256, info.sha256);
+    }
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&info.config_path).unwrap()).unwrap();
+    let bounding: Vec<&str> = v["process"]["capabilities"]["bounding"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        bounding,
+        vec!["CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"]
+    );
 }
 
 #[test]

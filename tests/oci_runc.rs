@@ -481,6 +481,51 @@ fn missing_runtime_and_existing_container_are_refused() {
     fx.assert_nothing_listed();
 }
 
+/// strace wraps checkpoint (trace file written, runc and criu in it); restore stays unwrapped
+/// (CRIU cannot attach to strace's tracees) and succeeds.
+#[test]
+fn strace_wraps_checkpoint_only() {
+    if !can_run() || !Path::new("/usr/bin/strace").exists() {
+        return;
+    }
+    let _s = serial();
+    let mut fx = Fixture::new();
+    fx.runtime = fx.runtime.clone().with_strace("/usr/bin/strace");
+    let id = unique_container_id("np-oci-strace");
+    refuse_existing(&fx.runtime, &id).unwrap();
+    let mut guard = ContainerGuard::new(&fx.runtime, &id);
+    let bundle = fx.bundle(NetnsSpec::Private);
+    create_and_start(&fx, &id, &bundle);
+    let out = fx
+        .runtime
+        .checkpoint(&id, &fx.p("images"), &fx.p("work"), &[])
+        .unwrap_or_else(|e| panic!("checkpoint under strace: {e}"));
+    assert_eq!(out.argv[0], "/usr/bin/strace");
+    let trace = out.strace_path.clone().expect("strace path");
+    assert_eq!(trace, fx.p("work/strace-checkpoint.txt"));
+    let text = std::fs::read_to_string(&trace).unwrap();
+    assert!(text.contains("execve(\"/usr/bin/runc\""), "no runc execve");
+    assert!(text.contains(CRIU), "criu not in the trace");
+    fx.runtime.prove_gone(&id).unwrap();
+    let out = fx
+        .runtime
+        .restore(
+            &id,
+            &bundle,
+            &fx.p("images"),
+            &fx.p("work"),
+            &fx.p("r.pid"),
+            &[],
+        )
+        .unwrap_or_else(|e| panic!("restore: {e}"));
+    assert_eq!(out.argv[0], RUNC);
+    assert!(out.strace_path.is_none());
+    assert!(!fx.p("work/strace-restore.txt").exists());
+    assert_eq!(fx.runtime.state(&id).unwrap().unwrap().status, "running");
+    guard.release().unwrap();
+    fx.assert_nothing_listed();
+}
+
 /// The guard cleans up even when the test body panics.
 #[test]
 fn guard_cleans_up_on_panic() {

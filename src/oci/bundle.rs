@@ -188,6 +188,7 @@ pub fn build_spec(bundle_dir: &Path, spec: &BundleSpec) -> Result<Spec> {
 /// Write `<bundle_dir>/config.json` for `spec` (see [`build_spec`] for its content) and return
 /// its path and sha256.
 ///
+/// The bytes are deterministic (capability sets sorted), so the same spec gives the same sha256.
 /// `bundle_dir` is created if missing. The file is written to a temporary name in the same
 /// directory, fsynced and renamed over `config.json`, so a reader never sees a partial file.
 ///
@@ -196,10 +197,13 @@ pub fn write_bundle(bundle_dir: &Path, spec: &BundleSpec) -> Result<BundleInfo> 
     let oci = build_spec(bundle_dir, spec)?;
     fs::create_dir_all(bundle_dir).map_err(io_err("create directory", bundle_dir))?;
     let config_path = bundle_dir.join(CONFIG_JSON);
-    let mut bytes = serde_json::to_vec_pretty(&oci).map_err(|source| OciError::Json {
+    let json_err = |source| OciError::Json {
         path: config_path.clone(),
         source,
-    })?;
+    };
+    let mut value = serde_json::to_value(&oci).map_err(json_err)?;
+    sort_capability_sets(&mut value);
+    let mut bytes = serde_json::to_vec_pretty(&value).map_err(json_err)?;
     bytes.push(b'\n');
     let tmp = bundle_dir.join(format!(
         ".{CONFIG_JSON}.tmp-{}-{}",
@@ -241,6 +245,22 @@ pub fn read_bundle_spec(bundle_dir: &Path) -> Result<Spec> {
     let path = bundle_dir.join(CONFIG_JSON);
     let bytes = fs::read(&path).map_err(io_err("read", &path))?;
     serde_json::from_slice(&bytes).map_err(|source| OciError::Json { path, source })
+}
+
+/// oci-spec keeps capability sets in a `HashSet`, whose order changes from run to run; sort each
+/// `process.capabilities.<set>` array so the same spec always yields the same bytes and hash.
+fn sort_capability_sets(value: &mut serde_json::Value) {
+    let Some(caps) = value
+        .pointer_mut("/process/capabilities")
+        .and_then(|c| c.as_object_mut())
+    else {
+        return;
+    };
+    for set in caps.values_mut() {
+        if let Some(arr) = set.as_array_mut() {
+            arr.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+        }
+    }
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
