@@ -11,8 +11,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use netprobe::oci::{
-    BundleSpec, ContainerGuard, NetnsSpec, OciError, Runtime, build_busybox_rootfs, read_pid_file,
-    refuse_existing, unique_container_id, write_bundle,
+    BundleSpec, ContainerGuard, NetnsSpec, OciError, Resources, Runtime, build_busybox_rootfs,
+    read_pid_file, refuse_existing, unique_container_id, write_bundle,
 };
 
 const RUNC: &str = "/usr/bin/runc";
@@ -523,6 +523,68 @@ fn strace_wraps_checkpoint_only() {
     assert!(!fx.p("work/strace-restore.txt").exists());
     assert_eq!(fx.runtime.state(&id).unwrap().unwrap().status, "running");
     guard.release().unwrap();
+    fx.assert_nothing_listed();
+}
+
+/// Resources reach the cgroup (v1, cgroupfs) at create and are still there after restore.
+#[test]
+fn resources_are_applied_and_survive_restore() {
+    if !can_run() {
+        return;
+    }
+    let _s = serial();
+    let fx = Fixture::new();
+    let id = unique_container_id("np-oci-res");
+    refuse_existing(&fx.runtime, &id).unwrap();
+    let mut guard = ContainerGuard::new(&fx.runtime, &id);
+    let bundle = fx.p("bundle");
+    write_bundle(
+        &bundle,
+        &BundleSpec {
+            rootfs: fx.p("rootfs"),
+            readonly_root: true,
+            args: vec!["sleep".into(), "1000".into()],
+            netns: NetnsSpec::Private,
+            resources: Some(Resources {
+                cpu_quota: 400_000,
+                cpu_period: 100_000,
+                memory_limit: 4 << 30,
+                memory_swap: 4 << 30,
+            }),
+            hostname: "np-oci".into(),
+            cgroups_path: Some(format!("/{id}")),
+        },
+    )
+    .unwrap();
+    let read = |ctl: &str, file: &str| {
+        std::fs::read_to_string(format!("/sys/fs/cgroup/{ctl}/{id}/{file}"))
+            .unwrap_or_else(|e| panic!("{ctl}/{id}/{file}: {e}"))
+            .trim()
+            .to_string()
+    };
+    let check = |when: &str| {
+        assert_eq!(read("cpu", "cpu.cfs_quota_us"), "400000", "{when}");
+        assert_eq!(read("cpu", "cpu.cfs_period_us"), "100000", "{when}");
+        assert_eq!(
+            read("memory", "memory.limit_in_bytes"),
+            "4294967296",
+            "{when}"
+        );
+        assert_eq!(
+            read("memory", "memory.memsw.limit_in_bytes"),
+            "4294967296",
+            "{when}"
+        );
+    };
+    create_and_start(&fx, &id, &bundle);
+    check("after start");
+    checkpoint_restore(&fx, &id, &bundle);
+    check("after restore");
+    guard.release().unwrap();
+    assert!(
+        !Path::new(&format!("/sys/fs/cgroup/cpu/{id}")).exists(),
+        "cgroup left behind"
+    );
     fx.assert_nothing_listed();
 }
 
