@@ -41,6 +41,9 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Self {
+        // Become a child subreaper, so container inits orphaned by runc are re-parented to this
+        // test process and the guard reaps them (no `[sleep] <defunct>` under pid 1).
+        nix::sys::prctl::set_child_subreaper(true).unwrap();
         let tmp = tempfile::Builder::new()
             .prefix("netprobe-oci-test-")
             .tempdir()
@@ -69,8 +72,9 @@ impl Fixture {
         .unwrap();
         bundle
     }
-    /// `runc list` under our private root holds nothing.
+    /// `runc list` under our private root holds nothing, and no child of ours is a zombie.
     fn assert_nothing_listed(&self) {
+        assert_no_zombie_children();
         let out = Command::new(RUNC)
             .arg("--root")
             .arg(&self.runtime.root)
@@ -82,6 +86,17 @@ impl Fixture {
             "runc list not empty: {}",
             String::from_utf8_lossy(&out.stdout)
         );
+    }
+}
+
+/// No exited-but-unreaped child (the container inits re-parented to us as subreaper must have
+/// been reaped by the runtime wrapper). WNOWAIT: looks without reaping.
+fn assert_no_zombie_children() {
+    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    match waitid(Id::All, flags) {
+        Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::ECHILD) => {}
+        other => panic!("unreaped child: {other:?}"),
     }
 }
 
@@ -220,6 +235,7 @@ fn create_and_start(fx: &Fixture, id: &str, bundle: &Path) -> i32 {
     assert_eq!(st.status, "running");
     assert!(st.pid > 0);
     assert_eq!(st.pid, read_pid_file(&fx.p("create.pid")).unwrap());
+    eprintln!("{id}: started pid {}", st.pid);
     assert_eq!(st.bundle, bundle);
     st.pid
 }
@@ -253,6 +269,7 @@ fn checkpoint_restore(
     assert_eq!(st.status, "running");
     assert!(st.pid > 0);
     assert_eq!(st.pid, read_pid_file(&fx.p("restore.pid")).unwrap());
+    eprintln!("{id}: restored pid {}", st.pid);
     (st.pid, dump_log, restore_log, inv)
 }
 

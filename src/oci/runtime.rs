@@ -152,13 +152,16 @@ impl Runtime {
             })
     }
 
-    /// `runc kill ID SIGNAL` (signal as runc accepts it: "KILL", "SIGKILL", "9", …).
+    /// `runc kill ID SIGNAL` (signal as runc accepts it: "KILL", "SIGKILL", "9", …). For KILL the
+    /// init's pid is read first and reaped afterwards if it is our child (subreaper case).
     ///
     /// Errors: [`OciError::InvalidId`], [`OciError::Spawn`], [`OciError::Failed`] (also when the
     /// container is not running or does not exist).
     pub fn kill(&self, id: &str, signal: &str) -> Result<RuntimeOutcome> {
         validate_id(id)?;
-        check(
+        let fatal = matches!(signal, "KILL" | "SIGKILL" | "9");
+        let pid = if fatal { self.init_pid(id) } else { None };
+        let out = check(
             self.run_raw(
                 vec!["kill".into(), id.into(), signal.into()],
                 Stdio3::Piped,
@@ -166,10 +169,14 @@ impl Runtime {
                 true,
             )?,
             None,
-        )
+        )?;
+        if let Some(pid) = pid {
+            reap_if_child(pid);
+        }
+        Ok(out)
     }
 
-    /// `runc delete [--force] ID`.
+    /// `runc delete [--force] ID`; the init's pid (if any) is reaped afterwards if it is our child.
     ///
     /// Errors: [`OciError::InvalidId`], [`OciError::Spawn`], [`OciError::Failed`].
     pub fn delete(&self, id: &str, force: bool) -> Result<RuntimeOutcome> {
@@ -179,11 +186,17 @@ impl Runtime {
             args.push("--force".into());
         }
         args.push(id.into());
-        check(self.run_raw(args, Stdio3::Piped, None, true)?, None)
+        let pid = self.init_pid(id);
+        let out = check(self.run_raw(args, Stdio3::Piped, None, true)?, None)?;
+        if let Some(pid) = pid {
+            reap_if_child(pid);
+        }
+        Ok(out)
     }
 
     /// `runc checkpoint --image-path I --work-path W [extra…] ID`. Without `--leave-running` in
-    /// `extra` the container is stopped and removed by runc afterwards. CRIU writes `dump.log`
+    /// `extra` the container is stopped and removed by runc afterwards (its former init is reaped
+    /// if it is our child). CRIU writes `dump.log`
     /// to `work_path`; both directories are created if missing.
     ///
     /// Errors: [`OciError::InvalidId`], [`OciError::Io`], [`OciError::Spawn`],
@@ -211,8 +224,16 @@ impl Runtime {
             .strace
             .as_ref()
             .map(|_| work_path.join("strace-checkpoint.txt"));
+        let stops = !extra
+            .iter()
+            .any(|a| a == "--leave-running" || a == "--pre-dump");
+        let pid = if stops { self.init_pid(id) } else { None };
         let out = self.run_raw(args, Stdio3::Piped, strace, true)?;
-        check(out, Some(work_path.join("dump.log")))
+        let out = check(out, Some(work_path.join("dump.log")))?;
+        if let Some(pid) = pid {
+            reap_if_child(pid);
+        }
+        Ok(out)
     }
 
     /// `runc restore --detach --bundle B --image-path I --work-path W --pid-file P [extra…] ID`,
@@ -263,6 +284,14 @@ impl Runtime {
                 status: st.status,
                 root: self.root.clone(),
             }),
+        }
+    }
+
+    /// The container's init pid per `runc state`, when it is running/created/paused (> 0).
+    fn init_pid(&self, id: &str) -> Option<i32> {
+        match self.state(id) {
+            Ok(Some(st)) if st.pid > 0 => Some(st.pid),
+            _ => None,
         }
     }
 
@@ -443,6 +472,12 @@ pub fn read_pid_file(path: &Path) -> Result<i32> {
 /// Owns a container for its lifetime: on drop (success, error or panic) it runs
 /// `runc kill ID KILL` and `runc delete --force ID`, ignoring "does not exist", so nothing leaks.
 /// Create it right after [`refuse_existing`] and before `create`/`restore`.
+///
+/// Zombies: when runc exits, the container's init is re-parented to the nearest child subreaper,
+/// else to pid 1, which leaves a `[sleep] <defunct>` until pid 1 gets to it. A caller that has set
+/// `PR_SET_CHILD_SUBREAPER` inherits the init instead; [`Runtime::kill`] (KILL),
+/// [`Runtime::delete`] and [`Runtime::checkpoint`] (without `--leave-running`/`--pre-dump`) then
+/// reap that pid (waitpid on that pid only, at most 2 s), and so does this guard.
 #[derive(Debug)]
 pub struct ContainerGuard {
     /// The runtime that owns the container.
@@ -473,6 +508,7 @@ impl ContainerGuard {
     /// [`Runtime::prove_gone`].
     pub fn release(&mut self) -> Result<()> {
         self.armed = false;
+        // kill and delete reap the init when it is our child (see the type's doc).
         let _ = self.runtime.kill(&self.id, "KILL");
         match self.runtime.delete(&self.id, true) {
             Ok(_) => {}
@@ -480,6 +516,22 @@ impl ContainerGuard {
             Err(e) => return Err(e),
         }
         self.runtime.prove_gone(&self.id)
+    }
+}
+
+/// Reap `pid` if it is our child (it is when this process is a child subreaper,
+/// `prctl(PR_SET_CHILD_SUBREAPER)`: the runtime exits and the container's init is re-parented
+/// here). Otherwise (`ECHILD`) do nothing: pid 1 reaps it. Waits at most 2 s for the exit.
+fn reap_if_child(pid: i32) {
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+    let deadline = Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match waitpid(nix::unistd::Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) if Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            _ => return,
+        }
     }
 }
 
