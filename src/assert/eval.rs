@@ -296,49 +296,26 @@ pub(crate) fn lo_up_127(v: &Value) -> Result<(bool, String), String> {
     Ok((up && has_127, observed))
 }
 
-/// The lines that differ between two files: `-` only in `other_name`, `+` only in `name`
-/// (multiset difference; JSON is pretty-printed first so one-line files diff by field).
-fn diff_summary(name: &str, a: &[u8], other_name: &str, b: &[u8]) -> String {
-    let pretty = |x: &[u8]| -> String {
-        match serde_json::from_slice::<Value>(x) {
-            Ok(v) => serde_json::to_string_pretty(&v).unwrap_or_default(),
-            Err(_) => String::from_utf8_lossy(x).into_owned(),
-        }
-    };
-    let (pa, pb) = (pretty(a), pretty(b));
-    let mut count: HashMap<&str, i64> = HashMap::new();
-    for l in pa.lines() {
-        *count.entry(l.trim()).or_default() += 1;
-    }
-    for l in pb.lines() {
-        *count.entry(l.trim()).or_default() -= 1;
-    }
+/// What differs between `other_name` (old, e.g. before) and `name` (new, e.g. after). When
+/// both are JSON: one entry per differing JSON pointer (`/links/0/up: true → false`,
+/// `/addresses/0: removed {…}`, `…: added {…}`); otherwise the lines only in one of them
+/// (`-` old, `+` new).
+fn diff_summary(name: &str, new: &[u8], other_name: &str, old: &[u8]) -> String {
     let mut diffs: Vec<String> = Vec::new();
-    let mut seen: HashMap<&str, i64> = HashMap::new();
-    for l in pb.lines().map(str::trim) {
-        let c = count[l];
-        let s = seen.entry(l).or_default();
-        if c < 0 && *s < -c {
-            *s += 1;
-            diffs.push(format!("-{}", clip(l)));
-        }
-    }
-    seen.clear();
-    for l in pa.lines().map(str::trim) {
-        let c = count[l];
-        let s = seen.entry(l).or_default();
-        if c > 0 && *s < c {
-            *s += 1;
-            diffs.push(format!("+{}", clip(l)));
-        }
+    match (
+        serde_json::from_slice::<Value>(new),
+        serde_json::from_slice::<Value>(old),
+    ) {
+        (Ok(n), Ok(o)) => json_diff(&o, &n, &mut String::new(), &mut diffs),
+        _ => line_diff(new, old, &mut diffs),
     }
     let mut out = format!(
-        "differs ({} vs {} bytes); - {other_name} only, + {name} only: ",
-        a.len(),
-        b.len()
+        "differs ({other_name} {} bytes → {name} {} bytes): ",
+        old.len(),
+        new.len()
     );
     if diffs.is_empty() {
-        out.push_str("same lines in another order or spacing");
+        out.push_str("same content, different bytes (order or spacing)");
     } else {
         let total = diffs.len();
         out.push_str(
@@ -353,6 +330,84 @@ fn diff_summary(name: &str, a: &[u8], other_name: &str, b: &[u8]) -> String {
         }
     }
     out
+}
+
+fn json_diff(old: &Value, new: &Value, path: &mut String, out: &mut Vec<String>) {
+    let shown = |p: &str| {
+        if p.is_empty() {
+            "/".to_string()
+        } else {
+            p.to_string()
+        }
+    };
+    match (old, new) {
+        (Value::Object(o), Value::Object(n)) => {
+            let mut keys: Vec<&String> = o.keys().chain(n.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                let len = path.len();
+                path.push('/');
+                path.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                match (o.get(k), n.get(k)) {
+                    (Some(a), Some(b)) => json_diff(a, b, path, out),
+                    (Some(a), None) => {
+                        out.push(format!("{path}: removed {}", clip(&a.to_string())))
+                    }
+                    (None, Some(b)) => out.push(format!("{path}: added {}", clip(&b.to_string()))),
+                    (None, None) => {}
+                }
+                path.truncate(len);
+            }
+        }
+        (Value::Array(o), Value::Array(n)) => {
+            for i in 0..o.len().max(n.len()) {
+                let len = path.len();
+                path.push_str(&format!("/{i}"));
+                match (o.get(i), n.get(i)) {
+                    (Some(a), Some(b)) => json_diff(a, b, path, out),
+                    (Some(a), None) => {
+                        out.push(format!("{path}: removed {}", clip(&a.to_string())))
+                    }
+                    (None, Some(b)) => out.push(format!("{path}: added {}", clip(&b.to_string()))),
+                    (None, None) => {}
+                }
+                path.truncate(len);
+            }
+        }
+        (a, b) if a != b => out.push(format!(
+            "{}: {} → {}",
+            shown(path),
+            clip(&a.to_string()),
+            clip(&b.to_string())
+        )),
+        _ => {}
+    }
+}
+
+/// Multiset line difference: `-line` only in `old`, `+line` only in `new`, in file order.
+fn line_diff(new: &[u8], old: &[u8], out: &mut Vec<String>) {
+    let (n, o) = (String::from_utf8_lossy(new), String::from_utf8_lossy(old));
+    let mut count: HashMap<&str, i64> = HashMap::new();
+    for l in n.lines() {
+        *count.entry(l).or_default() += 1;
+    }
+    for l in o.lines() {
+        *count.entry(l).or_default() -= 1;
+    }
+    let mut emit = |text: &str, sign: i64, mark: char, out: &mut Vec<String>| {
+        let mut seen: HashMap<&str, i64> = HashMap::new();
+        for l in text.lines() {
+            let extra = count[l] * sign;
+            let s = seen.entry(l).or_default();
+            if extra > 0 && *s < extra {
+                *s += 1;
+                out.push(format!("{mark}{}", clip(l)));
+            }
+        }
+    };
+    emit(&o, -1, '-', out);
+    emit(&n, 1, '+', out);
 }
 
 fn clip(l: &str) -> String {
