@@ -77,13 +77,11 @@ fn gen_log(rng: &mut Rng, lines: usize) -> Vec<u8> {
     for _ in 0..lines {
         let p = pieces[rng.below(pieces.len() as u64) as usize];
         // random filler before/after so matches land everywhere relative to chunk edges
-        for _ in 0..rng.below(4) {
-            out.push(b'x');
-        }
+        let pre = rng.below(4) as usize;
+        out.extend(std::iter::repeat_n(b'x', pre));
         out.extend_from_slice(p.as_bytes());
-        for _ in 0..rng.below(3) {
-            out.push(b' ');
-        }
+        let post = rng.below(3) as usize;
+        out.extend(std::iter::repeat_n(b' ', post));
         out.push(b'\n');
     }
     if rng.below(2) == 0 {

@@ -395,7 +395,7 @@ fn line_diff(new: &[u8], old: &[u8], out: &mut Vec<String>) {
     for l in o.lines() {
         *count.entry(l).or_default() -= 1;
     }
-    let mut emit = |text: &str, sign: i64, mark: char, out: &mut Vec<String>| {
+    let emit = |text: &str, sign: i64, mark: char, out: &mut Vec<String>| {
         let mut seen: HashMap<&str, i64> = HashMap::new();
         for l in text.lines() {
             let extra = count[l] * sign;
