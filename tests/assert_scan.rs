@@ -33,6 +33,7 @@ fn naive(log: &[u8], q: &LogQuery) -> u64 {
     lines[start..end]
         .iter()
         .filter(|l| l.contains(q.pattern.as_str()))
+        .filter(|l| !q.exclude.iter().any(|x| l.contains(x.as_str())))
         .count() as u64
 }
 
@@ -41,6 +42,7 @@ fn q(pattern: &str, after: Option<&str>, before: Option<&str>) -> LogQuery {
         pattern: pattern.into(),
         after: after.map(Into::into),
         before: before.map(Into::into),
+        exclude: vec![],
     }
 }
 
@@ -199,4 +201,16 @@ fn bad_queries_are_refused() {
 fn empty_log_counts_zero() {
     let got = scan_reader(&b""[..], &all_queries(), 7).unwrap();
     assert!(got.iter().all(|&n| n == 0));
+}
+
+#[test]
+fn exclude_skips_lines_with_an_excluded_literal() {
+    let log = b"a No netns-10.img image\nb No netns-ct-10.img image\nc No netns-exp-10.img image\nNo netns-9.img image No netns-ct-\n";
+    let mut query = q("No netns-", None, None);
+    query.exclude = vec!["netns-ct-".into(), "netns-exp-".into()];
+    for chunk in [1, 2, 7, 4096] {
+        let n = scan_reader(&log[..], std::slice::from_ref(&query), chunk).unwrap();
+        assert_eq!(n, vec![1], "chunk {chunk}");
+        assert_eq!(naive(log, &query), 1);
+    }
 }

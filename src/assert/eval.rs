@@ -143,6 +143,9 @@ fn describe_log(q: &LogQuery, count: &Bound) -> String {
     if let Some(b) = &q.before {
         s.push_str(&format!(" before the first line containing {b:?}"));
     }
+    if !q.exclude.is_empty() {
+        s.push_str(&format!(" and none of {:?}", q.exclude));
+    }
     s
 }
 

@@ -20,8 +20,9 @@ pub const DEFAULT_CHUNK: usize = 256 << 10;
 /// means the file is not a log, and scanning fails (closed) instead of growing without bound.
 pub const MAX_LINE: usize = 64 << 20;
 
-/// One query: count the lines containing `pattern`, optionally only the lines strictly after
-/// the first line containing `after` and strictly before the first line containing `before`.
+/// One query: count the lines containing `pattern` and none of `exclude`, optionally only the
+/// lines strictly after the first line containing `after` and strictly before the first line
+/// containing `before`.
 /// With an `after` anchor that never appears the count is 0; with a `before` anchor that never
 /// appears the scope runs to the end of the log.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -32,6 +33,9 @@ pub struct LogQuery {
     pub after: Option<String>,
     /// Scope end anchor (literal, no newline, not empty).
     pub before: Option<String>,
+    /// A matching line that also contains any of these literals is not counted (e.g. CRIU's
+    /// `No netns-ct-10.img image` when counting `No netns-`).
+    pub exclude: Vec<String>,
 }
 
 impl LogQuery {
@@ -41,6 +45,7 @@ impl LogQuery {
             pattern: pattern.into(),
             after: None,
             before: None,
+            exclude: Vec::new(),
         }
     }
 }
@@ -65,6 +70,7 @@ struct Query {
     finder: usize,
     after: Option<usize>,
     before: Option<usize>,
+    exclude: Vec<usize>,
     count: u64,
     done: bool,
 }
@@ -134,10 +140,16 @@ pub fn scan_reader<R: Read>(
             check_needle("before anchor", b)?;
             before = Some(intern(b, &mut anchor_needles));
         }
+        let mut exclude = Vec::new();
+        for x in &q.exclude {
+            check_needle("exclude", x)?;
+            exclude.push(intern(x, &mut needles));
+        }
         qs.push(Query {
             finder,
             after,
             before,
+            exclude,
             count: 0,
             done: false,
         });
@@ -243,8 +255,16 @@ fn process(region: &[u8], finders: &[Finder<'_>], anchors: &mut [Anchor<'_>], qs
                 break;
             };
             let m = pos + m;
-            q.count += 1;
-            pos = memchr::memchr(b'\n', &region[m..end]).map_or(end, |i| m + i + 1);
+            let line_end = memchr::memchr(b'\n', &region[m..end]).map_or(end, |i| m + i + 1);
+            let excluded = !q.exclude.is_empty() && {
+                let line_start = memchr::memrchr(b'\n', &region[..m]).map_or(0, |i| i + 1);
+                let line = &region[line_start..line_end];
+                q.exclude.iter().any(|&x| finders[x].find(line).is_some())
+            };
+            if !excluded {
+                q.count += 1;
+            }
+            pos = line_end;
         }
     }
 }

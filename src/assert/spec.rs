@@ -13,6 +13,7 @@
 //! pattern = "LD: Got link"
 //! after = "Dump NET namespace info" # optional: only lines after the first line containing it
 //! before = "..."                    # optional: only lines before the first line containing it
+//! exclude = ["...", "..."]           # optional: a line that also contains one of these is not counted
 //! count = { min = 1 }               # eq | min | max | min + max
 //!
 //! [[assertion]]
@@ -210,6 +211,8 @@ struct RawAssertion {
     pattern: Option<String>,
     after: Option<String>,
     before: Option<String>,
+    #[serde(default)]
+    exclude: Vec<String>,
     count: Option<Bound>,
     glob: Option<String>,
     bytes: Option<Bound>,
@@ -394,6 +397,12 @@ impl ProbeSpec {
                             pattern: needle("pattern", need("pattern", &a.pattern)?)?,
                             after: a.after.clone().map(|s| needle("after", s)).transpose()?,
                             before: a.before.clone().map(|s| needle("before", s)).transpose()?,
+                            exclude: a
+                                .exclude
+                                .iter()
+                                .cloned()
+                                .map(|s| needle("exclude", s))
+                                .collect::<Result<_, _>>()?,
                         },
                         count: bound("count", a.count)?,
                     }
@@ -404,6 +413,7 @@ impl ProbeSpec {
                         ("pattern", a.pattern.is_some()),
                         ("after", a.after.is_some()),
                         ("before", a.before.is_some()),
+                        ("exclude", !a.exclude.is_empty()),
                         ("file", a.file.is_some()),
                         ("check", a.check.is_some()),
                         ("expect", a.expect.is_some()),
@@ -434,6 +444,7 @@ impl ProbeSpec {
                         ("pattern", a.pattern.is_some()),
                         ("after", a.after.is_some()),
                         ("before", a.before.is_some()),
+                        ("exclude", !a.exclude.is_empty()),
                         ("glob", a.glob.is_some()),
                         ("bytes", a.bytes.is_some()),
                         ("count", a.count.is_some()),

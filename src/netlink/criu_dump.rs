@@ -54,7 +54,7 @@ pub fn criu_link_dump_request() -> [u8; 20] {
 /// One link as CRIU sees it in its dump: `ifinfomsg` header fields plus the attributes
 /// `dump_one_link()` and its helpers read (`IFLA_IFNAME`, `IFLA_MTU`, `IFLA_ADDRESS`,
 /// `IFLA_LINKINFO`/`IFLA_INFO_KIND`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CriuLink {
     /// `ifi_index`.
     pub ifindex: u32,

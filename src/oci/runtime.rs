@@ -36,7 +36,7 @@ pub struct Runtime {
 }
 
 /// What one runtime invocation did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RuntimeOutcome {
     /// The full argv, binary first (strace first when wrapped).
     pub argv: Vec<String>,

@@ -16,7 +16,7 @@ use crate::probe::util;
 use std::path::Path;
 
 fn capture(netns: &Path) -> Result<NetState, String> {
-    ns::run_in_netns(netns, NetState::capture)
+    ns::run_in_netns(netns, crate::netlink::capture)
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())
 }
@@ -26,7 +26,7 @@ fn capture(netns: &Path) -> Result<NetState, String> {
 pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     let ev = ctx.evidence;
     let name = RungName::Criu.as_str();
-    let dir = ev.rung_dir(RungName::Criu);
+    let dir = ev.rung_dir(RungName::Criu).map_err(at("evidence"))?;
     let rel = |f: &str| format!("{name}/{f}");
     let images = dir.join("images");
     std::fs::create_dir_all(&images).map_err(at("evidence"))?;
@@ -47,8 +47,11 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
         Ok(s) => s,
         Err(e) => return Err(RungError::new("state capture", e).with(out)),
     };
-    ev.write(&rel("netstate-before.json"), before.to_canonical_json().as_bytes())
-        .map_err(at("evidence"))?;
+    ev.write(
+        &rel("netstate-before.json"),
+        before.to_canonical_json().as_bytes(),
+    )
+    .map_err(at("evidence"))?;
     if let Ok(t) = util::ip_view(id.pid) {
         let _ = ev.write(&rel("ip-before.txt"), t.as_bytes());
     }
@@ -101,8 +104,11 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     }
     drop(restored);
     let after = after.map_err(|e| RungError::new("state capture", e))?;
-    ev.write(&rel("netstate-after.json"), after.to_canonical_json().as_bytes())
-        .map_err(at("evidence"))?;
+    ev.write(
+        &rel("netstate-after.json"),
+        after.to_canonical_json().as_bytes(),
+    )
+    .map_err(at("evidence"))?;
 
     let inv = criu::inventory(&images).map_err(at("image inventory"))?;
     out.fact("image_files", inv.len());

@@ -34,7 +34,10 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     crate::evidence::validate_holder(&holder_json)
         .map_err(|e| RungError::new("holder.json", e.join("; ")))?;
     ctx.evidence
-        .write_json(&format!("{}/holder.json", RungName::ExternalNetns.as_str()), &holder_json)
+        .write_json(
+            &format!("{}/holder.json", RungName::ExternalNetns.as_str()),
+            &holder_json,
+        )
         .map_err(at("evidence"))?;
     out.fact("holder_pid", id.pid);
     out.fact("holder_start_time", id.start_time);

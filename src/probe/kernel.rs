@@ -8,11 +8,11 @@
 //! `links-lo-up.json`, `kernel.log` (CRIU's own line format), `netstate-before.json`,
 //! `netstate-after.json`, `ip-addr.txt` (iproute2's view, for people).
 
+use crate::evidence::result::RungName;
 use crate::netlink::{self, LinkDump, NetState};
 use crate::ns::{self, Holder, HolderOptions};
 use crate::probe::rung::{RungCtx, RungError, RungOutput, at};
 use crate::probe::util;
-use crate::evidence::result::RungName;
 
 /// Runs the rung. Errors: `holder` when the fresh-netns child cannot start, `RTM_GETLINK` when
 /// the dump fails (NLMSG_ERROR or socket error), `evidence` when a file cannot be written.
@@ -34,19 +34,21 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     type Probe = (LinkDump, NetState, LinkDump, NetState);
     let res: Result<Probe, String> = out.timed("dumps", || {
         ns::run_in_netns(&holder.netns_path(), || -> Result<Probe, String> {
-            let fresh = netlink::dump_links_criu().map_err(|e| format!("RTM_GETLINK (fresh netns): {e}"))?;
-            let before = NetState::capture().map_err(|e| format!("state capture: {e}"))?;
+            let fresh = netlink::dump_links_criu()
+                .map_err(|e| format!("RTM_GETLINK (fresh netns): {e}"))?;
+            let before = crate::netlink::capture().map_err(|e| format!("state capture: {e}"))?;
             let lo = netlink::link_index("lo").map_err(|e| format!("finding lo: {e}"))?;
             netlink::set_link_up(lo).map_err(|e| format!("bringing lo up: {e}"))?;
             let up = netlink::dump_links_criu().map_err(|e| format!("RTM_GETLINK (lo up): {e}"))?;
-            let after = NetState::capture().map_err(|e| format!("state capture: {e}"))?;
+            let after = crate::netlink::capture().map_err(|e| format!("state capture: {e}"))?;
             Ok((fresh, before, up, after))
         })
         .map_err(|e| e.to_string())
         .and_then(|r| r)
     });
     let (fresh, before, up, after) = res.map_err(|e| RungError::new("RTM_GETLINK", e))?;
-    let ip_text = util::ip_view(id.pid).unwrap_or_else(|e| format!("nsenter/ip could not run: {e}\n"));
+    let ip_text =
+        util::ip_view(id.pid).unwrap_or_else(|e| format!("nsenter/ip could not run: {e}\n"));
 
     let w = |f: &str, b: &[u8]| ev.write(&rel(f), b).map_err(at("evidence"));
     w("request.bin", &fresh.request)?;
@@ -74,7 +76,10 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     }
     w("kernel.log", log.as_bytes())?;
     w("ip-addr.txt", ip_text.as_bytes())?;
-    w("netstate-before.json", before.to_canonical_json().as_bytes())?;
+    w(
+        "netstate-before.json",
+        before.to_canonical_json().as_bytes(),
+    )?;
     w("netstate-after.json", after.to_canonical_json().as_bytes())?;
     holder.stop().map_err(at("holder stop"))?;
 
@@ -89,7 +94,9 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     out.summary = format!(
         "RTM_GETLINK answered: {} link(s), lo type {}; after bring-up lo UP with 127.0.0.1/8: {}",
         fresh.links.len(),
-        lo_type.map(|t| t.to_string()).unwrap_or_else(|| "missing".into()),
+        lo_type
+            .map(|t| t.to_string())
+            .unwrap_or_else(|| "missing".into()),
         after.lo_up_with_127()
     );
     Ok(out)

@@ -15,18 +15,26 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
         Ok(s) => s,
         Err(e) => return Err(e.with(out)),
     };
-    let lo = |s: &crate::netlink::NetState| {
-        if s.lo_up_with_127() {
-            "lo UP with 127.0.0.1/8"
-        } else {
-            "lo DOWN or without 127.0.0.1/8"
+    let lo = |s: &crate::netlink::NetState| match s.lo() {
+        None => "no lo".to_string(),
+        Some(l) => {
+            let addrs = s
+                .addresses
+                .iter()
+                .filter(|a| a.ifindex == l.ifindex)
+                .count();
+            format!(
+                "lo {} with {} address(es)",
+                if l.up { "UP" } else { "DOWN" },
+                addrs
+            )
         }
     };
     out.summary = format!(
-        "before checkpoint: {}; after restore: {}; {} image files",
+        "before checkpoint {}; after restore {}; {} netns image(s)",
         lo(&states.before),
         lo(&states.after),
-        states.image_files
+        states.netns_images
     );
     Ok(out)
 }

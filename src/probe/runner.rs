@@ -165,7 +165,7 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
     ev.write_json("host.json", &host_facts)
         .map_err(|e| RunError::CouldNotRun(format!("writing host.json: {e}")))?;
     let pins = host::check_pins(&criu_facts, runtime_facts.as_ref());
-    let mut declared = host::pin_differences(&pins);
+    let mut declared = host::pin_differences_with_paths(&pins, &host_facts);
     declared.extend(standing_differences(&opts.phases));
 
     let ctx_base = RungCtx {
@@ -216,8 +216,9 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
         verdict,
         artifacts,
     };
-    ev.write_result(&result)
-        .map_err(|e| RunError::CouldNotRun(format!("writing {}: {e}", evidence::result::RESULT_FILE)))?;
+    ev.write_result(&result).map_err(|e| {
+        RunError::CouldNotRun(format!("writing {}: {e}", evidence::result::RESULT_FILE))
+    })?;
     Ok((result, dir_path))
 }
 
@@ -241,27 +242,36 @@ fn skipped(name: RungName) -> RungResult {
 fn run_one(name: RungName, ctx: &RungCtx) -> RungResult {
     let started_at = now_rfc3339();
     let t = Instant::now();
-    let rung_dir = ctx.evidence.rung_dir(name);
-    let out: Result<RungOutput, RungError> = match std::panic::catch_unwind(
-        std::panic::AssertUnwindSafe(|| match name {
+    let rung_dir = ctx.evidence.root().join(name.as_str());
+    let out: Result<RungOutput, RungError> =
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match name {
             RungName::Kernel => kernel::run(ctx),
             RungName::Criu => criu_rung::run(ctx),
             RungName::Oci => oci_rung::run(ctx),
             RungName::ExternalNetns => external_netns::run(ctx),
-        }),
-    ) {
-        Ok(r) => r,
-        Err(p) => {
-            let msg = p
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "panic".into());
-            Err(RungError::new("panic", msg))
+        })) {
+            Ok(r) => r,
+            Err(p) => {
+                let msg = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "panic".into());
+                Err(RungError::new("panic", msg))
+            }
+        };
+    let duration_ms = t.elapsed().as_millis() as u64;
+    let spec = match assert::ProbeSpec::builtin(name) {
+        Ok(s) => s,
+        Err(e) => {
+            return RungResult {
+                error: Some(format!("probes/{name}.toml: {e}")),
+                status: Status::Error,
+                summary: format!("could not load probes/{name}.toml: {e}"),
+                ..skipped(name)
+            };
         }
     };
-    let duration_ms = t.elapsed().as_millis() as u64;
-    let spec = assert::ProbeSpec::builtin(name);
     let artifacts = ctx
         .evidence
         .inventory()
@@ -318,7 +328,7 @@ fn summarize(
             let failed: Vec<String> = assertions
                 .iter()
                 .filter(|a| a.role == verdict::ROLE_PASS && !a.passed)
-                .map(|a| format!("{} (expected {}, observed {})", a.description, a.expected, a.observed))
+                .map(|a| format!("{} failed", a.id))
                 .collect();
             if out.summary.is_empty() {
                 failed.join("; ")

@@ -4,8 +4,9 @@
 //! again, kill + delete. The runtime is always pointed at netprobe's CRIU (`--criu PATH`).
 //! Files in the rung folder: `config.json`, `images/`, `images.json`, `dump.log` and
 //! `restore.log` (CRIU's, the rung folder is the runtime's work path), `netstate-before.json`,
-//! `netstate-after.json`, `ip-before.txt`, `ip-after.txt`, `runtime-*.txt` (argv, exit code,
-//! stdout, stderr of each runtime call), `strace-*.txt` with `--strace`.
+//! `netstate-after.json`, `ip-before.txt`, `ip-after.txt`, `runtime-*.json` (argv, exit code,
+//! stdout, stderr, milliseconds of each runtime call), `strace-checkpoint.txt` with `--strace`
+//! (restore is not traced: CRIU cannot restore tasks strace already traces).
 
 use crate::criu;
 use crate::evidence::result::RungName;
@@ -24,12 +25,17 @@ pub struct CycleStates {
     pub after: NetState,
     /// Number of files in the CRIU image.
     pub image_files: usize,
+    /// Number of `netns-*.img` files in the CRIU image.
+    pub netns_images: usize,
 }
 
 fn capture(pid: i32) -> Result<NetState, String> {
-    ns::run_in_netns(Path::new(&format!("/proc/{pid}/ns/net")), NetState::capture)
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())
+    ns::run_in_netns(
+        Path::new(&format!("/proc/{pid}/ns/net")),
+        crate::netlink::capture,
+    )
+    .map_err(|e| e.to_string())?
+    .map_err(|e| e.to_string())
 }
 
 /// Runs the cycle for `rung` with the container's network namespace `netns`. `reverify` is
@@ -46,7 +52,7 @@ pub fn run_cycle(
     out: &mut RungOutput,
 ) -> Result<CycleStates, RungError> {
     let ev = ctx.evidence;
-    let dir = ev.rung_dir(rung);
+    let dir = ev.rung_dir(rung).map_err(at("evidence"))?;
     let rel = |f: &str| format!("{}/{f}", rung.as_str());
     let images = dir.join("images");
     std::fs::create_dir_all(&images).map_err(at("evidence"))?;
@@ -80,11 +86,15 @@ pub fn run_cycle(
         .map_err(at("evidence"))?;
     out.fact("config_sha256", &info.sha256);
 
-    let runtime = Runtime {
-        path: ctx.runtime.clone(),
-        root: work.path().join("runtime-root"),
-        criu: Some(ctx.criu.clone()),
-    };
+    let mut runtime = Runtime::new(
+        ctx.runtime.clone(),
+        work.path().join("runtime-root"),
+        Some(ctx.criu.clone()),
+    );
+    if ctx.strace {
+        // Checkpoint only: CRIU cannot restore tasks that strace already traces.
+        runtime = runtime.with_strace(dir.join("strace-checkpoint.txt"));
+    }
     let id = oci::unique_container_id(&format!("netprobe-{}", rung.as_str()));
     out.fact("container_id", &id);
     oci::refuse_existing(&runtime, &id).map_err(at("runtime state"))?;
@@ -93,27 +103,27 @@ pub fn run_cycle(
     runtime
         .create(&id, &bundle, &pid_file)
         .map_err(at("runtime create"))?;
-    let guard = ContainerGuard::new(runtime.clone(), id.clone());
+    let guard = ContainerGuard::new(&runtime, id.clone());
     runtime.start(&id).map_err(at("runtime start"))?;
     let pid = running_pid(&runtime, &id, "runtime state (after start)")?;
     out.fact("container_pid_before", pid);
 
     reverify().map_err(|e| RungError::new("holder", e))?;
     let before = capture(pid).map_err(|e| RungError::new("state capture", e))?;
-    ev.write(&rel("netstate-before.json"), before.to_canonical_json().as_bytes())
-        .map_err(at("evidence"))?;
+    ev.write(
+        &rel("netstate-before.json"),
+        before.to_canonical_json().as_bytes(),
+    )
+    .map_err(at("evidence"))?;
     if let Ok(t) = util::ip_view(pid) {
         let _ = ev.write(&rel("ip-before.txt"), t.as_bytes());
     }
 
     reverify().map_err(|e| RungError::new("holder", e))?;
-    let strace = |step: &str| ctx.strace.then(|| dir.join(format!("strace-{step}.txt")));
-    let ck = out.timed("checkpoint", || {
-        runtime.checkpoint(&id, &images, &dir, &[], strace("checkpoint").as_deref())
-    });
+    let ck = out.timed("checkpoint", || runtime.checkpoint(&id, &images, &dir, &[]));
     match ck {
         Ok(o) => {
-            let _ = ev.write(&rel("runtime-checkpoint.txt"), o.transcript().as_bytes());
+            let _ = ev.write_json(&rel("runtime-checkpoint.json"), &o);
         }
         Err(e) => {
             return Err(RungError::new(
@@ -128,19 +138,11 @@ pub fn run_cycle(
 
     reverify().map_err(|e| RungError::new("holder", e))?;
     let rs = out.timed("restore", || {
-        runtime.restore(
-            &id,
-            &bundle,
-            &images,
-            &dir,
-            &pid_file,
-            &[],
-            strace("restore").as_deref(),
-        )
+        runtime.restore(&id, &bundle, &images, &dir, &pid_file, &[])
     });
     match rs {
         Ok(o) => {
-            let _ = ev.write(&rel("runtime-restore.txt"), o.transcript().as_bytes());
+            let _ = ev.write_json(&rel("runtime-restore.json"), &o);
         }
         Err(e) => {
             return Err(RungError::new(
@@ -161,8 +163,11 @@ pub fn run_cycle(
         .prove_gone(&id)
         .map_err(at("container still exists after delete"))?;
     let after = after?;
-    ev.write(&rel("netstate-after.json"), after.to_canonical_json().as_bytes())
-        .map_err(at("evidence"))?;
+    ev.write(
+        &rel("netstate-after.json"),
+        after.to_canonical_json().as_bytes(),
+    )
+    .map_err(at("evidence"))?;
 
     let inv = criu::inventory(&images).map_err(at("image inventory"))?;
     ev.write_json(&rel("images.json"), &inv)
@@ -174,12 +179,16 @@ pub fn run_cycle(
         .collect();
     out.fact("netns_images", &netns_images);
     out.fact("image_files", inv.len());
-    out.fact("state_byte_equal", before.to_canonical_json() == after.to_canonical_json());
+    out.fact(
+        "state_byte_equal",
+        before.to_canonical_json() == after.to_canonical_json(),
+    );
     out.fact("lo_up_with_127_after", after.lo_up_with_127());
     Ok(CycleStates {
         before,
         after,
         image_files: inv.len(),
+        netns_images: netns_images.len(),
     })
 }
 
@@ -190,6 +199,9 @@ fn running_pid(runtime: &Runtime, id: &str, phase: &'static str) -> Result<i32, 
             phase,
             format!("container {id} has no pid (status {})", s.status),
         )),
-        None => Err(RungError::new(phase, format!("container {id} does not exist"))),
+        None => Err(RungError::new(
+            phase,
+            format!("container {id} does not exist"),
+        )),
     }
 }
