@@ -16,11 +16,26 @@ fn run(args: &[&str]) -> (Option<i32>, String, String) {
 
 #[test]
 fn every_subcommand_help_shows_an_example() {
-    for sub in ["run", "verify", "report", "diff", "doctor", "slot", "completions", "man"] {
+    for sub in [
+        "run",
+        "verify",
+        "report",
+        "diff",
+        "doctor",
+        "slot",
+        "completions",
+        "man",
+    ] {
         let (code, out, _) = run(&[sub, "--help"]);
         assert_eq!(code, Some(0), "{sub} --help");
-        assert!(out.contains("Example"), "{sub} --help has no example:\n{out}");
-        assert!(out.contains("netprobe "), "{sub} --help example names the command");
+        assert!(
+            out.contains("Example"),
+            "{sub} --help has no example:\n{out}"
+        );
+        assert!(
+            out.contains("netprobe "),
+            "{sub} --help example names the command"
+        );
     }
     let (_, out, _) = run(&["--help"]);
     assert!(out.contains("Exit codes"), "{out}");
@@ -43,7 +58,10 @@ fn usage_errors_exit_2() {
     assert_eq!(code, Some(2), "{err}");
     let (code, _, err) = run(&["run", "--expect", "maybe"]);
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("runtime-empty-ns"), "lists the verdicts: {err}");
+    assert!(
+        err.contains("runtime-empty-ns"),
+        "lists the verdicts: {err}"
+    );
     let (code, _, err) = run(&["slot", "status"]);
     assert_eq!(code, Some(2), "missing --slot/--state-dir: {err}");
 }
