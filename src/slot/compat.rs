@@ -488,6 +488,11 @@ pub fn write_config(bundle: &Path, netns: &Path, hostname: &str, cgroups_path: &
     Ok(super::support::sha256_bytes(&bytes))
 }
 
+/// Path, relative to the image root, of the file declaring the guest server's TCP port on
+/// 127.0.0.1 (decimal). The embedded image declares 5000; an image without it has no guest server
+/// to check.
+pub const GUEST_PORT_FILE: &str = "etc/netprobe-guest-port";
+
 /// Builds the embedded default image in `dir`: a static busybox rootfs whose `/init.sh` runs
 /// `busybox httpd -f -p 0.0.0.0:5000 -h /www` (serving `/www/index.html`).
 ///
@@ -506,6 +511,7 @@ pub fn build_busybox_rootfs(dir: &Path) -> Result<(), String> {
     fs::write(dir.join("init.sh"), "#!/bin/sh\nexec /bin/busybox httpd -f -p 0.0.0.0:5000 -h /www\n").map_err(e)?;
     fs::set_permissions(dir.join("init.sh"), fs::Permissions::from_mode(0o755)).map_err(e)?;
     fs::write(dir.join("www/index.html"), "netprobe slot guest\n").map_err(e)?;
+    fs::write(dir.join(GUEST_PORT_FILE), "5000\n").map_err(e)?;
     fs::write(dir.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").map_err(e)?;
     fs::write(dir.join("etc/group"), "root:x:0:\n").map_err(e)?;
     Ok(())

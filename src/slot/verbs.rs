@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 
 const DEFAULT_RUNTIME: &str = "/usr/bin/runc";
 const DEFAULT_CRIU: &str = "/opt/criu-4.1.1/sbin/criu";
-const GUEST_PORT: u16 = 5000;
 
 struct Ctx<'a> {
     args: &'a SlotArgs,
@@ -774,11 +773,24 @@ fn ready_gates(ctx: &mut Ctx, st: &SlotState, rt: &Runtime, when: &str) -> Resul
     let r = read_limits(pid, &st.resources);
     ctx.gate("cgroup-limits", "cpu quota/period and memory limit/memsw read back from the container's cgroup equal config.json", r)?;
 
-    let t = Instant::now();
-    let r = compat::http_get_in_netns(&h.netns_path(), GUEST_PORT, Duration::from_secs(20));
-    ctx.timings.insert(format!("{when}-guest-http"), ms_since(t));
-    ctx.gate("guest-http", "the guest server answers GET / with 200 on 127.0.0.1:5000 from inside the namespace", r.map(|l| format!("{l} (new connection from a thread in netns {})", h.netns_inode)))?;
+    let fact = "the guest server answers GET / with 200 on 127.0.0.1:<port> from inside the namespace";
+    match guest_port(st) {
+        Some(port) => {
+            let t = Instant::now();
+            let r = compat::http_get_in_netns(&h.netns_path(), port, Duration::from_secs(20));
+            ctx.timings.insert(format!("{when}-guest-http"), ms_since(t));
+            ctx.gate("guest-http", fact, r.map(|l| format!("127.0.0.1:{port}: {l} (new connection from a thread in netns {})", h.netns_inode)))?;
+        }
+        None => ctx.gates.record("guest-http", fact, false, format!("not applicable: the image declares no guest server (/{})", compat::GUEST_PORT_FILE)),
+    }
     Ok(cap)
+}
+
+/// The guest server port the image declares (`/etc/netprobe-guest-port`), if any.
+fn guest_port(st: &SlotState) -> Option<u16> {
+    let img = st.image.as_ref()?;
+    let t = fs::read_to_string(img.lower.join(compat::GUEST_PORT_FILE)).ok()?;
+    t.trim().parse::<u16>().ok().filter(|p| *p > 0)
 }
 
 fn cgroup_dir(pid: i32, controller: &str) -> Result<PathBuf, String> {
@@ -888,7 +900,15 @@ fn snapshot_steps(ctx: &mut Ctx, st: &mut SlotState, rt: &Runtime, tmp: &Path, s
         }
     });
     ctx.lock = lock;
-    r.map_err(|e| ctx.run_err("runtime-checkpoint", e))?;
+    if let Err(e) = r {
+        let dump = fs::read_to_string(work.join("dump.log")).unwrap_or_default();
+        let known = if dump.contains("Can't get 1:16 opt: Operation not supported") {
+            "\ndiagnosis: CRIU could not read SO_PASSCRED of an inet socket (EOPNOTSUPP). Kernels >= 6.16 restrict SO_PASSCRED/SO_PASSSEC to AF_UNIX/AF_NETLINK sockets and this CRIU treats the error as fatal, so no container holding a TCP/UDP socket (e.g. the guest server) can be checkpointed on this host; a CRIU with the upstream fix is needed."
+        } else {
+            ""
+        };
+        return Err(ctx.run_err("runtime-checkpoint", format!("{e}{known}")));
+    }
     stop_container_proven(ctx, rt, &id)?;
 
     // The container is gone: the upper is exactly as at checkpoint time.
