@@ -1,1 +1,4 @@
-//! The probe ladder: one file per rung, the runner and the verdict.
+//! The probe ladder: one file per rung, the runner (order, evidence, strace wrapping) and the
+//! verdict.
+
+pub mod verdict;

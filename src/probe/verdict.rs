@@ -1,0 +1,328 @@
+//! The layered verdict: DESIGN.md section 1, as a pure function of the rung results.
+//!
+//! | kernel | criu | oci | external-netns | verdict |
+//! |---|---|---|---|---|
+//! | fail | – | – | – | `kernel-netlink` |
+//! | pass | fail | – | – | `criu-netns` |
+//! | pass | pass | fail with the `empty-ns` signature | pass | `runtime-empty-ns` |
+//! | pass | pass | pass | pass | `runtime-preserves-netns` |
+//! | pass | pass | any | fail | `external-netns-broken` |
+//! | anything that could not run or does not decide a row | | | | `inconclusive` |
+
+use crate::evidence::result::{RungName, RungResult, Status, Verdict, VerdictCode};
+
+/// Role of the assertions that decide a rung's status (`probes/<rung>.toml`).
+pub const ROLE_PASS: &str = "pass";
+/// Role of the assertions that make up the runtime `empty_ns` signature in the oci rung.
+pub const ROLE_EMPTY_NS: &str = "empty-ns";
+
+/// Status of a rung from its assertions: `pass` when every `role = "pass"` assertion holds
+/// (and there is at least one), else `fail`. Fail closed: a rung with no pass-role assertion
+/// fails, since nothing proves it passed. Rungs that errored keep `error` (decided by the runner).
+pub fn status_from_assertions(assertions: &[crate::evidence::result::AssertionResult]) -> Status {
+    let mut any = false;
+    for a in assertions.iter().filter(|a| a.role == ROLE_PASS) {
+        any = true;
+        if !a.passed {
+            return Status::Fail;
+        }
+    }
+    if any { Status::Pass } else { Status::Fail }
+}
+
+fn ids(
+    rung: &RungResult,
+    pred: impl Fn(&crate::evidence::result::AssertionResult) -> bool,
+) -> Vec<String> {
+    rung.assertions
+        .iter()
+        .filter(|a| pred(a))
+        .map(|a| format!("{}/{}", rung.name, a.id))
+        .collect()
+}
+
+/// The pass-role assertions of a passing rung (what its `pass` rests on).
+fn passing(rung: &RungResult) -> Vec<String> {
+    ids(rung, |a| a.role == ROLE_PASS && a.passed)
+}
+
+/// The pass-role assertions that failed (what a `fail` rests on).
+fn failing(rung: &RungResult) -> Vec<String> {
+    ids(rung, |a| a.role == ROLE_PASS && !a.passed)
+}
+
+/// True when the rung carries the runtime `empty_ns` signature: at least one `empty-ns`
+/// assertion, and all of them hold (no netns image, `No netns-` at restore, no `LD: Got link`
+/// after `Dump NET namespace info`, `lo` DOWN without 127.0.0.1/8 after restore).
+pub fn has_empty_ns_signature(rung: &RungResult) -> bool {
+    let sig: Vec<_> = rung
+        .assertions
+        .iter()
+        .filter(|a| a.role == ROLE_EMPTY_NS)
+        .collect();
+    !sig.is_empty() && sig.iter().all(|a| a.passed)
+}
+
+fn inconclusive(reason: String, rests_on: Vec<String>) -> Verdict {
+    Verdict {
+        code: VerdictCode::Inconclusive,
+        summary: format!("inconclusive: {reason}"),
+        rests_on,
+        reason: Some(reason),
+    }
+}
+
+fn decided(code: VerdictCode, summary: &str, rests_on: Vec<String>) -> Verdict {
+    Verdict {
+        code,
+        summary: summary.to_string(),
+        rests_on,
+        reason: None,
+    }
+}
+
+/// Why a rung cannot take part in a decision, if it cannot (missing, skipped or errored).
+fn not_decisive(rungs: &[RungResult], name: RungName) -> Result<&RungResult, String> {
+    match rungs.iter().find(|r| r.name == name) {
+        None => Err(format!("rung {name} was not run (add it to --phases)")),
+        Some(r) => match r.status {
+            Status::Skipped => Err(format!("rung {name} was not run (add it to --phases)")),
+            Status::Error => Err(format!(
+                "rung {name} could not run: {}",
+                r.error.as_deref().unwrap_or("no reason recorded")
+            )),
+            Status::Pass | Status::Fail => Ok(r),
+        },
+    }
+}
+
+/// Computes the verdict from the rung results (any order; missing rungs count as not run).
+///
+/// Pure: no I/O. The result names every assertion it rests on as `<rung>/<id>`.
+pub fn compute(rungs: &[RungResult]) -> Verdict {
+    let kernel = match not_decisive(rungs, RungName::Kernel) {
+        Ok(r) => r,
+        Err(why) => return inconclusive(why, vec![]),
+    };
+    if kernel.status == Status::Fail {
+        return decided(
+            VerdictCode::KernelNetlink,
+            "the kernel does not answer CRIU's link dump in a fresh netns",
+            failing(kernel),
+        );
+    }
+    let mut rests = passing(kernel);
+    let criu = match not_decisive(rungs, RungName::Criu) {
+        Ok(r) => r,
+        Err(why) => return inconclusive(why, rests),
+    };
+    if criu.status == Status::Fail {
+        rests.extend(failing(criu));
+        return decided(
+            VerdictCode::CriuNetns,
+            "CRIU (or a kernel feature it needs) loses the network namespace",
+            rests,
+        );
+    }
+    rests.extend(passing(criu));
+    let ext = match not_decisive(rungs, RungName::ExternalNetns) {
+        Ok(r) => r,
+        Err(why) => return inconclusive(why, rests),
+    };
+    if ext.status == Status::Fail {
+        rests.extend(failing(ext));
+        return decided(
+            VerdictCode::ExternalNetnsBroken,
+            "the external-netns workaround itself fails here",
+            rests,
+        );
+    }
+    let oci = match not_decisive(rungs, RungName::Oci) {
+        Ok(r) => r,
+        Err(why) => return inconclusive(why, rests),
+    };
+    if oci.status == Status::Pass {
+        rests.extend(passing(oci));
+        rests.extend(passing(ext));
+        return decided(
+            VerdictCode::RuntimePreservesNetns,
+            "the runtime keeps the network namespace through checkpoint/restore: the finding no longer holds for this runtime/CRIU pair",
+            rests,
+        );
+    }
+    if has_empty_ns_signature(oci) {
+        rests.extend(failing(oci));
+        rests.extend(ids(oci, |a| a.role == ROLE_EMPTY_NS));
+        rests.extend(passing(ext));
+        return decided(
+            VerdictCode::RuntimeEmptyNs,
+            "the runtime tells CRIU the network namespace is empty (empty_ns = CLONE_NEWNET): no netns image, lo DOWN after restore; the kernel, CRIU and the external-netns workaround all work",
+            rests,
+        );
+    }
+    rests.extend(failing(oci));
+    inconclusive(
+        "the oci rung failed, but not with the empty-ns signature (see its assertions)".into(),
+        rests,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::result::AssertionResult;
+    use std::collections::BTreeMap;
+
+    fn a(id: &str, role: &str, passed: bool) -> AssertionResult {
+        AssertionResult {
+            id: id.into(),
+            role: role.into(),
+            description: id.into(),
+            subject: "x".into(),
+            expected: "x".into(),
+            observed: "x".into(),
+            passed,
+        }
+    }
+
+    /// A rung whose status follows from its assertions (or `Error`/`Skipped` as given).
+    fn rung(name: RungName, status: Status, assertions: Vec<AssertionResult>) -> RungResult {
+        RungResult {
+            name,
+            status,
+            summary: String::new(),
+            started_at: "2026-11-30T00:00:00Z".into(),
+            duration_ms: 1,
+            timings_ms: BTreeMap::new(),
+            facts: BTreeMap::new(),
+            assertions,
+            artifacts: vec![],
+            error: (status == Status::Error).then(|| "criu dump exited 1".to_string()),
+        }
+    }
+
+    fn pass(name: RungName) -> RungResult {
+        rung(name, Status::Pass, vec![a("ok", ROLE_PASS, true)])
+    }
+    fn fail(name: RungName) -> RungResult {
+        rung(name, Status::Fail, vec![a("ok", ROLE_PASS, false)])
+    }
+    fn oci_empty_ns() -> RungResult {
+        rung(
+            RungName::Oci,
+            Status::Fail,
+            vec![
+                a("state-preserved", ROLE_PASS, false),
+                a("no-netns-image", ROLE_EMPTY_NS, true),
+                a("lo-down-after-restore", ROLE_EMPTY_NS, true),
+            ],
+        )
+    }
+    use RungName::*;
+
+    #[test]
+    fn status_follows_pass_role_only() {
+        assert_eq!(
+            status_from_assertions(&[a("x", ROLE_PASS, true), a("y", ROLE_EMPTY_NS, false)]),
+            Status::Pass
+        );
+        assert_eq!(
+            status_from_assertions(&[a("x", ROLE_PASS, false)]),
+            Status::Fail
+        );
+        // Fail closed: nothing proves a pass.
+        assert_eq!(status_from_assertions(&[]), Status::Fail);
+        assert_eq!(
+            status_from_assertions(&[a("y", ROLE_EMPTY_NS, true)]),
+            Status::Fail
+        );
+    }
+
+    #[test]
+    fn row_kernel_netlink() {
+        let v = compute(&[fail(Kernel), pass(Criu), pass(Oci), pass(ExternalNetns)]);
+        assert_eq!(v.code, VerdictCode::KernelNetlink);
+        assert_eq!(v.rests_on, vec!["kernel/ok"]);
+        // Decided even when the other rungs were not run.
+        let v = compute(&[fail(Kernel), rung(Criu, Status::Skipped, vec![])]);
+        assert_eq!(v.code, VerdictCode::KernelNetlink);
+    }
+
+    #[test]
+    fn row_criu_netns() {
+        let v = compute(&[pass(Kernel), fail(Criu)]);
+        assert_eq!(v.code, VerdictCode::CriuNetns);
+        assert_eq!(v.rests_on, vec!["kernel/ok", "criu/ok"]);
+    }
+
+    #[test]
+    fn row_runtime_empty_ns() {
+        let v = compute(&[
+            pass(Kernel),
+            pass(Criu),
+            oci_empty_ns(),
+            pass(ExternalNetns),
+        ]);
+        assert_eq!(v.code, VerdictCode::RuntimeEmptyNs);
+        assert!(v.rests_on.contains(&"oci/no-netns-image".to_string()));
+        assert!(v.rests_on.contains(&"oci/state-preserved".to_string()));
+        assert!(v.rests_on.contains(&"external-netns/ok".to_string()));
+        assert!(v.reason.is_none());
+    }
+
+    #[test]
+    fn row_runtime_preserves_netns() {
+        let v = compute(&[pass(Kernel), pass(Criu), pass(Oci), pass(ExternalNetns)]);
+        assert_eq!(v.code, VerdictCode::RuntimePreservesNetns);
+    }
+
+    #[test]
+    fn row_external_netns_broken_whatever_oci_did() {
+        for oci in [
+            pass(Oci),
+            oci_empty_ns(),
+            fail(Oci),
+            rung(Oci, Status::Error, vec![]),
+        ] {
+            let v = compute(&[pass(Kernel), pass(Criu), oci, fail(ExternalNetns)]);
+            assert_eq!(v.code, VerdictCode::ExternalNetnsBroken);
+        }
+    }
+
+    #[test]
+    fn inconclusive_rows() {
+        // A rung that could not run.
+        let v = compute(&[rung(Kernel, Status::Error, vec![])]);
+        assert_eq!(v.code, VerdictCode::Inconclusive);
+        assert!(
+            v.reason
+                .unwrap()
+                .contains("kernel could not run: criu dump exited 1")
+        );
+        // Only the cheap rungs were requested.
+        let v = compute(&[pass(Kernel), pass(Criu), rung(Oci, Status::Skipped, vec![])]);
+        assert_eq!(v.code, VerdictCode::Inconclusive);
+        assert!(v.reason.unwrap().contains("external-netns was not run"));
+        // The oci rung failed without the empty-ns signature.
+        let odd = rung(
+            Oci,
+            Status::Fail,
+            vec![
+                a("state-preserved", ROLE_PASS, false),
+                a("no-netns-image", ROLE_EMPTY_NS, false),
+            ],
+        );
+        let v = compute(&[pass(Kernel), pass(Criu), odd, pass(ExternalNetns)]);
+        assert_eq!(v.code, VerdictCode::Inconclusive);
+        // The oci rung errored while external-netns passed.
+        let v = compute(&[
+            pass(Kernel),
+            pass(Criu),
+            rung(Oci, Status::Error, vec![]),
+            pass(ExternalNetns),
+        ]);
+        assert_eq!(v.code, VerdictCode::Inconclusive);
+        // Nothing at all.
+        assert_eq!(compute(&[]).code, VerdictCode::Inconclusive);
+    }
+}
