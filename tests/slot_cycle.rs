@@ -17,17 +17,50 @@ fn full_cycle_with_gates() {
 
     let img = sleep_image(tmp.path());
     let p = provision_dir("7", &sd, &img).unwrap_or_else(|e| panic!("provision: {e}"));
-    for g in ["state-dir", "slot-fresh", "ownership-marker", "slot-lock", "criu-config-absent", "holder-identity", "config-hash", "lo-up-127", "cgroup-limits", "container-in-holder-netns"] {
+    for g in [
+        "state-dir",
+        "slot-fresh",
+        "ownership-marker",
+        "slot-lock",
+        "criu-config-absent",
+        "holder-identity",
+        "config-hash",
+        "lo-up-127",
+        "cgroup-limits",
+        "container-in-holder-netns",
+    ] {
         assert!(gate(&p, g).proven, "provision gate {g}: {:?}", gate(&p, g));
     }
-    assert!(gate(&p, "cgroup-limits").detail.contains("cfs_quota_us 400000"));
-    assert!(gate(&p, "cgroup-limits").detail.contains("limit_in_bytes 4294967296"));
+    assert!(
+        gate(&p, "cgroup-limits")
+            .detail
+            .contains("cfs_quota_us 400000")
+    );
+    assert!(
+        gate(&p, "cgroup-limits")
+            .detail
+            .contains("limit_in_bytes 4294967296")
+    );
     assert!(!gate(&p, "probe-verdict").proven && !gate(&p, "probe-verdict").blocking);
-    assert!(p.declared_differences.iter().any(|d| d.contains("HARNESS-OWNED")));
-    assert!(p.declared_differences.iter().any(|d| d.contains("outside the container's cgroup")));
+    assert!(
+        p.declared_differences
+            .iter()
+            .any(|d| d.contains("HARNESS-OWNED"))
+    );
+    assert!(
+        p.declared_differences
+            .iter()
+            .any(|d| d.contains("outside the container's cgroup"))
+    );
     assert_eq!(state(&sd, 7).phase, Phase::Ready);
     let ev = p.evidence.clone().unwrap();
-    for f in ["gates.json", "timings.json", "verb.json", "holder.json", "netstate-provision.json"] {
+    for f in [
+        "gates.json",
+        "timings.json",
+        "verb.json",
+        "holder.json",
+        "netstate-provision.json",
+    ] {
         assert!(ev.join(f).exists(), "{f} in evidence");
     }
 
@@ -36,7 +69,11 @@ fn full_cycle_with_gates() {
     assert_eq!(state(&sd, 7).phase, Phase::Checkpointed);
 
     let r = ok(Verb::Restore, "7", &sd);
-    assert!(gate(&r, "net-fidelity").proven, "{:?}", gate(&r, "net-fidelity"));
+    assert!(
+        gate(&r, "net-fidelity").proven,
+        "{:?}",
+        gate(&r, "net-fidelity")
+    );
     assert!(gate(&r, "snapshot-complete").proven);
     assert_eq!(state(&sd, 7).phase, Phase::Running);
 
@@ -59,8 +96,13 @@ fn full_cycle_with_gates() {
     assert_eq!(state(&sd, 7).phase, Phase::Clean);
     assert_released(&sd, &holders);
     // Evidence kept: one folder per verb.
-    let n = std::fs::read_dir(sd.join("slot-7/evidence")).unwrap().count();
-    assert_eq!(n, 7, "one evidence folder per verb run (status writes none)");
+    let n = std::fs::read_dir(sd.join("slot-7/evidence"))
+        .unwrap()
+        .count();
+    assert_eq!(
+        n, 7,
+        "one evidence folder per verb run (status writes none)"
+    );
 }
 
 /// The embedded default image: the guest server answers at provision; the snapshot either works
@@ -75,7 +117,11 @@ fn default_image_guest_server() {
     let sd = state_dir(&tmp);
     let _c = CleanupOnDrop(sd.clone(), vec![8]);
     let p = ok(Verb::Provision, "8", &sd);
-    assert!(gate(&p, "guest-http").proven, "{:?}", gate(&p, "guest-http"));
+    assert!(
+        gate(&p, "guest-http").proven,
+        "{:?}",
+        gate(&p, "guest-http")
+    );
     assert!(gate(&p, "guest-http").detail.contains("200"));
     match run(Verb::Snapshot, "8", &sd) {
         Ok(_) => {

@@ -16,13 +16,30 @@ fn assert_gate_err(e: &netprobe::slot::SlotError, slot: &str, gate: &str, code: 
     assert_eq!(e.exit_code(), code, "{e}");
     assert_eq!(e.gate.as_deref(), Some(gate), "{e}");
     let text = e.to_string();
-    assert!(text.contains(&format!("slot {slot}")) && text.contains(gate), "{text}");
+    assert!(
+        text.contains(&format!("slot {slot}")) && text.contains(gate),
+        "{text}"
+    );
 }
 
 #[test]
 fn malformed_slot_numbers_are_usage_errors() {
     let tmp = tempfile::tempdir().unwrap();
-    for bad in ["", "-1", "+1", "01", "1000", "12345678901234567890", "1/../2", "../1", "a", " 1", "1 ", "1.0", "٣"] {
+    for bad in [
+        "",
+        "-1",
+        "+1",
+        "01",
+        "1000",
+        "12345678901234567890",
+        "1/../2",
+        "../1",
+        "a",
+        " 1",
+        "1 ",
+        "1.0",
+        "٣",
+    ] {
         let e = err(&SlotArgs::new(Verb::Status, bad, tmp.path()));
         assert_eq!(e.exit_code(), 2, "{bad:?}: {e}");
         assert!(e.to_string().contains("slot"), "{e}");
@@ -35,7 +52,10 @@ fn malformed_slot_numbers_are_usage_errors() {
     let mut a = SlotArgs::new(Verb::Provision, "1", tmp.path().join("s"));
     a.image = Some(tmp.path().join("x.qcow2"));
     assert_eq!(err(&a).exit_code(), 2);
-    assert!(!tmp.path().join("s").exists(), "a usage error creates nothing");
+    assert!(
+        !tmp.path().join("s").exists(),
+        "a usage error creates nothing"
+    );
 }
 
 #[test]
@@ -69,7 +89,11 @@ fn state_dir_symlink_or_not_ours() {
     std::fs::create_dir(&ww).unwrap();
     std::fs::set_permissions(&ww, std::fs::Permissions::from_mode(0o777)).unwrap();
     assert_gate_err(&err(&args(Verb::Provision, "3", &ww)), "3", "state-dir", 1);
-    assert_eq!(std::fs::read_dir(&real).unwrap().count(), 1, "nothing written into a dir not ours");
+    assert_eq!(
+        std::fs::read_dir(&real).unwrap().count(),
+        1,
+        "nothing written into a dir not ours"
+    );
     // A slot directory without our marker is never touched.
     let sd = tmp.path().join("sd");
     let _ = run(Verb::Status, "1", &sd);
@@ -78,7 +102,13 @@ fn state_dir_symlink_or_not_ours() {
     std::fs::write(sd.join(".netprobe-state-dir"), b"x").unwrap();
     std::fs::create_dir(sd.join("slot-4")).unwrap();
     std::fs::write(sd.join("slot-4/data"), b"keep").unwrap();
-    for verb in [Verb::Snapshot, Verb::Restore, Verb::Reset, Verb::Cleanup, Verb::Status] {
+    for verb in [
+        Verb::Snapshot,
+        Verb::Restore,
+        Verb::Reset,
+        Verb::Cleanup,
+        Verb::Status,
+    ] {
         assert_gate_err(&err(&args(verb, "4", &sd)), "4", "ownership-marker", 1);
     }
     assert_gate_err(&err(&args(Verb::Provision, "4", &sd)), "4", "slot-fresh", 1);
@@ -111,9 +141,22 @@ fn lifecycle_faults() {
     assert_gate_err(&e, "11", "slot-fresh", 1);
 
     // Restore / reset without a complete snapshot.
-    assert_gate_err(&err(&args(Verb::Restore, "11", &sd)), "11", "snapshot-complete", 1);
-    assert_gate_err(&err(&args(Verb::Reset, "11", &sd)), "11", "snapshot-complete", 1);
-    assert_eq!(ok(Verb::Status, "11", &sd).to_json()["live"]["container"]["status"], "running");
+    assert_gate_err(
+        &err(&args(Verb::Restore, "11", &sd)),
+        "11",
+        "snapshot-complete",
+        1,
+    );
+    assert_gate_err(
+        &err(&args(Verb::Reset, "11", &sd)),
+        "11",
+        "snapshot-complete",
+        1,
+    );
+    assert_eq!(
+        ok(Verb::Status, "11", &sd).to_json()["live"]["container"]["status"],
+        "running"
+    );
 
     // Two verbs at once: the second is refused, not queued.
     {
@@ -138,7 +181,12 @@ fn lifecycle_faults() {
     ok(Verb::Snapshot, "11", &sd);
     // Restore while a container exists would be refused; here it is stopped by the checkpoint.
     ok(Verb::Restore, "11", &sd);
-    assert_gate_err(&err(&args(Verb::Restore, "11", &sd)), "11", "container-absent", 1);
+    assert_gate_err(
+        &err(&args(Verb::Restore, "11", &sd)),
+        "11",
+        "container-absent",
+        1,
+    );
 
     // An address added inside the namespace between snapshot and restore.
     let holder = state(&sd, 11).holder.unwrap();
@@ -156,7 +204,13 @@ fn lifecycle_faults() {
     let diff = e.diff.clone().unwrap();
     assert!(diff.contains("+ ") && diff.contains("10.77.0.1"), "{diff}");
     assert!(e.to_string().contains("10.77.0.1"));
-    assert!(e.evidence.as_ref().unwrap().join("netstate-diff.txt").exists());
+    assert!(
+        e.evidence
+            .as_ref()
+            .unwrap()
+            .join("netstate-diff.txt")
+            .exists()
+    );
     let s = state(&sd, 11);
     assert_eq!(s.phase, Phase::RestoreFailed);
     holder.verify().expect("a failed restore keeps the holder");
@@ -166,7 +220,11 @@ fn lifecycle_faults() {
     ok(Verb::Reset, "11", &sd);
 
     // Killed holder.
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(holder.pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(holder.pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(200));
     for verb in [Verb::Snapshot, Verb::Restore, Verb::Reset] {
         let e = err(&args(verb, "11", &sd));
@@ -207,7 +265,12 @@ fn binary_swapped_after_provision() {
     // CRIU swapped.
     let orig_criu = std::fs::read(&cr).unwrap();
     std::fs::write(&cr, b"#!/bin/sh\nexit 0\n").unwrap();
-    assert_gate_err(&err(&args(Verb::Snapshot, "13", &sd)), "13", "criu-binary", 1);
+    assert_gate_err(
+        &err(&args(Verb::Snapshot, "13", &sd)),
+        "13",
+        "criu-binary",
+        1,
+    );
     std::fs::write(&cr, &orig_criu).unwrap();
     ok(Verb::Snapshot, "13", &sd);
 
@@ -243,7 +306,11 @@ fn holder_replaced_by_another_process() {
     let img = sleep_image(tmp.path());
     provision_dir("14", &sd, &img).unwrap_or_else(|e| panic!("{e}"));
     let h = state(&sd, 14).holder.unwrap();
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(h.pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(h.pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
     while netprobe::slot::compat::ProcessIdentity::read(h.pid).is_ok() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
@@ -253,7 +320,10 @@ fn holder_replaced_by_another_process() {
     let mut impostor = None;
     for _ in 0..50 {
         std::fs::write("/proc/sys/kernel/ns_last_pid", format!("{}", h.pid - 1)).unwrap();
-        let c = std::process::Command::new("sleep").arg("1000").spawn().unwrap();
+        let c = std::process::Command::new("sleep")
+            .arg("1000")
+            .spawn()
+            .unwrap();
         if c.id() as i32 == h.pid {
             impostor = Some(c);
             break;
@@ -268,9 +338,15 @@ fn holder_replaced_by_another_process() {
         assert_gate_err(&e, "14", "holder-identity", 1);
     }
     let e = err(&args(Verb::Snapshot, "14", &sd));
-    assert!(e.message.contains("another process") || e.message.contains("netns inode"), "{e}");
+    assert!(
+        e.message.contains("another process") || e.message.contains("netns inode"),
+        "{e}"
+    );
     ok(Verb::Cleanup, "14", &sd);
-    assert!(impostor.try_wait().unwrap().is_none(), "cleanup must not signal the impostor");
+    assert!(
+        impostor.try_wait().unwrap().is_none(),
+        "cleanup must not signal the impostor"
+    );
     let _ = impostor.kill();
     let _ = impostor.wait();
     assert_released(&sd, &[]);

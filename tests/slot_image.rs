@@ -10,9 +10,20 @@ fn build_qcow2(dir: &Path) -> (PathBuf, String) {
     let root = sleep_image(dir);
     let raw = dir.join("image.ext4");
     let q = dir.join("image.qcow2");
-    let st = Command::new("mkfs.ext4").args(["-q", "-F", "-d"]).arg(&root).arg(&raw).arg("64M").status().unwrap();
+    let st = Command::new("mkfs.ext4")
+        .args(["-q", "-F", "-d"])
+        .arg(&root)
+        .arg(&raw)
+        .arg("64M")
+        .status()
+        .unwrap();
     assert!(st.success());
-    let st = Command::new("qemu-img").args(["convert", "-f", "raw", "-O", "qcow2"]).arg(&raw).arg(&q).status().unwrap();
+    let st = Command::new("qemu-img")
+        .args(["convert", "-f", "raw", "-O", "qcow2"])
+        .arg(&raw)
+        .arg(&q)
+        .status()
+        .unwrap();
     assert!(st.success());
     std::fs::remove_file(&raw).unwrap();
     let sha = netprobe::slot::support::sha256_file(&q).unwrap();
@@ -49,11 +60,21 @@ fn qcow2_image_cycle_and_wrong_pin() {
     assert_eq!(img.kind, "qcow2");
     assert_eq!(img.sha256.as_deref(), Some(sha.as_str()));
     let dev = img.loop_device.clone().unwrap();
-    let ro = std::fs::read_to_string(format!("/sys/block/{}/ro", dev.file_name().unwrap().to_string_lossy())).unwrap();
+    let ro = std::fs::read_to_string(format!(
+        "/sys/block/{}/ro",
+        dev.file_name().unwrap().to_string_lossy()
+    ))
+    .unwrap();
     assert_eq!(ro.trim(), "1", "loop device is read-only");
     let mi = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let lower = mi.lines().find(|l| l.contains(&*img.lower.to_string_lossy())).unwrap();
-    assert!(lower.split(' ').nth(5).unwrap().starts_with("ro"), "{lower}");
+    let lower = mi
+        .lines()
+        .find(|l| l.contains(&*img.lower.to_string_lossy()))
+        .unwrap();
+    assert!(
+        lower.split(' ').nth(5).unwrap().starts_with("ro"),
+        "{lower}"
+    );
     let st = ok(Verb::Status, "21", &sd).to_json();
     assert_eq!(st["live"]["fuse_export_running"], true);
     assert_eq!(st["live"]["loop_attached"], true);
@@ -64,5 +85,9 @@ fn qcow2_image_cycle_and_wrong_pin() {
     let holders = holder_pids(&sd);
     ok(Verb::Cleanup, "21", &sd);
     assert_released(&sd, &holders);
-    assert_eq!(std::fs::read(&q).unwrap(), before, "the qcow2 is never written or converted");
+    assert_eq!(
+        std::fs::read(&q).unwrap(),
+        before,
+        "the qcow2 is never written or converted"
+    );
 }

@@ -43,7 +43,11 @@ pub fn ok(verb: Verb, slot: &str, sd: &Path) -> SlotOutcome {
 }
 
 pub fn gate<'a>(o: &'a SlotOutcome, name: &str) -> &'a netprobe::slot::Gate {
-    o.gates.iter().rev().find(|g| g.name == name).unwrap_or_else(|| panic!("no gate {name} in {:?}", o.gates))
+    o.gates
+        .iter()
+        .rev()
+        .find(|g| g.name == name)
+        .unwrap_or_else(|| panic!("no gate {name} in {:?}", o.gates))
 }
 
 pub fn state(sd: &Path, slot: u32) -> SlotState {
@@ -61,12 +65,21 @@ pub fn assert_released(sd: &Path, holder_pids: &[i32]) {
             let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             let cmd = String::from_utf8_lossy(&cmd);
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let zombie = stat.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z'));
+            let zombie = stat
+                .rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z'));
             if zombie {
                 continue;
             }
-            assert!(!(cmd.contains("qemu-storage-daemon") && cmd.contains(&sd_s)), "qemu-storage-daemon left: pid {pid}");
-            assert!(!(cmd.contains("runc") && cmd.contains(&sd_s)), "runtime process left: pid {pid} {cmd}");
+            assert!(
+                !(cmd.contains("qemu-storage-daemon") && cmd.contains(&sd_s)),
+                "qemu-storage-daemon left: pid {pid}"
+            );
+            assert!(
+                !(cmd.contains("runc") && cmd.contains(&sd_s)),
+                "runtime process left: pid {pid} {cmd}"
+            );
             if holder_pids.contains(&pid) {
                 panic!("holder pid {pid} still alive: {cmd}");
             }
@@ -86,7 +99,11 @@ pub fn assert_released(sd: &Path, holder_pids: &[i32]) {
             let root = s.path().join("runc-root");
             if let Ok(c) = std::fs::read_dir(&root) {
                 let names: Vec<_> = c.flatten().map(|e| e.file_name()).collect();
-                assert!(names.is_empty(), "runtime state left in {}: {names:?}", root.display());
+                assert!(
+                    names.is_empty(),
+                    "runtime state left in {}: {names:?}",
+                    root.display()
+                );
             }
         }
     }
@@ -123,13 +140,21 @@ impl Drop for CleanupOnDrop {
 pub fn sleep_image(dir: &Path) -> PathBuf {
     let root = dir.join("sleep-image");
     netprobe::slot::compat::build_busybox_rootfs(&root).unwrap();
-    std::fs::write(root.join("init.sh"), "#!/bin/sh\nexec /bin/busybox sleep 100000000\n").unwrap();
+    std::fs::write(
+        root.join("init.sh"),
+        "#!/bin/sh\nexec /bin/busybox sleep 100000000\n",
+    )
+    .unwrap();
     std::fs::remove_file(root.join(netprobe::slot::compat::GUEST_PORT_FILE)).unwrap();
     root
 }
 
 /// Provision args with a directory image.
-pub fn provision_dir(slot: &str, sd: &Path, image: &Path) -> Result<SlotOutcome, netprobe::slot::SlotError> {
+pub fn provision_dir(
+    slot: &str,
+    sd: &Path,
+    image: &Path,
+) -> Result<SlotOutcome, netprobe::slot::SlotError> {
     let mut a = args(Verb::Provision, slot, sd);
     a.image = Some(image.to_path_buf());
     run_verb(&a)

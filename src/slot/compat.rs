@@ -30,17 +30,28 @@ impl ProcessIdentity {
     ///
     /// Errors: the process does not exist, is a zombie, or `/proc` cannot be read.
     pub fn read(pid: i32) -> Result<Self, String> {
-        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|e| format!("pid {pid}: {e}"))?;
-        let rest = stat.rsplit_once(')').map(|(_, r)| r).ok_or(format!("pid {pid}: malformed stat"))?;
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map_err(|e| format!("pid {pid}: {e}"))?;
+        let rest = stat
+            .rsplit_once(')')
+            .map(|(_, r)| r)
+            .ok_or(format!("pid {pid}: malformed stat"))?;
         let f: Vec<&str> = rest.split_whitespace().collect();
         if f.first() == Some(&"Z") || f.first() == Some(&"X") {
             return Err(format!("pid {pid} has exited (state {})", f[0]));
         }
-        let start_time = f.get(19).and_then(|s| s.parse().ok()).ok_or(format!("pid {pid}: no start time"))?;
+        let start_time = f
+            .get(19)
+            .and_then(|s| s.parse().ok())
+            .ok_or(format!("pid {pid}: no start time"))?;
         let netns_inode = fs::metadata(format!("/proc/{pid}/ns/net"))
             .map_err(|e| format!("pid {pid}: /proc/{pid}/ns/net: {e}"))?
             .ino();
-        Ok(ProcessIdentity { pid, start_time, netns_inode })
+        Ok(ProcessIdentity {
+            pid,
+            start_time,
+            netns_inode,
+        })
     }
 
     /// Re-reads the process and checks pid, start time and netns inode are unchanged.
@@ -76,7 +87,10 @@ impl ProcessIdentity {
 /// Errors: spawn failed, `lo` could not be brought up, or the identity could not be read.
 pub fn spawn_holder() -> Result<ProcessIdentity, String> {
     let mut cmd = Command::new("sleep");
-    cmd.arg("infinity").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+    cmd.arg("infinity")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
     // SAFETY: only async-signal-safe syscalls between fork and exec.
     unsafe {
         cmd.pre_exec(|| {
@@ -89,7 +103,9 @@ pub fn spawn_holder() -> Result<ProcessIdentity, String> {
     let child = cmd.spawn().map_err(|e| format!("spawn holder: {e}"))?;
     let pid = child.id() as i32;
     drop(child);
-    let own = fs::metadata("/proc/self/ns/net").map(|m| m.ino()).unwrap_or(0);
+    let own = fs::metadata("/proc/self/ns/net")
+        .map(|m| m.ino())
+        .unwrap_or(0);
     let deadline = Instant::now() + Duration::from_secs(5);
     let id = loop {
         let id = ProcessIdentity::read(pid)?;
@@ -135,9 +151,16 @@ pub fn stop_by_identity(id: &ProcessIdentity, timeout: Duration) -> Result<bool,
     // SAFETY: pidfd_send_signal on our pidfd.
     let rc = unsafe { libc::syscall(libc::SYS_pidfd_send_signal, fd, libc::SIGKILL, 0usize, 0u32) };
     if rc != 0 {
-        return Err(format!("pidfd_send_signal: {}", std::io::Error::last_os_error()));
+        return Err(format!(
+            "pidfd_send_signal: {}",
+            std::io::Error::last_os_error()
+        ));
     }
-    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
     // SAFETY: poll on one valid pollfd.
     let n = unsafe { libc::poll(&mut pfd, 1, timeout.as_millis() as i32) };
     if n == 1 {
@@ -146,7 +169,11 @@ pub fn stop_by_identity(id: &ProcessIdentity, timeout: Duration) -> Result<bool,
         unsafe { libc::waitpid(id.pid, std::ptr::null_mut(), libc::WNOHANG) };
         Ok(true)
     } else {
-        Err(format!("pid {} did not exit within {} ms", id.pid, timeout.as_millis()))
+        Err(format!(
+            "pid {} did not exit within {} ms",
+            id.pid,
+            timeout.as_millis()
+        ))
     }
 }
 
@@ -175,7 +202,11 @@ pub fn run_in_netns<T: Send>(path: &Path, f: impl FnOnce() -> T + Send) -> Resul
 }
 
 fn ip_bin() -> &'static str {
-    if Path::new("/usr/sbin/ip").exists() { "/usr/sbin/ip" } else { "ip" }
+    if Path::new("/usr/sbin/ip").exists() {
+        "/usr/sbin/ip"
+    } else {
+        "ip"
+    }
 }
 
 fn run_ip(args: &[&str]) -> Result<String, String> {
@@ -185,7 +216,11 @@ fn run_ip(args: &[&str]) -> Result<String, String> {
         .output()
         .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
     if !out.status.success() {
-        return Err(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
+        return Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -237,20 +272,37 @@ pub fn capture_netstate(netns: &Path) -> Result<String, String> {
 /// Whether the captured state has `lo` UP with `127.0.0.1/8`; returns the observed facts.
 pub fn lo_up_with_127(state_json: &str) -> (bool, String) {
     let v: Value = serde_json::from_str(state_json).unwrap_or(Value::Null);
-    let lo_link = v["links"].as_array().and_then(|a| a.iter().find(|l| l["ifname"] == "lo")).cloned();
+    let lo_link = v["links"]
+        .as_array()
+        .and_then(|a| a.iter().find(|l| l["ifname"] == "lo"))
+        .cloned();
     let up = lo_link
         .as_ref()
         .and_then(|l| l["flags"].as_array())
         .map(|f| f.iter().any(|x| x == "UP"))
         .unwrap_or(false);
-    let lo_addr = v["addresses"].as_array().and_then(|a| a.iter().find(|l| l["ifname"] == "lo")).cloned();
+    let lo_addr = v["addresses"]
+        .as_array()
+        .and_then(|a| a.iter().find(|l| l["ifname"] == "lo"))
+        .cloned();
     let has127 = lo_addr
         .as_ref()
         .and_then(|l| l["addr_info"].as_array())
-        .map(|a| a.iter().any(|x| x["local"] == "127.0.0.1" && x["prefixlen"] == 8))
+        .map(|a| {
+            a.iter()
+                .any(|x| x["local"] == "127.0.0.1" && x["prefixlen"] == 8)
+        })
         .unwrap_or(false);
-    let flags = lo_link.map(|l| l["flags"].to_string()).unwrap_or_else(|| "no lo".into());
-    (up && has127, format!("lo flags {flags}; 127.0.0.1/8 {}", if has127 { "present" } else { "absent" }))
+    let flags = lo_link
+        .map(|l| l["flags"].to_string())
+        .unwrap_or_else(|| "no lo".into());
+    (
+        up && has127,
+        format!(
+            "lo flags {flags}; 127.0.0.1/8 {}",
+            if has127 { "present" } else { "absent" }
+        ),
+    )
 }
 
 /// A line diff of two captures: `- line` only in `recorded`, `+ line` only in `observed`
@@ -308,23 +360,51 @@ pub struct Runtime {
 impl Runtime {
     fn cmd(&self, log: &Path) -> Command {
         let mut c = Command::new(&self.path);
-        c.arg("--root").arg(&self.root).arg("--log").arg(log).arg("--log-format").arg("text");
+        c.arg("--root")
+            .arg(&self.root)
+            .arg("--log")
+            .arg(log)
+            .arg("--log-format")
+            .arg("text");
         c
     }
 
-    fn run(&self, mut c: Command, what: &str, log: &Path, detached: bool) -> Result<String, String> {
+    fn run(
+        &self,
+        mut c: Command,
+        what: &str,
+        log: &Path,
+        detached: bool,
+    ) -> Result<String, String> {
         if detached {
-            c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
-            let st = c.status().map_err(|e| format!("cannot run {}: {e}", self.path.display()))?;
+            c.stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            let st = c
+                .status()
+                .map_err(|e| format!("cannot run {}: {e}", self.path.display()))?;
             if st.success() {
                 return Ok(String::new());
             }
             let tail = fs::read_to_string(log).unwrap_or_default();
-            let tail: String = tail.lines().rev().take(8).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
-            return Err(format!("runtime {what} exited with {st}; log {}:\n{tail}", log.display()));
+            let tail: String = tail
+                .lines()
+                .rev()
+                .take(8)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join("\n");
+            return Err(format!(
+                "runtime {what} exited with {st}; log {}:\n{tail}",
+                log.display()
+            ));
         }
         c.stdin(Stdio::null());
-        let out = c.output().map_err(|e| format!("cannot run {}: {e}", self.path.display()))?;
+        let out = c
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", self.path.display()))?;
         if out.status.success() {
             return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
         }
@@ -336,9 +416,20 @@ impl Runtime {
     }
 
     /// `runtime create --bundle B --pid-file P ID` with stdio `/dev/null`.
-    pub fn create(&self, id: &str, bundle: &Path, pid_file: &Path, log: &Path) -> Result<(), String> {
+    pub fn create(
+        &self,
+        id: &str,
+        bundle: &Path,
+        pid_file: &Path,
+        log: &Path,
+    ) -> Result<(), String> {
         let mut c = self.cmd(log);
-        c.arg("create").arg("--bundle").arg(bundle).arg("--pid-file").arg(pid_file).arg(id);
+        c.arg("create")
+            .arg("--bundle")
+            .arg(bundle)
+            .arg("--pid-file")
+            .arg(pid_file)
+            .arg(id);
         self.run(c, "create", log, true).map(|_| ())
     }
 
@@ -355,7 +446,9 @@ impl Runtime {
     pub fn state(&self, id: &str, log: &Path) -> Result<Option<Value>, String> {
         let mut c = self.cmd(log);
         c.arg("state").arg(id).stdin(Stdio::null());
-        let out = c.output().map_err(|e| format!("cannot run {}: {e}", self.path.display()))?;
+        let out = c
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", self.path.display()))?;
         if out.status.success() {
             return serde_json::from_slice(&out.stdout)
                 .map(Some)
@@ -363,10 +456,19 @@ impl Runtime {
         }
         let err = String::from_utf8_lossy(&out.stderr);
         let logt = fs::read_to_string(log).unwrap_or_default();
-        if err.contains("does not exist") || logt.lines().last().is_some_and(|l| l.contains("does not exist")) {
+        if err.contains("does not exist")
+            || logt
+                .lines()
+                .last()
+                .is_some_and(|l| l.contains("does not exist"))
+        {
             return Ok(None);
         }
-        Err(format!("runtime state exited with {}: {}", out.status, err.trim()))
+        Err(format!(
+            "runtime state exited with {}: {}",
+            out.status,
+            err.trim()
+        ))
     }
 
     /// `runtime kill ID KILL` (errors ignored: followed by a proven stop).
@@ -384,14 +486,35 @@ impl Runtime {
     }
 
     /// `runtime --criu C checkpoint --image-path I --work-path W ID` (the container stops).
-    pub fn checkpoint(&self, id: &str, image: &Path, work: &Path, log: &Path) -> Result<(), String> {
+    pub fn checkpoint(
+        &self,
+        id: &str,
+        image: &Path,
+        work: &Path,
+        log: &Path,
+    ) -> Result<(), String> {
         let mut c = self.cmd(log);
-        c.arg("--criu").arg(&self.criu).arg("checkpoint").arg("--image-path").arg(image).arg("--work-path").arg(work).arg(id);
+        c.arg("--criu")
+            .arg(&self.criu)
+            .arg("checkpoint")
+            .arg("--image-path")
+            .arg(image)
+            .arg("--work-path")
+            .arg(work)
+            .arg(id);
         self.run(c, "checkpoint", log, true).map(|_| ())
     }
 
     /// `runtime --criu C restore --detach --bundle B --image-path I --work-path W --pid-file P ID`.
-    pub fn restore(&self, id: &str, bundle: &Path, image: &Path, work: &Path, pid_file: &Path, log: &Path) -> Result<(), String> {
+    pub fn restore(
+        &self,
+        id: &str,
+        bundle: &Path,
+        image: &Path,
+        work: &Path,
+        pid_file: &Path,
+        log: &Path,
+    ) -> Result<(), String> {
         let mut c = self.cmd(log);
         c.arg("--criu")
             .arg(&self.criu)
@@ -438,7 +561,13 @@ pub const SLOT_RESOURCES: Resources = Resources {
 /// capabilities, no terminal (stdio `/dev/null`), `cgroups_path`. Returns its sha256.
 ///
 /// Errors: the file cannot be written.
-pub fn write_config(bundle: &Path, netns: &Path, hostname: &str, cgroups_path: &str, r: &Resources) -> Result<String, String> {
+pub fn write_config(
+    bundle: &Path,
+    netns: &Path,
+    hostname: &str,
+    cgroups_path: &str,
+    r: &Resources,
+) -> Result<String, String> {
     let caps = json!(["CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"]);
     let cfg = json!({
         "ociVersion": "1.0.2-dev",
@@ -484,7 +613,8 @@ pub fn write_config(bundle: &Path, netns: &Path, hostname: &str, cgroups_path: &
     let mut bytes = serde_json::to_vec_pretty(&cfg).map_err(|e| e.to_string())?;
     bytes.push(b'\n');
     let path = bundle.join("config.json");
-    super::support::atomic_write(&path, &bytes).map_err(|e| format!("write {}: {e}", path.display()))?;
+    super::support::atomic_write(&path, &bytes)
+        .map_err(|e| format!("write {}: {e}", path.display()))?;
     Ok(super::support::sha256_bytes(&bytes))
 }
 
@@ -498,9 +628,14 @@ pub const GUEST_PORT_FILE: &str = "etc/netprobe-guest-port";
 ///
 /// Errors: `/bin/busybox` missing or an I/O error.
 pub fn build_busybox_rootfs(dir: &Path) -> Result<(), String> {
-    let bb = ["/bin/busybox", "/usr/bin/busybox"].into_iter().find(|p| Path::new(p).exists()).ok_or("busybox not found")?;
+    let bb = ["/bin/busybox", "/usr/bin/busybox"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .ok_or("busybox not found")?;
     let e = |x: std::io::Error| format!("busybox rootfs in {}: {x}", dir.display());
-    for d in ["bin", "dev", "proc", "sys", "tmp", "www", "etc", "root", "run"] {
+    for d in [
+        "bin", "dev", "proc", "sys", "tmp", "www", "etc", "root", "run",
+    ] {
         fs::create_dir_all(dir.join(d)).map_err(e)?;
     }
     fs::copy(bb, dir.join("bin/busybox")).map_err(e)?;
@@ -508,7 +643,11 @@ pub fn build_busybox_rootfs(dir: &Path) -> Result<(), String> {
     for app in ["sh", "httpd", "sleep", "ls", "cat", "ip", "wget"] {
         std::os::unix::fs::symlink("busybox", dir.join("bin").join(app)).map_err(e)?;
     }
-    fs::write(dir.join("init.sh"), "#!/bin/sh\nexec /bin/busybox httpd -f -p 0.0.0.0:5000 -h /www\n").map_err(e)?;
+    fs::write(
+        dir.join("init.sh"),
+        "#!/bin/sh\nexec /bin/busybox httpd -f -p 0.0.0.0:5000 -h /www\n",
+    )
+    .map_err(e)?;
     fs::set_permissions(dir.join("init.sh"), fs::Permissions::from_mode(0o755)).map_err(e)?;
     fs::write(dir.join("www/index.html"), "netprobe slot guest\n").map_err(e)?;
     fs::write(dir.join(GUEST_PORT_FILE), "5000\n").map_err(e)?;
@@ -536,7 +675,8 @@ pub fn http_get_in_netns(netns: &Path, port: u16, timeout: Duration) -> Result<S
                     let _ = s.read_to_end(&mut buf);
                     let text = String::from_utf8_lossy(&buf);
                     let line = text.lines().next().unwrap_or("").to_string();
-                    if line.starts_with("HTTP/1.") && line.split_whitespace().nth(1) == Some("200") {
+                    if line.starts_with("HTTP/1.") && line.split_whitespace().nth(1) == Some("200")
+                    {
                         return Ok(line);
                     }
                     last = format!("status line {line:?}");

@@ -29,13 +29,13 @@ pub struct SlotError {
     pub slot: String,
     /// The gate that failed (for [`ErrorKind::Gate`] and [`ErrorKind::HostRefused`] gates), or
     /// the step that could not run (for [`ErrorKind::CouldNotRun`]).
-    pub gate: Option<String>,
+    pub gate: Option<Box<str>>,
     /// One or more lines for people: the fact that could not be proven and what was observed.
     pub message: String,
     /// A diff (network state recorded vs observed) when the network-fidelity gate failed.
-    pub diff: Option<String>,
+    pub diff: Option<Box<str>>,
     /// The evidence folder of this verb, when one was written.
-    pub evidence: Option<PathBuf>,
+    pub evidence: Option<Box<std::path::Path>>,
 }
 
 impl SlotError {
@@ -63,7 +63,7 @@ impl SlotError {
         SlotError {
             kind,
             slot: slot.to_string(),
-            gate: gate.map(str::to_string),
+            gate: gate.map(Box::from),
             message: message.into(),
             diff: None,
             evidence: None,
@@ -72,14 +72,14 @@ impl SlotError {
 
     /// Attaches the network-state diff (recorded vs observed).
     pub fn with_diff(mut self, diff: String) -> Self {
-        self.diff = Some(diff);
+        self.diff = Some(diff.into_boxed_str());
         self
     }
 
     /// Attaches the evidence folder of the verb, unless one is already attached.
     pub fn with_evidence(mut self, dir: PathBuf) -> Self {
         if self.evidence.is_none() {
-            self.evidence = Some(dir);
+            self.evidence = Some(dir.into_boxed_path());
         }
         self
     }
@@ -116,12 +116,20 @@ impl SlotError {
 
 impl fmt::Display for SlotError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let slot = if self.slot.is_empty() { "?" } else { &self.slot };
+        let slot = if self.slot.is_empty() {
+            "?"
+        } else {
+            &self.slot
+        };
         match (&self.kind, &self.gate) {
-            (ErrorKind::Gate, Some(g)) => write!(f, "slot {slot}: gate `{g}` failed: {}", self.message)?,
-            (ErrorKind::HostRefused, Some(g)) => {
-                write!(f, "slot {slot}: host refused (gate `{g}`): {}", self.message)?
+            (ErrorKind::Gate, Some(g)) => {
+                write!(f, "slot {slot}: gate `{g}` failed: {}", self.message)?
             }
+            (ErrorKind::HostRefused, Some(g)) => write!(
+                f,
+                "slot {slot}: host refused (gate `{g}`): {}",
+                self.message
+            )?,
             (ErrorKind::CouldNotRun, Some(g)) => {
                 write!(f, "slot {slot}: step `{g}` could not run: {}", self.message)?
             }
@@ -129,7 +137,10 @@ impl fmt::Display for SlotError {
             (_, None) => write!(f, "slot {slot}: {}", self.message)?,
         }
         if let Some(d) = &self.diff {
-            write!(f, "\nnetwork state diff (- recorded at snapshot, + observed now):\n{d}")?;
+            write!(
+                f,
+                "\nnetwork state diff (- recorded at snapshot, + observed now):\n{d}"
+            )?;
         }
         if let Some(e) = &self.evidence {
             write!(f, "\nevidence: {}", e.display())?;

@@ -41,7 +41,15 @@ impl GateLog {
         proven: bool,
         detail: impl Into<String>,
     ) -> Result<(), SlotError> {
-        self.push(slot, name, fact, proven, detail.into(), true, ErrorKind::Gate)
+        self.push(
+            slot,
+            name,
+            fact,
+            proven,
+            detail.into(),
+            true,
+            ErrorKind::Gate,
+        )
     }
 
     /// Records a blocking host gate (exit 3 when not proven, e.g. a CRIU config file present).
@@ -55,7 +63,15 @@ impl GateLog {
         proven: bool,
         detail: impl Into<String>,
     ) -> Result<(), SlotError> {
-        self.push(slot, name, fact, proven, detail.into(), true, ErrorKind::HostRefused)
+        self.push(
+            slot,
+            name,
+            fact,
+            proven,
+            detail.into(),
+            true,
+            ErrorKind::HostRefused,
+        )
     }
 
     /// Records a non-blocking fact (used by `cleanup` and `status` for facts that protect no
@@ -88,7 +104,11 @@ impl GateLog {
             proven,
             detail: detail.clone(),
             blocking,
-            class: if kind == ErrorKind::HostRefused { "host".into() } else { "gate".into() },
+            class: if kind == ErrorKind::HostRefused {
+                "host".into()
+            } else {
+                "gate".into()
+            },
         });
         if proven {
             return Ok(());

@@ -54,7 +54,10 @@ pub fn parse_slot(raw: &str) -> Result<u32, SlotError> {
         .parse()
         .map_err(|_| SlotError::usage(raw, format!("malformed slot number {raw:?}")))?;
     if n > MAX_SLOT {
-        return Err(SlotError::usage(raw, format!("slot number {n} is above {MAX_SLOT}")));
+        return Err(SlotError::usage(
+            raw,
+            format!("slot number {n} is above {MAX_SLOT}"),
+        ));
     }
     Ok(n)
 }
@@ -76,10 +79,16 @@ impl SlotPaths {
         let state_dir = if state_dir.is_absolute() {
             state_dir.to_path_buf()
         } else {
-            std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")).join(state_dir)
+            std::env::current_dir()
+                .unwrap_or_else(|_| PathBuf::from("/"))
+                .join(state_dir)
         };
         let root = state_dir.join(format!("slot-{slot}"));
-        SlotPaths { slot, state_dir, root }
+        SlotPaths {
+            slot,
+            state_dir,
+            root,
+        }
     }
     /// `owner.json`.
     pub fn owner(&self) -> PathBuf {
@@ -136,7 +145,11 @@ impl SlotPaths {
     /// The cgroup path in `config.json` (cgroupfs driver): `/netprobe/slot-N-<first 8 hex of the
     /// ownership id>` (unique per slot lifetime, so two state directories never share a cgroup).
     pub fn cgroups_path(&self, owner_id: &str) -> String {
-        format!("/netprobe/slot-{}-{}", self.slot, &owner_id[..owner_id.len().min(8)])
+        format!(
+            "/netprobe/slot-{}-{}",
+            self.slot,
+            &owner_id[..owner_id.len().min(8)]
+        )
     }
 }
 
@@ -150,7 +163,10 @@ pub fn check_state_dir(dir: &Path, create: bool) -> Result<String, String> {
     match fs::symlink_metadata(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             if !create {
-                return Err(format!("{} does not exist (no slot was provisioned here)", dir.display()));
+                return Err(format!(
+                    "{} does not exist (no slot was provisioned here)",
+                    dir.display()
+                ));
             }
             fs::create_dir(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
             fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
@@ -159,16 +175,24 @@ pub fn check_state_dir(dir: &Path, create: bool) -> Result<String, String> {
         Err(e) => return Err(format!("cannot stat {}: {e}", dir.display())),
         Ok(_) => {}
     }
-    let md = fs::symlink_metadata(dir).map_err(|e| format!("cannot stat {}: {e}", dir.display()))?;
+    let md =
+        fs::symlink_metadata(dir).map_err(|e| format!("cannot stat {}: {e}", dir.display()))?;
     if md.file_type().is_symlink() {
-        return Err(format!("{} is a symlink; refusing to follow it", dir.display()));
+        return Err(format!(
+            "{} is a symlink; refusing to follow it",
+            dir.display()
+        ));
     }
     if !md.is_dir() {
         return Err(format!("{} is not a directory", dir.display()));
     }
     let euid = nix::unistd::geteuid().as_raw();
     if md.uid() != euid {
-        return Err(format!("{} is owned by uid {}, not by us (uid {euid})", dir.display(), md.uid()));
+        return Err(format!(
+            "{} is owned by uid {}, not by us (uid {euid})",
+            dir.display(),
+            md.uid()
+        ));
     }
     if md.mode() & 0o022 != 0 {
         return Err(format!(
@@ -197,11 +221,17 @@ pub fn check_state_dir(dir: &Path, create: bool) -> Result<String, String> {
                 ));
             }
             if !create {
-                return Err(format!("{} has no {STATE_DIR_MARKER} marker", dir.display()));
+                return Err(format!(
+                    "{} has no {STATE_DIR_MARKER} marker",
+                    dir.display()
+                ));
             }
             support::atomic_write(&marker, b"netprobe slot state directory\n")
                 .map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
-            Ok(format!("{}: created, uid {euid}, marker written", dir.display()))
+            Ok(format!(
+                "{}: created, uid {euid}, marker written",
+                dir.display()
+            ))
         }
     }
 }
@@ -237,17 +267,27 @@ pub fn create_slot(paths: &SlotPaths) -> Result<OwnerMarker, (bool, String)> {
                 format!(
                     "{} already exists ({}); a slot is never re-provisioned in place",
                     paths.root.display(),
-                    if m.file_type().is_symlink() { "a symlink" } else { "a directory or file" }
+                    if m.file_type().is_symlink() {
+                        "a symlink"
+                    } else {
+                        "a directory or file"
+                    }
                 ),
             ));
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err((false, format!("cannot stat {}: {e}", paths.root.display()))),
     }
-    fs::DirBuilder::new().mode(0o700).create(&paths.root).map_err(|e| {
-        let exists = e.kind() == std::io::ErrorKind::AlreadyExists;
-        (exists, format!("cannot create {}: {e}", paths.root.display()))
-    })?;
+    fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&paths.root)
+        .map_err(|e| {
+            let exists = e.kind() == std::io::ErrorKind::AlreadyExists;
+            (
+                exists,
+                format!("cannot create {}: {e}", paths.root.display()),
+            )
+        })?;
     let marker = OwnerMarker {
         tool: "netprobe".into(),
         kind: "slot".into(),
@@ -258,8 +298,12 @@ pub fn create_slot(paths: &SlotPaths) -> Result<OwnerMarker, (bool, String)> {
         tool_version: env!("CARGO_PKG_VERSION").into(),
     };
     let bytes = serde_json::to_vec_pretty(&marker).expect("serialize owner marker");
-    support::atomic_write(&paths.owner(), &bytes)
-        .map_err(|e| (false, format!("cannot write {}: {e}", paths.owner().display())))?;
+    support::atomic_write(&paths.owner(), &bytes).map_err(|e| {
+        (
+            false,
+            format!("cannot write {}: {e}", paths.owner().display()),
+        )
+    })?;
     Ok(marker)
 }
 
@@ -274,29 +318,60 @@ use std::os::unix::fs::DirBuilderExt;
 pub fn check_owner(paths: &SlotPaths) -> Result<(OwnerMarker, String), (bool, String)> {
     let md = match fs::symlink_metadata(&paths.root) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err((false, format!("{} does not exist: slot {} was never provisioned", paths.root.display(), paths.slot)));
+            return Err((
+                false,
+                format!(
+                    "{} does not exist: slot {} was never provisioned",
+                    paths.root.display(),
+                    paths.slot
+                ),
+            ));
         }
         Err(e) => return Err((true, format!("cannot stat {}: {e}", paths.root.display()))),
         Ok(m) => m,
     };
     if md.file_type().is_symlink() || !md.is_dir() {
-        return Err((true, format!("{} is a symlink or not a directory", paths.root.display())));
+        return Err((
+            true,
+            format!("{} is a symlink or not a directory", paths.root.display()),
+        ));
     }
     let euid = nix::unistd::geteuid().as_raw();
     if md.uid() != euid {
-        return Err((true, format!("{} is owned by uid {}, not {euid}", paths.root.display(), md.uid())));
+        return Err((
+            true,
+            format!(
+                "{} is owned by uid {}, not {euid}",
+                paths.root.display(),
+                md.uid()
+            ),
+        ));
     }
     let owner = paths.owner();
     match fs::symlink_metadata(&owner) {
         Ok(m) if m.is_file() => {}
         Ok(_) => return Err((true, format!("{} is not a regular file", owner.display()))),
         Err(_) => {
-            return Err((true, format!("{} is missing: the directory is not a netprobe slot", owner.display())));
+            return Err((
+                true,
+                format!(
+                    "{} is missing: the directory is not a netprobe slot",
+                    owner.display()
+                ),
+            ));
         }
     }
-    let text = fs::read(&owner).map_err(|e| (true, format!("cannot read {}: {e}", owner.display())))?;
-    let m: OwnerMarker = serde_json::from_slice(&text)
-        .map_err(|e| (true, format!("{} is not a netprobe ownership marker: {e}", owner.display())))?;
+    let text =
+        fs::read(&owner).map_err(|e| (true, format!("cannot read {}: {e}", owner.display())))?;
+    let m: OwnerMarker = serde_json::from_slice(&text).map_err(|e| {
+        (
+            true,
+            format!(
+                "{} is not a netprobe ownership marker: {e}",
+                owner.display()
+            ),
+        )
+    })?;
     if m.tool != "netprobe" || m.kind != "slot" || m.slot != paths.slot || m.path != paths.root {
         return Err((
             true,
@@ -385,7 +460,13 @@ pub struct JournalEntry {
 
 /// Appends one entry to the journal (`O_APPEND`, one `write`, then `fsync`). Errors are
 /// returned, never ignored silently by callers that gate on them.
-pub fn journal_append(path: &Path, verb: &str, event: &str, ok: bool, detail: &str) -> std::io::Result<()> {
+pub fn journal_append(
+    path: &Path,
+    verb: &str,
+    event: &str,
+    ok: bool,
+    detail: &str,
+) -> std::io::Result<()> {
     let e = JournalEntry {
         at: support::now_rfc3339(),
         pid: std::process::id(),

@@ -59,9 +59,16 @@ impl Verb {
 
     /// Parses a verb. Errors: `None` for an unknown verb.
     pub fn parse(s: &str) -> Option<Verb> {
-        [Verb::Provision, Verb::Snapshot, Verb::Restore, Verb::Reset, Verb::Cleanup, Verb::Status]
-            .into_iter()
-            .find(|v| v.as_str() == s)
+        [
+            Verb::Provision,
+            Verb::Snapshot,
+            Verb::Restore,
+            Verb::Reset,
+            Verb::Cleanup,
+            Verb::Status,
+        ]
+        .into_iter()
+        .find(|v| v.as_str() == s)
     }
 }
 
@@ -153,17 +160,32 @@ impl SlotOutcome {
         if let Some(s) = &self.status {
             return serde_json::to_string_pretty(s).unwrap_or_default();
         }
-        let mut out = format!("slot {} {}: {}\n", self.slot, self.verb.as_str(), self.summary);
+        let mut out = format!(
+            "slot {} {}: {}\n",
+            self.slot,
+            self.verb.as_str(),
+            self.summary
+        );
         for g in &self.gates {
             out.push_str(&format!(
                 "  gate {:<22} {} {}\n",
                 g.name,
-                if g.proven { "proven  " } else if g.blocking { "FAILED  " } else { "recorded" },
+                if g.proven {
+                    "proven  "
+                } else if g.blocking {
+                    "FAILED  "
+                } else {
+                    "recorded"
+                },
                 g.detail
             ));
         }
         if !self.timings_ms.is_empty() {
-            let t: Vec<String> = self.timings_ms.iter().map(|(k, v)| format!("{k} {v} ms")).collect();
+            let t: Vec<String> = self
+                .timings_ms
+                .iter()
+                .map(|(k, v)| format!("{k} {v} ms"))
+                .collect();
             out.push_str(&format!("  timings: {}\n", t.join(", ")));
         }
         out.push_str("  declared differences:\n");

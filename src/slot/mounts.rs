@@ -27,12 +27,13 @@ fn unescape_mountinfo(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && i + 4 <= b.len() {
-            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 4], 8) {
-                out.push(v);
-                i += 4;
-                continue;
-            }
+        if b[i] == b'\\'
+            && i + 4 <= b.len()
+            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 4], 8)
+        {
+            out.push(v);
+            i += 4;
+            continue;
         }
         out.push(b[i]);
         i += 1;
@@ -94,7 +95,12 @@ pub fn unmount(target: &Path) -> Result<(), String> {
 /// Mounts an overlay at `merged`: `lowerdir=lower,upperdir=upper,workdir=work,index=off`.
 ///
 /// Errors: a path containing `,` `:` or `\` (overlay option syntax), or the mount failed.
-pub fn mount_overlay(lower: &Path, upper: &Path, work: &Path, merged: &Path) -> Result<MountGuard, String> {
+pub fn mount_overlay(
+    lower: &Path,
+    upper: &Path,
+    work: &Path,
+    merged: &Path,
+) -> Result<MountGuard, String> {
     for p in [lower, upper, work] {
         let s = p.to_string_lossy();
         if s.contains([',', ':', '\\']) {
@@ -107,9 +113,18 @@ pub fn mount_overlay(lower: &Path, upper: &Path, work: &Path, merged: &Path) -> 
         upper.display(),
         work.display()
     );
-    nix::mount::mount(Some("overlay"), merged, Some("overlay"), MsFlags::empty(), Some(opts.as_str()))
-        .map_err(|e| format!("mount overlay ({opts}) on {}: {e}", merged.display()))?;
-    Ok(MountGuard { target: merged.to_path_buf(), armed: true })
+    nix::mount::mount(
+        Some("overlay"),
+        merged,
+        Some("overlay"),
+        MsFlags::empty(),
+        Some(opts.as_str()),
+    )
+    .map_err(|e| format!("mount overlay ({opts}) on {}: {e}", merged.display()))?;
+    Ok(MountGuard {
+        target: merged.to_path_buf(),
+        armed: true,
+    })
 }
 
 /// Mounts the filesystem on a block device read-only (`MS_RDONLY`, type from `blkid`, default ext4).
@@ -124,10 +139,32 @@ pub fn mount_ro(dev: &Path, target: &Path) -> Result<(MountGuard, String), Strin
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "ext4".into());
-    let data = if fstype.starts_with("ext") { Some("noload") } else { None };
-    nix::mount::mount(Some(dev), target, Some(fstype.as_str()), MsFlags::MS_RDONLY, data)
-        .map_err(|e| format!("mount -o ro -t {fstype} {} {}: {e}", dev.display(), target.display()))?;
-    Ok((MountGuard { target: target.to_path_buf(), armed: true }, fstype))
+    let data = if fstype.starts_with("ext") {
+        Some("noload")
+    } else {
+        None
+    };
+    nix::mount::mount(
+        Some(dev),
+        target,
+        Some(fstype.as_str()),
+        MsFlags::MS_RDONLY,
+        data,
+    )
+    .map_err(|e| {
+        format!(
+            "mount -o ro -t {fstype} {} {}: {e}",
+            dev.display(),
+            target.display()
+        )
+    })?;
+    Ok((
+        MountGuard {
+            target: target.to_path_buf(),
+            armed: true,
+        },
+        fstype,
+    ))
 }
 
 /// A read-only loop device over a file; detached on drop unless disarmed.
@@ -163,20 +200,29 @@ pub fn loop_attach(file: &Path) -> Result<LoopGuard, String> {
         .output()
         .map_err(|e| format!("cannot run losetup: {e}"))?;
     if !out.status.success() {
-        return Err(format!("losetup {}: {}", file.display(), String::from_utf8_lossy(&out.stderr).trim()));
+        return Err(format!(
+            "losetup {}: {}",
+            file.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
     }
     let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if !dev.starts_with("/dev/loop") {
         return Err(format!("losetup printed {dev:?}, not a loop device"));
     }
-    Ok(LoopGuard { device: PathBuf::from(dev), armed: true })
+    Ok(LoopGuard {
+        device: PathBuf::from(dev),
+        armed: true,
+    })
 }
 
 /// The backing file of a loop device (`/sys/block/loopN/loop/backing_file`), if attached.
 pub fn loop_backing_file(device: &Path) -> Option<PathBuf> {
     let name = device.file_name()?.to_str()?;
     let s = fs::read_to_string(format!("/sys/block/{name}/loop/backing_file")).ok()?;
-    Some(PathBuf::from(s.trim_end_matches('\n').trim_end_matches(" (deleted)")))
+    Some(PathBuf::from(
+        s.trim_end_matches('\n').trim_end_matches(" (deleted)"),
+    ))
 }
 
 /// Detaches a loop device; when `expect_backing` is given, only if it is still backed by that
@@ -205,7 +251,11 @@ pub fn loop_detach(device: &Path, expect_backing: Option<&Path>) -> Result<(), S
     if out.status.success() || loop_backing_file(device).is_none() {
         Ok(())
     } else {
-        Err(format!("losetup -d {}: {}", device.display(), String::from_utf8_lossy(&out.stderr).trim()))
+        Err(format!(
+            "losetup -d {}: {}",
+            device.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
     }
 }
 
@@ -261,16 +311,25 @@ fn qemu_opt_escape(p: &Path) -> String {
 /// The daemon's output goes to `log`.
 ///
 /// Errors: the daemon did not start, or its pidfile or the FUSE mount did not appear in 10 s.
-pub fn qsd_start(qcow2: &Path, export_file: &Path, pidfile: &Path, log: &Path) -> Result<QsdGuard, String> {
+pub fn qsd_start(
+    qcow2: &Path,
+    export_file: &Path,
+    pidfile: &Path,
+    log: &Path,
+) -> Result<QsdGuard, String> {
     if !export_file.exists() {
-        fs::write(export_file, b"").map_err(|e| format!("create {}: {e}", export_file.display()))?;
+        fs::write(export_file, b"")
+            .map_err(|e| format!("create {}: {e}", export_file.display()))?;
     }
     let _ = fs::remove_file(pidfile);
     let logf = fs::File::create(log).map_err(|e| format!("create {}: {e}", log.display()))?;
     let logf2 = logf.try_clone().map_err(|e| e.to_string())?;
     let status = Command::new("qemu-storage-daemon")
         .arg("--blockdev")
-        .arg(format!("driver=file,node-name=file0,filename={},read-only=on", qemu_opt_escape(qcow2)))
+        .arg(format!(
+            "driver=file,node-name=file0,filename={},read-only=on",
+            qemu_opt_escape(qcow2)
+        ))
         .arg("--blockdev")
         .arg("driver=qcow2,node-name=img0,file=file0,read-only=on")
         .arg("--export")
@@ -288,21 +347,33 @@ pub fn qsd_start(qcow2: &Path, export_file: &Path, pidfile: &Path, log: &Path) -
         .map_err(|e| format!("cannot run qemu-storage-daemon: {e}"))?;
     if !status.success() {
         let log_text = fs::read_to_string(log).unwrap_or_default();
-        return Err(format!("qemu-storage-daemon exited with {status}: {}", log_text.trim()));
+        return Err(format!(
+            "qemu-storage-daemon exited with {status}: {}",
+            log_text.trim()
+        ));
     }
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let pid = fs::read_to_string(pidfile).ok().and_then(|s| s.trim().parse::<i32>().ok());
+        let pid = fs::read_to_string(pidfile)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok());
         if let Some(pid) = pid
             && is_mounted(export_file)
         {
-            return Ok(QsdGuard { pid, export_file: export_file.to_path_buf(), armed: true });
+            return Ok(QsdGuard {
+                pid,
+                export_file: export_file.to_path_buf(),
+                armed: true,
+            });
         }
         if Instant::now() > deadline {
             if let Some(pid) = pid {
                 let _ = qsd_stop(pid, export_file);
             }
-            return Err(format!("qemu-storage-daemon: no pidfile or FUSE export at {} after 10 s", export_file.display()));
+            return Err(format!(
+                "qemu-storage-daemon: no pidfile or FUSE export at {} after 10 s",
+                export_file.display()
+            ));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -315,7 +386,11 @@ pub fn qsd_is_ours(pid: i32, export_file: &Path) -> bool {
     };
     let cmd = String::from_utf8_lossy(&cmd);
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let zombie = stat.rsplit(')').next().map(|r| r.trim_start().starts_with('Z')).unwrap_or(true);
+    let zombie = stat
+        .rsplit(')')
+        .next()
+        .map(|r| r.trim_start().starts_with('Z'))
+        .unwrap_or(true);
     !zombie
         && cmd.contains("qemu-storage-daemon")
         && cmd.contains(&format!("mountpoint={}", qemu_opt_escape(export_file)))

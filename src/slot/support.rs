@@ -71,7 +71,10 @@ pub fn now_rfc3339() -> String {
 /// `n` random bytes from `/dev/urandom`, hex encoded (falls back to time and pid).
 pub fn random_hex(n: usize) -> String {
     let mut buf = vec![0u8; n];
-    if File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut buf)).is_err() {
+    if File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut buf))
+        .is_err()
+    {
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
@@ -88,7 +91,10 @@ pub fn random_hex(n: usize) -> String {
 /// (Belongs to `host::refuse_criu_config`; kept here until that lands.)
 pub fn criu_config_files() -> Vec<PathBuf> {
     let mut found = Vec::new();
-    let mut cands = vec![PathBuf::from("/etc/criu/default.conf"), PathBuf::from("/etc/criu/runc.conf")];
+    let mut cands = vec![
+        PathBuf::from("/etc/criu/default.conf"),
+        PathBuf::from("/etc/criu/runc.conf"),
+    ];
     if let Ok(home) = std::env::var("HOME") {
         cands.push(Path::new(&home).join(".criu/default.conf"));
     }
@@ -140,7 +146,11 @@ pub fn sync_fs(path: &Path) -> Result<(), String> {
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!("sync -f {}: {}", path.display(), String::from_utf8_lossy(&out.stderr).trim()))
+        Err(format!(
+            "sync -f {}: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
     }
 }
 
@@ -154,7 +164,11 @@ pub fn remove_tree_same_fs(dir: &Path) -> Result<(), String> {
     }
     let mounts = super::mounts::mount_points();
     if let Some(m) = mounts.iter().find(|m| m.starts_with(dir)) {
-        return Err(format!("refusing to remove {}: {} is mounted below it", dir.display(), m.display()));
+        return Err(format!(
+            "refusing to remove {}: {} is mounted below it",
+            dir.display(),
+            m.display()
+        ));
     }
     fs::remove_dir_all(dir).map_err(|e| format!("remove {}: {e}", dir.display()))
 }
