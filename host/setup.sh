@@ -37,4 +37,4 @@ for f in /etc/criu/default.conf /etc/criu/runc.conf "$HOME/.criu/default.conf"; 
     log "WARNING: CRIU config file $f exists; netprobe refuses to run while it does (move it away)"
   fi
 done
-log "done: criu=$(/opt/criu-4.1.1/sbin/criu --version | head -1), runc=$(runc --version | head -1)"
+log "done: $(/opt/criu-4.2.1/sbin/criu --version | head -1) at /opt/criu-4.2.1 (default), 4.1.1 at /opt/criu-4.1.1; $(runc --version | head -1)"

@@ -120,7 +120,7 @@ struct RunArgs {
     /// OCI runtime binary. Default: runc in PATH.
     #[arg(long)]
     runtime: Option<PathBuf>,
-    /// CRIU binary. Default: /opt/criu-4.1.1/sbin/criu, else criu in PATH.
+    /// CRIU binary. Default: /opt/criu-4.2.1/sbin/criu, else /opt/criu-4.1.1/sbin/criu, else criu in PATH.
     #[arg(long)]
     criu: Option<PathBuf>,
     /// Rootfs for the runtime rungs (must have sleep). Default: a busybox rootfs built by netprobe.
@@ -169,7 +169,7 @@ struct SlotCli {
     /// OCI runtime binary. Default: runc in PATH.
     #[arg(long)]
     runtime: Option<PathBuf>,
-    /// CRIU binary. Default: /opt/criu-4.1.1/sbin/criu.
+    /// CRIU binary. Default: as for `netprobe run`; later verbs: the one recorded at provision.
     #[arg(long)]
     criu: Option<PathBuf>,
     /// Print the outcome as JSON.

@@ -16,7 +16,7 @@ use netprobe::oci::{
 };
 
 const RUNC: &str = "/usr/bin/runc";
-const CRIU: &str = "/opt/criu-4.1.1/sbin/criu";
+const CRIU: &str = netprobe::host::PRIVATE_CRIU;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -502,13 +502,15 @@ fn missing_runtime_and_existing_container_are_refused() {
     fx.assert_nothing_listed();
 }
 
-/// strace wraps checkpoint (trace file written, runc and criu in it); restore stays unwrapped
-/// (CRIU cannot attach to strace's tracees) and succeeds.
+/// strace wraps checkpoint and restore (`-f -b execve`: runc and its forks traced up to the
+/// exec of criu, which runs untraced), and both succeed with the default CRIU.
 #[test]
-fn strace_wraps_checkpoint_only() {
-    if !can_run() || !Path::new("/usr/bin/strace").exists() {
-        return;
-    }
+fn strace_wraps_checkpoint_and_restore() {
+    assert!(can_run());
+    assert!(
+        Path::new("/usr/bin/strace").exists(),
+        "strace missing: run `bash host/setup.sh`"
+    );
     let _s = serial();
     let mut fx = Fixture::new();
     fx.runtime = fx.runtime.clone().with_strace("/usr/bin/strace");
@@ -526,7 +528,12 @@ fn strace_wraps_checkpoint_only() {
     assert_eq!(trace, fx.p("work/strace-checkpoint.txt"));
     let text = std::fs::read_to_string(&trace).unwrap();
     assert!(text.contains("execve(\"/usr/bin/runc\""), "no runc execve");
-    assert!(text.contains(CRIU), "criu not in the trace");
+    assert!(text.contains(CRIU), "the exec of criu is in the trace");
+    assert!(
+        out.argv.iter().any(|a| a == "execve"),
+        "-b execve: {:?}",
+        out.argv
+    );
     fx.runtime.prove_gone(&id).unwrap();
     let out = fx
         .runtime
@@ -539,9 +546,13 @@ fn strace_wraps_checkpoint_only() {
             &[],
         )
         .unwrap_or_else(|e| panic!("restore: {e}"));
-    assert_eq!(out.argv[0], RUNC);
-    assert!(out.strace_path.is_none());
-    assert!(!fx.p("work/strace-restore.txt").exists());
+    assert_eq!(out.argv[0], "/usr/bin/strace");
+    assert_eq!(
+        out.strace_path.as_deref(),
+        Some(fx.p("work/strace-restore.txt").as_path())
+    );
+    let text = std::fs::read_to_string(fx.p("work/strace-restore.txt")).unwrap();
+    assert!(text.contains("restore"), "runc restore in the trace");
     assert_eq!(fx.runtime.state(&id).unwrap().unwrap().status, "running");
     guard.release().unwrap();
     fx.assert_nothing_listed();

@@ -89,7 +89,7 @@ fn status_validates_and_probe_gate() {
     let img = sleep_image(tmp.path());
     let rt = netprobe::slot::support::sha256_file(std::path::Path::new("/usr/bin/runc")).unwrap();
     let cr =
-        netprobe::slot::support::sha256_file(std::path::Path::new("/opt/criu-4.1.1/sbin/criu"))
+        netprobe::slot::support::sha256_file(std::path::Path::new(netprobe::host::PRIVATE_CRIU))
             .unwrap();
     let write = |name: &str, r: &RunResult| {
         let d = tmp.path().join(name);

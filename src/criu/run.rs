@@ -174,7 +174,10 @@ impl Criu {
     ///
     /// `follow_forks` must be false for `criu restore`: under `strace -f` the restored tasks are
     /// already ptrace'd by strace, CRIU cannot seize them and restore fails with "Can't interrupt
-    /// the PID task: No such process" (observed with CRIU 4.1.1).
+    /// the PID task: No such process" (observed with CRIU 4.1.1). It must be false for `criu dump`
+    /// with CRIU >= 4.2 too: its start-up feature probe forks a child that calls PTRACE_TRACEME
+    /// (kerndat_breakpoints), which fails under a tracer that follows forks. So netprobe traces
+    /// CRIU's main process only; CRIU's -v4 log covers its helpers.
     pub fn command(&self, strace: Option<&Path>, follow_forks: bool) -> Command {
         let mut cmd = match strace {
             Some(trace) => {
@@ -239,7 +242,7 @@ impl Criu {
         if let Some(w) = &o.work_dir {
             create_dir(w)?;
         }
-        let mut cmd = self.command(o.strace.as_deref(), true);
+        let mut cmd = self.command(o.strace.as_deref(), false);
         cmd.arg("dump").arg("-t").arg(o.pid.to_string());
         if o.leave_running {
             cmd.arg("--leave-running");

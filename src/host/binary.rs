@@ -10,7 +10,13 @@ use std::time::Duration;
 
 /// Where `host/install-criu.sh` installs CRIU 4.1.1 (Debian 12's CRIU 3.17 cannot run on
 /// kernels >= 6.13).
-pub const PRIVATE_CRIU: &str = "/opt/criu-4.1.1/sbin/criu";
+pub const PRIVATE_CRIU: &str = "/opt/criu-4.2.1/sbin/criu";
+
+/// CRIU 4.1.1 (Debian trixie's source), installed beside [`PRIVATE_CRIU`] by
+/// `host/install-criu.sh`. It cannot dump a process holding an inet socket on kernels ≥ 6.16
+/// (`Can't get 1:16 opt`: SO_PASSCRED became unix/netlink-only; fixed in CRIU 4.2), so it is
+/// the fallback, not the default; pass it with `--criu` for a regression comparison.
+pub const PRIVATE_CRIU_4_1: &str = "/opt/criu-4.1.1/sbin/criu";
 
 /// Which kind of binary [`binary_facts`] inspects; decides how `--version` is parsed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,12 +99,15 @@ pub fn find_in_path(name: &Path) -> Option<PathBuf> {
         .find(|p| is_executable_file(p))
 }
 
-/// The default CRIU: [`PRIVATE_CRIU`] if it exists, else `criu` found in `$PATH`, else the bare
-/// name `criu` (so that [`binary_facts`] reports it missing).
+/// The default CRIU: [`PRIVATE_CRIU`] (4.2.1) if it exists, else [`PRIVATE_CRIU_4_1`], else
+/// `criu` found in `$PATH`, else the bare name `criu` (so that [`binary_facts`] reports it
+/// missing).
 pub fn default_criu() -> PathBuf {
-    let private = Path::new(PRIVATE_CRIU);
-    if private.is_file() {
-        return private.to_path_buf();
+    for private in [PRIVATE_CRIU, PRIVATE_CRIU_4_1] {
+        let private = Path::new(private);
+        if private.is_file() {
+            return private.to_path_buf();
+        }
     }
     find_in_path(Path::new("criu")).unwrap_or_else(|| PathBuf::from("criu"))
 }

@@ -75,7 +75,7 @@ pub fn doctor(criu: &Path, runtime: &Path) -> Vec<Prereq> {
                 false,
                 e.to_string(),
                 &format!(
-                    "{SETUP_FIX} (installs CRIU 4.1.1 to /opt/criu-4.1.1), or pass --criu PATH"
+                    "{SETUP_FIX} (builds CRIU 4.2.1 into /opt/criu-4.2.1 and 4.1.1 into /opt/criu-4.1.1), or pass --criu PATH"
                 ),
             ));
             out.push(prereq(

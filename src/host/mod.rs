@@ -12,8 +12,8 @@ pub mod facts;
 pub mod pins;
 
 pub use binary::{
-    BinaryKind, PRIVATE_CRIU, binary_facts, default_criu, default_runtime, find_in_path,
-    parse_runtime_version, program_name,
+    BinaryKind, PRIVATE_CRIU, PRIVATE_CRIU_4_1, binary_facts, default_criu, default_runtime,
+    find_in_path, parse_runtime_version, program_name,
 };
 pub use config::{criu_config_files, refuse_criu_config};
 pub use doctor::{Prereq, doctor, doctor_ok};

@@ -26,12 +26,13 @@ pub struct Runtime {
     pub root: PathBuf,
     /// CRIU binary, passed as `--criu` when set (e.g. `/opt/criu-4.1.1/sbin/criu`).
     pub criu: Option<PathBuf>,
-    /// strace binary: when set, `checkpoint` runs as
-    /// `strace -f -tt -o <work_path>/strace-checkpoint.txt <runtime> …`.
-    /// `restore` is deliberately *not* wrapped: under `strace -f` the tasks CRIU forks become
-    /// strace's tracees and CRIU fails with "Can't attach to init: Operation not permitted"
-    /// (cr-restore.c, measured here with runc 1.1.5 + CRIU 4.1.1); its outcome has no
-    /// `strace_path`.
+    /// strace binary: when set, `checkpoint` and `restore` run as
+    /// `strace -f -b execve -tt -o <work_path>/strace-{checkpoint,restore}.txt <runtime> …`:
+    /// the runtime and its forks are traced, and strace detaches from a process when it execs,
+    /// so `criu swrk` runs untraced. Under plain `strace -f` CRIU fails: at restore the tasks it
+    /// forks are strace's tracees ("Can't attach to init: Operation not permitted"), and CRIU
+    /// 4.2 or later cannot start at all (its kerndat breakpoints probe needs PTRACE_TRACEME);
+    /// both measured here with runc 1.1.5 and CRIU 4.1.1 / 4.2.1.
     pub strace: Option<PathBuf>,
 }
 
@@ -89,8 +90,8 @@ impl Runtime {
         }
     }
 
-    /// The same runtime with `checkpoint` wrapped in `strace -f -tt` (binary `strace`); see the
-    /// `strace` field for why `restore` is not.
+    /// The same runtime with `checkpoint` and `restore` wrapped in strace (binary `strace`); see
+    /// the `strace` field for the flags and why.
     pub fn with_strace(mut self, strace: impl Into<PathBuf>) -> Self {
         self.strace = Some(strace.into());
         self
@@ -238,7 +239,7 @@ impl Runtime {
 
     /// `runc restore --detach --bundle B --image-path I --work-path W --pid-file P [extra…] ID`,
     /// stdio /dev/null (runc's messages via `--log`). CRIU writes `restore.log` to `work_path`
-    /// (created if missing). Never wrapped in strace (see [`Runtime::strace`]).
+    /// (created if missing). Wrapped in strace when [`Runtime::strace`] is set.
     ///
     /// Errors: [`OciError::InvalidId`], [`OciError::Io`], [`OciError::Spawn`],
     /// [`OciError::Failed`] (carrying `<work_path>/restore.log`).
@@ -267,8 +268,11 @@ impl Runtime {
         ];
         args.extend(extra.iter().map(OsString::from));
         args.push(id.into());
-        // Never under strace: see the `strace` field (CRIU cannot attach to strace's tracees).
-        let out = self.run_raw(args, Stdio3::Detached, None, true)?;
+        let strace = self
+            .strace
+            .as_ref()
+            .map(|_| work_path.join("strace-restore.txt"));
+        let out = self.run_raw(args, Stdio3::Detached, strace, true)?;
         check(out, Some(work_path.join("restore.log")))
     }
 
@@ -318,7 +322,13 @@ impl Runtime {
         if let (Some(strace), Some(out)) = (&self.strace, &strace_out) {
             argv.extend([
                 strace.clone().into_os_string(),
+                // Follow the runtime's forks, but detach from a process when it execs: CRIU
+                // >= 4.2 forks a child that calls PTRACE_TRACEME at start-up (kerndat
+                // breakpoints check) and fails when a tracer already holds it, so `criu swrk`
+                // must run untraced. CRIU's own -v4 log covers it.
                 "-f".into(),
+                "-b".into(),
+                "execve".into(),
                 "-tt".into(),
                 "-o".into(),
                 out.clone().into_os_string(),

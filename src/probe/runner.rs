@@ -25,7 +25,7 @@ pub struct RunOptions {
     pub evidence: Option<PathBuf>,
     /// OCI runtime binary (default: `runc` in PATH).
     pub runtime: PathBuf,
-    /// CRIU binary (default: /opt/criu-4.1.1/sbin/criu, else `criu` in PATH).
+    /// CRIU binary (default: [`host::default_criu`]).
     pub criu: PathBuf,
     /// Rootfs for the runtime rungs; `None` = the built-in busybox rootfs.
     pub rootfs: Option<PathBuf>,

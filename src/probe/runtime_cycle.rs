@@ -5,8 +5,9 @@
 //! Files in the rung folder: `config.json`, `images/`, `images.json`, `dump.log` and
 //! `restore.log` (CRIU's, the rung folder is the runtime's work path), `netstate-before.json`,
 //! `netstate-after.json`, `ip-before.txt`, `ip-after.txt`, `runtime-*.json` (argv, exit code,
-//! stdout, stderr, milliseconds of each runtime call), `strace-checkpoint.txt` with `--strace`
-//! (restore is not traced: CRIU cannot restore tasks strace already traces).
+//! stdout, stderr, milliseconds of each runtime call), `strace-checkpoint.txt` and
+//! `strace-restore.txt` with `--strace` (the runtime and its forks; CRIU itself runs untraced,
+//! see [`crate::oci::Runtime`]).
 
 use crate::criu;
 use crate::evidence::result::RungName;
@@ -92,8 +93,8 @@ pub fn run_cycle(
         Some(ctx.criu.clone()),
     );
     if ctx.strace {
-        // Checkpoint only: CRIU cannot restore tasks that strace already traces.
-        runtime = runtime.with_strace(dir.join("strace-checkpoint.txt"));
+        // strace -f -b execve: the runtime and its forks; CRIU runs untraced (see oci::Runtime).
+        runtime = runtime.with_strace("strace");
     }
     let id = oci::unique_container_id(&format!("netprobe-{}", rung.as_str()));
     out.fact("container_id", &id);

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 const DEFAULT_RUNTIME: &str = "/usr/bin/runc";
-const DEFAULT_CRIU: &str = "/opt/criu-4.1.1/sbin/criu";
+const DEFAULT_CRIU: &str = crate::host::PRIVATE_CRIU;
 
 struct Ctx<'a> {
     args: &'a SlotArgs,
