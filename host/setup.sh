@@ -26,6 +26,12 @@ fi
 
 bash "$here/install-criu.sh"
 
+# --test-deps: also what the test suite needs beyond the probes (headless Chromium for the HTML
+# report test).
+if [ "${1:-}" = "--test-deps" ]; then
+  bash "$here/install-test-deps.sh"
+fi
+
 for f in /etc/criu/default.conf /etc/criu/runc.conf "$HOME/.criu/default.conf"; do
   if [ -e "$f" ]; then
     log "WARNING: CRIU config file $f exists; netprobe refuses to run while it does (move it away)"

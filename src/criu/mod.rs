@@ -1,1 +1,17 @@
 //! CRIU invocation (dump/restore/check/version) and image inventory.
+//!
+//! - [`cmd`]: [`CmdOutcome`], the shared record of one external command run (also meant for the
+//!   OCI runtime wrapper).
+//! - [`run`]: [`Criu`] with [`DumpOpts`] / [`RestoreOpts`].
+//! - [`inventory`](mod@inventory): [`ImageFile`] list of an images directory.
+
+pub mod cmd;
+pub mod inventory;
+pub mod run;
+
+pub use cmd::{CmdOutcome, RunError};
+pub use inventory::{ImageFile, inventory, sha256_file};
+pub use run::{
+    CRIU_CONFIG_ENV, Criu, CriuError, DEFAULT_TIMEOUT_SECS, DumpOpts, RestoreOpts,
+    parse_criu_version, read_pidfile,
+};

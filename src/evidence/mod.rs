@@ -1,4 +1,14 @@
 //! Evidence: a fresh evidence directory, atomic writes, the artifact list with sha256, the
 //! result model (serde) and its JSON Schema validation.
+//!
+//! - [`dir`]: [`EvidenceDir`] (create / open / write / adopt / inventory / write_result),
+//!   [`sha256_file`], [`read_result`], [`default_path`].
+//! - [`schema`]: the embedded JSON Schemas and [`validate_result`] / [`validate_holder`].
+//! - [`result`]: the shared result model.
 
+pub mod dir;
 pub mod result;
+pub mod schema;
+
+pub use dir::{EvidenceDir, EvidenceError, default_path, read_result, sha256_file};
+pub use schema::{validate_holder, validate_result};

@@ -1,1 +1,22 @@
 //! Namespaces and processes: holder child with its own netns, setns by pid/path, pidfd, process identity.
+//!
+//! Network namespaces are **per thread**: `setns`/`unshare(CLONE_NEWNET)` change only the
+//! calling thread, so netprobe never changes the namespace of a thread it keeps; it enters a
+//! namespace from a short-lived scoped thread ([`run_in_netns`], [`run_in_fresh_netns`]).
+//! Inside such a thread, read `/proc/thread-self/net/...`, not `/proc/self/net/...` (which
+//! shows the main thread's namespace).
+
+pub mod error;
+pub mod guard;
+pub mod holder;
+pub mod identity;
+pub mod lo;
+pub mod netns;
+pub mod pidfd;
+
+pub use error::NsError;
+pub use guard::{ChildGuard, ProcessGuard};
+pub use holder::{Holder, HolderOptions, default_exe, holder_main, stop_by_identity};
+pub use identity::ProcessIdentity;
+pub use netns::{netns_inode_of, own_netns_inode, run_in_fresh_netns, run_in_netns};
+pub use pidfd::{pidfd_open, pidfd_send_signal, wait_pidfd_exit};

@@ -1,1 +1,29 @@
 //! OCI bundle (rootfs, config.json via oci-spec) and runtime wrapper (runc first, crun-ready).
+//!
+//! - [`rootfs`]: the built-in busybox rootfs ([`build_busybox_rootfs`]) and [`check_rootfs`].
+//! - [`bundle`]: [`BundleSpec`] → `config.json` ([`write_bundle`], atomic, sha256).
+//! - [`runtime`]: [`Runtime`] (create/start/state/kill/delete/checkpoint/restore), always with a
+//!   private `--root` and an explicit `--criu`; [`ContainerGuard`] so nothing leaks.
+//!
+//! Facts this module relies on (DESIGN.md section 2): runc sets `empty_ns = CLONE_NEWNET` for
+//! checkpoint and restore (checkpoint.go `setEmptyNsMask`), so a private netns is neither dumped
+//! nor restored; a netns named by path is passed to CRIU as external (`extRootNetNS`).
+
+pub mod bundle;
+pub mod error;
+pub mod rootfs;
+pub mod runtime;
+
+pub use bundle::{
+    BundleInfo, BundleSpec, CONFIG_JSON, NetnsSpec, Resources, build_spec, config_sha256,
+    read_bundle_spec, write_bundle,
+};
+pub use error::{OciError, Result};
+pub use rootfs::{
+    DEFAULT_BUSYBOX, INIT_HTTP_PORT, INIT_SH, build_busybox_rootfs, build_busybox_rootfs_from,
+    check_rootfs, sleep_candidates,
+};
+pub use runtime::{
+    ContainerGuard, ContainerState, Runtime, RuntimeOutcome, read_pid_file, refuse_existing,
+    unique_container_id,
+};

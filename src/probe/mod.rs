@@ -1,4 +1,13 @@
-//! The probe ladder: one file per rung, the runner (order, evidence, strace wrapping) and the
-//! verdict.
+//! The probe ladder: one file per rung, the runner (order, evidence, strace wrapping), the
+//! verdict, and `verify`.
 
+pub mod criu_rung;
+pub mod external_netns;
+pub mod kernel;
+pub mod oci_rung;
+pub mod rung;
+pub mod runner;
+pub mod runtime_cycle;
+pub mod util;
 pub mod verdict;
+pub mod verify;

@@ -1,1 +1,416 @@
 //! Seeing the result: progress lines, Markdown/HTML reports, and comparing two runs.
+//!
+//! - [`progress`]: what a running `netprobe run` prints (stderr) and its final output (stdout).
+//! - [`markdown`] / [`html`]: `netprobe report DIR [--format md|html]`, derived from
+//!   `DIR/netprobe-result.json` plus the per-rung `netstate-before.json` / `netstate-after.json`.
+//! - [`diff`]: `netprobe diff OLD NEW`, what moved between two results.
+//!
+//! Everything here reads [`RunResult`] and evidence files; nothing here runs a probe.
+
+pub mod diff;
+pub mod html;
+pub mod markdown;
+pub mod progress;
+
+use crate::evidence::result::{RESULT_FILE, RunResult, RungName, SCHEMA_VERSION};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Errors of the report module. Each names the input and says how to fix it.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The path given to `report`/`diff` does not exist.
+    #[error(
+        "{path}: no such file or directory; pass an evidence directory (containing {RESULT_FILE}) or the result file itself"
+    )]
+    NotFound {
+        /// The path as given.
+        path: PathBuf,
+    },
+    /// The result file could not be read.
+    #[error("{path}: cannot read the result file ({source}); check the path and its permissions")]
+    Read {
+        /// The result file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The result file is not a valid `netprobe-result.json`.
+    #[error(
+        "{path}: not a valid netprobe result ({source}); is this a {RESULT_FILE} written by netprobe? `netprobe verify` checks an evidence directory"
+    )]
+    Parse {
+        /// The result file.
+        path: PathBuf,
+        /// The JSON error (with line and column).
+        source: serde_json::Error,
+    },
+    /// The result file was written with another layout version.
+    #[error(
+        "{path}: schema_version {found}, this netprobe reads {expected}; use the netprobe version that wrote it (tool_version in the file)"
+    )]
+    SchemaVersion {
+        /// The result file.
+        path: PathBuf,
+        /// The version in the file.
+        found: u32,
+        /// [`SCHEMA_VERSION`].
+        expected: u32,
+    },
+    /// The report could not be written.
+    #[error(
+        "{path}: cannot write the report ({source}); check that the evidence directory is writable and the disk is not full"
+    )]
+    Write {
+        /// The file being written (the temporary name or the final one).
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// Result alias of this module.
+pub type Result<T> = std::result::Result<T, ReportError>;
+
+/// Output format of `netprobe report`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// GitHub-flavoured Markdown, fit to paste into an issue or PR: `report.md`.
+    Markdown,
+    /// One self-contained HTML page (inline CSS and SVG, no external assets): `report.html`.
+    Html,
+}
+
+impl Format {
+    /// The file name written into the evidence directory: `report.md` or `report.html`.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Format::Markdown => "report.md",
+            Format::Html => "report.html",
+        }
+    }
+
+    /// Parses `md`/`markdown` or `html` (as given to `--format`). Errors: `None` otherwise.
+    pub fn parse(s: &str) -> Option<Format> {
+        match s {
+            "md" | "markdown" => Some(Format::Markdown),
+            "html" => Some(Format::Html),
+            _ => None,
+        }
+    }
+}
+
+/// Loads a result from `path`: either an evidence directory (then `path/netprobe-result.json`
+/// is read) or a result file. Errors: [`ReportError::NotFound`], [`ReportError::Read`],
+/// [`ReportError::Parse`], [`ReportError::SchemaVersion`] (a result of another layout version).
+pub fn load_result(path: &Path) -> Result<RunResult> {
+    if !path.exists() {
+        return Err(ReportError::NotFound {
+            path: path.to_path_buf(),
+        });
+    }
+    let file = result_file_of(path);
+    let bytes = std::fs::read(&file).map_err(|source| ReportError::Read {
+        path: file.clone(),
+        source,
+    })?;
+    // Check the version before the full parse, so an old/new layout gets the precise error.
+    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&bytes)
+        && let Some(found) = v.get("schema_version").and_then(|s| s.as_u64())
+        && found != u64::from(SCHEMA_VERSION)
+    {
+        return Err(ReportError::SchemaVersion {
+            path: file,
+            found: u32::try_from(found).unwrap_or(u32::MAX),
+            expected: SCHEMA_VERSION,
+        });
+    }
+    serde_json::from_slice(&bytes).map_err(|source| ReportError::Parse { path: file, source })
+}
+
+/// `path/netprobe-result.json` when `path` is a directory, else `path` itself.
+fn result_file_of(path: &Path) -> PathBuf {
+    if path.is_dir() {
+        path.join(RESULT_FILE)
+    } else {
+        path.to_path_buf()
+    }
+}
+
+/// Renders the report of evidence directory `dir` in `format` and writes it to
+/// `dir/report.md` or `dir/report.html`; returns that path.
+///
+/// The write is atomic (a temporary file in `dir`, then rename). A report is derived data
+/// (it can always be regenerated from the evidence), so an existing report of the same format is
+/// **overwritten**; no other file in `dir` is touched. Errors: those of [`load_result`] and
+/// [`ReportError::Write`].
+pub fn write_report(dir: &Path, format: Format) -> Result<PathBuf> {
+    let result = load_result(dir)?;
+    // A result file was given: the evidence directory is its parent.
+    let dir = if dir.is_dir() {
+        dir.to_path_buf()
+    } else {
+        dir.parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+            .to_path_buf()
+    };
+    let text = match format {
+        Format::Markdown => markdown::render_markdown(&result, &dir),
+        Format::Html => html::render_html(&result, &dir),
+    };
+    let target = dir.join(format.file_name());
+    let wr = |source| ReportError::Write {
+        path: target.clone(),
+        source,
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".report-")
+        .suffix(".tmp")
+        .tempfile_in(&dir)
+        .map_err(wr)?;
+    tmp.write_all(text.as_bytes()).map_err(wr)?;
+    tmp.as_file().sync_all().map_err(wr)?;
+    tmp.persist(&target).map_err(|e| wr(e.error))?;
+    Ok(target)
+}
+
+/// Kind of one line in a [`NetStateDiff`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineKind {
+    /// In both files.
+    Same,
+    /// Only in `netstate-before.json`.
+    Removed,
+    /// Only in `netstate-after.json`.
+    Added,
+}
+
+/// The line diff of a rung's network state before and after checkpoint/restore.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetStateDiff {
+    /// The rung.
+    pub rung: RungName,
+    /// `<rung>/netstate-before.json`, relative to the evidence directory.
+    pub before_path: String,
+    /// `<rung>/netstate-after.json`, relative to the evidence directory.
+    pub after_path: String,
+    /// Every line of both files in diff order (JSON is pretty-printed first, so one field a line).
+    pub lines: Vec<(LineKind, String)>,
+    /// Why a file could not be read, if one of them could not (then `lines` is empty).
+    pub unreadable: Option<String>,
+}
+
+impl NetStateDiff {
+    /// True when some line differs.
+    pub fn differs(&self) -> bool {
+        self.lines.iter().any(|(k, _)| *k != LineKind::Same)
+    }
+}
+
+/// Reads `evidence_dir/<rung>/netstate-before.json` and `netstate-after.json` and diffs them by
+/// line. `None` when neither file exists (the rung records no network state). Files that are
+/// JSON are pretty-printed with sorted keys first; other text is diffed as is. Never fails: an
+/// unreadable file is reported in [`NetStateDiff::unreadable`].
+pub fn netstate_diff(evidence_dir: &Path, rung: RungName) -> Option<NetStateDiff> {
+    let before_path = format!("{}/netstate-before.json", rung.as_str());
+    let after_path = format!("{}/netstate-after.json", rung.as_str());
+    let b = evidence_dir.join(&before_path);
+    let a = evidence_dir.join(&after_path);
+    if !b.exists() && !a.exists() {
+        return None;
+    }
+    let read = |p: &Path, rel: &str| -> std::result::Result<Vec<String>, String> {
+        let text = std::fs::read_to_string(p).map_err(|e| format!("{rel}: {e}"))?;
+        Ok(canonical_lines(&text))
+    };
+    let (before, after) = match (read(&b, &before_path), read(&a, &after_path)) {
+        (Ok(b), Ok(a)) => (b, a),
+        (b, a) => {
+            let why: Vec<String> = [b.err(), a.err()].into_iter().flatten().collect();
+            return Some(NetStateDiff {
+                rung,
+                before_path,
+                after_path,
+                lines: Vec::new(),
+                unreadable: Some(why.join("; ")),
+            });
+        }
+    };
+    Some(NetStateDiff {
+        rung,
+        before_path,
+        after_path,
+        lines: line_diff(&before, &after),
+        unreadable: None,
+    })
+}
+
+/// Pretty-printed JSON lines (keys sorted), or the raw lines when `text` is not JSON.
+fn canonical_lines(text: &str) -> Vec<String> {
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(v) => serde_json::to_string_pretty(&sort_keys(v))
+            .unwrap_or_else(|_| text.to_string())
+            .lines()
+            .map(str::to_string)
+            .collect(),
+        Err(_) => text.lines().map(str::to_string).collect(),
+    }
+}
+
+fn sort_keys(v: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => {
+            let sorted: std::collections::BTreeMap<String, Value> =
+                m.into_iter().map(|(k, v)| (k, sort_keys(v))).collect();
+            Value::Object(sorted.into_iter().collect())
+        }
+        Value::Array(a) => Value::Array(a.into_iter().map(sort_keys).collect()),
+        other => other,
+    }
+}
+
+/// Longest-common-subsequence line diff. Inputs above 4000 lines each fall back to "all removed,
+/// all added" after the common prefix/suffix (bounded memory).
+pub(crate) fn line_diff(a: &[String], b: &[String]) -> Vec<(LineKind, String)> {
+    let pre = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let suf = a[pre..]
+        .iter()
+        .rev()
+        .zip(b[pre..].iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    let (am, bm) = (&a[pre..a.len() - suf], &b[pre..b.len() - suf]);
+    let mut out: Vec<(LineKind, String)> = a[..pre]
+        .iter()
+        .map(|l| (LineKind::Same, l.clone()))
+        .collect();
+    if am.len() > 4000 || bm.len() > 4000 {
+        out.extend(am.iter().map(|l| (LineKind::Removed, l.clone())));
+        out.extend(bm.iter().map(|l| (LineKind::Added, l.clone())));
+    } else {
+        let (n, m) = (am.len(), bm.len());
+        let mut t = vec![0u32; (n + 1) * (m + 1)];
+        for i in (0..n).rev() {
+            for j in (0..m).rev() {
+                t[i * (m + 1) + j] = if am[i] == bm[j] {
+                    t[(i + 1) * (m + 1) + j + 1] + 1
+                } else {
+                    t[(i + 1) * (m + 1) + j].max(t[i * (m + 1) + j + 1])
+                };
+            }
+        }
+        let (mut i, mut j) = (0, 0);
+        while i < n || j < m {
+            if i < n && j < m && am[i] == bm[j] {
+                out.push((LineKind::Same, am[i].clone()));
+                i += 1;
+                j += 1;
+            } else if i < n && (j == m || t[(i + 1) * (m + 1) + j] >= t[i * (m + 1) + j + 1]) {
+                out.push((LineKind::Removed, am[i].clone()));
+                i += 1;
+            } else {
+                out.push((LineKind::Added, bm[j].clone()));
+                j += 1;
+            }
+        }
+    }
+    out.extend(
+        a[a.len() - suf..]
+            .iter()
+            .map(|l| (LineKind::Same, l.clone())),
+    );
+    out
+}
+
+/// True when `path` is a safe relative link inside the evidence directory (no absolute path,
+/// no `..`, no empty segment; one trailing `/` names a folder).
+pub(crate) fn is_inside(path: &str) -> bool {
+    let path = path.strip_suffix('/').unwrap_or(path);
+    !path.is_empty()
+        && !path.starts_with('/')
+        && !path.contains('\\')
+        && path
+            .split('/')
+            .all(|s| !s.is_empty() && s != ".." && s != ".")
+}
+
+/// Percent-encodes a relative path for use as a URL (keeps `A-Za-z0-9-._~/`), so `:` can never
+/// start a scheme such as `javascript:`.
+pub(crate) fn url_path(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for b in path.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The rung that the ladder names as culprit: the first rung, in ladder order, that did not pass
+/// and was not skipped. `None` when every rung run passed.
+pub fn first_broken_rung(result: &RunResult) -> Option<RungName> {
+    use crate::evidence::result::Status;
+    let mut rungs: Vec<_> = result.rungs.iter().collect();
+    rungs.sort_by_key(|r| r.name);
+    rungs
+        .into_iter()
+        .find(|r| matches!(r.status, Status::Fail | Status::Error))
+        .map(|r| r.name)
+}
+
+/// Newlines and control characters replaced by spaces (one terminal line, no escape sequences).
+pub(crate) fn one_line(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+/// `pass`, `FAIL`, `ERROR` or `skipped`: failures in capitals so they stand out in plain text.
+pub(crate) fn status_word(s: crate::evidence::result::Status) -> &'static str {
+    use crate::evidence::result::Status;
+    match s {
+        Status::Pass => "pass",
+        Status::Fail => "FAIL",
+        Status::Error => "ERROR",
+        Status::Skipped => "skipped",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &[&str]) -> Vec<String> {
+        s.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn line_diff_marks_changed_lines() {
+        let d = line_diff(&v(&["a", "b", "c", "d"]), &v(&["a", "x", "c", "d", "e"]));
+        let kinds: Vec<_> = d.iter().map(|(k, l)| (*k, l.as_str())).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (LineKind::Same, "a"),
+                (LineKind::Removed, "b"),
+                (LineKind::Added, "x"),
+                (LineKind::Same, "c"),
+                (LineKind::Same, "d"),
+                (LineKind::Added, "e"),
+            ]
+        );
+    }
+
+    #[test]
+    fn links_stay_inside() {
+        assert!(is_inside("oci/dump.log"));
+        assert!(!is_inside("../etc/passwd"));
+        assert!(!is_inside("/etc/passwd"));
+        assert!(!is_inside("oci//x"));
+        assert_eq!(url_path("javascript:alert(1)"), "javascript%3Aalert%281%29");
+    }
+}

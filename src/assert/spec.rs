@@ -1,0 +1,508 @@
+//! `probes/<rung>.toml`: what a rung must show, as data.
+//!
+//! ```toml
+//! rung = "criu"
+//! question = "Does CRIU itself dump and restore a network namespace faithfully?"
+//!
+//! [[assertion]]
+//! id = "link-dumped-after-netns"   # unique in the file; [a-z0-9-]
+//! role = "pass"                    # "pass" decides the rung; any other name is a signature
+//! description = "CRIU dumped at least one link of the netns"
+//! kind = "log"                     # count LINES containing `pattern` in `log`
+//! log = "dump.log"                 # relative to the rung folder
+//! pattern = "LD: Got link"
+//! after = "Dump NET namespace info" # optional: only lines after the first line containing it
+//! before = "..."                    # optional: only lines before the first line containing it
+//! exclude = ["...", "..."]           # optional: a line that also contains one of these is not counted
+//! count = { min = 1 }               # eq | min | max | min + max
+//!
+//! [[assertion]]
+//! kind = "files"                   # files matching `glob` (wildcards `*`, `?` in the last part)
+//! glob = "images/netns-*.img"
+//! count = { eq = 1 }
+//! bytes = { max = 64 }             # optional: bound on the size of every match
+//!
+//! [[assertion]]
+//! kind = "netstate"                # a NetState JSON file of the rung
+//! file = "netstate-after.json"
+//! check = "lo-up-127"              # lo UP with 127.0.0.1/8 ...
+//! expect = true                    # ... is (true) / is not (false) the case
+//! # or: check = "equals", other = "netstate-before.json"  (byte-for-byte)
+//! ```
+
+use crate::assert::scan::LogQuery;
+use crate::evidence::result::RungName;
+use serde::Deserialize;
+use std::path::Path;
+
+/// The role that decides a rung's status.
+pub const PASS_ROLE: &str = "pass";
+
+/// A probe specification could not be loaded. Every variant names the file (and the
+/// assertion and key where it applies).
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    /// The text is not TOML or does not have the expected keys/types (message names the key
+    /// and line).
+    #[error("{file}: {message}; see the format in src/assert/spec.rs")]
+    Toml {
+        /// The file name (e.g. `probes/criu.toml`).
+        file: String,
+        /// The parser's message.
+        message: String,
+    },
+    /// A key holds a value that is not allowed.
+    #[error("{file}: {at}: key `{key}`: {problem}")]
+    Key {
+        /// The file name.
+        file: String,
+        /// Where: `top level` or `assertion #N ("id")`.
+        at: String,
+        /// The key.
+        key: &'static str,
+        /// What is wrong and what is allowed.
+        problem: String,
+    },
+    /// The spec file could not be read.
+    #[error("cannot read probe spec {file}: {source}; check the path")]
+    Read {
+        /// The path.
+        file: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Bounds on a count or size. At least one of the fields is set; `eq` excludes `min`/`max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bound {
+    /// Exactly this many.
+    pub eq: Option<u64>,
+    /// At least this many.
+    pub min: Option<u64>,
+    /// At most this many.
+    pub max: Option<u64>,
+}
+
+impl Bound {
+    /// Whether `n` satisfies every set field.
+    pub fn holds(&self, n: u64) -> bool {
+        self.eq.is_none_or(|e| n == e)
+            && self.min.is_none_or(|m| n >= m)
+            && self.max.is_none_or(|m| n <= m)
+    }
+
+    /// Readable form, e.g. `== 0`, `>= 1`, `>= 1 and <= 3`.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(e) = self.eq {
+            parts.push(format!("== {e}"));
+        }
+        if let Some(m) = self.min {
+            parts.push(format!(">= {m}"));
+        }
+        if let Some(m) = self.max {
+            parts.push(format!("<= {m}"));
+        }
+        parts.join(" and ")
+    }
+
+    fn check(&self) -> Result<(), String> {
+        match (self.eq, self.min, self.max) {
+            (None, None, None) => Err("needs one of eq, min, max (e.g. { min = 1 })".into()),
+            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
+                Err("eq cannot be combined with min or max".into())
+            }
+            (_, Some(lo), Some(hi)) if lo > hi => Err(format!("min {lo} > max {hi}")),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// What a netstate assertion checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NetStateCheck {
+    /// "A link named `lo` is up and has inet 127.0.0.1/8" equals `expect`.
+    LoUp127 {
+        /// The expected truth value.
+        expect: bool,
+    },
+    /// The file equals `other` (relative to the rung folder) byte for byte.
+    Equals {
+        /// The other NetState file.
+        other: String,
+    },
+}
+
+/// The check an assertion performs (paths relative to the rung folder).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Check {
+    /// Count lines of `log` matching `query`; the count must satisfy `count`.
+    Log {
+        /// The log file (e.g. `dump.log`).
+        log: String,
+        /// Pattern and scope.
+        query: LogQuery,
+        /// Bound on the number of matching lines.
+        count: Bound,
+    },
+    /// Files matching `glob`: their number must satisfy `count` and, if set, the size in
+    /// bytes of every match must satisfy `bytes`.
+    Files {
+        /// Glob relative to the rung folder; `*`/`?` only in the last component.
+        glob: String,
+        /// Bound on the number of matches.
+        count: Bound,
+        /// Bound on each match's size in bytes.
+        bytes: Option<Bound>,
+    },
+    /// A check of the NetState JSON `file`.
+    NetState {
+        /// The NetState file (e.g. `netstate-after.json`).
+        file: String,
+        /// What to check.
+        check: NetStateCheck,
+    },
+}
+
+/// One assertion of a rung.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AssertionSpec {
+    /// Stable id, unique within the rung, `[a-z0-9-]+`.
+    pub id: String,
+    /// `pass`, or a signature name read by the verdict (e.g. `empty-ns`).
+    pub role: String,
+    /// Human-readable statement.
+    pub description: String,
+    /// What is checked.
+    pub check: Check,
+}
+
+/// A rung's probe specification: its question and assertions, in file order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeSpec {
+    /// The rung.
+    pub rung: RungName,
+    /// The question the rung answers.
+    pub question: String,
+    /// Assertions, in file order; at least one has role `pass`.
+    pub assertions: Vec<AssertionSpec>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSpec {
+    rung: String,
+    question: String,
+    #[serde(default)]
+    assertion: Vec<RawAssertion>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAssertion {
+    id: String,
+    role: String,
+    description: String,
+    kind: String,
+    log: Option<String>,
+    pattern: Option<String>,
+    after: Option<String>,
+    before: Option<String>,
+    #[serde(default)]
+    exclude: Vec<String>,
+    count: Option<Bound>,
+    glob: Option<String>,
+    bytes: Option<Bound>,
+    file: Option<String>,
+    check: Option<String>,
+    expect: Option<bool>,
+    other: Option<String>,
+}
+
+const BUILTIN: [(RungName, &str, &str); 4] = [
+    (
+        RungName::Kernel,
+        "probes/kernel.toml",
+        include_str!("../../probes/kernel.toml"),
+    ),
+    (
+        RungName::Criu,
+        "probes/criu.toml",
+        include_str!("../../probes/criu.toml"),
+    ),
+    (
+        RungName::Oci,
+        "probes/oci.toml",
+        include_str!("../../probes/oci.toml"),
+    ),
+    (
+        RungName::ExternalNetns,
+        "probes/external-netns.toml",
+        include_str!("../../probes/external-netns.toml"),
+    ),
+];
+
+impl ProbeSpec {
+    /// The spec embedded from `probes/<rung>.toml` at build time.
+    ///
+    /// Errors: as [`ProbeSpec::from_toml`] (tests prove the embedded files parse), or
+    /// [`SpecError::Key`] if the file declares another rung.
+    pub fn builtin(rung: RungName) -> Result<ProbeSpec, SpecError> {
+        let (_, file, text) = BUILTIN
+            .iter()
+            .find(|(r, _, _)| *r == rung)
+            .copied()
+            .unwrap_or((rung, "probes/?.toml", ""));
+        let spec = ProbeSpec::from_toml(file, text)?;
+        if spec.rung != rung {
+            return Err(SpecError::Key {
+                file: file.into(),
+                at: "top level".into(),
+                key: "rung",
+                problem: format!(
+                    "declares {:?}, expected {:?}",
+                    spec.rung.as_str(),
+                    rung.as_str()
+                ),
+            });
+        }
+        Ok(spec)
+    }
+
+    /// The embedded text of `probes/<rung>.toml`.
+    pub fn builtin_text(rung: RungName) -> &'static str {
+        BUILTIN
+            .iter()
+            .find(|(r, _, _)| *r == rung)
+            .map_or("", |(_, _, t)| t)
+    }
+
+    /// Reads and parses a spec file (for tuning without rebuilding).
+    ///
+    /// Errors: [`SpecError::Read`], and those of [`ProbeSpec::from_toml`].
+    pub fn from_file(path: &Path) -> Result<ProbeSpec, SpecError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| SpecError::Read {
+            file: file.clone(),
+            source,
+        })?;
+        ProbeSpec::from_toml(&file, &text)
+    }
+
+    /// Parses and checks a spec; `name` is used in errors (e.g. `probes/criu.toml`).
+    ///
+    /// Errors: [`SpecError::Toml`] (syntax, unknown or missing key, wrong type — the message
+    /// names the key and line); [`SpecError::Key`] (unknown rung/kind/check, missing key for
+    /// the kind, bad bound, duplicate id, bad path or pattern, no `pass` assertion).
+    pub fn from_toml(name: &str, text: &str) -> Result<ProbeSpec, SpecError> {
+        let raw: RawSpec = toml::from_str(text).map_err(|e| SpecError::Toml {
+            file: name.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        let top = |key, problem: String| SpecError::Key {
+            file: name.to_string(),
+            at: "top level".into(),
+            key,
+            problem,
+        };
+        let rung = RungName::parse(&raw.rung).ok_or_else(|| {
+            top(
+                "rung",
+                format!(
+                    "unknown rung {:?}; one of kernel, criu, oci, external-netns",
+                    raw.rung
+                ),
+            )
+        })?;
+        let mut assertions = Vec::with_capacity(raw.assertion.len());
+        for (i, a) in raw.assertion.into_iter().enumerate() {
+            let at = format!("assertion #{} ({:?})", i + 1, a.id);
+            let err = |key, problem: String| SpecError::Key {
+                file: name.to_string(),
+                at: at.clone(),
+                key,
+                problem,
+            };
+            if a.id.is_empty()
+                || !a
+                    .id
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            {
+                return Err(err("id", "must be non-empty [a-z0-9-]".into()));
+            }
+            if assertions.iter().any(|x: &AssertionSpec| x.id == a.id) {
+                return Err(err("id", "duplicate id in this file".into()));
+            }
+            if a.role.is_empty()
+                || !a
+                    .role
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            {
+                return Err(err(
+                    "role",
+                    "must be `pass` or a [a-z0-9-] signature name".into(),
+                ));
+            }
+            let need = |key: &'static str, v: &Option<String>| -> Result<String, SpecError> {
+                v.clone()
+                    .ok_or_else(|| err(key, format!("required for kind = {:?}", a.kind)))
+            };
+            let forbid = |keys: &[(&'static str, bool)]| -> Result<(), SpecError> {
+                match keys.iter().find(|(_, set)| *set) {
+                    Some((k, _)) => Err(err(k, format!("not used by kind = {:?}", a.kind))),
+                    None => Ok(()),
+                }
+            };
+            let rel = |key: &'static str, p: String| -> Result<String, SpecError> {
+                if p.is_empty()
+                    || p.starts_with('/')
+                    || p.split('/').any(|c| c.is_empty() || c == "." || c == "..")
+                {
+                    return Err(err(
+                        key,
+                        format!("{p:?} must be a relative path inside the rung folder"),
+                    ));
+                }
+                Ok(p)
+            };
+            let needle = |key: &'static str, p: String| -> Result<String, SpecError> {
+                if p.is_empty() || p.contains('\n') {
+                    return Err(err(key, "must be non-empty and on one line".into()));
+                }
+                Ok(p)
+            };
+            let bound = |key: &'static str, b: Option<Bound>| -> Result<Bound, SpecError> {
+                let b = b.ok_or_else(|| err(key, format!("required for kind = {:?}", a.kind)))?;
+                b.check().map_err(|p| err(key, p))?;
+                Ok(b)
+            };
+            let check = match a.kind.as_str() {
+                "log" => {
+                    forbid(&[
+                        ("glob", a.glob.is_some()),
+                        ("bytes", a.bytes.is_some()),
+                        ("file", a.file.is_some()),
+                        ("check", a.check.is_some()),
+                        ("expect", a.expect.is_some()),
+                        ("other", a.other.is_some()),
+                    ])?;
+                    Check::Log {
+                        log: rel("log", need("log", &a.log)?)?,
+                        query: LogQuery {
+                            pattern: needle("pattern", need("pattern", &a.pattern)?)?,
+                            after: a.after.clone().map(|s| needle("after", s)).transpose()?,
+                            before: a.before.clone().map(|s| needle("before", s)).transpose()?,
+                            exclude: a
+                                .exclude
+                                .iter()
+                                .cloned()
+                                .map(|s| needle("exclude", s))
+                                .collect::<Result<_, _>>()?,
+                        },
+                        count: bound("count", a.count)?,
+                    }
+                }
+                "files" => {
+                    forbid(&[
+                        ("log", a.log.is_some()),
+                        ("pattern", a.pattern.is_some()),
+                        ("after", a.after.is_some()),
+                        ("before", a.before.is_some()),
+                        ("exclude", !a.exclude.is_empty()),
+                        ("file", a.file.is_some()),
+                        ("check", a.check.is_some()),
+                        ("expect", a.expect.is_some()),
+                        ("other", a.other.is_some()),
+                    ])?;
+                    let glob = rel("glob", need("glob", &a.glob)?)?;
+                    if let Some((dir, _)) = glob.rsplit_once('/')
+                        && dir.contains(['*', '?', '['])
+                    {
+                        return Err(err(
+                            "glob",
+                            "wildcards are allowed only in the last path component".into(),
+                        ));
+                    }
+                    let bytes = match a.bytes {
+                        None => None,
+                        Some(b) => Some(bound("bytes", Some(b))?),
+                    };
+                    Check::Files {
+                        glob,
+                        count: bound("count", a.count)?,
+                        bytes,
+                    }
+                }
+                "netstate" => {
+                    forbid(&[
+                        ("log", a.log.is_some()),
+                        ("pattern", a.pattern.is_some()),
+                        ("after", a.after.is_some()),
+                        ("before", a.before.is_some()),
+                        ("exclude", !a.exclude.is_empty()),
+                        ("glob", a.glob.is_some()),
+                        ("bytes", a.bytes.is_some()),
+                        ("count", a.count.is_some()),
+                    ])?;
+                    let file = rel("file", need("file", &a.file)?)?;
+                    let check = match need("check", &a.check)?.as_str() {
+                        "lo-up-127" => {
+                            forbid(&[("other", a.other.is_some())])?;
+                            NetStateCheck::LoUp127 {
+                                expect: a.expect.ok_or_else(|| {
+                                    err(
+                                        "expect",
+                                        "required for check = \"lo-up-127\" (true or false)".into(),
+                                    )
+                                })?,
+                            }
+                        }
+                        "equals" => {
+                            forbid(&[("expect", a.expect.is_some())])?;
+                            NetStateCheck::Equals {
+                                other: rel("other", need("other", &a.other)?)?,
+                            }
+                        }
+                        other => {
+                            return Err(err(
+                                "check",
+                                format!(
+                                    "unknown check {other:?}; one of \"lo-up-127\", \"equals\""
+                                ),
+                            ));
+                        }
+                    };
+                    Check::NetState { file, check }
+                }
+                other => {
+                    return Err(err(
+                        "kind",
+                        format!("unknown kind {other:?}; one of \"log\", \"files\", \"netstate\""),
+                    ));
+                }
+            };
+            assertions.push(AssertionSpec {
+                id: a.id,
+                role: a.role,
+                description: a.description,
+                check,
+            });
+        }
+        if !assertions.iter().any(|a| a.role == PASS_ROLE) {
+            return Err(top(
+                "assertion",
+                "no assertion has role = \"pass\"; a rung needs at least one to be decided".into(),
+            ));
+        }
+        Ok(ProbeSpec {
+            rung,
+            question: raw.question,
+            assertions,
+        })
+    }
+}

@@ -1,0 +1,487 @@
+//! The evidence directory: created fresh (never reused), every file written to a temporary name
+//! in the same folder, fsynced, then linked into place without ever replacing an existing file.
+//!
+//! Layout (DESIGN.md section 4): `DIR/netprobe-result.json` (written last, by
+//! [`EvidenceDir::write_result`]), `DIR/host.json`, `DIR/<rung>/…`.
+
+use crate::evidence::result::{Artifact, RESULT_FILE, RunResult, RungName};
+use crate::evidence::schema::validate_result;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Buffer size for streaming copies and hashes (bytes).
+const IO_CHUNK: usize = 1 << 20;
+
+/// Prefix of temporary files; they are renamed away before a write returns.
+const TMP_PREFIX: &str = ".netprobe-tmp-";
+
+static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Errors of evidence handling. Each names the path and what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum EvidenceError {
+    /// `create` was given a folder that already holds files.
+    #[error(
+        "evidence folder {0} already exists and is not empty; choose a new --evidence folder \
+         (netprobe never reuses or overwrites evidence)"
+    )]
+    NotEmpty(PathBuf),
+    /// The path exists but is not a directory.
+    #[error("evidence path {0} exists and is not a directory; choose a new --evidence folder")]
+    NotADirectory(PathBuf),
+    /// `open` / `read_result` was given a folder that does not exist.
+    #[error(
+        "evidence folder {0} does not exist; pass the folder a `netprobe run --evidence` wrote"
+    )]
+    Missing(PathBuf),
+    /// A file of that name already exists in the evidence folder.
+    #[error(
+        "refusing to overwrite {0}: evidence is never overwritten; write it under a new name \
+         or use a new --evidence folder"
+    )]
+    Exists(PathBuf),
+    /// A relative path given to `write`/`adopt` is not a plain relative path.
+    #[error(
+        "invalid evidence path {rel:?}: {reason}; use a relative `/`-separated path such as \
+         `criu/dump.log`"
+    )]
+    BadPath {
+        /// The path as given.
+        rel: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// An I/O operation failed.
+    #[error("could not {action} {path}: {source}; check the path, free space and permissions")]
+    Io {
+        /// What was being done (e.g. `create`, `read`, `fsync`).
+        action: &'static str,
+        /// The path it was done to.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// A file was expected to be JSON (or a value could not be serialized).
+    #[error("{path}: invalid JSON: {source}; the file is damaged or not written by this netprobe")]
+    Json {
+        /// The file (or the file about to be written).
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A result does not match `netprobe-result.schema.json`.
+    #[error(
+        "{path} does not match evidence-schema/netprobe-result.schema.json: {}; \
+         a result must be fixed before it is written or trusted",
+        .errors.join("; ")
+    )]
+    Invalid {
+        /// The result file (to be written, or read).
+        path: PathBuf,
+        /// Every violation, `"<JSON pointer>: <message>"`.
+        errors: Vec<String>,
+    },
+    /// The evidence folder contains something netprobe never writes (symlink, socket, …).
+    #[error(
+        "{0} is neither a regular file nor a directory; evidence folders hold only files \
+         netprobe wrote — remove it or use a fresh folder"
+    )]
+    NotAFile(PathBuf),
+}
+
+fn io_err<'a>(
+    action: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(io::Error) -> EvidenceError + 'a {
+    move |source| EvidenceError::Io {
+        action,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// A fresh (or, for reading, existing) evidence directory.
+#[derive(Debug, Clone)]
+pub struct EvidenceDir {
+    root: PathBuf,
+}
+
+/// The default evidence folder under `base`: `base/<UTC YYYYmmddTHHMMSSZ>-<pid>`,
+/// e.g. `base/20250101T120000Z-4242`. Nothing is created.
+pub fn default_path(base: &Path) -> PathBuf {
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
+    base.join(format!("{stamp}-{}", std::process::id()))
+}
+
+/// Streams `path` through SHA-256 in 1 MiB blocks.
+///
+/// Returns `(lower-case hex sha256, size in bytes)`. Errors: any open/read error of `path`.
+pub fn sha256_file(path: &Path) -> io::Result<(String, u64)> {
+    let mut f = File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; IO_CHUNK];
+    let mut total = 0u64;
+    loop {
+        let n = match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        hasher.update(&buf[..n]);
+        total += n as u64;
+    }
+    Ok((hex::encode(hasher.finalize()), total))
+}
+
+/// Reads and checks `DIR/netprobe-result.json`: it must parse as JSON, validate against the
+/// schema, and deserialize into [`RunResult`].
+///
+/// Errors: [`EvidenceError::Missing`] (no folder), [`EvidenceError::Io`] (no result file),
+/// [`EvidenceError::Json`], [`EvidenceError::Invalid`].
+pub fn read_result(dir: &Path) -> Result<RunResult, EvidenceError> {
+    if !dir.is_dir() {
+        return Err(EvidenceError::Missing(dir.to_path_buf()));
+    }
+    let path = dir.join(RESULT_FILE);
+    let text = fs::read(&path).map_err(io_err("read", &path))?;
+    let value: serde_json::Value =
+        serde_json::from_slice(&text).map_err(|source| EvidenceError::Json {
+            path: path.clone(),
+            source,
+        })?;
+    validate_result(&value).map_err(|errors| EvidenceError::Invalid {
+        path: path.clone(),
+        errors,
+    })?;
+    serde_json::from_value(value).map_err(|source| EvidenceError::Json { path, source })
+}
+
+/// Checks that `rel` is a plain relative `/`-separated path with no `.`/`..`/empty parts.
+fn check_rel(rel: &str) -> Result<(), EvidenceError> {
+    let bad = |reason| {
+        Err(EvidenceError::BadPath {
+            rel: rel.to_string(),
+            reason,
+        })
+    };
+    if rel.is_empty() {
+        return bad("empty path");
+    }
+    if rel.starts_with('/') {
+        return bad("absolute path");
+    }
+    if rel.contains('\0') || rel.contains('\\') {
+        return bad("NUL or backslash in path");
+    }
+    for part in rel.split('/') {
+        if part.is_empty() || part == "." || part == ".." {
+            return bad("empty, `.` or `..` component");
+        }
+    }
+    if rel
+        .split('/')
+        .next_back()
+        .is_some_and(|n| n.starts_with(TMP_PREFIX))
+    {
+        return bad("name reserved for netprobe's temporary files");
+    }
+    Ok(())
+}
+
+/// fsyncs a directory so a rename/link inside it is durable.
+fn sync_dir(dir: &Path) -> Result<(), EvidenceError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_err("fsync directory", dir))
+}
+
+impl EvidenceDir {
+    /// Creates a fresh evidence folder at `path` (parents too). `path` must not exist, or be an
+    /// empty directory.
+    ///
+    /// Errors: [`EvidenceError::NotEmpty`] (holds anything), [`EvidenceError::NotADirectory`],
+    /// [`EvidenceError::Io`] (cannot create or list it).
+    pub fn create(path: &Path) -> Result<EvidenceDir, EvidenceError> {
+        match fs::symlink_metadata(path) {
+            Ok(md) if md.is_dir() => {
+                let mut entries = fs::read_dir(path).map_err(io_err("list", path))?;
+                if entries.next().is_some() {
+                    return Err(EvidenceError::NotEmpty(path.to_path_buf()));
+                }
+            }
+            Ok(_) => return Err(EvidenceError::NotADirectory(path.to_path_buf())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                fs::create_dir_all(path).map_err(io_err("create", path))?;
+            }
+            Err(e) => return Err(io_err("inspect", path)(e)),
+        }
+        Ok(EvidenceDir {
+            root: path.to_path_buf(),
+        })
+    }
+
+    /// Opens an existing evidence folder for reading (`verify`, `report`). Nothing is written.
+    ///
+    /// Errors: [`EvidenceError::Missing`], [`EvidenceError::NotADirectory`].
+    pub fn open(path: &Path) -> Result<EvidenceDir, EvidenceError> {
+        match fs::metadata(path) {
+            Ok(md) if md.is_dir() => Ok(EvidenceDir {
+                root: path.to_path_buf(),
+            }),
+            Ok(_) => Err(EvidenceError::NotADirectory(path.to_path_buf())),
+            Err(_) => Err(EvidenceError::Missing(path.to_path_buf())),
+        }
+    }
+
+    /// The evidence folder itself.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `DIR/<rung>/`, created if missing (e.g. `DIR/external-netns/`).
+    ///
+    /// Errors: [`EvidenceError::Io`] when it cannot be created.
+    pub fn rung_dir(&self, rung: RungName) -> Result<PathBuf, EvidenceError> {
+        let p = self.root.join(rung.as_str());
+        fs::create_dir_all(&p).map_err(io_err("create", &p))?;
+        Ok(p)
+    }
+
+    /// Resolves `rel` under the root, creating its parent folders. Refuses existing targets.
+    fn prepare(&self, rel: &str) -> Result<(PathBuf, PathBuf), EvidenceError> {
+        check_rel(rel)?;
+        let dest = self.root.join(rel);
+        let parent = dest
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| self.root.clone());
+        fs::create_dir_all(&parent).map_err(io_err("create", &parent))?;
+        if fs::symlink_metadata(&dest).is_ok() {
+            return Err(EvidenceError::Exists(dest));
+        }
+        Ok((dest, parent))
+    }
+
+    /// Writes a temp file in `parent` via `fill` (which returns the bytes written and the
+    /// sha256), fsyncs it and links it to `dest` without replacing anything.
+    fn atomic<F>(&self, rel: &str, fill: F) -> Result<Artifact, EvidenceError>
+    where
+        F: FnOnce(&mut File, &Path) -> Result<(u64, String), EvidenceError>,
+    {
+        let (dest, parent) = self.prepare(rel)?;
+        let name = dest.file_name().map(|n| n.to_string_lossy().into_owned());
+        let tmp = parent.join(format!(
+            "{TMP_PREFIX}{}-{}-{}",
+            std::process::id(),
+            TMP_COUNTER.fetch_add(1, Ordering::Relaxed),
+            name.unwrap_or_default()
+        ));
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(io_err("create", &tmp))?;
+        let outcome = (|| {
+            let (bytes, sha256) = fill(&mut f, &tmp)?;
+            f.sync_all().map_err(io_err("fsync", &tmp))?;
+            // link(2) fails with EEXIST instead of replacing: never overwrite evidence.
+            fs::hard_link(&tmp, &dest).map_err(|e| {
+                if e.kind() == io::ErrorKind::AlreadyExists {
+                    EvidenceError::Exists(dest.clone())
+                } else {
+                    io_err("link into place", &dest)(e)
+                }
+            })?;
+            Ok((bytes, sha256))
+        })();
+        let _ = fs::remove_file(&tmp);
+        let (bytes, sha256) = outcome?;
+        sync_dir(&parent)?;
+        Ok(Artifact {
+            path: rel.to_string(),
+            bytes,
+            sha256,
+        })
+    }
+
+    /// Writes `bytes` to `DIR/<rel>` atomically (temp name in the same folder, fsync, link into
+    /// place), creating parent folders. `rel` is `/`-separated and relative (e.g.
+    /// `criu/request.bin`).
+    ///
+    /// Returns the [`Artifact`] (`rel`, size, sha256). Errors: [`EvidenceError::Exists`] if the
+    /// file exists (never overwritten), [`EvidenceError::BadPath`], [`EvidenceError::Io`].
+    pub fn write(&self, rel: &str, bytes: &[u8]) -> Result<Artifact, EvidenceError> {
+        if rel == RESULT_FILE {
+            return Err(EvidenceError::BadPath {
+                rel: rel.to_string(),
+                reason: "the result is written only by write_result",
+            });
+        }
+        self.write_unchecked(rel, bytes)
+    }
+
+    fn write_unchecked(&self, rel: &str, bytes: &[u8]) -> Result<Artifact, EvidenceError> {
+        self.atomic(rel, |f, tmp| {
+            f.write_all(bytes).map_err(io_err("write", tmp))?;
+            Ok((bytes.len() as u64, hex::encode(Sha256::digest(bytes))))
+        })
+    }
+
+    /// Serializes `value` as pretty JSON with a trailing newline and [`write`](Self::write)s it.
+    ///
+    /// Errors: as `write`, plus [`EvidenceError::Json`] if `value` cannot be serialized.
+    pub fn write_json<T: Serialize + ?Sized>(
+        &self,
+        rel: &str,
+        value: &T,
+    ) -> Result<Artifact, EvidenceError> {
+        let mut text = serde_json::to_vec_pretty(value).map_err(|source| EvidenceError::Json {
+            path: self.root.join(rel),
+            source,
+        })?;
+        text.push(b'\n');
+        self.write(rel, &text)
+    }
+
+    /// Copies the external file `src` (a CRIU log, an image) to `DIR/<rel>` atomically,
+    /// streaming and hashing in 1 MiB blocks.
+    ///
+    /// Errors: [`EvidenceError::Io`] naming `src` when it cannot be read, plus those of `write`.
+    pub fn adopt(&self, rel: &str, src: &Path) -> Result<Artifact, EvidenceError> {
+        if rel == RESULT_FILE {
+            return Err(EvidenceError::BadPath {
+                rel: rel.to_string(),
+                reason: "the result is written only by write_result",
+            });
+        }
+        let mut input = File::open(src).map_err(io_err("open", src))?;
+        self.atomic(rel, |f, tmp| {
+            let mut hasher = Sha256::new();
+            let mut buf = vec![0u8; IO_CHUNK];
+            let mut total = 0u64;
+            loop {
+                let n = match input.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(io_err("read", src)(e)),
+                };
+                hasher.update(&buf[..n]);
+                f.write_all(&buf[..n]).map_err(io_err("write", tmp))?;
+                total += n as u64;
+            }
+            Ok((total, hex::encode(hasher.finalize())))
+        })
+    }
+
+    /// Copies every regular file under `src_dir` to `DIR/<rel>/…` (recursively, same relative
+    /// layout), each atomically. Returns the artifacts sorted by path. Symlinks and special
+    /// files are refused (CRIU image folders hold none).
+    ///
+    /// Errors: [`EvidenceError::NotAFile`] for a symlink/special file, those of `adopt`.
+    pub fn adopt_dir(&self, rel: &str, src_dir: &Path) -> Result<Vec<Artifact>, EvidenceError> {
+        check_rel(rel)?;
+        let mut files = Vec::new();
+        walk(src_dir, "", &mut files)?;
+        fs::create_dir_all(self.root.join(rel)).map_err(io_err("create", &self.root.join(rel)))?;
+        let mut out = Vec::with_capacity(files.len());
+        for (sub, path) in files {
+            out.push(self.adopt(&format!("{rel}/{sub}"), &path)?);
+        }
+        Ok(out)
+    }
+
+    /// Validates `result` against `netprobe-result.schema.json`, then writes it to
+    /// `DIR/netprobe-result.json` atomically. Call it last, after [`inventory`](Self::inventory).
+    ///
+    /// Errors: [`EvidenceError::Invalid`] (nothing written), [`EvidenceError::Exists`],
+    /// [`EvidenceError::Io`].
+    pub fn write_result(&self, result: &RunResult) -> Result<Artifact, EvidenceError> {
+        let path = self.root.join(RESULT_FILE);
+        let value = serde_json::to_value(result).map_err(|source| EvidenceError::Json {
+            path: path.clone(),
+            source,
+        })?;
+        validate_result(&value).map_err(|errors| EvidenceError::Invalid {
+            path: path.clone(),
+            errors,
+        })?;
+        let mut text = serde_json::to_vec_pretty(&value)
+            .map_err(|source| EvidenceError::Json { path, source })?;
+        text.push(b'\n');
+        self.write_unchecked(RESULT_FILE, &text)
+    }
+
+    /// Every file under the folder except `netprobe-result.json`, sorted by relative
+    /// `/`-separated path, each hashed by streaming.
+    ///
+    /// Errors: [`EvidenceError::Io`] (unreadable entry), [`EvidenceError::NotAFile`].
+    pub fn inventory(&self) -> Result<Vec<Artifact>, EvidenceError> {
+        let mut files = Vec::new();
+        walk(&self.root, "", &mut files)?;
+        let mut out = Vec::with_capacity(files.len());
+        for (rel, path) in files {
+            if rel == RESULT_FILE {
+                continue;
+            }
+            let (sha256, bytes) = sha256_file(&path).map_err(io_err("hash", &path))?;
+            out.push(Artifact {
+                path: rel,
+                bytes,
+                sha256,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Collects `(relative "/" path, absolute path)` of every regular file under `dir`, sorted.
+fn walk(dir: &Path, prefix: &str, out: &mut Vec<(String, PathBuf)>) -> Result<(), EvidenceError> {
+    let mut entries: Vec<_> = fs::read_dir(dir)
+        .map_err(io_err("list", dir))?
+        .collect::<Result<_, _>>()
+        .map_err(io_err("list", dir))?;
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let rel = if prefix.is_empty() {
+            name
+        } else {
+            format!("{prefix}/{name}")
+        };
+        let ft = entry.file_type().map_err(io_err("inspect", &path))?;
+        if ft.is_dir() {
+            walk(&path, &rel, out)?;
+        } else if ft.is_file() {
+            out.push((rel, path));
+        } else {
+            return Err(EvidenceError::NotAFile(path));
+        }
+    }
+    // Sort by the full relative path so `a/b` vs `a.b` orders the same everywhere.
+    if prefix.is_empty() {
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rel_paths_are_checked() {
+        for bad in ["", "/abs", "a/../b", "a//b", "./a", "a/.netprobe-tmp-x"] {
+            assert!(check_rel(bad).is_err(), "{bad:?} accepted");
+        }
+        check_rel("criu/images/netns-1.img").unwrap();
+    }
+}

@@ -1,0 +1,366 @@
+//! `netprobe doctor`: every prerequisite, found or not, with the command that fixes it.
+
+use super::binary::{BinaryKind, binary_facts, find_in_path};
+use super::config::criu_config_files;
+use super::facts::cgroup_mode;
+use crate::criu::{CmdOutcome, Criu, CriuError};
+use serde::{Deserialize, Serialize};
+use std::io::Read;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+/// The fix for anything `host/setup.sh` installs.
+pub const SETUP_FIX: &str = "run: sudo bash host/setup.sh";
+
+/// One prerequisite as checked by [`doctor`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Prereq {
+    /// Short stable name (e.g. `root`, `criu`, `criu check`, `iptables-restore`).
+    pub name: String,
+    /// Whether `netprobe run` needs it (`false`: only some options or the slot driver do, or it
+    /// is informational).
+    pub required: bool,
+    /// Whether it is satisfied.
+    pub found: bool,
+    /// What was observed (path, version line, the failure).
+    pub detail: String,
+    /// The command that fixes it (empty when `found`).
+    pub fix: String,
+}
+
+/// Checks every prerequisite, in this order: root; CRIU at `criu` present with its version;
+/// `criu check` passes; no CRIU config file; `iptables-restore` (CRIU's default network lock);
+/// the OCI runtime at `runtime` with its version; a statically linked `busybox` (the embedded
+/// rootfs); `ip`, `unshare`, `nsenter`; `strace` (only for `--strace`); the cgroup mode
+/// (informational); `/dev/fuse`, `losetup`, `qemu-storage-daemon`, `mkfs.ext4`, `qemu-img` (slot
+/// driver images, not required). Never fails: each problem becomes a `found = false` entry.
+pub fn doctor(criu: &Path, runtime: &Path) -> Vec<Prereq> {
+    let mut out = Vec::new();
+    let root = nix::unistd::geteuid().is_root();
+    out.push(prereq(
+        "root",
+        true,
+        root,
+        format!("effective uid {}", nix::unistd::geteuid()),
+        "run netprobe with sudo",
+    ));
+
+    match binary_facts(criu, BinaryKind::Criu) {
+        Ok(f) => {
+            out.push(prereq(
+                "criu",
+                true,
+                true,
+                format!("{} version {}", f.path, f.version),
+                "",
+            ));
+            let check = Criu::new(&f.path).check();
+            let (ok, detail) = match check {
+                Ok(o) => (true, one_line(&o.tail(1))),
+                Err(e) => (false, criu_check_detail(&e)),
+            };
+            out.push(prereq(
+                "criu check",
+                true,
+                ok,
+                detail,
+                &format!("run: sudo {} check -v4 and fix what it names", f.path),
+            ));
+        }
+        Err(e) => {
+            out.push(prereq(
+                "criu",
+                true,
+                false,
+                e.to_string(),
+                &format!(
+                    "{SETUP_FIX} (installs CRIU 4.1.1 to /opt/criu-4.1.1), or pass --criu PATH"
+                ),
+            ));
+            out.push(prereq(
+                "criu check",
+                true,
+                false,
+                "not run: CRIU is missing".to_string(),
+                SETUP_FIX,
+            ));
+        }
+    }
+
+    let files = criu_config_files();
+    let fix = files
+        .iter()
+        .map(|f| {
+            if f.exists() {
+                format!("mv {0} {0}.disabled", f.display())
+            } else {
+                "unset CRIU_CONFIG_FILE".to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    out.push(prereq(
+        "no CRIU config file",
+        true,
+        files.is_empty(),
+        if files.is_empty() {
+            "none of /etc/criu/default.conf, ~/.criu/default.conf, /etc/criu/runc.conf, $CRIU_CONFIG_FILE".to_string()
+        } else {
+            format!(
+                "present: {} (CRIU config files silently change checkpoint behaviour)",
+                files
+                    .iter()
+                    .map(|f| f.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        },
+        &fix,
+    ));
+
+    out.push(tool(
+        "iptables-restore",
+        true,
+        Some("--version"),
+        "run: sudo apt-get install iptables (CRIU's default network lock calls iptables-restore)",
+    ));
+
+    match binary_facts(runtime, BinaryKind::Runtime) {
+        Ok(f) => out.push(prereq(
+            "runtime",
+            true,
+            true,
+            format!("{} version {}", f.path, f.version),
+            "",
+        )),
+        Err(e) => out.push(prereq(
+            "runtime",
+            true,
+            false,
+            e.to_string(),
+            &format!("{SETUP_FIX} (installs runc), or pass --runtime PATH"),
+        )),
+    }
+
+    out.push(busybox_static());
+    out.push(tool(
+        "ip",
+        true,
+        Some("-V"),
+        "run: sudo apt-get install iproute2",
+    ));
+    out.push(tool(
+        "unshare",
+        true,
+        Some("--version"),
+        "run: sudo apt-get install util-linux",
+    ));
+    out.push(tool(
+        "nsenter",
+        true,
+        Some("--version"),
+        "run: sudo apt-get install util-linux",
+    ));
+    out.push(tool(
+        "strace",
+        false,
+        Some("-V"),
+        "run: sudo apt-get install strace (needed only for --strace)",
+    ));
+    out.push(prereq(
+        "cgroup",
+        false,
+        true,
+        format!("cgroup {}", cgroup_mode()),
+        "",
+    ));
+
+    let fuse = Path::new("/dev/fuse").exists();
+    out.push(prereq(
+        "/dev/fuse",
+        false,
+        fuse,
+        if fuse {
+            "/dev/fuse present".to_string()
+        } else {
+            "/dev/fuse missing (slot driver images)".to_string()
+        },
+        "run: sudo modprobe fuse (and apt-get install fuse3)",
+    ));
+    out.push(tool(
+        "losetup",
+        false,
+        Some("--version"),
+        "run: sudo apt-get install util-linux (slot driver images)",
+    ));
+    out.push(tool(
+        "qemu-storage-daemon",
+        false,
+        Some("--version"),
+        "run: sudo apt-get install qemu-utils (slot driver images)",
+    ));
+    out.push(tool(
+        "mkfs.ext4",
+        false,
+        Some("-V"),
+        "run: sudo apt-get install e2fsprogs (slot driver images)",
+    ));
+    out.push(tool(
+        "qemu-img",
+        false,
+        Some("--version"),
+        "run: sudo apt-get install qemu-utils (slot driver images)",
+    ));
+    out
+}
+
+/// True when every `required` prerequisite is `found`.
+pub fn doctor_ok(prereqs: &[Prereq]) -> bool {
+    prereqs.iter().filter(|p| p.required).all(|p| p.found)
+}
+
+fn prereq(name: &str, required: bool, found: bool, detail: String, fix: &str) -> Prereq {
+    Prereq {
+        name: name.to_string(),
+        required,
+        found,
+        detail,
+        fix: if found {
+            String::new()
+        } else {
+            fix.to_string()
+        },
+    }
+}
+
+fn criu_check_detail(e: &CriuError) -> String {
+    match e {
+        CriuError::Failed { outcome, tail, .. } => {
+            format!("criu check failed ({}): {tail}", outcome.status_text())
+        }
+        other => other.to_string(),
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.lines().next().unwrap_or("").trim().to_string()
+}
+
+/// A tool looked up in `$PATH`, with the first line of its version output in the detail.
+fn tool(name: &str, required: bool, version_arg: Option<&str>, fix: &str) -> Prereq {
+    match find_in_path(Path::new(name)) {
+        None => prereq(
+            name,
+            required,
+            false,
+            format!("not in $PATH={}", std::env::var("PATH").unwrap_or_default()),
+            fix,
+        ),
+        Some(p) => {
+            let version = version_arg
+                .and_then(|arg| {
+                    let mut cmd = Command::new(&p);
+                    cmd.arg(arg);
+                    CmdOutcome::run(&mut cmd, Some(Duration::from_secs(10))).ok()
+                })
+                .map(|o| one_line(&format!("{}{}", o.stdout, o.stderr)))
+                .filter(|l| !l.is_empty());
+            let detail = match version {
+                Some(v) => format!("{} ({v})", p.display()),
+                None => p.display().to_string(),
+            };
+            prereq(name, required, true, detail, fix)
+        }
+    }
+}
+
+fn busybox_static() -> Prereq {
+    let fix =
+        "run: sudo apt-get install busybox-static (the embedded rootfs needs a static busybox)";
+    match find_in_path(Path::new("busybox")) {
+        None => prereq(
+            "busybox static",
+            true,
+            false,
+            "busybox not in $PATH".to_string(),
+            fix,
+        ),
+        Some(p) => match elf_is_static(&p) {
+            Ok(true) => prereq(
+                "busybox static",
+                true,
+                true,
+                format!("{} is statically linked", p.display()),
+                fix,
+            ),
+            Ok(false) => prereq(
+                "busybox static",
+                true,
+                false,
+                format!("{} is dynamically linked (has PT_INTERP)", p.display()),
+                fix,
+            ),
+            Err(e) => prereq(
+                "busybox static",
+                true,
+                false,
+                format!("{}: {e}", p.display()),
+                fix,
+            ),
+        },
+    }
+}
+
+/// Whether the ELF file at `path` is statically linked: it has no `PT_INTERP` program header.
+/// Handles 32- and 64-bit little-endian ELF. Errors: a sentence saying why it cannot tell
+/// (unreadable, not ELF, big-endian, truncated).
+pub fn elf_is_static(path: &Path) -> Result<bool, String> {
+    let mut f = std::fs::File::open(path).map_err(|e| format!("cannot open: {e}"))?;
+    let mut buf = Vec::new();
+    f.by_ref()
+        .take(1 << 20)
+        .read_to_end(&mut buf)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    elf_has_no_interp(&buf)
+}
+
+fn elf_has_no_interp(b: &[u8]) -> Result<bool, String> {
+    if b.len() < 0x34 || &b[..4] != b"\x7fELF" {
+        return Err("not an ELF file".to_string());
+    }
+    if b[5] != 1 {
+        return Err("not a little-endian ELF file".to_string());
+    }
+    let u16_at = |o: usize| {
+        b.get(o..o + 2)
+            .map(|s| u16::from_le_bytes([s[0], s[1]]) as usize)
+    };
+    let u32_at = |o: usize| {
+        b.get(o..o + 4)
+            .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]) as usize)
+    };
+    let u64_at = |o: usize| {
+        b.get(o..o + 8).map(|s| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(s);
+            u64::from_le_bytes(a) as usize
+        })
+    };
+    let (phoff, phentsize, phnum) = match b[4] {
+        1 => (u32_at(0x1c), u16_at(0x2a), u16_at(0x2c)),
+        2 => (u64_at(0x20), u16_at(0x36), u16_at(0x38)),
+        _ => return Err("unknown ELF class".to_string()),
+    };
+    let (Some(phoff), Some(phentsize), Some(phnum)) = (phoff, phentsize, phnum) else {
+        return Err("truncated ELF header".to_string());
+    };
+    const PT_INTERP: usize = 3;
+    for i in 0..phnum {
+        let p_type = u32_at(phoff + i * phentsize).ok_or("truncated program headers")?;
+        if p_type == PT_INTERP {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}

@@ -1,0 +1,206 @@
+//! Errors of the `oci` module: each names the input that was wrong and the fix.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong while building a rootfs or bundle, or while driving an OCI
+/// runtime (runc). Every variant carries the path, id or argv it is about, so the message alone
+/// tells the operator what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum OciError {
+    /// An I/O operation (`op`, e.g. "create directory") on `path` failed.
+    #[error("cannot {op} {path}: {source}")]
+    Io {
+        /// What was being done, in words ("create directory", "write", "read").
+        op: &'static str,
+        /// The file or directory it was done to.
+        path: PathBuf,
+        /// The underlying OS error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The busybox binary to copy into the rootfs does not exist or is not a regular file.
+    #[error(
+        "busybox {path} not found or not a regular file; install busybox-static (apt-get install busybox-static) or pass a rootfs with --rootfs"
+    )]
+    BusyboxMissing {
+        /// The busybox path that was looked at.
+        path: PathBuf,
+    },
+
+    /// The busybox binary is not a static ELF executable (it has a PT_INTERP program header, or is
+    /// not ELF at all), so it would not run inside a bare rootfs.
+    #[error(
+        "busybox {path} is not a statically linked ELF executable ({reason}); install busybox-static (apt-get install busybox-static), whose /bin/busybox needs no loader"
+    )]
+    BusyboxNotStatic {
+        /// The busybox path that was inspected.
+        path: PathBuf,
+        /// Why it was refused ("dynamically linked, interpreter /lib64/ld-linux-x86-64.so.2").
+        reason: String,
+    },
+
+    /// The busybox binary lacks an applet the rootfs cannot do without.
+    #[error(
+        "busybox {path} has no `{applet}` applet (busybox --list); install busybox-static, which has it"
+    )]
+    BusyboxApplet {
+        /// The busybox path.
+        path: PathBuf,
+        /// The missing applet name.
+        applet: String,
+    },
+
+    /// The directory to build a rootfs in already holds files; netprobe never writes over them.
+    #[error(
+        "rootfs directory {path} is not empty; netprobe only builds into a new or empty directory: pass another path"
+    )]
+    RootfsDirNotEmpty {
+        /// The directory.
+        path: PathBuf,
+    },
+
+    /// A rootfs given to netprobe does not exist.
+    #[error(
+        "rootfs {path} does not exist; pass an existing rootfs directory, or omit --rootfs to use the built-in busybox rootfs"
+    )]
+    RootfsMissing {
+        /// The rootfs path.
+        path: PathBuf,
+    },
+
+    /// A rootfs given to netprobe is not a directory.
+    #[error(
+        "rootfs {path} is not a directory; pass a rootfs directory, or omit --rootfs to use the built-in busybox rootfs"
+    )]
+    RootfsNotDir {
+        /// The rootfs path.
+        path: PathBuf,
+    },
+
+    /// A rootfs has no executable `sleep` (the probes' container workload).
+    #[error(
+        "rootfs {path} has no sleep (looked for {}); pass a rootfs with one, or omit --rootfs to use the built-in busybox rootfs",
+        looked.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+    )]
+    RootfsNoSleep {
+        /// The rootfs path.
+        path: PathBuf,
+        /// Every candidate that was checked, in order.
+        looked: Vec<PathBuf>,
+    },
+
+    /// A bundle spec is unusable before anything is written (empty args, relative path, …).
+    #[error("invalid bundle spec for {bundle}: {reason}")]
+    BadSpec {
+        /// The bundle directory.
+        bundle: PathBuf,
+        /// What is wrong and how to fix it.
+        reason: String,
+    },
+
+    /// oci-spec refused to build or (de)serialise the runtime spec.
+    #[error("OCI runtime spec for {path}: {source}; this is a netprobe bug if the input was valid")]
+    Spec {
+        /// The config.json (or bundle) path concerned.
+        path: PathBuf,
+        /// The oci-spec error.
+        #[source]
+        source: oci_spec::OciSpecError,
+    },
+
+    /// config.json could not be serialised to / parsed from JSON.
+    #[error("config.json {path} is not valid OCI JSON: {source}; regenerate the bundle")]
+    Json {
+        /// The config.json path.
+        path: PathBuf,
+        /// The serde_json error.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// A container id that runc would refuse (empty, or characters outside `[A-Za-z0-9_+.-]`).
+    #[error(
+        "container id {id:?} is not a valid runc id; use letters, digits and `_+.-` only (see unique_container_id)"
+    )]
+    InvalidId {
+        /// The id as given.
+        id: String,
+    },
+
+    /// The runtime binary could not be started at all (missing, not executable).
+    #[error(
+        "cannot run the OCI runtime: {argv:?}: {source}; install runc (apt-get install runc) or pass its path with --runtime"
+    )]
+    Spawn {
+        /// The argv that was attempted.
+        argv: Vec<String>,
+        /// The OS error from exec.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The runtime ran and exited non-zero (or was killed by a signal: `code` None).
+    #[error(
+        "OCI runtime failed: {argv:?} exited with {}: {stderr_tail}{}",
+        code.map(|c| c.to_string()).unwrap_or_else(|| "a signal".into()),
+        log.as_ref().map(|l| format!(" (CRIU log: {})", l.display())).unwrap_or_default()
+    )]
+    Failed {
+        /// The full argv.
+        argv: Vec<String>,
+        /// The exit code, None when killed by a signal.
+        code: Option<i32>,
+        /// The last lines of stderr (and of runc's --log file), trimmed.
+        stderr_tail: String,
+        /// For checkpoint/restore: the CRIU log in the work path (dump.log or restore.log).
+        log: Option<PathBuf>,
+    },
+
+    /// The runtime's output could not be understood (e.g. `runc state` JSON).
+    #[error("cannot parse output of {argv:?}: {reason}; output was: {output}")]
+    Parse {
+        /// The argv whose output it was.
+        argv: Vec<String>,
+        /// What went wrong.
+        reason: String,
+        /// The (truncated) output.
+        output: String,
+    },
+
+    /// A container that must be gone is still known to the runtime.
+    #[error(
+        "container {id} still exists (status {status}) under runc root {root}; it must be gone before restore: run runc --root {root} delete -f {id} if it is yours"
+    )]
+    StillExists {
+        /// The container id.
+        id: String,
+        /// Its status per `runc state`.
+        status: String,
+        /// The runtime's state root.
+        root: PathBuf,
+    },
+
+    /// A container of that name already exists and was not created by this netprobe run.
+    #[error(
+        "a container named {id} already exists under runc root {root}; netprobe never deletes what it did not create: if it is yours, run runc --root {root} delete -f {id}"
+    )]
+    AlreadyExists {
+        /// The container id.
+        id: String,
+        /// The runtime's state root.
+        root: PathBuf,
+    },
+}
+
+/// Result alias of the `oci` module.
+pub type Result<T, E = OciError> = std::result::Result<T, E>;
+
+/// Wrap an [`std::io::Error`] with the operation and path it concerns.
+pub(crate) fn io_err(
+    op: &'static str,
+    path: impl Into<PathBuf>,
+) -> impl FnOnce(std::io::Error) -> OciError {
+    let path = path.into();
+    move |source| OciError::Io { op, path, source }
+}

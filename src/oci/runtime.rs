@@ -1,0 +1,546 @@
+//! OCI runtime wrapper (runc first; the argv is the common runc/crun CLI).
+//!
+//! Every call spawns the runtime binary directly (never a shell), always with `--root <private
+//! state dir>` and, when configured, `--criu <binary>` (runc 1.1 global option, "path to the criu
+//! binary used for checkpoint and restore"), so the runtime never picks whatever `criu` is first
+//! in `PATH` (Debian 12's 3.17 does not work on kernels >= 6.13).
+
+use std::ffi::OsString;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use super::bundle::now_nanos;
+use super::error::{OciError, Result, io_err};
+
+/// Bytes of stderr (from the end) kept in [`OciError::Failed`].
+const STDERR_TAIL_BYTES: usize = 2000;
+
+/// An OCI runtime binary and the private state it works in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Runtime {
+    /// The runtime binary, e.g. `/usr/bin/runc`.
+    pub path: PathBuf,
+    /// Private state directory, always passed as `--root` (never the shared `/run/runc`).
+    pub root: PathBuf,
+    /// CRIU binary, passed as `--criu` when set (e.g. `/opt/criu-4.1.1/sbin/criu`).
+    pub criu: Option<PathBuf>,
+    /// strace binary: when set, `checkpoint` runs as
+    /// `strace -f -tt -o <work_path>/strace-checkpoint.txt <runtime> …`.
+    /// `restore` is deliberately *not* wrapped: under `strace -f` the tasks CRIU forks become
+    /// strace's tracees and CRIU fails with "Can't attach to init: Operation not permitted"
+    /// (cr-restore.c, measured here with runc 1.1.5 + CRIU 4.1.1); its outcome has no
+    /// `strace_path`.
+    pub strace: Option<PathBuf>,
+}
+
+/// What one runtime invocation did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RuntimeOutcome {
+    /// The full argv, binary first (strace first when wrapped).
+    pub argv: Vec<String>,
+    /// Exit code; None when killed by a signal.
+    pub code: Option<i32>,
+    /// Captured stdout (UTF-8, lossy). Empty for `create`/`restore`, whose stdio is /dev/null.
+    pub stdout: String,
+    /// Captured stderr (UTF-8, lossy). For `create`/`restore`: the content of runc's `--log`
+    /// file (logrus text), since their stdio must be /dev/null.
+    pub stderr: String,
+    /// Wall time of the invocation, milliseconds, monotonic clock.
+    pub duration_ms: u64,
+    /// The strace output file, when the call was wrapped.
+    pub strace_path: Option<PathBuf>,
+}
+
+/// The runtime's view of one container (`runc state ID`, JSON).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct ContainerState {
+    /// Container id.
+    pub id: String,
+    /// Host pid of the container's init (0 when stopped).
+    pub pid: i32,
+    /// "created", "running", "paused" or "stopped".
+    pub status: String,
+    /// Bundle directory the container was created/restored from.
+    pub bundle: PathBuf,
+}
+
+/// How a runtime call's stdio is wired.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stdio3 {
+    /// stdin /dev/null, stdout + stderr piped (the runtime exits; nothing inherits the pipes).
+    Piped,
+    /// All three /dev/null, runc messages through `--log <tempfile>`: for `create` and `restore`,
+    /// whose container init would otherwise inherit the pipes (blocking the read forever) or a
+    /// host file (which makes the next checkpoint fail).
+    Detached,
+}
+
+impl Runtime {
+    /// A runtime at `path` using the private state directory `root` and, when given, the CRIU
+    /// binary `criu`. Nothing is checked or created here; `root` is created by the runtime.
+    pub fn new(path: impl Into<PathBuf>, root: impl Into<PathBuf>, criu: Option<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            root: root.into(),
+            criu,
+            strace: None,
+        }
+    }
+
+    /// The same runtime with `checkpoint` wrapped in `strace -f -tt` (binary `strace`); see the
+    /// `strace` field for why `restore` is not.
+    pub fn with_strace(mut self, strace: impl Into<PathBuf>) -> Self {
+        self.strace = Some(strace.into());
+        self
+    }
+
+    /// `<runtime> --version`: stdout holds e.g. "runc version 1.1.5+ds1\ncommit: …".
+    ///
+    /// Errors: [`OciError::Spawn`] (binary missing), [`OciError::Failed`].
+    pub fn version(&self) -> Result<RuntimeOutcome> {
+        let out = self.run_raw(vec!["--version".into()], Stdio3::Piped, None, false)?;
+        check(out, None)
+    }
+
+    /// `runc create --bundle B --pid-file P ID`, detached, no terminal, container stdio
+    /// /dev/null. The container's init then waits for [`Runtime::start`].
+    ///
+    /// Errors: [`OciError::InvalidId`], [`OciError::Spawn`], [`OciError::Failed`].
+    pub fn create(&self, id: &str, bundle: &Path, pid_file: &Path) -> Result<RuntimeOutcome> {
+        validate_id(id)?;
+        let args = vec![
+            "create".into(),
+            "--bundle".into(),
+            bundle.into(),
+            "--pid-file".into(),
+            pid_file.into(),
+            id.into(),
+        ];
+        check(self.run_raw(args, Stdio3::Detached, None, true)?, None)
+    }
+
+    /// `runc start ID`: run the created container's user process.
+    ///
+    /// Errors: [`OciError::InvalidId`], [`OciError::Spawn`], [`OciError::Failed`].
+    pub fn start(&self, id: &str) -> Result<RuntimeOutcome> {
+        validate_id(id)?;
+        check(
+            self.run_raw(vec!["start".into(), id.into()], Stdio3::Piped, None, true)?,
+            None,
+        )
+    }
+
+    /// `runc state ID`, parsed. `Ok(None)` when the runtime says the container does not exist.
+    ///
+    /// Errors: [`OciError::InvalidId`], [`OciError::Spawn`], [`OciError::Failed`] (any other
+    /// failure), [`OciError::Parse`] (stdout is not the state JSON).
+    pub fn state(&self, id: &str) -> Result<Option<ContainerState>> {
+        validate_id(id)?;
+        let out = self.run_raw(vec!["state".into(), id.into()], Stdio3::Piped, None, true)?;
+        if out.code != Some(0) && says_does_not_exist(&out.stderr) {
+            return Ok(None);
+        }
+        let out = check(out, None)?;
+        serde_json::from_str(&out.stdout)
+            .map(Some)
+            .map_err(|e| OciError::Parse {
+                argv: out.argv.clone(),
+                reason: e.to_string(),
+                output: truncate_tail(&out.stdout, STDERR_TAIL_BYTES),
+            })
+    }
+
+    /// `runc kill ID SIGNAL` (signal as runc accepts it: "KILL", "SIGKILL", "9", …). For KILL the
+    /// init's pid is read first and reaped afterwards if it is our child (subreaper case).
+    ///
+    /// Errors: [`OciError::InvalidId`], [`OciError::Spawn`], [`OciError::Failed`] (also when the
+    /// container is not running or does not exist).
+    pub fn kill(&self, id: &str, signal: &str) -> Result<RuntimeOutcome> {
+        validate_id(id)?;
+        let fatal = matches!(signal, "KILL" | "SIGKILL" | "9");
+        let pid = if fatal { self.init_pid(id) } else { None };
+        let out = check(
+            self.run_raw(
+                vec!["kill".into(), id.into(), signal.into()],
+                Stdio3::Piped,
+                None,
+                true,
+            )?,
+            None,
+        )?;
+        if let Some(pid) = pid {
+            reap_if_child(pid);
+        }
+        Ok(out)
+    }
+
+    /// `runc delete [--force] ID`; the init's pid (if any) is reaped afterwards if it is our child.
+    ///
+    /// Errors: [`OciError::InvalidId`], [`OciError::Spawn`], [`OciError::Failed`].
+    pub fn delete(&self, id: &str, force: bool) -> Result<RuntimeOutcome> {
+        validate_id(id)?;
+        let mut args: Vec<OsString> = vec!["delete".into()];
+        if force {
+            args.push("--force".into());
+        }
+        args.push(id.into());
+        let pid = self.init_pid(id);
+        let out = check(self.run_raw(args, Stdio3::Piped, None, true)?, None)?;
+        if let Some(pid) = pid {
+            reap_if_child(pid);
+        }
+        Ok(out)
+    }
+
+    /// `runc checkpoint --image-path I --work-path W [extra…] ID`. Without `--leave-running` in
+    /// `extra` the container is stopped and removed by runc afterwards (its former init is reaped
+    /// if it is our child). CRIU writes `dump.log`
+    /// to `work_path`; both directories are created if missing.
+    ///
+    /// Errors: [`OciError::InvalidId`], [`OciError::Io`], [`OciError::Spawn`],
+    /// [`OciError::Failed`] (carrying `<work_path>/dump.log`).
+    pub fn checkpoint(
+        &self,
+        id: &str,
+        image_path: &Path,
+        work_path: &Path,
+        extra: &[String],
+    ) -> Result<RuntimeOutcome> {
+        validate_id(id)?;
+        fs::create_dir_all(image_path).map_err(io_err("create directory", image_path))?;
+        fs::create_dir_all(work_path).map_err(io_err("create directory", work_path))?;
+        let mut args: Vec<OsString> = vec![
+            "checkpoint".into(),
+            "--image-path".into(),
+            image_path.into(),
+            "--work-path".into(),
+            work_path.into(),
+        ];
+        args.extend(extra.iter().map(OsString::from));
+        args.push(id.into());
+        let strace = self
+            .strace
+            .as_ref()
+            .map(|_| work_path.join("strace-checkpoint.txt"));
+        let stops = !extra
+            .iter()
+            .any(|a| a == "--leave-running" || a == "--pre-dump");
+        let pid = if stops { self.init_pid(id) } else { None };
+        let out = self.run_raw(args, Stdio3::Piped, strace, true)?;
+        let out = check(out, Some(work_path.join("dump.log")))?;
+        if let Some(pid) = pid {
+            reap_if_child(pid);
+        }
+        Ok(out)
+    }
+
+    /// `runc restore --detach --bundle B --image-path I --work-path W --pid-file P [extra…] ID`,
+    /// stdio /dev/null (runc's messages via `--log`). CRIU writes `restore.log` to `work_path`
+    /// (created if missing). Never wrapped in strace (see [`Runtime::strace`]).
+    ///
+    /// Errors: [`OciError::InvalidId`], [`OciError::Io`], [`OciError::Spawn`],
+    /// [`OciError::Failed`] (carrying `<work_path>/restore.log`).
+    pub fn restore(
+        &self,
+        id: &str,
+        bundle: &Path,
+        image_path: &Path,
+        work_path: &Path,
+        pid_file: &Path,
+        extra: &[String],
+    ) -> Result<RuntimeOutcome> {
+        validate_id(id)?;
+        fs::create_dir_all(work_path).map_err(io_err("create directory", work_path))?;
+        let mut args: Vec<OsString> = vec![
+            "restore".into(),
+            "--detach".into(),
+            "--bundle".into(),
+            bundle.into(),
+            "--image-path".into(),
+            image_path.into(),
+            "--work-path".into(),
+            work_path.into(),
+            "--pid-file".into(),
+            pid_file.into(),
+        ];
+        args.extend(extra.iter().map(OsString::from));
+        args.push(id.into());
+        // Never under strace: see the `strace` field (CRIU cannot attach to strace's tracees).
+        let out = self.run_raw(args, Stdio3::Detached, None, true)?;
+        check(out, Some(work_path.join("restore.log")))
+    }
+
+    /// Prove the runtime no longer knows `id`: `runc state ID` reports it does not exist.
+    ///
+    /// Errors: [`OciError::StillExists`] ("container ID still exists (status …)"), or those of
+    /// [`Runtime::state`].
+    pub fn prove_gone(&self, id: &str) -> Result<()> {
+        match self.state(id)? {
+            None => Ok(()),
+            Some(st) => Err(OciError::StillExists {
+                id: id.to_string(),
+                status: st.status,
+                root: self.root.clone(),
+            }),
+        }
+    }
+
+    /// The container's init pid per `runc state`, when it is running/created/paused (> 0).
+    fn init_pid(&self, id: &str) -> Option<i32> {
+        match self.state(id) {
+            Ok(Some(st)) if st.pid > 0 => Some(st.pid),
+            _ => None,
+        }
+    }
+
+    /// Global options: `--root R [--criu C]`.
+    fn global_args(&self) -> Vec<OsString> {
+        let mut g: Vec<OsString> = vec!["--root".into(), self.root.clone().into()];
+        if let Some(c) = &self.criu {
+            g.push("--criu".into());
+            g.push(c.clone().into());
+        }
+        g
+    }
+
+    /// Spawn the runtime (optionally under strace), wait, capture. Never fails on a non-zero
+    /// exit; only on spawn failure or I/O around the log file.
+    fn run_raw(
+        &self,
+        args: Vec<OsString>,
+        stdio: Stdio3,
+        strace_out: Option<PathBuf>,
+        with_globals: bool,
+    ) -> Result<RuntimeOutcome> {
+        let mut argv: Vec<OsString> = Vec::new();
+        if let (Some(strace), Some(out)) = (&self.strace, &strace_out) {
+            argv.extend([
+                strace.clone().into_os_string(),
+                "-f".into(),
+                "-tt".into(),
+                "-o".into(),
+                out.clone().into_os_string(),
+            ]);
+        }
+        argv.push(self.path.clone().into_os_string());
+        if with_globals {
+            argv.extend(self.global_args());
+        }
+        let log = match stdio {
+            Stdio3::Detached => {
+                let f = tempfile::Builder::new()
+                    .prefix("netprobe-runc-")
+                    .suffix(".log")
+                    .tempfile()
+                    .map_err(io_err("create temporary runc log in", std::env::temp_dir()))?;
+                argv.push("--log".into());
+                argv.push(f.path().into());
+                Some(f)
+            }
+            Stdio3::Piped => None,
+        };
+        argv.extend(args);
+        let argv_str: Vec<String> = argv
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..]).stdin(Stdio::null());
+        match stdio {
+            Stdio3::Piped => {
+                cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+            }
+            Stdio3::Detached => {
+                cmd.stdout(Stdio::null()).stderr(Stdio::null());
+            }
+        }
+        let t0 = Instant::now();
+        let output = cmd.output().map_err(|source| OciError::Spawn {
+            argv: argv_str.clone(),
+            source,
+        })?;
+        let duration_ms = t0.elapsed().as_millis() as u64;
+        let stderr = match &log {
+            Some(f) => fs::read_to_string(f.path()).unwrap_or_default(),
+            None => String::from_utf8_lossy(&output.stderr).into_owned(),
+        };
+        Ok(RuntimeOutcome {
+            argv: argv_str,
+            code: output.status.code(),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr,
+            duration_ms,
+            strace_path: strace_out.filter(|_| self.strace.is_some()),
+        })
+    }
+}
+
+/// Turn a non-zero exit into [`OciError::Failed`] (with the CRIU log path when given).
+fn check(out: RuntimeOutcome, criu_log: Option<PathBuf>) -> Result<RuntimeOutcome> {
+    if out.code == Some(0) {
+        return Ok(out);
+    }
+    Err(OciError::Failed {
+        argv: out.argv,
+        code: out.code,
+        stderr_tail: truncate_tail(out.stderr.trim(), STDERR_TAIL_BYTES),
+        log: criu_log,
+    })
+}
+
+/// Whether runc's stderr says the container is unknown ("container does not exist").
+fn says_does_not_exist(stderr: &str) -> bool {
+    stderr.contains("does not exist")
+}
+
+fn truncate_tail(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut start = s.len() - max;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("…{}", &s[start..])
+}
+
+/// runc's id rule (`^[\w+-\.]+$`): non-empty, ASCII letters, digits and `_+-.`.
+fn validate_id(id: &str) -> Result<()> {
+    let ok = !id.is_empty()
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'+' | b'-' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(OciError::InvalidId { id: id.to_string() })
+    }
+}
+
+/// A fresh container id `<prefix>-<pid>-<nanos since epoch>`, valid for runc: characters of
+/// `prefix` outside `[A-Za-z0-9_+.-]` become `-`, and an empty prefix becomes "netprobe".
+pub fn unique_container_id(prefix: &str) -> String {
+    let mut p: String = prefix
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '+' | '-' | '.') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    if p.is_empty() {
+        p = "netprobe".into();
+    }
+    format!("{p}-{}-{}", std::process::id(), now_nanos())
+}
+
+/// Fail when `id` already exists under `runtime`'s root: netprobe never deletes a container it
+/// did not create.
+///
+/// Errors: [`OciError::AlreadyExists`] ("a container named ID already exists under runc root R;
+/// … run runc --root R delete -f ID"), or those of [`Runtime::state`].
+pub fn refuse_existing(runtime: &Runtime, id: &str) -> Result<()> {
+    match runtime.state(id)? {
+        None => Ok(()),
+        Some(_) => Err(OciError::AlreadyExists {
+            id: id.to_string(),
+            root: runtime.root.clone(),
+        }),
+    }
+}
+
+/// Read a runtime `--pid-file` (decimal pid, optional trailing newline).
+///
+/// Errors: [`OciError::Io`] (unreadable), [`OciError::Parse`] (not a positive integer).
+pub fn read_pid_file(path: &Path) -> Result<i32> {
+    let s = fs::read_to_string(path).map_err(io_err("read pid file", path))?;
+    match s.trim().parse::<i32>() {
+        Ok(p) if p > 0 => Ok(p),
+        _ => Err(OciError::Parse {
+            argv: vec![path.display().to_string()],
+            reason: "pid file does not hold a positive integer".into(),
+            output: truncate_tail(&s, 200),
+        }),
+    }
+}
+
+/// Owns a container for its lifetime: on drop (success, error or panic) it runs
+/// `runc kill ID KILL` and `runc delete --force ID`, ignoring "does not exist", so nothing leaks.
+/// Create it right after [`refuse_existing`] and before `create`/`restore`.
+///
+/// Zombies: when runc exits, the container's init is re-parented to the nearest child subreaper,
+/// else to pid 1, which leaves a `[sleep] <defunct>` until pid 1 gets to it. A caller that has set
+/// `PR_SET_CHILD_SUBREAPER` inherits the init instead; [`Runtime::kill`] (KILL),
+/// [`Runtime::delete`] and [`Runtime::checkpoint`] (without `--leave-running`/`--pre-dump`) then
+/// reap that pid (waitpid on that pid only, at most 2 s), and so does this guard.
+#[derive(Debug)]
+pub struct ContainerGuard {
+    /// The runtime that owns the container.
+    pub runtime: Runtime,
+    /// The container id.
+    pub id: String,
+    armed: bool,
+}
+
+impl ContainerGuard {
+    /// Guard container `id` of `runtime` (armed).
+    pub fn new(runtime: &Runtime, id: impl Into<String>) -> Self {
+        Self {
+            runtime: runtime.clone(),
+            id: id.into(),
+            armed: true,
+        }
+    }
+
+    /// Do not clean up on drop (the container outlives this guard, e.g. a provisioned slot).
+    pub fn disarm(&mut self) {
+        self.armed = false;
+    }
+
+    /// Kill and force-delete now; then prove it is gone.
+    ///
+    /// Errors: those of [`Runtime::delete`] other than "does not exist", and of
+    /// [`Runtime::prove_gone`].
+    pub fn release(&mut self) -> Result<()> {
+        self.armed = false;
+        // kill and delete reap the init when it is our child (see the type's doc).
+        let _ = self.runtime.kill(&self.id, "KILL");
+        match self.runtime.delete(&self.id, true) {
+            Ok(_) => {}
+            Err(OciError::Failed { stderr_tail, .. }) if says_does_not_exist(&stderr_tail) => {}
+            Err(e) => return Err(e),
+        }
+        self.runtime.prove_gone(&self.id)
+    }
+}
+
+/// Reap `pid` if it is our child (it is when this process is a child subreaper,
+/// `prctl(PR_SET_CHILD_SUBREAPER)`: the runtime exits and the container's init is re-parented
+/// here). Otherwise (`ECHILD`) do nothing: pid 1 reaps it. Waits at most 2 s for the exit.
+fn reap_if_child(pid: i32) {
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+    let deadline = Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match waitpid(nix::unistd::Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) if Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            _ => return,
+        }
+    }
+}
+
+impl Drop for ContainerGuard {
+    fn drop(&mut self) {
+        if self.armed
+            && let Err(e) = self.release()
+        {
+            eprintln!("netprobe: cleaning up container {}: {e}", self.id);
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! The `criu` rung: does CRIU itself dump and restore a network namespace faithfully?
+//!
+//! A holder child (own netns, `lo` up, session leader, stdio on /dev/null) is dumped with
+//! `criu dump -t PID --leave-running -v4`, killed, restored with `criu restore -d -v4`, and its
+//! network state (links, addresses, routes; no counters) captured in-process before and after.
+//! Files: `images/` (the CRIU image), `images.json` (inventory with sha256), `dump.log`,
+//! `restore.log`, `netstate-before.json`, `netstate-after.json`, `ip-before.txt`,
+//! `ip-after.txt`, and with `--strace` `strace-dump.txt` / `strace-restore.txt`.
+
+use crate::criu::{self, Criu, DumpOpts, RestoreOpts};
+use crate::evidence::result::RungName;
+use crate::netlink::NetState;
+use crate::ns::{self, Holder, HolderOptions, ProcessGuard, ProcessIdentity};
+use crate::probe::rung::{RungCtx, RungError, RungOutput, at};
+use crate::probe::util;
+use std::path::Path;
+
+fn capture(netns: &Path) -> Result<NetState, String> {
+    ns::run_in_netns(netns, crate::netlink::capture)
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())
+}
+
+/// Runs the rung. Errors (phase): `holder`, `state capture`, `criu dump`, `criu restore`
+/// (naming the log to read), `evidence`.
+pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
+    let ev = ctx.evidence;
+    let name = RungName::Criu.as_str();
+    let dir = ev.rung_dir(RungName::Criu).map_err(at("evidence"))?;
+    let rel = |f: &str| format!("{name}/{f}");
+    let images = dir.join("images");
+    std::fs::create_dir_all(&images).map_err(at("evidence"))?;
+    let mut out = RungOutput::default();
+    let criu = Criu {
+        path: ctx.criu.clone(),
+    };
+
+    let holder = Holder::spawn(&HolderOptions {
+        exe: ctx.exe.clone(),
+        lo_up: true,
+    })
+    .map_err(at("holder"))?;
+    let id = holder.identity().clone();
+    out.fact("dumped_pid", id.pid);
+    out.fact("netns_inode_before", id.netns_inode);
+    let before = match capture(&holder.netns_path()) {
+        Ok(s) => s,
+        Err(e) => return Err(RungError::new("state capture", e).with(out)),
+    };
+    ev.write(
+        &rel("netstate-before.json"),
+        before.to_canonical_json().as_bytes(),
+    )
+    .map_err(at("evidence"))?;
+    if let Ok(t) = util::ip_view(id.pid) {
+        let _ = ev.write(&rel("ip-before.txt"), t.as_bytes());
+    }
+
+    let dump = out.timed("dump", || {
+        criu.dump(&DumpOpts {
+            work_dir: Some(dir.clone()),
+            leave_running: true,
+            strace: ctx.strace.then(|| dir.join("strace-dump.txt")),
+            ..DumpOpts::new(id.pid, images.clone())
+        })
+    });
+    if let Err(e) = dump {
+        return Err(RungError::new(
+            "criu dump",
+            format!("{e} (read {})", dir.join("dump.log").display()),
+        )
+        .with(out));
+    }
+    holder.stop().map_err(at("holder stop"))?;
+
+    let pidfile = dir.join("restore.pid");
+    let restore = out.timed("restore", || {
+        criu.restore(&RestoreOpts {
+            work_dir: Some(dir.clone()),
+            strace: ctx.strace.then(|| dir.join("strace-restore.txt")),
+            ..RestoreOpts::new(images.clone(), pidfile.clone())
+        })
+    });
+    if let Err(e) = restore {
+        return Err(RungError::new(
+            "criu restore",
+            format!("{e} (read {})", dir.join("restore.log").display()),
+        )
+        .with(out));
+    }
+    let pid: i32 = match criu::read_pidfile(&pidfile) {
+        Ok(p) => p,
+        Err(e) => return Err(RungError::new("criu restore", e).with(out)),
+    };
+    let restored = match ProcessIdentity::read(pid).and_then(ProcessGuard::adopt) {
+        Ok(g) => g,
+        Err(e) => return Err(RungError::new("criu restore", e).with(out)),
+    };
+    out.fact("restored_pid", pid);
+    out.fact("netns_inode_after", restored.identity().netns_inode);
+    let after = capture(Path::new(&format!("/proc/{pid}/ns/net")));
+    if let Ok(t) = util::ip_view(pid) {
+        let _ = ev.write(&rel("ip-after.txt"), t.as_bytes());
+    }
+    drop(restored);
+    let after = after.map_err(|e| RungError::new("state capture", e))?;
+    ev.write(
+        &rel("netstate-after.json"),
+        after.to_canonical_json().as_bytes(),
+    )
+    .map_err(at("evidence"))?;
+
+    let inv = criu::inventory(&images).map_err(at("image inventory"))?;
+    out.fact("image_files", inv.len());
+    ev.write_json(&rel("images.json"), &inv)
+        .map_err(at("evidence"))?;
+    let equal = before.to_canonical_json() == after.to_canonical_json();
+    out.fact("state_byte_equal", equal);
+    out.summary = format!(
+        "CRIU dumped and restored the netns: {} image files, lo UP with 127.0.0.1/8 after restore: {}, state byte-equal: {}",
+        inv.len(),
+        after.lo_up_with_127(),
+        equal
+    );
+    Ok(out)
+}

@@ -1,0 +1,67 @@
+//! The `external-netns` rung: the documented workaround. A holder process (netprobe re-executed
+//! in its hidden `holder` mode) owns the network namespace; `config.json` names it by path
+//! (`/proc/<holder>/ns/net`), so runc passes `--external net[<inode>]:extRootNetNS` at
+//! checkpoint and an inherit-fd with that key at restore. The holder's identity (pid, start
+//! time, netns inode) is proven before `holder.json` is written and re-verified before every
+//! later step; it is stopped through a pidfd after the container is proven gone (its Drop does
+//! so on failure and panic too).
+
+use crate::evidence::result::RungName;
+use crate::ns::{Holder, HolderOptions};
+use crate::oci::NetnsSpec;
+use crate::probe::rung::{RungCtx, RungError, RungOutput, at};
+use crate::probe::runtime_cycle::run_cycle;
+
+/// Runs the rung. Errors: `holder` (could not start, or its identity changed: fail closed),
+/// `evidence`, and those of [`run_cycle`].
+pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
+    let mut out = RungOutput::default();
+    let holder = Holder::spawn(&HolderOptions {
+        exe: ctx.exe.clone(),
+        lo_up: true,
+    })
+    .map_err(at("holder"))?;
+    let id = holder.identity().clone();
+    let holder_json = serde_json::json!({
+        "schema_version": 1,
+        "pid": id.pid,
+        "start_time": id.start_time,
+        "netns_inode": id.netns_inode,
+        "netns_path": holder.netns_path().display().to_string(),
+        "exe": ctx.exe.display().to_string(),
+        "created_at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+    });
+    crate::evidence::validate_holder(&holder_json)
+        .map_err(|e| RungError::new("holder.json", e.join("; ")))?;
+    ctx.evidence
+        .write_json(
+            &format!("{}/holder.json", RungName::ExternalNetns.as_str()),
+            &holder_json,
+        )
+        .map_err(at("evidence"))?;
+    out.fact("holder_pid", id.pid);
+    out.fact("holder_start_time", id.start_time);
+    out.fact("holder_netns_inode", id.netns_inode);
+
+    let reverify = || holder.verify().map_err(|e| e.to_string());
+    let res = run_cycle(
+        ctx,
+        RungName::ExternalNetns,
+        NetnsSpec::Path(holder.netns_path()),
+        &reverify,
+        &mut out,
+    );
+    // The container is proven gone (or never existed) here; stop the holder through its pidfd.
+    let stop = holder.stop();
+    let states = match res {
+        Ok(s) => s,
+        Err(e) => return Err(e.with(out)),
+    };
+    stop.map_err(at("holder stop"))?;
+    out.summary = format!(
+        "holder-owned netns kept: lo UP with 127.0.0.1/8 after restore: {}, state byte-equal: {}",
+        states.after.lo_up_with_127(),
+        states.before.to_canonical_json() == states.after.to_canonical_json()
+    );
+    Ok(out)
+}

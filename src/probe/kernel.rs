@@ -1,0 +1,103 @@
+//! The `kernel` rung: does the kernel answer CRIU's exact `RTM_GETLINK` dump in a fresh netns?
+//!
+//! A holder child of netprobe calls `unshare(CLONE_NEWNET)` (netprobe's own namespaces never
+//! change); a thread enters its netns and sends the 20-byte request CRIU's `dump_links()` sends
+//! (criu/net.c, CRIU 4.x), decodes the replies as `dump_one_link()` does, records the request
+//! and reply bytes, then brings `lo` up and dumps links and addresses again.
+//! Files: `request.bin`, `reply-fresh.bin`, `links-fresh.json`, `reply-lo-up.bin`,
+//! `links-lo-up.json`, `kernel.log` (CRIU's own line format), `netstate-before.json`,
+//! `netstate-after.json`, `ip-addr.txt` (iproute2's view, for people).
+
+use crate::evidence::result::RungName;
+use crate::netlink::{self, LinkDump, NetState};
+use crate::ns::{self, Holder, HolderOptions};
+use crate::probe::rung::{RungCtx, RungError, RungOutput, at};
+use crate::probe::util;
+
+/// Runs the rung. Errors: `holder` when the fresh-netns child cannot start, `RTM_GETLINK` when
+/// the dump fails (NLMSG_ERROR or socket error), `evidence` when a file cannot be written.
+pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
+    let ev = ctx.evidence;
+    let rel = |f: &str| format!("{}/{f}", RungName::Kernel.as_str());
+    let mut out = RungOutput::default();
+
+    let holder = Holder::spawn(&HolderOptions {
+        exe: ctx.exe.clone(),
+        lo_up: false,
+    })
+    .map_err(at("holder"))?;
+    let id = holder.identity().clone();
+    out.fact("holder_pid", id.pid);
+    out.fact("netns_inode", id.netns_inode);
+    out.fact("own_netns_inode", ns::own_netns_inode().ok());
+
+    type Probe = (LinkDump, NetState, LinkDump, NetState);
+    let res: Result<Probe, String> = out.timed("dumps", || {
+        ns::run_in_netns(&holder.netns_path(), || -> Result<Probe, String> {
+            let fresh = netlink::dump_links_criu()
+                .map_err(|e| format!("RTM_GETLINK (fresh netns): {e}"))?;
+            let before = crate::netlink::capture().map_err(|e| format!("state capture: {e}"))?;
+            let lo = netlink::link_index("lo").map_err(|e| format!("finding lo: {e}"))?;
+            netlink::set_link_up(lo).map_err(|e| format!("bringing lo up: {e}"))?;
+            let up = netlink::dump_links_criu().map_err(|e| format!("RTM_GETLINK (lo up): {e}"))?;
+            let after = crate::netlink::capture().map_err(|e| format!("state capture: {e}"))?;
+            Ok((fresh, before, up, after))
+        })
+        .map_err(|e| e.to_string())
+        .and_then(|r| r)
+    });
+    let (fresh, before, up, after) = res.map_err(|e| RungError::new("RTM_GETLINK", e))?;
+    let ip_text =
+        util::ip_view(id.pid).unwrap_or_else(|e| format!("nsenter/ip could not run: {e}\n"));
+
+    let w = |f: &str, b: &[u8]| ev.write(&rel(f), b).map_err(at("evidence"));
+    w("request.bin", &fresh.request)?;
+    w("reply-fresh.bin", &fresh.reply)?;
+    w("reply-lo-up.bin", &up.reply)?;
+    ev.write_json(&rel("links-fresh.json"), &fresh.links)
+        .map_err(at("evidence"))?;
+    ev.write_json(&rel("links-lo-up.json"), &up.links)
+        .map_err(at("evidence"))?;
+    let mut log = String::new();
+    log.push_str(&format!(
+        "netprobe kernel rung: CRIU-exact RTM_GETLINK dump ({} request bytes, seq {}, AF_PACKET, flags 0x301) in a fresh netns\n",
+        fresh.request.len(),
+        netlink::CRIU_LINK_DUMP_SEQ
+    ));
+    for (label, d) in [("fresh netns", &fresh), ("after lo up", &up)] {
+        log.push_str(&format!(
+            "Dump NET namespace info {} via {} ({label})\n",
+            id.netns_inode, id.pid
+        ));
+        for l in &d.links {
+            log.push_str(&l.criu_log_line());
+            log.push('\n');
+        }
+    }
+    w("kernel.log", log.as_bytes())?;
+    w("ip-addr.txt", ip_text.as_bytes())?;
+    w(
+        "netstate-before.json",
+        before.to_canonical_json().as_bytes(),
+    )?;
+    w("netstate-after.json", after.to_canonical_json().as_bytes())?;
+    holder.stop().map_err(at("holder stop"))?;
+
+    out.fact("links_fresh", fresh.links.len());
+    out.fact("reply_bytes_fresh", fresh.reply.len());
+    out.fact("lo_up_with_127_after", after.lo_up_with_127());
+    let lo_type = fresh
+        .links
+        .iter()
+        .find(|l| l.name == "lo")
+        .map(|l| l.link_type);
+    out.summary = format!(
+        "RTM_GETLINK answered: {} link(s), lo type {}; after bring-up lo UP with 127.0.0.1/8: {}",
+        fresh.links.len(),
+        lo_type
+            .map(|t| t.to_string())
+            .unwrap_or_else(|| "missing".into()),
+        after.lo_up_with_127()
+    );
+    Ok(out)
+}

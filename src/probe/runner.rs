@@ -1,0 +1,384 @@
+//! The ladder runner: validates the request, refuses an unready host, creates the evidence
+//! folder, runs the requested rungs cheapest first, evaluates each rung's assertions
+//! (`probes/<rung>.toml`) over what it wrote, computes the verdict and writes
+//! `netprobe-result.json` last. Evidence written before a failure is always kept.
+
+use crate::assert;
+use crate::evidence::result::{
+    Artifact, BinaryFacts, RunResult, RungName, RungResult, SCHEMA_VERSION, Status, VerdictCode,
+};
+use crate::evidence::{self, EvidenceDir};
+use crate::host;
+use crate::probe::rung::{RungCtx, RungError, RungOutput};
+use crate::probe::{criu_rung, external_netns, kernel, oci_rung, verdict};
+use crate::report::progress::Progress;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// What `netprobe run` was asked to do.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Rungs to run, validated by [`parse_phases`]: known names, ladder order, no repeats.
+    pub phases: Vec<RungName>,
+    /// Evidence folder; `None` = a new timestamped folder under `./evidence`.
+    pub evidence: Option<PathBuf>,
+    /// OCI runtime binary (default: `runc` in PATH).
+    pub runtime: PathBuf,
+    /// CRIU binary (default: /opt/criu-4.1.1/sbin/criu, else `criu` in PATH).
+    pub criu: PathBuf,
+    /// Rootfs for the runtime rungs; `None` = the built-in busybox rootfs.
+    pub rootfs: Option<PathBuf>,
+    /// Run CRIU (and the runtime, following forks) under `strace -f`.
+    pub strace: bool,
+    /// The netprobe binary re-executed for holders (`__holder`).
+    pub exe: PathBuf,
+    /// The argv, recorded in the result.
+    pub command: Vec<String>,
+}
+
+/// Why a run did not produce a result, with its exit code (README's table).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Bad input: exit 2.
+    #[error("{0}")]
+    Usage(String),
+    /// The host refused (not root, CRIU config file, missing prerequisite): exit 3.
+    #[error("{0}")]
+    HostRefused(String),
+    /// Something failed before any rung could run, or while writing the result: exit 4.
+    #[error("{0}")]
+    CouldNotRun(String),
+}
+
+impl RunError {
+    /// The process exit code for this error (README's table).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            RunError::Usage(_) => 2,
+            RunError::HostRefused(_) => 3,
+            RunError::CouldNotRun(_) => 4,
+        }
+    }
+}
+
+/// Parses `--phases`: a comma-separated list of rung names in ladder order
+/// (`kernel,criu,oci,external-netns`), each at most once.
+///
+/// Errors: `Usage` naming the unknown phase, the repeat, or the order it must follow.
+pub fn parse_phases(s: &str) -> Result<Vec<RungName>, RunError> {
+    let all: Vec<&str> = RungName::ALL.iter().map(|r| r.as_str()).collect();
+    let mut out: Vec<RungName> = Vec::new();
+    for part in s.split(',').map(str::trim) {
+        if part.is_empty() {
+            return Err(RunError::Usage(format!(
+                "--phases {s:?} has an empty entry; use a comma-separated list of {}",
+                all.join(",")
+            )));
+        }
+        let Some(r) = RungName::parse(part) else {
+            return Err(RunError::Usage(format!(
+                "--phases: unknown phase {part:?}; the phases are {}",
+                all.join(",")
+            )));
+        };
+        if out.contains(&r) {
+            return Err(RunError::Usage(format!("--phases: {part} is named twice")));
+        }
+        if let Some(last) = out.last()
+            && *last > r
+        {
+            return Err(RunError::Usage(format!(
+                "--phases: {part} comes before {last} in the ladder; list phases cheapest first: {}",
+                all.join(",")
+            )));
+        }
+        out.push(r);
+    }
+    Ok(out)
+}
+
+fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// Declared differences that hold for every run of the given phases, beside the pin ones.
+pub fn standing_differences(phases: &[RungName]) -> Vec<String> {
+    let mut d = Vec::new();
+    if phases.contains(&RungName::ExternalNetns) {
+        d.push("external-netns: the network namespace is HARNESS-OWNED and is not part of the CRIU image: the runtime passes it to CRIU as an external (extRootNetNS), CRIU records only the key, and the same namespace (the holder's) must exist at restore".to_string());
+        d.push("external-netns: the holder process's memory and CPU are costs of the harness and are NOT inside the container's cgroup".to_string());
+    }
+    if phases.contains(&RungName::Oci) || phases.contains(&RungName::ExternalNetns) {
+        d.push("runtime rungs run /bin/sleep (busybox) on a read-only rootfs, not the production image; no TCP connection is kept across checkpoint/restore".to_string());
+    }
+    if phases.contains(&RungName::Kernel) || phases.contains(&RungName::Criu) {
+        d.push("kernel and criu rungs probe a netns holding only lo; containers with more links are not covered by these rungs".to_string());
+    }
+    d
+}
+
+/// Runs the ladder and writes the evidence; returns the result (also written to
+/// `DIR/netprobe-result.json`) and the evidence folder.
+///
+/// Errors: `Usage` for bad input (evidence folder exists, rootfs without sleep), `HostRefused`
+/// for an unready host (exit 3), `CouldNotRun` when no result could be written. A rung that
+/// fails or errors is not an error here: it is recorded in the result.
+pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, PathBuf), RunError> {
+    let started_at = now_rfc3339();
+    let t0 = Instant::now();
+    if opts.phases.is_empty() {
+        return Err(RunError::Usage("--phases names no phase".into()));
+    }
+    let needs_runtime = opts
+        .phases
+        .iter()
+        .any(|p| matches!(p, RungName::Oci | RungName::ExternalNetns));
+
+    // Host gates: root, no CRIU config file, CRIU present and `criu check` passes.
+    host::check_root().map_err(|e| RunError::HostRefused(e.to_string()))?;
+    host::refuse_criu_config().map_err(|e| RunError::HostRefused(e.to_string()))?;
+    let criu_facts =
+        host::refuse_unless_ready(&opts.criu).map_err(|e| RunError::HostRefused(e.to_string()))?;
+    let runtime_facts: Option<BinaryFacts> = if needs_runtime {
+        Some(
+            host::binary_facts(&opts.runtime, host::BinaryKind::Runtime)
+                .map_err(|e| RunError::HostRefused(e.to_string()))?,
+        )
+    } else {
+        None
+    };
+    if let Some(rootfs) = &opts.rootfs
+        && needs_runtime
+    {
+        crate::oci::check_rootfs(rootfs).map_err(|e| RunError::Usage(e.to_string()))?;
+    }
+
+    let dir_path = opts
+        .evidence
+        .clone()
+        .unwrap_or_else(|| evidence::default_path(Path::new("evidence")));
+    let ev = EvidenceDir::create(&dir_path).map_err(|e| RunError::Usage(e.to_string()))?;
+    let dir_path = ev.root().to_path_buf();
+
+    let host_facts = host::host_facts(Some(criu_facts.clone()), runtime_facts.clone());
+    ev.write_json("host.json", &host_facts)
+        .map_err(|e| RunError::CouldNotRun(format!("writing host.json: {e}")))?;
+    let pins = host::check_pins(&criu_facts, runtime_facts.as_ref());
+    let mut declared = host::pin_differences_with_paths(&pins, &host_facts);
+    declared.extend(standing_differences(&opts.phases));
+
+    let ctx_base = RungCtx {
+        evidence: &ev,
+        criu: opts.criu.clone(),
+        runtime: opts.runtime.clone(),
+        rootfs: opts.rootfs.clone(),
+        strace: opts.strace,
+        exe: opts.exe.clone(),
+    };
+
+    // Restored processes re-parent to us, so we can reap them after killing them.
+    if let Err(e) = crate::probe::util::become_subreaper() {
+        declared.push(format!(
+            "netprobe could not become child subreaper ({e}): processes restored detached may stay as zombies of pid 1"
+        ));
+    }
+    let mut rungs = Vec::new();
+    for name in RungName::ALL {
+        if !opts.phases.contains(&name) {
+            rungs.push(skipped(name));
+            continue;
+        }
+        progress.rung_started(name);
+        let r = run_one(name, &ctx_base);
+        crate::probe::util::reap_exited_children();
+        progress.rung_finished(&r);
+        rungs.push(r);
+    }
+
+    let verdict = verdict::compute(&rungs);
+    let artifacts: Vec<Artifact> = ev
+        .inventory()
+        .map_err(|e| RunError::CouldNotRun(format!("listing the evidence folder: {e}")))?;
+    let result = RunResult {
+        schema_version: SCHEMA_VERSION,
+        tool: "netprobe".into(),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        command: opts.command.clone(),
+        started_at,
+        finished_at: now_rfc3339(),
+        duration_ms: t0.elapsed().as_millis() as u64,
+        phases: opts.phases.clone(),
+        host: host_facts,
+        pins,
+        declared_differences: declared,
+        rungs,
+        verdict,
+        artifacts,
+    };
+    ev.write_result(&result).map_err(|e| {
+        RunError::CouldNotRun(format!("writing {}: {e}", evidence::result::RESULT_FILE))
+    })?;
+    Ok((result, dir_path))
+}
+
+fn skipped(name: RungName) -> RungResult {
+    RungResult {
+        name,
+        status: Status::Skipped,
+        summary: "not requested with --phases".into(),
+        started_at: now_rfc3339(),
+        duration_ms: 0,
+        timings_ms: BTreeMap::new(),
+        facts: BTreeMap::new(),
+        assertions: vec![],
+        artifacts: vec![],
+        error: None,
+    }
+}
+
+/// Runs one rung, evaluates its assertions over what it wrote, and never panics the run:
+/// a rung error or panic becomes status `error` with the reason.
+fn run_one(name: RungName, ctx: &RungCtx) -> RungResult {
+    let started_at = now_rfc3339();
+    let t = Instant::now();
+    let rung_dir = ctx.evidence.root().join(name.as_str());
+    let out: Result<RungOutput, RungError> =
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match name {
+            RungName::Kernel => kernel::run(ctx),
+            RungName::Criu => criu_rung::run(ctx),
+            RungName::Oci => oci_rung::run(ctx),
+            RungName::ExternalNetns => external_netns::run(ctx),
+        })) {
+            Ok(r) => r,
+            Err(p) => {
+                let msg = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "panic".into());
+                Err(RungError::new("panic", msg))
+            }
+        };
+    let duration_ms = t.elapsed().as_millis() as u64;
+    let spec = match assert::ProbeSpec::builtin(name) {
+        Ok(s) => s,
+        Err(e) => {
+            return RungResult {
+                error: Some(format!("probes/{name}.toml: {e}")),
+                status: Status::Error,
+                summary: format!("could not load probes/{name}.toml: {e}"),
+                ..skipped(name)
+            };
+        }
+    };
+    let artifacts = ctx
+        .evidence
+        .inventory()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|a| a.path.starts_with(&format!("{}/", name.as_str())))
+        .collect();
+    match out {
+        Ok(o) => {
+            let assertions = assert::evaluate(&spec, &rung_dir);
+            let status = verdict::status_from_assertions(&assertions);
+            let summary = summarize(status, &o, &assertions);
+            RungResult {
+                name,
+                status,
+                summary,
+                started_at,
+                duration_ms,
+                timings_ms: o.timings_ms,
+                facts: o.facts,
+                assertions,
+                artifacts,
+                error: None,
+            }
+        }
+        Err(e) => {
+            // Evaluate what is there, for people; the status stays `error`.
+            let assertions = assert::evaluate(&spec, &rung_dir);
+            RungResult {
+                name,
+                status: Status::Error,
+                summary: format!("could not run: {e}"),
+                started_at,
+                duration_ms,
+                timings_ms: e.timings_ms.clone(),
+                facts: e.facts.clone(),
+                assertions,
+                artifacts,
+                error: Some(e.to_string()),
+            }
+        }
+    }
+}
+
+/// The deciding fact of a rung, one line.
+fn summarize(
+    status: Status,
+    out: &RungOutput,
+    assertions: &[crate::evidence::result::AssertionResult],
+) -> String {
+    match status {
+        Status::Pass => out.summary.clone(),
+        _ => {
+            let failed: Vec<String> = assertions
+                .iter()
+                .filter(|a| a.role == verdict::ROLE_PASS && !a.passed)
+                .map(|a| format!("{} failed", a.id))
+                .collect();
+            if out.summary.is_empty() {
+                failed.join("; ")
+            } else {
+                format!("{}; {}", out.summary, failed.join("; "))
+            }
+        }
+    }
+}
+
+/// The exit code of a finished run: 4 when a rung could not run, 1 when `expect` is given and
+/// differs from the verdict, else 0.
+pub fn exit_code(result: &RunResult, expect: Option<VerdictCode>) -> i32 {
+    if let Some(e) = expect
+        && e != result.verdict.code
+    {
+        return 1;
+    }
+    if result.rungs.iter().any(|r| r.status == Status::Error) {
+        return 4;
+    }
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phases_parse_in_ladder_order() {
+        assert_eq!(
+            parse_phases("kernel,criu,oci,external-netns").unwrap(),
+            RungName::ALL.to_vec()
+        );
+        assert_eq!(parse_phases("oci").unwrap(), vec![RungName::Oci]);
+        assert_eq!(
+            parse_phases(" kernel , oci ").unwrap(),
+            vec![RungName::Kernel, RungName::Oci]
+        );
+    }
+
+    #[test]
+    fn bad_phases_name_the_problem() {
+        let e = parse_phases("kernel,crui").unwrap_err().to_string();
+        assert!(e.contains("unknown phase \"crui\""), "{e}");
+        let e = parse_phases("criu,kernel").unwrap_err().to_string();
+        assert!(e.contains("kernel comes before criu"), "{e}");
+        let e = parse_phases("kernel,kernel").unwrap_err().to_string();
+        assert!(e.contains("named twice"), "{e}");
+        let e = parse_phases("kernel,,criu").unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+    }
+}

@@ -1,0 +1,207 @@
+//! The OCI runtime cycle shared by the `oci` and `external-netns` rungs: bundle (read-only
+//! rootfs, `sleep`, stdio on /dev/null, private `--root`), create + start, capture the netns
+//! state through the container's pid, checkpoint, prove the container gone, restore, capture
+//! again, kill + delete. The runtime is always pointed at netprobe's CRIU (`--criu PATH`).
+//! Files in the rung folder: `config.json`, `images/`, `images.json`, `dump.log` and
+//! `restore.log` (CRIU's, the rung folder is the runtime's work path), `netstate-before.json`,
+//! `netstate-after.json`, `ip-before.txt`, `ip-after.txt`, `runtime-*.json` (argv, exit code,
+//! stdout, stderr, milliseconds of each runtime call), `strace-checkpoint.txt` with `--strace`
+//! (restore is not traced: CRIU cannot restore tasks strace already traces).
+
+use crate::criu;
+use crate::evidence::result::RungName;
+use crate::netlink::NetState;
+use crate::ns;
+use crate::oci::{self, BundleSpec, ContainerGuard, NetnsSpec, Runtime};
+use crate::probe::rung::{RungCtx, RungError, RungOutput, at};
+use crate::probe::util;
+use std::path::{Path, PathBuf};
+
+/// The states captured around checkpoint/restore.
+pub struct CycleStates {
+    /// Before checkpoint.
+    pub before: NetState,
+    /// After restore.
+    pub after: NetState,
+    /// Number of files in the CRIU image.
+    pub image_files: usize,
+    /// Number of `netns-*.img` files in the CRIU image.
+    pub netns_images: usize,
+}
+
+fn capture(pid: i32) -> Result<NetState, String> {
+    ns::run_in_netns(
+        Path::new(&format!("/proc/{pid}/ns/net")),
+        crate::netlink::capture,
+    )
+    .map_err(|e| e.to_string())?
+    .map_err(|e| e.to_string())
+}
+
+/// Runs the cycle for `rung` with the container's network namespace `netns`. `reverify` is
+/// called before every namespace entry, checkpoint and restore (the holder's identity for the
+/// external-netns rung); when it fails, the cycle stops closed.
+///
+/// Errors (phase): `rootfs`, `bundle`, `runtime create/start/state/checkpoint/restore`
+/// (naming dump.log / restore.log), `container still exists`, `holder`, `state capture`.
+pub fn run_cycle(
+    ctx: &RungCtx,
+    rung: RungName,
+    netns: NetnsSpec,
+    reverify: &dyn Fn() -> Result<(), String>,
+    out: &mut RungOutput,
+) -> Result<CycleStates, RungError> {
+    let ev = ctx.evidence;
+    let dir = ev.rung_dir(rung).map_err(at("evidence"))?;
+    let rel = |f: &str| format!("{}/{f}", rung.as_str());
+    let images = dir.join("images");
+    std::fs::create_dir_all(&images).map_err(at("evidence"))?;
+
+    // Work area: rootfs (unless given), bundle and the runtime's private --root.
+    let work = tempfile::Builder::new()
+        .prefix("netprobe-")
+        .tempdir_in("/var/tmp")
+        .map_err(at("work area"))?;
+    let rootfs: PathBuf = match &ctx.rootfs {
+        Some(r) => r.clone(),
+        None => {
+            let r = work.path().join("rootfs");
+            oci::build_busybox_rootfs(&r).map_err(at("rootfs"))?;
+            r
+        }
+    };
+    oci::check_rootfs(&rootfs).map_err(at("rootfs"))?;
+    let bundle = work.path().join("bundle");
+    let spec = BundleSpec {
+        rootfs: rootfs.clone(),
+        readonly_root: true,
+        args: vec!["sleep".into(), "86400".into()],
+        netns,
+        resources: None,
+        hostname: "netprobe".into(),
+        cgroups_path: None,
+    };
+    let info = oci::write_bundle(&bundle, &spec).map_err(at("bundle"))?;
+    ev.adopt(&rel("config.json"), &info.config_path)
+        .map_err(at("evidence"))?;
+    out.fact("config_sha256", &info.sha256);
+
+    let mut runtime = Runtime::new(
+        ctx.runtime.clone(),
+        work.path().join("runtime-root"),
+        Some(ctx.criu.clone()),
+    );
+    if ctx.strace {
+        // Checkpoint only: CRIU cannot restore tasks that strace already traces.
+        runtime = runtime.with_strace(dir.join("strace-checkpoint.txt"));
+    }
+    let id = oci::unique_container_id(&format!("netprobe-{}", rung.as_str()));
+    out.fact("container_id", &id);
+    oci::refuse_existing(&runtime, &id).map_err(at("runtime state"))?;
+
+    let pid_file = work.path().join("container.pid");
+    runtime
+        .create(&id, &bundle, &pid_file)
+        .map_err(at("runtime create"))?;
+    let guard = ContainerGuard::new(&runtime, id.clone());
+    runtime.start(&id).map_err(at("runtime start"))?;
+    let pid = running_pid(&runtime, &id, "runtime state (after start)")?;
+    out.fact("container_pid_before", pid);
+
+    reverify().map_err(|e| RungError::new("holder", e))?;
+    let before = capture(pid).map_err(|e| RungError::new("state capture", e))?;
+    ev.write(
+        &rel("netstate-before.json"),
+        before.to_canonical_json().as_bytes(),
+    )
+    .map_err(at("evidence"))?;
+    if let Ok(t) = util::ip_view(pid) {
+        let _ = ev.write(&rel("ip-before.txt"), t.as_bytes());
+    }
+
+    reverify().map_err(|e| RungError::new("holder", e))?;
+    let ck = out.timed("checkpoint", || runtime.checkpoint(&id, &images, &dir, &[]));
+    match ck {
+        Ok(o) => {
+            let _ = ev.write_json(&rel("runtime-checkpoint.json"), &o);
+        }
+        Err(e) => {
+            return Err(RungError::new(
+                "runtime checkpoint",
+                format!("{e} (read {})", dir.join("dump.log").display()),
+            ));
+        }
+    }
+    runtime
+        .prove_gone(&id)
+        .map_err(at("container still exists after checkpoint"))?;
+
+    reverify().map_err(|e| RungError::new("holder", e))?;
+    let rs = out.timed("restore", || {
+        runtime.restore(&id, &bundle, &images, &dir, &pid_file, &[])
+    });
+    match rs {
+        Ok(o) => {
+            let _ = ev.write_json(&rel("runtime-restore.json"), &o);
+        }
+        Err(e) => {
+            return Err(RungError::new(
+                "runtime restore",
+                format!("{e} (read {})", dir.join("restore.log").display()),
+            ));
+        }
+    }
+    let pid = running_pid(&runtime, &id, "runtime state (after restore)")?;
+    out.fact("container_pid_after", pid);
+    reverify().map_err(|e| RungError::new("holder", e))?;
+    let after = capture(pid).map_err(|e| RungError::new("state capture", e));
+    if let Ok(t) = util::ip_view(pid) {
+        let _ = ev.write(&rel("ip-after.txt"), t.as_bytes());
+    }
+    drop(guard); // kill + delete
+    runtime
+        .prove_gone(&id)
+        .map_err(at("container still exists after delete"))?;
+    let after = after?;
+    ev.write(
+        &rel("netstate-after.json"),
+        after.to_canonical_json().as_bytes(),
+    )
+    .map_err(at("evidence"))?;
+
+    let inv = criu::inventory(&images).map_err(at("image inventory"))?;
+    ev.write_json(&rel("images.json"), &inv)
+        .map_err(at("evidence"))?;
+    let netns_images: Vec<String> = inv
+        .iter()
+        .filter(|f| f.name.starts_with("netns-"))
+        .map(|f| format!("{} ({} bytes)", f.name, f.bytes))
+        .collect();
+    out.fact("netns_images", &netns_images);
+    out.fact("image_files", inv.len());
+    out.fact(
+        "state_byte_equal",
+        before.to_canonical_json() == after.to_canonical_json(),
+    );
+    out.fact("lo_up_with_127_after", after.lo_up_with_127());
+    Ok(CycleStates {
+        before,
+        after,
+        image_files: inv.len(),
+        netns_images: netns_images.len(),
+    })
+}
+
+fn running_pid(runtime: &Runtime, id: &str, phase: &'static str) -> Result<i32, RungError> {
+    match runtime.state(id).map_err(at(phase))? {
+        Some(s) if s.pid > 0 => Ok(s.pid),
+        Some(s) => Err(RungError::new(
+            phase,
+            format!("container {id} has no pid (status {})", s.status),
+        )),
+        None => Err(RungError::new(
+            phase,
+            format!("container {id} does not exist"),
+        )),
+    }
+}

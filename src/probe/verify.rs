@@ -1,0 +1,121 @@
+//! `netprobe verify DIR`: re-runs every assertion of every rung that ran over the preserved
+//! evidence (no root needed), checks every artifact's sha256, recomputes the rung statuses and
+//! the verdict, and compares them with what `netprobe-result.json` recorded. The falsifiable
+//! check a reviewer runs on someone else's evidence.
+
+use crate::assert;
+use crate::evidence::result::{RunResult, Status, Verdict};
+use crate::evidence::{self, sha256_file};
+use crate::probe::verdict;
+use std::path::Path;
+
+/// What `verify` found.
+#[derive(Debug)]
+pub struct VerifyOutcome {
+    /// The verdict recomputed from the files alone.
+    pub verdict: Verdict,
+    /// The verdict the result file recorded.
+    pub recorded: Verdict,
+    /// Every mismatch: an assertion whose outcome differs from the recorded one, a rung whose
+    /// recomputed status differs, an artifact that is missing or whose sha256 changed.
+    pub mismatches: Vec<String>,
+    /// Assertions (`<rung>/<id>: expected …, observed …`) that fail in the evidence; expected for
+    /// a failing rung, listed for people.
+    pub failing: Vec<String>,
+    /// Number of assertions re-evaluated.
+    pub assertions: usize,
+    /// Number of artifacts whose sha256 was checked.
+    pub artifacts: usize,
+}
+
+impl VerifyOutcome {
+    /// True when the evidence reproduces the recorded result exactly.
+    pub fn reproduced(&self) -> bool {
+        self.mismatches.is_empty() && self.verdict.code == self.recorded.code
+    }
+}
+
+/// Verifies the evidence folder `dir`.
+///
+/// Errors: a message naming the file when `netprobe-result.json` is missing, unreadable, or
+/// does not validate against the schema.
+pub fn verify(dir: &Path) -> Result<VerifyOutcome, String> {
+    let result: RunResult = evidence::read_result(dir).map_err(|e| e.to_string())?;
+    let mut mismatches = Vec::new();
+    let mut failing = Vec::new();
+    let mut n_assert = 0;
+
+    for a in &result.artifacts {
+        let p = dir.join(&a.path);
+        match sha256_file(&p) {
+            Ok((sha, bytes)) if sha == a.sha256 && bytes == a.bytes => {}
+            Ok((sha, bytes)) => mismatches.push(format!(
+                "artifact {} changed: recorded sha256 {} ({} bytes), now {} ({} bytes)",
+                a.path, a.sha256, a.bytes, sha, bytes
+            )),
+            Err(e) => mismatches.push(format!("artifact {} cannot be read: {e}", a.path)),
+        }
+    }
+
+    let re = assert::reevaluate(dir, &result);
+    let mut rungs = result.rungs.clone();
+    for rung in rungs.iter_mut() {
+        let Some((_, fresh)) = re.iter().find(|(n, _)| *n == rung.name) else {
+            continue;
+        };
+        n_assert += fresh.len();
+        for a in fresh {
+            let rec = rung.assertions.iter().find(|r| r.id == a.id);
+            match rec {
+                None => mismatches.push(format!(
+                    "{}/{}: not in the recorded result (observed {})",
+                    rung.name, a.id, a.observed
+                )),
+                Some(r) if r.passed != a.passed || r.observed != a.observed => {
+                    mismatches.push(format!(
+                        "{}/{}: recorded {} (observed {}), now {} (observed {})",
+                        rung.name,
+                        a.id,
+                        if r.passed { "pass" } else { "fail" },
+                        r.observed,
+                        if a.passed { "pass" } else { "fail" },
+                        a.observed
+                    ))
+                }
+                Some(_) => {}
+            }
+            if !a.passed {
+                failing.push(format!(
+                    "{}/{}: {} — expected {}, observed {}",
+                    rung.name, a.id, a.description, a.expected, a.observed
+                ));
+            }
+        }
+        if matches!(rung.status, Status::Pass | Status::Fail) {
+            let st = verdict::status_from_assertions(fresh);
+            if st != rung.status {
+                mismatches.push(format!(
+                    "rung {}: recorded {:?}, the evidence gives {:?}",
+                    rung.name, rung.status, st
+                ));
+            }
+            rung.status = st;
+        }
+        rung.assertions = fresh.clone();
+    }
+    let v = verdict::compute(&rungs);
+    if v.code != result.verdict.code {
+        mismatches.push(format!(
+            "verdict: recorded {}, the evidence gives {}",
+            result.verdict.code, v.code
+        ));
+    }
+    Ok(VerifyOutcome {
+        verdict: v,
+        recorded: result.verdict.clone(),
+        mismatches,
+        failing,
+        assertions: n_assert,
+        artifacts: result.artifacts.len(),
+    })
+}

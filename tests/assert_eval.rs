@@ -1,0 +1,329 @@
+//! evaluate / reevaluate over hand-written rung folders (tests/fixtures/assert/).
+
+use netprobe::assert::{ProbeSpec, evaluate, passes, reevaluate};
+use netprobe::evidence::result::{AssertionResult, RungName};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/assert")
+        .join(name)
+}
+
+fn by_id<'a>(rs: &'a [AssertionResult], id: &str) -> &'a AssertionResult {
+    rs.iter()
+        .find(|r| r.id == id)
+        .unwrap_or_else(|| panic!("no {id}"))
+}
+
+fn copy_dir(src: &Path, dst: &Path) {
+    fs::create_dir_all(dst).unwrap();
+    for e in fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        let to = dst.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to);
+        } else {
+            fs::copy(e.path(), to).unwrap();
+        }
+    }
+}
+
+#[test]
+fn kernel_fixture_passes() {
+    let rs = evaluate(
+        &ProbeSpec::builtin(RungName::Kernel).unwrap(),
+        &fixture("kernel-pass"),
+    );
+    assert!(passes(&rs), "{rs:#?}");
+    assert_eq!(by_id(&rs, "lo-type-772").observed, "1 line");
+    assert_eq!(
+        by_id(&rs, "lo-down-in-fresh-netns").observed,
+        "lo DOWN, no inet 127.0.0.1/8"
+    );
+}
+
+#[test]
+fn criu_fixture_passes_and_anchors_on_the_netns_line() {
+    let rs = evaluate(
+        &ProbeSpec::builtin(RungName::Criu).unwrap(),
+        &fixture("criu-pass"),
+    );
+    assert!(passes(&rs), "{rs:#?}");
+    let link = by_id(&rs, "link-dumped-after-netns");
+    // 2 "LD: Got link" lines in total, only 1 after the anchor line.
+    assert_eq!(link.observed, "1 line");
+    assert_eq!(
+        link.expected,
+        ">= 1 lines containing \"LD: Got link\" after the first line containing \"Dump NET namespace info\""
+    );
+    assert_eq!(link.subject, "dump.log");
+    assert_eq!(
+        by_id(&rs, "netns-image").observed,
+        "1 file: netns-11.img (40 B)"
+    );
+    assert!(
+        by_id(&rs, "state-preserved")
+            .observed
+            .starts_with("identical")
+    );
+}
+
+#[test]
+fn oci_fixture_fails_with_the_empty_ns_signature() {
+    let rs = evaluate(
+        &ProbeSpec::builtin(RungName::Oci).unwrap(),
+        &fixture("oci-empty-ns"),
+    );
+    assert!(!passes(&rs));
+    let state = by_id(&rs, "state-preserved");
+    assert!(!state.passed);
+    assert!(
+        state.observed.contains("/links/0/up: true → false"),
+        "{}",
+        state.observed
+    );
+    assert!(
+        state.observed.contains("/addresses/0: removed {"),
+        "{}",
+        state.observed
+    );
+    assert!(
+        state.observed.contains("/links/0/flags: 73 → 8"),
+        "{}",
+        state.observed
+    );
+    for r in rs.iter().filter(|r| r.role == "empty-ns") {
+        assert!(r.passed, "{r:#?}");
+    }
+    assert_eq!(by_id(&rs, "no-netns-image").observed, "0 files");
+    assert_eq!(by_id(&rs, "no-link-dumped-after-netns").observed, "0 lines");
+}
+
+#[test]
+fn external_netns_fixture_passes_and_bytes_bound_applies() {
+    let spec = ProbeSpec::builtin(RungName::ExternalNetns).unwrap();
+    let rs = evaluate(&spec, &fixture("external-netns-pass"));
+    assert!(passes(&rs), "{rs:#?}");
+    assert_eq!(
+        by_id(&rs, "netns-image-key-only").observed,
+        "1 file: netns-13.img (26 B)"
+    );
+
+    // A netns image holding the whole netns (> 64 bytes) breaks the bytes bound.
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&fixture("external-netns-pass"), tmp.path());
+    fs::write(tmp.path().join("images/netns-13.img"), vec![0u8; 65]).unwrap();
+    let rs = evaluate(&spec, tmp.path());
+    let img = by_id(&rs, "netns-image-key-only");
+    assert!(!img.passed);
+    assert_eq!(img.expected, "== 1 files, each <= 64 bytes");
+    assert!(!passes(&rs));
+}
+
+#[test]
+fn missing_subjects_fail_closed() {
+    let empty = tempfile::tempdir().unwrap();
+    for rung in RungName::ALL {
+        let rs = evaluate(&ProbeSpec::builtin(rung).unwrap(), empty.path());
+        for r in &rs {
+            assert!(!r.passed, "{rung}/{} passed on an empty folder", r.id);
+            assert!(r.observed.starts_with("missing: "), "{}", r.observed);
+        }
+    }
+    // "== 0" on a log that does not exist still fails.
+    let rs = evaluate(&ProbeSpec::builtin(RungName::Oci).unwrap(), empty.path());
+    assert_eq!(
+        by_id(&rs, "no-link-dumped-after-netns").observed,
+        "missing: dump.log"
+    );
+    assert_eq!(by_id(&rs, "no-netns-image").observed, "missing: images/");
+}
+
+#[test]
+fn unreadable_netstate_fails_closed() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&fixture("kernel-pass"), tmp.path());
+    fs::write(tmp.path().join("netstate-before.json"), b"{\"links\": 3}").unwrap();
+    fs::write(tmp.path().join("netstate-after.json"), b"not json").unwrap();
+    let rs = evaluate(&ProbeSpec::builtin(RungName::Kernel).unwrap(), tmp.path());
+    let before = by_id(&rs, "lo-down-in-fresh-netns");
+    assert!(!before.passed);
+    assert!(
+        before
+            .observed
+            .starts_with("unreadable: netstate-before.json"),
+        "{}",
+        before.observed
+    );
+    let after = by_id(&rs, "lo-up-after-bring-up");
+    assert!(!after.passed);
+    assert!(after.observed.contains("not JSON"), "{}", after.observed);
+}
+
+#[test]
+fn lo_up_needs_the_address_on_lo() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&fixture("kernel-pass"), tmp.path());
+    // lo up, but 127.0.0.1/8 sits on another ifindex
+    fs::write(
+        tmp.path().join("netstate-after.json"),
+        br#"{"links":[{"ifindex":1,"name":"lo","up":true}],"addresses":[{"ifindex":2,"family":"inet","address":"127.0.0.1","prefix_len":8}],"routes":[]}"#,
+    )
+    .unwrap();
+    let rs = evaluate(&ProbeSpec::builtin(RungName::Kernel).unwrap(), tmp.path());
+    let r = by_id(&rs, "lo-up-after-bring-up");
+    assert!(!r.passed);
+    assert_eq!(r.observed, "lo UP, no inet 127.0.0.1/8");
+}
+
+#[test]
+fn non_json_files_diff_by_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    fs::write(tmp.path().join("netstate-before.json"), b"a\nb\nc\n").unwrap();
+    fs::write(tmp.path().join("netstate-after.json"), b"a\nc\nd\n").unwrap();
+    let rs = evaluate(&ProbeSpec::builtin(RungName::Criu).unwrap(), tmp.path());
+    let r = by_id(&rs, "state-preserved");
+    assert!(!r.passed);
+    assert!(r.observed.ends_with(": -b | +d"), "{}", r.observed);
+}
+
+#[test]
+fn custom_spec_scopes_bounds_and_globs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    fs::write(d.join("x.log"), b"pre hit\nSTART\nhit hit\nhit\nEND\nhit\n").unwrap();
+    fs::create_dir(d.join("img")).unwrap();
+    fs::write(d.join("img/a-1.img"), b"12345").unwrap();
+    fs::write(d.join("img/a-2.img"), b"1").unwrap();
+    fs::write(d.join("img/b-1.img"), b"1").unwrap();
+    let spec = ProbeSpec::from_toml(
+        "probes/custom.toml",
+        r#"
+rung = "criu"
+question = "q"
+
+[[assertion]]
+id = "all"
+role = "pass"
+description = "every line with hit"
+kind = "log"
+log = "x.log"
+pattern = "hit"
+count = { eq = 4 }
+
+[[assertion]]
+id = "scoped"
+role = "pass"
+description = "hit lines between START and END"
+kind = "log"
+log = "x.log"
+pattern = "hit"
+after = "START"
+before = "END"
+count = { min = 2, max = 2 }
+
+[[assertion]]
+id = "too-many"
+role = "sig"
+description = "at most one"
+kind = "log"
+log = "x.log"
+pattern = "hit"
+count = { max = 1 }
+
+[[assertion]]
+id = "a-images"
+role = "pass"
+description = "two a images, small"
+kind = "files"
+glob = "img/a-?.img"
+count = { eq = 2 }
+bytes = { max = 5 }
+
+[[assertion]]
+id = "a-images-tiny"
+role = "sig"
+description = "two a images, tiny"
+kind = "files"
+glob = "img/a-*.img"
+count = { eq = 2 }
+bytes = { max = 4 }
+"#,
+    )
+    .unwrap();
+    let rs = evaluate(&spec, d);
+    assert!(by_id(&rs, "all").passed, "{rs:#?}");
+    assert!(by_id(&rs, "scoped").passed, "{rs:#?}");
+    let too_many = by_id(&rs, "too-many");
+    assert!(!too_many.passed);
+    assert_eq!(too_many.observed, "4 lines");
+    assert!(by_id(&rs, "a-images").passed);
+    assert_eq!(
+        by_id(&rs, "a-images").observed,
+        "2 files: a-1.img (5 B), a-2.img (1 B)"
+    );
+    assert!(!by_id(&rs, "a-images-tiny").passed);
+    // signature roles do not decide the rung
+    assert!(passes(&rs));
+}
+
+#[test]
+fn reevaluate_reruns_rungs_that_ran() {
+    use netprobe::evidence::result::*;
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&fixture("criu-pass"), &tmp.path().join("criu"));
+    copy_dir(&fixture("oci-empty-ns"), &tmp.path().join("oci"));
+    let rung = |name, status| RungResult {
+        name,
+        status,
+        summary: String::new(),
+        started_at: "2025-01-01T00:00:00Z".into(),
+        duration_ms: 0,
+        timings_ms: Default::default(),
+        facts: Default::default(),
+        assertions: vec![],
+        artifacts: vec![],
+        error: None,
+    };
+    let result = RunResult {
+        schema_version: SCHEMA_VERSION,
+        tool: "netprobe".into(),
+        tool_version: "0".into(),
+        command: vec![],
+        started_at: "2025-01-01T00:00:00Z".into(),
+        finished_at: "2025-01-01T00:00:00Z".into(),
+        duration_ms: 0,
+        phases: vec![],
+        host: HostFacts {
+            kernel_release: String::new(),
+            kernel_version: String::new(),
+            machine: String::new(),
+            os: None,
+            cgroup: "v2".into(),
+            criu: None,
+            runtime: None,
+        },
+        pins: vec![],
+        declared_differences: vec![],
+        rungs: vec![
+            rung(RungName::Kernel, Status::Skipped),
+            rung(RungName::Criu, Status::Pass),
+            rung(RungName::Oci, Status::Fail),
+            rung(RungName::ExternalNetns, Status::Error),
+        ],
+        verdict: Verdict {
+            code: VerdictCode::Inconclusive,
+            summary: String::new(),
+            rests_on: vec![],
+            reason: None,
+        },
+        artifacts: vec![],
+    };
+    let re = reevaluate(tmp.path(), &result);
+    let names: Vec<RungName> = re.iter().map(|(n, _)| *n).collect();
+    assert_eq!(names, vec![RungName::Criu, RungName::Oci]);
+    assert!(passes(&re[0].1));
+    assert!(!passes(&re[1].1));
+}

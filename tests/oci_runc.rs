@@ -1,0 +1,630 @@
+//! Real runc 1.1.5 + real CRIU 4.1.1 (root): checkpoint/restore of a busybox `sleep` container
+//! with a private netns (a) and with a holder-owned netns named by path (b), plus bad inputs (c).
+//!
+//! Every container is guarded (kill + delete --force on drop), every holder process is killed
+//! and reaped on drop, every directory is a tempdir. Tests in this file run one at a time (a
+//! mutex): CRIU and runc are heavy on this 2-core machine.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use netprobe::oci::{
+    BundleSpec, ContainerGuard, NetnsSpec, OciError, Resources, Runtime, build_busybox_rootfs,
+    read_pid_file, refuse_existing, unique_container_id, write_bundle,
+};
+
+const RUNC: &str = "/usr/bin/runc";
+const CRIU: &str = "/opt/criu-4.1.1/sbin/criu";
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Skip (with a message) unless root with runc and CRIU 4.1.1 present.
+fn can_run() -> bool {
+    let ok =
+        nix::unistd::geteuid().is_root() && Path::new(RUNC).exists() && Path::new(CRIU).exists();
+    if !ok {
+        eprintln!("skipping: needs root, {RUNC} and {CRIU}");
+    }
+    ok
+}
+
+struct Fixture {
+    tmp: tempfile::TempDir,
+    runtime: Runtime,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        // Become a child subreaper, so container inits orphaned by runc are re-parented to this
+        // test process and the guard reaps them (no `[sleep] <defunct>` under pid 1).
+        nix::sys::prctl::set_child_subreaper(true).unwrap();
+        let tmp = tempfile::Builder::new()
+            .prefix("netprobe-oci-test-")
+            .tempdir()
+            .unwrap();
+        build_busybox_rootfs(&tmp.path().join("rootfs")).unwrap();
+        let runtime = Runtime::new(RUNC, tmp.path().join("runc-root"), Some(CRIU.into()));
+        Fixture { tmp, runtime }
+    }
+    fn p(&self, rel: &str) -> PathBuf {
+        self.tmp.path().join(rel)
+    }
+    fn bundle(&self, netns: NetnsSpec) -> PathBuf {
+        let bundle = self.p("bundle");
+        write_bundle(
+            &bundle,
+            &BundleSpec {
+                rootfs: self.p("rootfs"),
+                readonly_root: true,
+                args: vec!["sleep".into(), "1000".into()],
+                netns,
+                resources: None,
+                hostname: "np-oci".into(),
+                cgroups_path: None,
+            },
+        )
+        .unwrap();
+        bundle
+    }
+    /// `runc list` under our private root holds nothing, and no child of ours is a zombie.
+    fn assert_nothing_listed(&self) {
+        assert_no_zombie_children();
+        let out = Command::new(RUNC)
+            .arg("--root")
+            .arg(&self.runtime.root)
+            .args(["list", "-q"])
+            .output()
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&out.stdout).trim().is_empty(),
+            "runc list not empty: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
+
+/// No exited-but-unreaped child (the container inits re-parented to us as subreaper must have
+/// been reaped by the runtime wrapper). WNOWAIT: looks without reaping.
+fn assert_no_zombie_children() {
+    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    match waitid(Id::All, flags) {
+        Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::ECHILD) => {}
+        other => panic!("unreaped child: {other:?}"),
+    }
+}
+
+/// A holder process owning a fresh netns with `lo` up; killed and reaped on drop.
+struct Holder {
+    child: Child,
+}
+
+impl Holder {
+    fn spawn() -> Self {
+        let child = Command::new("/usr/bin/unshare")
+            .args([
+                "--net",
+                "--",
+                "/bin/sh",
+                "-c",
+                "ip link set lo up; exec sleep 1000",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let h = Holder { child };
+        // Ready once the shell has exec'd sleep (so lo is up) in a netns other than ours.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let comm =
+                std::fs::read_to_string(format!("/proc/{}/comm", h.pid())).unwrap_or_default();
+            if comm.trim() == "sleep"
+                && netns_inode(h.pid()) != netns_inode(std::process::id() as i32)
+            {
+                break;
+            }
+            assert!(Instant::now() < deadline, "holder did not become ready");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        h
+    }
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+    fn netns_path(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/{}/ns/net", self.pid()))
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn netns_inode(pid: i32) -> String {
+    std::fs::read_link(format!("/proc/{pid}/ns/net"))
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
+}
+
+/// `nsenter -t PID -n ip -j addr` → the `lo` object.
+fn lo_of(pid: i32) -> serde_json::Value {
+    let out = Command::new("/usr/bin/nsenter")
+        .args(["-t", &pid.to_string(), "-n", "ip", "-j", "addr"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "nsenter ip: {out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["ifname"] == "lo")
+        .cloned()
+        .expect("no lo")
+}
+
+fn lo_is_up(lo: &serde_json::Value) -> bool {
+    lo["flags"]
+        .as_array()
+        .map(|f| f.iter().any(|x| x == "UP"))
+        .unwrap_or(false)
+}
+
+fn lo_has_127(lo: &serde_json::Value) -> bool {
+    lo["addr_info"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .any(|x| x["local"] == "127.0.0.1" && x["prefixlen"] == 8)
+        })
+        .unwrap_or(false)
+}
+
+/// `(name, bytes)` of every file in `dir`, sorted.
+fn inventory(dir: &Path) -> Vec<(String, u64)> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().into_string().unwrap(),
+                e.metadata().unwrap().len(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Lines of the form "No netns-<digits>.img image" (not the -ct-/-exp- conntrack ones).
+fn no_netns_image_lines(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|l| {
+            l.split("No netns-").nth(1).is_some_and(|rest| {
+                rest.split_once(".img image")
+                    .is_some_and(|(id, _)| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
+            })
+        })
+        .collect()
+}
+
+fn grep<'a>(log: &'a str, needle: &str) -> Vec<&'a str> {
+    log.lines().filter(|l| l.contains(needle)).collect()
+}
+
+/// create + start, state running with a pid; returns the pid.
+fn create_and_start(fx: &Fixture, id: &str, bundle: &Path) -> i32 {
+    fx.runtime
+        .create(id, bundle, &fx.p("create.pid"))
+        .unwrap_or_else(|e| panic!("create: {e}"));
+    let st = fx.runtime.state(id).unwrap().expect("created container");
+    assert_eq!(st.status, "created");
+    fx.runtime.start(id).unwrap();
+    let st = fx.runtime.state(id).unwrap().expect("started container");
+    assert_eq!(st.status, "running");
+    assert!(st.pid > 0);
+    assert_eq!(st.pid, read_pid_file(&fx.p("create.pid")).unwrap());
+    eprintln!("{id}: started pid {}", st.pid);
+    assert_eq!(st.bundle, bundle);
+    st.pid
+}
+
+/// checkpoint → prove gone → restore; returns (restored pid, dump.log, restore.log, images).
+fn checkpoint_restore(
+    fx: &Fixture,
+    id: &str,
+    bundle: &Path,
+) -> (i32, String, String, Vec<(String, u64)>) {
+    let images = fx.p("images");
+    let work = fx.p("work");
+    let out = fx
+        .runtime
+        .checkpoint(id, &images, &work, &[])
+        .unwrap_or_else(|e| panic!("checkpoint: {e}"));
+    eprintln!("checkpoint: {} ms, argv {:?}", out.duration_ms, out.argv);
+    assert!(out.argv.iter().any(|a| a == "--criu"));
+    assert!(out.argv.iter().any(|a| a == CRIU));
+    fx.runtime.prove_gone(id).unwrap();
+    let dump_log = std::fs::read_to_string(work.join("dump.log")).unwrap();
+    let inv = inventory(&images);
+
+    let out = fx
+        .runtime
+        .restore(id, bundle, &images, &work, &fx.p("restore.pid"), &[])
+        .unwrap_or_else(|e| panic!("restore: {e}"));
+    eprintln!("restore: {} ms", out.duration_ms);
+    let restore_log = std::fs::read_to_string(work.join("restore.log")).unwrap();
+    let st = fx.runtime.state(id).unwrap().expect("restored container");
+    assert_eq!(st.status, "running");
+    assert!(st.pid > 0);
+    assert_eq!(st.pid, read_pid_file(&fx.p("restore.pid")).unwrap());
+    eprintln!("{id}: restored pid {}", st.pid);
+    (st.pid, dump_log, restore_log, inv)
+}
+
+fn report(tag: &str, dump_log: &str, restore_log: &str, inv: &[(String, u64)]) {
+    eprintln!("[{tag}] images: {inv:?}");
+    for needle in [
+        "Dump NET namespace info",
+        "Dumping netns links",
+        "LD: Got link",
+        "extRootNetNS",
+        "netns",
+        "external",
+        "empty",
+    ] {
+        for l in grep(dump_log, needle).iter().take(6) {
+            eprintln!("[{tag}] dump.log   {needle:?}: {l}");
+        }
+    }
+    for needle in [
+        "No netns-",
+        "extRootNetNS",
+        "netns",
+        "external",
+        "Restore finished",
+    ] {
+        for l in grep(restore_log, needle).iter().take(6) {
+            eprintln!("[{tag}] restore.log {needle:?}: {l}");
+        }
+    }
+}
+
+/// (a) private netns: runc passes empty_ns=CLONE_NEWNET, so no netns image, restore logs
+/// "No netns-…img image" and lo comes back DOWN without an address.
+#[test]
+fn private_netns_is_lost_across_runc_checkpoint_restore() {
+    if !can_run() {
+        return;
+    }
+    let _s = serial();
+    let fx = Fixture::new();
+    let id = unique_container_id("np-oci-a");
+    refuse_existing(&fx.runtime, &id).unwrap();
+    let mut guard = ContainerGuard::new(&fx.runtime, &id);
+    let bundle = fx.bundle(NetnsSpec::Private);
+
+    let pid = create_and_start(&fx, &id, &bundle);
+    let lo_before = lo_of(pid);
+    eprintln!("[a] lo before: {lo_before}");
+
+    let (rpid, dump_log, restore_log, inv) = checkpoint_restore(&fx, &id, &bundle);
+    report("a", &dump_log, &restore_log, &inv);
+    let lo_after = lo_of(rpid);
+    eprintln!("[a] lo after restore: {lo_after}");
+
+    assert!(
+        !inv.iter().any(|(n, _)| n.starts_with("netns-")),
+        "runc dumped a netns image: {inv:?}"
+    );
+    assert!(restore_log.contains("No netns-"));
+    let lines = no_netns_image_lines(&restore_log);
+    assert_eq!(
+        lines.len(),
+        1,
+        "restore.log lacks 'No netns-<id>.img image'"
+    );
+    assert!(!grep(&dump_log, "Dump NET namespace info").is_empty());
+    assert!(!lo_is_up(&lo_after), "lo came back UP: {lo_after}");
+    assert!(!lo_has_127(&lo_after));
+
+    fx.runtime.kill(&id, "KILL").unwrap();
+    guard.release().unwrap();
+    fx.runtime.prove_gone(&id).unwrap();
+    fx.assert_nothing_listed();
+}
+
+/// (b) netns named by path, owned by a holder: runc passes it as external (extRootNetNS), CRIU
+/// writes a key-only netns image, and lo is UP with 127.0.0.1/8 after restore.
+#[test]
+fn path_netns_survives_runc_checkpoint_restore() {
+    if !can_run() {
+        return;
+    }
+    let _s = serial();
+    let fx = Fixture::new();
+    let holder = Holder::spawn();
+    let id = unique_container_id("np-oci-b");
+    refuse_existing(&fx.runtime, &id).unwrap();
+    let mut guard = ContainerGuard::new(&fx.runtime, &id);
+    let bundle = fx.bundle(NetnsSpec::Path(holder.netns_path()));
+
+    let pid = create_and_start(&fx, &id, &bundle);
+    assert_eq!(netns_inode(pid), netns_inode(holder.pid()));
+    let lo_before = lo_of(pid);
+    assert!(
+        lo_is_up(&lo_before) && lo_has_127(&lo_before),
+        "{lo_before}"
+    );
+
+    let (rpid, dump_log, restore_log, inv) = checkpoint_restore(&fx, &id, &bundle);
+    report("b", &dump_log, &restore_log, &inv);
+    let lo_after = lo_of(rpid);
+    eprintln!("[b] lo after restore: {lo_after}");
+
+    let netns_imgs: Vec<_> = inv
+        .iter()
+        .filter(|(n, _)| n.starts_with("netns-"))
+        .collect();
+    assert_eq!(netns_imgs.len(), 1, "{inv:?}");
+    assert!(
+        netns_imgs[0].1 < 64,
+        "netns image should hold only the key: {netns_imgs:?}"
+    );
+    // CRIU logs the external netns by inode in dump.log ("The net[<ino>] netns is external");
+    // the key itself is in the image (the only payload of the 26-byte netns image).
+    let ino = netns_inode(holder.pid());
+    let ino = ino.trim_start_matches("net:[").trim_end_matches(']');
+    assert!(
+        dump_log.contains(&format!("The net[{ino}] netns is external")),
+        "dump.log lacks 'The net[{ino}] netns is external'"
+    );
+    let img = std::fs::read(fx.p("images").join(&netns_imgs[0].0)).unwrap();
+    assert!(
+        img.windows(12).any(|w| w == b"extRootNetNS"),
+        "netns image lacks the extRootNetNS key: {img:?}"
+    );
+    eprintln!("[b] {} bytes: {:02x?}", netns_imgs[0].0, img);
+    assert!(
+        restore_log.contains("extRootNetNS"),
+        "restore.log lacks extRootNetNS"
+    );
+    // "No netns-ct-<id>.img" / "No netns-exp-<id>.img" (conntrack) appear in both modes; only
+    // "No netns-<id>.img image" means the namespace itself was not in the image.
+    assert!(
+        no_netns_image_lines(&restore_log).is_empty(),
+        "{:?}",
+        no_netns_image_lines(&restore_log)
+    );
+    assert_eq!(netns_inode(rpid), netns_inode(holder.pid()));
+    assert!(lo_is_up(&lo_after), "{lo_after}");
+    assert!(lo_has_127(&lo_after), "{lo_after}");
+
+    guard.release().unwrap();
+    fx.assert_nothing_listed();
+    drop(holder);
+}
+
+/// (c) bad inputs against the real runtime: missing binary, existing container refused.
+#[test]
+fn missing_runtime_and_existing_container_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = Runtime::new("/nonexistent/runc", tmp.path().join("root"), None);
+    let e = missing.version().unwrap_err();
+    assert!(matches!(e, OciError::Spawn { .. }), "{e}");
+    assert!(e.to_string().contains("/nonexistent/runc"), "{e}");
+    assert!(e.to_string().contains("install runc"), "{e}");
+    let e = missing.state("x").unwrap_err();
+    assert!(matches!(e, OciError::Spawn { .. }), "{e}");
+
+    let e = missing.state("bad id/with slash").unwrap_err();
+    assert!(matches!(e, OciError::InvalidId { .. }), "{e}");
+
+    if !can_run() {
+        return;
+    }
+    let _s = serial();
+    let fx = Fixture::new();
+    let v = fx.runtime.version().unwrap();
+    assert!(v.stdout.contains("runc version"), "{}", v.stdout);
+
+    // Unknown container: state None, prove_gone Ok, refuse_existing Ok.
+    let id = unique_container_id("np-oci-c");
+    assert!(fx.runtime.state(&id).unwrap().is_none());
+    fx.runtime.prove_gone(&id).unwrap();
+    refuse_existing(&fx.runtime, &id).unwrap();
+
+    // A created container: refused by name, prove_gone fails naming its status.
+    let guard = ContainerGuard::new(&fx.runtime, &id);
+    let bundle = fx.bundle(NetnsSpec::Private);
+    fx.runtime
+        .create(&id, &bundle, &fx.p("c.pid"))
+        .unwrap_or_else(|e| panic!("create: {e}"));
+    let e = refuse_existing(&fx.runtime, &id).unwrap_err();
+    let root = fx.runtime.root.display();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "a container named {id} already exists under runc root {root}; netprobe never deletes what it did not create: if it is yours, run runc --root {root} delete -f {id}"
+        )
+    );
+    let e = fx.runtime.prove_gone(&id).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains(&format!("container {id} still exists (status created)")),
+        "{e}"
+    );
+    // A failing runtime call carries argv, code and stderr.
+    let e = fx.runtime.start("np-oci-no-such-container").unwrap_err();
+    match &e {
+        OciError::Failed {
+            argv,
+            code,
+            stderr_tail,
+            log,
+        } => {
+            assert!(argv.iter().any(|a| a == "start"));
+            assert_eq!(*code, Some(1));
+            assert!(stderr_tail.contains("does not exist"), "{stderr_tail}");
+            assert!(log.is_none());
+        }
+        other => panic!("unexpected {other}"),
+    }
+    // Checkpoint of an unknown container names dump.log in the work path.
+    let e = fx
+        .runtime
+        .checkpoint("np-oci-no-such-container", &fx.p("img"), &fx.p("wk"), &[])
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains(&format!("{}", fx.p("wk/dump.log").display())),
+        "{e}"
+    );
+
+    // Dropping the guard removes the created container.
+    drop(guard);
+    fx.runtime.prove_gone(&id).unwrap();
+    fx.assert_nothing_listed();
+}
+
+/// strace wraps checkpoint (trace file written, runc and criu in it); restore stays unwrapped
+/// (CRIU cannot attach to strace's tracees) and succeeds.
+#[test]
+fn strace_wraps_checkpoint_only() {
+    if !can_run() || !Path::new("/usr/bin/strace").exists() {
+        return;
+    }
+    let _s = serial();
+    let mut fx = Fixture::new();
+    fx.runtime = fx.runtime.clone().with_strace("/usr/bin/strace");
+    let id = unique_container_id("np-oci-strace");
+    refuse_existing(&fx.runtime, &id).unwrap();
+    let mut guard = ContainerGuard::new(&fx.runtime, &id);
+    let bundle = fx.bundle(NetnsSpec::Private);
+    create_and_start(&fx, &id, &bundle);
+    let out = fx
+        .runtime
+        .checkpoint(&id, &fx.p("images"), &fx.p("work"), &[])
+        .unwrap_or_else(|e| panic!("checkpoint under strace: {e}"));
+    assert_eq!(out.argv[0], "/usr/bin/strace");
+    let trace = out.strace_path.clone().expect("strace path");
+    assert_eq!(trace, fx.p("work/strace-checkpoint.txt"));
+    let text = std::fs::read_to_string(&trace).unwrap();
+    assert!(text.contains("execve(\"/usr/bin/runc\""), "no runc execve");
+    assert!(text.contains(CRIU), "criu not in the trace");
+    fx.runtime.prove_gone(&id).unwrap();
+    let out = fx
+        .runtime
+        .restore(
+            &id,
+            &bundle,
+            &fx.p("images"),
+            &fx.p("work"),
+            &fx.p("r.pid"),
+            &[],
+        )
+        .unwrap_or_else(|e| panic!("restore: {e}"));
+    assert_eq!(out.argv[0], RUNC);
+    assert!(out.strace_path.is_none());
+    assert!(!fx.p("work/strace-restore.txt").exists());
+    assert_eq!(fx.runtime.state(&id).unwrap().unwrap().status, "running");
+    guard.release().unwrap();
+    fx.assert_nothing_listed();
+}
+
+/// Resources reach the cgroup (v1, cgroupfs) at create and are still there after restore.
+#[test]
+fn resources_are_applied_and_survive_restore() {
+    if !can_run() {
+        return;
+    }
+    let _s = serial();
+    let fx = Fixture::new();
+    let id = unique_container_id("np-oci-res");
+    refuse_existing(&fx.runtime, &id).unwrap();
+    let mut guard = ContainerGuard::new(&fx.runtime, &id);
+    let bundle = fx.p("bundle");
+    write_bundle(
+        &bundle,
+        &BundleSpec {
+            rootfs: fx.p("rootfs"),
+            readonly_root: true,
+            args: vec!["sleep".into(), "1000".into()],
+            netns: NetnsSpec::Private,
+            resources: Some(Resources {
+                cpu_quota: 400_000,
+                cpu_period: 100_000,
+                memory_limit: 4 << 30,
+                memory_swap: 4 << 30,
+            }),
+            hostname: "np-oci".into(),
+            cgroups_path: Some(format!("/{id}")),
+        },
+    )
+    .unwrap();
+    let read = |ctl: &str, file: &str| {
+        std::fs::read_to_string(format!("/sys/fs/cgroup/{ctl}/{id}/{file}"))
+            .unwrap_or_else(|e| panic!("{ctl}/{id}/{file}: {e}"))
+            .trim()
+            .to_string()
+    };
+    let check = |when: &str| {
+        assert_eq!(read("cpu", "cpu.cfs_quota_us"), "400000", "{when}");
+        assert_eq!(read("cpu", "cpu.cfs_period_us"), "100000", "{when}");
+        assert_eq!(
+            read("memory", "memory.limit_in_bytes"),
+            "4294967296",
+            "{when}"
+        );
+        assert_eq!(
+            read("memory", "memory.memsw.limit_in_bytes"),
+            "4294967296",
+            "{when}"
+        );
+    };
+    create_and_start(&fx, &id, &bundle);
+    check("after start");
+    checkpoint_restore(&fx, &id, &bundle);
+    check("after restore");
+    guard.release().unwrap();
+    assert!(
+        !Path::new(&format!("/sys/fs/cgroup/cpu/{id}")).exists(),
+        "cgroup left behind"
+    );
+    fx.assert_nothing_listed();
+}
+
+/// The guard cleans up even when the test body panics.
+#[test]
+fn guard_cleans_up_on_panic() {
+    if !can_run() {
+        return;
+    }
+    let _s = serial();
+    let fx = Fixture::new();
+    let id = unique_container_id("np-oci-panic");
+    let bundle = fx.bundle(NetnsSpec::Private);
+    let rt = fx.runtime.clone();
+    let id2 = id.clone();
+    let pid_file = fx.p("p.pid");
+    let r = std::panic::catch_unwind(move || {
+        let _guard = ContainerGuard::new(&rt, &id2);
+        rt.create(&id2, &bundle, &pid_file).unwrap();
+        rt.start(&id2).unwrap();
+        panic!("boom");
+    });
+    assert!(r.is_err());
+    fx.runtime.prove_gone(&id).unwrap();
+    fx.assert_nothing_listed();
+}
