@@ -85,7 +85,9 @@ fn oci_fixture_fails_with_the_empty_ns_signature() {
         state.observed
     );
     assert!(
-        state.observed.contains("/addresses/0: removed {"),
+        state
+            .observed
+            .contains("/addresses/0: removed address 127.0.0.1/8"),
         "{}",
         state.observed
     );

@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use netprobe::ns::{
-    ChildGuard, Holder, HolderOptions, NsError, ProcessGuard, ProcessIdentity, lo, netns_inode_of,
+    ChildGuard, Holder, HolderOptions, NsError, ProcessGuard, ProcessIdentity, netns_inode_of,
     own_netns_inode, run_in_fresh_netns, run_in_netns, stop_by_identity,
 };
 
@@ -31,7 +31,7 @@ fn assert_gone(id: &ProcessIdentity) {
 fn lo_view(path: &Path) -> (u32, String, String) {
     run_in_netns(path, || {
         (
-            lo::link_flags(lo::LO_IFINDEX).unwrap(),
+            netprobe::netlink::capture().unwrap().lo().unwrap().flags,
             std::fs::read_to_string("/proc/thread-self/net/fib_trie").unwrap(),
             std::fs::read_to_string("/proc/thread-self/net/if_inet6").unwrap(),
         )
@@ -209,7 +209,7 @@ fn fresh_netns_is_new_and_lo_down() {
     let (inode, flags) = run_in_fresh_netns(|| {
         (
             own_netns_inode().unwrap(),
-            lo::link_flags(lo::LO_IFINDEX).unwrap(),
+            netprobe::netlink::capture().unwrap().lo().unwrap().flags,
         )
     })
     .unwrap();

@@ -243,7 +243,7 @@ fn eval_netstate(
             (file.to_string(), expected, observed, passed)
         }
         NetStateCheck::Equals { other } => {
-            let subject = format!("{file} vs {other}");
+            let subject = file.to_string();
             let expected = format!("{file} byte-identical to {other}");
             let read = |rel: &str| fs::read(rung_dir.join(rel)).map_err(|e| unreadable(rel, &e));
             let (observed, passed) = match (read(file), read(other)) {
@@ -354,10 +354,8 @@ fn json_diff(old: &Value, new: &Value, path: &mut String, out: &mut Vec<String>)
                 path.push_str(&k.replace('~', "~0").replace('/', "~1"));
                 match (o.get(k), n.get(k)) {
                     (Some(a), Some(b)) => json_diff(a, b, path, out),
-                    (Some(a), None) => {
-                        out.push(format!("{path}: removed {}", clip(&a.to_string())))
-                    }
-                    (None, Some(b)) => out.push(format!("{path}: added {}", clip(&b.to_string()))),
+                    (Some(a), None) => out.push(format!("{path}: removed {}", label(a))),
+                    (None, Some(b)) => out.push(format!("{path}: added {}", label(b))),
                     (None, None) => {}
                 }
                 path.truncate(len);
@@ -369,10 +367,8 @@ fn json_diff(old: &Value, new: &Value, path: &mut String, out: &mut Vec<String>)
                 path.push_str(&format!("/{i}"));
                 match (o.get(i), n.get(i)) {
                     (Some(a), Some(b)) => json_diff(a, b, path, out),
-                    (Some(a), None) => {
-                        out.push(format!("{path}: removed {}", clip(&a.to_string())))
-                    }
-                    (None, Some(b)) => out.push(format!("{path}: added {}", clip(&b.to_string()))),
+                    (Some(a), None) => out.push(format!("{path}: removed {}", label(a))),
+                    (None, Some(b)) => out.push(format!("{path}: added {}", label(b))),
                     (None, None) => {}
                 }
                 path.truncate(len);
@@ -386,6 +382,25 @@ fn json_diff(old: &Value, new: &Value, path: &mut String, out: &mut Vec<String>)
         )),
         _ => {}
     }
+}
+
+/// A short name for a NetState entry: `address 127.0.0.1/8`, `route 127.0.0.0/8 table 255`,
+/// `link lo`; anything else is its clipped JSON.
+fn label(v: &Value) -> String {
+    let s = |k: &str| {
+        v.get(k)
+            .map(|x| x.to_string().trim_matches('"').to_string())
+    };
+    if let (Some(a), Some(p)) = (s("address"), s("prefix_len")) {
+        return format!("address {a}/{p}");
+    }
+    if let (Some(d), Some(t)) = (s("dst"), s("table")) {
+        return format!("route {d} table {t}");
+    }
+    if let (Some(n), Some(_)) = (s("name"), v.get("ifindex")) {
+        return format!("link {n}");
+    }
+    clip(&v.to_string())
 }
 
 /// Multiset line difference: `-line` only in `old`, `+line` only in `new`, in file order.

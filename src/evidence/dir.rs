@@ -419,6 +419,48 @@ impl EvidenceDir {
         self.write_unchecked(RESULT_FILE, &text)
     }
 
+    /// Makes every file and folder under the evidence folder readable by everyone (files
+    /// `| 0o444`, folders `| 0o555`; nothing made writable). Tools that netprobe runs write some
+    /// files owner-only (CRIU's logs are 0600); evidence is for reviewers, and `netprobe verify`
+    /// must run without root. Symlinks are left alone.
+    ///
+    /// Errors: [`EvidenceError::Io`] naming the entry that could not be read or changed.
+    pub fn make_readable(&self) -> Result<(), EvidenceError> {
+        use std::os::unix::fs::PermissionsExt;
+        fn walk(dir: &Path) -> Result<(), EvidenceError> {
+            let io = |action: &'static str, path: &Path| {
+                let path = path.to_path_buf();
+                move |source| EvidenceError::Io {
+                    action,
+                    path,
+                    source,
+                }
+            };
+            for entry in fs::read_dir(dir).map_err(io("read folder", dir))? {
+                let entry = entry.map_err(io("read folder", dir))?;
+                let path = entry.path();
+                let meta = fs::symlink_metadata(&path).map_err(io("stat", &path))?;
+                let extra = if meta.is_dir() {
+                    0o555
+                } else if meta.is_file() {
+                    0o444
+                } else {
+                    continue;
+                };
+                let mode = meta.permissions().mode();
+                if mode & extra != extra {
+                    fs::set_permissions(&path, fs::Permissions::from_mode(mode | extra))
+                        .map_err(io("chmod", &path))?;
+                }
+                if meta.is_dir() {
+                    walk(&path)?;
+                }
+            }
+            Ok(())
+        }
+        walk(&self.root)
+    }
+
     /// Every file under the folder except `netprobe-result.json`, sorted by relative
     /// `/`-separated path, each hashed by streaming.
     ///

@@ -166,16 +166,6 @@ pub enum NsError {
         source: io::Error,
     },
 
-    /// A netlink request failed (socket, send, receive, decode or a NACK from the kernel).
-    #[error("netlink {op} failed: {source}; needs root (CAP_NET_ADMIN) in the target netns")]
-    Netlink {
-        /// Which request (e.g. `RTM_NEWLINK lo up`).
-        op: &'static str,
-        /// The errno or decode error.
-        #[source]
-        source: io::Error,
-    },
-
     /// Any other system call failed (pipe, thread spawn, ...).
     #[error("{op} failed: {source}")]
     Os {

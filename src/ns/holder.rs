@@ -23,7 +23,6 @@ use serde::{Deserialize, Serialize};
 use super::error::NsError;
 use super::guard::{ChildGuard, DROP_STOP_TIMEOUT, ProcessGuard, prove_gone};
 use super::identity::ProcessIdentity;
-use super::lo::set_lo_up;
 use super::netns::own_netns_inode;
 use super::pidfd::{pidfd_open, pidfd_send_signal, wait_pidfd_exit};
 
@@ -86,6 +85,9 @@ fn report_and_exit(report_fd: RawFd, report: &HolderReport, code: i32) -> ! {
         unsafe { libc::pause() };
     }
 }
+
+/// ifindex of `lo` in a fresh network namespace.
+const LO_IFINDEX: u32 = 1;
 
 fn fail(report_fd: RawFd, what: &str, e: impl std::fmt::Display) -> ! {
     let pid = std::process::id();
@@ -167,7 +169,7 @@ pub fn holder_main(report_fd: RawFd, lo_up: bool) -> ! {
             io::Error::last_os_error(),
         );
     }
-    if lo_up && let Err(e) = set_lo_up() {
+    if lo_up && let Err(e) = crate::netlink::set_link_up(LO_IFINDEX) {
         fail(report_fd, "bring lo up", e);
     }
     // SAFETY: setsid has no preconditions; fails only for a process-group leader.

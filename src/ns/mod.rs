@@ -10,7 +10,6 @@ pub mod error;
 pub mod guard;
 pub mod holder;
 pub mod identity;
-pub mod lo;
 pub mod netns;
 pub mod pidfd;
 

@@ -40,7 +40,7 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
         lo_up: true,
     })
     .map_err(at("holder"))?;
-    let id = holder.identity().clone();
+    let id = *holder.identity();
     out.fact("dumped_pid", id.pid);
     out.fact("netns_inode_before", id.netns_inode);
     let before = match capture(&holder.netns_path()) {

@@ -21,7 +21,7 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
         lo_up: true,
     })
     .map_err(at("holder"))?;
-    let id = holder.identity().clone();
+    let id = *holder.identity();
     let holder_json = serde_json::json!({
         "schema_version": 1,
         "pid": id.pid,

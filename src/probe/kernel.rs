@@ -26,7 +26,7 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
         lo_up: false,
     })
     .map_err(at("holder"))?;
-    let id = holder.identity().clone();
+    let id = *holder.identity();
     out.fact("holder_pid", id.pid);
     out.fact("netns_inode", id.netns_inode);
     out.fact("own_netns_inode", ns::own_netns_inode().ok());

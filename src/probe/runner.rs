@@ -197,6 +197,8 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
     }
 
     let verdict = verdict::compute(&rungs);
+    ev.make_readable()
+        .map_err(|e| RunError::CouldNotRun(format!("making the evidence readable: {e}")))?;
     let artifacts: Vec<Artifact> = ev
         .inventory()
         .map_err(|e| RunError::CouldNotRun(format!("listing the evidence folder: {e}")))?;

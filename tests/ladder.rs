@@ -1,0 +1,447 @@
+//! The whole ladder on real runc and real CRIU (root): the `runtime-empty-ns` verdict and every
+//! fact it rests on, `--expect`, `verify` (without root, and on tampered evidence), bad input
+//! with its exit codes, and that nothing is left behind — also after a rung fails.
+
+use netprobe::evidence::result::{RunResult, RungName, Status, VerdictCode};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const EXE: &str = env!("CARGO_BIN_EXE_netprobe");
+
+fn require_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "the ladder tests need root (namespaces, CRIU, runc); CI runs them as root"
+    );
+}
+
+fn netprobe(args: &[&str]) -> Output {
+    Command::new(EXE)
+        .args(args)
+        .env_remove("CRIU_CONFIG_FILE")
+        .output()
+        .expect("spawn netprobe")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn read_result(dir: &Path) -> RunResult {
+    let v: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("netprobe-result.json")).unwrap()).unwrap();
+    netprobe::evidence::validate_result(&v).expect("result validates against the schema");
+    serde_json::from_value(v).unwrap()
+}
+
+/// Every pid the run recorded (holders, dumped/restored processes, containers) is gone: no
+/// process, no zombie.
+fn assert_nothing_left(result: &RunResult) {
+    for r in &result.rungs {
+        for (k, v) in &r.facts {
+            if k.ends_with("pid") || k.contains("_pid_") {
+                let pid = v.as_i64().unwrap_or(0);
+                if pid > 0 {
+                    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"));
+                    // A reused pid would be a different process; ours ran netprobe or sleep.
+                    if let Ok(s) = stat {
+                        assert!(
+                            !(s.contains("(netprobe)") || s.contains("(sleep)")),
+                            "{}: {k} = {pid} is still there: {s}",
+                            r.name
+                        );
+                    }
+                }
+            }
+        }
+    }
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !mounts.contains("netprobe-"),
+        "a netprobe work area is still mounted:\n{mounts}"
+    );
+}
+
+fn evidence_dir(tmp: &tempfile::TempDir, name: &str) -> PathBuf {
+    tmp.path().join(name)
+}
+
+#[test]
+fn full_ladder_on_runc_is_runtime_empty_ns_with_every_fact() {
+    require_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let ev = evidence_dir(&tmp, "ev");
+    let o = netprobe(&[
+        "run",
+        "--evidence",
+        ev.to_str().unwrap(),
+        "--expect",
+        "runtime-empty-ns",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("verdict: runtime-empty-ns"), "{}", text(&o));
+    let r = read_result(&ev);
+    assert_eq!(r.verdict.code, VerdictCode::RuntimeEmptyNs);
+    let st = |n: RungName| r.rung(n).unwrap().status;
+    assert_eq!(st(RungName::Kernel), Status::Pass);
+    assert_eq!(st(RungName::Criu), Status::Pass);
+    assert_eq!(st(RungName::Oci), Status::Fail);
+    assert_eq!(st(RungName::ExternalNetns), Status::Pass);
+
+    // kernel: the exact 20-byte CRIU request, lo type 772 in CRIU's log format.
+    let req = std::fs::read(ev.join("kernel/request.bin")).unwrap();
+    assert_eq!(req.len(), 20);
+    assert_eq!(&req[4..6], &18u16.to_ne_bytes(), "RTM_GETLINK");
+    assert_eq!(
+        &req[6..8],
+        &0x301u16.to_ne_bytes(),
+        "NLM_F_ROOT|NLM_F_MATCH|NLM_F_REQUEST"
+    );
+    assert_eq!(&req[8..12], &24680u32.to_ne_bytes(), "seq");
+    assert_eq!(req[16], 17, "AF_PACKET");
+    let klog = std::fs::read_to_string(ev.join("kernel/kernel.log")).unwrap();
+    assert!(klog.contains("\tLD: Got link 1, type 772"), "{klog}");
+
+    // criu: netns images and a link dumped after the anchor.
+    let images = |rung: &str| -> Vec<(String, u64)> {
+        std::fs::read_dir(ev.join(rung).join("images"))
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    e.metadata().unwrap().len(),
+                )
+            })
+            .collect()
+    };
+    let criu_imgs = images("criu");
+    for p in ["netns-", "netdev-", "ifaddr-"] {
+        assert!(
+            criu_imgs.iter().any(|(n, _)| n.starts_with(p)),
+            "{p} in {criu_imgs:?}"
+        );
+    }
+    let dump = std::fs::read_to_string(ev.join("criu/dump.log")).unwrap();
+    let after = &dump[dump.find("Dump NET namespace info").unwrap()..];
+    assert!(after.contains("LD: Got link"));
+    assert_eq!(
+        std::fs::read(ev.join("criu/netstate-before.json")).unwrap(),
+        std::fs::read(ev.join("criu/netstate-after.json")).unwrap()
+    );
+
+    // oci: runc's empty_ns signature.
+    assert!(
+        !images("oci").iter().any(|(n, _)| n.starts_with("netns-")),
+        "no netns image under runc"
+    );
+    let restore = std::fs::read_to_string(ev.join("oci/restore.log")).unwrap();
+    assert!(
+        restore.lines().any(|l| {
+            l.split("No netns-")
+                .nth(1)
+                .is_some_and(|t| t.chars().next().is_some_and(|c| c.is_ascii_digit()))
+        }),
+        "No netns-<id>.img image in restore.log"
+    );
+    let dump = std::fs::read_to_string(ev.join("oci/dump.log")).unwrap();
+    let after = &dump[dump.find("Dump NET namespace info").unwrap()..];
+    assert!(!after.contains("LD: Got link"));
+    let after: Value =
+        serde_json::from_slice(&std::fs::read(ev.join("oci/netstate-after.json")).unwrap())
+            .unwrap();
+    let lo = after["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == "lo")
+        .unwrap();
+    assert_eq!(lo["up"], false);
+    assert!(after["addresses"].as_array().unwrap().is_empty());
+
+    // external-netns: only the key in the netns image, holder.json valid, state byte-equal.
+    let ext = images("external-netns");
+    let netns: Vec<_> = ext
+        .iter()
+        .filter(|(n, _)| n.starts_with("netns-"))
+        .collect();
+    assert_eq!(netns.len(), 1, "{ext:?}");
+    assert!(netns[0].1 <= 64, "{netns:?}");
+    let img = std::fs::read(ev.join("external-netns/images").join(&netns[0].0)).unwrap();
+    assert!(img.windows(12).any(|w| w == b"extRootNetNS"));
+    let holder: Value =
+        serde_json::from_slice(&std::fs::read(ev.join("external-netns/holder.json")).unwrap())
+            .unwrap();
+    netprobe::evidence::validate_holder(&holder).unwrap();
+    assert_eq!(
+        std::fs::read(ev.join("external-netns/netstate-before.json")).unwrap(),
+        std::fs::read(ev.join("external-netns/netstate-after.json")).unwrap()
+    );
+    let config: Value =
+        serde_json::from_slice(&std::fs::read(ev.join("external-netns/config.json")).unwrap())
+            .unwrap();
+    let ns = config["linux"]["namespaces"].as_array().unwrap();
+    let net = ns.iter().find(|n| n["type"] == "network").unwrap();
+    assert_eq!(
+        net["path"].as_str().unwrap(),
+        format!("/proc/{}/ns/net", holder["pid"])
+    );
+
+    // Binaries, pins and declared differences.
+    assert!(r.host.runtime.as_ref().unwrap().sha256.len() == 64);
+    assert!(r.pins.iter().any(|p| p.name == "runtime" && !p.matches));
+    assert!(
+        r.declared_differences
+            .iter()
+            .any(|d| d.contains("not the pinned runc 1.5.2"))
+    );
+    assert!(
+        r.declared_differences
+            .iter()
+            .any(|d| d.contains("HARNESS-OWNED"))
+    );
+    assert!(
+        r.declared_differences
+            .iter()
+            .any(|d| d.contains("NOT inside the container's cgroup"))
+    );
+    assert!(
+        r.rung(RungName::Oci)
+            .unwrap()
+            .timings_ms
+            .contains_key("checkpoint")
+    );
+    assert!(
+        r.rung(RungName::Oci)
+            .unwrap()
+            .timings_ms
+            .contains_key("restore")
+    );
+
+    assert_nothing_left(&r);
+
+    // The evidence alone reaches the same verdict, without root.
+    let o = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            EXE,
+            "verify",
+        ])
+        .arg(&ev)
+        .arg("--expect")
+        .arg("runtime-empty-ns")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "verify as nobody: {}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("verdict from the evidence: runtime-empty-ns")
+    );
+
+    // Tampered evidence: a log edited after the fact is caught, naming the artifact.
+    let log = ev.join("oci/restore.log");
+    let edited = restore.replace("No netns-", "No xxxxx-");
+    std::fs::write(&log, edited).unwrap();
+    let o = netprobe(&["verify", ev.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("artifact oci/restore.log changed"), "{out}");
+    assert!(out.contains("oci/restore-no-netns-image"), "{out}");
+}
+
+#[test]
+fn expect_mismatch_exits_1_and_cheap_phases_are_inconclusive() {
+    require_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let ev = evidence_dir(&tmp, "ev");
+    let o = netprobe(&[
+        "run",
+        "--phases",
+        "kernel,criu",
+        "--strace",
+        "--evidence",
+        ev.to_str().unwrap(),
+        "--expect",
+        "runtime-preserves-netns",
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "inconclusive");
+    let r = read_result(&ev);
+    assert_eq!(r.verdict.code, VerdictCode::Inconclusive);
+    assert!(
+        r.verdict
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("external-netns was not run")
+    );
+    assert_eq!(r.rung(RungName::Oci).unwrap().status, Status::Skipped);
+    assert_eq!(r.rung(RungName::Criu).unwrap().status, Status::Pass);
+    assert!(ev.join("criu/strace-dump.txt").metadata().unwrap().len() > 0);
+    assert_nothing_left(&r);
+}
+
+#[test]
+fn json_prints_only_the_result() {
+    require_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let ev = evidence_dir(&tmp, "ev");
+    let o = netprobe(&[
+        "run",
+        "--phases",
+        "kernel",
+        "--json",
+        "--evidence",
+        ev.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("stdout is the result JSON");
+    assert_eq!(v["rungs"][0]["status"], "pass");
+}
+
+#[test]
+fn bad_input_is_refused_with_the_right_exit_code_and_nothing_lost() {
+    require_root();
+    let tmp = tempfile::tempdir().unwrap();
+    // An existing, non-empty evidence folder: refused (2), its content untouched.
+    let ev = evidence_dir(&tmp, "used");
+    std::fs::create_dir_all(&ev).unwrap();
+    std::fs::write(ev.join("keep.txt"), b"precious").unwrap();
+    let o = netprobe(&[
+        "run",
+        "--phases",
+        "kernel",
+        "--evidence",
+        ev.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("already exists and is not empty"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(std::fs::read(ev.join("keep.txt")).unwrap(), b"precious");
+    assert_eq!(std::fs::read_dir(&ev).unwrap().count(), 1);
+
+    let fresh = |n: &str| evidence_dir(&tmp, n).to_str().unwrap().to_string();
+    // Unknown phase, wrong order: usage (2).
+    let o = netprobe(&["run", "--phases", "kernel,crui", "--evidence", &fresh("a")]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("unknown phase \"crui\""));
+    let o = netprobe(&["run", "--phases", "oci,kernel", "--evidence", &fresh("b")]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("kernel comes before oci"));
+    // A missing runtime binary: host refused (3), naming it.
+    let o = netprobe(&[
+        "run",
+        "--phases",
+        "oci",
+        "--runtime",
+        "/nonexistent/runc",
+        "--evidence",
+        &fresh("c"),
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(text(&o).contains("/nonexistent/runc"));
+    // Not an OCI runtime.
+    let o = netprobe(&[
+        "run",
+        "--phases",
+        "oci",
+        "--runtime",
+        "/bin/true",
+        "--evidence",
+        &fresh("d"),
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    // A rootfs without sleep: usage (2).
+    let empty = tmp.path().join("emptyroot");
+    std::fs::create_dir_all(&empty).unwrap();
+    let o = netprobe(&[
+        "run",
+        "--phases",
+        "oci",
+        "--rootfs",
+        empty.to_str().unwrap(),
+        "--evidence",
+        &fresh("e"),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("has no sleep"), "{}", text(&o));
+    // A CRIU config file requested through $CRIU_CONFIG_FILE: refused (3), naming it.
+    let conf = tmp.path().join("criu.conf");
+    std::fs::write(&conf, b"tcp-established\n").unwrap();
+    let o = Command::new(EXE)
+        .args(["run", "--phases", "kernel", "--evidence", &fresh("f")])
+        .env("CRIU_CONFIG_FILE", &conf)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(text(&o).contains(conf.to_str().unwrap()), "{}", text(&o));
+    // An unknown --expect verdict: usage (2).
+    let o = netprobe(&["run", "--expect", "maybe"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    // verify on a folder without a result: usage (2), naming it.
+    let o = netprobe(&["verify", tmp.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
+
+/// A runtime whose checkpoint fails: the oci rung errors (exit 4), the evidence gathered so far
+/// is kept, and the container and holder are gone.
+#[test]
+fn a_failing_rung_keeps_evidence_and_leaves_nothing_behind() {
+    require_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let wrapper = tmp.path().join("runc");
+    let real = netprobe::host::find_in_path(Path::new("runc")).expect("runc in PATH");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = checkpoint ] && {{ echo 'checkpoint refused by test wrapper' >&2; exit 1; }}; done\nexec {} \"$@\"\n",
+            real.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ev = evidence_dir(&tmp, "ev");
+    let o = netprobe(&[
+        "run",
+        "--phases",
+        "oci,external-netns",
+        "--runtime",
+        wrapper.to_str().unwrap(),
+        "--evidence",
+        ev.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    let r = read_result(&ev);
+    for n in [RungName::Oci, RungName::ExternalNetns] {
+        let rung = r.rung(n).unwrap();
+        assert_eq!(rung.status, Status::Error, "{n}");
+        assert!(
+            rung.error
+                .as_deref()
+                .unwrap()
+                .contains("runtime checkpoint"),
+            "{:?}",
+            rung.error
+        );
+        assert!(
+            ev.join(n.as_str()).join("netstate-before.json").exists(),
+            "kept"
+        );
+    }
+    assert_eq!(r.verdict.code, VerdictCode::Inconclusive);
+    assert!(ev.join("external-netns/holder.json").exists());
+    assert_nothing_left(&r);
+}
