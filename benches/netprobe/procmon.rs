@@ -187,11 +187,7 @@ fn record(fd: i32, stop: &AtomicBool) -> io::Result<Vec<Event>> {
                         let exe = std::fs::read_link(format!("/proc/{}/exe", d(0)))
                             .map(|p| p.display().to_string())
                             .unwrap_or_else(|_| "?".into());
-                        out.push(Event::Exec {
-                            ts,
-                            pid: d(0),
-                            exe,
-                        })
+                        out.push(Event::Exec { ts, pid: d(0), exe })
                     }
                     PROC_EVENT_EXIT if d(0) == d(1) => out.push(Event::Exit { ts, pid: d(0) }),
                     _ => {}
@@ -209,6 +205,8 @@ pub struct ChildTime {
     pub union_ns: u64,
     /// Sum per program (basename of the exe), ns, and call count.
     pub by_program: HashMap<String, (u64, u32)>,
+    /// Every external child: exec and exit (ns, monotonic) and the exe path, in exit order.
+    pub timeline: Vec<(u64, u64, String)>,
 }
 
 /// From `events`, the time external programs (anything but `netprobe_exe`) exec'd by
@@ -226,7 +224,9 @@ pub fn child_time(events: &[Event], root: i32, netprobe_exe: &str, count: &[&str
     let mut out = ChildTime::default();
     for e in events {
         match e {
-            Event::Fork { parent: p, child, .. } => {
+            Event::Fork {
+                parent: p, child, ..
+            } => {
                 if np.get(p) == Some(&true) {
                     np.insert(*child, true);
                     parent.insert(*child, *p);
@@ -246,6 +246,7 @@ pub fn child_time(events: &[Event], root: i32, netprobe_exe: &str, count: &[&str
                 if let Some((t0, exe)) = started.remove(pid) {
                     let base = exe.rsplit('/').next().unwrap_or(&exe).to_string();
                     let d = ts.saturating_sub(t0);
+                    out.timeline.push((t0, *ts, exe.clone()));
                     let ent = out.by_program.entry(base.clone()).or_default();
                     ent.0 += d;
                     ent.1 += 1;
