@@ -373,7 +373,7 @@ fn generate(path: &Path, size: u64, queries: &[LogQuery]) -> std::io::Result<(Ve
                     start + len,
                     len >> 10,
                     a % 8,
-                    0x2 | (a >> 8) % 0x40,
+                    0x2 | ((a >> 8) % 0x40),
                     0x41 + (a >> 16) % 0x200,
                     if a & 1 == 0 { "fp" } else { "ap" }
                 )?;

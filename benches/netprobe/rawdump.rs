@@ -106,7 +106,7 @@ unsafe fn dump_on(fd: i32, ty: u16, req: &[u8]) -> io::Result<RawDump> {
             match ty {
                 NLMSG_DONE => return Ok(out),
                 NLMSG_ERROR => {
-                    return Err(io::Error::new(io::ErrorKind::Other, "NLMSG_ERROR"));
+                    return Err(io::Error::other("NLMSG_ERROR"));
                 }
                 _ => out.links += 1,
             }
