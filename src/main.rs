@@ -142,8 +142,9 @@ struct RunArgs {
 
 #[derive(clap::Args)]
 struct SlotCli {
-    /// provision | snapshot | restore | reset | cleanup | status
-    verb: String,
+    /// The verb.
+    #[arg(value_enum)]
+    verb: netprobe::slot::Verb,
     /// Slot number (digits only).
     #[arg(long)]
     slot: String,
@@ -345,15 +346,39 @@ fn cmd_run(a: RunArgs) -> ExitCode {
 }
 
 fn cmd_slot(s: SlotCli) -> ExitCode {
-    // Wired to netprobe::slot::run_verb when the slot driver lands.
-    let _ = (
-        &s.verb,
-        &s.slot,
-        &s.state_dir,
-        &s.image,
-        &s.image_sha256,
-        &s.probe_evidence,
-    );
-    let _ = (&s.no_probe_gate, &s.reason, &s.runtime, &s.criu, &s.json);
-    fail(4, "the slot driver is not in this build yet")
+    let args = netprobe::slot::SlotArgs {
+        verb: s.verb,
+        slot: s.slot,
+        state_dir: s.state_dir,
+        image: s.image,
+        image_sha256: s.image_sha256,
+        probe_evidence: s.probe_evidence,
+        no_probe_gate: s.no_probe_gate,
+        reason: s.reason,
+        runtime: s.runtime,
+        criu: s.criu,
+        json: s.json,
+    };
+    match netprobe::slot::run_verb(&args) {
+        Ok(o) => {
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&o.to_json()).unwrap_or_default()
+                );
+            } else {
+                println!("{}", o.render());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&e.to_json()).unwrap_or_default()
+                );
+            }
+            fail(e.exit_code() as u8, e)
+        }
+    }
 }

@@ -387,6 +387,39 @@ fn bad_input_is_refused_with_the_right_exit_code_and_nothing_lost() {
         .unwrap();
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
     assert!(text(&o).contains(conf.to_str().unwrap()), "{}", text(&o));
+    // A missing CRIU: host refused (3), naming it.
+    let o = netprobe(&[
+        "run",
+        "--phases",
+        "kernel",
+        "--criu",
+        "/nonexistent/criu",
+        "--evidence",
+        &fresh("g"),
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(text(&o).contains("/nonexistent/criu"), "{}", text(&o));
+    // Not root: host refused (3) before anything is written.
+    let o = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            EXE,
+            "run",
+            "--phases",
+            "kernel",
+            "--evidence",
+        ])
+        .arg(tmp.path().join("h"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(text(&o).contains("root"), "{}", text(&o));
+    assert!(
+        !tmp.path().join("h").exists(),
+        "nothing written when refused"
+    );
     // An unknown --expect verdict: usage (2).
     let o = netprobe(&["run", "--expect", "maybe"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));

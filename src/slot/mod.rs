@@ -1,1 +1,218 @@
-//! The slot driver: provision, snapshot, restore, reset, cleanup, status, with fail-closed gates.
+//! The slot driver: `netprobe slot VERB --slot N --state-dir DIR` with verbs `provision`,
+//! `snapshot`, `restore`, `reset`, `cleanup`, `status`, each behind fail-closed gates
+//! (DESIGN.md section 5).
+//!
+//! Entry point: [`run_verb`]. Every verb validates the slot number, checks the state directory,
+//! proves the slot's ownership marker and takes the slot's exclusive lock before anything else;
+//! then it evaluates its gates (any unproven gate fails closed before a destructive step), writes
+//! its own evidence folder in the slot (`evidence/<seq>-<verb>/`: `gates.json`, `timings.json`,
+//! `verb.json`, logs and network-state captures) and appends to the slot journal.
+
+pub mod compat;
+pub mod error;
+pub mod gate;
+pub mod layout;
+pub mod mounts;
+pub mod state;
+pub mod support;
+mod verbs;
+
+pub use error::{ErrorKind, SlotError};
+pub use gate::{Gate, GateLog};
+pub use layout::{SlotLock, SlotPaths, parse_slot};
+pub use state::{Phase, SlotState};
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// A slot verb.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verb {
+    /// Create a fresh slot: image, overlay, holder, bundle, container, ready gates.
+    Provision,
+    /// Record the network state, checkpoint the container, save the overlay upper.
+    Snapshot,
+    /// Restore from the complete snapshot (container must be proven gone), with the gates.
+    Restore,
+    /// Container proven gone, upper reset to the snapshot's, restore with the same gates.
+    Reset,
+    /// Release everything (container, mounts, FUSE export, holder); evidence kept.
+    Cleanup,
+    /// Print the slot state as JSON (schema `evidence-schema/slot-state.schema.json`).
+    Status,
+}
+
+impl Verb {
+    /// The verb as written on the command line and in evidence.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Provision => "provision",
+            Verb::Snapshot => "snapshot",
+            Verb::Restore => "restore",
+            Verb::Reset => "reset",
+            Verb::Cleanup => "cleanup",
+            Verb::Status => "status",
+        }
+    }
+
+    /// Parses a verb. Errors: `None` for an unknown verb.
+    pub fn parse(s: &str) -> Option<Verb> {
+        [
+            Verb::Provision,
+            Verb::Snapshot,
+            Verb::Restore,
+            Verb::Reset,
+            Verb::Cleanup,
+            Verb::Status,
+        ]
+        .into_iter()
+        .find(|v| v.as_str() == s)
+    }
+}
+
+/// The arguments of `netprobe slot VERB`, as parsed by the CLI (no validation done there).
+#[derive(Debug, Clone)]
+pub struct SlotArgs {
+    /// The verb.
+    pub verb: Verb,
+    /// The slot number as typed (validated here: digits only, 0..=999, no leading zero).
+    pub slot: String,
+    /// The state directory (`--state-dir`); must not be a symlink; created by `provision`.
+    pub state_dir: PathBuf,
+    /// `--image`: a directory (used as-is) or a `.qcow2` file (needs `image_sha256`). Default:
+    /// the embedded busybox rootfs. Provision only.
+    pub image: Option<PathBuf>,
+    /// `--image-sha256`: lower-case hex sha256 of the qcow2. Provision only.
+    pub image_sha256: Option<String>,
+    /// `--probe-evidence DIR`: a netprobe evidence directory with a passing verdict. Provision only.
+    pub probe_evidence: Option<PathBuf>,
+    /// `--no-probe-gate`: provision without probe evidence (needs `reason`; recorded in the slot).
+    pub no_probe_gate: bool,
+    /// `--reason TEXT` for `--no-probe-gate`.
+    pub reason: Option<String>,
+    /// `--runtime PATH`. Provision default: `/usr/bin/runc`; later verbs default to the path
+    /// recorded at provision (a different path is accepted only with the same sha256).
+    pub runtime: Option<PathBuf>,
+    /// `--criu PATH`. Provision default: `/opt/criu-4.1.1/sbin/criu` if present, else `criu` in
+    /// PATH; later verbs as for `runtime`.
+    pub criu: Option<PathBuf>,
+    /// `--json`: the CLI prints [`SlotOutcome::to_json`] instead of [`SlotOutcome::render`].
+    pub json: bool,
+}
+
+impl SlotArgs {
+    /// Arguments for `verb` on `slot` in `state_dir`, every option unset.
+    pub fn new(verb: Verb, slot: impl Into<String>, state_dir: impl Into<PathBuf>) -> Self {
+        SlotArgs {
+            verb,
+            slot: slot.into(),
+            state_dir: state_dir.into(),
+            image: None,
+            image_sha256: None,
+            probe_evidence: None,
+            no_probe_gate: false,
+            reason: None,
+            runtime: None,
+            criu: None,
+            json: false,
+        }
+    }
+}
+
+/// What a successful verb did.
+#[derive(Debug, Clone, Serialize)]
+pub struct SlotOutcome {
+    /// The verb.
+    pub verb: Verb,
+    /// The slot number.
+    pub slot: u32,
+    /// The slot's phase after the verb.
+    pub phase: Option<Phase>,
+    /// One line for people.
+    pub summary: String,
+    /// Every gate evaluated, in order.
+    pub gates: Vec<Gate>,
+    /// Named step timings, milliseconds (monotonic clock).
+    pub timings_ms: BTreeMap<String, u64>,
+    /// Facts (holder identity, config sha256, snapshot, cgroup readback, ...).
+    pub facts: BTreeMap<String, serde_json::Value>,
+    /// The declared differences that accompany every number here.
+    pub declared_differences: Vec<String>,
+    /// This verb's evidence folder (absent for `status`).
+    pub evidence: Option<PathBuf>,
+    /// For `status`: the status document (schema `evidence-schema/slot-state.schema.json`).
+    pub status: Option<serde_json::Value>,
+}
+
+impl SlotOutcome {
+    /// The outcome as JSON (for `status`, the status document itself).
+    pub fn to_json(&self) -> serde_json::Value {
+        if let Some(s) = &self.status {
+            return s.clone();
+        }
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// The outcome for people: summary, gates, timings, declared differences, evidence folder.
+    pub fn render(&self) -> String {
+        if let Some(s) = &self.status {
+            return serde_json::to_string_pretty(s).unwrap_or_default();
+        }
+        let mut out = format!(
+            "slot {} {}: {}\n",
+            self.slot,
+            self.verb.as_str(),
+            self.summary
+        );
+        for g in &self.gates {
+            out.push_str(&format!(
+                "  gate {:<22} {} {}\n",
+                g.name,
+                if g.proven {
+                    "proven  "
+                } else if g.blocking {
+                    "FAILED  "
+                } else {
+                    "recorded"
+                },
+                g.detail
+            ));
+        }
+        if !self.timings_ms.is_empty() {
+            let t: Vec<String> = self
+                .timings_ms
+                .iter()
+                .map(|(k, v)| format!("{k} {v} ms"))
+                .collect();
+            out.push_str(&format!("  timings: {}\n", t.join(", ")));
+        }
+        out.push_str("  declared differences:\n");
+        for d in &self.declared_differences {
+            out.push_str(&format!("   - {d}\n"));
+        }
+        if let Some(e) = &self.evidence {
+            out.push_str(&format!("  evidence: {}\n", e.display()));
+        }
+        out
+    }
+}
+
+/// The declared differences of the slot arm; every number the slot driver prints or writes
+/// carries them (plus the binaries recorded at provision, added per slot).
+pub const DECLARED_DIFFERENCES: &[&str] = &[
+    "The network namespace is HARNESS-OWNED and is not part of the CRIU image: runc always passes empty-ns for a namespace it creates, so each slot runs in a private namespace created and brought up (lo) by a persistent holder process and named by path in config.json; CRIU records only an external key and the same namespace must exist at restore.",
+    "The holder's memory and CPU are outside the container's cgroup: they are costs of the harness and are NOT inside the container's limits.",
+    "TCP connections inside the namespace are not preserved across a restore (--tcp-established is not used); the guest server is checked with a new connection.",
+    "snapshot stops the container (runtime checkpoint without --leave-running) so that the overlay upper is saved exactly as it was at checkpoint time.",
+    "The default image is netprobe's embedded busybox rootfs (init: busybox httpd on 0.0.0.0:5000), a stand-in for the image's own server.",
+];
+
+/// Runs one slot verb. See the module docs for the order of checks.
+///
+/// Errors: [`SlotError`] naming the slot and the failed gate or step; exit codes from
+/// [`SlotError::exit_code`]: 1 a gate failed, 2 usage, 3 host refused, 4 could not run.
+pub fn run_verb(args: &SlotArgs) -> Result<SlotOutcome, SlotError> {
+    verbs::run(args)
+}

@@ -1,0 +1,497 @@
+//! Where a slot lives: slot number validation, the state directory and its checks, the slot's
+//! ownership marker, the per-slot exclusive lock and the append-only slot journal.
+//!
+//! Layout of a state directory (`--state-dir DIR`):
+//! ```text
+//! DIR/.netprobe-state-dir          marker: this directory holds netprobe slots
+//! DIR/slot-N/owner.json            ownership marker (tool, slot, canonical path, id)
+//! DIR/slot-N/lock                  flock target (exclusive, non-blocking)
+//! DIR/slot-N/journal.jsonl         append-only journal, one JSON object per line
+//! DIR/slot-N/state.json            slot state (schema: evidence-schema/slot-state.schema.json)
+//! DIR/slot-N/holder.json           holder identity (pid, start time, netns inode)
+//! DIR/slot-N/image/                image source, FUSE export file, read-only lower mount
+//! DIR/slot-N/overlay/{upper,work}  per-run overlay upper and work directories
+//! DIR/slot-N/bundle/               OCI bundle: config.json, rootfs (overlay mount point)
+//! DIR/slot-N/runc-root/            the runtime's state root (`runc --root`)
+//! DIR/slot-N/snapshot-<id>/        complete snapshots; snapshot.tmp-* are never used
+//! DIR/slot-N/evidence/<seq>-<verb>/  one evidence folder per verb run
+//! ```
+
+use super::error::SlotError;
+use super::support;
+use serde::{Deserialize, Serialize};
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Highest accepted slot number (inclusive). Slot numbers are 0..=999.
+pub const MAX_SLOT: u32 = 999;
+
+/// Name of the state-directory marker file.
+pub const STATE_DIR_MARKER: &str = ".netprobe-state-dir";
+
+/// Name of the slot ownership marker inside a slot directory.
+pub const OWNER_FILE: &str = "owner.json";
+
+/// Validates a raw slot number: ASCII digits only, 1 to 3 characters, no leading zero (except
+/// `0` itself), value 0..=[`MAX_SLOT`]. No signs, spaces, dots or slashes: the number becomes part
+/// of a path (`slot-N`).
+///
+/// Errors: a usage error (exit 2) naming the raw text.
+pub fn parse_slot(raw: &str) -> Result<u32, SlotError> {
+    let ok_chars = !raw.is_empty() && raw.len() <= 3 && raw.bytes().all(|b| b.is_ascii_digit());
+    if !ok_chars || (raw.len() > 1 && raw.starts_with('0')) {
+        return Err(SlotError::usage(
+            raw,
+            format!(
+                "malformed slot number {raw:?}: expected digits only, 0..={MAX_SLOT}, no leading zero"
+            ),
+        ));
+    }
+    let n: u32 = raw
+        .parse()
+        .map_err(|_| SlotError::usage(raw, format!("malformed slot number {raw:?}")))?;
+    if n > MAX_SLOT {
+        return Err(SlotError::usage(
+            raw,
+            format!("slot number {n} is above {MAX_SLOT}"),
+        ));
+    }
+    Ok(n)
+}
+
+/// The paths of one slot. All absolute; `root` is `<state dir>/slot-N`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotPaths {
+    /// The slot number.
+    pub slot: u32,
+    /// The state directory (absolute, as given, symlink-checked).
+    pub state_dir: PathBuf,
+    /// `<state dir>/slot-N`.
+    pub root: PathBuf,
+}
+
+impl SlotPaths {
+    /// Paths for slot `slot` in `state_dir` (made absolute against the current directory).
+    pub fn new(state_dir: &Path, slot: u32) -> Self {
+        let state_dir = if state_dir.is_absolute() {
+            state_dir.to_path_buf()
+        } else {
+            std::env::current_dir()
+                .unwrap_or_else(|_| PathBuf::from("/"))
+                .join(state_dir)
+        };
+        let root = state_dir.join(format!("slot-{slot}"));
+        SlotPaths {
+            slot,
+            state_dir,
+            root,
+        }
+    }
+    /// `owner.json`.
+    pub fn owner(&self) -> PathBuf {
+        self.root.join(OWNER_FILE)
+    }
+    /// `lock`.
+    pub fn lock(&self) -> PathBuf {
+        self.root.join("lock")
+    }
+    /// `journal.jsonl`.
+    pub fn journal(&self) -> PathBuf {
+        self.root.join("journal.jsonl")
+    }
+    /// `state.json`.
+    pub fn state(&self) -> PathBuf {
+        self.root.join("state.json")
+    }
+    /// `holder.json`.
+    pub fn holder(&self) -> PathBuf {
+        self.root.join("holder.json")
+    }
+    /// `image/`.
+    pub fn image_dir(&self) -> PathBuf {
+        self.root.join("image")
+    }
+    /// `overlay/`.
+    pub fn overlay_dir(&self) -> PathBuf {
+        self.root.join("overlay")
+    }
+    /// `bundle/`.
+    pub fn bundle(&self) -> PathBuf {
+        self.root.join("bundle")
+    }
+    /// `bundle/config.json`.
+    pub fn config(&self) -> PathBuf {
+        self.bundle().join("config.json")
+    }
+    /// `bundle/rootfs` (the overlay mount point).
+    pub fn rootfs(&self) -> PathBuf {
+        self.bundle().join("rootfs")
+    }
+    /// `runc-root/`.
+    pub fn runtime_root(&self) -> PathBuf {
+        self.root.join("runc-root")
+    }
+    /// `evidence/`.
+    pub fn evidence(&self) -> PathBuf {
+        self.root.join("evidence")
+    }
+    /// The container id used with the runtime: `netprobe-slot-N`.
+    pub fn container_id(&self) -> String {
+        format!("netprobe-slot-{}", self.slot)
+    }
+    /// The cgroup path in `config.json` (cgroupfs driver): `/netprobe/slot-N-<first 8 hex of the
+    /// ownership id>` (unique per slot lifetime, so two state directories never share a cgroup).
+    pub fn cgroups_path(&self, owner_id: &str) -> String {
+        format!(
+            "/netprobe/slot-{}-{}",
+            self.slot,
+            &owner_id[..owner_id.len().min(8)]
+        )
+    }
+}
+
+/// Checks the state directory: not a symlink, a directory, owned by the effective uid, not
+/// group- or world-writable, and either carrying [`STATE_DIR_MARKER`] or empty.
+/// With `create` (provision), a missing directory is created (mode 0700, parent must exist) and
+/// the marker is written into an empty one.
+///
+/// Returns the observed facts for the `state-dir` gate: `Ok(detail)` when proven, `Err(detail)`.
+pub fn check_state_dir(dir: &Path, create: bool) -> Result<String, String> {
+    match fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if !create {
+                return Err(format!(
+                    "{} does not exist (no slot was provisioned here)",
+                    dir.display()
+                ));
+            }
+            fs::create_dir(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+                .map_err(|e| format!("chmod {}: {e}", dir.display()))?;
+        }
+        Err(e) => return Err(format!("cannot stat {}: {e}", dir.display())),
+        Ok(_) => {}
+    }
+    let md =
+        fs::symlink_metadata(dir).map_err(|e| format!("cannot stat {}: {e}", dir.display()))?;
+    if md.file_type().is_symlink() {
+        return Err(format!(
+            "{} is a symlink; refusing to follow it",
+            dir.display()
+        ));
+    }
+    if !md.is_dir() {
+        return Err(format!("{} is not a directory", dir.display()));
+    }
+    let euid = nix::unistd::geteuid().as_raw();
+    if md.uid() != euid {
+        return Err(format!(
+            "{} is owned by uid {}, not by us (uid {euid})",
+            dir.display(),
+            md.uid()
+        ));
+    }
+    if md.mode() & 0o022 != 0 {
+        return Err(format!(
+            "{} is group- or world-writable (mode {:o})",
+            dir.display(),
+            md.mode() & 0o7777
+        ));
+    }
+    let marker = dir.join(STATE_DIR_MARKER);
+    match fs::symlink_metadata(&marker) {
+        Ok(m) if m.is_file() => Ok(format!(
+            "{}: directory, uid {euid}, mode {:o}, marker present",
+            dir.display(),
+            md.mode() & 0o7777
+        )),
+        Ok(_) => Err(format!("{} is not a regular file", marker.display())),
+        Err(_) => {
+            let empty = fs::read_dir(dir)
+                .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
+                .next()
+                .is_none();
+            if !empty {
+                return Err(format!(
+                    "{} is not empty and has no {STATE_DIR_MARKER} marker: not ours",
+                    dir.display()
+                ));
+            }
+            if !create {
+                return Err(format!(
+                    "{} has no {STATE_DIR_MARKER} marker",
+                    dir.display()
+                ));
+            }
+            support::atomic_write(&marker, b"netprobe slot state directory\n")
+                .map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
+            Ok(format!(
+                "{}: created, uid {euid}, marker written",
+                dir.display()
+            ))
+        }
+    }
+}
+
+/// The slot ownership marker (`owner.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnerMarker {
+    /// Always `netprobe`.
+    pub tool: String,
+    /// Always `slot`.
+    pub kind: String,
+    /// The slot number.
+    pub slot: u32,
+    /// The slot directory's absolute path when it was created; a copied or moved slot does not match.
+    pub path: PathBuf,
+    /// Random id (128 bits, hex) of this slot's lifetime.
+    pub id: String,
+    /// RFC 3339 creation time (UTC).
+    pub created_at: String,
+    /// The netprobe version that created the slot.
+    pub tool_version: String,
+}
+
+/// Creates the slot directory (`mkdir`, so an existing one is refused atomically) and writes its
+/// ownership marker.
+///
+/// Errors: `Err(detail)` when the directory exists (the `slot-fresh` gate) or cannot be created.
+pub fn create_slot(paths: &SlotPaths) -> Result<OwnerMarker, (bool, String)> {
+    match fs::symlink_metadata(&paths.root) {
+        Ok(m) => {
+            return Err((
+                true,
+                format!(
+                    "{} already exists ({}); a slot is never re-provisioned in place",
+                    paths.root.display(),
+                    if m.file_type().is_symlink() {
+                        "a symlink"
+                    } else {
+                        "a directory or file"
+                    }
+                ),
+            ));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err((false, format!("cannot stat {}: {e}", paths.root.display()))),
+    }
+    fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&paths.root)
+        .map_err(|e| {
+            let exists = e.kind() == std::io::ErrorKind::AlreadyExists;
+            (
+                exists,
+                format!("cannot create {}: {e}", paths.root.display()),
+            )
+        })?;
+    let marker = OwnerMarker {
+        tool: "netprobe".into(),
+        kind: "slot".into(),
+        slot: paths.slot,
+        path: paths.root.clone(),
+        id: support::random_hex(16),
+        created_at: support::now_rfc3339(),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+    };
+    let bytes = serde_json::to_vec_pretty(&marker).expect("serialize owner marker");
+    support::atomic_write(&paths.owner(), &bytes).map_err(|e| {
+        (
+            false,
+            format!("cannot write {}: {e}", paths.owner().display()),
+        )
+    })?;
+    Ok(marker)
+}
+
+use std::os::unix::fs::DirBuilderExt;
+
+/// Checks the slot directory and its ownership marker: the directory exists, is not a symlink, is
+/// owned by us, and `owner.json` is a regular file naming netprobe, this slot number and this
+/// slot directory's path.
+///
+/// Returns `Ok((marker, detail))` when proven; `Err((exists, detail))` otherwise, where `exists`
+/// is false when there is no slot directory at all.
+pub fn check_owner(paths: &SlotPaths) -> Result<(OwnerMarker, String), (bool, String)> {
+    let md = match fs::symlink_metadata(&paths.root) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err((
+                false,
+                format!(
+                    "{} does not exist: slot {} was never provisioned",
+                    paths.root.display(),
+                    paths.slot
+                ),
+            ));
+        }
+        Err(e) => return Err((true, format!("cannot stat {}: {e}", paths.root.display()))),
+        Ok(m) => m,
+    };
+    if md.file_type().is_symlink() || !md.is_dir() {
+        return Err((
+            true,
+            format!("{} is a symlink or not a directory", paths.root.display()),
+        ));
+    }
+    let euid = nix::unistd::geteuid().as_raw();
+    if md.uid() != euid {
+        return Err((
+            true,
+            format!(
+                "{} is owned by uid {}, not {euid}",
+                paths.root.display(),
+                md.uid()
+            ),
+        ));
+    }
+    let owner = paths.owner();
+    match fs::symlink_metadata(&owner) {
+        Ok(m) if m.is_file() => {}
+        Ok(_) => return Err((true, format!("{} is not a regular file", owner.display()))),
+        Err(_) => {
+            return Err((
+                true,
+                format!(
+                    "{} is missing: the directory is not a netprobe slot",
+                    owner.display()
+                ),
+            ));
+        }
+    }
+    let text =
+        fs::read(&owner).map_err(|e| (true, format!("cannot read {}: {e}", owner.display())))?;
+    let m: OwnerMarker = serde_json::from_slice(&text).map_err(|e| {
+        (
+            true,
+            format!(
+                "{} is not a netprobe ownership marker: {e}",
+                owner.display()
+            ),
+        )
+    })?;
+    if m.tool != "netprobe" || m.kind != "slot" || m.slot != paths.slot || m.path != paths.root {
+        return Err((
+            true,
+            format!(
+                "{} names tool {:?} kind {:?} slot {} path {}, expected netprobe slot {} at {}",
+                owner.display(),
+                m.tool,
+                m.kind,
+                m.slot,
+                m.path.display(),
+                paths.slot,
+                paths.root.display()
+            ),
+        ));
+    }
+    let detail = format!("{}: netprobe slot {}, id {}", owner.display(), m.slot, m.id);
+    Ok((m, detail))
+}
+
+/// The per-slot exclusive lock: `flock(LOCK_EX | LOCK_NB)` on `slot-N/lock`. A second verb on
+/// the same slot is refused, not queued. Released when dropped (or when the process dies).
+#[derive(Debug)]
+pub struct SlotLock {
+    file: File,
+}
+
+impl SlotLock {
+    /// Takes the lock without blocking.
+    ///
+    /// Errors: `Err(detail)` when another process holds it (`EWOULDBLOCK`) or the file cannot be opened.
+    pub fn acquire(path: &Path) -> Result<SlotLock, String> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        // SAFETY: flock on a valid, owned file descriptor.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                return Err(format!(
+                    "{} is held by another netprobe verb (or by a runtime it started); refused, not queued",
+                    path.display()
+                ));
+            }
+            return Err(format!("flock {}: {err}", path.display()));
+        }
+        Ok(SlotLock { file })
+    }
+
+    /// Runs `f` with the lock's file descriptor inheritable, so that every process `f` starts (the
+    /// runtime and CRIU during checkpoint and restore) keeps the slot locked until it exits, even
+    /// when netprobe itself is killed.
+    pub fn inherited_by_children<T>(&self, f: impl FnOnce() -> T) -> T {
+        let fd = self.file.as_raw_fd();
+        // SAFETY: F_SETFD on a valid descriptor we own.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, 0) };
+        let out = f();
+        // SAFETY: as above.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        out
+    }
+}
+
+/// One line of the slot journal (`journal.jsonl`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JournalEntry {
+    /// RFC 3339 time (UTC, milliseconds).
+    pub at: String,
+    /// netprobe's pid.
+    pub pid: u32,
+    /// The verb.
+    pub verb: String,
+    /// `start`, `step`, `gate-failed`, `end`.
+    pub event: String,
+    /// Whether the event is a success.
+    pub ok: bool,
+    /// Free text (the step name, the failed gate and its detail, the evidence folder).
+    pub detail: String,
+}
+
+/// Appends one entry to the journal (`O_APPEND`, one `write`, then `fsync`). Errors are
+/// returned, never ignored silently by callers that gate on them.
+pub fn journal_append(
+    path: &Path,
+    verb: &str,
+    event: &str,
+    ok: bool,
+    detail: &str,
+) -> std::io::Result<()> {
+    let e = JournalEntry {
+        at: support::now_rfc3339(),
+        pid: std::process::id(),
+        verb: verb.into(),
+        event: event.into(),
+        ok,
+        detail: detail.into(),
+    };
+    let mut line = serde_json::to_vec(&e).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    let mut f = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    f.write_all(&line)?;
+    f.sync_data()
+}
+
+/// Reads the journal; malformed lines are skipped (a line cut by a crash is never trusted).
+pub fn journal_read(path: &Path) -> Vec<JournalEntry> {
+    fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}

@@ -1,0 +1,182 @@
+//! The slot state model (`slot-N/state.json`), written atomically after every step so that a
+//! killed netprobe leaves a state `cleanup` can release. Schema:
+//! `evidence-schema/slot-state.schema.json` (the `state` member of `netprobe slot status`).
+
+use super::compat::{ProcessIdentity, Resources};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Version of the `state.json` layout.
+pub const STATE_SCHEMA_VERSION: u32 = 1;
+
+/// Where the slot is in its life. Phases ending in `-ing` that are found by a later verb mean the
+/// verb that set them was interrupted; later verbs decide from facts (runtime state, holder
+/// identity, snapshot completeness), never from the phase alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    /// provision started and has not finished.
+    Provisioning,
+    /// provision failed; what it started was released by its guards.
+    ProvisionFailed,
+    /// provisioned: container running, ready gates passed.
+    Ready,
+    /// a snapshot started and has not finished.
+    Snapshotting,
+    /// a complete snapshot exists and the container was stopped by the checkpoint.
+    Checkpointed,
+    /// a snapshot failed; the previous complete snapshot (if any) is unchanged.
+    SnapshotFailed,
+    /// restore or reset started and has not finished.
+    Restoring,
+    /// restored and every gate passed.
+    Running,
+    /// restore failed closed; the holder is kept so the restore can be retried.
+    RestoreFailed,
+    /// cleanup started and has not finished.
+    Cleaning,
+    /// everything released; evidence kept.
+    Clean,
+}
+
+/// A binary recorded at provision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BinaryPin {
+    /// Path used at provision.
+    pub path: PathBuf,
+    /// Lower-case hex sha256 at provision.
+    pub sha256: String,
+}
+
+/// How the probe-verdict gate was satisfied at provision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeGateRecord {
+    /// `evidence` (a passing netprobe-result.json) or `override` (`--no-probe-gate --reason`).
+    pub mode: String,
+    /// The probe evidence directory, for `evidence`.
+    pub evidence_dir: Option<PathBuf>,
+    /// The verdict code read from it.
+    pub verdict: Option<String>,
+    /// The operator's reason, for `override`.
+    pub reason: Option<String>,
+}
+
+/// The slot's image and its mounts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageState {
+    /// `embedded` (busybox rootfs built in the slot), `directory` or `qcow2`.
+    pub kind: String,
+    /// The source: the directory or qcow2 path; for `embedded`, the built rootfs.
+    pub source: PathBuf,
+    /// The qcow2's sha256 (pinned with `--image-sha256` and checked).
+    pub sha256: Option<String>,
+    /// The overlay's lower directory (the read-only image root).
+    pub lower: PathBuf,
+    /// FUSE export file (qcow2 only).
+    pub export_file: Option<PathBuf>,
+    /// `qemu-storage-daemon` pid (qcow2 only).
+    pub qsd_pid: Option<i32>,
+    /// Loop device (qcow2 only).
+    pub loop_device: Option<PathBuf>,
+    /// Filesystem type of the image (qcow2 only).
+    pub fstype: Option<String>,
+}
+
+/// The container rootfs overlay.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OverlayState {
+    /// Mount point (`bundle/rootfs`).
+    pub merged: PathBuf,
+    /// Run number; upper = `overlay/upper-<run>`, work = `overlay/work-<run>`.
+    pub run: u32,
+    /// Whether the overlay was mounted when the state was written.
+    pub mounted: bool,
+}
+
+impl OverlayState {
+    /// The upper directory of run `run`.
+    pub fn upper(&self, overlay_dir: &Path, run: u32) -> PathBuf {
+        overlay_dir.join(format!("upper-{run}"))
+    }
+    /// The work directory of run `run`.
+    pub fn work(&self, overlay_dir: &Path, run: u32) -> PathBuf {
+        overlay_dir.join(format!("work-{run}"))
+    }
+}
+
+/// The complete snapshot the slot restores from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotRef {
+    /// Directory name inside the slot (`snapshot-<id>`).
+    pub dir: String,
+    /// RFC 3339 time the snapshot completed.
+    pub created_at: String,
+    /// sha256 of the recorded network state (`netstate.json`).
+    pub netstate_sha256: String,
+}
+
+/// `slot-N/state.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SlotState {
+    /// [`STATE_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Slot number.
+    pub slot: u32,
+    /// The ownership marker's id.
+    pub owner_id: String,
+    /// Current phase.
+    pub phase: Phase,
+    /// RFC 3339 creation time.
+    pub created_at: String,
+    /// RFC 3339 time of the last write.
+    pub updated_at: String,
+    /// Container id used with the runtime.
+    pub container_id: String,
+    /// The runtime's state root (`--root`).
+    pub runtime_root: PathBuf,
+    /// cgroupsPath in config.json.
+    pub cgroups_path: String,
+    /// Runtime binary at provision.
+    pub runtime: BinaryPin,
+    /// CRIU binary at provision.
+    pub criu: BinaryPin,
+    /// How the probe gate was satisfied.
+    pub probe_gate: ProbeGateRecord,
+    /// Image and mounts (absent until mounted).
+    pub image: Option<ImageState>,
+    /// Overlay (absent until mounted).
+    pub overlay: Option<OverlayState>,
+    /// Holder identity (absent until started and proven).
+    pub holder: Option<ProcessIdentity>,
+    /// sha256 of config.json (absent until written).
+    pub config_sha256: Option<String>,
+    /// Resources asked for in config.json.
+    pub resources: Resources,
+    /// The complete snapshot in use.
+    pub snapshot: Option<SnapshotRef>,
+    /// Number of successful restores (restore + reset).
+    pub restores: u32,
+    /// The last verb and whether it succeeded.
+    pub last_verb: Option<String>,
+    /// Whether the last verb succeeded.
+    pub last_ok: bool,
+}
+
+impl SlotState {
+    /// Loads `state.json`.
+    ///
+    /// Errors: missing or malformed (text of the error).
+    pub fn load(path: &Path) -> Result<SlotState, String> {
+        let b = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Writes `state.json` atomically, updating `updated_at`.
+    ///
+    /// Errors: I/O.
+    pub fn save(&mut self, path: &Path) -> Result<(), String> {
+        self.updated_at = super::support::now_rfc3339();
+        let b = serde_json::to_vec_pretty(self).map_err(|e| e.to_string())?;
+        super::support::atomic_write(path, &b).map_err(|e| format!("write {}: {e}", path.display()))
+    }
+}

@@ -1,0 +1,353 @@
+//! Bad input and faults: each gives a clear error naming the slot and the gate, the documented
+//! exit code, loses nothing, and `cleanup` still releases everything.
+mod slot_support;
+use netprobe::slot::{Phase, SlotArgs, SlotLock, Verb, run_verb};
+use slot_support::*;
+use std::os::unix::fs::PermissionsExt;
+
+fn err(a: &SlotArgs) -> netprobe::slot::SlotError {
+    match run_verb(a) {
+        Ok(o) => panic!("{} unexpectedly succeeded: {}", a.verb.as_str(), o.summary),
+        Err(e) => e,
+    }
+}
+
+fn assert_gate_err(e: &netprobe::slot::SlotError, slot: &str, gate: &str, code: i32) {
+    assert_eq!(e.exit_code(), code, "{e}");
+    assert_eq!(e.gate.as_deref(), Some(gate), "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains(&format!("slot {slot}")) && text.contains(gate),
+        "{text}"
+    );
+}
+
+#[test]
+fn malformed_slot_numbers_are_usage_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    for bad in [
+        "",
+        "-1",
+        "+1",
+        "01",
+        "1000",
+        "12345678901234567890",
+        "1/../2",
+        "../1",
+        "a",
+        " 1",
+        "1 ",
+        "1.0",
+        "٣",
+    ] {
+        let e = err(&SlotArgs::new(Verb::Status, bad, tmp.path()));
+        assert_eq!(e.exit_code(), 2, "{bad:?}: {e}");
+        assert!(e.to_string().contains("slot"), "{e}");
+    }
+    assert!(netprobe::slot::parse_slot("0").is_ok() && netprobe::slot::parse_slot("999").is_ok());
+    // Usage: --no-probe-gate without a reason; qcow2 without a pin.
+    let mut a = SlotArgs::new(Verb::Provision, "1", tmp.path().join("s"));
+    a.no_probe_gate = true;
+    assert_eq!(err(&a).exit_code(), 2);
+    let mut a = SlotArgs::new(Verb::Provision, "1", tmp.path().join("s"));
+    a.image = Some(tmp.path().join("x.qcow2"));
+    assert_eq!(err(&a).exit_code(), 2);
+    assert!(
+        !tmp.path().join("s").exists(),
+        "a usage error creates nothing"
+    );
+}
+
+#[test]
+fn state_dir_symlink_or_not_ours() {
+    if !is_root() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let real = tmp.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    for verb in [Verb::Provision, Verb::Snapshot, Verb::Cleanup] {
+        let e = err(&args(verb, "3", &link));
+        assert_gate_err(&e, "3", "state-dir", 1);
+        assert!(e.message.contains("symlink"), "{e}");
+    }
+    // Not ours: non-empty, no marker.
+    std::fs::write(real.join("somebody-elses-file"), b"x").unwrap();
+    let e = err(&args(Verb::Provision, "3", &real));
+    assert_gate_err(&e, "3", "state-dir", 1);
+    assert!(e.message.contains("not ours"), "{e}");
+    // Not ours: another owner.
+    let other = tmp.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    nix::unistd::chown(&other, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+    let e = err(&args(Verb::Provision, "3", &other));
+    assert_gate_err(&e, "3", "state-dir", 1);
+    // World-writable.
+    let ww = tmp.path().join("ww");
+    std::fs::create_dir(&ww).unwrap();
+    std::fs::set_permissions(&ww, std::fs::Permissions::from_mode(0o777)).unwrap();
+    assert_gate_err(&err(&args(Verb::Provision, "3", &ww)), "3", "state-dir", 1);
+    assert_eq!(
+        std::fs::read_dir(&real).unwrap().count(),
+        1,
+        "nothing written into a dir not ours"
+    );
+    // A slot directory without our marker is never touched.
+    let sd = tmp.path().join("sd");
+    let _ = run(Verb::Status, "1", &sd);
+    std::fs::create_dir(&sd).unwrap();
+    std::fs::set_permissions(&sd, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::write(sd.join(".netprobe-state-dir"), b"x").unwrap();
+    std::fs::create_dir(sd.join("slot-4")).unwrap();
+    std::fs::write(sd.join("slot-4/data"), b"keep").unwrap();
+    for verb in [
+        Verb::Snapshot,
+        Verb::Restore,
+        Verb::Reset,
+        Verb::Cleanup,
+        Verb::Status,
+    ] {
+        assert_gate_err(&err(&args(verb, "4", &sd)), "4", "ownership-marker", 1);
+    }
+    assert_gate_err(&err(&args(Verb::Provision, "4", &sd)), "4", "slot-fresh", 1);
+    assert_eq!(std::fs::read(sd.join("slot-4/data")).unwrap(), b"keep");
+    assert_eq!(std::fs::read_dir(sd.join("slot-4")).unwrap().count(), 1);
+}
+
+/// One provisioned slot walked through the faults that do not destroy it.
+#[test]
+fn lifecycle_faults() {
+    if !is_root() {
+        return;
+    }
+    let _s = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let sd = state_dir(&tmp);
+    let _c = CleanupOnDrop(sd.clone(), vec![11]);
+    let img = sleep_image(tmp.path());
+
+    // Snapshot before provision.
+    let e = err(&args(Verb::Snapshot, "11", &sd));
+    assert_gate_err(&e, "11", "state-dir", 1);
+    provision_dir("11", &sd, &img).unwrap_or_else(|e| panic!("{e}"));
+    let e = err(&args(Verb::Snapshot, "12", &sd));
+    assert_gate_err(&e, "12", "ownership-marker", 1);
+    assert!(e.message.contains("never provisioned"), "{e}");
+
+    // Provision on an existing slot.
+    let e = err(&args(Verb::Provision, "11", &sd));
+    assert_gate_err(&e, "11", "slot-fresh", 1);
+
+    // Restore / reset without a complete snapshot.
+    assert_gate_err(
+        &err(&args(Verb::Restore, "11", &sd)),
+        "11",
+        "snapshot-complete",
+        1,
+    );
+    assert_gate_err(
+        &err(&args(Verb::Reset, "11", &sd)),
+        "11",
+        "snapshot-complete",
+        1,
+    );
+    assert_eq!(
+        ok(Verb::Status, "11", &sd).to_json()["live"]["container"]["status"],
+        "running"
+    );
+
+    // Two verbs at once: the second is refused, not queued.
+    {
+        let _held = SlotLock::acquire(&sd.join("slot-11/lock")).unwrap();
+        for verb in [Verb::Snapshot, Verb::Cleanup] {
+            assert_gate_err(&err(&args(verb, "11", &sd)), "11", "slot-lock", 1);
+        }
+        assert_eq!(ok(Verb::Status, "11", &sd).to_json()["busy"], true);
+    }
+
+    // Tampered config.json.
+    let cfg = sd.join("slot-11/bundle/config.json");
+    let orig = std::fs::read(&cfg).unwrap();
+    let mut t = orig.clone();
+    t.extend_from_slice(b" ");
+    std::fs::write(&cfg, &t).unwrap();
+    let e = err(&args(Verb::Snapshot, "11", &sd));
+    assert_gate_err(&e, "11", "config-hash", 1);
+    assert!(e.evidence.as_ref().unwrap().join("gates.json").exists());
+    std::fs::write(&cfg, &orig).unwrap();
+
+    ok(Verb::Snapshot, "11", &sd);
+    // Restore while a container exists would be refused; here it is stopped by the checkpoint.
+    ok(Verb::Restore, "11", &sd);
+    assert_gate_err(
+        &err(&args(Verb::Restore, "11", &sd)),
+        "11",
+        "container-absent",
+        1,
+    );
+
+    // An address added inside the namespace between snapshot and restore.
+    let holder = state(&sd, 11).holder.unwrap();
+    let nsenter = |op: &str| {
+        let st = std::process::Command::new("nsenter")
+            .arg(format!("--net=/proc/{}/ns/net", holder.pid))
+            .args(["ip", "addr", op, "10.77.0.1/32", "dev", "lo"])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    };
+    nsenter("add");
+    let e = err(&args(Verb::Reset, "11", &sd));
+    assert_gate_err(&e, "11", "net-fidelity", 1);
+    let diff = e.diff.clone().unwrap();
+    assert!(diff.contains("+ ") && diff.contains("10.77.0.1"), "{diff}");
+    assert!(e.to_string().contains("10.77.0.1"));
+    assert!(
+        e.evidence
+            .as_ref()
+            .unwrap()
+            .join("netstate-diff.txt")
+            .exists()
+    );
+    let s = state(&sd, 11);
+    assert_eq!(s.phase, Phase::RestoreFailed);
+    holder.verify().expect("a failed restore keeps the holder");
+    // Retry after the namespace is put back: works.
+    nsenter("del");
+    ok(Verb::Restore, "11", &sd);
+    ok(Verb::Reset, "11", &sd);
+
+    // Killed holder.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(holder.pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    for verb in [Verb::Snapshot, Verb::Restore, Verb::Reset] {
+        let e = err(&args(verb, "11", &sd));
+        assert_gate_err(&e, "11", "holder-identity", 1);
+    }
+    let holders = holder_pids(&sd);
+    let c = ok(Verb::Cleanup, "11", &sd);
+    assert!(gate(&c, "released").proven);
+    assert_released(&sd, &holders);
+    // Cleanup again is harmless; every later verb refuses cleanly.
+    ok(Verb::Cleanup, "11", &sd);
+    assert!(run(Verb::Snapshot, "11", &sd).is_err());
+}
+
+/// Runtime and CRIU binaries swapped after provision: refused; cleanup works with the original.
+#[test]
+fn binary_swapped_after_provision() {
+    if !is_root() {
+        return;
+    }
+    let _s = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let sd = state_dir(&tmp);
+    let _c = CleanupOnDrop(sd.clone(), vec![13]);
+    let img = sleep_image(tmp.path());
+    let bins = tmp.path().join("bins");
+    std::fs::create_dir(&bins).unwrap();
+    let rt = bins.join("runc");
+    let cr = bins.join("criu");
+    std::fs::copy("/usr/bin/runc", &rt).unwrap();
+    std::fs::copy("/opt/criu-4.1.1/sbin/criu", &cr).unwrap();
+    let mut a = args(Verb::Provision, "13", &sd);
+    a.image = Some(img);
+    a.runtime = Some(rt.clone());
+    a.criu = Some(cr.clone());
+    run_verb(&a).unwrap_or_else(|e| panic!("{e}"));
+
+    // CRIU swapped.
+    let orig_criu = std::fs::read(&cr).unwrap();
+    std::fs::write(&cr, b"#!/bin/sh\nexit 0\n").unwrap();
+    assert_gate_err(
+        &err(&args(Verb::Snapshot, "13", &sd)),
+        "13",
+        "criu-binary",
+        1,
+    );
+    std::fs::write(&cr, &orig_criu).unwrap();
+    ok(Verb::Snapshot, "13", &sd);
+
+    // Runtime swapped.
+    std::fs::copy("/bin/true", &rt).unwrap();
+    for verb in [Verb::Restore, Verb::Reset, Verb::Cleanup] {
+        let e = err(&args(verb, "13", &sd));
+        assert_gate_err(&e, "13", "runtime-binary", 1);
+        assert!(e.message.contains("swapped"), "{e}");
+    }
+    // The original binary (same sha256 as the provisioned copy) is accepted.
+    let mut c = args(Verb::Restore, "13", &sd);
+    c.runtime = Some("/usr/bin/runc".into());
+    run_verb(&c).unwrap_or_else(|e| panic!("{e}"));
+    let holders = holder_pids(&sd);
+    let mut c = args(Verb::Cleanup, "13", &sd);
+    c.runtime = Some("/usr/bin/runc".into());
+    run_verb(&c).unwrap_or_else(|e| panic!("{e}"));
+    assert_released(&sd, &holders);
+}
+
+/// The holder's pid re-used by another process (`ns_last_pid`): refused; the impostor is never
+/// signalled by cleanup.
+#[test]
+fn holder_replaced_by_another_process() {
+    if !is_root() {
+        return;
+    }
+    let _s = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let sd = state_dir(&tmp);
+    let _c = CleanupOnDrop(sd.clone(), vec![14]);
+    let img = sleep_image(tmp.path());
+    provision_dir("14", &sd, &img).unwrap_or_else(|e| panic!("{e}"));
+    let h = state(&sd, 14).holder.unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(h.pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    while netprobe::slot::compat::ProcessIdentity::read(h.pid).is_ok() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // Through the library the holder is this test's child: reap it so its pid is free.
+    let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(h.pid), None);
+    // Start an impostor at the same pid.
+    let mut impostor = None;
+    for _ in 0..50 {
+        std::fs::write("/proc/sys/kernel/ns_last_pid", format!("{}", h.pid - 1)).unwrap();
+        let c = std::process::Command::new("sleep")
+            .arg("1000")
+            .spawn()
+            .unwrap();
+        if c.id() as i32 == h.pid {
+            impostor = Some(c);
+            break;
+        }
+        let mut c = c;
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    let mut impostor = impostor.expect("could not re-use the holder's pid");
+    for verb in [Verb::Snapshot, Verb::Restore, Verb::Reset] {
+        let e = err(&args(verb, "14", &sd));
+        assert_gate_err(&e, "14", "holder-identity", 1);
+    }
+    let e = err(&args(Verb::Snapshot, "14", &sd));
+    assert!(
+        e.message.contains("another process") || e.message.contains("netns inode"),
+        "{e}"
+    );
+    ok(Verb::Cleanup, "14", &sd);
+    assert!(
+        impostor.try_wait().unwrap().is_none(),
+        "cleanup must not signal the impostor"
+    );
+    let _ = impostor.kill();
+    let _ = impostor.wait();
+    assert_released(&sd, &[]);
+}

@@ -1,0 +1,165 @@
+//! `status` output validates against evidence-schema/slot-state.schema.json; the probe-verdict
+//! gate reads netprobe-result.json.
+mod slot_support;
+use netprobe::evidence::result::*;
+use netprobe::slot::{Verb, run_verb};
+use slot_support::*;
+use std::collections::BTreeMap;
+
+fn validator() -> jsonschema::Validator {
+    let s: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/evidence-schema/slot-state.schema.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    jsonschema::validator_for(&s).unwrap()
+}
+
+fn assert_valid(v: &jsonschema::Validator, doc: &serde_json::Value) {
+    let errs: Vec<String> = v
+        .iter_errors(doc)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(errs.is_empty(), "{errs:?}\n{doc:#}");
+}
+
+fn result(code: VerdictCode, ext: Status, rt: &str, cr: &str) -> RunResult {
+    let bin = |p: &str, s: &str| BinaryFacts {
+        path: p.into(),
+        version: "x".into(),
+        version_output: "x".into(),
+        sha256: s.into(),
+        bytes: 1,
+    };
+    RunResult {
+        schema_version: SCHEMA_VERSION,
+        tool: "netprobe".into(),
+        tool_version: "0".into(),
+        command: vec![],
+        started_at: String::new(),
+        finished_at: String::new(),
+        duration_ms: 0,
+        phases: RungName::ALL.to_vec(),
+        host: HostFacts {
+            kernel_release: String::new(),
+            kernel_version: String::new(),
+            machine: String::new(),
+            os: None,
+            cgroup: "v1".into(),
+            criu: Some(bin("/c", cr)),
+            runtime: Some(bin("/r", rt)),
+        },
+        pins: vec![],
+        declared_differences: vec![],
+        rungs: vec![RungResult {
+            name: RungName::ExternalNetns,
+            status: ext,
+            summary: String::new(),
+            started_at: String::new(),
+            duration_ms: 0,
+            timings_ms: BTreeMap::new(),
+            facts: BTreeMap::new(),
+            assertions: vec![],
+            artifacts: vec![],
+            error: None,
+        }],
+        verdict: Verdict {
+            code,
+            summary: String::new(),
+            rests_on: vec![],
+            reason: None,
+        },
+        artifacts: vec![],
+    }
+}
+
+#[test]
+fn status_validates_and_probe_gate() {
+    if !is_root() {
+        return;
+    }
+    let _s = serial();
+    let v = validator();
+    let tmp = tempfile::tempdir().unwrap();
+    let sd = state_dir(&tmp);
+    let _c = CleanupOnDrop(sd.clone(), vec![41]);
+    let img = sleep_image(tmp.path());
+    let rt = netprobe::slot::support::sha256_file(std::path::Path::new("/usr/bin/runc")).unwrap();
+    let cr =
+        netprobe::slot::support::sha256_file(std::path::Path::new("/opt/criu-4.1.1/sbin/criu"))
+            .unwrap();
+    let write = |name: &str, r: &RunResult| {
+        let d = tmp.path().join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join(RESULT_FILE), serde_json::to_vec(r).unwrap()).unwrap();
+        d
+    };
+    let prov = |slot: &str, ev: Option<std::path::PathBuf>| {
+        let mut a = netprobe::slot::SlotArgs::new(Verb::Provision, slot, &sd);
+        a.image = Some(img.clone());
+        a.probe_evidence = ev;
+        run_verb(&a)
+    };
+    // Failing probe results: refused before anything is started.
+    for (i, r) in [
+        result(VerdictCode::CriuNetns, Status::Pass, &rt, &cr),
+        result(VerdictCode::RuntimeEmptyNs, Status::Fail, &rt, &cr),
+        result(
+            VerdictCode::RuntimeEmptyNs,
+            Status::Pass,
+            &"0".repeat(64),
+            &cr,
+        ),
+        result(
+            VerdictCode::RuntimeEmptyNs,
+            Status::Pass,
+            &rt,
+            &"0".repeat(64),
+        ),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let e = prov(&format!("{}", 50 + i), Some(write(&format!("bad{i}"), r))).unwrap_err();
+        assert_eq!(
+            (e.exit_code(), e.gate.as_deref()),
+            (1, Some("probe-verdict")),
+            "{e}"
+        );
+        assert!(
+            !sd.join(format!("slot-{}", 50 + i)).exists(),
+            "a refused provision creates no slot"
+        );
+    }
+    let e = prov("55", None).unwrap_err();
+    assert_eq!(e.gate.as_deref(), Some("probe-verdict"));
+    assert_released(&sd, &[]);
+
+    // Not provisioned: valid document with exists=false.
+    assert_valid(&v, &ok(Verb::Status, "41", &sd).to_json());
+    let p = prov(
+        "41",
+        Some(write(
+            "good",
+            &result(VerdictCode::RuntimeEmptyNs, Status::Pass, &rt, &cr),
+        )),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(gate(&p, "probe-verdict").proven);
+    assert_eq!(
+        state(&sd, 41).probe_gate.verdict.as_deref(),
+        Some("runtime-empty-ns")
+    );
+    assert_valid(&v, &ok(Verb::Status, "41", &sd).to_json());
+    ok(Verb::Snapshot, "41", &sd);
+    assert_valid(&v, &ok(Verb::Status, "41", &sd).to_json());
+    let holders = holder_pids(&sd);
+    ok(Verb::Cleanup, "41", &sd);
+    let doc = ok(Verb::Status, "41", &sd).to_json();
+    assert_valid(&v, &doc);
+    assert_eq!(doc["state"]["phase"], "clean");
+    assert_released(&sd, &holders);
+}
