@@ -33,9 +33,13 @@ pub fn run(cfg: &Config) -> Result<(), String> {
         let mon = Monitor::start().map_err(|e| format!("process events: {e}"))?;
         let t0 = Instant::now();
         let t0_ns = monotonic_ns();
-        let child = Command::new(&exe)
-            .args(["run", "--json", "--evidence"])
-            .arg(&ev)
+        let mut cmd = Command::new(&exe);
+        cmd.args(["run", "--json", "--evidence"]).arg(&ev);
+        // The pinned CRIU build (host/ installs it there), named explicitly.
+        if let Some(criu) = crate::criu_path() {
+            cmd.arg("--criu").arg(criu);
+        }
+        let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

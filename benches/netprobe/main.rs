@@ -45,6 +45,17 @@ pub fn netprobe_exe() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_netprobe")))
 }
 
+/// CRIU for the ladder: `$NETPROBE_BENCH_CRIU`, else `/opt/criu-4.1.1/sbin/criu` when present,
+/// else none (netprobe's own default).
+pub fn criu_path() -> Option<PathBuf> {
+    std::env::var_os("NETPROBE_BENCH_CRIU")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let p = PathBuf::from("/opt/criu-4.1.1/sbin/criu");
+            p.exists().then_some(p)
+        })
+}
+
 fn main() {
     if let Some(path) = std::env::var_os(logs::CHILD_ENV) {
         logs::child_main(&path.to_string_lossy());
