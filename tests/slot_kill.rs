@@ -18,9 +18,7 @@ fn child_snapshot() {
 
 #[test]
 fn sigkill_mid_snapshot_then_every_verb() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();
     let sd = state_dir(&tmp);
