@@ -19,8 +19,8 @@ fn result(code: VerdictCode, ext: Status, rt: &str, cr: &str) -> RunResult {
         tool: "netprobe".into(),
         tool_version: "0".into(),
         command: vec![],
-        started_at: String::new(),
-        finished_at: String::new(),
+        started_at: "2025-01-01T00:00:00.000Z".into(),
+        finished_at: "2025-01-01T00:00:01.000Z".into(),
         duration_ms: 0,
         phases: RungName::ALL.to_vec(),
         host: HostFacts {
@@ -38,7 +38,7 @@ fn result(code: VerdictCode, ext: Status, rt: &str, cr: &str) -> RunResult {
             name: RungName::ExternalNetns,
             status: ext,
             summary: String::new(),
-            started_at: String::new(),
+            started_at: "2025-01-01T00:00:00.000Z".into(),
             duration_ms: 0,
             timings_ms: BTreeMap::new(),
             facts: BTreeMap::new(),
@@ -111,6 +111,17 @@ fn status_validates_and_probe_gate() {
             "a refused provision creates no slot"
         );
     }
+    // A result that does not validate against netprobe-result.schema.json is never trusted.
+    let mut bad = serde_json::to_value(result(VerdictCode::RuntimeEmptyNs, Status::Pass, &rt, &cr))
+        .unwrap();
+    bad["started_at"] = "yesterday".into();
+    let d = tmp.path().join("invalid");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join(RESULT_FILE), serde_json::to_vec(&bad).unwrap()).unwrap();
+    let e = prov("54", Some(d)).unwrap_err();
+    assert_eq!(e.gate.as_deref(), Some("probe-verdict"), "{e}");
+    assert!(e.message.contains("schema"), "{e}");
+    assert!(!sd.join("slot-54").exists());
     let e = prov("55", None).unwrap_err();
     assert_eq!(e.gate.as_deref(), Some("probe-verdict"));
     assert_released(&sd, &[]);
