@@ -9,7 +9,10 @@ use slot_support::*;
 fn assert_guest(o: &SlotOutcome, when: &str) {
     let g = gate(o, "guest-http");
     assert!(g.proven && g.blocking, "{when}: {g:?}");
-    assert!(g.detail.contains("127.0.0.1:5000") && g.detail.contains(" 200"), "{when}: {g:?}");
+    assert!(
+        g.detail.contains("127.0.0.1:5000") && g.detail.contains(" 200"),
+        "{when}: {g:?}"
+    );
 }
 
 #[test]
@@ -46,7 +49,8 @@ fn full_cycle_default_image_with_gates() {
     assert!(limits.contains("cfs_period_us 100000"), "{limits}");
     assert!(limits.contains("limit_in_bytes 4294967296"), "{limits}");
     assert!(
-        gate(&p, "lo-up-127").detail.contains("UP") && gate(&p, "lo-up-127").detail.contains("127.0.0.1/8"),
+        gate(&p, "lo-up-127").detail.contains("UP")
+            && gate(&p, "lo-up-127").detail.contains("127.0.0.1/8"),
         "{:?}",
         gate(&p, "lo-up-127")
     );

@@ -77,12 +77,24 @@ fn qcow2_image_cycle_and_wrong_pin() {
     assert_eq!(st["live"]["fuse_export_running"], true);
     assert_eq!(st["live"]["loop_attached"], true);
 
-    assert!(gate(&p, "guest-http").proven, "{:?}", gate(&p, "guest-http"));
+    assert!(
+        gate(&p, "guest-http").proven,
+        "{:?}",
+        gate(&p, "guest-http")
+    );
     ok(Verb::Snapshot, "21", &sd);
     let r = ok(Verb::Restore, "21", &sd);
-    assert!(gate(&r, "guest-http").proven, "{:?}", gate(&r, "guest-http"));
+    assert!(
+        gate(&r, "guest-http").proven,
+        "{:?}",
+        gate(&r, "guest-http")
+    );
     let r = ok(Verb::Reset, "21", &sd);
-    assert!(gate(&r, "guest-http").proven, "{:?}", gate(&r, "guest-http"));
+    assert!(
+        gate(&r, "guest-http").proven,
+        "{:?}",
+        gate(&r, "guest-http")
+    );
     let holders = holder_pids(&sd);
     ok(Verb::Cleanup, "21", &sd);
     assert_released(&sd, &holders);

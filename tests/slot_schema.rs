@@ -112,8 +112,8 @@ fn status_validates_and_probe_gate() {
         );
     }
     // A result that does not validate against netprobe-result.schema.json is never trusted.
-    let mut bad = serde_json::to_value(result(VerdictCode::RuntimeEmptyNs, Status::Pass, &rt, &cr))
-        .unwrap();
+    let mut bad =
+        serde_json::to_value(result(VerdictCode::RuntimeEmptyNs, Status::Pass, &rt, &cr)).unwrap();
     bad["started_at"] = "yesterday".into();
     let d = tmp.path().join("invalid");
     std::fs::create_dir_all(&d).unwrap();

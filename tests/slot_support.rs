@@ -203,9 +203,15 @@ pub fn cli(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String)
 }
 
 /// `netprobe slot VERB --slot N --state-dir SD [extra]` through the binary.
-pub fn cli_slot(verb: &str, slot: &str, sd: &Path, extra: &[&str]) -> (Option<i32>, String, String) {
+pub fn cli_slot(
+    verb: &str,
+    slot: &str,
+    sd: &Path,
+    extra: &[&str],
+) -> (Option<i32>, String, String) {
     let sd = sd.to_string_lossy().to_string();
-    let mut a = vec!["slot", verb, "--slot", slot, "--state-dir", sd.as_str()];
+    let slot = format!("--slot={slot}");
+    let mut a = vec!["slot", verb, slot.as_str(), "--state-dir", sd.as_str()];
     a.extend_from_slice(extra);
     cli(&a, &[])
 }

@@ -116,7 +116,12 @@ impl<'a> Ctx<'a> {
                 .append(true)
                 .open(self.ev_path("runtime.log"))
         {
-            let _ = writeln!(f, "[{}] {what}: {}", support::now_rfc3339(), body.trim_end());
+            let _ = writeln!(
+                f,
+                "[{}] {what}: {}",
+                support::now_rfc3339(),
+                body.trim_end()
+            );
         }
     }
 
@@ -551,7 +556,10 @@ fn stop_container_proven(ctx: &mut Ctx, rt: &Runtime, id: &str) -> Result<(), Sl
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let r = ContainerGuard::new(rt, id).release();
-            ctx.rt_log("kill + delete --force + state (ContainerGuard::release)", r.as_ref());
+            ctx.rt_log(
+                "kill + delete --force + state (ContainerGuard::release)",
+                r.as_ref(),
+            );
             if r.is_ok() || Instant::now() > deadline {
                 break;
             }
@@ -588,7 +596,11 @@ fn provision(ctx: &mut Ctx) -> Result<(String, Option<SlotState>), SlotError> {
     )?;
     criu_config_gate(ctx, true)?;
     // Binaries (must exist and be recognised: host refusal otherwise).
-    let rt_path = ctx.args.runtime.clone().unwrap_or_else(host::default_runtime);
+    let rt_path = ctx
+        .args
+        .runtime
+        .clone()
+        .unwrap_or_else(host::default_runtime);
     let cr_path = ctx.args.criu.clone().unwrap_or_else(host::default_criu);
     let mut pins = Vec::new();
     for (name, p, kind) in [
@@ -980,8 +992,7 @@ fn provision_steps(
         "exe": exe.display().to_string(),
         "created_at": support::now_rfc3339(),
     });
-    crate::evidence::validate_holder(&hj)
-        .map_err(|e| ctx.run_err("holder.json", e.join("; ")))?;
+    crate::evidence::validate_holder(&hj).map_err(|e| ctx.run_err("holder.json", e.join("; ")))?;
     let hj_bytes = serde_json::to_vec_pretty(&hj).unwrap_or_default();
     support::atomic_write(&p.holder(), &hj_bytes)
         .map_err(|e| ctx.run_err("holder.json", e.to_string()))?;
