@@ -75,20 +75,11 @@ fn criu_config_file_refused_exit_3() {
     let sd = tmp.path().join("state");
     let conf = tmp.path().join("criu.conf");
     std::fs::write(&conf, "tcp-established\n").unwrap();
-    let sds = sd.to_string_lossy().to_string();
-    let (code, out, err) = cli(
-        &[
-            "slot",
-            "provision",
-            "--slot",
-            "6",
-            "--state-dir",
-            &sds,
-            "--no-probe-gate",
-            "--reason",
-            "t",
-            "--json",
-        ],
+    let (code, out, err) = cli_slot_env(
+        "provision",
+        "6",
+        &sd,
+        &["--no-probe-gate", "--reason", "t", "--json"],
         &[("CRIU_CONFIG_FILE", conf.to_str().unwrap())],
     );
     assert_eq!(code, Some(3), "{err}{out}");
@@ -123,7 +114,6 @@ fn could_not_run_exits_4_then_status_and_cleanup() {
     let sd = state_dir(&tmp);
     let _c = CleanupOnDrop(sd.clone(), vec![8]);
     let v = slot_state_validator();
-    let sds = sd.to_string_lossy().to_string();
 
     let (code, out, err) = cli_slot("status", "8", &sd, &["--json"]);
     assert_eq!(code, Some(0), "{err}");
@@ -132,19 +122,11 @@ fn could_not_run_exits_4_then_status_and_cleanup() {
     assert_eq!(doc["exists"], false);
 
     let missing = tmp.path().join("no-such-netprobe");
-    let (code, out, err) = cli(
-        &[
-            "slot",
-            "provision",
-            "--slot",
-            "8",
-            "--state-dir",
-            &sds,
-            "--no-probe-gate",
-            "--reason",
-            "t",
-            "--json",
-        ],
+    let (code, out, err) = cli_slot_env(
+        "provision",
+        "8",
+        &sd,
+        &["--no-probe-gate", "--reason", "t", "--json"],
         &[("NETPROBE_EXE", missing.to_str().unwrap())],
     );
     assert_eq!(code, Some(4), "{err}{out}");

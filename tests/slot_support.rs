@@ -202,18 +202,29 @@ pub fn cli(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String)
     )
 }
 
-/// `netprobe slot VERB --slot N --state-dir SD [extra]` through the binary.
+/// `netprobe slot VERB --slot=N --state-dir SD [extra]` through the binary.
 pub fn cli_slot(
     verb: &str,
     slot: &str,
     sd: &Path,
     extra: &[&str],
 ) -> (Option<i32>, String, String) {
+    cli_slot_env(verb, slot, sd, extra, &[])
+}
+
+/// As [`cli_slot`], with extra environment variables.
+pub fn cli_slot_env(
+    verb: &str,
+    slot: &str,
+    sd: &Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (Option<i32>, String, String) {
     let sd = sd.to_string_lossy().to_string();
     let slot = format!("--slot={slot}");
     let mut a = vec!["slot", verb, slot.as_str(), "--state-dir", sd.as_str()];
     a.extend_from_slice(extra);
-    cli(&a, &[])
+    cli(&a, env)
 }
 
 /// The slot-state JSON Schema validator (`evidence-schema/slot-state.schema.json`).

@@ -134,6 +134,11 @@ impl<'a> Ctx<'a> {
     fn enter_existing(&mut self) -> Result<(), SlotError> {
         let r = layout::check_state_dir(&self.paths.state_dir, false);
         self.gate("state-dir", "the state directory is ours (not a symlink, our uid, not group/world-writable, marked)", r)?;
+        self.enter_slot()
+    }
+
+    /// ownership marker → lock → evidence folder → journal start (every verb but `status`).
+    fn enter_slot(&mut self) -> Result<(), SlotError> {
         let r = layout::check_owner(&self.paths)
             .map(|(_, d)| d)
             .map_err(|(_, d)| d);
@@ -691,16 +696,7 @@ fn provision(ctx: &mut Ctx) -> Result<(String, Option<SlotState>), SlotError> {
         }
         Err((false, d)) => return Err(ctx.run_err("slot-create", d)),
     };
-    let r = layout::check_owner(&ctx.paths)
-        .map(|(_, d)| d)
-        .map_err(|(_, d)| d);
-    ctx.gate(
-        "ownership-marker",
-        "the slot directory carries our ownership marker",
-        r,
-    )?;
-    ctx.take_lock()?;
-    ctx.open_evidence()?;
+    ctx.enter_slot()?;
 
     let mut st = SlotState {
         schema_version: STATE_SCHEMA_VERSION,
