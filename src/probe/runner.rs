@@ -199,9 +199,18 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
     let verdict = verdict::compute(&rungs);
     ev.make_readable()
         .map_err(|e| RunError::CouldNotRun(format!("making the evidence readable: {e}")))?;
+    // One pass over the folder hashes every file; each rung gets the files under its folder.
     let artifacts: Vec<Artifact> = ev
         .inventory()
         .map_err(|e| RunError::CouldNotRun(format!("listing the evidence folder: {e}")))?;
+    for r in rungs.iter_mut() {
+        let prefix = format!("{}/", r.name.as_str());
+        r.artifacts = artifacts
+            .iter()
+            .filter(|a| a.path.starts_with(&prefix))
+            .cloned()
+            .collect();
+    }
     let result = RunResult {
         schema_version: SCHEMA_VERSION,
         tool: "netprobe".into(),
@@ -239,7 +248,8 @@ fn skipped(name: RungName) -> RungResult {
     }
 }
 
-/// Runs one rung, evaluates its assertions over what it wrote, and never panics the run:
+/// Runs one rung, evaluates its assertions over what it wrote (its `artifacts` are filled in
+/// later by [`run`], from one inventory of the whole folder), and never panics the run:
 /// a rung error or panic becomes status `error` with the reason.
 fn run_one(name: RungName, ctx: &RungCtx) -> RungResult {
     let started_at = now_rfc3339();
@@ -274,13 +284,7 @@ fn run_one(name: RungName, ctx: &RungCtx) -> RungResult {
             };
         }
     };
-    let artifacts = ctx
-        .evidence
-        .inventory()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|a| a.path.starts_with(&format!("{}/", name.as_str())))
-        .collect();
+    let artifacts = Vec::new(); // filled by `run` from one inventory of the whole folder
     match out {
         Ok(o) => {
             let assertions = assert::evaluate(&spec, &rung_dir);

@@ -1,0 +1,130 @@
+//! netprobe's benchmarks: its hot paths against the peer a user would otherwise reach for,
+//! measured in the same run, printed as ratios.
+//!
+//! ```text
+//! cargo bench --bench netprobe                      # every section
+//! cargo bench --bench netprobe -- logs links        # some sections
+//! cargo bench --bench netprobe -- --quick --runs 5  # small sizes (development)
+//! ```
+//!
+//! Sections: `logs` (assertions vs `grep -c -F`), `links` (CRIU-exact link dump vs
+//! `ip -j link show`), `state` (NetState capture vs three `ip` processes), `ladder` (the whole
+//! `netprobe run` and netprobe's share of it), `slot` (slot driver restore/reset vs bare
+//! `runc restore`). Needs root. Every line: what was measured, netprobe's median, the peer's
+//! median, the ratio netprobe/peer (lower is better), the runs per side. Times are wall times
+//! on the monotonic clock. Nothing here asserts a time: these are benchmarks, not tests.
+
+mod ladder;
+mod links;
+mod logs;
+mod netns;
+mod procmon;
+mod rawdump;
+mod slot;
+mod state;
+mod stats;
+
+use std::path::PathBuf;
+
+/// Run settings, from the command line after `--`.
+pub struct Config {
+    /// Timed runs per side (after one warm-up each); at least 5.
+    pub runs: usize,
+    /// Small sizes only (64 MiB log, ≤ 1,001 links): for development on shared cores.
+    pub quick: bool,
+}
+
+/// All sections, in run order.
+const SECTIONS: [&str; 5] = ["logs", "links", "state", "ladder", "slot"];
+
+/// The netprobe binary the ladder and slot sections run: `$NETPROBE_EXE`, else the one cargo
+/// built beside this bench (`target/release/netprobe` under `cargo bench`).
+pub fn netprobe_exe() -> PathBuf {
+    std::env::var_os("NETPROBE_EXE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_netprobe")))
+}
+
+/// CRIU for the ladder: `$NETPROBE_BENCH_CRIU`, else `/opt/criu-4.1.1/sbin/criu` when present,
+/// else none (netprobe's own default).
+pub fn criu_path() -> Option<PathBuf> {
+    std::env::var_os("NETPROBE_BENCH_CRIU")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let p = PathBuf::from("/opt/criu-4.1.1/sbin/criu");
+            p.exists().then_some(p)
+        })
+}
+
+fn main() {
+    if let Some(path) = std::env::var_os(logs::CHILD_ENV) {
+        logs::child_main(&path.to_string_lossy());
+    }
+    let mut cfg = Config {
+        runs: 7,
+        quick: false,
+    };
+    let mut chosen: Vec<&str> = Vec::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            // `cargo bench` passes --bench to harness = false targets.
+            "--bench" => {}
+            "--quick" => cfg.quick = true,
+            "--runs" => {
+                cfg.runs = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .filter(|n| *n >= 1)
+                    .unwrap_or_else(|| usage("--runs needs a number >= 1"))
+            }
+            s if s.starts_with('-') => usage(&format!("unknown option {s}")),
+            s => match SECTIONS.iter().find(|x| **x == s) {
+                Some(x) => chosen.push(x),
+                None => usage(&format!("unknown section {s}")),
+            },
+        }
+    }
+    if chosen.is_empty() {
+        chosen = SECTIONS.to_vec();
+    }
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!("netprobe bench: needs root (network namespaces, veth pairs, runc)");
+        std::process::exit(3);
+    }
+    println!(
+        "netprobe bench: sections {} | {} timed runs per side after 1 warm-up, alternating | \
+         medians | ratio = netprobe / peer (lower is better){}",
+        chosen.join(","),
+        cfg.runs,
+        if cfg.quick { " | QUICK sizes" } else { "" }
+    );
+    let mut failed = Vec::new();
+    for s in chosen {
+        let r = match s {
+            "logs" => logs::run(&cfg),
+            "links" => links::run(&cfg),
+            "state" => state::run(&cfg),
+            "ladder" => ladder::run(&cfg),
+            "slot" => slot::run(&cfg),
+            _ => unreachable!(),
+        };
+        if let Err(e) = r {
+            eprintln!("[{s}] FAILED: {e}");
+            failed.push(s);
+        }
+    }
+    if !failed.is_empty() {
+        eprintln!("netprobe bench: sections failed: {}", failed.join(", "));
+        std::process::exit(1);
+    }
+}
+
+fn usage(msg: &str) -> ! {
+    eprintln!(
+        "netprobe bench: {msg}\nusage: cargo bench --bench netprobe -- [--quick] [--runs N] \
+         [{}]...",
+        SECTIONS.join("|")
+    );
+    std::process::exit(2)
+}
