@@ -490,3 +490,69 @@ fn a_failing_rung_keeps_evidence_and_leaves_nothing_behind() {
     assert!(ev.join("external-netns/holder.json").exists());
     assert_nothing_left(&r);
 }
+
+/// `netprobe run` with no options at all, from a fresh working folder: the default evidence
+/// folder is relative (`./evidence/<time>-<pid>`), and the verdict is `runtime-empty-ns`.
+#[test]
+fn run_with_no_options_uses_a_relative_default_folder() {
+    require_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let o = Command::new(EXE)
+        .arg("run")
+        .current_dir(tmp.path())
+        .env_remove("CRIU_CONFIG_FILE")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let dirs: Vec<_> = std::fs::read_dir(tmp.path().join("evidence"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let r = read_result(&dirs[0]);
+    assert_eq!(r.verdict.code, VerdictCode::RuntimeEmptyNs);
+    assert_nothing_left(&r);
+    // A relative --evidence path too (runc changes directory before it opens paths).
+    let o = Command::new(EXE)
+        .args(["run", "--phases", "oci", "--evidence", "rel/ev"])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(
+        read_result(&tmp.path().join("rel/ev"))
+            .rung(RungName::Oci)
+            .unwrap()
+            .status,
+        Status::Fail
+    );
+}
+
+/// Two runs given the same new folder at the same time: exactly one writes it, the other is
+/// refused as usage (exit 2) without touching it.
+#[test]
+fn two_runs_never_share_an_evidence_folder() {
+    require_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let ev = evidence_dir(&tmp, "same");
+    let spawn = || {
+        Command::new(EXE)
+            .args(["run", "--phases", "kernel,criu", "--quiet", "--evidence"])
+            .arg(&ev)
+            .spawn()
+            .unwrap()
+    };
+    let (mut a, mut b) = (spawn(), spawn());
+    let (ca, cb) = (a.wait().unwrap().code(), b.wait().unwrap().code());
+    let mut codes = [ca, cb];
+    codes.sort();
+    assert_eq!(
+        codes,
+        [Some(0), Some(2)],
+        "one run wins, the other is refused"
+    );
+    let r = read_result(&ev);
+    assert_eq!(r.rung(RungName::Criu).unwrap().status, Status::Pass);
+    let o = netprobe(&["verify", ev.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}

@@ -33,6 +33,11 @@ pub enum EvidenceError {
     /// The path exists but is not a directory.
     #[error("evidence path {0} exists and is not a directory; choose a new --evidence folder")]
     NotADirectory(PathBuf),
+    /// Another netprobe holds the folder (it is writing evidence into it right now).
+    #[error(
+        "evidence folder {0} is being written by another netprobe; choose a new --evidence folder"
+    )]
+    InUse(PathBuf),
     /// `open` / `read_result` was given a folder that does not exist.
     #[error(
         "evidence folder {0} does not exist; pass the folder a `netprobe run --evidence` wrote"
@@ -109,7 +114,11 @@ fn io_err<'a>(
 /// A fresh (or, for reading, existing) evidence directory.
 #[derive(Debug, Clone)]
 pub struct EvidenceDir {
+    /// Absolute path of the folder (runtimes change directory before they open paths).
     root: PathBuf,
+    /// The folder opened with an exclusive `flock` for as long as this value lives, so two runs
+    /// never share one folder; `None` for folders opened read-only.
+    _claim: Option<std::sync::Arc<File>>,
 }
 
 /// The default evidence folder under `base`: `base/<UTC YYYYmmddTHHMMSSZ>-<pid>`,
@@ -147,7 +156,11 @@ pub fn sha256_file(path: &Path) -> io::Result<(String, u64)> {
 /// [`EvidenceError::Json`], [`EvidenceError::Invalid`].
 pub fn read_result(dir: &Path) -> Result<RunResult, EvidenceError> {
     if !dir.is_dir() {
-        return Err(EvidenceError::Missing(dir.to_path_buf()));
+        return Err(if dir.exists() {
+            EvidenceError::NotADirectory(dir.to_path_buf())
+        } else {
+            EvidenceError::Missing(dir.to_path_buf())
+        });
     }
     let path = dir.join(RESULT_FILE);
     let text = fs::read(&path).map_err(io_err("read", &path))?;
@@ -203,27 +216,40 @@ fn sync_dir(dir: &Path) -> Result<(), EvidenceError> {
 }
 
 impl EvidenceDir {
-    /// Creates a fresh evidence folder at `path` (parents too). `path` must not exist, or be an
-    /// empty directory.
+    /// Creates a fresh evidence folder at `path` (parents too) and claims it: the folder is
+    /// held with an exclusive `flock` while the returned value lives, and its emptiness is
+    /// checked after the claim, so two runs given the same folder never mix their files. `path`
+    /// must not exist, or be an empty directory. The root is made absolute (a relative `path` is
+    /// resolved against the current directory once, here).
     ///
     /// Errors: [`EvidenceError::NotEmpty`] (holds anything), [`EvidenceError::NotADirectory`],
-    /// [`EvidenceError::Io`] (cannot create or list it).
+    /// [`EvidenceError::InUse`] (another netprobe holds it), [`EvidenceError::Io`] (cannot
+    /// create, claim or list it).
     pub fn create(path: &Path) -> Result<EvidenceDir, EvidenceError> {
         match fs::symlink_metadata(path) {
-            Ok(md) if md.is_dir() => {
-                let mut entries = fs::read_dir(path).map_err(io_err("list", path))?;
-                if entries.next().is_some() {
-                    return Err(EvidenceError::NotEmpty(path.to_path_buf()));
-                }
-            }
+            Ok(md) if md.is_dir() => {}
             Ok(_) => return Err(EvidenceError::NotADirectory(path.to_path_buf())),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 fs::create_dir_all(path).map_err(io_err("create", path))?;
             }
             Err(e) => return Err(io_err("inspect", path)(e)),
         }
+        let root = fs::canonicalize(path).map_err(io_err("resolve", path))?;
+        let claim = File::open(&root).map_err(io_err("open", &root))?;
+        {
+            use std::os::fd::AsRawFd;
+            // SAFETY: flock on a descriptor we own; no memory is passed.
+            if unsafe { libc::flock(claim.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+                return Err(EvidenceError::InUse(path.to_path_buf()));
+            }
+        }
+        let mut entries = fs::read_dir(&root).map_err(io_err("list", &root))?;
+        if entries.next().is_some() {
+            return Err(EvidenceError::NotEmpty(path.to_path_buf()));
+        }
         Ok(EvidenceDir {
-            root: path.to_path_buf(),
+            root,
+            _claim: Some(std::sync::Arc::new(claim)),
         })
     }
 
@@ -234,6 +260,7 @@ impl EvidenceDir {
         match fs::metadata(path) {
             Ok(md) if md.is_dir() => Ok(EvidenceDir {
                 root: path.to_path_buf(),
+                _claim: None,
             }),
             Ok(_) => Err(EvidenceError::NotADirectory(path.to_path_buf())),
             Err(_) => Err(EvidenceError::Missing(path.to_path_buf())),
