@@ -556,3 +556,118 @@ fn two_runs_never_share_an_evidence_folder() {
     let o = netprobe(&["verify", ev.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
+
+/// Processes whose environment carries `tag` (netprobe's children inherit it: holders, runc,
+/// CRIU, and the processes CRIU restores from a holder's image).
+fn tagged_processes(tag: &str) -> Vec<String> {
+    let needle = format!("NETPROBE_TEST_TAG={tag}");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(env) = std::fs::read(e.path().join("environ")) else {
+            continue;
+        };
+        if env.split(|&b| b == 0).any(|v| v == needle.as_bytes()) {
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            // A zombie is reaped by pid 1 on this machine; only live processes count.
+            let state = stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .chars()
+                .next();
+            if state != Some('Z') {
+                out.push(format!("{name}: {}", stat.trim()));
+            }
+        }
+    }
+    out
+}
+
+/// Cgroups of containers netprobe `pid` created (`netprobe-<rung>-<pid>-<nanos>`).
+fn container_cgroups(pid: u32) -> Vec<String> {
+    let mark = format!("-{pid}-");
+    let mut out = Vec::new();
+    for sub in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
+        if let Ok(rd) = std::fs::read_dir(sub.path()) {
+            for c in rd.flatten() {
+                let n = c.file_name().to_string_lossy().into_owned();
+                if n.starts_with("netprobe-") && n.contains(&mark) {
+                    out.push(c.path().display().to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// SIGINT / SIGTERM in the middle of a run (in different rungs): netprobe releases every holder,
+/// restored process, container and work area it started, leaves a note beside the evidence so
+/// far, and exits 128 + signal.
+#[test]
+fn an_interrupted_run_releases_everything_it_started() {
+    require_root();
+    let tmp = tempfile::tempdir().unwrap();
+    for (i, (sig, after_ms)) in [
+        (nix::sys::signal::Signal::SIGINT, 150u64),
+        (nix::sys::signal::Signal::SIGTERM, 700),
+        (nix::sys::signal::Signal::SIGINT, 1200),
+        (nix::sys::signal::Signal::SIGTERM, 1500),
+        (nix::sys::signal::Signal::SIGINT, 1800),
+        (nix::sys::signal::Signal::SIGTERM, 2100),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let tag = format!("{}-{i}", std::process::id());
+        let ev = tmp.path().join(format!("ev{i}"));
+        let child = Command::new(EXE)
+            .args(["run", "--evidence"])
+            .arg(&ev)
+            .env("NETPROBE_TEST_TAG", &tag)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        std::thread::sleep(std::time::Duration::from_millis(after_ms));
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let code = out.status.code();
+        if code == Some(0) {
+            // The run finished before the signal landed: nothing to release.
+            continue;
+        }
+        assert_eq!(
+            code,
+            Some(128 + sig as i32),
+            "{sig} after {after_ms} ms:\n{stderr}"
+        );
+        assert!(stderr.contains("interrupted by"), "{stderr}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(
+            tagged_processes(&tag).is_empty(),
+            "{sig} after {after_ms} ms left: {:?}\n{stderr}",
+            tagged_processes(&tag)
+        );
+        assert!(
+            container_cgroups(pid).is_empty(),
+            "{sig} after {after_ms} ms left containers: {:?}\n{stderr}",
+            container_cgroups(pid)
+        );
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        assert!(
+            !mounts.contains(ev.to_str().unwrap()) && !mounts.contains("/var/tmp/netprobe-"),
+            "{sig} after {after_ms} ms left mounts:\n{mounts}"
+        );
+        if ev.exists() {
+            assert!(ev.join("interrupted.txt").exists(), "{stderr}");
+            assert!(!ev.join("netprobe-result.json").exists());
+        }
+    }
+}

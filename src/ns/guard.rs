@@ -126,6 +126,8 @@ pub(crate) fn prove_gone(id: &ProcessIdentity) -> Result<(), NsError> {
 pub struct ProcessGuard {
     identity: ProcessIdentity,
     pidfd: Option<OwnedFd>,
+    /// Kills the process if netprobe is interrupted by a signal (see [`super::cleanup`]).
+    on_signal: Option<super::cleanup::Registration>,
 }
 
 impl ProcessGuard {
@@ -142,9 +144,17 @@ impl ProcessGuard {
         if wait_pidfd_exit(&fd, Duration::ZERO)? {
             return Err(NsError::Gone { pid });
         }
+        let on_signal = super::cleanup::register(format!("process {identity}"), move || {
+            if let Ok(fd) = pidfd_open(identity.pid)
+                && identity.verify().is_ok()
+            {
+                let _ = kill_via_pidfd(&fd, &identity, DROP_STOP_TIMEOUT);
+            }
+        });
         Ok(ProcessGuard {
             identity,
             pidfd: Some(fd),
+            on_signal: Some(on_signal),
         })
     }
 
@@ -170,6 +180,7 @@ impl ProcessGuard {
     /// Disarms the guard: the process keeps running and is no longer killed on Drop.
     pub fn release(mut self) -> ProcessIdentity {
         self.pidfd = None;
+        self.on_signal = None;
         self.identity
     }
 }

@@ -238,6 +238,8 @@ pub struct Holder {
     identity: ProcessIdentity,
     pidfd: OwnedFd,
     child: Option<Child>,
+    /// Kills the holder if netprobe is interrupted by a signal (see [`super::cleanup`]).
+    on_signal: Option<super::cleanup::Registration>,
 }
 
 impl Holder {
@@ -336,10 +338,14 @@ impl Holder {
             return Err(NsError::SameNetns { pid, inode: own });
         }
         let pidfd = pidfd_open(pid)?;
+        let on_signal = super::cleanup::register(format!("holder {observed}"), move || {
+            let _ = stop_by_identity(&observed, DROP_STOP_TIMEOUT);
+        });
         Ok(Holder {
             identity: observed,
             pidfd,
             child: Some(guard.into_inner()),
+            on_signal: Some(on_signal),
         })
     }
 
@@ -414,6 +420,7 @@ impl Holder {
     pub fn detach(mut self) -> ProcessIdentity {
         // Dropping a std Child neither kills nor waits.
         self.child = None;
+        self.on_signal = None;
         self.identity
     }
 }

@@ -6,6 +6,7 @@
 //! Inside such a thread, read `/proc/thread-self/net/...`, not `/proc/self/net/...` (which
 //! shows the main thread's namespace).
 
+pub mod cleanup;
 pub mod error;
 pub mod guard;
 pub mod holder;

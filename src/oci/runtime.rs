@@ -495,21 +495,32 @@ pub struct ContainerGuard {
     /// The container id.
     pub id: String,
     armed: bool,
+    /// Kills and deletes the container if netprobe is interrupted by a signal
+    /// (see [`crate::ns::cleanup`]).
+    on_signal: Option<crate::ns::cleanup::Registration>,
 }
 
 impl ContainerGuard {
     /// Guard container `id` of `runtime` (armed).
     pub fn new(runtime: &Runtime, id: impl Into<String>) -> Self {
+        let id = id.into();
+        let (rt, cid) = (runtime.clone(), id.clone());
+        let on_signal = crate::ns::cleanup::register(format!("container {id}"), move || {
+            let _ = rt.kill(&cid, "KILL");
+            let _ = rt.delete(&cid, true);
+        });
         Self {
             runtime: runtime.clone(),
-            id: id.into(),
+            id,
             armed: true,
+            on_signal: Some(on_signal),
         }
     }
 
     /// Do not clean up on drop (the container outlives this guard, e.g. a provisioned slot).
     pub fn disarm(&mut self) {
         self.armed = false;
+        self.on_signal = None;
     }
 
     /// Kill and force-delete now; then prove it is gone.
@@ -518,6 +529,7 @@ impl ContainerGuard {
     /// [`Runtime::prove_gone`].
     pub fn release(&mut self) -> Result<()> {
         self.armed = false;
+        self.on_signal = None;
         // kill and delete reap the init when it is our child (see the type's doc).
         let _ = self.runtime.kill(&self.id, "KILL");
         match self.runtime.delete(&self.id, true) {

@@ -56,6 +56,7 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
         let _ = ev.write(&rel("ip-before.txt"), t.as_bytes());
     }
 
+    crate::ns::cleanup::checkpoint();
     let dump = out.timed("dump", || {
         criu.dump(&DumpOpts {
             work_dir: Some(dir.clone()),
@@ -73,6 +74,7 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     }
     holder.stop().map_err(at("holder stop"))?;
 
+    crate::ns::cleanup::checkpoint();
     let pidfile = dir.join("restore.pid");
     let restore = out.timed("restore", || {
         criu.restore(&RestoreOpts {

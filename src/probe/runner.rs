@@ -127,6 +127,8 @@ pub fn standing_differences(phases: &[RungName]) -> Vec<String> {
 pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, PathBuf), RunError> {
     let started_at = now_rfc3339();
     let t0 = Instant::now();
+    // First of all: from here on a signal releases whatever has been started (see below).
+    let handler_error = crate::ns::cleanup::install_signal_handler().err();
     if opts.phases.is_empty() {
         return Err(RunError::Usage("--phases names no phase".into()));
     }
@@ -177,6 +179,26 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
         exe: opts.exe.clone(),
     };
 
+    // A signal does not unwind: release what the rungs started, and leave a note beside the
+    // evidence gathered so far (no netprobe-result.json is written for an interrupted run).
+    if let Some(e) = &handler_error {
+        declared.push(format!(
+            "netprobe could not install its signal handler ({e}): an interrupted run may leave processes behind"
+        ));
+    }
+    let note_dir = ev.clone();
+    let _note_on_signal = crate::ns::cleanup::register("interruption note", move || {
+        let by = crate::ns::cleanup::interrupted_by().unwrap_or("a signal");
+        let _ = note_dir.write(
+            "interrupted.txt",
+            format!(
+                "netprobe run was interrupted by {by} at {}; what it had started was released; \
+                 no netprobe-result.json was written\n",
+                now_rfc3339()
+            )
+            .as_bytes(),
+        );
+    });
     // Restored processes re-parent to us, so we can reap them after killing them.
     if let Err(e) = crate::probe::util::become_subreaper() {
         declared.push(format!(
@@ -189,6 +211,7 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
             rungs.push(skipped(name));
             continue;
         }
+        crate::ns::cleanup::checkpoint();
         progress.rung_started(name);
         let r = run_one(name, &ctx_base);
         crate::probe::util::reap_exited_children();

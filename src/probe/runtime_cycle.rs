@@ -18,6 +18,40 @@ use crate::probe::rung::{RungCtx, RungError, RungOutput, at};
 use crate::probe::util;
 use std::path::{Path, PathBuf};
 
+/// Detaches every mount left below a folder when dropped or on interruption (see
+/// [`util::detach_mounts_under`]).
+struct DetachMountsOnDrop {
+    dir: PathBuf,
+    _on_signal: crate::ns::cleanup::Registration,
+}
+
+impl DetachMountsOnDrop {
+    fn new(dir: PathBuf) -> Self {
+        let d = dir.clone();
+        let reg = crate::ns::cleanup::register(
+            format!("mounts left below {}", dir.display()),
+            move || {
+                util::detach_mounts_under(&d);
+            },
+        );
+        DetachMountsOnDrop {
+            dir,
+            _on_signal: reg,
+        }
+    }
+}
+
+impl Drop for DetachMountsOnDrop {
+    fn drop(&mut self) {
+        for m in util::detach_mounts_under(&self.dir) {
+            eprintln!(
+                "netprobe: detached a mount left by the runtime/CRIU: {}",
+                m.display()
+            );
+        }
+    }
+}
+
 /// The states captured around checkpoint/restore.
 pub struct CycleStates {
     /// Before checkpoint.
@@ -58,11 +92,11 @@ pub fn run_cycle(
     let images = dir.join("images");
     std::fs::create_dir_all(&images).map_err(at("evidence"))?;
 
-    // Work area: rootfs (unless given), bundle and the runtime's private --root.
-    let work = tempfile::Builder::new()
-        .prefix("netprobe-")
-        .tempdir_in("/var/tmp")
-        .map_err(at("work area"))?;
+    // Work area: rootfs (unless given), bundle and the runtime's private --root. Mounts a
+    // killed runtime/CRIU leaves (runc's criu-root, CRIU's cgroup yard in the rung folder,
+    // which is its work path) are detached on every way out.
+    let work = util::WorkArea::new().map_err(at("work area"))?;
+    let _detach = DetachMountsOnDrop::new(dir.clone());
     let rootfs: PathBuf = match &ctx.rootfs {
         Some(r) => r.clone(),
         None => {
@@ -109,6 +143,7 @@ pub fn run_cycle(
     let pid = running_pid(&runtime, &id, "runtime state (after start)")?;
     out.fact("container_pid_before", pid);
 
+    crate::ns::cleanup::checkpoint();
     reverify().map_err(|e| RungError::new("holder", e))?;
     let before = capture(pid).map_err(|e| RungError::new("state capture", e))?;
     ev.write(
@@ -120,6 +155,7 @@ pub fn run_cycle(
         let _ = ev.write(&rel("ip-before.txt"), t.as_bytes());
     }
 
+    crate::ns::cleanup::checkpoint();
     reverify().map_err(|e| RungError::new("holder", e))?;
     let ck = out.timed("checkpoint", || runtime.checkpoint(&id, &images, &dir, &[]));
     match ck {
@@ -137,6 +173,7 @@ pub fn run_cycle(
         .prove_gone(&id)
         .map_err(at("container still exists after checkpoint"))?;
 
+    crate::ns::cleanup::checkpoint();
     reverify().map_err(|e| RungError::new("holder", e))?;
     let rs = out.timed("restore", || {
         runtime.restore(&id, &bundle, &images, &dir, &pid_file, &[])
@@ -154,6 +191,7 @@ pub fn run_cycle(
     }
     let pid = running_pid(&runtime, &id, "runtime state (after restore)")?;
     out.fact("container_pid_after", pid);
+    crate::ns::cleanup::checkpoint();
     reverify().map_err(|e| RungError::new("holder", e))?;
     let after = capture(pid).map_err(|e| RungError::new("state capture", e));
     if let Ok(t) = util::ip_view(pid) {

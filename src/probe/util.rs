@@ -1,5 +1,6 @@
 //! Small helpers shared by the rungs.
 
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// iproute2's view of the netns of `pid` (`nsenter -t PID -n ip -j addr show` and
@@ -59,5 +60,106 @@ pub fn reap_exited_children() -> usize {
             return n;
         }
         n += 1;
+    }
+}
+
+/// Mount points at or below `dir` (from `/proc/self/mountinfo`, octal escapes decoded), deepest
+/// first. `dir` should be absolute and canonical.
+pub fn mounts_under(dir: &Path) -> Vec<PathBuf> {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = info
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|m| PathBuf::from(unescape_mountinfo(m)))
+        .filter(|m| m.starts_with(dir))
+        .collect();
+    out.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    out.dedup();
+    out
+}
+
+fn unescape_mountinfo(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Lazily unmounts (`MNT_DETACH`) every mount at or below `dir`, deepest first, and returns
+/// those it detached. A runtime or CRIU that was killed mid-operation leaves mounts behind
+/// (runc's `criu-root`, CRIU's `.criu.cgyard.*` cgroup yard in its work directory).
+pub fn detach_mounts_under(dir: &Path) -> Vec<PathBuf> {
+    let mut done = Vec::new();
+    for m in mounts_under(dir) {
+        if nix::mount::umount2(&m, nix::mount::MntFlags::MNT_DETACH).is_ok() {
+            done.push(m);
+        }
+    }
+    done
+}
+
+/// A private work area under `/var/tmp` (rootfs, bundle, the runtime's `--root`), removed on
+/// drop and on interruption — after every mount below it is detached, and never across a
+/// mount that could not be detached (so a bind-mounted rootfs is never deleted through it).
+pub struct WorkArea {
+    path: PathBuf,
+    _on_signal: crate::ns::cleanup::Registration,
+}
+
+impl WorkArea {
+    /// Creates `/var/tmp/netprobe-XXXXXX` (mode 0700).
+    ///
+    /// Errors: the directory cannot be created.
+    pub fn new() -> std::io::Result<WorkArea> {
+        let path = tempfile::Builder::new()
+            .prefix("netprobe-")
+            .tempdir_in("/var/tmp")?
+            .keep();
+        let p = path.clone();
+        let on_signal =
+            crate::ns::cleanup::register(format!("work area {}", path.display()), move || {
+                remove_work_area(&p)
+            });
+        Ok(WorkArea {
+            path,
+            _on_signal: on_signal,
+        })
+    }
+
+    /// The work area's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn remove_work_area(path: &Path) {
+    detach_mounts_under(path);
+    if mounts_under(path).is_empty() {
+        let _ = std::fs::remove_dir_all(path);
+    } else {
+        eprintln!(
+            "netprobe: left {} in place: a mount below it could not be detached",
+            path.display()
+        );
+    }
+}
+
+impl Drop for WorkArea {
+    fn drop(&mut self) {
+        remove_work_area(&self.path);
     }
 }

@@ -1,0 +1,182 @@
+//! Release on interruption. Every guard that starts something outside netprobe's own memory
+//! (a holder, an adopted restored process, a container, a work area on disk) registers how to
+//! release it here; dropping the guard (normal stop, error, panic unwinding) deregisters it.
+//! A signal does not unwind, so [`install_signal_handler`] runs whatever is still registered —
+//! newest first, so a container goes before the rootfs it runs on — and then exits with
+//! `128 + signal`, the shell convention (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP).
+//!
+//! The rest of netprobe keeps running when the signal arrives, possibly in the middle of a
+//! runtime or CRIU operation; killing a container under CRIU leaves CRIU's mounts and
+//! half-restored tasks behind. So the signal thread first lets the other threads finish the step
+//! they are in: each stops for good at its next [`register`] (which releases the thing just
+//! started, at once) or [`checkpoint`]. Only once they have stopped (or after [`STOP_WAIT`])
+//! does it release everything and exit.
+
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How long the signal thread waits for the other threads to stop at a [`register`] or
+/// [`checkpoint`] before it exits anyway (a child process such as CRIU may still be finishing).
+pub const STOP_WAIT: Duration = Duration::from_secs(10);
+
+type Action = Box<dyn FnOnce() + Send>;
+
+struct Entry {
+    id: u64,
+    what: String,
+    action: Action,
+}
+
+static REGISTRY: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+static INTERRUPTED_BY: AtomicI32 = AtomicI32::new(0);
+static CLOSING: AtomicBool = AtomicBool::new(false);
+static STOPPED: AtomicBool = AtomicBool::new(false);
+static SIGNAL_THREAD: OnceLock<std::thread::ThreadId> = OnceLock::new();
+
+fn on_signal_thread() -> bool {
+    SIGNAL_THREAD.get() == Some(&std::thread::current().id())
+}
+
+/// Parks the calling thread for good (the process is exiting).
+fn stop_here() -> ! {
+    STOPPED.store(true, Ordering::SeqCst);
+    loop {
+        std::thread::park();
+    }
+}
+
+/// A point where a long sequence of steps may be cut short: once a signal has been seen, the
+/// calling thread stops here for good (the signal thread releases everything and exits).
+/// Cheap: one atomic load otherwise.
+pub fn checkpoint() {
+    if CLOSING.load(Ordering::SeqCst) && !on_signal_thread() {
+        stop_here();
+    }
+}
+
+/// A registered release action; dropping it deregisters the action without running it.
+#[must_use = "dropping the registration deregisters the release action at once"]
+#[derive(Debug)]
+pub struct Registration {
+    id: u64,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let mut r = REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
+        r.retain(|e| e.id != self.id);
+    }
+}
+
+/// Registers `action` to release `what` (e.g. `holder pid 42`) if netprobe is interrupted
+/// before the returned [`Registration`] is dropped. Once a signal has been seen, a thread other
+/// than the signal thread runs `action` at once and stops here for good.
+pub fn register(what: impl Into<String>, action: impl FnOnce() + Send + 'static) -> Registration {
+    if CLOSING.load(Ordering::SeqCst) && !on_signal_thread() {
+        action();
+        stop_here();
+    }
+    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    let mut r = REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
+    r.push(Entry {
+        id,
+        what: what.into(),
+        action: Box::new(action),
+    });
+    Registration { id }
+}
+
+/// What is registered now, oldest first (for tests and messages).
+pub fn registered() -> Vec<String> {
+    let r = REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
+    r.iter().map(|e| e.what.clone()).collect()
+}
+
+/// Runs every registered action, newest first, and returns what each released. Actions
+/// registered while this runs are released too.
+pub fn release_all() -> Vec<String> {
+    let mut done = Vec::new();
+    loop {
+        let entries = std::mem::take(&mut *REGISTRY.lock().unwrap_or_else(|p| p.into_inner()));
+        if entries.is_empty() {
+            return done;
+        }
+        for e in entries.into_iter().rev() {
+            (e.action)();
+            done.push(e.what);
+        }
+    }
+}
+
+/// The signal that interrupted this process, once the handler has seen one (`SIGINT`, …).
+pub fn interrupted_by() -> Option<&'static str> {
+    match INTERRUPTED_BY.load(Ordering::SeqCst) {
+        0 => None,
+        signal_hook::consts::SIGINT => Some("SIGINT"),
+        signal_hook::consts::SIGTERM => Some("SIGTERM"),
+        signal_hook::consts::SIGHUP => Some("SIGHUP"),
+        _ => Some("a signal"),
+    }
+}
+
+/// Starts a thread that waits for SIGINT, SIGTERM or SIGHUP; on the first one it says so on
+/// stderr, runs [`release_all`] (naming each thing released), and exits with `128 + signal`.
+/// Call once, early (`netprobe run` does; slot verbs do not: their holder is meant to outlive
+/// the process).
+///
+/// Errors: the handler could not be installed (signal-hook's error).
+pub fn install_signal_handler() -> std::io::Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
+    std::thread::Builder::new()
+        .name("netprobe-signals".into())
+        .spawn(move || {
+            let _ = SIGNAL_THREAD.set(std::thread::current().id());
+            if let Some(sig) = signals.forever().next() {
+                INTERRUPTED_BY.store(sig, Ordering::SeqCst);
+                CLOSING.store(true, Ordering::SeqCst);
+                let name = interrupted_by().unwrap_or("a signal");
+                eprintln!(
+                    "netprobe: interrupted by {name}: finishing the current step, then releasing what this run started"
+                );
+                let deadline = Instant::now() + STOP_WAIT;
+                while !STOPPED.load(Ordering::SeqCst) && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                let released = release_all();
+                for what in released {
+                    eprintln!("netprobe:   released {what}");
+                }
+                std::process::exit(128 + sig);
+            }
+        })?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dropped_registrations_never_run_and_live_ones_run_newest_first() {
+        let log = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let l1 = log.clone();
+        let a = register("unit-a", move || l1.lock().unwrap().push("a"));
+        let l2 = log.clone();
+        let b = register("unit-b", move || l2.lock().unwrap().push("b"));
+        let l3 = log.clone();
+        let c = register("unit-c", move || l3.lock().unwrap().push("c"));
+        drop(b);
+        assert!(registered().contains(&"unit-a".to_string()));
+        assert!(!registered().contains(&"unit-b".to_string()));
+        let released: Vec<String> = release_all()
+            .into_iter()
+            .filter(|w| w.starts_with("unit-"))
+            .collect();
+        assert_eq!(released, ["unit-c", "unit-a"]);
+        assert_eq!(*log.lock().unwrap(), ["c", "a"]);
+        drop((a, c)); // already released: deregistering is a no-op
+    }
+}
