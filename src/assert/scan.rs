@@ -3,13 +3,13 @@
 //! The log is read in fixed chunks; the incomplete last line of a chunk is carried to the
 //! front of the next one, so every search runs over whole lines only. All distinct needles
 //! (patterns, anchors, excludes) are compiled into one [`aho_corasick::AhoCorasick`]
-//! automaton: one leftmost-first search per chunk (SIMD prefilter) finds the next line holding
-//! any needle; only that line is then searched with an overlapping automaton to learn every
+//! automaton, and a SIMD searcher over one rare infix per needle finds the next line that may
+//! hold a needle ([`Prefilter`]); only that line is then searched with an overlapping automaton to learn every
 //! needle it holds, and the line is applied to every query at once (a line counts once).
 //! So the cost per byte does not grow with the number of queries. Memory is the chunk plus the
 //! longest line, and a line longer than [`MAX_LINE`] is an error.
 
-use aho_corasick::{AhoCorasick, Input, MatchKind};
+use aho_corasick::{AhoCorasick, Input, MatchKind, Span, packed};
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
@@ -92,9 +92,8 @@ fn check_needle(kind: &str, s: &str) -> io::Result<()> {
 
 /// The compiled queries and the per-line bookkeeping of one scan.
 struct Matcher {
-    /// Finds the next line holding any needle (leftmost-first: its SIMD "Teddy" prefilter
-    /// runs over the whole region).
-    candidates: AhoCorasick,
+    /// Finds the next line that may hold a needle (see [`Prefilter`]).
+    candidates: Prefilter,
     /// Lists every needle in one candidate line, overlapping ones included (a pattern that is
     /// a substring of another, a pattern equal to an anchor).
     all: AhoCorasick,
@@ -154,7 +153,7 @@ impl Matcher {
         let len = region.len();
         let mut pos = 0usize; // always at the start of a line
         while pos < len {
-            let Some(m) = self.candidates.find(Input::new(region).span(pos..len)) else {
+            let Some(m) = self.candidates.find(region, pos) else {
                 return;
             };
             let p = m.start();
@@ -209,7 +208,7 @@ fn compile(queries: &[LogQuery]) -> io::Result<Matcher> {
             .map_err(|e| invalid(format!("log query needles: {e}")))
     };
     Ok(Matcher {
-        candidates: build(MatchKind::LeftmostFirst)?,
+        candidates: Prefilter::new(&needles)?,
         all: build(MatchKind::Standard)?,
         seen_in: vec![0; needles.len()],
         line_no: 0,
@@ -217,6 +216,94 @@ fn compile(queries: &[LogQuery]) -> io::Result<Matcher> {
         anchors,
         qs,
     })
+}
+
+/// Finds lines that may hold a needle: one short, rare "filter" infix per needle (needles that
+/// contain another needle need none), searched with the SIMD "Teddy" searcher of
+/// `aho_corasick::packed` (256-bit when the CPU has AVX2). Every line holding a needle holds
+/// its filter, so no line is missed; a line holding only a filter is searched in full and
+/// applies nothing. Why infixes: Teddy fingerprints the first 3 bytes of each literal, and a
+/// needle's prefix can be frequent (`Dump…` starts many CRIU lines) while an infix (`NET`) is
+/// rare; measured on the bench's CRIU-style log, rare infixes run ~1.5x faster than the full
+/// needles through the same searcher.
+enum Prefilter {
+    /// The packed SIMD searcher over the filters.
+    Packed(packed::Searcher),
+    /// Fallback when no packed searcher can be built (e.g. no SSSE3): an automaton over the
+    /// filters.
+    Automaton(AhoCorasick),
+}
+
+/// Length of a filter infix, bytes: Teddy fingerprints 3 bytes; the rest is verified by the
+/// searcher and cuts false candidates.
+const FILTER_LEN: usize = 6;
+
+/// Heuristic rank of a byte in CRIU logs (lower = rarer): uppercase letters are rare,
+/// punctuation other than `( ) . : / -` fairly rare, digits, hex letters, `x` (in `0x…`),
+/// space and common lowercase letters frequent.
+fn byte_rank(b: u8) -> u32 {
+    match b {
+        b'A'..=b'Z' => 1,
+        b'g' | b'j' | b'k' | b'q' | b'v' | b'w' | b'y' | b'z' => 2,
+        b'(' | b')' | b'.' | b':' | b'/' | b'-' => 3,
+        b'0'..=b'9' | b'a'..=b'f' | b'x' | b' ' | b'\t' => 5,
+        b'h' | b'i' | b'l' | b'm' | b'n' | b'o' | b'p' | b'r' | b's' | b't' | b'u' => 4,
+        _ => 2,
+    }
+}
+
+/// The rarest `FILTER_LEN`-byte infix of `needle` by the summed [`byte_rank`] of its first 3
+/// bytes (the Teddy fingerprint); the whole needle when shorter.
+fn filter_of(needle: &[u8]) -> &[u8] {
+    if needle.len() <= FILTER_LEN {
+        return needle;
+    }
+    let start = (0..=needle.len() - FILTER_LEN)
+        .min_by_key(|&i| needle[i..i + 3].iter().map(|&b| byte_rank(b)).sum::<u32>())
+        .unwrap_or(0);
+    &needle[start..start + FILTER_LEN]
+}
+
+impl Prefilter {
+    fn new(needles: &[&str]) -> io::Result<Prefilter> {
+        let mut filters: Vec<&[u8]> = Vec::new();
+        for (i, n) in needles.iter().enumerate() {
+            // A needle holding another needle is covered by that one's filter.
+            let covered = needles
+                .iter()
+                .enumerate()
+                .any(|(j, m)| j != i && n.contains(m) && (n.len() > m.len() || j < i));
+            if covered {
+                continue;
+            }
+            let f = filter_of(n.as_bytes());
+            if !filters.contains(&f) {
+                filters.push(f);
+            }
+        }
+        let mut cfg = packed::Config::new();
+        cfg.match_kind(packed::MatchKind::LeftmostFirst);
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            cfg.only_teddy_256bit(Some(true));
+        }
+        if let Some(s) = cfg.builder().extend(&filters).build() {
+            return Ok(Prefilter::Packed(s));
+        }
+        AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostFirst)
+            .build(&filters)
+            .map(Prefilter::Automaton)
+            .map_err(|e| invalid(format!("log query needles: {e}")))
+    }
+
+    /// The first filter match in `region[pos..]`.
+    fn find(&self, region: &[u8], pos: usize) -> Option<aho_corasick::Match> {
+        match self {
+            Prefilter::Packed(s) => s.find_in(region, Span::from(pos..region.len())),
+            Prefilter::Automaton(a) => a.find(Input::new(region).span(pos..region.len())),
+        }
+    }
 }
 
 /// [`scan_log`] over any reader (a file, a byte slice), reading `chunk` bytes at a time.
