@@ -357,6 +357,7 @@ fn cmd_slot(s: SlotCli) -> ExitCode {
         reason: s.reason,
         runtime: s.runtime,
         criu: s.criu,
+        holder_exe: None,
         json: s.json,
     };
     match netprobe::slot::run_verb(&args) {

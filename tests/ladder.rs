@@ -377,6 +377,18 @@ fn bad_input_is_refused_with_the_right_exit_code_and_nothing_lost() {
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("has no sleep"), "{}", text(&o));
+    // A rootfs that does not exist: usage (2), naming it.
+    let o = netprobe(&[
+        "run",
+        "--phases",
+        "oci",
+        "--rootfs",
+        "/nonexistent/rootfs",
+        "--evidence",
+        &fresh("e2"),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("/nonexistent/rootfs"), "{}", text(&o));
     // A CRIU config file requested through $CRIU_CONFIG_FILE: refused (3), naming it.
     let conf = tmp.path().join("criu.conf");
     std::fs::write(&conf, b"tcp-established\n").unwrap();

@@ -60,9 +60,7 @@ fn malformed_slot_numbers_are_usage_errors() {
 
 #[test]
 fn state_dir_symlink_or_not_ours() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let tmp = tempfile::tempdir().unwrap();
     let real = tmp.path().join("real");
     std::fs::create_dir(&real).unwrap();
@@ -119,9 +117,7 @@ fn state_dir_symlink_or_not_ours() {
 /// One provisioned slot walked through the faults that do not destroy it.
 #[test]
 fn lifecycle_faults() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();
     let sd = state_dir(&tmp);
@@ -242,9 +238,7 @@ fn lifecycle_faults() {
 /// Runtime and CRIU binaries swapped after provision: refused; cleanup works with the original.
 #[test]
 fn binary_swapped_after_provision() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();
     let sd = state_dir(&tmp);
@@ -255,7 +249,7 @@ fn binary_swapped_after_provision() {
     let rt = bins.join("runc");
     let cr = bins.join("criu");
     std::fs::copy("/usr/bin/runc", &rt).unwrap();
-    std::fs::copy("/opt/criu-4.1.1/sbin/criu", &cr).unwrap();
+    std::fs::copy(netprobe::host::default_criu(), &cr).unwrap();
     let mut a = args(Verb::Provision, "13", &sd);
     a.image = Some(img);
     a.runtime = Some(rt.clone());
@@ -296,9 +290,7 @@ fn binary_swapped_after_provision() {
 /// signalled by cleanup.
 #[test]
 fn holder_replaced_by_another_process() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();
     let sd = state_dir(&tmp);
@@ -311,7 +303,7 @@ fn holder_replaced_by_another_process() {
         nix::sys::signal::Signal::SIGKILL,
     )
     .unwrap();
-    while netprobe::slot::compat::ProcessIdentity::read(h.pid).is_ok() {
+    while netprobe::ns::ProcessIdentity::read(h.pid).is_ok() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     // Through the library the holder is this test's child: reap it so its pid is free.

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn build_qcow2(dir: &Path) -> (PathBuf, String) {
-    let root = sleep_image(dir);
+    let root = http_image(dir);
     let raw = dir.join("image.ext4");
     let q = dir.join("image.qcow2");
     let st = Command::new("mkfs.ext4")
@@ -26,15 +26,13 @@ fn build_qcow2(dir: &Path) -> (PathBuf, String) {
         .unwrap();
     assert!(st.success());
     std::fs::remove_file(&raw).unwrap();
-    let sha = netprobe::slot::support::sha256_file(&q).unwrap();
+    let (sha, _) = netprobe::evidence::sha256_file(&q).unwrap();
     (q, sha)
 }
 
 #[test]
 fn qcow2_image_cycle_and_wrong_pin() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();
     let sd = state_dir(&tmp);
@@ -79,9 +77,24 @@ fn qcow2_image_cycle_and_wrong_pin() {
     assert_eq!(st["live"]["fuse_export_running"], true);
     assert_eq!(st["live"]["loop_attached"], true);
 
+    assert!(
+        gate(&p, "guest-http").proven,
+        "{:?}",
+        gate(&p, "guest-http")
+    );
     ok(Verb::Snapshot, "21", &sd);
-    ok(Verb::Restore, "21", &sd);
-    ok(Verb::Reset, "21", &sd);
+    let r = ok(Verb::Restore, "21", &sd);
+    assert!(
+        gate(&r, "guest-http").proven,
+        "{:?}",
+        gate(&r, "guest-http")
+    );
+    let r = ok(Verb::Reset, "21", &sd);
+    assert!(
+        gate(&r, "guest-http").proven,
+        "{:?}",
+        gate(&r, "guest-http")
+    );
     let holders = holder_pids(&sd);
     ok(Verb::Cleanup, "21", &sd);
     assert_released(&sd, &holders);

@@ -1,45 +1,55 @@
-//! netprobe killed with SIGKILL in the middle of a snapshot, then every verb run again: the
-//! interrupted snapshot is never used, the previous complete one still restores, cleanup releases
-//! everything. The killed process is this test binary re-executed on `child_snapshot` (the same
-//! library code path as `netprobe slot snapshot`).
+//! `netprobe slot snapshot` killed with SIGKILL in the middle of its checkpoint, driven through
+//! the real binary, then every verb run again (through the binary): the interrupted snapshot is
+//! never used, the previous complete one still restores, `status --json` stays valid, and
+//! `cleanup` releases everything.
 mod slot_support;
-use netprobe::slot::{SlotLock, Verb};
+use netprobe::slot::SlotLock;
 use slot_support::*;
 use std::time::{Duration, Instant};
 
-const CHILD_ENV: &str = "NETPROBE_SLOT_TEST_CHILD_STATE_DIR";
+fn json(out: &str) -> serde_json::Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
 
-#[test]
-fn child_snapshot() {
-    if let Some(sd) = std::env::var_os(CHILD_ENV) {
-        let _ = run(Verb::Snapshot, "31", std::path::Path::new(&sd));
-    }
+fn gate_proven(doc: &serde_json::Value, name: &str) -> bool {
+    doc["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|g| g["name"] == name)
+        .is_some_and(|g| g["proven"] == true)
 }
 
 #[test]
 fn sigkill_mid_snapshot_then_every_verb() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();
     let sd = state_dir(&tmp);
     let _c = CleanupOnDrop(sd.clone(), vec![31]);
-    let img = sleep_image(tmp.path());
-    provision_dir("31", &sd, &img).unwrap_or_else(|e| panic!("{e}"));
-    ok(Verb::Snapshot, "31", &sd);
-    ok(Verb::Restore, "31", &sd);
-    let good = state(&sd, 31).snapshot.unwrap();
+    let v = slot_state_validator();
     let slot = sd.join("slot-31");
 
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_snapshot",
-            "--test-threads=1",
-            "--nocapture",
-        ])
-        .env(CHILD_ENV, &sd)
+    let (code, out, err) = cli_slot(
+        "provision",
+        "31",
+        &sd,
+        &["--no-probe-gate", "--reason", "SIGKILL test", "--json"],
+    );
+    assert_eq!(code, Some(0), "provision: {err}{out}");
+    assert!(gate_proven(&json(&out), "guest-http"), "{out}");
+    for verb in ["snapshot", "restore"] {
+        let (code, out, err) = cli_slot(verb, "31", &sd, &[]);
+        assert_eq!(code, Some(0), "{verb}: {err}{out}");
+    }
+    let good = state(&sd, 31).snapshot.unwrap();
+
+    // Kill `netprobe slot snapshot` once it has created the checkpoint image directory, i.e.
+    // while the runtime checkpoint is starting or running.
+    let mut child = std::process::Command::new(EXE)
+        .args(["slot", "snapshot", "--slot", "31", "--state-dir"])
+        .arg(&sd)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -47,55 +57,81 @@ fn sigkill_mid_snapshot_then_every_verb() {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut seen = false;
     while Instant::now() < deadline && !seen {
-        seen = std::fs::read_dir(&slot)
-            .unwrap()
-            .flatten()
-            .any(|e| e.file_name().to_string_lossy().starts_with("snapshot.tmp-"));
+        seen = std::fs::read_dir(&slot).unwrap().flatten().any(|e| {
+            e.file_name().to_string_lossy().starts_with("snapshot.tmp-")
+                && e.path().join("checkpoint").exists()
+        });
         if !seen {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "the snapshot finished before it could be killed"
+            );
             std::thread::sleep(Duration::from_millis(1));
         }
     }
-    assert!(seen, "the child never started its snapshot");
+    assert!(seen, "the child never started its checkpoint");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGKILL,
     )
     .unwrap();
     let st = child.wait().unwrap();
-    assert!(!st.success());
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&st),
+        Some(libc::SIGKILL)
+    );
 
-    // Status works at once; the runtime/CRIU the killed verb started keep the slot locked until
-    // they exit (the lock is inherited), then the lock is free again.
-    let s = ok(Verb::Status, "31", &sd).to_json();
+    // Status works at once and validates; the runtime/CRIU the killed verb started keep the
+    // slot locked until they exit (the lock is inherited), then the lock is free again.
+    let (code, out, err) = cli_slot("status", "31", &sd, &["--json"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_valid(&v, &json(&out));
     let deadline = Instant::now() + Duration::from_secs(60);
     while SlotLock::acquire(&slot.join("lock")).is_err() {
         assert!(Instant::now() < deadline, "lock never released");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let s2 = ok(Verb::Status, "31", &sd).to_json();
+    let (_, out, _) = cli_slot("status", "31", &sd, &["--json"]);
+    let s2 = json(&out);
+    assert_valid(&v, &s2);
+    assert_eq!(s2["state"]["phase"], "snapshotting", "{s2}");
     let tmps = s2["stale_snapshot_tmp"].as_array().unwrap();
-    let referenced = state(&sd, 31).snapshot.unwrap();
-    // The interrupted snapshot is never used: either still the old one, or (if the kill landed
-    // after the rename) a complete one that passed its manifest check.
-    if referenced == good {
-        assert!(!tmps.is_empty() || s["stale_snapshot_tmp"].as_array().is_some());
-    }
+    assert!(
+        !tmps.is_empty(),
+        "the interrupted snapshot is left visible: {s2}"
+    );
+    // The interrupted snapshot is never used: the complete one is still referenced.
+    assert_eq!(state(&sd, 31).snapshot.unwrap(), good);
     assert_eq!(s2["snapshot"]["complete"], true, "{s2}");
 
-    // Every verb again.
-    for verb in [Verb::Snapshot, Verb::Restore] {
-        match run(verb, "31", &sd) {
-            Ok(_) => {}
-            Err(e) => assert_eq!(e.exit_code(), 1, "{} after SIGKILL: {e}", verb.as_str()),
+    // Every verb again, through the binary.
+    for verb in ["snapshot", "restore"] {
+        let (code, out, err) = cli_slot(verb, "31", &sd, &[]);
+        assert!(
+            code == Some(0) || code == Some(1),
+            "{verb} after SIGKILL: exit {code:?}: {err}{out}"
+        );
+        if code == Some(1) {
+            assert!(err.contains("slot 31") && err.contains("gate"), "{err}");
         }
     }
-    for _ in 0..2 {
-        let r = ok(Verb::Reset, "31", &sd);
-        assert!(gate(&r, "net-fidelity").proven);
+    for i in 0..2 {
+        let (code, out, err) = cli_slot("reset", "31", &sd, &["--json"]);
+        assert_eq!(code, Some(0), "reset {i}: {err}{out}");
+        let doc = json(&out);
+        assert!(gate_proven(&doc, "net-fidelity"), "{doc}");
+        assert!(gate_proven(&doc, "guest-http"), "{doc}");
     }
+    let (_, out, _) = cli_slot("status", "31", &sd, &["--json"]);
+    assert_valid(&v, &json(&out));
     let holders = holder_pids(&sd);
-    ok(Verb::Cleanup, "31", &sd);
+    let (code, out, err) = cli_slot("cleanup", "31", &sd, &[]);
+    assert_eq!(code, Some(0), "cleanup: {err}{out}");
     assert_released(&sd, &holders);
+    let (_, out, _) = cli_slot("status", "31", &sd, &["--json"]);
+    let doc = json(&out);
+    assert_valid(&v, &doc);
+    assert_eq!(doc["state"]["phase"], "clean");
     // Nothing half-deleted: evidence and the complete snapshot are kept.
     assert!(
         slot.join(state(&sd, 31).snapshot.unwrap().dir)

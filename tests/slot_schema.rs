@@ -6,26 +6,6 @@ use netprobe::slot::{Verb, run_verb};
 use slot_support::*;
 use std::collections::BTreeMap;
 
-fn validator() -> jsonschema::Validator {
-    let s: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/evidence-schema/slot-state.schema.json"
-        ))
-        .unwrap(),
-    )
-    .unwrap();
-    jsonschema::validator_for(&s).unwrap()
-}
-
-fn assert_valid(v: &jsonschema::Validator, doc: &serde_json::Value) {
-    let errs: Vec<String> = v
-        .iter_errors(doc)
-        .map(|e| format!("{e} at {}", e.instance_path()))
-        .collect();
-    assert!(errs.is_empty(), "{errs:?}\n{doc:#}");
-}
-
 fn result(code: VerdictCode, ext: Status, rt: &str, cr: &str) -> RunResult {
     let bin = |p: &str, s: &str| BinaryFacts {
         path: p.into(),
@@ -39,8 +19,8 @@ fn result(code: VerdictCode, ext: Status, rt: &str, cr: &str) -> RunResult {
         tool: "netprobe".into(),
         tool_version: "0".into(),
         command: vec![],
-        started_at: String::new(),
-        finished_at: String::new(),
+        started_at: "2025-01-01T00:00:00.000Z".into(),
+        finished_at: "2025-01-01T00:00:01.000Z".into(),
         duration_ms: 0,
         phases: RungName::ALL.to_vec(),
         host: HostFacts {
@@ -58,7 +38,7 @@ fn result(code: VerdictCode, ext: Status, rt: &str, cr: &str) -> RunResult {
             name: RungName::ExternalNetns,
             status: ext,
             summary: String::new(),
-            started_at: String::new(),
+            started_at: "2025-01-01T00:00:00.000Z".into(),
             duration_ms: 0,
             timings_ms: BTreeMap::new(),
             facts: BTreeMap::new(),
@@ -78,19 +58,15 @@ fn result(code: VerdictCode, ext: Status, rt: &str, cr: &str) -> RunResult {
 
 #[test]
 fn status_validates_and_probe_gate() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let _s = serial();
-    let v = validator();
+    let v = slot_state_validator();
     let tmp = tempfile::tempdir().unwrap();
     let sd = state_dir(&tmp);
     let _c = CleanupOnDrop(sd.clone(), vec![41]);
     let img = sleep_image(tmp.path());
-    let rt = netprobe::slot::support::sha256_file(std::path::Path::new("/usr/bin/runc")).unwrap();
-    let cr =
-        netprobe::slot::support::sha256_file(std::path::Path::new(netprobe::host::PRIVATE_CRIU))
-            .unwrap();
+    let (rt, _) = netprobe::evidence::sha256_file(&netprobe::host::default_runtime()).unwrap();
+    let (cr, _) = netprobe::evidence::sha256_file(&netprobe::host::default_criu()).unwrap();
     let write = |name: &str, r: &RunResult| {
         let d = tmp.path().join(name);
         std::fs::create_dir_all(&d).unwrap();
@@ -99,6 +75,7 @@ fn status_validates_and_probe_gate() {
     };
     let prov = |slot: &str, ev: Option<std::path::PathBuf>| {
         let mut a = netprobe::slot::SlotArgs::new(Verb::Provision, slot, &sd);
+        a.holder_exe = Some(EXE.into());
         a.image = Some(img.clone());
         a.probe_evidence = ev;
         run_verb(&a)
@@ -134,6 +111,17 @@ fn status_validates_and_probe_gate() {
             "a refused provision creates no slot"
         );
     }
+    // A result that does not validate against netprobe-result.schema.json is never trusted.
+    let mut bad =
+        serde_json::to_value(result(VerdictCode::RuntimeEmptyNs, Status::Pass, &rt, &cr)).unwrap();
+    bad["started_at"] = "yesterday".into();
+    let d = tmp.path().join("invalid");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join(RESULT_FILE), serde_json::to_vec(&bad).unwrap()).unwrap();
+    let e = prov("54", Some(d)).unwrap_err();
+    assert_eq!(e.gate.as_deref(), Some("probe-verdict"), "{e}");
+    assert!(e.message.contains("schema"), "{e}");
+    assert!(!sd.join("slot-54").exists());
     let e = prov("55", None).unwrap_err();
     assert_eq!(e.gate.as_deref(), Some("probe-verdict"));
     assert_released(&sd, &[]);

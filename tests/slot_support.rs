@@ -13,8 +13,16 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-pub fn is_root() -> bool {
-    nix::unistd::geteuid().is_root()
+/// The netprobe binary: the holder is started from it (`__holder`), and the CLI tests run it.
+pub const EXE: &str = env!("CARGO_BIN_EXE_netprobe");
+
+/// Fails the test (never skips it) when not root: the slot driver needs namespaces, mounts,
+/// runc and CRIU. In CI a missing prerequisite is a failure.
+pub fn require_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "the slot tests need root (namespaces, mounts, runc, CRIU): run the tests as root; CI does"
+    );
 }
 
 /// A fresh state dir (not created: provision creates it) inside a tempdir.
@@ -22,8 +30,11 @@ pub fn state_dir(tmp: &tempfile::TempDir) -> PathBuf {
     tmp.path().join("state")
 }
 
+/// Arguments for a library call; the holder is started from [`EXE`] (the test binary is not
+/// netprobe). Provision overrides the probe gate with a reason.
 pub fn args(verb: Verb, slot: &str, sd: &Path) -> SlotArgs {
     let mut a = SlotArgs::new(verb, slot, sd);
+    a.holder_exe = Some(EXE.into());
     if verb == Verb::Provision {
         a.no_probe_gate = true;
         a.reason = Some("integration test".into());
@@ -54,24 +65,32 @@ pub fn state(sd: &Path, slot: u32) -> SlotState {
     SlotState::load(&sd.join(format!("slot-{slot}/state.json"))).expect("state.json")
 }
 
-/// Asserts nothing of the state dir is left: container, holder, mount, FUSE export, loop device.
+/// True when `pid` is a zombie or gone (nothing left to release).
+fn dead(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.is_empty()
+        || stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|r| r.trim_start().starts_with('Z'))
+}
+
+/// Asserts nothing of the state dir is left: container (runtime state root and processes),
+/// holder (the recorded pids, and any live `netprobe __holder` started from [`EXE`]), mount,
+/// FUSE export (qemu-storage-daemon) or loop device.
 pub fn assert_released(sd: &Path, holder_pids: &[i32]) {
     let sd_s = sd.to_string_lossy().to_string();
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     let left: Vec<&str> = mounts.lines().filter(|l| l.contains(&sd_s)).collect();
     assert!(left.is_empty(), "mounts left: {left:?}");
+    let exe = std::fs::canonicalize(EXE).unwrap();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         if let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() {
-            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let cmd = String::from_utf8_lossy(&cmd);
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let zombie = stat
-                .rsplit(')')
-                .next()
-                .is_some_and(|r| r.trim_start().starts_with('Z'));
-            if zombie {
+            if dead(pid) {
                 continue;
             }
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
             assert!(
                 !(cmd.contains("qemu-storage-daemon") && cmd.contains(&sd_s)),
                 "qemu-storage-daemon left: pid {pid}"
@@ -83,6 +102,11 @@ pub fn assert_released(sd: &Path, holder_pids: &[i32]) {
             if holder_pids.contains(&pid) {
                 panic!("holder pid {pid} still alive: {cmd}");
             }
+            let pexe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+            assert!(
+                !(cmd.contains("__holder") && pexe.as_deref() == Some(exe.as_path())),
+                "netprobe __holder left: pid {pid} {cmd}"
+            );
         }
     }
     for e in std::fs::read_dir("/sys/block").unwrap().flatten() {
@@ -135,18 +159,94 @@ impl Drop for CleanupOnDrop {
     }
 }
 
-/// A directory image without a TCP server: the embedded busybox rootfs with `/init.sh` running
-/// `sleep` and no guest-port declaration (CRIU 4.1.1 cannot dump inet sockets on kernel >= 6.16).
+/// A directory image without a TCP server: the embedded busybox rootfs
+/// (`netprobe::oci::build_busybox_rootfs`) with `/init.sh` running `sleep` and no guest-port
+/// declaration, so the `guest-http` gate is recorded as not applicable.
 pub fn sleep_image(dir: &Path) -> PathBuf {
     let root = dir.join("sleep-image");
-    netprobe::slot::compat::build_busybox_rootfs(&root).unwrap();
+    netprobe::oci::build_busybox_rootfs(&root).unwrap();
     std::fs::write(
         root.join("init.sh"),
         "#!/bin/sh\nexec /bin/busybox sleep 100000000\n",
     )
     .unwrap();
-    std::fs::remove_file(root.join(netprobe::slot::compat::GUEST_PORT_FILE)).unwrap();
     root
+}
+
+/// A directory image with the guest server: the embedded busybox rootfs (httpd on
+/// 0.0.0.0:5000) declaring its port in `etc/netprobe-guest-port`.
+pub fn http_image(dir: &Path) -> PathBuf {
+    let root = dir.join("http-image");
+    netprobe::oci::build_busybox_rootfs(&root).unwrap();
+    std::fs::write(
+        root.join(netprobe::slot::net::GUEST_PORT_FILE),
+        format!("{}\n", netprobe::oci::INIT_HTTP_PORT),
+    )
+    .unwrap();
+    root
+}
+
+/// Runs the netprobe binary with `args` (and extra environment); returns exit code, stdout,
+/// stderr.
+pub fn cli(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
+    let mut c = std::process::Command::new(EXE);
+    c.args(args).env_remove("NETPROBE_EXE");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.output().unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// `netprobe slot VERB --slot=N --state-dir SD [extra]` through the binary.
+pub fn cli_slot(
+    verb: &str,
+    slot: &str,
+    sd: &Path,
+    extra: &[&str],
+) -> (Option<i32>, String, String) {
+    cli_slot_env(verb, slot, sd, extra, &[])
+}
+
+/// As [`cli_slot`], with extra environment variables.
+pub fn cli_slot_env(
+    verb: &str,
+    slot: &str,
+    sd: &Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (Option<i32>, String, String) {
+    let sd = sd.to_string_lossy().to_string();
+    let slot = format!("--slot={slot}");
+    let mut a = vec!["slot", verb, slot.as_str(), "--state-dir", sd.as_str()];
+    a.extend_from_slice(extra);
+    cli(&a, env)
+}
+
+/// The slot-state JSON Schema validator (`evidence-schema/slot-state.schema.json`).
+pub fn slot_state_validator() -> jsonschema::Validator {
+    let s: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/evidence-schema/slot-state.schema.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    jsonschema::validator_for(&s).unwrap()
+}
+
+/// Asserts `doc` validates against the slot-state schema.
+pub fn assert_valid(v: &jsonschema::Validator, doc: &serde_json::Value) {
+    let errs: Vec<String> = v
+        .iter_errors(doc)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(errs.is_empty(), "{errs:?}\n{doc:#}");
 }
 
 /// Provision args with a directory image.

@@ -27,8 +27,9 @@ pub enum NetnsSpec {
     Path(PathBuf),
 }
 
-/// cgroup resources for the container (OCI `linux.resources`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// cgroup resources for the container (OCI `linux.resources`). Serializable so that a caller
+/// can record what it asked for (the slot driver keeps it in `state.json`, field names as here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Resources {
     /// CFS quota in microseconds per period (`cpu.quota`), e.g. 400000 for 4 CPUs; -1 unlimited.
     pub cpu_quota: i64,

@@ -8,11 +8,11 @@
 //! its own evidence folder in the slot (`evidence/<seq>-<verb>/`: `gates.json`, `timings.json`,
 //! `verb.json`, logs and network-state captures) and appends to the slot journal.
 
-pub mod compat;
 pub mod error;
 pub mod gate;
 pub mod layout;
 pub mod mounts;
+pub mod net;
 pub mod state;
 pub mod support;
 mod verbs;
@@ -92,12 +92,20 @@ pub struct SlotArgs {
     pub no_probe_gate: bool,
     /// `--reason TEXT` for `--no-probe-gate`.
     pub reason: Option<String>,
-    /// `--runtime PATH`. Provision default: `/usr/bin/runc`; later verbs default to the path
-    /// recorded at provision (a different path is accepted only with the same sha256).
+    /// `--runtime PATH`. Provision default: [`crate::host::default_runtime`] (runc in PATH);
+    /// later verbs default to the path recorded at provision (a different path is accepted only
+    /// with the same sha256).
     pub runtime: Option<PathBuf>,
-    /// `--criu PATH`. Provision default: `/opt/criu-4.1.1/sbin/criu` if present, else `criu` in
-    /// PATH; later verbs as for `runtime`.
+    /// `--criu PATH`. Provision default: [`crate::host::default_criu`] (CRIU 4.2.1 at
+    /// `/opt/criu-4.2.1/sbin/criu`); later verbs as for `runtime`. runc is always given it with
+    /// `--criu`.
     pub criu: Option<PathBuf>,
+    /// The netprobe executable the holder is started from (`EXE __holder --report-fd N
+    /// --lo-up`). `None`: [`crate::ns::default_exe`] (`$NETPROBE_EXE`, else the running
+    /// executable — right for the CLI). Library callers whose executable is not netprobe (tests)
+    /// must set it, e.g. to `env!("CARGO_BIN_EXE_netprobe")`. Provision only (later verbs never
+    /// start a holder).
+    pub holder_exe: Option<PathBuf>,
     /// `--json`: the CLI prints [`SlotOutcome::to_json`] instead of [`SlotOutcome::render`].
     pub json: bool,
 }
@@ -116,6 +124,7 @@ impl SlotArgs {
             reason: None,
             runtime: None,
             criu: None,
+            holder_exe: None,
             json: false,
         }
     }
@@ -199,10 +208,19 @@ impl SlotOutcome {
     }
 }
 
+/// The slot's container resources: 4 CPUs (cfs quota 400000 µs per 100000 µs period), 4 GiB
+/// memory, no swap (memory + swap = memory).
+pub const SLOT_RESOURCES: crate::oci::Resources = crate::oci::Resources {
+    cpu_quota: 400_000,
+    cpu_period: 100_000,
+    memory_limit: 4 * 1024 * 1024 * 1024,
+    memory_swap: 4 * 1024 * 1024 * 1024,
+};
+
 /// The declared differences of the slot arm; every number the slot driver prints or writes
 /// carries them (plus the binaries recorded at provision, added per slot).
 pub const DECLARED_DIFFERENCES: &[&str] = &[
-    "The network namespace is HARNESS-OWNED and is not part of the CRIU image: runc always passes empty-ns for a namespace it creates, so each slot runs in a private namespace created and brought up (lo) by a persistent holder process and named by path in config.json; CRIU records only an external key and the same namespace must exist at restore.",
+    "The network namespace is HARNESS-OWNED and is not part of the CRIU image: runc always passes empty-ns for a namespace it creates, so each slot runs in a private namespace created and brought up (lo) by a persistent holder process (netprobe __holder) and named by path in config.json; CRIU records only an external key and the same namespace must exist at restore.",
     "The holder's memory and CPU are outside the container's cgroup: they are costs of the harness and are NOT inside the container's limits.",
     "TCP connections inside the namespace are not preserved across a restore (--tcp-established is not used); the guest server is checked with a new connection.",
     "snapshot stops the container (runtime checkpoint without --leave-running) so that the overlay upper is saved exactly as it was at checkpoint time.",

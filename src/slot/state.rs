@@ -2,7 +2,8 @@
 //! killed netprobe leaves a state `cleanup` can release. Schema:
 //! `evidence-schema/slot-state.schema.json` (the `state` member of `netprobe slot status`).
 
-use super::compat::{ProcessIdentity, Resources};
+use crate::ns::ProcessIdentity;
+use crate::oci::Resources;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -39,13 +40,16 @@ pub enum Phase {
     Clean,
 }
 
-/// A binary recorded at provision.
+/// A binary recorded at provision (from [`crate::host::binary_facts`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BinaryPin {
-    /// Path used at provision.
+    /// Path used at provision (absolute, as executed).
     pub path: PathBuf,
     /// Lower-case hex sha256 at provision.
     pub sha256: String,
+    /// Version parsed from `--version` at provision (e.g. `1.1.5+ds1`, `4.2.1`).
+    #[serde(default)]
+    pub version: Option<String>,
 }
 
 /// How the probe-verdict gate was satisfied at provision.
@@ -146,11 +150,12 @@ pub struct SlotState {
     pub image: Option<ImageState>,
     /// Overlay (absent until mounted).
     pub overlay: Option<OverlayState>,
-    /// Holder identity (absent until started and proven).
+    /// Holder identity (absent until started and proven): the `netprobe __holder` process that
+    /// owns the slot's network namespace ([`crate::ns::Holder`], detached).
     pub holder: Option<ProcessIdentity>,
     /// sha256 of config.json (absent until written).
     pub config_sha256: Option<String>,
-    /// Resources asked for in config.json.
+    /// Resources asked for in config.json (cgroup v1 units: µs, bytes).
     pub resources: Resources,
     /// The complete snapshot in use.
     pub snapshot: Option<SnapshotRef>,

@@ -1,12 +1,14 @@
-//! Small helpers the slot driver needs: atomic writes, sha256, time, random ids, CRIU config
-//! refusal, recursive copy with fsync. Some of these belong to `evidence`/`host`; they live here
-//! until those modules expose them (see the module report).
+//! Small helpers only the slot driver needs: replace-in-place atomic writes (slot state files are
+//! rewritten; [`crate::evidence::EvidenceDir`] never overwrites, so verb evidence goes there),
+//! sha256 of bytes, time, random ids, recursive copy with fsync, removal that never crosses a
+//! mount. File hashes come from [`crate::evidence::sha256_file`], CRIU config refusal from
+//! [`crate::host::refuse_criu_config`].
 
 use sha2::{Digest, Sha256};
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 /// Writes `bytes` to `path` atomically: a temporary sibling (`.<name>.tmp-<pid>`), `fsync`,
@@ -41,23 +43,6 @@ pub fn fsync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-/// Lower-case hex SHA-256 of a file's content, read in 64 KiB blocks.
-///
-/// Errors: the file cannot be opened or read.
-pub fn sha256_file(path: &Path) -> std::io::Result<String> {
-    let mut f = File::open(path)?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(hex::encode(h.finalize()))
-}
-
 /// Lower-case hex SHA-256 of bytes.
 pub fn sha256_bytes(b: &[u8]) -> String {
     hex::encode(Sha256::digest(b))
@@ -83,33 +68,6 @@ pub fn random_hex(n: usize) -> String {
         return sha256_bytes(s.as_bytes())[..2 * n.min(32)].to_string();
     }
     hex::encode(buf)
-}
-
-/// CRIU configuration files present on this host (DESIGN.md section 2): `/etc/criu/default.conf`,
-/// `$HOME/.criu/default.conf`, `/etc/criu/runc.conf`, and `$CRIU_CONFIG_FILE` when set and
-/// non-empty. Any of these silently changes CRIU's behaviour; netprobe refuses to run.
-/// (Belongs to `host::refuse_criu_config`; kept here until that lands.)
-pub fn criu_config_files() -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut cands = vec![
-        PathBuf::from("/etc/criu/default.conf"),
-        PathBuf::from("/etc/criu/runc.conf"),
-    ];
-    if let Ok(home) = std::env::var("HOME") {
-        cands.push(Path::new(&home).join(".criu/default.conf"));
-    }
-    cands.push(PathBuf::from("/root/.criu/default.conf"));
-    for c in cands {
-        if fs::symlink_metadata(&c).is_ok() && !found.contains(&c) {
-            found.push(c);
-        }
-    }
-    if let Ok(v) = std::env::var("CRIU_CONFIG_FILE")
-        && !v.is_empty()
-    {
-        found.push(PathBuf::from(format!("$CRIU_CONFIG_FILE={v}")));
-    }
-    found
 }
 
 /// Copies a directory tree with `cp -a` (ownership, modes, times, xattrs — including overlayfs

@@ -2,23 +2,28 @@
 //! evidence folder + journal → gates → steps (each destructive step preceded by the gates that
 //! protect it) → evidence.
 
-use super::compat::{self, ProcessIdentity, Runtime, SLOT_RESOURCES};
 use super::error::SlotError;
 use super::gate::GateLog;
 use super::layout::{self, SlotLock, SlotPaths};
-use super::mounts;
 use super::state::*;
 use super::support::{self, ms_since};
-use super::{DECLARED_DIFFERENCES, SlotArgs, SlotOutcome, Verb};
-use crate::evidence::result::{RunResult, RungName, Status as RungStatus, VerdictCode};
+use super::{DECLARED_DIFFERENCES, SLOT_RESOURCES, SlotArgs, SlotOutcome, Verb, mounts, net};
+use crate::criu::inventory::{ImageFile, inventory};
+use crate::evidence::result::{RungName, Status as RungStatus, VerdictCode};
+use crate::evidence::{EvidenceDir, read_result, sha256_file};
+use crate::host::{self, BinaryKind};
+use crate::netlink::NetState;
+use crate::ns::{self, Holder, HolderOptions, NsError, ProcessIdentity};
+use crate::oci::{
+    self, BundleSpec, ContainerGuard, NetnsSpec, OciError, Runtime, config_sha256,
+    read_bundle_spec, refuse_existing, write_bundle,
+};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fs;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-const DEFAULT_RUNTIME: &str = "/usr/bin/runc";
-const DEFAULT_CRIU: &str = crate::host::PRIVATE_CRIU;
 
 struct Ctx<'a> {
     args: &'a SlotArgs,
@@ -88,9 +93,35 @@ impl<'a> Ctx<'a> {
             .join(name)
     }
 
+    /// Writes one file of this verb's evidence folder through [`EvidenceDir::write`] (atomic,
+    /// never overwrites). Evidence is best effort: a failed write never changes the verb's outcome.
     fn ev_write(&self, name: &str, bytes: &[u8]) {
-        if self.ev.is_some() {
-            let _ = support::atomic_write(&self.ev_path(name), bytes);
+        if let Some(d) = &self.ev
+            && let Ok(dir) = EvidenceDir::open(d)
+        {
+            let _ = dir.write(name, bytes);
+        }
+    }
+
+    /// Appends one runtime step to `runtime.log` in this verb's evidence folder (best effort):
+    /// `what` and, for an invocation, its argv, exit code, duration and stderr / `--log` text.
+    fn rt_log<T: RtLogged>(&self, what: &str, r: Result<&T, &OciError>) {
+        let body = match r {
+            Ok(o) => o.logged(),
+            Err(e) => format!("FAILED: {e}"),
+        };
+        if self.ev.is_some()
+            && let Ok(mut f) = fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(self.ev_path("runtime.log"))
+        {
+            let _ = writeln!(
+                f,
+                "[{}] {what}: {}",
+                support::now_rfc3339(),
+                body.trim_end()
+            );
         }
     }
 
@@ -103,6 +134,11 @@ impl<'a> Ctx<'a> {
     fn enter_existing(&mut self) -> Result<(), SlotError> {
         let r = layout::check_state_dir(&self.paths.state_dir, false);
         self.gate("state-dir", "the state directory is ours (not a symlink, our uid, not group/world-writable, marked)", r)?;
+        self.enter_slot()
+    }
+
+    /// ownership marker → lock → evidence folder → journal start (every verb but `status`).
+    fn enter_slot(&mut self) -> Result<(), SlotError> {
         let r = layout::check_owner(&self.paths)
             .map(|(_, d)| d)
             .map_err(|(_, d)| d);
@@ -364,20 +400,34 @@ fn finish(
 
 // ------------------------------------------------------------------ shared gates
 
+/// What [`Ctx::rt_log`] writes for a successful runtime step.
+trait RtLogged {
+    fn logged(&self) -> String;
+}
+
+impl RtLogged for oci::RuntimeOutcome {
+    fn logged(&self) -> String {
+        format!(
+            "{} -> exit {:?} in {} ms\n{}",
+            self.argv.join(" "),
+            self.code,
+            self.duration_ms,
+            self.stderr
+        )
+    }
+}
+
+impl RtLogged for () {
+    fn logged(&self) -> String {
+        "ok".into()
+    }
+}
+
 fn criu_config_gate(ctx: &mut Ctx, blocking: bool) -> Result<(), SlotError> {
-    let found = support::criu_config_files();
     let fact = "no CRIU configuration file is present (they silently change checkpoint behaviour)";
-    let r = if found.is_empty() {
-        Ok("none of /etc/criu/default.conf, ~/.criu/default.conf, /etc/criu/runc.conf, $CRIU_CONFIG_FILE".into())
-    } else {
-        Err(format!(
-            "present: {}",
-            found
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))
+    let r = match host::refuse_criu_config() {
+        Ok(()) => Ok("none of /etc/criu/default.conf, ~/.criu/default.conf, /etc/criu/runc.conf, $CRIU_CONFIG_FILE".into()),
+        Err(e) => Err(e.to_string()),
     };
     if blocking {
         ctx.host_gate("criu-config-absent", fact, r)
@@ -391,61 +441,35 @@ fn criu_config_gate(ctx: &mut Ctx, blocking: bool) -> Result<(), SlotError> {
     }
 }
 
-fn resolve_bin(
-    given: Option<&Path>,
-    recorded: Option<&Path>,
-    default: &str,
-    which: &str,
-) -> PathBuf {
-    if let Some(p) = given {
-        return p.to_path_buf();
-    }
-    if let Some(p) = recorded {
-        return p.to_path_buf();
-    }
-    if Path::new(default).exists() {
-        return PathBuf::from(default);
-    }
-    std::env::var_os("PATH")
-        .and_then(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join(which))
-                .find(|c| c.exists())
-        })
-        .unwrap_or_else(|| PathBuf::from(default))
+/// The sha256 of a file, as a gate detail error when it cannot be read.
+fn file_sha256(path: &Path) -> Result<String, String> {
+    sha256_file(path)
+        .map(|(h, _)| h)
+        .map_err(|e| format!("cannot hash {}: {e}", path.display()))
 }
 
-/// Runtime and CRIU binaries: same sha256 as recorded at provision.
+/// Runtime and CRIU binaries: same sha256 as recorded at provision. A `--runtime`/`--criu` given
+/// to a later verb replaces the recorded path only if its sha256 is the recorded one.
 fn binary_gates(
     ctx: &mut Ctx,
     st: &SlotState,
     criu_blocking: bool,
 ) -> Result<(PathBuf, PathBuf), SlotError> {
-    let rt = resolve_bin(
-        ctx.args.runtime.as_deref(),
-        Some(&st.runtime.path),
-        DEFAULT_RUNTIME,
-        "runc",
-    );
-    let cr = resolve_bin(
-        ctx.args.criu.as_deref(),
-        Some(&st.criu.path),
-        DEFAULT_CRIU,
-        "criu",
-    );
+    let rt = ctx.args.runtime.clone().unwrap_or(st.runtime.path.clone());
+    let cr = ctx.args.criu.clone().unwrap_or(st.criu.path.clone());
     for (name, path, pin, blocking) in [
         ("runtime-binary", &rt, &st.runtime, true),
         ("criu-binary", &cr, &st.criu, criu_blocking),
     ] {
         let fact = format!("{} has the sha256 recorded at provision", path.display());
-        let r = match support::sha256_file(path) {
+        let r = match file_sha256(path) {
             Ok(h) if h == pin.sha256 => Ok(format!("sha256 {h}")),
             Ok(h) => Err(format!(
                 "sha256 {h} != {} recorded at provision for {} (binary swapped?)",
                 pin.sha256,
                 pin.path.display()
             )),
-            Err(e) => Err(format!("cannot hash {}: {e}", path.display())),
+            Err(e) => Err(e),
         };
         if blocking {
             ctx.gate(name, &fact, r)?;
@@ -460,16 +484,39 @@ fn binary_gates(
     Ok((rt, cr))
 }
 
+/// `config.json` hash equals the one recorded at provision, and (read back with oci-spec) its
+/// network namespace is still the recorded holder's `/proc/<pid>/ns/net`.
 fn config_hash_result(ctx: &Ctx, st: &SlotState) -> Result<String, String> {
     let Some(want) = &st.config_sha256 else {
         return Err("no config.json sha256 recorded (provision did not finish)".into());
     };
-    match support::sha256_file(&ctx.paths.config()) {
-        Ok(h) if &h == want => Ok(format!("sha256 {h}")),
-        Ok(h) => Err(format!(
+    let bundle = ctx.paths.bundle();
+    let h = config_sha256(&bundle).map_err(|e| e.to_string())?;
+    if &h != want {
+        return Err(format!(
             "config.json sha256 {h} != {want} recorded at provision (tampered)"
+        ));
+    }
+    let spec = read_bundle_spec(&bundle).map_err(|e| e.to_string())?;
+    let netns = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.namespaces().as_ref())
+        .and_then(|n| {
+            n.iter()
+                .find(|n| n.typ() == oci_spec::runtime::LinuxNamespaceType::Network)
+        })
+        .and_then(|n| n.path().clone());
+    match (&st.holder, netns) {
+        (Some(hd), Some(p)) if p == hd.netns_path() => Ok(format!(
+            "sha256 {h}; network namespace {} (the holder's)",
+            p.display()
         )),
-        Err(e) => Err(format!("cannot hash {}: {e}", ctx.paths.config().display())),
+        (None, _) => Ok(format!("sha256 {h}; no holder recorded")),
+        (Some(hd), p) => Err(format!(
+            "config.json names network namespace {p:?}, not the holder's {}",
+            hd.netns_path().display()
+        )),
     }
 }
 
@@ -477,7 +524,7 @@ fn holder_result(st: &SlotState) -> Result<String, String> {
     let Some(h) = &st.holder else {
         return Err("no holder recorded".into());
     };
-    h.verify().map(|_| {
+    h.verify().map_err(|e| e.to_string()).map(|_| {
         format!(
             "pid {} start time {} netns inode {}",
             h.pid, h.start_time, h.netns_inode
@@ -494,38 +541,37 @@ fn holder_gate(ctx: &mut Ctx, st: &SlotState, before: &str) -> Result<ProcessIde
     Ok(st.holder.expect("checked"))
 }
 
-fn runtime(ctx: &Ctx, st: &SlotState, rt: &Path, cr: &Path) -> Runtime {
-    let _ = ctx;
-    Runtime {
-        path: rt.to_path_buf(),
-        root: st.runtime_root.clone(),
-        criu: cr.to_path_buf(),
-    }
+/// The slot's runtime: its binary, the slot's private `--root`, and always `--criu`.
+fn runtime(st: &SlotState, rt: &Path, cr: &Path) -> Runtime {
+    Runtime::new(rt, st.runtime_root.clone(), Some(cr.to_path_buf()))
 }
 
 /// Container status per `runtime state`: `Ok(None)` = proven absent.
-fn container_status(ctx: &Ctx, rt: &Runtime, id: &str) -> Result<Option<String>, String> {
-    rt.state(id, &ctx.ev_path("runtime.log"))
-        .map(|o| o.map(|v| v["status"].as_str().unwrap_or("unknown").to_string()))
+fn container_status(rt: &Runtime, id: &str) -> Result<Option<String>, String> {
+    rt.state(id)
+        .map(|o| o.map(|s| s.status))
+        .map_err(|e| e.to_string())
 }
 
-/// Kills and deletes the container if present, then proves it gone via `runtime state`.
+/// Kills and deletes the container if present ([`ContainerGuard::release`]: kill, delete
+/// --force, prove gone), retried for up to 10 s, then proves it gone via `runtime state`.
 fn stop_container_proven(ctx: &mut Ctx, rt: &Runtime, id: &str) -> Result<(), SlotError> {
-    let log = ctx.ev_path("runtime.log");
-    let before = container_status(ctx, rt, id);
+    let before = container_status(rt, id);
     if let Ok(Some(_)) = &before {
-        rt.kill(id, &log);
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let _ = rt.delete(id, &log);
-            match container_status(ctx, rt, id) {
-                Ok(None) => break,
-                _ if Instant::now() > deadline => break,
-                _ => std::thread::sleep(Duration::from_millis(100)),
+            let r = ContainerGuard::new(rt, id).release();
+            ctx.rt_log(
+                "kill + delete --force + state (ContainerGuard::release)",
+                r.as_ref(),
+            );
+            if r.is_ok() || Instant::now() > deadline {
+                break;
             }
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
-    let r = match container_status(ctx, rt, id) {
+    let r = match container_status(rt, id) {
         Ok(None) => Ok(format!(
             "runtime state {id}: does not exist (before: {})",
             match before {
@@ -544,31 +590,6 @@ fn stop_container_proven(ctx: &mut Ctx, rt: &Runtime, id: &str) -> Result<(), Sl
     )
 }
 
-// ------------------------------------------------------------------ guards
-
-struct HolderGuard(Option<ProcessIdentity>);
-impl Drop for HolderGuard {
-    fn drop(&mut self) {
-        if let Some(h) = self.0.take() {
-            let _ = compat::stop_by_identity(&h, Duration::from_secs(5));
-        }
-    }
-}
-
-struct ContainerGuard {
-    rt: Option<Runtime>,
-    id: String,
-    log: PathBuf,
-}
-impl Drop for ContainerGuard {
-    fn drop(&mut self) {
-        if let Some(rt) = self.rt.take() {
-            rt.kill(&self.id, &self.log);
-            let _ = rt.delete(&self.id, &self.log);
-        }
-    }
-}
-
 // ------------------------------------------------------------------ provision
 
 fn provision(ctx: &mut Ctx) -> Result<(String, Option<SlotState>), SlotError> {
@@ -579,30 +600,42 @@ fn provision(ctx: &mut Ctx) -> Result<(String, Option<SlotState>), SlotError> {
         r,
     )?;
     criu_config_gate(ctx, true)?;
-    // Binaries (must exist: host refusal otherwise).
-    let rt_path = resolve_bin(ctx.args.runtime.as_deref(), None, DEFAULT_RUNTIME, "runc");
-    let cr_path = resolve_bin(ctx.args.criu.as_deref(), None, DEFAULT_CRIU, "criu");
+    // Binaries (must exist and be recognised: host refusal otherwise).
+    let rt_path = ctx
+        .args
+        .runtime
+        .clone()
+        .unwrap_or_else(host::default_runtime);
+    let cr_path = ctx.args.criu.clone().unwrap_or_else(host::default_criu);
     let mut pins = Vec::new();
-    for (name, p) in [("runtime-binary", &rt_path), ("criu-binary", &cr_path)] {
-        let r = support::sha256_file(p).map_err(|e| format!("{}: {e}", p.display()));
-        let d = r
-            .clone()
-            .map(|h| format!("{} sha256 {h} (recorded)", p.display()));
-        ctx.host_gate(name, "the binary exists and is hashed at provision", d)?;
+    for (name, p, kind) in [
+        ("runtime-binary", &rt_path, BinaryKind::Runtime),
+        ("criu-binary", &cr_path, BinaryKind::Criu),
+    ] {
+        let r = host::binary_facts(p, kind).map_err(|e| e.to_string());
+        let d = r.as_ref().map(|f| {
+            format!(
+                "{} version {} sha256 {} (recorded)",
+                f.path, f.version, f.sha256
+            )
+        });
+        ctx.host_gate(
+            name,
+            "the binary exists, is recognised and is hashed at provision",
+            d.map_err(|e| e.clone()),
+        )?;
+        let f = r.expect("checked");
+        ctx.fact(
+            name.trim_end_matches("-binary"),
+            json!({"path": f.path, "version": f.version, "sha256": f.sha256}),
+        );
         pins.push(BinaryPin {
-            path: p.clone(),
-            sha256: r.expect("checked"),
+            path: PathBuf::from(&f.path),
+            sha256: f.sha256,
+            version: Some(f.version),
         });
     }
     let (rt_pin, cr_pin) = (pins[0].clone(), pins[1].clone());
-    ctx.fact(
-        "runtime",
-        json!({"path": rt_pin.path, "sha256": rt_pin.sha256}),
-    );
-    ctx.fact(
-        "criu",
-        json!({"path": cr_pin.path, "sha256": cr_pin.sha256}),
-    );
 
     let probe = probe_gate(ctx, &rt_pin, &cr_pin)?;
 
@@ -615,13 +648,13 @@ fn provision(ctx: &mut Ctx) -> Result<(String, Option<SlotState>), SlotError> {
     if let (Some(img), "qcow2") = (ctx.args.image.clone(), image_kind) {
         let want = ctx.args.image_sha256.clone().unwrap_or_default();
         let t = Instant::now();
-        let r = match support::sha256_file(&img) {
+        let r = match file_sha256(&img) {
             Ok(h) if h == want => Ok(format!("{} sha256 {h}", img.display())),
             Ok(h) => Err(format!(
                 "{} sha256 {h} != --image-sha256 {want}",
                 img.display()
             )),
-            Err(e) => Err(format!("{}: {e}", img.display())),
+            Err(e) => Err(e),
         };
         ctx.timings.insert("image-sha256".into(), ms_since(t));
         ctx.gate("image-sha256", "the qcow2 image has the pinned sha256", r)?;
@@ -663,16 +696,7 @@ fn provision(ctx: &mut Ctx) -> Result<(String, Option<SlotState>), SlotError> {
         }
         Err((false, d)) => return Err(ctx.run_err("slot-create", d)),
     };
-    let r = layout::check_owner(&ctx.paths)
-        .map(|(_, d)| d)
-        .map_err(|(_, d)| d);
-    ctx.gate(
-        "ownership-marker",
-        "the slot directory carries our ownership marker",
-        r,
-    )?;
-    ctx.take_lock()?;
-    ctx.open_evidence()?;
+    ctx.enter_slot()?;
 
     let mut st = SlotState {
         schema_version: STATE_SCHEMA_VERSION,
@@ -749,9 +773,8 @@ fn probe_gate(ctx: &mut Ctx, rt: &BinaryPin, cr: &BinaryPin) -> Result<ProbeGate
         unreachable!()
     };
     let file = dir.join(crate::evidence::result::RESULT_FILE);
-    let parsed: Result<RunResult, String> = fs::read(&file)
-        .map_err(|e| format!("{}: {e}", file.display()))
-        .and_then(|b| serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", file.display())));
+    // Parsed and validated against netprobe-result.schema.json.
+    let parsed = read_result(&dir).map_err(|e| e.to_string());
     let r = parsed.and_then(|res| {
         let code = res.verdict.code;
         if !matches!(
@@ -844,7 +867,7 @@ fn provision_steps(
     let image = match image_kind {
         "embedded" => {
             let dir = image_dir.join("rootfs");
-            compat::build_busybox_rootfs(&dir).map_err(|e| ctx.run_err("image", e))?;
+            oci::build_busybox_rootfs(&dir).map_err(|e| ctx.run_err("image", e.to_string()))?;
             ImageState {
                 kind: "embedded".into(),
                 source: dir.clone(),
@@ -933,51 +956,61 @@ fn provision_steps(
     ctx.save(st)?;
     ctx.timings.insert("overlay".into(), ms_since(t));
 
-    // 3. Holder, identity proven before holder.json.
+    // 3. Holder (`netprobe __holder --lo-up`), identity proven by the handshake and /proc before
+    // holder.json. `holder` kills it on drop (failure, panic) until detached below.
     let t = Instant::now();
-    let holder = compat::spawn_holder().map_err(|e| ctx.run_err("holder", e))?;
-    let mut holder_guard = HolderGuard(Some(holder));
-    st.holder = Some(holder);
+    let exe = ctx.args.holder_exe.clone().unwrap_or_else(ns::default_exe);
+    let holder = Holder::spawn(&HolderOptions {
+        exe: exe.clone(),
+        lo_up: true,
+    })
+    .map_err(|e| ctx.run_err("holder", e.to_string()))?;
+    let hid = *holder.identity();
+    st.holder = Some(hid);
     ctx.save(st)?;
     holder_gate(ctx, st, "writing holder.json")?;
-    let own_ns = fs::metadata("/proc/self/ns/net")
-        .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
-        .unwrap_or(0);
+    let own_ns = ns::own_netns_inode().map_err(|e| ctx.run_err("holder", e.to_string()))?;
     ctx.gate(
         "holder-private-netns",
         "the holder's network namespace is not netprobe's",
-        if holder.netns_inode != own_ns {
-            Ok(format!(
-                "holder netns {} != host {own_ns}",
-                holder.netns_inode
-            ))
+        if hid.netns_inode != own_ns {
+            Ok(format!("holder netns {} != host {own_ns}", hid.netns_inode))
         } else {
             Err("holder shares netprobe's netns".into())
         },
     )?;
-    let hj = json!({"pid": holder.pid, "start_time": holder.start_time, "netns_inode": holder.netns_inode,
-        "netns_path": holder.netns_path(), "started_at": support::now_rfc3339()});
-    support::atomic_write(
-        &p.holder(),
-        &serde_json::to_vec_pretty(&hj).unwrap_or_default(),
-    )
-    .map_err(|e| ctx.run_err("holder.json", e.to_string()))?;
-    ctx.ev_write(
-        "holder.json",
-        &serde_json::to_vec_pretty(&hj).unwrap_or_default(),
-    );
+    let hj = json!({
+        "schema_version": 1,
+        "pid": hid.pid,
+        "start_time": hid.start_time,
+        "netns_inode": hid.netns_inode,
+        "netns_path": hid.netns_path().display().to_string(),
+        "exe": exe.display().to_string(),
+        "created_at": support::now_rfc3339(),
+    });
+    crate::evidence::validate_holder(&hj).map_err(|e| ctx.run_err("holder.json", e.join("; ")))?;
+    let hj_bytes = serde_json::to_vec_pretty(&hj).unwrap_or_default();
+    support::atomic_write(&p.holder(), &hj_bytes)
+        .map_err(|e| ctx.run_err("holder.json", e.to_string()))?;
+    ctx.ev_write("holder.json", &hj_bytes);
     ctx.fact("holder", hj);
     ctx.timings.insert("holder".into(), ms_since(t));
 
-    // 4. config.json and its hash.
-    let sha = compat::write_config(
+    // 4. config.json (oci-spec) and its hash.
+    let info = write_bundle(
         &p.bundle(),
-        &holder.netns_path(),
-        &format!("slot-{}", p.slot),
-        &st.cgroups_path,
-        &st.resources,
+        &BundleSpec {
+            rootfs: p.rootfs(),
+            readonly_root: false,
+            args: vec!["/bin/sh".into(), "/init.sh".into()],
+            netns: NetnsSpec::Path(hid.netns_path()),
+            resources: Some(st.resources),
+            hostname: format!("slot-{}", p.slot),
+            cgroups_path: Some(st.cgroups_path.clone()),
+        },
     )
-    .map_err(|e| ctx.run_err("config.json", e))?;
+    .map_err(|e| ctx.run_err("config.json", e.to_string()))?;
+    let sha = info.sha256;
     st.config_sha256 = Some(sha.clone());
     ctx.save(st)?;
     let r = config_hash_result(ctx, st);
@@ -987,31 +1020,38 @@ fn provision_steps(
         r,
     )?;
     ctx.fact("config_sha256", sha.clone());
-    let _ = fs::copy(p.config(), ctx.ev_path("config.json"));
+    if let Ok(b) = fs::read(p.config()) {
+        ctx.ev_write("config.json", &b);
+    }
 
-    // 5. Container.
-    let rt = runtime(ctx, st, &st.runtime.path.clone(), &st.criu.path.clone());
+    // 5. Container (guarded: killed and deleted on failure or panic until disarmed).
+    let rt = runtime(st, &st.runtime.path.clone(), &st.criu.path.clone());
     let id = st.container_id.clone();
+    let r = refuse_existing(&rt, &id);
+    ctx.rt_log("state (refuse existing)", r.as_ref());
+    ctx.gate(
+        "container-absent",
+        "no container with this slot's id exists under its runtime root",
+        r.map(|_| format!("runtime state {id}: does not exist"))
+            .map_err(|e| e.to_string()),
+    )?;
     holder_gate(ctx, st, "runtime create")?;
-    let log = ctx.ev_path("runtime.log");
-    let mut container_guard = ContainerGuard {
-        rt: Some(rt.clone()),
-        id: id.clone(),
-        log: log.clone(),
-    };
+    let mut container_guard = ContainerGuard::new(&rt, &id);
     let t = Instant::now();
-    rt.create(&id, &p.bundle(), &p.root.join("container.pid"), &log)
-        .map_err(|e| ctx.run_err("runtime-create", e))?;
-    rt.start(&id, &log)
-        .map_err(|e| ctx.run_err("runtime-start", e))?;
+    let r = rt.create(&id, &p.bundle(), &p.root.join("container.pid"));
+    ctx.rt_log("create", r.as_ref());
+    r.map_err(|e| ctx.run_err("runtime-create", e.to_string()))?;
+    let r = rt.start(&id);
+    ctx.rt_log("start", r.as_ref());
+    r.map_err(|e| ctx.run_err("runtime-start", e.to_string()))?;
     ctx.timings.insert("create-start".into(), ms_since(t));
 
     // 6. Ready gates.
     ready_gates(ctx, st, &rt, "provision")?;
 
     // Everything recorded: keep it past this function.
-    container_guard.rt = None;
-    holder_guard.0 = None;
+    container_guard.disarm();
+    let holder = holder.detach();
     overlay_guard.disarm();
     if let Some(g) = lower_guard {
         g.disarm();
@@ -1035,31 +1075,33 @@ fn ready_gates(
     st: &SlotState,
     rt: &Runtime,
     when: &str,
-) -> Result<String, SlotError> {
+) -> Result<NetState, SlotError> {
     let h = holder_gate(ctx, st, &format!("{when} ready checks"))?;
     let t = Instant::now();
-    let cap = compat::capture_netstate(&h.netns_path());
+    let cap = net::capture(&h.netns_path());
     ctx.timings
         .insert(format!("{when}-netstate-capture"), ms_since(t));
     let cap = cap.map_err(|e| ctx.run_err("netstate-capture", e))?;
-    ctx.ev_write(&format!("netstate-{when}.json"), cap.as_bytes());
-    let (ok, d) = compat::lo_up_with_127(&cap);
+    ctx.ev_write(
+        &format!("netstate-{when}.json"),
+        cap.to_canonical_json().as_bytes(),
+    );
+    let d = net::lo_detail(&cap);
     ctx.gate(
         "lo-up-127",
         "lo is UP with 127.0.0.1/8 in the container's network namespace",
-        if ok { Ok(d) } else { Err(d) },
+        if cap.lo_up_with_127() { Ok(d) } else { Err(d) },
     )?;
 
     // Container in the holder's netns, limits from its cgroup.
-    let state = rt
-        .state(&st.container_id, &ctx.ev_path("runtime.log"))
-        .map_err(|e| ctx.run_err("runtime-state", e))?;
-    let pid = state.as_ref().and_then(|v| v["pid"].as_i64()).unwrap_or(0) as i32;
+    let state = rt.state(&st.container_id);
+    ctx.rt_log("state", state.as_ref().map(|_| &()));
+    let state = state.map_err(|e| ctx.run_err("runtime-state", e.to_string()))?;
+    let pid = state.as_ref().map(|s| s.pid).unwrap_or(0);
     let status = state
         .as_ref()
-        .and_then(|v| v["status"].as_str())
-        .unwrap_or("absent")
-        .to_string();
+        .map(|s| s.status.clone())
+        .unwrap_or_else(|| "absent".into());
     let r = match ProcessIdentity::read(pid) {
         Ok(c) if status == "running" && c.netns_inode == h.netns_inode => Ok(format!(
             "runtime state running, init pid {pid}, netns inode {} = holder's",
@@ -1085,7 +1127,7 @@ fn ready_gates(
     match guest_port(st) {
         Some(port) => {
             let t = Instant::now();
-            let r = compat::http_get_in_netns(&h.netns_path(), port, Duration::from_secs(20));
+            let r = net::http_get_in_netns(&h.netns_path(), port, Duration::from_secs(20));
             ctx.timings
                 .insert(format!("{when}-guest-http"), ms_since(t));
             ctx.gate(
@@ -1105,17 +1147,21 @@ fn ready_gates(
             false,
             format!(
                 "not applicable: the image declares no guest server (/{})",
-                compat::GUEST_PORT_FILE
+                net::GUEST_PORT_FILE
             ),
         ),
     }
     Ok(cap)
 }
 
-/// The guest server port the image declares (`/etc/netprobe-guest-port`), if any.
+/// The guest server port: [`oci::INIT_HTTP_PORT`] for the embedded image, else the one the image
+/// declares in [`net::GUEST_PORT_FILE`], if any.
 fn guest_port(st: &SlotState) -> Option<u16> {
     let img = st.image.as_ref()?;
-    let t = fs::read_to_string(img.lower.join(compat::GUEST_PORT_FILE)).ok()?;
+    if img.kind == "embedded" {
+        return Some(oci::INIT_HTTP_PORT);
+    }
+    let t = fs::read_to_string(img.lower.join(net::GUEST_PORT_FILE)).ok()?;
     t.trim().parse::<u16>().ok().filter(|p| *p > 0)
 }
 
@@ -1135,7 +1181,7 @@ fn cgroup_dir(pid: i32, controller: &str) -> Result<PathBuf, String> {
     ))
 }
 
-fn read_limits(pid: i32, want: &compat::Resources) -> Result<String, String> {
+fn read_limits(pid: i32, want: &oci::Resources) -> Result<String, String> {
     let rd = |p: PathBuf| -> Result<i64, String> {
         fs::read_to_string(&p)
             .map_err(|e| format!("{}: {e}", p.display()))?
@@ -1186,13 +1232,13 @@ fn common_gates(ctx: &mut Ctx, st: &SlotState) -> Result<Runtime, SlotError> {
     )?;
     let r = holder_result(st);
     ctx.gate("holder-identity", HOLDER_FACT, r)?;
-    Ok(runtime(ctx, st, &rt, &cr))
+    Ok(runtime(st, &rt, &cr))
 }
 
 fn snapshot(ctx: &mut Ctx, st: &mut SlotState) -> Result<String, SlotError> {
     let rt = common_gates(ctx, st)?;
     let id = st.container_id.clone();
-    let r = match container_status(ctx, &rt, &id) {
+    let r = match container_status(&rt, &id) {
         Ok(Some(s)) if s == "running" => Ok(format!("runtime state {id}: running")),
         Ok(Some(s)) => Err(format!("runtime state {id}: {s}, need running")),
         Ok(None) => Err(format!(
@@ -1236,7 +1282,7 @@ fn snapshot(ctx: &mut Ctx, st: &mut SlotState) -> Result<String, SlotError> {
         Ok(s) => Ok(s),
         Err(e) => {
             // The previous complete snapshot (if any) is untouched; the tmp folder is never used.
-            let gone = matches!(container_status(ctx, &rt, &id), Ok(None));
+            let gone = matches!(container_status(&rt, &id), Ok(None));
             st.phase = if gone {
                 Phase::SnapshotFailed
             } else {
@@ -1258,16 +1304,16 @@ fn snapshot_steps(
 ) -> Result<String, SlotError> {
     mkdirs(ctx, &[tmp.to_path_buf()])?;
     let h = holder_gate(ctx, st, "recording the network state")?;
-    let cap = ctx.time("netstate-capture", || {
-        compat::capture_netstate(&h.netns_path())
-    });
+    let cap = ctx.time("netstate-capture", || net::capture(&h.netns_path()));
     let cap = cap.map_err(|e| ctx.run_err("netstate-capture", e))?;
-    let (ok, d) = compat::lo_up_with_127(&cap);
+    let d = net::lo_detail(&cap);
     ctx.gate(
         "lo-up-127",
         "lo is UP with 127.0.0.1/8 before the checkpoint",
-        if ok { Ok(d) } else { Err(d) },
+        if cap.lo_up_with_127() { Ok(d) } else { Err(d) },
     )?;
+    // The canonical NetState JSON: the bytes the network-fidelity gate compares at restore.
+    let cap = cap.to_canonical_json();
     support::atomic_write(&tmp.join("netstate.json"), cap.as_bytes())
         .map_err(|e| ctx.run_err("netstate-write", e.to_string()))?;
     ctx.ev_write("netstate-before.json", cap.as_bytes());
@@ -1276,17 +1322,17 @@ fn snapshot_steps(
     let images = tmp.join("checkpoint");
     let work = ctx.ev_path("criu-work");
     mkdirs(ctx, &[images.clone(), work.clone()])?;
-    let log = ctx.ev_path("runtime.log");
     let id = st.container_id.clone();
     let lock = ctx.lock.take();
     let r = ctx.time("checkpoint", || {
-        let f = || rt.checkpoint(&id, &images, &work, &log);
+        let f = || rt.checkpoint(&id, &images, &work, &[]);
         match &lock {
             Some(l) => l.inherited_by_children(f),
             None => f(),
         }
     });
     ctx.lock = lock;
+    ctx.rt_log("checkpoint", r.as_ref());
     if let Err(e) = r {
         let dump = fs::read_to_string(work.join("dump.log")).unwrap_or_default();
         let known = if dump.contains("Can't get 1:16 opt: Operation not supported") {
@@ -1306,7 +1352,7 @@ fn snapshot_steps(
     r.map_err(|e| ctx.run_err("upper-save", e))?;
     support::sync_fs(tmp).map_err(|e| ctx.run_err("fsync", e))?;
 
-    let files = hash_tree(&images).map_err(|e| ctx.run_err("manifest", e))?;
+    let files = inventory(&images).map_err(|e| ctx.run_err("manifest", e.to_string()))?;
     let manifest = json!({
         "id": sid,
         "created_at": support::now_rfc3339(),
@@ -1352,20 +1398,6 @@ fn snapshot_steps(
     ))
 }
 
-fn hash_tree(dir: &Path) -> Result<BTreeMap<String, String>, String> {
-    let mut m = BTreeMap::new();
-    for e in fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
-        let e = e.map_err(|e| e.to_string())?;
-        let ft = e.file_type().map_err(|e| e.to_string())?;
-        if ft.is_file() {
-            let h = support::sha256_file(&e.path())
-                .map_err(|x| format!("{}: {x}", e.path().display()))?;
-            m.insert(e.file_name().to_string_lossy().into_owned(), h);
-        }
-    }
-    Ok(m)
-}
-
 /// The `snapshot-complete` gate: the referenced snapshot has a manifest and every checkpoint file
 /// and the network state hash as recorded.
 fn snapshot_complete(ctx: &Ctx, st: &SlotState) -> Result<(PathBuf, String), String> {
@@ -1391,15 +1423,21 @@ fn snapshot_complete(ctx: &Ctx, st: &SlotState) -> Result<(PathBuf, String), Str
     {
         return Err("netstate.json does not match its recorded sha256".into());
     }
-    let files = m["checkpoint_files"]
-        .as_object()
-        .ok_or("manifest has no checkpoint_files")?;
-    for (f, h) in files {
-        let got = support::sha256_file(&dir.join("checkpoint").join(f))
-            .map_err(|e| format!("{f}: {e}"))?;
-        if Some(got.as_str()) != h.as_str() {
-            return Err(format!("checkpoint/{f} sha256 {got} != manifest {h}"));
-        }
+    let files: Vec<ImageFile> = serde_json::from_value(m["checkpoint_files"].clone())
+        .map_err(|e| format!("manifest checkpoint_files: {e}"))?;
+    let now = inventory(&dir.join("checkpoint")).map_err(|e| e.to_string())?;
+    if now != files {
+        let names = |v: &[ImageFile]| {
+            v.iter()
+                .map(|f| format!("{} ({} bytes, {})", f.name, f.bytes, f.sha256))
+                .collect::<Vec<_>>()
+        };
+        let (want, got) = (names(&files), names(&now));
+        let missing: Vec<&String> = want.iter().filter(|w| !got.contains(w)).collect();
+        let extra: Vec<&String> = got.iter().filter(|g| !want.contains(g)).collect();
+        return Err(format!(
+            "checkpoint images differ from the manifest: recorded but not found {missing:?}; found but not recorded {extra:?}"
+        ));
     }
     if !dir.join("upper").is_dir() {
         return Err("snapshot has no saved upper".into());
@@ -1443,7 +1481,7 @@ fn restore(ctx: &mut Ctx, st: &mut SlotState, reset: bool) -> Result<String, Slo
         // Destructive: stop the current container (proven), after every gate above passed.
         stop_container_proven(ctx, &rt, &id)?;
     } else {
-        let r = match container_status(ctx, &rt, &id) {
+        let r = match container_status(&rt, &id) {
             Ok(None) => Ok(format!("runtime state {id}: does not exist")),
             Ok(Some(s)) => Err(format!(
                 "runtime state {id}: {s}; restore needs no container (use reset)"
@@ -1496,25 +1534,25 @@ fn restore(ctx: &mut Ctx, st: &mut SlotState, reset: bool) -> Result<String, Slo
     holder_gate(ctx, st, "restore")?;
     let work = ctx.ev_path("criu-work");
     mkdirs(ctx, std::slice::from_ref(&work))?;
-    let log = ctx.ev_path("runtime.log");
     let lock = ctx.lock.take();
     let bundle = ctx.paths.bundle();
     let pidf = ctx.paths.root.join("container.pid");
     let images = snap_dir.join("checkpoint");
     let r = ctx.time("restore", || {
-        let f = || rt.restore(&id, &bundle, &images, &work, &pidf, &log);
+        let f = || rt.restore(&id, &bundle, &images, &work, &pidf, &[]);
         match &lock {
             Some(l) => l.inherited_by_children(f),
             None => f(),
         }
     });
     ctx.lock = lock;
+    ctx.rt_log("restore", r.as_ref());
     if let Err(e) = r {
         return Err(restore_failed(
             ctx,
             st,
             &rt,
-            ctx.run_err("runtime-restore", e),
+            ctx.run_err("runtime-restore", e.to_string()),
         ));
     }
 
@@ -1523,11 +1561,10 @@ fn restore(ctx: &mut Ctx, st: &mut SlotState, reset: bool) -> Result<String, Slo
         Ok(h) => h,
         Err(e) => return Err(restore_failed(ctx, st, &rt, e)),
     };
+    // The snapshot's netstate.json was verified against its sha256 by `snapshot-complete`.
     let recorded = fs::read_to_string(snap_dir.join("netstate.json")).unwrap_or_default();
-    let cap = ctx.time("netstate-capture", || {
-        compat::capture_netstate(&h.netns_path())
-    });
-    let cap = match cap {
+    let cap = ctx.time("netstate-capture", || net::capture(&h.netns_path()));
+    let observed = match cap {
         Ok(c) => c,
         Err(e) => {
             return Err(restore_failed(
@@ -1538,10 +1575,21 @@ fn restore(ctx: &mut Ctx, st: &mut SlotState, reset: bool) -> Result<String, Slo
             ));
         }
     };
+    let cap = observed.to_canonical_json();
     ctx.ev_write("netstate-recorded.json", recorded.as_bytes());
     ctx.ev_write("netstate-after.json", cap.as_bytes());
     if cap != recorded {
-        let diff = compat::diff_lines(&recorded, &cap);
+        // NetState::diff: one `- kind: {json}` / `+ kind: {json}` line per differing element.
+        let diff = match NetState::from_json(&recorded) {
+            Ok(rec) => {
+                let mut d = rec.diff(&observed).join("\n");
+                if d.is_empty() {
+                    d = "(same elements, different bytes)".into();
+                }
+                d + "\n"
+            }
+            Err(e) => format!("recorded netstate.json is not a NetState: {e}\n"),
+        };
         ctx.ev_write("netstate-diff.txt", diff.as_bytes());
         let e = ctx
             .gate(
@@ -1619,7 +1667,7 @@ fn cleanup(ctx: &mut Ctx, st: &mut SlotState) -> Result<String, SlotError> {
     let holder_r = holder_result(st);
     st.phase = Phase::Cleaning;
     ctx.save(st)?;
-    let rt = runtime(ctx, st, &rt_path, &cr_path);
+    let rt = runtime(st, &rt_path, &cr_path);
     let id = st.container_id.clone();
     let mut problems = Vec::new();
 
@@ -1681,10 +1729,11 @@ fn cleanup(ctx: &mut Ctx, st: &mut SlotState) -> Result<String, SlotError> {
     let t = Instant::now();
     let holder_detail = match (&st.holder, holder_r) {
         (None, _) => "no holder recorded".to_string(),
-        (Some(h), Ok(_)) => match compat::stop_by_identity(h, Duration::from_secs(5)) {
-            Ok(true) => format!("holder pid {} stopped through its pidfd", h.pid),
-            Ok(false) => format!("holder pid {} was already gone", h.pid),
+        (Some(h), Ok(_)) => match ns::stop_by_identity(h, Duration::from_secs(5)) {
+            Ok(()) => format!("holder pid {} stopped through its pidfd", h.pid),
+            Err(NsError::Gone { .. }) => format!("holder pid {} was already gone", h.pid),
             Err(e) => {
+                let e = e.to_string();
                 problems.push(e.clone());
                 e
             }
@@ -1752,27 +1801,23 @@ fn status(ctx: &mut Ctx) -> Result<SlotOutcome, SlotError> {
             Err(d) => json!({"alive": false, "detail": d}),
         };
         // The runtime is queried only if it is still the binary recorded at provision.
-        let container = match support::sha256_file(&st.runtime.path) {
+        let container = match file_sha256(&st.runtime.path) {
             Ok(h) if h == st.runtime.sha256 => {
-                let rt = Runtime {
-                    path: st.runtime.path.clone(),
-                    root: st.runtime_root.clone(),
-                    criu: st.criu.path.clone(),
-                };
-                match rt.state(&st.container_id, Path::new("/dev/null")) {
-                    Ok(Some(v)) => {
-                        json!({"status": v["status"].as_str().unwrap_or("unknown"), "detail": format!("init pid {}", v["pid"])})
+                let rt = runtime(st, &st.runtime.path, &st.criu.path);
+                match rt.state(&st.container_id) {
+                    Ok(Some(c)) => {
+                        json!({"status": c.status, "detail": format!("init pid {}", c.pid)})
                     }
                     Ok(None) => {
                         json!({"status": "absent", "detail": "runtime state: does not exist"})
                     }
-                    Err(e) => json!({"status": "unknown", "detail": e}),
+                    Err(e) => json!({"status": "unknown", "detail": e.to_string()}),
                 }
             }
             Ok(h) => {
                 json!({"status": "unknown", "detail": format!("runtime {} sha256 {h} differs from provision; not run", st.runtime.path.display())})
             }
-            Err(e) => json!({"status": "unknown", "detail": e.to_string()}),
+            Err(e) => json!({"status": "unknown", "detail": e}),
         };
         let img = st.image.as_ref();
         live = json!({

@@ -1,0 +1,98 @@
+//! `netprobe diff` on real runs (root): the regression check for a new pin. Two runs with
+//! different CRIU binaries (4.1.1 and 4.2.1, both installed by host/setup.sh) name the change
+//! and keep the verdict (exit 0); a run whose verdict differs exits 1.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const EXE: &str = env!("CARGO_BIN_EXE_netprobe");
+
+fn run(args: &[&str]) -> Output {
+    Command::new(EXE)
+        .args(args)
+        .env_remove("CRIU_CONFIG_FILE")
+        .output()
+        .unwrap()
+}
+
+fn show(o: &Output) -> String {
+    format!(
+        "exit {:?}\n{}\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn diff_names_a_criu_change_and_a_verdict_change() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "needs root; CI runs the tests as root"
+    );
+    for c in [
+        netprobe::host::PRIVATE_CRIU,
+        netprobe::host::PRIVATE_CRIU_4_1,
+    ] {
+        assert!(
+            Path::new(c).exists(),
+            "{c} missing: run `bash host/setup.sh`"
+        );
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ev = |n: &str| tmp.path().join(n).to_str().unwrap().to_string();
+    let phases = "kernel,criu";
+    let o = run(&[
+        "run",
+        "--quiet",
+        "--phases",
+        phases,
+        "--criu",
+        netprobe::host::PRIVATE_CRIU_4_1,
+        "--evidence",
+        &ev("old"),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    let o = run(&[
+        "run",
+        "--quiet",
+        "--phases",
+        phases,
+        "--criu",
+        netprobe::host::PRIVATE_CRIU,
+        "--evidence",
+        &ev("new"),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+
+    let o = run(&["diff", &ev("old"), &ev("new")]);
+    assert_eq!(o.status.code(), Some(0), "same verdict: {}", show(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("verdict unchanged: inconclusive"), "{out}");
+    assert!(out.contains("criu version: 4.1.1 -> 4.2.1"), "{out}");
+    assert!(
+        out.contains("criu path: /opt/criu-4.1.1/sbin/criu -> /opt/criu-4.2.1/sbin/criu"),
+        "{out}"
+    );
+    assert!(out.contains("timings"), "{out}");
+
+    // A run whose verdict differs (the kernel rung alone cannot decide; kernel+criu either):
+    // make one that decides: the whole ladder.
+    let o = run(&["run", "--quiet", "--evidence", &ev("full")]);
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    let o = run(&[
+        "diff",
+        &format!("{}/netprobe-result.json", ev("new")),
+        &ev("full"),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "verdict changed: {}", show(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let first = out
+        .lines()
+        .find(|l| l.contains("verdict"))
+        .unwrap_or_default();
+    assert!(
+        first.contains("inconclusive") && first.contains("runtime-empty-ns"),
+        "verdict change first: {out}"
+    );
+}

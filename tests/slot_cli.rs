@@ -1,0 +1,166 @@
+//! `netprobe slot …` through the real binary: the exit codes of the README's table (1 a gate
+//! failed, 2 usage, 3 host refused, 4 could not run), `--json` output (errors and `status`, the
+//! latter validated against `evidence-schema/slot-state.schema.json`), and nothing left behind.
+mod slot_support;
+use slot_support::*;
+
+fn json(out: &str) -> serde_json::Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+/// Exit 2: malformed slot numbers and bad option combinations; nothing is created.
+#[test]
+fn usage_errors_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sd = tmp.path().join("state");
+    for bad in ["01", "-1", "1000", "../1", "a", "1/2"] {
+        let (code, _, err) = cli_slot("status", bad, &sd, &[]);
+        assert_eq!(code, Some(2), "slot {bad:?}: {err}");
+        assert!(err.contains("slot") && err.contains("usage"), "{err}");
+    }
+    let (code, _, err) = cli(
+        &["slot", "frobnicate", "--slot", "1", "--state-dir", "x"],
+        &[],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    let (code, _, err) = cli_slot(
+        "provision",
+        "1",
+        &sd,
+        &["--image", "/x.qcow2", "--no-probe-gate", "--reason", "r"],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--image-sha256"), "{err}");
+    let (code, out, err) = cli_slot("snapshot", "1", &sd, &["--image", "/x", "--json"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(json(&out)["kind"], "usage");
+    assert_eq!(json(&out)["exit_code"], 2);
+    assert!(!sd.exists(), "a usage error creates nothing");
+}
+
+/// Exit 1: a gate failed (verb on a slot that was never provisioned); the message names the
+/// slot and the gate; `--json` carries the same.
+#[test]
+fn gate_failure_exits_1() {
+    require_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let sd = tmp.path().join("state");
+    let (code, _, err) = cli_slot("snapshot", "5", &sd, &[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("slot 5") && err.contains("gate `state-dir`"),
+        "{err}"
+    );
+    let (code, out, _) = cli_slot("restore", "5", &sd, &["--json"]);
+    assert_eq!(code, Some(1));
+    let e = json(&out);
+    assert_eq!(
+        (
+            e["kind"].as_str(),
+            e["gate"].as_str(),
+            e["exit_code"].as_i64()
+        ),
+        (Some("gate"), Some("state-dir"), Some(1)),
+        "{e}"
+    );
+    assert!(!sd.exists());
+}
+
+/// Exit 3: the host is refused while `CRIU_CONFIG_FILE` is set (a CRIU config silently changes
+/// checkpoints); no slot is created.
+#[test]
+fn criu_config_file_refused_exit_3() {
+    require_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let sd = tmp.path().join("state");
+    let conf = tmp.path().join("criu.conf");
+    std::fs::write(&conf, "tcp-established\n").unwrap();
+    let (code, out, err) = cli_slot_env(
+        "provision",
+        "6",
+        &sd,
+        &["--no-probe-gate", "--reason", "t", "--json"],
+        &[("CRIU_CONFIG_FILE", conf.to_str().unwrap())],
+    );
+    assert_eq!(code, Some(3), "{err}{out}");
+    assert!(
+        err.contains("slot 6") && err.contains("criu-config-absent"),
+        "{err}"
+    );
+    assert!(
+        err.contains(conf.to_str().unwrap()),
+        "names the file: {err}"
+    );
+    let e = json(&out);
+    assert_eq!(
+        (e["kind"].as_str(), e["exit_code"].as_i64()),
+        (Some("host-refused"), Some(3))
+    );
+    assert!(
+        !sd.join("slot-6").exists(),
+        "a host refusal creates no slot"
+    );
+    assert_released(&sd, &[]);
+}
+
+/// Exit 4: a step could not run (the holder executable is missing: `NETPROBE_EXE` names a file
+/// that does not exist). Provision releases what it started; `status --json` validates before,
+/// during and after; `cleanup` succeeds and nothing is left.
+#[test]
+fn could_not_run_exits_4_then_status_and_cleanup() {
+    require_root();
+    let _s = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let sd = state_dir(&tmp);
+    let _c = CleanupOnDrop(sd.clone(), vec![8]);
+    let v = slot_state_validator();
+
+    let (code, out, err) = cli_slot("status", "8", &sd, &["--json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let doc = json(&out);
+    assert_valid(&v, &doc);
+    assert_eq!(doc["exists"], false);
+
+    let missing = tmp.path().join("no-such-netprobe");
+    let (code, out, err) = cli_slot_env(
+        "provision",
+        "8",
+        &sd,
+        &["--no-probe-gate", "--reason", "t", "--json"],
+        &[("NETPROBE_EXE", missing.to_str().unwrap())],
+    );
+    assert_eq!(code, Some(4), "{err}{out}");
+    assert!(
+        err.contains("slot 8") && err.contains("step `holder`"),
+        "{err}"
+    );
+    let e = json(&out);
+    assert_eq!(
+        (e["kind"].as_str(), e["gate"].as_str()),
+        (Some("could-not-run"), Some("holder")),
+        "{e}"
+    );
+    assert!(
+        e["evidence"]
+            .as_str()
+            .is_some_and(|p| std::path::Path::new(p).join("verb.json").exists()),
+        "{e}"
+    );
+
+    let (code, out, _) = cli_slot("status", "8", &sd, &["--json"]);
+    assert_eq!(code, Some(0));
+    let doc = json(&out);
+    assert_valid(&v, &doc);
+    assert_eq!(doc["state"]["phase"], "provision-failed", "{doc}");
+    assert_eq!(doc["live"]["overlay_mounted"], false, "{doc}");
+    assert_released(&sd, &[]);
+
+    let (code, out, err) = cli_slot("cleanup", "8", &sd, &[]);
+    assert_eq!(code, Some(0), "{err}{out}");
+    assert!(out.contains("slot 8 cleanup"), "{out}");
+    let (_, out, _) = cli_slot("status", "8", &sd, &["--json"]);
+    let doc = json(&out);
+    assert_valid(&v, &doc);
+    assert_eq!(doc["state"]["phase"], "clean");
+    assert_released(&sd, &[]);
+}
