@@ -69,6 +69,8 @@ fn gen_log(rng: &mut Rng, lines: usize) -> Vec<u8> {
         "(00.003) Dumping netns links",
         "(00.004) net: Running ip addr save",
         "(00.005) No netns-12.img image",
+        "(00.005) No netns-ct-12.img image No netns-",
+        "(00.008) Restoring netns Dump NET namespace info",
         "(00.006) inherit fd extRootNetNS key",
         "(00.007) Restoring netns",
         "",
@@ -114,14 +116,39 @@ fn all_queries() -> Vec<LogQuery> {
         q("never-there", None, None),
         q("link", Some("never-there"), None),
         q("link", None, Some("never-there")),
+        // Overlapping needles: a pattern that is a substring of another pattern or anchor,
+        // a pattern equal to its own anchor, anchors equal to each other, excludes that
+        // overlap the pattern or equal it.
+        q("LD: Got", None, None),
+        q("Got link", Some("LD: Got link 1"), None),
+        q(
+            "Dump NET namespace info",
+            Some("Dump NET namespace info"),
+            None,
+        ),
+        q("Restoring netns", None, Some("Restoring netns")),
+        q("Restoring", Some("Restoring netns"), None),
+        q("link", Some("LD: Got link"), Some("LD: Got link 2")),
+        q("netns", Some("Restoring netns"), Some("Restoring netns")),
+        qx("LD: Got link", &["Got link 2"]),
+        qx("No netns-", &["No netns-1"]),
+        qx("link", &["link"]),
+        qx("LD: Got", &["LD: Got link", "xLD"]),
     ]
+}
+
+fn qx(pattern: &str, exclude: &[&str]) -> LogQuery {
+    LogQuery {
+        exclude: exclude.iter().map(|s| s.to_string()).collect(),
+        ..q(pattern, None, None)
+    }
 }
 
 #[test]
 fn tiny_chunks_match_naive_reference_on_generated_logs() {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let queries = all_queries();
-    for round in 0..40 {
+    for round in 0..60 {
         let n = 1 + rng.below(300) as usize;
         let log = gen_log(&mut rng, n);
         let want: Vec<u64> = queries.iter().map(|q| naive(&log, q)).collect();

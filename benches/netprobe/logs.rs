@@ -209,7 +209,7 @@ fn compare(
         peer: &peer1,
         notes: format!(
             "netprobe {:.2} GB/s, grep {:.2} GB/s | each further pattern costs netprobe \
-             about {} (one more memmem pass per chunk)",
+             about {} (all patterns share one SIMD pass; one pattern alone uses memmem)",
             gbps(median(&np1)),
             gbps(median(&peer1)),
             crate::stats::fmt_dur(

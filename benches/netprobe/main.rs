@@ -45,13 +45,14 @@ pub fn netprobe_exe() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_netprobe")))
 }
 
-/// CRIU for the ladder: `$NETPROBE_BENCH_CRIU`, else `/opt/criu-4.1.1/sbin/criu` when present,
-/// else none (netprobe's own default).
+/// CRIU for the ladder and slot sections: `$NETPROBE_BENCH_CRIU`, else the pinned
+/// `/opt/criu-4.2.1/sbin/criu` when present (4.1.1 cannot dump inet sockets on kernels
+/// >= 6.16), else none (netprobe's own default).
 pub fn criu_path() -> Option<PathBuf> {
     std::env::var_os("NETPROBE_BENCH_CRIU")
         .map(PathBuf::from)
         .or_else(|| {
-            let p = PathBuf::from("/opt/criu-4.1.1/sbin/criu");
+            let p = PathBuf::from("/opt/criu-4.2.1/sbin/criu");
             p.exists().then_some(p)
         })
 }

@@ -1,20 +1,287 @@
 //! Section `slot`: the slot driver's `restore` and `reset` against a bare `runc restore` of the
 //! same images (gates included on netprobe's side).
 //!
-//! Not implemented yet: the slot driver reached `main` (772fcf2) after this bench's final run.
-//! To do: provision (`--no-probe-gate`) + snapshot a slot in a temp state dir, then alternate
-//! `netprobe slot restore|reset` with `runc --root R restore --image-path <slot images>
-//! --bundle <slot bundle> --detach ID` (+ kill/delete between runs, untimed), cleanup on drop.
+//! Driven only through the built binary's CLI (`netprobe slot provision|snapshot|restore|
+//! reset|cleanup --slot 0 --state-dir <temp>`): one slot is provisioned (`--no-probe-gate
+//! --reason bench`) and snapshotted, untimed. Then, alternating:
+//! - netprobe: the slot's container is stopped (untimed: `runc kill KILL` + `delete --force`
+//!   on the slot's runc root), then `netprobe slot restore` (or `reset`) is timed end to end:
+//!   process start, holder verify, snapshot verify, overlay upper reset (reset only), runtime
+//!   restore, state capture and byte comparison, guest HTTP check, evidence.
+//! - peer: `runc --root <own root> --criu C restore --image-path <the slot's checkpoint>
+//!   --work-path <temp> --bundle <the slot's bundle> -d <id>` is timed; the container is then
+//!   killed and deleted (untimed). Same images, same bundle, same holder netns.
+//!
+//! The per-step times of each netprobe run come from its evidence (`timings.json`) and are
+//! printed as medians, so a missed ratio shows where the slot's time goes. Everything is
+//! removed afterwards: peer containers, the slot (`slot cleanup`: container, overlay, holder),
+//! the state dir.
 
 use crate::Config;
-use crate::stats::note;
+use crate::stats::{Comparison, alternate, note, timed, verdict};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
-/// Runs the section: reports that it is not implemented yet.
-pub fn run(_cfg: &Config) -> Result<(), String> {
+/// The slot number used inside the bench's private state dir.
+const SLOT: &str = "0";
+
+/// Runs `cmd` with null stdin/stdout, returning stderr's tail on failure.
+fn run_ok(cmd: &mut Command, what: &str) -> Result<(), String> {
+    let o = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| format!("{what}: {e}"))?;
+    if o.status.success() {
+        Ok(())
+    } else {
+        let err = String::from_utf8_lossy(&o.stderr);
+        let tail: Vec<&str> = err.lines().rev().take(8).collect();
+        Err(format!(
+            "{what}: exit {}: {}",
+            o.status,
+            tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+        ))
+    }
+}
+
+/// The slot under test and its cleanup.
+struct Slot {
+    exe: PathBuf,
+    state_dir: tempfile::TempDir,
+    slot_dir: PathBuf,
+    container_id: String,
+    criu: Option<PathBuf>,
+}
+
+impl Slot {
+    fn verb(&self, verb: &str) -> Command {
+        let mut c = Command::new(&self.exe);
+        c.args(["slot", verb, "--slot", SLOT, "--state-dir"])
+            .arg(self.state_dir.path());
+        c
+    }
+
+    /// `runc --root <slot's runc root> …`.
+    fn runc(&self) -> Command {
+        let mut c = Command::new("runc");
+        c.arg("--root").arg(self.slot_dir.join("runc-root"));
+        c
+    }
+
+    /// Stops the slot's container if it runs (kill + force delete; errors ignored: absent).
+    fn stop_container(&self) {
+        let _ = run_ok(
+            self.runc().args(["kill", &self.container_id, "KILL"]),
+            "kill",
+        );
+        let _ = run_ok(
+            self.runc().args(["delete", "--force", &self.container_id]),
+            "delete",
+        );
+    }
+
+    /// The per-step times (ms) of the newest evidence folder of `verb`.
+    fn last_timings(&self, verb: &str) -> BTreeMap<String, f64> {
+        let dir = self.slot_dir.join("evidence");
+        let newest = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().ends_with(&format!("-{verb}")))
+            })
+            .max();
+        newest
+            .and_then(|p| std::fs::read_to_string(p.join("timings.json")).ok())
+            .and_then(|t| serde_json::from_str::<BTreeMap<String, f64>>(&t).ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Err(e) = run_ok(&mut self.verb("cleanup"), "slot cleanup") {
+            eprintln!("[slot] cleanup: {e}");
+        }
+    }
+}
+
+/// The newest `snapshot-*/checkpoint` folder of the slot.
+fn checkpoint_dir(slot_dir: &Path) -> Option<PathBuf> {
+    std::fs::read_dir(slot_dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("snapshot-"))
+                && p.join("checkpoint").is_dir()
+        })
+        .max()
+        .map(|p| p.join("checkpoint"))
+}
+
+/// Runs the section.
+pub fn run(cfg: &Config) -> Result<(), String> {
+    let state_dir = tempfile::Builder::new()
+        .prefix("netprobe-bench-slot-")
+        .tempdir()
+        .map_err(|e| format!("temp dir: {e}"))?;
+    let mut slot = Slot {
+        exe: crate::netprobe_exe(),
+        slot_dir: state_dir.path().join(format!("slot-{SLOT}")),
+        state_dir,
+        container_id: format!("netprobe-slot-{SLOT}"),
+        criu: crate::criu_path(),
+    };
+    let mut prov = slot.verb("provision");
+    prov.args(["--no-probe-gate", "--reason", "bench"]);
+    if let Some(c) = &slot.criu {
+        prov.arg("--criu").arg(c);
+    }
+    let (r, d) = timed(|| run_ok(&mut prov, "slot provision"));
+    r?;
+    let (r, d2) = timed(|| run_ok(&mut slot.verb("snapshot"), "slot snapshot"));
+    r?;
+    // The container id from the slot state (the CLI's `status` JSON), in case it differs.
+    if let Ok(o) = slot.verb("status").output()
+        && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&o.stdout)
+        && let Some(id) = v.pointer("/state/container_id").and_then(|v| v.as_str())
+    {
+        slot.container_id = id.to_string();
+    }
+    let ck = checkpoint_dir(&slot.slot_dir).ok_or("no snapshot-*/checkpoint in the slot")?;
+    let bundle = slot.slot_dir.join("bundle");
     note(
         "slot",
-        "NOT MEASURED: restore/reset vs bare `runc restore` is not implemented yet (the slot \
-         driver landed in main after the bench's final run)",
+        format!(
+            "slot provisioned in {:.0} ms, snapshot in {:.0} ms (untimed setup); peer restores \
+             {} with bundle {}",
+            d.as_secs_f64() * 1e3,
+            d2.as_secs_f64() * 1e3,
+            ck.display(),
+            bundle.display()
+        ),
     );
+    let peer_root = tempfile::Builder::new()
+        .prefix("netprobe-bench-peer-runc-")
+        .tempdir()
+        .map_err(|e| e.to_string())?;
+    let mut peer_n = 0u32;
+    let peer_err: std::cell::RefCell<Option<String>> = std::cell::RefCell::new(None);
+    let mut peer = || {
+        peer_n += 1;
+        let id = format!("netprobe-bench-peer-{}-{peer_n}", std::process::id());
+        let work = tempfile::Builder::new()
+            .prefix("netprobe-bench-peer-work-")
+            .tempdir()
+            .expect("temp dir");
+        let mut c = Command::new("runc");
+        c.arg("--root").arg(peer_root.path());
+        if let Some(criu) = &slot.criu {
+            c.arg("--criu").arg(criu);
+        }
+        c.args(["restore", "--image-path"])
+            .arg(&ck)
+            .arg("--work-path")
+            .arg(work.path())
+            .arg("--bundle")
+            .arg(&bundle)
+            .args(["-d", &id]);
+        let (r, d) = timed(|| run_ok(&mut c, "runc restore"));
+        if let Err(e) = r {
+            peer_err.borrow_mut().get_or_insert(e);
+        }
+        for args in [vec!["kill", &id, "KILL"], vec!["delete", "--force", &id]] {
+            let _ = run_ok(
+                Command::new("runc")
+                    .arg("--root")
+                    .arg(peer_root.path())
+                    .args(args),
+                "peer cleanup",
+            );
+        }
+        d
+    };
+    for verb in ["restore", "reset"] {
+        let mut np_err: Option<String> = None;
+        let mut steps: Vec<BTreeMap<String, f64>> = Vec::new();
+        let (np, pr) = alternate(
+            1,
+            cfg.runs,
+            || {
+                slot.stop_container();
+                let (r, d) = timed(|| run_ok(&mut slot.verb(verb), verb));
+                if let Err(e) = r {
+                    np_err.get_or_insert(e);
+                }
+                steps.push(slot.last_timings(verb));
+                d
+            },
+            &mut peer,
+        );
+        if let Some(e) = np_err {
+            return Err(format!("netprobe slot {verb}: {e}"));
+        }
+        if let Some(e) = peer_err.borrow_mut().take() {
+            return Err(format!("peer: {e}"));
+        }
+        let c = Comparison {
+            section: "slot",
+            what: format!(
+                "`netprobe slot {verb}` (gates included) vs bare runc restore of the same images"
+            ),
+            netprobe: &np,
+            peer_name: "runc restore -d",
+            peer: &pr,
+            notes: String::new(),
+        };
+        let ok = c.ratio() <= 1.2;
+        Comparison {
+            notes: format!("target ratio <= 1.2: {}", verdict(ok)),
+            ..c
+        }
+        .print();
+        // Median per step over the timed runs (the warm-up is steps[0]).
+        let timed_steps = &steps[steps.len().saturating_sub(cfg.runs)..];
+        let mut keys: Vec<&String> = timed_steps.iter().flat_map(|m| m.keys()).collect();
+        keys.sort();
+        keys.dedup();
+        let med = |k: &str| {
+            let v: Vec<f64> = timed_steps
+                .iter()
+                .filter_map(|m| m.get(k).copied())
+                .collect();
+            crate::stats::median_f64(&v)
+        };
+        let total = med("total");
+        let named: f64 = keys
+            .iter()
+            .filter(|k| k.as_str() != "total")
+            .map(|k| med(k))
+            .sum();
+        note(
+            "slot",
+            format!(
+                "{verb} breakdown (medians from each run's timings.json, ms): {} | unnamed \
+                 (holder verify, snapshot verify, cgroup readback, evidence, binary pins) \
+                 {:.0} | process wall {:.0}",
+                keys.iter()
+                    .map(|k| format!("{k} {:.0}", med(k)))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                total - named,
+                crate::stats::median(&np).as_secs_f64() * 1e3,
+            ),
+        );
+    }
+    slot.stop_container();
+    drop(slot);
+    drop(peer_root);
     Ok(())
 }

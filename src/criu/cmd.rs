@@ -93,27 +93,41 @@ impl CmdOutcome {
         })?;
         let status = match timeout {
             None => child.wait().map_err(io_err)?,
-            Some(limit) => loop {
-                if let Some(status) = child.try_wait().map_err(io_err)? {
-                    break status;
+            Some(limit) => {
+                // Sleep on a pidfd of the child (readable at its exit) for the time left: no
+                // polling interval, so the exit is seen within microseconds. Without pidfds
+                // (kernel < 5.3) fall back to polling every 20 ms.
+                let pidfd = crate::ns::pidfd_open(child.id() as i32).ok();
+                loop {
+                    if let Some(status) = child.try_wait().map_err(io_err)? {
+                        break status;
+                    }
+                    let left = limit.saturating_sub(start.elapsed());
+                    if left.is_zero() {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        let partial = read_all(&mut err).unwrap_or_default();
+                        let partial = if partial.trim().is_empty() {
+                            read_all(&mut out).unwrap_or_default()
+                        } else {
+                            partial
+                        };
+                        return Err(RunError::Timeout {
+                            program,
+                            timeout_ms: limit.as_millis() as u64,
+                            partial_tail: tail_lines(&partial, 5),
+                        });
+                    }
+                    match &pidfd {
+                        Some(fd) => {
+                            if crate::ns::wait_pidfd_exit(fd, left).is_err() {
+                                std::thread::sleep(left.min(Duration::from_millis(20)));
+                            }
+                        }
+                        None => std::thread::sleep(left.min(Duration::from_millis(20))),
+                    }
                 }
-                if start.elapsed() >= limit {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    let partial = read_all(&mut err).unwrap_or_default();
-                    let partial = if partial.trim().is_empty() {
-                        read_all(&mut out).unwrap_or_default()
-                    } else {
-                        partial
-                    };
-                    return Err(RunError::Timeout {
-                        program,
-                        timeout_ms: limit.as_millis() as u64,
-                        partial_tail: tail_lines(&partial, 5),
-                    });
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            },
+            }
         };
         let duration_ms = start.elapsed().as_millis() as u64;
         let stdout = read_all(&mut out).map_err(io_err)?;

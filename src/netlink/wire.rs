@@ -47,9 +47,14 @@ pub(crate) struct NlMsgIter<'a> {
 
 impl<'a> NlMsgIter<'a> {
     pub(crate) fn new(buf: &'a [u8], op: &'static str) -> Self {
+        Self::starting_at(buf, 0, op)
+    }
+
+    /// Walks `buf[pos..]`; offsets (in messages and errors) stay relative to `buf`.
+    pub(crate) fn starting_at(buf: &'a [u8], pos: usize, op: &'static str) -> Self {
         NlMsgIter {
             buf,
-            pos: 0,
+            pos,
             op,
             failed: false,
         }
@@ -187,20 +192,59 @@ impl RtSocket {
         }
     }
 
+    /// Receive one datagram of at most [`RECV_BUF_LEN`] bytes (the buffer size CRIU passes,
+    /// which also bounds the datagrams the kernel builds) straight into the spare capacity of
+    /// `out`, appending it; returns the offset in `out` where it starts.
+    pub(crate) fn recv_append(
+        &mut self,
+        out: &mut Vec<u8>,
+        op: &str,
+    ) -> Result<usize, NetlinkError> {
+        use std::os::fd::AsRawFd;
+        let start = out.len();
+        out.reserve(RECV_BUF_LEN);
+        loop {
+            let spare = out.spare_capacity_mut();
+            // SAFETY: `spare` has at least RECV_BUF_LEN writable bytes; recv writes at most
+            // that many and returns how many it wrote.
+            let n = unsafe {
+                libc::recv(
+                    self.sock.as_raw_fd(),
+                    spare.as_mut_ptr().cast(),
+                    RECV_BUF_LEN,
+                    0,
+                )
+            };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(NetlinkError::io(format!("{op}: recv"), e));
+            }
+            // SAFETY: the kernel initialised the first `n` (≤ RECV_BUF_LEN) spare bytes.
+            unsafe { out.set_len(start + n as usize) };
+            return Ok(start);
+        }
+    }
+
     /// Send a dump request carrying `seq` and append every datagram received, exactly as
     /// received, to `out` until a datagram holds `NLMSG_DONE` or `NLMSG_ERROR` with `seq`.
-    pub(crate) fn dump_raw(
+    /// After each datagram, `on_datagram(out, start)` sees the bytes so far and where the new
+    /// datagram starts (to decode it while it is in cache).
+    pub(crate) fn dump_raw_with(
         &mut self,
         request: &[u8],
         seq: u32,
         out: &mut Vec<u8>,
         op: &'static str,
+        mut on_datagram: impl FnMut(&[u8], usize) -> Result<(), NetlinkError>,
     ) -> Result<(), NetlinkError> {
         self.send(request, op)?;
         loop {
-            let dgram = self.recv(op)?;
-            let end = scan_dump_end(dgram, seq, op)?;
-            out.extend_from_slice(dgram);
+            let start = self.recv_append(out, op)?;
+            let end = scan_dump_end(&out[start..], seq, op)?;
+            on_datagram(out, start)?;
             if let DumpEnd::Done = end {
                 return Ok(());
             }

@@ -543,14 +543,26 @@ impl ContainerGuard {
 
 /// Reap `pid` if it is our child (it is when this process is a child subreaper,
 /// `prctl(PR_SET_CHILD_SUBREAPER)`: the runtime exits and the container's init is re-parented
-/// here). Otherwise (`ECHILD`) do nothing: pid 1 reaps it. Waits at most 2 s for the exit.
+/// here). Otherwise (`ECHILD`) do nothing: pid 1 reaps it. Waits at most 2 s for the exit, on
+/// a pidfd (woken at the exit, no polling interval; 10 ms polling if pidfds are unavailable).
 fn reap_if_child(pid: i32) {
     use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
     let deadline = Instant::now() + std::time::Duration::from_secs(2);
+    let mut pidfd = None;
     loop {
         match waitpid(nix::unistd::Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)) {
             Ok(WaitStatus::StillAlive) if Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(10));
+                // Our child, still running: the pid cannot be reused before we reap it.
+                if pidfd.is_none() {
+                    pidfd = crate::ns::pidfd_open(pid).ok();
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                let waited = pidfd
+                    .as_ref()
+                    .is_some_and(|fd| crate::ns::wait_pidfd_exit(fd, left).is_ok());
+                if !waited {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
             }
             _ => return,
         }

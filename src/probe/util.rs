@@ -3,32 +3,54 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// iproute2's view of the netns of `pid` (`nsenter -t PID -n ip -j addr show` and
-/// `… route show table all`), for people to read beside the in-process capture.
-/// Best effort: the in-process capture is the evidence assertions read.
+/// The iproute2 commands of [`ip_view`], one per line of `ip -batch` input: addresses, IPv4
+/// routes of every table, IPv6 routes of every table (`root ::/0` selects family inet6, the
+/// same output as `ip -6 -j route show table all`; batch lines cannot carry `-6`).
+const IP_VIEW_BATCH: [&str; 3] = [
+    "addr show",
+    "route show table all",
+    "route show table all root ::/0",
+];
+
+/// iproute2's view of the netns of `pid` (addresses, IPv4 and IPv6 routes of all tables), for
+/// people to read beside the in-process capture. Best effort: the in-process capture is the
+/// evidence assertions read.
+///
+/// One process, `nsenter -t PID -n ip -j -force -batch -`, fed the three commands of
+/// [`IP_VIEW_BATCH`] on stdin (one JSON line each): ~3 ms instead of three nsenter+ip pairs
+/// (~10 ms) per view. The text lists each command under a `$ …` header, then any stderr.
 ///
 /// Errors: the spawn error when `nsenter`/`ip` cannot run.
 pub fn ip_view(pid: i32) -> std::io::Result<String> {
+    let mut child = Command::new("nsenter")
+        .arg("-t")
+        .arg(pid.to_string())
+        .args(["-n", "ip", "-j", "-force", "-batch", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("piped stdin");
+        // A write error (ip gone early) shows up as missing output and its stderr.
+        let _ = stdin.write_all(IP_VIEW_BATCH.join("\n").as_bytes());
+        let _ = stdin.write_all(b"\n");
+    }
+    let o = child.wait_with_output()?;
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let mut lines = stdout.lines();
     let mut text = String::new();
-    for args in [
-        vec!["addr", "show"],
-        vec!["route", "show", "table", "all"],
-        vec!["-6", "route", "show", "table", "all"],
-    ] {
-        let o = Command::new("nsenter")
-            .arg("-t")
-            .arg(pid.to_string())
-            .arg("-n")
-            .arg("ip")
-            .arg("-j")
-            .args(&args)
-            .stdin(Stdio::null())
-            .output()?;
-        text.push_str(&format!("$ nsenter -t {pid} -n ip -j {}\n", args.join(" ")));
-        text.push_str(&String::from_utf8_lossy(&o.stdout));
-        text.push_str(&String::from_utf8_lossy(&o.stderr));
+    for cmd in IP_VIEW_BATCH {
+        text.push_str(&format!("$ nsenter -t {pid} -n ip -j {cmd}\n"));
+        text.push_str(lines.next().unwrap_or(""));
+        text.push_str("\n\n");
+    }
+    for rest in lines {
+        text.push_str(rest);
         text.push('\n');
     }
+    text.push_str(&String::from_utf8_lossy(&o.stderr));
     Ok(text)
 }
 
