@@ -14,11 +14,11 @@ use crate::evidence::{EvidenceDir, read_result, sha256_file};
 use crate::host::{self, BinaryKind};
 use crate::netlink::NetState;
 use crate::ns::{self, Holder, HolderOptions, NsError, ProcessIdentity};
-use crate::probe;
 use crate::oci::{
     self, BundleSpec, ContainerGuard, NetnsSpec, OciError, Runtime, config_sha256,
     read_bundle_spec, refuse_existing, write_bundle,
 };
+use crate::probe;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fs;
