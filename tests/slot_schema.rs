@@ -36,7 +36,7 @@ fn status_validates_and_probe_gate() {
     let v = slot_state_validator();
     let tmp = tempfile::tempdir().unwrap();
     let sd = state_dir(&tmp);
-    let _c = CleanupOnDrop(sd.clone(), vec![41]);
+    let _c = CleanupOnDrop(sd.clone(), vec![41, 50, 51, 52, 53, 54, 55, 56]);
     let img = sleep_image(tmp.path());
     // A real probe run with the default runtime and CRIU (the ones provision uses).
     let ev = tmp.path().join("probe");
