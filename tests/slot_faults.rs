@@ -74,14 +74,7 @@ fn state_dir_symlink_or_not_ours() {
     // A regular file as the state dir: every verb, status included, refuses it by the same gate.
     let file = tmp.path().join("a-file");
     std::fs::write(&file, b"not a state dir").unwrap();
-    for verb in [
-        Verb::Provision,
-        Verb::Snapshot,
-        Verb::Restore,
-        Verb::Reset,
-        Verb::Cleanup,
-        Verb::Status,
-    ] {
+    for verb in Verb::ALL {
         let e = err(&args(verb, "3", &file));
         assert_gate_err(&e, "3", "state-dir", 1);
         assert!(
