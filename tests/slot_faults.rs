@@ -66,11 +66,42 @@ fn state_dir_symlink_or_not_ours() {
     std::fs::create_dir(&real).unwrap();
     let link = tmp.path().join("link");
     std::os::unix::fs::symlink(&real, &link).unwrap();
-    for verb in [Verb::Provision, Verb::Snapshot, Verb::Cleanup] {
+    for verb in [Verb::Provision, Verb::Snapshot, Verb::Cleanup, Verb::Status] {
         let e = err(&args(verb, "3", &link));
         assert_gate_err(&e, "3", "state-dir", 1);
         assert!(e.message.contains("symlink"), "{e}");
     }
+    // A regular file as the state dir: every verb, status included, refuses it by the same gate.
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, b"not a state dir").unwrap();
+    for verb in Verb::ALL {
+        let e = err(&args(verb, "3", &file));
+        assert_gate_err(&e, "3", "state-dir", 1);
+        assert!(
+            e.message.contains("not a directory"),
+            "{}: {e}",
+            verb.as_str()
+        );
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), b"not a state dir");
+    // Not there yet, or empty (provision would adopt both): status says `exists: false`.
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    std::fs::set_permissions(&empty, std::fs::Permissions::from_mode(0o700)).unwrap();
+    for sd in [tmp.path().join("not-yet"), empty.clone()] {
+        let doc = ok(Verb::Status, "3", &sd).to_json();
+        assert_eq!(doc["exists"], false, "{doc}");
+        assert_valid(&slot_state_validator(), &doc);
+    }
+    assert!(
+        !tmp.path().join("not-yet").exists(),
+        "status creates nothing"
+    );
+    assert_eq!(
+        std::fs::read_dir(&empty).unwrap().count(),
+        0,
+        "status writes nothing"
+    );
     // Not ours: non-empty, no marker.
     std::fs::write(real.join("somebody-elses-file"), b"x").unwrap();
     let e = err(&args(Verb::Provision, "3", &real));
@@ -132,9 +163,10 @@ fn lifecycle_faults() {
     assert_gate_err(&e, "12", "ownership-marker", 1);
     assert!(e.message.contains("never provisioned"), "{e}");
 
-    // Provision on an existing slot.
+    // Provision on an existing slot: refused, with the way out.
     let e = err(&args(Verb::Provision, "11", &sd));
     assert_gate_err(&e, "11", "slot-fresh", 1);
+    assert_way_out(&e, &sd, 11);
 
     // Restore / reset without a complete snapshot.
     assert_gate_err(
@@ -226,13 +258,72 @@ fn lifecycle_faults() {
         let e = err(&args(verb, "11", &sd));
         assert_gate_err(&e, "11", "holder-identity", 1);
     }
+    // An interrupted snapshot's folder (never evidence) is removed by cleanup, which says so.
+    let stale = sd.join("slot-11/snapshot.tmp-20250101T000000.000Z-dead");
+    std::fs::create_dir_all(stale.join("checkpoint")).unwrap();
+    std::fs::write(stale.join("netstate.json"), b"{}").unwrap();
+    let listed = ok(Verb::Status, "11", &sd).to_json()["stale_snapshot_tmp"].clone();
+    assert_eq!(
+        listed,
+        serde_json::json!([stale.file_name().unwrap().to_str().unwrap()])
+    );
     let holders = holder_pids(&sd);
     let c = ok(Verb::Cleanup, "11", &sd);
     assert!(gate(&c, "released").proven);
+    assert!(
+        c.summary
+            .contains("removed the interrupted snapshot folder(s) snapshot.tmp-"),
+        "{}",
+        c.summary
+    );
+    assert!(!stale.exists(), "stale snapshot.tmp-* left by cleanup");
+    let doc = ok(Verb::Status, "11", &sd).to_json();
+    assert_eq!(doc["stale_snapshot_tmp"], serde_json::json!([]), "{doc}");
+    assert!(
+        netprobe::slot::layout::journal_read(&sd.join("slot-11/journal.jsonl"))
+            .iter()
+            .any(|j| j.verb == "cleanup" && j.detail.contains("snapshot.tmp-20250101T000000")),
+        "cleanup journals the removal"
+    );
     assert_released(&sd, &holders);
-    // Cleanup again is harmless; every later verb refuses cleanly.
+    // Cleanup again is harmless; every later verb refuses cleanly, saying the slot was cleaned
+    // up and what to do (not a bare holder-identity failure).
     ok(Verb::Cleanup, "11", &sd);
-    assert!(run(Verb::Snapshot, "11", &sd).is_err());
+    for verb in [Verb::Snapshot, Verb::Restore, Verb::Reset] {
+        let e = err(&args(verb, "11", &sd));
+        assert_gate_err(&e, "11", "slot-not-clean", 1);
+        assert!(
+            e.message.contains("cleaned up (phase clean)")
+                && e.message.contains("provision a new slot number")
+                && e.message.contains(&format!(
+                    "remove the slot folder {}",
+                    sd.join("slot-11").display()
+                ))
+                && e.message.contains("keeping its evidence"),
+            "{e}"
+        );
+    }
+    assert_eq!(
+        state(&sd, 11).phase,
+        Phase::Clean,
+        "a refused verb changes nothing"
+    );
+    let e = err(&args(Verb::Provision, "11", &sd));
+    assert_gate_err(&e, "11", "slot-fresh", 1);
+    assert_way_out(&e, &sd, 11);
+}
+
+/// A refused re-provision names the way out: another slot number, or move the folder away after
+/// keeping its evidence.
+fn assert_way_out(e: &netprobe::slot::SlotError, sd: &std::path::Path, slot: u32) {
+    let dir = sd.join(format!("slot-{slot}"));
+    assert!(
+        e.message.contains("never re-provisioned in place")
+            && e.message.contains("another slot number")
+            && e.message.contains(&format!("move {} away", dir.display()))
+            && e.message.contains("keeping its evidence"),
+        "{e}"
+    );
 }
 
 /// Runtime and CRIU binaries swapped after provision: refused; cleanup works with the original.

@@ -95,7 +95,7 @@ fn sigkill_mid_snapshot_then_every_verb() {
     let s2 = json(&out);
     assert_valid(&v, &s2);
     assert_eq!(s2["state"]["phase"], "snapshotting", "{s2}");
-    let tmps = s2["stale_snapshot_tmp"].as_array().unwrap();
+    let tmps = s2["stale_snapshot_tmp"].as_array().unwrap().clone();
     assert!(
         !tmps.is_empty(),
         "the interrupted snapshot is left visible: {s2}"
@@ -128,10 +128,25 @@ fn sigkill_mid_snapshot_then_every_verb() {
     let (code, out, err) = cli_slot("cleanup", "31", &sd, &[]);
     assert_eq!(code, Some(0), "cleanup: {err}{out}");
     assert_released(&sd, &holders);
+    // The interrupted snapshot's folder is removed by cleanup (never evidence), which says so
+    // in its output and in the journal.
+    let journal = std::fs::read_to_string(slot.join("journal.jsonl")).unwrap();
+    for t in &tmps {
+        let t = t.as_str().unwrap();
+        assert!(!slot.join(t).exists(), "{t} left after cleanup");
+        assert!(out.contains(t), "cleanup output does not name {t}: {out}");
+        assert!(
+            journal
+                .lines()
+                .any(|l| l.contains("\"cleanup\"") && l.contains(t) && l.contains("removed")),
+            "journal does not record the removal of {t}"
+        );
+    }
     let (_, out, _) = cli_slot("status", "31", &sd, &["--json"]);
     let doc = json(&out);
     assert_valid(&v, &doc);
     assert_eq!(doc["state"]["phase"], "clean");
+    assert_eq!(doc["stale_snapshot_tmp"], serde_json::json!([]), "{doc}");
     // Nothing half-deleted: evidence and the complete snapshot are kept.
     assert!(
         slot.join(state(&sd, 31).snapshot.unwrap().dir)

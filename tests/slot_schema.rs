@@ -1,59 +1,32 @@
 //! `status` output validates against evidence-schema/slot-state.schema.json; the probe-verdict
-//! gate reads netprobe-result.json.
+//! gate proves the verdict from a real probe run's evidence (as `netprobe verify` does) and
+//! refuses the same evidence once edited.
 mod slot_support;
-use netprobe::evidence::result::*;
+use netprobe::evidence::result::RESULT_FILE;
 use netprobe::slot::{Verb, run_verb};
+use serde_json::Value;
 use slot_support::*;
-use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
-fn result(code: VerdictCode, ext: Status, rt: &str, cr: &str) -> RunResult {
-    let bin = |p: &str, s: &str| BinaryFacts {
-        path: p.into(),
-        version: "x".into(),
-        version_output: "x".into(),
-        sha256: s.into(),
-        bytes: 1,
-    };
-    RunResult {
-        schema_version: SCHEMA_VERSION,
-        tool: "netprobe".into(),
-        tool_version: "0".into(),
-        command: vec![],
-        started_at: "2025-01-01T00:00:00.000Z".into(),
-        finished_at: "2025-01-01T00:00:01.000Z".into(),
-        duration_ms: 0,
-        phases: RungName::ALL.to_vec(),
-        host: HostFacts {
-            kernel_release: String::new(),
-            kernel_version: String::new(),
-            machine: String::new(),
-            os: None,
-            cgroup: "v1".into(),
-            criu: Some(bin("/c", cr)),
-            runtime: Some(bin("/r", rt)),
-        },
-        pins: vec![],
-        declared_differences: vec![],
-        rungs: vec![RungResult {
-            name: RungName::ExternalNetns,
-            status: ext,
-            summary: String::new(),
-            started_at: "2025-01-01T00:00:00.000Z".into(),
-            duration_ms: 0,
-            timings_ms: BTreeMap::new(),
-            facts: BTreeMap::new(),
-            assertions: vec![],
-            artifacts: vec![],
-            error: None,
-        }],
-        verdict: Verdict {
-            code,
-            summary: String::new(),
-            rests_on: vec![],
-            reason: None,
-        },
-        artifacts: vec![],
-    }
+/// A copy of the evidence folder `src` at `dst`, then `edit` applied to it.
+fn variant(src: &Path, dst: &Path, edit: impl FnOnce(&Path)) -> PathBuf {
+    let st = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(src)
+        .arg(dst)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    edit(dst);
+    dst.to_path_buf()
+}
+
+/// Edits `netprobe-result.json` of `dir` (still schema-valid unless `edit` makes it not).
+fn edit_result(dir: &Path, edit: impl FnOnce(&mut Value)) {
+    let p = dir.join(RESULT_FILE);
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+    edit(&mut v);
+    std::fs::write(&p, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
 }
 
 #[test]
@@ -63,83 +36,109 @@ fn status_validates_and_probe_gate() {
     let v = slot_state_validator();
     let tmp = tempfile::tempdir().unwrap();
     let sd = state_dir(&tmp);
-    let _c = CleanupOnDrop(sd.clone(), vec![41]);
+    let _c = CleanupOnDrop(sd.clone(), vec![41, 50, 51, 52, 53, 54, 55, 56]);
     let img = sleep_image(tmp.path());
-    let (rt, _) = netprobe::evidence::sha256_file(&netprobe::host::default_runtime()).unwrap();
-    let (cr, _) = netprobe::evidence::sha256_file(&netprobe::host::default_criu()).unwrap();
-    let write = |name: &str, r: &RunResult| {
-        let d = tmp.path().join(name);
-        std::fs::create_dir_all(&d).unwrap();
-        std::fs::write(d.join(RESULT_FILE), serde_json::to_vec(r).unwrap()).unwrap();
-        d
-    };
-    let prov = |slot: &str, ev: Option<std::path::PathBuf>| {
+    // A real probe run with the default runtime and CRIU (the ones provision uses).
+    let ev = tmp.path().join("probe");
+    let (code, out, err) = cli(&["run", "--evidence", ev.to_str().unwrap(), "--quiet"], &[]);
+    assert_eq!(code, Some(0), "netprobe run: {out}{err}");
+    assert!(
+        out.contains("runtime-empty-ns") || out.contains("runtime-preserves-netns"),
+        "{out}"
+    );
+    let prov = |slot: &str, ev: Option<PathBuf>| {
         let mut a = netprobe::slot::SlotArgs::new(Verb::Provision, slot, &sd);
         a.holder_exe = Some(EXE.into());
         a.image = Some(img.clone());
         a.probe_evidence = ev;
         run_verb(&a)
     };
-    // Failing probe results: refused before anything is started.
-    for (i, r) in [
-        result(VerdictCode::CriuNetns, Status::Pass, &rt, &cr),
-        result(VerdictCode::RuntimeEmptyNs, Status::Fail, &rt, &cr),
-        result(
-            VerdictCode::RuntimeEmptyNs,
-            Status::Pass,
-            &"0".repeat(64),
-            &cr,
+    let zeros = "0".repeat(64);
+    // Evidence that does not prove the verdict: refused before anything is started, naming the
+    // first mismatch. `netprobe verify` is the reference for the first two edits.
+    let cases: Vec<(PathBuf, &str)> = vec![
+        (
+            variant(&ev, &tmp.path().join("log-edited"), |d| {
+                let mut f = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(d.join("criu/restore.log"))
+                    .unwrap();
+                std::io::Write::write_all(&mut f, b"(edited)\n").unwrap();
+            }),
+            "artifact criu/restore.log changed",
         ),
-        result(
-            VerdictCode::RuntimeEmptyNs,
-            Status::Pass,
-            &rt,
-            &"0".repeat(64),
+        (
+            variant(&ev, &tmp.path().join("artifacts-emptied"), |d| {
+                edit_result(d, |r| r["artifacts"] = Value::Array(vec![]))
+            }),
+            "is not among the 0 artifacts",
         ),
-    ]
-    .iter()
-    .enumerate()
-    {
-        let e = prov(&format!("{}", 50 + i), Some(write(&format!("bad{i}"), r))).unwrap_err();
+        (
+            variant(&ev, &tmp.path().join("verdict-edited"), |d| {
+                edit_result(d, |r| r["verdict"]["code"] = "criu-netns".into())
+            }),
+            "does not reproduce",
+        ),
+        (
+            variant(&ev, &tmp.path().join("runtime-sha"), |d| {
+                edit_result(d, |r| r["host"]["runtime"]["sha256"] = zeros.clone().into())
+            }),
+            "probe ran runtime sha256",
+        ),
+        (
+            variant(&ev, &tmp.path().join("criu-sha"), |d| {
+                edit_result(d, |r| r["host"]["criu"]["sha256"] = zeros.clone().into())
+            }),
+            "probe ran CRIU sha256",
+        ),
+        (
+            // Not valid against netprobe-result.schema.json: never trusted.
+            variant(&ev, &tmp.path().join("invalid"), |d| {
+                edit_result(d, |r| r["started_at"] = "yesterday".into())
+            }),
+            "schema",
+        ),
+    ];
+    for (i, (dir, want)) in cases.iter().enumerate() {
+        let slot = format!("{}", 50 + i);
+        let e = prov(&slot, Some(dir.clone())).unwrap_err();
         assert_eq!(
             (e.exit_code(), e.gate.as_deref()),
             (1, Some("probe-verdict")),
-            "{e}"
+            "{}: {e}",
+            dir.display()
         );
         assert!(
-            !sd.join(format!("slot-{}", 50 + i)).exists(),
+            e.message.contains(want),
+            "{}: want {want:?}: {e}",
+            dir.display()
+        );
+        assert!(
+            !sd.join(format!("slot-{slot}")).exists(),
             "a refused provision creates no slot"
         );
     }
-    // A result that does not validate against netprobe-result.schema.json is never trusted.
-    let mut bad =
-        serde_json::to_value(result(VerdictCode::RuntimeEmptyNs, Status::Pass, &rt, &cr)).unwrap();
-    bad["started_at"] = "yesterday".into();
-    let d = tmp.path().join("invalid");
-    std::fs::create_dir_all(&d).unwrap();
-    std::fs::write(d.join(RESULT_FILE), serde_json::to_vec(&bad).unwrap()).unwrap();
-    let e = prov("54", Some(d)).unwrap_err();
-    assert_eq!(e.gate.as_deref(), Some("probe-verdict"), "{e}");
-    assert!(e.message.contains("schema"), "{e}");
-    assert!(!sd.join("slot-54").exists());
-    let e = prov("55", None).unwrap_err();
+    // The reference agrees on the edited log: `netprobe verify` rejects it (exit 1).
+    let (code, _, _) = cli(&["verify", cases[0].0.to_str().unwrap()], &[]);
+    assert_eq!(code, Some(1));
+    let e = prov("56", None).unwrap_err();
     assert_eq!(e.gate.as_deref(), Some("probe-verdict"));
     assert_released(&sd, &[]);
 
     // Not provisioned: valid document with exists=false.
     assert_valid(&v, &ok(Verb::Status, "41", &sd).to_json());
-    let p = prov(
-        "41",
-        Some(write(
-            "good",
-            &result(VerdictCode::RuntimeEmptyNs, Status::Pass, &rt, &cr),
-        )),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    assert!(gate(&p, "probe-verdict").proven);
-    assert_eq!(
-        state(&sd, 41).probe_gate.verdict.as_deref(),
-        Some("runtime-empty-ns")
+    // The real evidence, unedited: proven from the files.
+    let p = prov("41", Some(ev.clone())).unwrap_or_else(|e| panic!("{e}"));
+    let g = gate(&p, "probe-verdict");
+    assert!(g.proven && g.detail.contains("verified"), "{g:?}");
+    let rec = state(&sd, 41).probe_gate;
+    assert_eq!(rec.mode, "evidence");
+    assert!(
+        matches!(
+            rec.verdict.as_deref(),
+            Some("runtime-empty-ns" | "runtime-preserves-netns")
+        ),
+        "{rec:?}"
     );
     assert_valid(&v, &ok(Verb::Status, "41", &sd).to_json());
     ok(Verb::Snapshot, "41", &sd);

@@ -153,15 +153,34 @@ impl SlotPaths {
     }
 }
 
+/// How [`check_state_dir`] treats a state directory that is not (yet) one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateDirUse {
+    /// `provision`: a missing directory is created (mode 0700, parent must exist) and the marker
+    /// is written into an empty one.
+    Create,
+    /// Every verb on an existing slot: the directory must exist and carry the marker.
+    Existing,
+    /// `status`: as [`StateDirUse::Existing`], except that a directory that does not exist yet,
+    /// or an empty one (both of which `provision` would adopt), is proven with nothing written.
+    Inspect,
+}
+
 /// Checks the state directory: not a symlink, a directory, owned by the effective uid, not
-/// group- or world-writable, and either carrying [`STATE_DIR_MARKER`] or empty.
-/// With `create` (provision), a missing directory is created (mode 0700, parent must exist) and
-/// the marker is written into an empty one.
+/// group- or world-writable, and either carrying [`STATE_DIR_MARKER`] or empty (see
+/// [`StateDirUse`] for what happens to a missing or empty one).
 ///
 /// Returns the observed facts for the `state-dir` gate: `Ok(detail)` when proven, `Err(detail)`.
-pub fn check_state_dir(dir: &Path, create: bool) -> Result<String, String> {
+pub fn check_state_dir(dir: &Path, how: StateDirUse) -> Result<String, String> {
+    let create = how == StateDirUse::Create;
     match fs::symlink_metadata(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if how == StateDirUse::Inspect {
+                return Ok(format!(
+                    "{} does not exist yet (no slot was provisioned here)",
+                    dir.display()
+                ));
+            }
             if !create {
                 return Err(format!(
                     "{} does not exist (no slot was provisioned here)",
@@ -220,6 +239,12 @@ pub fn check_state_dir(dir: &Path, create: bool) -> Result<String, String> {
                     dir.display()
                 ));
             }
+            if how == StateDirUse::Inspect {
+                return Ok(format!(
+                    "{}: empty directory, uid {euid}, no marker yet (nothing written)",
+                    dir.display()
+                ));
+            }
             if !create {
                 return Err(format!(
                     "{} has no {STATE_DIR_MARKER} marker",
@@ -265,13 +290,16 @@ pub fn create_slot(paths: &SlotPaths) -> Result<OwnerMarker, (bool, String)> {
             return Err((
                 true,
                 format!(
-                    "{} already exists ({}); a slot is never re-provisioned in place",
+                    "{} already exists ({}); a slot is never re-provisioned in place: provision \
+                     another slot number, or move {} away after keeping its evidence ({})",
                     paths.root.display(),
                     if m.file_type().is_symlink() {
                         "a symlink"
                     } else {
                         "a directory or file"
-                    }
+                    },
+                    paths.root.display(),
+                    paths.evidence().display()
                 ),
             ));
         }

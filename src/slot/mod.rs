@@ -57,18 +57,19 @@ impl Verb {
         }
     }
 
+    /// Every verb, in lifecycle order.
+    pub const ALL: [Verb; 6] = [
+        Verb::Provision,
+        Verb::Snapshot,
+        Verb::Restore,
+        Verb::Reset,
+        Verb::Cleanup,
+        Verb::Status,
+    ];
+
     /// Parses a verb. Errors: `None` for an unknown verb.
     pub fn parse(s: &str) -> Option<Verb> {
-        [
-            Verb::Provision,
-            Verb::Snapshot,
-            Verb::Restore,
-            Verb::Reset,
-            Verb::Cleanup,
-            Verb::Status,
-        ]
-        .into_iter()
-        .find(|v| v.as_str() == s)
+        Verb::ALL.into_iter().find(|v| v.as_str() == s)
     }
 }
 

@@ -4,7 +4,7 @@
 
 use super::error::SlotError;
 use super::gate::GateLog;
-use super::layout::{self, SlotLock, SlotPaths};
+use super::layout::{self, SlotLock, SlotPaths, StateDirUse};
 use super::state::*;
 use super::support::{self, ms_since};
 use super::{DECLARED_DIFFERENCES, SLOT_RESOURCES, SlotArgs, SlotOutcome, Verb, mounts, net};
@@ -18,12 +18,16 @@ use crate::oci::{
     self, BundleSpec, ContainerGuard, NetnsSpec, OciError, Runtime, config_sha256,
     read_bundle_spec, refuse_existing, write_bundle,
 };
+use crate::probe;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+const STATE_DIR_FACT: &str =
+    "the state directory is ours (not a symlink, our uid, not group/world-writable, marked)";
 
 struct Ctx<'a> {
     args: &'a SlotArgs,
@@ -132,8 +136,8 @@ impl<'a> Ctx<'a> {
 
     /// state dir (no create) → ownership marker → lock → evidence folder → journal start.
     fn enter_existing(&mut self) -> Result<(), SlotError> {
-        let r = layout::check_state_dir(&self.paths.state_dir, false);
-        self.gate("state-dir", "the state directory is ours (not a symlink, our uid, not group/world-writable, marked)", r)?;
+        let r = layout::check_state_dir(&self.paths.state_dir, StateDirUse::Existing);
+        self.gate("state-dir", STATE_DIR_FACT, r)?;
         self.enter_slot()
     }
 
@@ -327,6 +331,25 @@ fn with_existing(
             unreachable!()
         }
     };
+    if ctx.args.verb != Verb::Cleanup {
+        let r = if st.phase == Phase::Clean {
+            Err(format!(
+                "slot {} was cleaned up (phase clean): its container, mounts and holder are \
+                 released and a slot is never re-provisioned in place; provision a new slot \
+                 number, or remove the slot folder {} after keeping its evidence ({})",
+                ctx.paths.slot,
+                ctx.paths.root.display(),
+                ctx.paths.evidence().display()
+            ))
+        } else {
+            Ok(format!("phase {:?}", st.phase))
+        };
+        ctx.gate(
+            "slot-not-clean",
+            "the slot has not been cleaned up (a clean slot has nothing left to drive)",
+            r,
+        )?;
+    }
     let r = f(ctx, &mut st);
     st.last_verb = Some(ctx.verb().into());
     st.last_ok = r.is_ok();
@@ -593,12 +616,8 @@ fn stop_container_proven(ctx: &mut Ctx, rt: &Runtime, id: &str) -> Result<(), Sl
 // ------------------------------------------------------------------ provision
 
 fn provision(ctx: &mut Ctx) -> Result<(String, Option<SlotState>), SlotError> {
-    let r = layout::check_state_dir(&ctx.paths.state_dir, true);
-    ctx.gate(
-        "state-dir",
-        "the state directory is ours (not a symlink, our uid, not group/world-writable, marked)",
-        r,
-    )?;
+    let r = layout::check_state_dir(&ctx.paths.state_dir, StateDirUse::Create);
+    ctx.gate("state-dir", STATE_DIR_FACT, r)?;
     criu_config_gate(ctx, true)?;
     // Binaries (must exist and be recognised: host refusal otherwise).
     let rt_path = ctx
@@ -745,7 +764,7 @@ fn provision(ctx: &mut Ctx) -> Result<(String, Option<SlotState>), SlotError> {
 }
 
 fn probe_gate(ctx: &mut Ctx, rt: &BinaryPin, cr: &BinaryPin) -> Result<ProbeGateRecord, SlotError> {
-    let fact = "a netprobe result proves the holder path for these runtime and CRIU binaries (verdict runtime-empty-ns or runtime-preserves-netns, external-netns passed, same sha256)";
+    let fact = "a netprobe evidence folder proves the holder path for these runtime and CRIU binaries (it reproduces under netprobe verify, every file hashed; verdict runtime-empty-ns or runtime-preserves-netns, external-netns passed, same sha256)";
     if ctx.args.no_probe_gate {
         let reason = ctx.args.reason.clone().unwrap_or_default();
         ctx.gates.record(
@@ -772,57 +791,7 @@ fn probe_gate(ctx: &mut Ctx, rt: &BinaryPin, cr: &BinaryPin) -> Result<ProbeGate
         )?;
         unreachable!()
     };
-    let file = dir.join(crate::evidence::result::RESULT_FILE);
-    // Parsed and validated against netprobe-result.schema.json.
-    let parsed = read_result(&dir).map_err(|e| e.to_string());
-    let r = parsed.and_then(|res| {
-        let code = res.verdict.code;
-        if !matches!(
-            code,
-            VerdictCode::RuntimeEmptyNs | VerdictCode::RuntimePreservesNetns
-        ) {
-            return Err(format!(
-                "verdict {code}, need runtime-empty-ns or runtime-preserves-netns"
-            ));
-        }
-        let ext = res.rung(RungName::ExternalNetns).map(|r| r.status);
-        if ext != Some(RungStatus::Pass) {
-            return Err(format!("external-netns rung status {ext:?}, need pass"));
-        }
-        let rsha = res
-            .host
-            .runtime
-            .as_ref()
-            .map(|b| b.sha256.clone())
-            .unwrap_or_default();
-        let csha = res
-            .host
-            .criu
-            .as_ref()
-            .map(|b| b.sha256.clone())
-            .unwrap_or_default();
-        if rsha != rt.sha256 {
-            return Err(format!(
-                "probe ran runtime sha256 {rsha:?}, now {} ({})",
-                rt.sha256,
-                rt.path.display()
-            ));
-        }
-        if csha != cr.sha256 {
-            return Err(format!(
-                "probe ran CRIU sha256 {csha:?}, now {} ({})",
-                cr.sha256,
-                cr.path.display()
-            ));
-        }
-        Ok((
-            code,
-            format!(
-                "{}: verdict {code}, external-netns pass, runtime and CRIU sha256 match",
-                file.display()
-            ),
-        ))
-    });
+    let r = probe_evidence_proves(&dir, rt, cr);
     let code = r.as_ref().ok().map(|(c, _)| c.as_str().to_string());
     ctx.gate("probe-verdict", fact, r.map(|(_, d)| d))?;
     Ok(ProbeGateRecord {
@@ -831,6 +800,110 @@ fn probe_gate(ctx: &mut Ctx, rt: &BinaryPin, cr: &BinaryPin) -> Result<ProbeGate
         verdict: code,
         reason: None,
     })
+}
+
+/// Proves the probe verdict from the evidence in `dir`, never from what `netprobe-result.json`
+/// says alone: [`probe::verify::verify`] re-checks every artifact's sha256, re-runs the
+/// assertions and recomputes the verdict; then every file of the folder must be one of the hashed
+/// artifacts (an emptied or shortened artifact list hides nothing), the recomputed verdict must
+/// be a passing one, external-netns must pass, and the probe must have run the same runtime and
+/// CRIU binaries (sha256) as this provision. Returns the verdict and the gate detail, or the
+/// first mismatch.
+fn probe_evidence_proves(
+    dir: &Path,
+    rt: &BinaryPin,
+    cr: &BinaryPin,
+) -> Result<(VerdictCode, String), String> {
+    let shown = dir.display();
+    // Parses and validates netprobe-result.json against its schema, then re-checks everything.
+    let v = probe::verify::verify(dir).map_err(|e| format!("{shown}: {e}"))?;
+    if !v.reproduced() {
+        let first = v.mismatches.first().cloned().unwrap_or_else(|| {
+            format!(
+                "verdict: recorded {}, the evidence gives {}",
+                v.recorded.code, v.verdict.code
+            )
+        });
+        return Err(format!(
+            "{shown}: the evidence does not reproduce the recorded result (as `netprobe verify` \
+             reports): {first}"
+        ));
+    }
+    let res = read_result(dir).map_err(|e| format!("{shown}: {e}"))?;
+    let listed: std::collections::BTreeSet<&str> =
+        res.artifacts.iter().map(|a| a.path.as_str()).collect();
+    if let Some(f) = unlisted_file(dir, Path::new(""), &listed)? {
+        return Err(format!(
+            "{shown}: {f} is not among the {} artifacts whose sha256 the result records \
+             (artifact list edited?)",
+            listed.len()
+        ));
+    }
+    let code = v.verdict.code;
+    if !matches!(
+        code,
+        VerdictCode::RuntimeEmptyNs | VerdictCode::RuntimePreservesNetns
+    ) {
+        return Err(format!(
+            "{shown}: verdict {code} (recomputed from the evidence), need runtime-empty-ns or \
+             runtime-preserves-netns"
+        ));
+    }
+    let ext = res.rung(RungName::ExternalNetns).map(|r| r.status);
+    if ext != Some(RungStatus::Pass) {
+        return Err(format!(
+            "{shown}: external-netns rung status {ext:?}, need pass"
+        ));
+    }
+    for (what, ran, now) in [
+        ("runtime", res.host.runtime.as_ref(), rt),
+        ("CRIU", res.host.criu.as_ref(), cr),
+    ] {
+        let sha = ran.map(|b| b.sha256.as_str()).unwrap_or_default();
+        if sha != now.sha256 {
+            return Err(format!(
+                "{shown}: probe ran {what} sha256 {sha:?}, now {} ({})",
+                now.sha256,
+                now.path.display()
+            ));
+        }
+    }
+    Ok((
+        code,
+        format!(
+            "{shown}: verified ({} artifacts sha256-checked, {} assertions re-run), verdict {code} \
+             recomputed, external-netns pass, runtime and CRIU sha256 match",
+            v.artifacts, v.assertions
+        ),
+    ))
+}
+
+/// The first file under `dir` (walked from `rel`, symlinks not followed) that is neither the
+/// result file nor in `listed`.
+fn unlisted_file(
+    dir: &Path,
+    rel: &Path,
+    listed: &std::collections::BTreeSet<&str>,
+) -> Result<Option<String>, String> {
+    let here = dir.join(rel);
+    let mut entries: Vec<_> = fs::read_dir(&here)
+        .map_err(|e| format!("{}: {e}", here.display()))?
+        .flatten()
+        .collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let r = rel.join(e.file_name());
+        let name = r.to_string_lossy().into_owned();
+        let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
+        if is_dir {
+            if let Some(f) = unlisted_file(dir, &r, listed)? {
+                return Ok(Some(f));
+            }
+        } else if name != crate::evidence::result::RESULT_FILE && !listed.contains(name.as_str()) {
+            return Ok(Some(name));
+        }
+    }
+    Ok(None)
 }
 
 fn mkdirs(ctx: &Ctx, dirs: &[PathBuf]) -> Result<(), SlotError> {
@@ -1725,7 +1798,29 @@ fn cleanup(ctx: &mut Ctx, st: &mut SlotState) -> Result<String, SlotError> {
     }
     ctx.timings.insert("unmount".into(), ms_since(t));
 
-    // 3. Holder, through its pidfd, only if it is still the recorded process.
+    // 3. Interrupted snapshots: a snapshot is complete only after its rename, so a
+    // `snapshot.tmp-*` folder is never evidence and never used; nothing runs in it any more (the
+    // container is gone and the lock, inherited by the runtime and CRIU, is ours).
+    let mut removed = Vec::new();
+    for name in stale_tmp(&ctx.paths.root) {
+        match support::remove_tree_same_fs(&ctx.paths.root.join(&name)) {
+            Ok(()) => removed.push(name),
+            Err(e) => problems.push(format!("stale {name} not removed: {e}")),
+        }
+    }
+    let removed_detail = if removed.is_empty() {
+        String::new()
+    } else {
+        let d = format!(
+            "removed the interrupted snapshot folder(s) {} (never evidence: a snapshot is complete only after its rename)",
+            removed.join(", ")
+        );
+        ctx.journal("step", true, &d);
+        format!("; {d}")
+    };
+    ctx.fact("stale_snapshot_tmp_removed", removed);
+
+    // 4. Holder, through its pidfd, only if it is still the recorded process.
     let t = Instant::now();
     let holder_detail = match (&st.holder, holder_r) {
         (None, _) => "no holder recorded".to_string(),
@@ -1760,7 +1855,7 @@ fn cleanup(ctx: &mut Ctx, st: &mut SlotState) -> Result<String, SlotError> {
     st.phase = Phase::Clean;
     ctx.save(st)?;
     Ok(format!(
-        "slot clean ({holder_detail}); evidence kept in {}",
+        "slot clean ({holder_detail}){removed_detail}; evidence kept in {}",
         ctx.paths.evidence().display()
     ))
 }
@@ -1769,13 +1864,11 @@ fn cleanup(ctx: &mut Ctx, st: &mut SlotState) -> Result<String, SlotError> {
 
 fn status(ctx: &mut Ctx) -> Result<SlotOutcome, SlotError> {
     let p = ctx.paths.clone();
-    let sd = layout::check_state_dir(&p.state_dir, false);
+    // The same gate as every other verb; only a state dir that does not exist yet (or an empty
+    // one) is accepted, as `provision` would adopt it: then the document says `exists: false`.
+    let r = layout::check_state_dir(&p.state_dir, StateDirUse::Inspect);
+    ctx.gate("state-dir", STATE_DIR_FACT, r)?;
     let exists = fs::symlink_metadata(&p.root).is_ok();
-    if let Err(d) = &sd
-        && exists
-    {
-        ctx.gate("state-dir", "the state directory is ours", Err(d.clone()))?;
-    }
     let owner = if exists {
         Some(layout::check_owner(&p))
     } else {
