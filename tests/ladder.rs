@@ -246,6 +246,27 @@ fn full_ladder_on_runc_is_runtime_empty_ns_with_every_fact() {
         String::from_utf8_lossy(&o.stdout).contains("verdict from the evidence: runtime-empty-ns")
     );
 
+    // A report written into the folder is derived, not evidence: verify still reproduces.
+    let o = netprobe(&["report", ev.to_str().unwrap(), "--format", "html"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = netprobe(&["verify", ev.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
+    // An emptied artifact list cannot hide files: every file must be listed.
+    let result_path = ev.join("netprobe-result.json");
+    let original = std::fs::read(&result_path).unwrap();
+    let mut v: Value = serde_json::from_slice(&original).unwrap();
+    v["artifacts"] = Value::Array(vec![]);
+    std::fs::write(&result_path, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+    let o = netprobe(&["verify", ev.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("not among the recorded artifacts"),
+        "{}",
+        text(&o)
+    );
+    std::fs::write(&result_path, &original).unwrap();
+
     // Tampered evidence: a log edited after the fact is caught, naming the artifact.
     let log = ev.join("oci/restore.log");
     let edited = restore.replace("No netns-", "No xxxxx-");
@@ -660,11 +681,20 @@ fn an_interrupted_run_releases_everything_it_started() {
             "{sig} after {after_ms} ms left containers: {:?}\n{stderr}",
             container_cgroups(pid)
         );
+        // No mount below the evidence or below a work area this run released (other tests
+        // run their own work areas at the same time, so only ours are checked).
         let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
         assert!(
-            !mounts.contains(ev.to_str().unwrap()) && !mounts.contains("/var/tmp/netprobe-"),
+            !mounts.contains(ev.to_str().unwrap()),
             "{sig} after {after_ms} ms left mounts:\n{mounts}"
         );
+        for work in stderr
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("netprobe:   released work area "))
+        {
+            assert!(!mounts.contains(work), "{work} still has mounts:\n{mounts}");
+            assert!(!Path::new(work).exists(), "{work} was not removed");
+        }
         if ev.exists() {
             assert!(ev.join("interrupted.txt").exists(), "{stderr}");
             assert!(!ev.join("netprobe-result.json").exists());

@@ -71,7 +71,7 @@ fn status_validates_and_probe_gate() {
             variant(&ev, &tmp.path().join("artifacts-emptied"), |d| {
                 edit_result(d, |r| r["artifacts"] = Value::Array(vec![]))
             }),
-            "is not among the 0 artifacts",
+            "not among the recorded artifacts",
         ),
         (
             variant(&ev, &tmp.path().join("verdict-edited"), |d| {

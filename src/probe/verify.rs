@@ -57,6 +57,23 @@ pub fn verify(dir: &Path) -> Result<VerifyOutcome, String> {
         }
     }
 
+    // Every file in the folder must be one the result lists (an emptied or shortened artifact
+    // list would otherwise hide edited files). Reports `netprobe report` derives are exempt.
+    match evidence::EvidenceDir::open(dir).and_then(|d| d.inventory()) {
+        Ok(files) => {
+            for f in files {
+                let derived = matches!(f.path.as_str(), "report.md" | "report.html");
+                if !derived && !result.artifacts.iter().any(|a| a.path == f.path) {
+                    mismatches.push(format!(
+                        "file {} is in the folder but not among the recorded artifacts",
+                        f.path
+                    ));
+                }
+            }
+        }
+        Err(e) => mismatches.push(format!("cannot list {}: {e}", dir.display())),
+    }
+
     let re = assert::reevaluate(dir, &result);
     let mut rungs = result.rungs.clone();
     for rung in rungs.iter_mut() {

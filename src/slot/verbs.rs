@@ -804,9 +804,9 @@ fn probe_gate(ctx: &mut Ctx, rt: &BinaryPin, cr: &BinaryPin) -> Result<ProbeGate
 
 /// Proves the probe verdict from the evidence in `dir`, never from what `netprobe-result.json`
 /// says alone: [`probe::verify::verify`] re-checks every artifact's sha256, re-runs the
-/// assertions and recomputes the verdict; then every file of the folder must be one of the hashed
-/// artifacts (an emptied or shortened artifact list hides nothing), the recomputed verdict must
-/// be a passing one, external-netns must pass, and the probe must have run the same runtime and
+/// assertions, recomputes the verdict and requires every file of the folder to be one of the
+/// hashed artifacts (an emptied or shortened artifact list hides nothing); then the recomputed
+/// verdict must be a passing one, external-netns must pass, and the probe must have run the same runtime and
 /// CRIU binaries (sha256) as this provision. Returns the verdict and the gate detail, or the
 /// first mismatch.
 fn probe_evidence_proves(
@@ -830,15 +830,6 @@ fn probe_evidence_proves(
         ));
     }
     let res = read_result(dir).map_err(|e| format!("{shown}: {e}"))?;
-    let listed: std::collections::BTreeSet<&str> =
-        res.artifacts.iter().map(|a| a.path.as_str()).collect();
-    if let Some(f) = unlisted_file(dir, Path::new(""), &listed)? {
-        return Err(format!(
-            "{shown}: {f} is not among the {} artifacts whose sha256 the result records \
-             (artifact list edited?)",
-            listed.len()
-        ));
-    }
     let code = v.verdict.code;
     if !matches!(
         code,
@@ -876,34 +867,6 @@ fn probe_evidence_proves(
             v.artifacts, v.assertions
         ),
     ))
-}
-
-/// The first file under `dir` (walked from `rel`, symlinks not followed) that is neither the
-/// result file nor in `listed`.
-fn unlisted_file(
-    dir: &Path,
-    rel: &Path,
-    listed: &std::collections::BTreeSet<&str>,
-) -> Result<Option<String>, String> {
-    let here = dir.join(rel);
-    let mut entries: Vec<_> = fs::read_dir(&here)
-        .map_err(|e| format!("{}: {e}", here.display()))?
-        .flatten()
-        .collect();
-    entries.sort_by_key(|e| e.file_name());
-    for e in entries {
-        let r = rel.join(e.file_name());
-        let name = r.to_string_lossy().into_owned();
-        let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
-        if is_dir {
-            if let Some(f) = unlisted_file(dir, &r, listed)? {
-                return Ok(Some(f));
-            }
-        } else if name != crate::evidence::result::RESULT_FILE && !listed.contains(name.as_str()) {
-            return Ok(Some(name));
-        }
-    }
-    Ok(None)
 }
 
 fn mkdirs(ctx: &Ctx, dirs: &[PathBuf]) -> Result<(), SlotError> {
