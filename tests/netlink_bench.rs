@@ -7,15 +7,10 @@ use std::time::{Duration, Instant};
 
 use netlink_packet_route::link::LinkMessage;
 use netprobe::netlink::{capture, create_veth_pairs, decode_link_replies, dump_links_criu};
-use nix::sched::{CloneFlags, unshare};
 
-fn in_fresh_netns<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    std::thread::spawn(move || {
-        unshare(CloneFlags::CLONE_NEWNET).expect("unshare(CLONE_NEWNET)");
-        f()
-    })
-    .join()
-    .unwrap_or_else(|p| std::panic::resume_unwind(p))
+/// Runs `f` in a thread inside a fresh netns (only that thread's netns changes).
+fn in_fresh_netns<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    netprobe::ns::run_in_fresh_netns(f).expect("unshare(CLONE_NEWNET)")
 }
 
 fn best_of<T>(n: usize, mut f: impl FnMut() -> T) -> (Duration, T) {

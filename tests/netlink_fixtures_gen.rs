@@ -4,17 +4,9 @@
 
 use std::path::PathBuf;
 
-use nix::sched::{CloneFlags, unshare};
-
-/// Run `f` in a new thread inside a fresh netns (only that thread's netns changes; the netns
-/// and every link in it vanish when the thread exits, also on panic).
-fn in_fresh_netns<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    std::thread::spawn(move || {
-        unshare(CloneFlags::CLONE_NEWNET).expect("unshare(CLONE_NEWNET)");
-        f()
-    })
-    .join()
-    .unwrap_or_else(|p| std::panic::resume_unwind(p))
+/// Runs `f` in a thread inside a fresh netns (only that thread's netns changes).
+fn in_fresh_netns<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    netprobe::ns::run_in_fresh_netns(f).expect("unshare(CLONE_NEWNET)")
 }
 
 fn write_hex(name: &str, bytes: &[u8]) {

@@ -9,17 +9,10 @@ use netprobe::netlink::{
     self, ARPHRD_LOOPBACK, IFF_UP, NetState, NetlinkError, capture, create_veth_pair,
     create_veth_pairs, delete_link, dump_links_criu, link_index, set_link_up,
 };
-use nix::sched::{CloneFlags, unshare};
 
-/// Run `f` in a new thread inside a fresh netns and return its value; a panic in `f` is
-/// re-raised here. Only that thread's netns changes.
-fn in_fresh_netns<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    std::thread::spawn(move || {
-        unshare(CloneFlags::CLONE_NEWNET).expect("unshare(CLONE_NEWNET)");
-        f()
-    })
-    .join()
-    .unwrap_or_else(|p| std::panic::resume_unwind(p))
+/// Runs `f` in a thread inside a fresh netns (only that thread's netns changes).
+fn in_fresh_netns<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    netprobe::ns::run_in_fresh_netns(f).expect("unshare(CLONE_NEWNET)")
 }
 
 #[test]
