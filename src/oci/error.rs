@@ -140,6 +140,17 @@ pub enum OciError {
         source: std::io::Error,
     },
 
+    /// The runtime did not exit within its time limit and was killed (SIGKILL).
+    #[error(
+        "the OCI runtime did not finish within {timeout_ms} ms and was killed: {argv:?}; see the runtime's and CRIU's logs in the work path"
+    )]
+    Timeout {
+        /// The argv that was run.
+        argv: Vec<String>,
+        /// The limit, milliseconds.
+        timeout_ms: u64,
+    },
+
     /// The runtime ran and exited non-zero (or was killed by a signal: `code` None).
     #[error(
         "OCI runtime failed: {argv:?} exited with {}: {stderr_tail}{}",

@@ -36,6 +36,10 @@ pub struct Runtime {
     pub strace: Option<PathBuf>,
 }
 
+/// The longest any one runtime call may take before it is killed (SIGKILL) and reported as
+/// [`OciError::Timeout`]: 120 s, as for CRIU's own dump and restore.
+pub const RUNTIME_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// What one runtime invocation did.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RuntimeOutcome {
@@ -368,10 +372,36 @@ impl Runtime {
             }
         }
         let t0 = Instant::now();
-        let output = cmd.output().map_err(|source| OciError::Spawn {
+        let child = cmd.spawn().map_err(|source| OciError::Spawn {
             argv: argv_str.clone(),
             source,
         })?;
+        // A watchdog kills a runtime that hangs (e.g. a restore stuck in CRIU), so netprobe —
+        // and its release on interruption, which calls the runtime too — never waits forever.
+        let limit = RUNTIME_TIMEOUT;
+        let timed_out = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watchdog = crate::ns::pidfd_open(child.id() as i32).ok().map(|fd| {
+            let flag = timed_out.clone();
+            std::thread::spawn(move || {
+                if let Ok(false) = crate::ns::wait_pidfd_exit(&fd, limit) {
+                    flag.store(true, std::sync::atomic::Ordering::SeqCst);
+                    let _ = crate::ns::pidfd_send_signal(&fd, libc::SIGKILL);
+                }
+            })
+        });
+        let output = child.wait_with_output().map_err(|source| OciError::Spawn {
+            argv: argv_str.clone(),
+            source,
+        })?;
+        if let Some(w) = watchdog {
+            let _ = w.join();
+        }
+        if timed_out.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(OciError::Timeout {
+                argv: argv_str,
+                timeout_ms: limit.as_millis() as u64,
+            });
+        }
         let duration_ms = t0.elapsed().as_millis() as u64;
         let stderr = match &log {
             Some(f) => fs::read_to_string(f.path()).unwrap_or_default(),
