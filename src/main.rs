@@ -11,9 +11,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 const RUN_EXAMPLES: &str = "Examples:
-  sudo netprobe run                                   # the whole ladder, runc + CRIU 4.1.1
+  sudo netprobe run                                   # the whole ladder: runc in PATH, CRIU 4.2.1
   sudo netprobe run --phases kernel,criu --strace     # the cheap rungs, CRIU under strace
-  sudo netprobe run --runtime /opt/runc-1.5.2 --expect runtime-empty-ns --evidence ev/runc-1.5.2
+  sudo netprobe run --runtime /opt/runc-1.5.2/runc --expect runtime-empty-ns --evidence ev/runc-1.5.2
+  sudo netprobe run --criu /opt/criu-4.1.1/sbin/criu --evidence ev/criu-4.1.1 && netprobe diff ev/runc-1.5.2 ev/criu-4.1.1
 ";
 
 #[derive(Parser)]
@@ -145,8 +146,8 @@ struct SlotCli {
     /// The verb.
     #[arg(value_enum)]
     verb: netprobe::slot::Verb,
-    /// Slot number (digits only).
-    #[arg(long)]
+    /// Slot number (digits only, 0 to 999).
+    #[arg(long, allow_hyphen_values = true)]
     slot: String,
     /// State directory holding the slots (created if missing; never a symlink).
     #[arg(long)]
@@ -269,7 +270,13 @@ fn main() -> ExitCode {
                 } else {
                     " (slot driver / optional)"
                 };
-                println!("{mark} {}{req}: {}", p.name, p.detail);
+                // One line per prerequisite: the first line of the detail (a binary's whole
+                // --version output can be long).
+                let mut detail = p.detail.lines().next().unwrap_or("").to_string();
+                if p.detail.lines().count() > 1 {
+                    detail.push_str(" …");
+                }
+                println!("{mark} {}{req}: {detail}", p.name);
                 if !p.found {
                     println!("        fix: {}", p.fix);
                 }

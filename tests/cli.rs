@@ -64,4 +64,15 @@ fn usage_errors_exit_2() {
     );
     let (code, _, err) = run(&["slot", "status"]);
     assert_eq!(code, Some(2), "missing --slot/--state-dir: {err}");
+    // A negative slot number reaches netprobe's own check (not clap's "did you mean --").
+    let (code, _, err) = run(&[
+        "slot",
+        "status",
+        "--slot",
+        "-1",
+        "--state-dir",
+        "/nonexistent-np",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("malformed slot number \"-1\""), "{err}");
 }

@@ -162,7 +162,9 @@ pub fn binary_facts(path: &Path, kind: BinaryKind) -> Result<BinaryFacts, HostEr
         BinaryKind::Runtime => parse_runtime_version(&output).map(|(_, v)| v),
     };
     let Some(version) = version else {
-        let shown: String = output.chars().take(400).collect();
+        // The first line says what the program is; the rest is licence text and the like.
+        let first = output.lines().next().unwrap_or("").trim();
+        let shown: String = first.chars().take(200).collect();
         return Err(HostError::NotRecognised {
             what,
             article: kind.article().to_string(),
