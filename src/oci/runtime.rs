@@ -166,6 +166,13 @@ impl Runtime {
         validate_id(id)?;
         let fatal = matches!(signal, "KILL" | "SIGKILL" | "9");
         let pid = if fatal { self.init_pid(id) } else { None };
+        self.kill_reaping(id, signal, pid)
+    }
+
+    /// `runc kill ID SIGNAL`, then reap `pid` (the init's pid, already known from the pid
+    /// file) if it is our child — without the extra `runc state` that [`Runtime::kill`] runs.
+    fn kill_reaping(&self, id: &str, signal: &str, pid: Option<i32>) -> Result<RuntimeOutcome> {
+        validate_id(id)?;
         let out = check(
             self.run_raw(
                 vec!["kill".into(), id.into(), signal.into()],
@@ -185,13 +192,19 @@ impl Runtime {
     ///
     /// Errors: [`OciError::InvalidId`], [`OciError::Spawn`], [`OciError::Failed`].
     pub fn delete(&self, id: &str, force: bool) -> Result<RuntimeOutcome> {
+        self.delete_inner(id, force, true)
+    }
+
+    /// `runc delete`; with `lookup_pid` the init's pid is read first (`runc state`) and reaped
+    /// afterwards. Without it (the init was just killed and reaped) no `runc state` is run.
+    fn delete_inner(&self, id: &str, force: bool, lookup_pid: bool) -> Result<RuntimeOutcome> {
         validate_id(id)?;
         let mut args: Vec<OsString> = vec!["delete".into()];
         if force {
             args.push("--force".into());
         }
         args.push(id.into());
-        let pid = self.init_pid(id);
+        let pid = if lookup_pid { self.init_pid(id) } else { None };
         let out = check(self.run_raw(args, Stdio3::Piped, None, true)?, None)?;
         if let Some(pid) = pid {
             reap_if_child(pid);
@@ -525,6 +538,9 @@ pub struct ContainerGuard {
     /// The container id.
     pub id: String,
     armed: bool,
+    /// The container's init pid when the caller knows it (from the runtime's `--pid-file`, see
+    /// [`ContainerGuard::set_pid`]): cleanup then needs no `runc state` to find it.
+    pid: Option<i32>,
     /// Kills and deletes the container if netprobe is interrupted by a signal
     /// (see [`crate::ns::cleanup`]).
     on_signal: Option<crate::ns::cleanup::Registration>,
@@ -543,8 +559,16 @@ impl ContainerGuard {
             runtime: runtime.clone(),
             id,
             armed: true,
+            pid: None,
             on_signal: Some(on_signal),
         }
+    }
+
+    /// Records the container's current init pid (read from the runtime's `--pid-file` after
+    /// `create`/`restore`), so [`release`](Self::release) kills and reaps it without asking
+    /// `runc state` first. Set it again after every restore (the pid changes).
+    pub fn set_pid(&mut self, pid: i32) {
+        self.pid = (pid > 0).then_some(pid);
     }
 
     /// Do not clean up on drop (the container outlives this guard, e.g. a provisioned slot).
@@ -561,8 +585,14 @@ impl ContainerGuard {
         self.armed = false;
         self.on_signal = None;
         // kill and delete reap the init when it is our child (see the type's doc).
-        let _ = self.runtime.kill(&self.id, "KILL");
-        match self.runtime.delete(&self.id, true) {
+        // With the pid known, no `runc state` before the kill; after a successful KILL (init
+        // reaped) the delete needs no pid either. `prove_gone` below still asks `runc state`.
+        let killed = match self.pid {
+            Some(pid) => self.runtime.kill_reaping(&self.id, "KILL", Some(pid)),
+            None => self.runtime.kill(&self.id, "KILL"),
+        }
+        .is_ok();
+        match self.runtime.delete_inner(&self.id, true, !killed) {
             Ok(_) => {}
             Err(OciError::Failed { stderr_tail, .. }) if says_does_not_exist(&stderr_tail) => {}
             Err(e) => return Err(e),

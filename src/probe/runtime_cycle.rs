@@ -138,9 +138,12 @@ pub fn run_cycle(
     runtime
         .create(&id, &bundle, &pid_file)
         .map_err(at("runtime create"))?;
-    let guard = ContainerGuard::new(&runtime, id.clone());
+    let mut guard = ContainerGuard::new(&runtime, id.clone());
     runtime.start(&id).map_err(at("runtime start"))?;
-    let pid = running_pid(&runtime, &id, "runtime state (after start)")?;
+    // The pid file runc wrote at create is the init's pid, which `start` execs in place; no
+    // `runc state` needed (the holder re-verify and the state capture below fail on a dead pid).
+    let pid = pid_from_file(&pid_file, "runtime state (after start)")?;
+    guard.set_pid(pid);
     out.fact("container_pid_before", pid);
 
     crate::ns::cleanup::checkpoint();
@@ -175,6 +178,8 @@ pub fn run_cycle(
 
     crate::ns::cleanup::checkpoint();
     reverify().map_err(|e| RungError::new("holder", e))?;
+    // runc restore writes a new pid file; remove the old one so a stale pid is never read.
+    let _ = std::fs::remove_file(&pid_file);
     let rs = out.timed("restore", || {
         runtime.restore(&id, &bundle, &images, &dir, &pid_file, &[])
     });
@@ -189,7 +194,8 @@ pub fn run_cycle(
             ));
         }
     }
-    let pid = running_pid(&runtime, &id, "runtime state (after restore)")?;
+    let pid = pid_from_file(&pid_file, "runtime state (after restore)")?;
+    guard.set_pid(pid);
     out.fact("container_pid_after", pid);
     crate::ns::cleanup::checkpoint();
     reverify().map_err(|e| RungError::new("holder", e))?;
@@ -231,16 +237,19 @@ pub fn run_cycle(
     })
 }
 
-fn running_pid(runtime: &Runtime, id: &str, phase: &'static str) -> Result<i32, RungError> {
-    match runtime.state(id).map_err(at(phase))? {
-        Some(s) if s.pid > 0 => Ok(s.pid),
-        Some(s) => Err(RungError::new(
+/// The container's init pid from the runtime's `--pid-file` (written by a successful
+/// `create`/`restore`), checked to be a live process (`kill(pid, 0)`).
+fn pid_from_file(pid_file: &std::path::Path, phase: &'static str) -> Result<i32, RungError> {
+    let pid = oci::read_pid_file(pid_file).map_err(at(phase))?;
+    // SAFETY: signal 0 only checks that the process exists; nothing is delivered.
+    if unsafe { libc::kill(pid, 0) } != 0 {
+        return Err(RungError::new(
             phase,
-            format!("container {id} has no pid (status {})", s.status),
-        )),
-        None => Err(RungError::new(
-            phase,
-            format!("container {id} does not exist"),
-        )),
+            format!(
+                "container init pid {pid} (from {}) is not running",
+                pid_file.display()
+            ),
+        ));
     }
+    Ok(pid)
 }

@@ -307,7 +307,9 @@ fn with_existing(
     ctx: &mut Ctx,
     f: impl FnOnce(&mut Ctx, &mut SlotState) -> Result<String, SlotError>,
 ) -> Result<(String, Option<SlotState>), SlotError> {
+    let t = Instant::now();
     ctx.enter_existing()?;
+    ctx.timings.insert("enter".into(), ms_since(t));
     let r = SlotState::load(&ctx.paths.state());
     let mut st = match r {
         Ok(s) => {
@@ -1130,7 +1132,10 @@ fn ready_gates(
     )?;
 
     // Container in the holder's netns, limits from its cgroup.
+    let t = Instant::now();
     let state = rt.state(&st.container_id);
+    ctx.timings
+        .insert(format!("{when}-runtime-state"), ms_since(t));
     ctx.rt_log("state", state.as_ref().map(|_| &()));
     let state = state.map_err(|e| ctx.run_err("runtime-state", e.to_string()))?;
     let pid = state.as_ref().map(|s| s.pid).unwrap_or(0);
@@ -1155,7 +1160,10 @@ fn ready_gates(
         r,
     )?;
     ctx.fact(&format!("{when}_container_pid"), pid);
+    let t = Instant::now();
     let r = read_limits(pid, &st.resources);
+    ctx.timings
+        .insert(format!("{when}-cgroup-readback"), ms_since(t));
     ctx.gate("cgroup-limits", "cpu quota/period and memory limit/memsw read back from the container's cgroup equal config.json", r)?;
 
     let fact =
@@ -1258,8 +1266,13 @@ fn read_limits(pid: i32, want: &oci::Resources) -> Result<String, String> {
 // ------------------------------------------------------------------ snapshot
 
 fn common_gates(ctx: &mut Ctx, st: &SlotState) -> Result<Runtime, SlotError> {
+    let t = Instant::now();
     criu_config_gate(ctx, true)?;
+    ctx.timings.insert("gate-criu-config".into(), ms_since(t));
+    let t = Instant::now();
     let (rt, cr) = binary_gates(ctx, st, true)?;
+    ctx.timings.insert("gate-binaries".into(), ms_since(t));
+    let t = Instant::now();
     let r = config_hash_result(ctx, st);
     ctx.gate(
         "config-hash",
@@ -1268,6 +1281,7 @@ fn common_gates(ctx: &mut Ctx, st: &SlotState) -> Result<Runtime, SlotError> {
     )?;
     let r = holder_result(st);
     ctx.gate("holder-identity", HOLDER_FACT, r)?;
+    ctx.timings.insert("gate-config-holder".into(), ms_since(t));
     Ok(runtime(st, &rt, &cr))
 }
 
@@ -1505,7 +1519,9 @@ fn stale_tmp(root: &Path) -> Vec<String> {
 
 fn restore(ctx: &mut Ctx, st: &mut SlotState, reset: bool) -> Result<String, SlotError> {
     let rt = common_gates(ctx, st)?;
+    let t = Instant::now();
     let snap = snapshot_complete(ctx, st);
+    ctx.timings.insert("gate-snapshot".into(), ms_since(t));
     let (snap_dir, _) = snap.clone().unwrap_or_default();
     ctx.gate(
         "snapshot-complete",
@@ -1513,6 +1529,7 @@ fn restore(ctx: &mut Ctx, st: &mut SlotState, reset: bool) -> Result<String, Slo
         snap.map(|(_, d)| d),
     )?;
     let id = st.container_id.clone();
+    let t = Instant::now();
     if reset {
         // Destructive: stop the current container (proven), after every gate above passed.
         stop_container_proven(ctx, &rt, &id)?;
@@ -1530,8 +1547,11 @@ fn restore(ctx: &mut Ctx, st: &mut SlotState, reset: bool) -> Result<String, Slo
             r,
         )?;
     }
+    ctx.timings.insert("gate-container".into(), ms_since(t));
+    let t = Instant::now();
     st.phase = Phase::Restoring;
     ctx.save(st)?;
+    ctx.timings.insert("state-save".into(), ms_since(t));
 
     // Upper reset to the snapshot's, as a new run.
     let ov = st
@@ -1567,7 +1587,9 @@ fn restore(ctx: &mut Ctx, st: &mut SlotState, reset: bool) -> Result<String, Slo
     ctx.timings.insert("upper-reset".into(), ms_since(t));
 
     // Restore.
+    let t = Instant::now();
     holder_gate(ctx, st, "restore")?;
+    ctx.timings.insert("gate-holder".into(), ms_since(t));
     let work = ctx.ev_path("criu-work");
     mkdirs(ctx, std::slice::from_ref(&work))?;
     let lock = ctx.lock.take();
@@ -1612,8 +1634,10 @@ fn restore(ctx: &mut Ctx, st: &mut SlotState, reset: bool) -> Result<String, Slo
         }
     };
     let cap = observed.to_canonical_json();
+    let t = Instant::now();
     ctx.ev_write("netstate-recorded.json", recorded.as_bytes());
     ctx.ev_write("netstate-after.json", cap.as_bytes());
+    ctx.timings.insert("evidence-netstate".into(), ms_since(t));
     if cap != recorded {
         // NetState::diff: one `- kind: {json}` / `+ kind: {json}` line per differing element.
         let diff = match NetState::from_json(&recorded) {
@@ -1650,12 +1674,17 @@ fn restore(ctx: &mut Ctx, st: &mut SlotState, reset: bool) -> Result<String, Slo
         "the network state after restore is byte-equal to the one recorded at snapshot",
         r,
     )?;
-    if let Err(e) = ready_gates(ctx, st, &rt, if reset { "reset" } else { "restore" }) {
+    let t = Instant::now();
+    let ready = ready_gates(ctx, st, &rt, if reset { "reset" } else { "restore" });
+    ctx.timings.insert("ready-gates".into(), ms_since(t));
+    if let Err(e) = ready {
         return Err(restore_failed(ctx, st, &rt, e));
     }
+    let t = Instant::now();
     st.phase = Phase::Running;
     st.restores += 1;
     ctx.save(st)?;
+    ctx.timings.insert("state-save-end".into(), ms_since(t));
     ctx.fact("restores", st.restores);
     Ok(format!(
         "{} from {}: network state byte-equal ({} bytes), container running, guest answers",
