@@ -61,11 +61,19 @@ fn assert_nothing_left(result: &RunResult) {
             }
         }
     }
+    // The work areas this run used are gone, with nothing mounted below them (other tests run
+    // their own at the same time, so only this run's are checked).
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    assert!(
-        !mounts.contains("netprobe-"),
-        "a netprobe work area is still mounted:\n{mounts}"
-    );
+    for r in &result.rungs {
+        if let Some(work) = r.facts.get("work_area").and_then(|v| v.as_str()) {
+            assert!(!mounts.contains(work), "{work} is still mounted:\n{mounts}");
+            assert!(
+                !Path::new(work).exists(),
+                "{}: work area {work} was not removed",
+                r.name
+            );
+        }
+    }
 }
 
 fn evidence_dir(tmp: &tempfile::TempDir, name: &str) -> PathBuf {

@@ -97,6 +97,7 @@ pub fn run_cycle(
     // which is its work path) are detached on every way out.
     let work = util::WorkArea::new().map_err(at("work area"))?;
     let _detach = DetachMountsOnDrop::new(dir.clone());
+    out.fact("work_area", work.path().display().to_string());
     let rootfs: PathBuf = match &ctx.rootfs {
         Some(r) => r.clone(),
         None => {
