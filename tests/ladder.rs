@@ -709,3 +709,39 @@ fn an_interrupted_run_releases_everything_it_started() {
         }
     }
 }
+
+/// `--strace` on a runtime rung: the runtime and its forks at checkpoint and restore, and the
+/// runtime's `criu swrk` at checkpoint, each in its own trace in the rung's folder.
+#[test]
+fn strace_covers_the_runtime_and_its_criu() {
+    require_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let ev = evidence_dir(&tmp, "ev");
+    let o = netprobe(&[
+        "run",
+        "--phases",
+        "oci",
+        "--strace",
+        "--quiet",
+        "--evidence",
+        ev.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let read = |f: &str| std::fs::read_to_string(ev.join("oci").join(f)).unwrap_or_default();
+    assert!(
+        read("strace-checkpoint.txt").contains("checkpoint"),
+        "runc checkpoint traced"
+    );
+    assert!(
+        read("strace-restore.txt").contains("restore"),
+        "runc restore traced"
+    );
+    let swrk = read("strace-criu-checkpoint.txt");
+    assert!(
+        swrk.contains("\"swrk\""),
+        "criu swrk traced: {}",
+        &swrk[..swrk.len().min(300)]
+    );
+    assert!(read("criu-strace-wrapper.sh").starts_with("#!/bin/sh"));
+    assert_nothing_left(&read_result(&ev));
+}

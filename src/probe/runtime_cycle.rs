@@ -161,7 +161,26 @@ pub fn run_cycle(
 
     crate::ns::cleanup::checkpoint();
     reverify().map_err(|e| RungError::new("holder", e))?;
-    let ck = out.timed("checkpoint", || runtime.checkpoint(&id, &images, &dir, &[]));
+    let ck_runtime = match ctx.strace {
+        true => Some(
+            criu_traced_runtime(&runtime, work.path(), &dir, &ctx.criu)
+                .map_err(at("strace wrapper"))?,
+        ),
+        false => None,
+    };
+    if let Some(r) = &ck_runtime {
+        ev.adopt(
+            &rel("criu-strace-wrapper.sh"),
+            r.criu.as_deref().unwrap_or(Path::new("")),
+        )
+        .map_err(at("evidence"))?;
+    }
+    let ck = out.timed("checkpoint", || {
+        ck_runtime
+            .as_ref()
+            .unwrap_or(&runtime)
+            .checkpoint(&id, &images, &dir, &[])
+    });
     match ck {
         Ok(o) => {
             let _ = ev.write_json(&rel("runtime-checkpoint.json"), &o);
@@ -253,4 +272,35 @@ fn pid_from_file(pid_file: &std::path::Path, phase: &'static str) -> Result<i32,
         ));
     }
     Ok(pid)
+}
+
+/// For `--strace`: the same runtime, but with `--criu` pointing at a generated wrapper (in the
+/// work area) that runs the real CRIU under `strace -tt` without following forks, so the trace
+/// of `criu swrk`'s main process lands in `<rung>/strace-criu-checkpoint.txt`. CRIU 4.2 and
+/// later cannot run with its forks traced (its start-up probe needs PTRACE_TRACEME), and a
+/// restore through the wrapper hung here, so only the checkpoint uses it. The wrapper is kept
+/// in the evidence as `criu-strace-wrapper.sh`.
+///
+/// Errors: the wrapper cannot be written.
+fn criu_traced_runtime(
+    runtime: &Runtime,
+    work: &Path,
+    rung_dir: &Path,
+    criu: &Path,
+) -> std::io::Result<Runtime> {
+    use std::os::unix::fs::PermissionsExt;
+    let quote = |p: &Path| format!("'{}'", p.display().to_string().replace('\'', "'\\''"));
+    let criu = crate::host::find_in_path(criu).unwrap_or_else(|| criu.to_path_buf());
+    let wrapper = work.join("criu-strace-wrapper.sh");
+    let script = format!(
+        "#!/bin/sh\n# netprobe --strace: the runtime's criu swrk for checkpoint, main process traced\n\
+         exec strace -tt -o {} {} \"$@\"\n",
+        quote(&rung_dir.join("strace-criu-checkpoint.txt")),
+        quote(&criu)
+    );
+    std::fs::write(&wrapper, script)?;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755))?;
+    let mut r = runtime.clone();
+    r.criu = Some(wrapper);
+    Ok(r)
 }
