@@ -11,6 +11,7 @@ pub mod error;
 pub mod guard;
 pub mod holder;
 pub mod identity;
+pub mod mountinfo;
 pub mod netns;
 pub mod pidfd;
 

@@ -88,37 +88,13 @@ pub fn reap_exited_children() -> usize {
 /// Mount points at or below `dir` (from `/proc/self/mountinfo`, octal escapes decoded), deepest
 /// first. `dir` should be absolute and canonical.
 pub fn mounts_under(dir: &Path) -> Vec<PathBuf> {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return Vec::new();
-    };
-    let mut out: Vec<PathBuf> = info
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .map(|m| PathBuf::from(unescape_mountinfo(m)))
+    let mut out: Vec<PathBuf> = crate::ns::mountinfo::mount_points()
+        .into_iter()
         .filter(|m| m.starts_with(dir))
         .collect();
     out.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
     out.dedup();
     out
-}
-
-fn unescape_mountinfo(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Lazily unmounts (`MNT_DETACH`) every mount at or below `dir`, deepest first, and returns

@@ -13,33 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Mount points of this mount namespace (`/proc/self/mountinfo`, field 5, octal escapes decoded).
-pub fn mount_points() -> Vec<PathBuf> {
-    let text = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    text.lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .map(|m| PathBuf::from(unescape_mountinfo(m)))
-        .collect()
-}
-
-fn unescape_mountinfo(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 4 <= b.len()
-            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 4], 8)
-        {
-            out.push(v);
-            i += 4;
-            continue;
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
+pub use crate::ns::mountinfo::mount_points;
 
 /// True when `path` is a mount point in this mount namespace.
 pub fn is_mounted(path: &Path) -> bool {

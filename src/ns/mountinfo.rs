@@ -1,0 +1,44 @@
+//! Mount points of this process's mount namespace, from `/proc/self/mountinfo`.
+
+use std::path::PathBuf;
+
+/// Mount points of this mount namespace (`/proc/self/mountinfo`, field 5, with the kernel's
+/// octal escapes such as `\040` for a space decoded), in the kernel's order. Empty when the file
+/// cannot be read.
+pub fn mount_points() -> Vec<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|m| PathBuf::from(unescape(m)))
+        .collect()
+}
+
+/// Decodes mountinfo's `\ooo` octal escapes.
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 4 <= b.len()
+            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 4], 8)
+        {
+            out.push(v);
+            i += 4;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn octal_escapes_are_decoded() {
+        assert_eq!(super::unescape(r"/tmp/a\040b\011c"), "/tmp/a b\tc");
+        assert_eq!(super::unescape(r"/plain"), "/plain");
+        assert_eq!(super::unescape(r"/trail\04"), r"/trail\04");
+    }
+}
