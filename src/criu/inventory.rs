@@ -2,8 +2,6 @@
 
 use super::run::CriuError;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
-use std::io::Read;
 use std::path::Path;
 
 /// One file of a CRIU images directory.
@@ -44,20 +42,5 @@ pub fn inventory(images_dir: &Path) -> Result<Vec<ImageFile>, CriuError> {
     Ok(files)
 }
 
-/// Streams `path` through SHA-256 in 64 KiB reads. Returns `(lower-case hex sha256, bytes read)`.
-/// Errors: the `io::Error` of opening or reading the file.
-pub fn sha256_file(path: &Path) -> std::io::Result<(String, u64)> {
-    let mut f = std::fs::File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut total = 0u64;
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-        total += n as u64;
-    }
-    Ok((hex::encode(hasher.finalize()), total))
-}
+/// The evidence module's streaming hash, re-exported where the image inventory is made.
+pub use crate::evidence::sha256_file;

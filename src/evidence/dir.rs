@@ -140,18 +140,30 @@ pub fn default_path(base: &Path) -> PathBuf {
 ///
 /// Returns `(lower-case hex sha256, size in bytes)`. Errors: any open/read error of `path`.
 pub fn sha256_file(path: &Path) -> io::Result<(String, u64)> {
-    let mut f = File::open(path)?;
+    sha256_stream(File::open(path)?, |_| Ok(()))
+}
+
+/// Streams `reader` to its end through SHA-256 in 1 MiB blocks, handing every block to `sink`
+/// as well (e.g. to copy it while hashing). Memory: one block, whatever the size.
+///
+/// Returns `(lower-case hex sha256, bytes read)`. Errors: the first read error of `reader`
+/// (EINTR is retried) or error of `sink`.
+pub fn sha256_stream<R: Read>(
+    mut reader: R,
+    mut sink: impl FnMut(&[u8]) -> io::Result<()>,
+) -> io::Result<(String, u64)> {
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; IO_CHUNK];
     let mut total = 0u64;
     loop {
-        let n = match f.read(&mut buf) {
+        let n = match reader.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
         hasher.update(&buf[..n]);
+        sink(&buf[..n])?;
         total += n as u64;
     }
     Ok((hex::encode(hasher.finalize()), total))
@@ -408,23 +420,11 @@ impl EvidenceDir {
                 reason: "the result is written only by write_result",
             });
         }
-        let mut input = File::open(src).map_err(io_err("open", src))?;
+        let input = File::open(src).map_err(io_err("open", src))?;
         self.atomic(rel, false, |f, tmp| {
-            let mut hasher = Sha256::new();
-            let mut buf = vec![0u8; IO_CHUNK];
-            let mut total = 0u64;
-            loop {
-                let n = match input.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => n,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(io_err("read", src)(e)),
-                };
-                hasher.update(&buf[..n]);
-                f.write_all(&buf[..n]).map_err(io_err("write", tmp))?;
-                total += n as u64;
-            }
-            Ok((total, hex::encode(hasher.finalize())))
+            let (sha256, total) = sha256_stream(input, |block| f.write_all(block))
+                .map_err(io_err("copy into", tmp))?;
+            Ok((total, sha256))
         })
     }
 

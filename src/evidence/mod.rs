@@ -10,5 +10,5 @@ pub mod dir;
 pub mod result;
 pub mod schema;
 
-pub use dir::{EvidenceDir, EvidenceError, default_path, read_result, sha256_file};
+pub use dir::{EvidenceDir, EvidenceError, default_path, read_result, sha256_file, sha256_stream};
 pub use schema::{validate_holder, validate_result};

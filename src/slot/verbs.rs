@@ -59,6 +59,18 @@ impl<'a> Ctx<'a> {
         out
     }
 
+    /// [`Ctx::time`] for a runtime call that runs CRIU: the slot lock is handed to the children
+    /// (so the slot stays locked until runc and CRIU exit, even if netprobe is killed).
+    fn time_with_lock_inherited<T>(&mut self, name: &str, f: impl FnOnce() -> T) -> T {
+        let lock = self.lock.take();
+        let out = self.time(name, || match &lock {
+            Some(l) => l.inherited_by_children(f),
+            None => f(),
+        });
+        self.lock = lock;
+        out
+    }
+
     fn gate(&mut self, name: &str, fact: &str, r: Result<String, String>) -> Result<(), SlotError> {
         let raw = self.raw.clone();
         match r {
@@ -1373,15 +1385,7 @@ fn snapshot_steps(
     let work = ctx.ev_path("criu-work");
     mkdirs(ctx, &[images.clone(), work.clone()])?;
     let id = st.container_id.clone();
-    let lock = ctx.lock.take();
-    let r = ctx.time("checkpoint", || {
-        let f = || rt.checkpoint(&id, &images, &work, &[]);
-        match &lock {
-            Some(l) => l.inherited_by_children(f),
-            None => f(),
-        }
-    });
-    ctx.lock = lock;
+    let r = ctx.time_with_lock_inherited("checkpoint", || rt.checkpoint(&id, &images, &work, &[]));
     ctx.rt_log("checkpoint", r.as_ref());
     if let Err(e) = r {
         let dump = fs::read_to_string(work.join("dump.log")).unwrap_or_default();
@@ -1592,18 +1596,12 @@ fn restore(ctx: &mut Ctx, st: &mut SlotState, reset: bool) -> Result<String, Slo
     ctx.timings.insert("gate-holder".into(), ms_since(t));
     let work = ctx.ev_path("criu-work");
     mkdirs(ctx, std::slice::from_ref(&work))?;
-    let lock = ctx.lock.take();
     let bundle = ctx.paths.bundle();
     let pidf = ctx.paths.root.join("container.pid");
     let images = snap_dir.join("checkpoint");
-    let r = ctx.time("restore", || {
-        let f = || rt.restore(&id, &bundle, &images, &work, &pidf, &[]);
-        match &lock {
-            Some(l) => l.inherited_by_children(f),
-            None => f(),
-        }
+    let r = ctx.time_with_lock_inherited("restore", || {
+        rt.restore(&id, &bundle, &images, &work, &pidf, &[])
     });
-    ctx.lock = lock;
     ctx.rt_log("restore", r.as_ref());
     if let Err(e) = r {
         return Err(restore_failed(
