@@ -64,7 +64,7 @@ pub fn run(cfg: &Config) -> Result<(), String> {
         let child = Duration::from_nanos(ct.union_ns);
         let share = 1.0 - child.as_secs_f64() / wall.as_secs_f64();
         if std::env::var_os("NETPROBE_BENCH_TIMELINE").is_some() {
-            let mut tl = ct.timeline.clone();
+            let mut tl = all.timeline.clone();
             tl.sort();
             for (a, b, exe) in tl {
                 let rel = |t: u64| t.saturating_sub(t0_ns) as f64 / 1e6;

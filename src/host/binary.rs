@@ -146,15 +146,19 @@ pub fn binary_facts(path: &Path, kind: BinaryKind) -> Result<BinaryFacts, HostEr
             path: resolved,
         });
     }
-    let mut cmd = Command::new(&resolved);
-    cmd.arg("--version")
-        .env_remove(crate::criu::CRIU_CONFIG_ENV);
-    let outcome = CmdOutcome::run(&mut cmd, Some(Duration::from_secs(30))).map_err(|e| {
-        HostError::Unusable {
-            what: what.clone(),
-            path: resolved.clone(),
-            detail: format!("cannot run --version: {e}"),
-        }
+    // The file is hashed on a second thread while `--version` runs.
+    let (hashed, ran) = std::thread::scope(|s| {
+        let hashing = s.spawn(|| sha256_file(&resolved));
+        let ran = run_version(&resolved);
+        let hashed = hashing
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        (hashed, ran)
+    });
+    let outcome = ran.map_err(|e| HostError::Unusable {
+        what: what.clone(),
+        path: resolved.clone(),
+        detail: format!("cannot run --version: {e}"),
     })?;
     let output = format!("{}{}", outcome.stdout, outcome.stderr);
     let version = match kind {
@@ -172,7 +176,7 @@ pub fn binary_facts(path: &Path, kind: BinaryKind) -> Result<BinaryFacts, HostEr
             output: shown,
         });
     };
-    let (sha256, bytes) = sha256_file(&resolved).map_err(|e| HostError::Unusable {
+    let (sha256, bytes) = hashed.map_err(|e| HostError::Unusable {
         what,
         path: resolved.clone(),
         detail: format!("cannot read to hash: {e}"),
@@ -184,6 +188,14 @@ pub fn binary_facts(path: &Path, kind: BinaryKind) -> Result<BinaryFacts, HostEr
         sha256,
         bytes,
     })
+}
+
+/// `<path> --version`: no shell, stdin `/dev/null`, `$CRIU_CONFIG_FILE` removed, 30 s bound.
+fn run_version(path: &Path) -> Result<CmdOutcome, crate::criu::RunError> {
+    let mut cmd = Command::new(path);
+    cmd.arg("--version")
+        .env_remove(crate::criu::CRIU_CONFIG_ENV);
+    CmdOutcome::run(&mut cmd, Some(Duration::from_secs(30)))
 }
 
 fn resolve(path: &Path, kind: BinaryKind) -> Result<PathBuf, HostError> {

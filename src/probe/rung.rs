@@ -20,6 +20,41 @@ pub struct RungCtx<'a> {
     pub strace: bool,
     /// netprobe binary for holders.
     pub exe: PathBuf,
+    /// The external-netns rung's holder, already being started by the runner (see
+    /// [`EarlyHolder`]); `None` = the rung starts its own.
+    pub early_holder: Option<&'a std::cell::RefCell<EarlyHolder>>,
+}
+
+/// A holder started on a background thread when the run begins, so that creating its network
+/// namespace (which waits for the kernel's clean-up of namespaces destroyed by earlier rungs)
+/// overlaps the host checks and the first rungs instead of adding to the run. The rung that
+/// needs it [`take`](EarlyHolder::take)s it and proves its identity as for any holder; on every
+/// other way out Drop joins the thread and stops the holder (the holder's own Drop).
+pub struct EarlyHolder(
+    Option<std::thread::JoinHandle<Result<crate::ns::Holder, crate::ns::NsError>>>,
+);
+
+impl EarlyHolder {
+    /// Starts `Holder::spawn(opts)` on a thread.
+    pub fn start(opts: crate::ns::HolderOptions) -> EarlyHolder {
+        EarlyHolder(Some(std::thread::spawn(move || {
+            crate::ns::Holder::spawn(&opts)
+        })))
+    }
+
+    /// Waits for the holder's start; `None` if it was already taken.
+    pub fn take(&mut self) -> Option<Result<crate::ns::Holder, crate::ns::NsError>> {
+        self.0
+            .take()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+    }
+}
+
+impl Drop for EarlyHolder {
+    fn drop(&mut self) {
+        // A holder nobody took is stopped by its own Drop here.
+        drop(self.take());
+    }
 }
 
 /// What a rung that ran to the end reports besides its files.

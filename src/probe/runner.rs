@@ -9,7 +9,7 @@ use crate::evidence::result::{
 };
 use crate::evidence::{self, EvidenceDir};
 use crate::host;
-use crate::probe::rung::{RungCtx, RungError, RungOutput};
+use crate::probe::rung::{EarlyHolder, RungCtx, RungError, RungOutput};
 use crate::probe::{criu_rung, external_netns, kernel, oci_rung, verdict};
 use crate::report::progress::Progress;
 use std::collections::BTreeMap;
@@ -140,16 +140,25 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
     // Host gates: root, no CRIU config file, CRIU present and `criu check` passes.
     host::check_root().map_err(|e| RunError::HostRefused(e.to_string()))?;
     host::refuse_criu_config().map_err(|e| RunError::HostRefused(e.to_string()))?;
-    let criu_facts =
-        host::refuse_unless_ready(&opts.criu).map_err(|e| RunError::HostRefused(e.to_string()))?;
-    let runtime_facts: Option<BinaryFacts> = if needs_runtime {
-        Some(
-            host::binary_facts(&opts.runtime, host::BinaryKind::Runtime)
-                .map_err(|e| RunError::HostRefused(e.to_string()))?,
-        )
-    } else {
-        None
-    };
+    // The external-netns rung's holder starts now, on its own thread (see EarlyHolder).
+    let early_holder = opts.phases.contains(&RungName::ExternalNetns).then(|| {
+        std::cell::RefCell::new(EarlyHolder::start(
+            crate::probe::external_netns::holder_options(&opts.exe),
+        ))
+    });
+    // The runtime's facts (`--version`, sha256) are gathered on a second thread while CRIU's
+    // readiness (`--version`, sha256, `criu check`) is proven; CRIU's refusal is reported first.
+    let (criu_ready, runtime_ready) = std::thread::scope(|s| {
+        let runtime = needs_runtime
+            .then(|| s.spawn(|| host::binary_facts(&opts.runtime, host::BinaryKind::Runtime)));
+        let criu = host::refuse_unless_ready(&opts.criu);
+        let runtime = runtime.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        (criu, runtime)
+    });
+    let criu_facts = criu_ready.map_err(|e| RunError::HostRefused(e.to_string()))?;
+    let runtime_facts: Option<BinaryFacts> = runtime_ready
+        .transpose()
+        .map_err(|e| RunError::HostRefused(e.to_string()))?;
     if let Some(rootfs) = &opts.rootfs
         && needs_runtime
     {
@@ -177,6 +186,7 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
         rootfs: opts.rootfs.clone(),
         strace: opts.strace,
         exe: opts.exe.clone(),
+        early_holder: early_holder.as_ref(),
     };
 
     // A signal does not unwind: release what the rungs started, and leave a note beside the
@@ -206,6 +216,7 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
         ));
     }
     let mut rungs = Vec::new();
+    let mut early_syncs = Vec::new();
     for name in RungName::ALL {
         if !opts.phases.contains(&name) {
             rungs.push(skipped(name));
@@ -214,9 +225,15 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
         crate::ns::cleanup::checkpoint();
         progress.rung_started(name);
         let r = run_one(name, &ctx_base);
+
         crate::probe::util::reap_exited_children();
         progress.rung_finished(&r);
         rungs.push(r);
+        // What the rung wrote is flushed while the next rung runs (the final syncfs proves it).
+        early_syncs.push(ev.sync_in_background());
+    }
+    for s in early_syncs {
+        let _ = s.join();
     }
 
     let verdict = verdict::compute(&rungs);

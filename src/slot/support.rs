@@ -135,3 +135,10 @@ pub fn remove_tree_same_fs(dir: &Path) -> Result<(), String> {
 pub fn ms_since(t: std::time::Instant) -> u64 {
     t.elapsed().as_millis() as u64
 }
+
+/// Runs `f` and returns its value with its duration in whole milliseconds (monotonic clock).
+pub fn timed<T>(f: impl FnOnce() -> T) -> (T, u64) {
+    let t = std::time::Instant::now();
+    let out = f();
+    (out, ms_since(t))
+}

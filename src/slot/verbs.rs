@@ -6,7 +6,7 @@ use super::error::SlotError;
 use super::gate::GateLog;
 use super::layout::{self, SlotLock, SlotPaths, StateDirUse};
 use super::state::*;
-use super::support::{self, ms_since};
+use super::support::{self, ms_since, timed};
 use super::{DECLARED_DIFFERENCES, SLOT_RESOURCES, SlotArgs, SlotOutcome, Verb, mounts, net};
 use crate::criu::inventory::{ImageFile, inventory};
 use crate::evidence::result::{RungName, Status as RungStatus, VerdictCode};
@@ -367,7 +367,7 @@ fn with_existing(
     let r = f(ctx, &mut st);
     st.last_verb = Some(ctx.verb().into());
     st.last_ok = r.is_ok();
-    let _ = st.save(&ctx.paths.state());
+    let _ = st.save_if_changed(&ctx.paths.state());
     r.map(|s| (s, Some(st)))
 }
 
@@ -485,21 +485,38 @@ fn file_sha256(path: &Path) -> Result<String, String> {
         .map_err(|e| format!("cannot hash {}: {e}", path.display()))
 }
 
+/// The runtime and CRIU paths this verb uses: `--runtime`/`--criu` if given, else the ones
+/// recorded at provision (either way checked by [`binary_gates`]).
+fn binary_paths(ctx: &Ctx, st: &SlotState) -> (PathBuf, PathBuf) {
+    (
+        ctx.args.runtime.clone().unwrap_or(st.runtime.path.clone()),
+        ctx.args.criu.clone().unwrap_or(st.criu.path.clone()),
+    )
+}
+
 /// Runtime and CRIU binaries: same sha256 as recorded at provision. A `--runtime`/`--criu` given
-/// to a later verb replaces the recorded path only if its sha256 is the recorded one.
+/// to a later verb replaces the recorded path only if its sha256 is the recorded one. The two
+/// files are hashed on two threads at once (whole files, every verb; about 15 MB together).
 fn binary_gates(
     ctx: &mut Ctx,
     st: &SlotState,
     criu_blocking: bool,
 ) -> Result<(PathBuf, PathBuf), SlotError> {
-    let rt = ctx.args.runtime.clone().unwrap_or(st.runtime.path.clone());
-    let cr = ctx.args.criu.clone().unwrap_or(st.criu.path.clone());
-    for (name, path, pin, blocking) in [
-        ("runtime-binary", &rt, &st.runtime, true),
-        ("criu-binary", &cr, &st.criu, criu_blocking),
+    let (rt, cr) = binary_paths(ctx, st);
+    let (h_rt, h_cr) = std::thread::scope(|s| {
+        let criu = s.spawn(|| file_sha256(&cr));
+        let runtime = file_sha256(&rt);
+        let criu = criu
+            .join()
+            .unwrap_or_else(|_| Err(format!("hashing {} panicked", cr.display())));
+        (runtime, criu)
+    });
+    for (name, path, pin, blocking, hashed) in [
+        ("runtime-binary", &rt, &st.runtime, true, h_rt),
+        ("criu-binary", &cr, &st.criu, criu_blocking, h_cr),
     ] {
         let fact = format!("{} has the sha256 recorded at provision", path.display());
-        let r = match file_sha256(path) {
+        let r = match hashed {
             Ok(h) if h == pin.sha256 => Ok(format!("sha256 {h}")),
             Ok(h) => Err(format!(
                 "sha256 {h} != {} recorded at provision for {} (binary swapped?)",
@@ -594,6 +611,29 @@ fn container_status(rt: &Runtime, id: &str) -> Result<Option<String>, String> {
 /// --force, prove gone), retried for up to 10 s, then proves it gone via `runtime state`.
 fn stop_container_proven(ctx: &mut Ctx, rt: &Runtime, id: &str) -> Result<(), SlotError> {
     let before = container_status(rt, id);
+    stop_container_proven_from(ctx, rt, id, before)
+}
+
+/// [`stop_container_proven`] from a `runtime state` answer (`before`) this verb already has,
+/// queried while it held the slot lock. If that answer is "does not exist" it is the proof:
+/// only a verb holding the slot lock creates a container in the slot's private runtime root,
+/// so nothing can have created one since. Otherwise the container is stopped and a new
+/// `runtime state` proves it gone.
+fn stop_container_proven_from(
+    ctx: &mut Ctx,
+    rt: &Runtime,
+    id: &str,
+    before: Result<Option<String>, String>,
+) -> Result<(), SlotError> {
+    if let Ok(None) = &before {
+        return ctx.gate(
+            "container-stopped",
+            "the container is proven gone by runtime state",
+            Ok(format!(
+                "runtime state {id}: does not exist (queried under the slot lock; nothing to stop)"
+            )),
+        );
+    }
     if let Ok(Some(_)) = &before {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
@@ -1097,7 +1137,7 @@ fn provision_steps(
     ctx.timings.insert("create-start".into(), ms_since(t));
 
     // 6. Ready gates.
-    ready_gates(ctx, st, &rt, "provision")?;
+    ready_gates(ctx, st, "provision", || timed(|| rt.state(&id)))?;
 
     // Everything recorded: keep it past this function.
     container_guard.disarm();
@@ -1118,13 +1158,17 @@ fn provision_steps(
     ))
 }
 
-/// Ready gates: lo UP with 127.0.0.1/8 in the container's netns, cgroup limits read back, the
-/// guest server answers 200 from inside the namespace. Returns the captured network state.
+/// Ready gates: lo UP with 127.0.0.1/8 in the container's netns, the guest server answers 200
+/// from inside the namespace, the container runs in the holder's netns (runtime state), cgroup
+/// limits read back. Returns the captured network state.
+///
+/// `state` yields the container's `runtime state` and how long that query took (ms); the
+/// caller may have started it on another thread so it overlaps the in-process checks before it.
 fn ready_gates(
     ctx: &mut Ctx,
     st: &SlotState,
-    rt: &Runtime,
     when: &str,
+    state: impl FnOnce() -> (Result<Option<oci::ContainerState>, OciError>, u64),
 ) -> Result<NetState, SlotError> {
     let h = holder_gate(ctx, st, &format!("{when} ready checks"))?;
     let t = Instant::now();
@@ -1142,41 +1186,6 @@ fn ready_gates(
         "lo is UP with 127.0.0.1/8 in the container's network namespace",
         if cap.lo_up_with_127() { Ok(d) } else { Err(d) },
     )?;
-
-    // Container in the holder's netns, limits from its cgroup.
-    let t = Instant::now();
-    let state = rt.state(&st.container_id);
-    ctx.timings
-        .insert(format!("{when}-runtime-state"), ms_since(t));
-    ctx.rt_log("state", state.as_ref().map(|_| &()));
-    let state = state.map_err(|e| ctx.run_err("runtime-state", e.to_string()))?;
-    let pid = state.as_ref().map(|s| s.pid).unwrap_or(0);
-    let status = state
-        .as_ref()
-        .map(|s| s.status.clone())
-        .unwrap_or_else(|| "absent".into());
-    let r = match ProcessIdentity::read(pid) {
-        Ok(c) if status == "running" && c.netns_inode == h.netns_inode => Ok(format!(
-            "runtime state running, init pid {pid}, netns inode {} = holder's",
-            c.netns_inode
-        )),
-        Ok(c) => Err(format!(
-            "status {status}, init pid {pid} netns inode {} vs holder {}",
-            c.netns_inode, h.netns_inode
-        )),
-        Err(e) => Err(format!("status {status}: {e}")),
-    };
-    ctx.gate(
-        "container-in-holder-netns",
-        "the container runs (runtime state) in the holder's network namespace",
-        r,
-    )?;
-    ctx.fact(&format!("{when}_container_pid"), pid);
-    let t = Instant::now();
-    let r = read_limits(pid, &st.resources);
-    ctx.timings
-        .insert(format!("{when}-cgroup-readback"), ms_since(t));
-    ctx.gate("cgroup-limits", "cpu quota/period and memory limit/memsw read back from the container's cgroup equal config.json", r)?;
 
     let fact =
         "the guest server answers GET / with 200 on 127.0.0.1:<port> from inside the namespace";
@@ -1207,6 +1216,44 @@ fn ready_gates(
             ),
         ),
     }
+
+    // Container in the holder's netns, limits from its cgroup.
+    let t = Instant::now();
+    let (state, query_ms) = state();
+    ctx.timings
+        .insert(format!("{when}-runtime-state"), ms_since(t));
+    ctx.timings
+        .insert(format!("{when}-runtime-state-query"), query_ms);
+    ctx.rt_log("state", state.as_ref().map(|_| &()));
+    let state = state.map_err(|e| ctx.run_err("runtime-state", e.to_string()))?;
+    let pid = state.as_ref().map(|s| s.pid).unwrap_or(0);
+    let status = state
+        .as_ref()
+        .map(|s| s.status.clone())
+        .unwrap_or_else(|| "absent".into());
+    let r = match ProcessIdentity::read(pid) {
+        Ok(c) if status == "running" && c.netns_inode == h.netns_inode => Ok(format!(
+            "runtime state running, init pid {pid}, netns inode {} = holder's",
+            c.netns_inode
+        )),
+        Ok(c) => Err(format!(
+            "status {status}, init pid {pid} netns inode {} vs holder {}",
+            c.netns_inode, h.netns_inode
+        )),
+        Err(e) => Err(format!("status {status}: {e}")),
+    };
+    ctx.gate(
+        "container-in-holder-netns",
+        "the container runs (runtime state) in the holder's network namespace",
+        r,
+    )?;
+    ctx.fact(&format!("{when}_container_pid"), pid);
+    let t = Instant::now();
+    let r = read_limits(pid, &st.resources);
+    ctx.timings
+        .insert(format!("{when}-cgroup-readback"), ms_since(t));
+    ctx.gate("cgroup-limits", "cpu quota/period and memory limit/memsw read back from the container's cgroup equal config.json", r)?;
+
     Ok(cap)
 }
 
@@ -1522,23 +1569,39 @@ fn stale_tmp(root: &Path) -> Vec<String> {
 // ------------------------------------------------------------------ restore / reset
 
 fn restore(ctx: &mut Ctx, st: &mut SlotState, reset: bool) -> Result<String, SlotError> {
-    let rt = common_gates(ctx, st)?;
-    let t = Instant::now();
-    let snap = snapshot_complete(ctx, st);
-    ctx.timings.insert("gate-snapshot".into(), ms_since(t));
-    let (snap_dir, _) = snap.clone().unwrap_or_default();
-    ctx.gate(
-        "snapshot-complete",
-        "a complete snapshot exists (manifest and hashes verified)",
-        snap.map(|(_, d)| d),
-    )?;
     let id = st.container_id.clone();
+    // The container's `runtime state` is read-only, so it is queried on a second thread while
+    // the gates below hash the binaries; its answer is used only after the runtime-binary gate
+    // has proven the binary that gave it (same path, same sha256).
+    let (paths_rt, paths_cr) = binary_paths(ctx, st);
+    let query_rt = runtime(st, &paths_rt, &paths_cr);
+    let (gates, (before, before_ms)) = std::thread::scope(|s| {
+        let q = s.spawn(|| timed(|| container_status(&query_rt, &id)));
+        let gates = common_gates(ctx, st).and_then(|rt| {
+            let t = Instant::now();
+            let snap = snapshot_complete(ctx, st);
+            ctx.timings.insert("gate-snapshot".into(), ms_since(t));
+            let (snap_dir, _) = snap.clone().unwrap_or_default();
+            ctx.gate(
+                "snapshot-complete",
+                "a complete snapshot exists (manifest and hashes verified)",
+                snap.map(|(_, d)| d),
+            )?;
+            Ok((rt, snap_dir))
+        });
+        let t = Instant::now();
+        let before = q.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+        ctx.timings.insert("runtime-state-wait".into(), ms_since(t));
+        (gates, before)
+    });
+    let (rt, snap_dir) = gates?;
+    ctx.timings.insert("runtime-state-query".into(), before_ms);
     let t = Instant::now();
     if reset {
         // Destructive: stop the current container (proven), after every gate above passed.
-        stop_container_proven(ctx, &rt, &id)?;
+        stop_container_proven_from(ctx, &rt, &id, before)?;
     } else {
-        let r = match container_status(&rt, &id) {
+        let r = match before {
             Ok(None) => Ok(format!("runtime state {id}: does not exist")),
             Ok(Some(s)) => Err(format!(
                 "runtime state {id}: {s}; restore needs no container (use reset)"
@@ -1585,22 +1648,34 @@ fn restore(ctx: &mut Ctx, st: &mut SlotState, reset: bool) -> Result<String, Slo
         ..ov.clone()
     });
     ctx.save(st)?;
-    for old in [ov.upper(&odir, ov.run), ov.work(&odir, ov.run)] {
-        let _ = support::remove_tree_same_fs(&old);
-    }
+    // The previous run's upper and work folders are removed while the runtime restores (below).
+    let old_run = [ov.upper(&odir, ov.run), ov.work(&odir, ov.run)];
     ctx.timings.insert("upper-reset".into(), ms_since(t));
 
     // Restore.
     let t = Instant::now();
-    holder_gate(ctx, st, "restore")?;
+    let holder = holder_gate(ctx, st, "restore");
+    if holder.is_err() {
+        for old in &old_run {
+            let _ = support::remove_tree_same_fs(old);
+        }
+    }
+    holder?;
     ctx.timings.insert("gate-holder".into(), ms_since(t));
     let work = ctx.ev_path("criu-work");
     mkdirs(ctx, std::slice::from_ref(&work))?;
     let bundle = ctx.paths.bundle();
     let pidf = ctx.paths.root.join("container.pid");
     let images = snap_dir.join("checkpoint");
-    let r = ctx.time_with_lock_inherited("restore", || {
-        rt.restore(&id, &bundle, &images, &work, &pidf, &[])
+    let r = std::thread::scope(|s| {
+        s.spawn(|| {
+            for old in &old_run {
+                let _ = support::remove_tree_same_fs(old);
+            }
+        });
+        ctx.time_with_lock_inherited("restore", || {
+            rt.restore(&id, &bundle, &images, &work, &pidf, &[])
+        })
     });
     ctx.rt_log("restore", r.as_ref());
     if let Err(e) = r {
@@ -1612,10 +1687,30 @@ fn restore(ctx: &mut Ctx, st: &mut SlotState, reset: bool) -> Result<String, Slo
         ));
     }
 
+    // The restored container's `runtime state` is queried on a second thread while the network
+    // state is captured and compared in-process; the ready gates take its answer.
+    std::thread::scope(|s| {
+        let q = s.spawn(|| timed(|| rt.state(&id)));
+        let state = move || q.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+        restored_gates(ctx, st, &rt, &snap_dir, reset, state)
+    })
+}
+
+/// The gates after a successful runtime restore: holder, network state byte-equal to the one
+/// recorded at snapshot (else fail closed with the diff), then the ready gates. A failed gate
+/// stops the restored container ([`restore_failed`]) and keeps the holder for a retry.
+fn restored_gates(
+    ctx: &mut Ctx,
+    st: &mut SlotState,
+    rt: &Runtime,
+    snap_dir: &Path,
+    reset: bool,
+    state: impl FnOnce() -> (Result<Option<oci::ContainerState>, OciError>, u64),
+) -> Result<String, SlotError> {
     // Gates: network state byte-equal to the recorded one, then the ready gates.
     let h = match holder_gate(ctx, st, "network-fidelity check") {
         Ok(h) => h,
-        Err(e) => return Err(restore_failed(ctx, st, &rt, e)),
+        Err(e) => return Err(restore_failed(ctx, st, rt, e)),
     };
     // The snapshot's netstate.json was verified against its sha256 by `snapshot-complete`.
     let recorded = fs::read_to_string(snap_dir.join("netstate.json")).unwrap_or_default();
@@ -1626,7 +1721,7 @@ fn restore(ctx: &mut Ctx, st: &mut SlotState, reset: bool) -> Result<String, Slo
             return Err(restore_failed(
                 ctx,
                 st,
-                &rt,
+                rt,
                 ctx.run_err("netstate-capture", e),
             ));
         }
@@ -1660,7 +1755,7 @@ fn restore(ctx: &mut Ctx, st: &mut SlotState, reset: bool) -> Result<String, Slo
                 )),
             )
             .expect_err("unproven");
-        return Err(restore_failed(ctx, st, &rt, e.with_diff(diff)));
+        return Err(restore_failed(ctx, st, rt, e.with_diff(diff)));
     }
     let r = Ok(format!(
         "{} bytes, sha256 {}",
@@ -1673,14 +1768,16 @@ fn restore(ctx: &mut Ctx, st: &mut SlotState, reset: bool) -> Result<String, Slo
         r,
     )?;
     let t = Instant::now();
-    let ready = ready_gates(ctx, st, &rt, if reset { "reset" } else { "restore" });
+    let ready = ready_gates(ctx, st, if reset { "reset" } else { "restore" }, state);
     ctx.timings.insert("ready-gates".into(), ms_since(t));
     if let Err(e) = ready {
-        return Err(restore_failed(ctx, st, &rt, e));
+        return Err(restore_failed(ctx, st, rt, e));
     }
     let t = Instant::now();
     st.phase = Phase::Running;
     st.restores += 1;
+    st.last_verb = Some(ctx.verb().into());
+    st.last_ok = true;
     ctx.save(st)?;
     ctx.timings.insert("state-save-end".into(), ms_since(t));
     ctx.fact("restores", st.restores);
