@@ -127,6 +127,18 @@ pub fn default_runtime() -> PathBuf {
 /// [`HostError::Unusable`] (cannot hash or start), [`HostError::NotRecognised`] (the output is not
 /// that of `kind`; a non-zero exit with unrecognised output is reported the same way).
 pub fn binary_facts(path: &Path, kind: BinaryKind) -> Result<BinaryFacts, HostError> {
+    binary_facts_then(path, kind, |_| Ok(())).map(|(facts, ())| facts)
+}
+
+/// [`binary_facts`], and `then(resolved path)` once the version output is recognised, while the
+/// file is still being hashed on another thread (e.g. `criu check` for CRIU).
+///
+/// Errors: those of [`binary_facts`] (a hash error before `then`'s), then `then`'s own.
+pub fn binary_facts_then<T>(
+    path: &Path,
+    kind: BinaryKind,
+    then: impl FnOnce(&Path) -> Result<T, HostError>,
+) -> Result<(BinaryFacts, T), HostError> {
     let what = kind.label().to_string();
     let resolved = resolve(path, kind)?;
     let meta = std::fs::metadata(&resolved).map_err(|e| HostError::Unusable {
@@ -146,18 +158,42 @@ pub fn binary_facts(path: &Path, kind: BinaryKind) -> Result<BinaryFacts, HostEr
             path: resolved,
         });
     }
-    // The file is hashed on a second thread while `--version` runs.
-    let (hashed, ran) = std::thread::scope(|s| {
+    // The file is hashed on a second thread while `--version` (and `then`) run.
+    let (hashed, recognised, then_ran) = std::thread::scope(|s| {
         let hashing = s.spawn(|| sha256_file(&resolved));
-        let ran = run_version(&resolved);
+        let recognised = recognise(&resolved, kind, &what);
+        let then_ran = recognised.is_ok().then(|| then(&resolved));
         let hashed = hashing
             .join()
             .unwrap_or_else(|p| std::panic::resume_unwind(p));
-        (hashed, ran)
+        (hashed, recognised, then_ran)
     });
-    let outcome = ran.map_err(|e| HostError::Unusable {
-        what: what.clone(),
+    let (version, output) = recognised?;
+    let (sha256, bytes) = hashed.map_err(|e| HostError::Unusable {
+        what,
         path: resolved.clone(),
+        detail: format!("cannot read to hash: {e}"),
+    })?;
+    let t = then_ran.expect("`then` runs once the version is recognised")?;
+    Ok((
+        BinaryFacts {
+            path: resolved.display().to_string(),
+            version,
+            version_output: output,
+            sha256,
+            bytes,
+        },
+        t,
+    ))
+}
+
+/// Runs `<resolved> --version` and parses it per `kind`: `(version, whole output)`.
+///
+/// Errors: [`HostError::Unusable`] (cannot start), [`HostError::NotRecognised`].
+fn recognise(resolved: &Path, kind: BinaryKind, what: &str) -> Result<(String, String), HostError> {
+    let outcome = run_version(resolved).map_err(|e| HostError::Unusable {
+        what: what.to_string(),
+        path: resolved.to_path_buf(),
         detail: format!("cannot run --version: {e}"),
     })?;
     let output = format!("{}{}", outcome.stdout, outcome.stderr);
@@ -170,24 +206,13 @@ pub fn binary_facts(path: &Path, kind: BinaryKind) -> Result<BinaryFacts, HostEr
         let first = output.lines().next().unwrap_or("").trim();
         let shown: String = first.chars().take(200).collect();
         return Err(HostError::NotRecognised {
-            what,
+            what: what.to_string(),
             article: kind.article().to_string(),
-            path: resolved,
+            path: resolved.to_path_buf(),
             output: shown,
         });
     };
-    let (sha256, bytes) = hashed.map_err(|e| HostError::Unusable {
-        what,
-        path: resolved.clone(),
-        detail: format!("cannot read to hash: {e}"),
-    })?;
-    Ok(BinaryFacts {
-        path: resolved.display().to_string(),
-        version,
-        version_output: output,
-        sha256,
-        bytes,
-    })
+    Ok((version, output))
 }
 
 /// `<path> --version`: no shell, stdin `/dev/null`, `$CRIU_CONFIG_FILE` removed, 30 s bound.

@@ -12,8 +12,8 @@ pub mod facts;
 pub mod pins;
 
 pub use binary::{
-    BinaryKind, PRIVATE_CRIU, PRIVATE_CRIU_4_1, binary_facts, default_criu, default_runtime,
-    find_in_path, parse_runtime_version, program_name,
+    BinaryKind, PRIVATE_CRIU, PRIVATE_CRIU_4_1, binary_facts, binary_facts_then, default_criu,
+    default_runtime, find_in_path, parse_runtime_version, program_name,
 };
 pub use config::{criu_config_files, refuse_criu_config};
 pub use doctor::{Prereq, doctor, doctor_ok};
@@ -44,18 +44,21 @@ pub fn check_root() -> Result<(), HostError> {
 pub fn refuse_unless_ready(criu: &Path) -> Result<BinaryFacts, HostError> {
     check_root()?;
     refuse_criu_config()?;
-    let facts = binary_facts(criu, BinaryKind::Criu)?;
-    match Criu::new(&facts.path).check() {
-        Ok(_) => Ok(facts),
-        Err(CriuError::Failed { outcome, tail, .. }) => Err(HostError::CriuCheckFailed {
-            path: facts.path.clone().into(),
-            status: outcome.status_text(),
-            tail,
-        }),
-        Err(e) => Err(HostError::CriuCheckFailed {
-            path: facts.path.clone().into(),
-            status: "could not run".to_string(),
-            tail: e.to_string(),
-        }),
-    }
+    // `criu check` runs once `--version` is recognised, while the binary is still being hashed.
+    let (facts, ()) = binary_facts_then(criu, BinaryKind::Criu, |path| {
+        match Criu::new(path).check() {
+            Ok(_) => Ok(()),
+            Err(CriuError::Failed { outcome, tail, .. }) => Err(HostError::CriuCheckFailed {
+                path: path.to_path_buf(),
+                status: outcome.status_text(),
+                tail,
+            }),
+            Err(e) => Err(HostError::CriuCheckFailed {
+                path: path.to_path_buf(),
+                status: "could not run".to_string(),
+                tail: e.to_string(),
+            }),
+        }
+    })?;
+    Ok(facts)
 }
