@@ -48,7 +48,7 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     });
     let (fresh, before, up, after) = res.map_err(|e| RungError::new("RTM_GETLINK", e))?;
     let ip_text =
-        util::ip_view(id.pid).unwrap_or_else(|e| format!("nsenter/ip could not run: {e}\n"));
+        util::ip_view(id.pid).unwrap_or_else(|e| format!("ip could not run in the netns: {e}\n"));
 
     let w = |f: &str, b: &[u8]| ev.write(&rel(f), b).map_err(at("evidence"));
     w("request.bin", &fresh.request)?;
