@@ -10,7 +10,7 @@
 use crate::criu::{self, Criu, DumpOpts, RestoreOpts};
 use crate::evidence::result::RungName;
 use crate::netlink::NetState;
-use crate::ns::{self, Holder, HolderOptions, ProcessGuard, ProcessIdentity};
+use crate::ns::{self, ProcessGuard, ProcessIdentity};
 use crate::probe::rung::{RungCtx, RungError, RungOutput, at};
 use crate::probe::util;
 use std::path::Path;
@@ -35,11 +35,7 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
         path: ctx.criu.clone(),
     };
 
-    let holder = Holder::spawn(&HolderOptions {
-        exe: ctx.exe.clone(),
-        lo_up: true,
-    })
-    .map_err(at("holder"))?;
+    let holder = ctx.holder(RungName::Criu).map_err(at("holder"))?;
     let id = *holder.identity();
     out.fact("dumped_pid", id.pid);
     out.fact("netns_inode_before", id.netns_inode);

@@ -7,27 +7,15 @@
 //! so on failure and panic too).
 
 use crate::evidence::result::RungName;
-use crate::ns::{Holder, HolderOptions};
 use crate::oci::NetnsSpec;
 use crate::probe::rung::{RungCtx, RungError, RungOutput, at};
 use crate::probe::runtime_cycle::run_cycle;
-
-/// The holder this rung uses: `exe` (netprobe) in its `__holder` mode, `lo` brought up.
-pub fn holder_options(exe: &std::path::Path) -> HolderOptions {
-    HolderOptions {
-        exe: exe.to_path_buf(),
-        lo_up: true,
-    }
-}
 
 /// Runs the rung. Errors: `holder` (could not start, or its identity changed: fail closed),
 /// `evidence`, and those of [`run_cycle`].
 pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     let mut out = RungOutput::default();
-    let early = ctx.early_holder.and_then(|e| e.borrow_mut().take());
-    let holder = early
-        .unwrap_or_else(|| Holder::spawn(&holder_options(&ctx.exe)))
-        .map_err(at("holder"))?;
+    let holder = ctx.holder(RungName::ExternalNetns).map_err(at("holder"))?;
     let id = *holder.identity();
     let holder_json = serde_json::json!({
         "schema_version": 1,

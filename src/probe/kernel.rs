@@ -10,7 +10,7 @@
 
 use crate::evidence::result::RungName;
 use crate::netlink::{self, LinkDump, NetState};
-use crate::ns::{self, Holder, HolderOptions};
+use crate::ns;
 use crate::probe::rung::{RungCtx, RungError, RungOutput, at};
 use crate::probe::util;
 
@@ -21,11 +21,7 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     let rel = |f: &str| format!("{}/{f}", RungName::Kernel.as_str());
     let mut out = RungOutput::default();
 
-    let holder = Holder::spawn(&HolderOptions {
-        exe: ctx.exe.clone(),
-        lo_up: false,
-    })
-    .map_err(at("holder"))?;
+    let holder = ctx.holder(RungName::Kernel).map_err(at("holder"))?;
     let id = *holder.identity();
     out.fact("holder_pid", id.pid);
     out.fact("netns_inode", id.netns_inode);

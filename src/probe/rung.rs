@@ -2,6 +2,7 @@
 //! (facts, timings, the deciding fact), and the error (phase + reason, with what was gathered).
 
 use crate::evidence::EvidenceDir;
+use crate::evidence::result::RungName;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -20,40 +21,87 @@ pub struct RungCtx<'a> {
     pub strace: bool,
     /// netprobe binary for holders.
     pub exe: PathBuf,
-    /// The external-netns rung's holder, already being started by the runner (see
-    /// [`EarlyHolder`]); `None` = the rung starts its own.
-    pub early_holder: Option<&'a std::cell::RefCell<EarlyHolder>>,
+    /// Holders the runner started when the run began (see [`EarlyHolders`]); `None` = each
+    /// rung starts its own.
+    pub early_holders: Option<&'a EarlyHolders>,
 }
 
-/// A holder started on a background thread when the run begins, so that creating its network
-/// namespace (which waits for the kernel's clean-up of namespaces destroyed by earlier rungs)
-/// overlaps the host checks and the first rungs instead of adding to the run. The rung that
-/// needs it [`take`](EarlyHolder::take)s it and proves its identity as for any holder; on every
-/// other way out Drop joins the thread and stops the holder (the holder's own Drop).
-pub struct EarlyHolder(
-    Option<std::thread::JoinHandle<Result<crate::ns::Holder, crate::ns::NsError>>>,
-);
+/// The holder a rung runs its process or container in: netprobe's `__holder` mode (`exe`), with
+/// `lo` brought up for the criu and external-netns rungs and left DOWN for the kernel rung (which
+/// brings it up itself). `None` for the oci rung (runc creates its netns).
+pub fn holder_options(rung: RungName, exe: &std::path::Path) -> Option<crate::ns::HolderOptions> {
+    let lo_up = match rung {
+        RungName::Kernel => false,
+        RungName::Criu | RungName::ExternalNetns => true,
+        RungName::Oci => return None,
+    };
+    Some(crate::ns::HolderOptions {
+        exe: exe.to_path_buf(),
+        lo_up,
+    })
+}
 
-impl EarlyHolder {
-    /// Starts `Holder::spawn(opts)` on a thread.
-    pub fn start(opts: crate::ns::HolderOptions) -> EarlyHolder {
-        EarlyHolder(Some(std::thread::spawn(move || {
-            crate::ns::Holder::spawn(&opts)
-        })))
-    }
-
-    /// Waits for the holder's start; `None` if it was already taken.
-    pub fn take(&mut self) -> Option<Result<crate::ns::Holder, crate::ns::NsError>> {
-        self.0
-            .take()
-            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+impl RungCtx<'_> {
+    /// The rung's holder: the one the runner started early for it, else a new one
+    /// ([`holder_options`]). Its identity is proven by `Holder::spawn` either way.
+    ///
+    /// Errors: those of `Holder::spawn`; `NsError::Os` if the rung has no holder.
+    pub fn holder(&self, rung: RungName) -> Result<crate::ns::Holder, crate::ns::NsError> {
+        if let Some(h) = self.early_holders.and_then(|e| e.take(rung)) {
+            return h;
+        }
+        let opts = holder_options(rung, &self.exe).ok_or_else(|| crate::ns::NsError::Os {
+            op: "holder for a rung that has none",
+            source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
+        })?;
+        crate::ns::Holder::spawn(&opts)
     }
 }
 
-impl Drop for EarlyHolder {
+/// Holders started on background threads when the run begins, one per requested rung that uses
+/// one, so that creating their network namespaces (which waits for the kernel's clean-up of
+/// namespaces destroyed by earlier rungs) overlaps the host checks (`criu check`) instead of
+/// adding to each rung. A rung [`take`](EarlyHolders::take)s its own and proves its identity as
+/// for any holder; Drop joins every thread and stops every holder nobody took.
+#[derive(Default)]
+pub struct EarlyHolders(std::sync::Mutex<Vec<(RungName, HolderStart)>>);
+
+/// A holder being started on its own thread.
+type HolderStart = std::thread::JoinHandle<Result<crate::ns::Holder, crate::ns::NsError>>;
+
+impl EarlyHolders {
+    /// Starts `Holder::spawn` on a thread for every rung of `rungs` that has a holder.
+    pub fn start(rungs: &[RungName], exe: &std::path::Path) -> EarlyHolders {
+        let started = rungs
+            .iter()
+            .filter_map(|r| holder_options(*r, exe).map(|o| (*r, o)))
+            .map(|(r, o)| (r, std::thread::spawn(move || crate::ns::Holder::spawn(&o))))
+            .collect();
+        EarlyHolders(std::sync::Mutex::new(started))
+    }
+
+    /// Waits for `rung`'s holder to be started; `None` if there is none (not started, or taken).
+    pub fn take(&self, rung: RungName) -> Option<Result<crate::ns::Holder, crate::ns::NsError>> {
+        let handle = {
+            let mut list = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            let i = list.iter().position(|(r, _)| *r == rung)?;
+            list.remove(i).1
+        };
+        Some(
+            handle
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+        )
+    }
+}
+
+impl Drop for EarlyHolders {
     fn drop(&mut self) {
-        // A holder nobody took is stopped by its own Drop here.
-        drop(self.take());
+        let list = std::mem::take(self.0.get_mut().unwrap_or_else(|p| p.into_inner()));
+        for (_, handle) in list {
+            // A holder nobody took is stopped by its own Drop here.
+            drop(handle.join());
+        }
     }
 }
 

@@ -9,7 +9,7 @@ use crate::evidence::result::{
 };
 use crate::evidence::{self, EvidenceDir};
 use crate::host;
-use crate::probe::rung::{EarlyHolder, RungCtx, RungError, RungOutput};
+use crate::probe::rung::{EarlyHolders, RungCtx, RungError, RungOutput};
 use crate::probe::{criu_rung, external_netns, kernel, oci_rung, verdict};
 use crate::report::progress::Progress;
 use std::collections::BTreeMap;
@@ -140,12 +140,8 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
     // Host gates: root, no CRIU config file, CRIU present and `criu check` passes.
     host::check_root().map_err(|e| RunError::HostRefused(e.to_string()))?;
     host::refuse_criu_config().map_err(|e| RunError::HostRefused(e.to_string()))?;
-    // The external-netns rung's holder starts now, on its own thread (see EarlyHolder).
-    let early_holder = opts.phases.contains(&RungName::ExternalNetns).then(|| {
-        std::cell::RefCell::new(EarlyHolder::start(
-            crate::probe::external_netns::holder_options(&opts.exe),
-        ))
-    });
+    // The rungs' holders start now, on their own threads (see EarlyHolders).
+    let early_holders = EarlyHolders::start(&opts.phases, &opts.exe);
     // The runtime's facts (`--version`, sha256) are gathered on a second thread while CRIU's
     // readiness (`--version`, sha256, `criu check`) is proven; CRIU's refusal is reported first.
     let (criu_ready, runtime_ready) = std::thread::scope(|s| {
@@ -186,7 +182,7 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
         rootfs: opts.rootfs.clone(),
         strace: opts.strace,
         exe: opts.exe.clone(),
-        early_holder: early_holder.as_ref(),
+        early_holders: Some(&early_holders),
     };
 
     // A signal does not unwind: release what the rungs started, and leave a note beside the
