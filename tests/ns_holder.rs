@@ -219,6 +219,41 @@ fn fresh_netns_is_new_and_lo_down() {
 }
 
 #[test]
+fn netns_entry_switches_the_calling_thread_back_also_on_panic() {
+    let own = own_netns_inode().unwrap();
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    let (fresh, inner, same_thread) = run_in_fresh_netns(|| {
+        let fresh = own_netns_inode().unwrap();
+        // A nested entry switches back to the netns it started from (the outer fresh one).
+        let inner = run_in_fresh_netns(own_netns_inode).unwrap().unwrap();
+        assert_eq!(own_netns_inode().unwrap(), fresh);
+        // By path: the thread's own netns file, entered again.
+        let by_path = run_in_netns(Path::new(&format!("/proc/self/task/{tid}/ns/net")), || {
+            own_netns_inode().unwrap()
+        });
+        assert_eq!(by_path.unwrap(), fresh);
+        assert_eq!(own_netns_inode().unwrap(), fresh);
+        // SAFETY: gettid has no preconditions.
+        (fresh, inner, unsafe { libc::gettid() } == tid)
+    })
+    .unwrap();
+    assert!(same_thread, "the closure runs on the calling thread");
+    assert_ne!(fresh, own);
+    assert!(inner != fresh && inner != own);
+    assert_eq!(own_netns_inode().unwrap(), own);
+
+    let r =
+        std::panic::catch_unwind(|| run_in_fresh_netns::<()>(|| panic!("inside the fresh netns")));
+    assert!(r.is_err(), "the panic propagates");
+    assert_eq!(
+        own_netns_inode().unwrap(),
+        own,
+        "switched back after the panic"
+    );
+}
+
+#[test]
 fn run_in_netns_bad_path_is_setns_error() {
     let r = run_in_netns(Path::new("/proc/self/fd/does-not-exist"), || ());
     assert!(matches!(r, Err(NsError::Setns { .. })), "{r:?}");

@@ -1,10 +1,11 @@
 //! Namespaces and processes: holder child with its own netns, setns by pid/path, pidfd, process identity.
 //!
 //! Network namespaces are **per thread**: `setns`/`unshare(CLONE_NEWNET)` change only the
-//! calling thread, so netprobe never changes the namespace of a thread it keeps; it enters a
-//! namespace from a short-lived scoped thread ([`run_in_netns`], [`run_in_fresh_netns`]).
-//! Inside such a thread, read `/proc/thread-self/net/...`, not `/proc/self/net/...` (which
-//! shows the main thread's namespace).
+//! calling thread, so netprobe enters a namespace on the calling thread and always switches it
+//! back afterwards ([`run_in_netns`], [`run_in_fresh_netns`]: an fd of the original netns is
+//! opened first and restored on return or unwind; a failed switch back aborts). Inside the
+//! closure, read `/proc/thread-self/net/...`, not `/proc/self/net/...` (which shows the main
+//! thread's namespace).
 
 pub mod cleanup;
 pub mod error;

@@ -1,14 +1,20 @@
 //! Entering a network namespace without changing netprobe's own.
 //!
-//! A network namespace belongs to a **thread** (`setns(2)`, `unshare(2)`): these functions run
-//! the closure in a fresh scoped thread that joins (or creates) the namespace and then ends, so
-//! the calling thread and the rest of netprobe stay where they are. Sockets created inside the
-//! closure stay bound to that namespace even after the thread ends. Inside the closure use
-//! `/proc/thread-self/...` (`/proc/self/...` is the main thread's view).
+//! A network namespace belongs to a **thread** (`setns(2)`, `unshare(2)` with `CLONE_NEWNET`
+//! change only the calling thread, also in a multi-threaded process). These functions switch
+//! the **calling thread** into the namespace, run the closure, and switch it back to the
+//! netns it was in (held open as an fd from before the switch) when the closure returns or
+//! panics: no thread is spawned, and every other thread stays where it is. Sockets created
+//! inside the closure stay bound to that namespace after the switch back. Inside the closure
+//! use `/proc/thread-self/...` (`/proc/self/...` is the main thread's view).
+//!
+//! If switching back ever fails, the process aborts (after a message on stderr): a thread left
+//! in a foreign netns would silently talk to the wrong kernel tables from then on.
 
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::error::NsError;
@@ -30,72 +36,88 @@ pub fn netns_inode_of(path: &Path) -> Result<u64, NsError> {
     ns_inode(path)
 }
 
-fn join_scoped<T: Send>(body: impl FnOnce() -> Result<T, NsError> + Send) -> Result<T, NsError> {
-    std::thread::scope(|s| {
-        let handle = std::thread::Builder::new()
-            .name("netprobe-netns".into())
-            .spawn_scoped(s, body)
-            .map_err(|source| NsError::Os {
-                op: "spawn netns thread",
-                source,
-            })?;
-        match handle.join() {
-            Ok(r) => r,
-            Err(payload) => std::panic::resume_unwind(payload),
-        }
-    })
+/// The calling thread's netns from before a switch, held open; dropping the guard switches
+/// the thread back with `setns(fd, CLONE_NEWNET)` (on return and on unwind alike).
+struct RestoreNetns {
+    original: File,
 }
 
-/// Runs `f` in a new thread that has joined the network namespace at `target`
-/// (`/proc/<pid>/ns/net` or a bind-mounted namespace file) with `setns(fd, CLONE_NEWNET)`;
-/// the thread ends afterwards and the caller's namespace is untouched. Before `f` runs, the
-/// thread's netns inode is checked against `target`'s.
-///
-/// Errors: `Setns { path, .. }` if the file cannot be opened or `setns` fails (needs root);
-/// `SetnsMismatch` if the thread is not in the namespace afterwards; `Os` if the thread cannot
-/// be spawned. A panic in `f` is propagated to the caller.
-pub fn run_in_netns<T: Send>(target: &Path, f: impl FnOnce() -> T + Send) -> Result<T, NsError> {
-    let path: PathBuf = target.to_path_buf();
-    join_scoped(move || {
-        let file = File::open(&path).map_err(|source| NsError::Setns {
-            path: path.clone(),
+impl RestoreNetns {
+    /// Opens `/proc/thread-self/ns/net` (the calling thread's netns) before any switch.
+    fn open_current() -> Result<File, NsError> {
+        File::open(THREAD_SELF_NET).map_err(|source| NsError::ProcRead {
+            path: PathBuf::from(THREAD_SELF_NET),
             source,
-        })?;
-        let expected = ns_inode(&path)?;
-        // SAFETY: setns on a valid fd we own, affecting only this thread's netns.
-        if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-            return Err(NsError::Setns {
-                path,
-                source: io::Error::last_os_error(),
-            });
-        }
-        drop(file);
-        let found = own_netns_inode()?;
-        if found != expected {
-            return Err(NsError::SetnsMismatch {
-                path,
-                expected,
-                found,
-            });
-        }
-        Ok(f())
-    })
+        })
+    }
 }
 
-/// Runs `f` in a new thread that first calls `unshare(CLONE_NEWNET)`: a brand-new, empty
-/// network namespace (only `lo`, DOWN) that disappears when the thread ends unless `f` keeps
-/// something pinning it (a socket, an open ns fd).
-///
-/// Errors: `Unshare` (needs root); `Os` if the thread cannot be spawned. A panic in `f` is
-/// propagated to the caller.
-pub fn run_in_fresh_netns<T: Send>(f: impl FnOnce() -> T + Send) -> Result<T, NsError> {
-    join_scoped(move || {
-        // SAFETY: unshare affecting only this thread's network namespace.
-        if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-            return Err(NsError::Unshare {
-                source: io::Error::last_os_error(),
-            });
+impl Drop for RestoreNetns {
+    fn drop(&mut self) {
+        // SAFETY: setns on a valid fd we own, affecting only this thread's netns.
+        if unsafe { libc::setns(self.original.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            let e = io::Error::last_os_error();
+            eprintln!(
+                "netprobe: cannot switch this thread back to its original network namespace \
+                 (setns: {e}); aborting rather than run on in a foreign netns"
+            );
+            std::process::abort();
         }
-        Ok(f())
-    })
+    }
+}
+
+/// Runs `f` on the calling thread after joining the network namespace at `target`
+/// (`/proc/<pid>/ns/net` or a bind-mounted namespace file) with `setns(fd, CLONE_NEWNET)`,
+/// then switches the thread back to the netns it was in (also when `f` panics); the rest of
+/// the process never changes netns. Before `f` runs, the thread's netns inode
+/// (`/proc/thread-self/ns/net`) is checked against the inode of the opened `target`.
+///
+/// Errors: `Setns { path, .. }` if the file cannot be opened or `setns` fails (needs root;
+/// `EINVAL` for a file that is not a netns); `SetnsMismatch` if the thread is not in the
+/// namespace afterwards; `ProcRead` if `/proc/thread-self/ns/net` cannot be opened or read.
+/// A panic in `f` is propagated to the caller (after the switch back). Aborts the process if
+/// the switch back fails (see the module docs).
+pub fn run_in_netns<T: Send>(target: &Path, f: impl FnOnce() -> T + Send) -> Result<T, NsError> {
+    let setns_err = |source| NsError::Setns {
+        path: target.to_path_buf(),
+        source,
+    };
+    let file = File::open(target).map_err(setns_err)?;
+    let expected = file.metadata().map_err(setns_err)?.ino();
+    let original = RestoreNetns::open_current()?;
+    // SAFETY: setns on a valid fd we own, affecting only this thread's netns.
+    if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        return Err(setns_err(io::Error::last_os_error()));
+    }
+    let _back = RestoreNetns { original };
+    drop(file);
+    let found = own_netns_inode()?;
+    if found != expected {
+        return Err(NsError::SetnsMismatch {
+            path: target.to_path_buf(),
+            expected,
+            found,
+        });
+    }
+    Ok(f())
+}
+
+/// Runs `f` on the calling thread after `unshare(CLONE_NEWNET)`: a brand-new, empty network
+/// namespace (only `lo`, DOWN). The thread is switched back to its original netns when `f`
+/// returns or panics; the new namespace then disappears unless `f` kept something pinning it
+/// (a socket, an open ns fd, a child process in it).
+///
+/// Errors: `Unshare` (needs root); `ProcRead` if `/proc/thread-self/ns/net` cannot be opened.
+/// A panic in `f` is propagated to the caller (after the switch back). Aborts the process if
+/// the switch back fails (see the module docs).
+pub fn run_in_fresh_netns<T: Send>(f: impl FnOnce() -> T + Send) -> Result<T, NsError> {
+    let original = RestoreNetns::open_current()?;
+    // SAFETY: unshare affecting only this thread's network namespace.
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+        return Err(NsError::Unshare {
+            source: io::Error::last_os_error(),
+        });
+    }
+    let _back = RestoreNetns { original };
+    Ok(f())
 }

@@ -1,7 +1,7 @@
 //! The `kernel` rung: does the kernel answer CRIU's exact `RTM_GETLINK` dump in a fresh netns?
 //!
-//! A holder child of netprobe calls `unshare(CLONE_NEWNET)` (netprobe's own namespaces never
-//! change); a thread enters its netns and sends the 20-byte request CRIU's `dump_links()` sends
+//! A holder child of netprobe calls `unshare(CLONE_NEWNET)`; netprobe's calling thread enters
+//! its netns (and switches back afterwards) and sends the 20-byte request CRIU's `dump_links()` sends
 //! (criu/net.c, CRIU 4.x), decodes the replies as `dump_one_link()` does, records the request
 //! and reply bytes, then brings `lo` up and dumps links and addresses again.
 //! Files: `request.bin`, `reply-fresh.bin`, `links-fresh.json`, `reply-lo-up.bin`,

@@ -1,7 +1,7 @@
 //! The slot's network facts, read from inside the holder's namespace with the shared code:
 //! [`crate::netlink::capture`] run through [`crate::ns::run_in_netns`] (the same canonical
 //! [`NetState`] JSON the probe ladder records, so probe and slot evidence compare directly), and
-//! the guest-server check (one new TCP connection from a thread inside the namespace).
+//! the guest-server check (one new TCP connection opened while the thread is in the namespace).
 
 use crate::netlink::NetState;
 use crate::ns;
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 pub const GUEST_PORT_FILE: &str = "etc/netprobe-guest-port";
 
 /// Captures the [`NetState`] (links, addresses, routes of every table) of the network namespace
-/// at `netns` (`/proc/<holder>/ns/net`) from a short-lived thread that joined it.
+/// at `netns` (`/proc/<holder>/ns/net`), entered by the calling thread for the capture only.
 ///
 /// Errors: a sentence naming the namespace and what failed (`setns` or a netlink dump).
 pub fn capture(netns: &Path) -> Result<NetState, String> {
