@@ -4,7 +4,7 @@
 use netlink_packet_core::{NLA_TYPE_MASK, NLMSG_DONE, NLMSG_ERROR, NLMSG_NOOP};
 
 use super::NetlinkError;
-use super::wire::{NlMsgIter, RECV_BUF_LEN, RtSocket, nlmsg_align, nlmsgerr_code};
+use super::wire::{NlMsgIter, RtSocket, nlmsg_align, nlmsgerr_code};
 
 /// `nlmsg_seq` CRIU puts on its link dump (`dump_links()` in `criu/net.c`, CRIU 4.x).
 pub const CRIU_LINK_DUMP_SEQ: u32 = 24680;
@@ -19,6 +19,9 @@ pub const ARPHRD_LOOPBACK: u16 = 772;
 pub const ARPHRD_ETHER: u16 = 1;
 /// `IFF_UP` (0x1) in `ifi_flags`.
 pub const IFF_UP: u32 = 0x1;
+
+/// Initial capacity of [`LinkDump::reply`]: 2 MiB.
+const REPLY_RESERVE: usize = 2 << 20;
 
 /// `sizeof(struct ifinfomsg)`.
 pub(crate) const IFINFOMSG_LEN: usize = 16;
@@ -101,10 +104,12 @@ pub fn dump_links_criu() -> Result<LinkDump, NetlinkError> {
     const OP: &str = "dump_links_criu";
     let request = criu_link_dump_request();
     let mut sock = RtSocket::open(OP)?;
-    // Room for ~100 links before the first regrowth; each datagram is received straight into
-    // `reply` (no bounce buffer) and decoded while it is still in cache.
-    let mut reply = Vec::with_capacity(4 * RECV_BUF_LEN);
-    let mut links = Vec::new();
+    // Each datagram is received straight into `reply` (no bounce buffer) and decoded while it
+    // is still in cache. The reservation is address space only (pages are touched as datagrams
+    // arrive) and covers ~1,300 links at ~1.5 KiB each before the first regrowth, so a
+    // 1,000-link dump is never copied by a realloc.
+    let mut reply = Vec::with_capacity(REPLY_RESERVE);
+    let mut links = Vec::with_capacity(64);
     let mut done = false;
     sock.dump_raw_with(
         &request,
