@@ -111,6 +111,14 @@ impl Drop for Slot {
     }
 }
 
+/// Both sides start from the same quiet state: a container killed just before (the slot's,
+/// before each netprobe run; the peer's own, after each peer run) is torn down by the kernel
+/// asynchronously (cgroup, memory, namespaces), which would otherwise overlap only the side
+/// that runs right after the kill.
+fn settle() {
+    std::thread::sleep(std::time::Duration::from_millis(100));
+}
+
 /// The newest `snapshot-*/checkpoint` folder of the slot.
 fn checkpoint_dir(slot_dir: &Path) -> Option<PathBuf> {
     std::fs::read_dir(slot_dir)
@@ -193,6 +201,7 @@ pub fn run(cfg: &Config) -> Result<(), String> {
             .arg("--bundle")
             .arg(&bundle)
             .args(["-d", &id]);
+        settle();
         let (r, d) = timed(|| run_ok(&mut c, "runc restore"));
         if let Err(e) = r {
             peer_err.borrow_mut().get_or_insert(e);
@@ -216,6 +225,7 @@ pub fn run(cfg: &Config) -> Result<(), String> {
             cfg.runs,
             || {
                 slot.stop_container();
+                settle();
                 let (r, d) = timed(|| run_ok(&mut slot.verb(verb), verb));
                 if let Err(e) = r {
                     np_err.get_or_insert(e);

@@ -1648,17 +1648,21 @@ fn restore(ctx: &mut Ctx, st: &mut SlotState, reset: bool) -> Result<String, Slo
         ..ov.clone()
     });
     ctx.save(st)?;
-    // The previous run's upper and work folders are removed while the runtime restores (below).
+    // The previous run's upper and work folders are removed off the critical path: beside the
+    // gates that follow the restore (or at once if the restore does not happen or fails).
     let old_run = [ov.upper(&odir, ov.run), ov.work(&odir, ov.run)];
+    let remove_old_run = || {
+        for old in &old_run {
+            let _ = support::remove_tree_same_fs(old);
+        }
+    };
     ctx.timings.insert("upper-reset".into(), ms_since(t));
 
     // Restore.
     let t = Instant::now();
     let holder = holder_gate(ctx, st, "restore");
     if holder.is_err() {
-        for old in &old_run {
-            let _ = support::remove_tree_same_fs(old);
-        }
+        remove_old_run();
     }
     holder?;
     ctx.timings.insert("gate-holder".into(), ms_since(t));
@@ -1667,18 +1671,12 @@ fn restore(ctx: &mut Ctx, st: &mut SlotState, reset: bool) -> Result<String, Slo
     let bundle = ctx.paths.bundle();
     let pidf = ctx.paths.root.join("container.pid");
     let images = snap_dir.join("checkpoint");
-    let r = std::thread::scope(|s| {
-        s.spawn(|| {
-            for old in &old_run {
-                let _ = support::remove_tree_same_fs(old);
-            }
-        });
-        ctx.time_with_lock_inherited("restore", || {
-            rt.restore(&id, &bundle, &images, &work, &pidf, &[])
-        })
+    let r = ctx.time_with_lock_inherited("restore", || {
+        rt.restore(&id, &bundle, &images, &work, &pidf, &[])
     });
     ctx.rt_log("restore", r.as_ref());
     if let Err(e) = r {
+        remove_old_run();
         return Err(restore_failed(
             ctx,
             st,
@@ -1688,9 +1686,11 @@ fn restore(ctx: &mut Ctx, st: &mut SlotState, reset: bool) -> Result<String, Slo
     }
 
     // The restored container's `runtime state` is queried on a second thread while the network
-    // state is captured and compared in-process; the ready gates take its answer.
+    // state is captured and compared in-process; the ready gates take its answer. The previous
+    // run's folders are removed on a third.
     std::thread::scope(|s| {
         let q = s.spawn(|| timed(|| rt.state(&id)));
+        s.spawn(remove_old_run);
         let state = move || q.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
         restored_gates(ctx, st, &rt, &snap_dir, reset, state)
     })
