@@ -151,6 +151,9 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
         let runtime = runtime.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
         (criu, runtime)
     });
+    // A signal that arrived during these checks killed `criu check` or `--version` too: that is
+    // an interruption (released, exit 128+N), not a refusal of the host.
+    crate::ns::cleanup::checkpoint();
     let criu_facts = criu_ready.map_err(|e| RunError::HostRefused(e.to_string()))?;
     let runtime_facts: Option<BinaryFacts> = runtime_ready
         .transpose()
@@ -228,6 +231,9 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
         // What the rung wrote is flushed while the next rung runs (the final syncfs proves it).
         early_syncs.push(ev.sync_in_background());
     }
+    // A signal during the last rung may have killed its runtime or CRIU, which the rung then
+    // recorded as an error: it is an interruption, and no result is written for it.
+    crate::ns::cleanup::checkpoint();
     for s in early_syncs {
         let _ = s.join();
     }

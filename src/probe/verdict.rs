@@ -127,7 +127,14 @@ pub fn compute(rungs: &[RungResult]) -> Verdict {
     rests.extend(passing(criu));
     let ext = match not_decisive(rungs, RungName::ExternalNetns) {
         Ok(r) => r,
-        Err(why) => return inconclusive(why, rests),
+        Err(why) => {
+            // The oci rung runs first: if it could not run either, it is named first.
+            let why = match not_decisive(rungs, RungName::Oci) {
+                Err(first) => format!("{first}; {why}"),
+                Ok(_) => why,
+            };
+            return inconclusive(why, rests);
+        }
     };
     if ext.status == Status::Fail {
         rests.extend(failing(ext));
@@ -287,6 +294,23 @@ mod tests {
             let v = compute(&[pass(Kernel), pass(Criu), oci, fail(ExternalNetns)]);
             assert_eq!(v.code, VerdictCode::ExternalNetnsBroken);
         }
+    }
+
+    #[test]
+    fn when_both_runtime_rungs_could_not_run_the_first_broken_is_named_first() {
+        let v = compute(&[
+            pass(Kernel),
+            pass(Criu),
+            rung(Oci, Status::Error, vec![]),
+            rung(ExternalNetns, Status::Error, vec![]),
+        ]);
+        assert_eq!(v.code, VerdictCode::Inconclusive);
+        let why = v.reason.unwrap();
+        let (oci, ext) = (
+            why.find("rung oci could not run"),
+            why.find("rung external-netns could not run"),
+        );
+        assert!(oci.is_some() && ext.is_some() && oci < ext, "{why}");
     }
 
     #[test]
