@@ -76,3 +76,26 @@ fn usage_errors_exit_2() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("malformed slot number \"-1\""), "{err}");
 }
+
+#[test]
+fn verify_of_an_interrupted_run_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("interrupted.txt"),
+        "netprobe run was interrupted by SIGINT\n",
+    )
+    .unwrap();
+    std::fs::create_dir(tmp.path().join("kernel")).unwrap();
+    let dir = tmp.path().to_str().unwrap();
+    let (code, _, err) = run(&["verify", dir]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("interrupted") && err.contains("interrupted.txt"),
+        "{err}"
+    );
+    // Without the note it is a plain missing result.
+    std::fs::remove_file(tmp.path().join("interrupted.txt")).unwrap();
+    let (code, _, err) = run(&["verify", dir]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(!err.contains("interrupted"), "{err}");
+}

@@ -220,6 +220,12 @@ fn write_report_writes_atomically_and_overwrites() {
     let first = std::fs::read_to_string(&p).unwrap();
     assert!(first.contains("runtime-empty-ns"));
     let p2 = write_report(t.path(), Format::Html).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        // World-readable like the rest of the evidence.
+        let mode = std::fs::metadata(&p2).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o644, "report mode {mode:o}");
+    }
     assert_eq!(p2, t.path().join("report.html"));
     // Overwrite is allowed (derived data); no temporary file is left behind.
     write_report(t.path(), Format::Markdown).unwrap();

@@ -270,17 +270,19 @@ pub fn run(cfg: &Config) -> Result<(), String> {
             crate::stats::median_f64(&v)
         };
         let total = med("total");
+        // `*-runtime-state-query` steps run on a second thread beside others (their waits are
+        // named `*-runtime-state` / `runtime-state-wait`): not part of the sequential sum.
         let named: f64 = keys
             .iter()
-            .filter(|k| k.as_str() != "total")
+            .filter(|k| k.as_str() != "total" && !k.ends_with("-query"))
             .map(|k| med(k))
             .sum();
         note(
             "slot",
             format!(
-                "{verb} breakdown (medians from each run's timings.json, ms): {} | unnamed \
-                 (holder verify, snapshot verify, cgroup readback, evidence, binary pins) \
-                 {:.0} | process wall {:.0}",
+                "{verb} breakdown (medians from each run's timings.json, ms; *-query ran beside \
+                 the others on a second thread): {} | unnamed (holder verify, snapshot verify, \
+                 evidence, journal; sums of medians, so ±2) {:.0} | process wall {:.0}",
                 keys.iter()
                     .map(|k| format!("{k} {:.0}", med(k)))
                     .collect::<Vec<_>>()

@@ -53,7 +53,9 @@ pub enum HostError {
         detail: String,
     },
     /// `--version` output was not recognised.
-    #[error("{path} does not look like {article} {what} (its --version printed: {output:?})")]
+    #[error(
+        "{path} does not look like {article} {what} (its --version printed: {output:?}); pass the path of the {what} binary (`netprobe doctor` lists what it finds; run: sudo bash host/setup.sh)"
+    )]
     NotRecognised {
         /// `CRIU` or `OCI runtime`.
         what: String,

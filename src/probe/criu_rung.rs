@@ -64,7 +64,10 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     if let Err(e) = dump {
         return Err(RungError::new(
             "criu dump",
-            format!("{e} (read {})", dir.join("dump.log").display()),
+            format!(
+                "{e}{}",
+                util::read_log_hint(&e.to_string(), &dir.join("dump.log"))
+            ),
         )
         .with(out));
     }
@@ -82,7 +85,10 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     if let Err(e) = restore {
         return Err(RungError::new(
             "criu restore",
-            format!("{e} (read {})", dir.join("restore.log").display()),
+            format!(
+                "{e}{}",
+                util::read_log_hint(&e.to_string(), &dir.join("restore.log"))
+            ),
         )
         .with(out));
     }

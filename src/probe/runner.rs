@@ -83,7 +83,9 @@ pub fn parse_phases(s: &str) -> Result<Vec<RungName>, RunError> {
             )));
         };
         if out.contains(&r) {
-            return Err(RunError::Usage(format!("--phases: {part} is named twice")));
+            return Err(RunError::Usage(format!(
+                "--phases: {part} is named twice; name each phase once, in ladder order (kernel,criu,oci,external-netns)"
+            )));
         }
         if let Some(last) = out.last()
             && *last > r
@@ -199,7 +201,7 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
     let _note_on_signal = crate::ns::cleanup::register("interruption note", move || {
         let by = crate::ns::cleanup::interrupted_by().unwrap_or("a signal");
         let _ = note_dir.write(
-            "interrupted.txt",
+            evidence::dir::INTERRUPTED_FILE,
             format!(
                 "netprobe run was interrupted by {by} at {}; what it had started was released; \
                  no netprobe-result.json was written\n",

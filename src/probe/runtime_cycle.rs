@@ -188,7 +188,10 @@ pub fn run_cycle(
         Err(e) => {
             return Err(RungError::new(
                 "runtime checkpoint",
-                format!("{e} (read {})", dir.join("dump.log").display()),
+                format!(
+                    "{e}{}",
+                    util::read_log_hint(&e.to_string(), &dir.join("dump.log"))
+                ),
             ));
         }
     }
@@ -210,7 +213,10 @@ pub fn run_cycle(
         Err(e) => {
             return Err(RungError::new(
                 "runtime restore",
-                format!("{e} (read {})", dir.join("restore.log").display()),
+                format!(
+                    "{e}{}",
+                    util::read_log_hint(&e.to_string(), &dir.join("restore.log"))
+                ),
             ));
         }
     }

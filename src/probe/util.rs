@@ -175,3 +175,14 @@ impl Drop for WorkArea {
         remove_work_area(&self.path);
     }
 }
+
+/// `" (read LOG)"` when `log` exists and `error` does not name it already, else `""`: the hint
+/// that follows a CRIU or runtime error (a program that died before logging leaves no log).
+pub fn read_log_hint(error: &str, log: &std::path::Path) -> String {
+    let shown = log.display().to_string();
+    if log.is_file() && !error.contains(&shown) {
+        format!(" (read {shown})")
+    } else {
+        String::new()
+    }
+}

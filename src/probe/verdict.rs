@@ -66,7 +66,7 @@ pub fn has_empty_ns_signature(rung: &RungResult) -> bool {
 fn inconclusive(reason: String, rests_on: Vec<String>) -> Verdict {
     Verdict {
         code: VerdictCode::Inconclusive,
-        summary: format!("inconclusive: {reason}"),
+        summary: reason.clone(),
         rests_on,
         reason: Some(reason),
     }

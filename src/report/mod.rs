@@ -14,6 +14,7 @@ pub mod progress;
 
 use crate::evidence::result::{RESULT_FILE, RunResult, RungName, SCHEMA_VERSION};
 use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// Errors of the report module. Each names the input and says how to fix it.
@@ -171,6 +172,8 @@ pub fn write_report(dir: &Path, format: Format) -> Result<PathBuf> {
         .map_err(wr)?;
     tmp.write_all(text.as_bytes()).map_err(wr)?;
     tmp.as_file().sync_all().map_err(wr)?;
+    // World-readable like every other evidence file (tempfile creates 0600).
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o644)).map_err(wr)?;
     tmp.persist(&target).map_err(|e| wr(e.error))?;
     Ok(target)
 }
