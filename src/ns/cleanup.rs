@@ -9,10 +9,11 @@
 //! runtime or CRIU operation; killing a container under CRIU leaves CRIU's mounts and
 //! half-restored tasks behind. So the signal thread first lets the other threads finish the step
 //! they are in: each stops for good at its next [`register`] (which releases the thing just
-//! started, at once) or [`checkpoint`]. Only once they have stopped (or after [`STOP_WAIT`])
-//! does it release everything and exit.
+//! started, at once) or [`checkpoint`]. Only once a thread has stopped and every declared
+//! [`worker`] thread has stopped or ended (or after [`STOP_WAIT`]) does it release everything
+//! and exit.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -33,7 +34,13 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 static INTERRUPTED_BY: AtomicI32 = AtomicI32::new(0);
 static CLOSING: AtomicBool = AtomicBool::new(false);
 static STOPPED: AtomicBool = AtomicBool::new(false);
+/// Threads that start things to release ([`worker`]) and are still running.
+static WORKERS: AtomicUsize = AtomicUsize::new(0);
+/// Threads stopped for good at a [`register`] or [`checkpoint`].
+static STOPPED_THREADS: AtomicUsize = AtomicUsize::new(0);
 static SIGNAL_THREAD: OnceLock<std::thread::ThreadId> = OnceLock::new();
+/// Set by the signal handler itself (signal-hook's flag), before the signal thread wakes.
+static SIGNALLED: OnceLock<std::sync::Arc<AtomicBool>> = OnceLock::new();
 
 fn on_signal_thread() -> bool {
     SIGNAL_THREAD.get() == Some(&std::thread::current().id())
@@ -41,6 +48,7 @@ fn on_signal_thread() -> bool {
 
 /// Parks the calling thread for good (the process is exiting).
 fn stop_here() -> ! {
+    STOPPED_THREADS.fetch_add(1, Ordering::SeqCst);
     STOPPED.store(true, Ordering::SeqCst);
     loop {
         std::thread::park();
@@ -51,8 +59,39 @@ fn stop_here() -> ! {
 /// calling thread stops here for good (the signal thread releases everything and exits).
 /// Cheap: one atomic load otherwise.
 pub fn checkpoint() {
-    if CLOSING.load(Ordering::SeqCst) && !on_signal_thread() {
+    if closing() && !on_signal_thread() {
         stop_here();
+    }
+}
+
+/// Whether a signal has been seen: by the signal thread (`CLOSING`), or only by the handler so
+/// far (`SIGNALLED`, set inside the signal handler itself, at delivery). A child killed by the
+/// same group signal can be reaped before the signal thread wakes; the flag closes that race.
+fn closing() -> bool {
+    CLOSING.load(Ordering::SeqCst) || SIGNALLED.get().is_some_and(|f| f.load(Ordering::SeqCst))
+}
+
+/// Declares a thread that starts things netprobe must release (holders, containers, restored
+/// processes) for as long as the guard lives. On a signal, the signal thread waits (up to
+/// [`STOP_WAIT`]) until every such thread has ended or stopped at its next [`register`] or
+/// [`checkpoint`], so nothing one of them was starting at that moment escapes the release.
+/// Take the guard on the thread that spawns the worker and move it in, so the worker counts from
+/// before it runs.
+pub fn worker() -> WorkerGuard {
+    WORKERS.fetch_add(1, Ordering::SeqCst);
+    WorkerGuard { _private: () }
+}
+
+/// See [`worker`]; dropping it ends the thread's declaration.
+#[must_use = "the thread counts as a worker only while the guard lives"]
+#[derive(Debug)]
+pub struct WorkerGuard {
+    _private: (),
+}
+
+impl Drop for WorkerGuard {
+    fn drop(&mut self) {
+        WORKERS.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -74,7 +113,7 @@ impl Drop for Registration {
 /// before the returned [`Registration`] is dropped. Once a signal has been seen, a thread other
 /// than the signal thread runs `action` at once and stops here for good.
 pub fn register(what: impl Into<String>, action: impl FnOnce() + Send + 'static) -> Registration {
-    if CLOSING.load(Ordering::SeqCst) && !on_signal_thread() {
+    if closing() && !on_signal_thread() {
         action();
         stop_here();
     }
@@ -129,6 +168,10 @@ pub fn interrupted_by() -> Option<&'static str> {
 /// Errors: the handler could not be installed (signal-hook's error).
 pub fn install_signal_handler() -> std::io::Result<()> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let flag = SIGNALLED.get_or_init(|| std::sync::Arc::new(AtomicBool::new(false)));
+    for sig in [SIGINT, SIGTERM, SIGHUP] {
+        signal_hook::flag::register(sig, flag.clone())?;
+    }
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
     std::thread::Builder::new()
         .name("netprobe-signals".into())
@@ -142,7 +185,12 @@ pub fn install_signal_handler() -> std::io::Result<()> {
                     "netprobe: interrupted by {name}: finishing the current step, then releasing what this run started"
                 );
                 let deadline = Instant::now() + STOP_WAIT;
-                while !STOPPED.load(Ordering::SeqCst) && Instant::now() < deadline {
+                let all_stopped = || {
+                    STOPPED.load(Ordering::SeqCst)
+                        && STOPPED_THREADS.load(Ordering::SeqCst)
+                            >= WORKERS.load(Ordering::SeqCst)
+                };
+                while !all_stopped() && Instant::now() < deadline {
                     std::thread::sleep(Duration::from_millis(10));
                 }
                 let released = release_all();

@@ -75,13 +75,22 @@ impl EarlyHolders {
         let started = rungs
             .iter()
             .filter_map(|r| holder_options(*r, exe).map(|o| (*r, o)))
-            .map(|(r, o)| (r, std::thread::spawn(move || crate::ns::Holder::spawn(&o))))
+            .map(|(r, o)| {
+                let worker = crate::ns::cleanup::worker();
+                let start = std::thread::spawn(move || {
+                    let _worker = worker;
+                    crate::ns::Holder::spawn(&o)
+                });
+                (r, start)
+            })
             .collect();
         EarlyHolders(std::sync::Mutex::new(started))
     }
 
     /// Waits for `rung`'s holder to be started; `None` if there is none (not started, or taken).
     pub fn take(&self, rung: RungName) -> Option<Result<crate::ns::Holder, crate::ns::NsError>> {
+        // After a signal, a holder thread parks at its `register` and is never joined: stop here.
+        crate::ns::cleanup::checkpoint();
         let handle = {
             let mut list = self.0.lock().unwrap_or_else(|p| p.into_inner());
             let i = list.iter().position(|(r, _)| *r == rung)?;

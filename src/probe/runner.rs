@@ -131,6 +131,8 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
     let t0 = Instant::now();
     // First of all: from here on a signal releases whatever has been started (see below).
     let handler_error = crate::ns::cleanup::install_signal_handler().err();
+    // This thread starts holders, containers and restored processes (see cleanup::worker).
+    let _worker = crate::ns::cleanup::worker();
     if opts.phases.is_empty() {
         return Err(RunError::Usage("--phases names no phase".into()));
     }
