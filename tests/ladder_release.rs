@@ -72,8 +72,14 @@ fn interrupting_wrapper(dir: &Path, name: &str, real: &Path, step: &str) -> Path
 /// `netprobe ARGS` in its own process group (as a shell job: `kill -INT 0` reaches netprobe and
 /// its children, not this test).
 fn netprobe(args: &[&std::ffi::OsStr]) -> Output {
+    netprobe_in(&std::env::temp_dir(), args)
+}
+
+/// [`netprobe`] with `TMPDIR=tmpdir`.
+fn netprobe_in(tmpdir: &Path, args: &[&std::ffi::OsStr]) -> Output {
     Command::new(EXE)
         .args(args)
+        .env("TMPDIR", tmpdir)
         .env_remove("CRIU_CONFIG_FILE")
         .process_group(0)
         .output()
@@ -151,20 +157,36 @@ fn group_sigint_during_the_last_rung_is_an_interruption() {
     let runc = netprobe::host::find_in_path(Path::new("runc"))
         .expect("runc in PATH (host/setup.sh installs it)");
     let tmp = tempfile::tempdir().unwrap();
-    let wrapper = interrupting_wrapper(tmp.path(), "runc", &runc, "checkpoint");
+    let wrapper = interrupting_wrapper(tmp.path(), "runc", &runc, "restore");
     let ev = tmp.path().join("ev");
-    let o = netprobe(&[
-        "run".as_ref(),
-        "--quiet".as_ref(),
-        "--phases".as_ref(),
-        "external-netns".as_ref(),
-        "--runtime".as_ref(),
-        wrapper.as_ref(),
-        "--evidence".as_ref(),
-        ev.as_ref(),
-    ]);
+    // netprobe's temporary files (the runtime's --log) go here, to be counted afterwards.
+    let tmpdir = tmp.path().join("tmpdir");
+    std::fs::create_dir(&tmpdir).unwrap();
+    let o = netprobe_in(
+        &tmpdir,
+        &[
+            "run".as_ref(),
+            "--quiet".as_ref(),
+            "--phases".as_ref(),
+            "external-netns".as_ref(),
+            "--runtime".as_ref(),
+            wrapper.as_ref(),
+            "--evidence".as_ref(),
+            ev.as_ref(),
+        ],
+    );
     assert_eq!(o.status.code(), Some(130), "{}", text(&o));
     assert!(ev.join("interrupted.txt").is_file(), "{}", text(&o));
+    let temp_left: Vec<_> = std::fs::read_dir(&tmpdir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(
+        temp_left.is_empty(),
+        "temporary files left: {temp_left:?}\n{}",
+        text(&o)
+    );
     assert!(!ev.join("netprobe-result.json").exists(), "{}", text(&o));
     let left = holders_reparented_here();
     assert!(left.is_empty(), "holders left: {left:?}\n{}", text(&o));

@@ -368,6 +368,13 @@ impl Runtime {
             }
             Stdio3::Piped => None,
         };
+        // A signal ends netprobe without unwinding: the temporary log goes with the release.
+        let _log_on_signal = log.as_ref().map(|f| {
+            let p = f.path().to_path_buf();
+            crate::ns::cleanup::register(format!("runtime log {}", p.display()), move || {
+                let _ = fs::remove_file(&p);
+            })
+        });
         argv.extend(args);
         let argv_str: Vec<String> = argv
             .iter()
