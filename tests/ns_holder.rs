@@ -277,27 +277,26 @@ fn handshake_failure_is_reported_and_reaped() {
     assert!(matches!(r, Err(NsError::Spawn { .. })), "{r:?}");
 }
 
-#[test]
-fn child_guard_and_process_guard_kill_on_drop() {
-    let child = Command::new("sleep")
+/// `sleep 300` with stdio on /dev/null.
+fn sleeper() -> std::process::Child {
+    Command::new("sleep")
         .arg("300")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn child_guard_and_process_guard_kill_on_drop() {
+    let child = sleeper();
     let guard = ChildGuard::new(child);
     let id = ProcessIdentity::read(guard.pid()).unwrap();
     drop(guard);
     assert_gone(&id);
 
-    let child = Command::new("sleep")
-        .arg("300")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let child = sleeper();
     // Keep a ChildGuard as a backstop until the ProcessGuard has done its job.
     let mut backstop = ChildGuard::new(child);
     let id = ProcessIdentity::read(backstop.pid()).unwrap();

@@ -232,8 +232,11 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
         crate::probe::util::reap_exited_children();
         progress.rung_finished(&r);
         rungs.push(r);
-        // What the rung wrote is flushed while the next rung runs (the final syncfs proves it).
-        early_syncs.push(ev.sync_in_background());
+        // What the rung wrote is flushed while the next rung runs (the final syncfs proves it);
+        // after the last one, the syncfs before the result does it.
+        if opts.phases.last() != Some(&name) {
+            early_syncs.push(ev.sync_in_background());
+        }
     }
     // A signal during the last rung may have killed its runtime or CRIU, which the rung then
     // recorded as an error: it is an interruption, and no result is written for it.

@@ -86,6 +86,23 @@ pub struct ImageState {
     pub fstype: Option<String>,
 }
 
+impl ImageState {
+    /// An image that is a plain directory used as the overlay's lower as it is (`embedded` or
+    /// `directory`): no hash, no export, no mounts of its own.
+    pub fn plain_directory(kind: &str, dir: PathBuf) -> ImageState {
+        ImageState {
+            kind: kind.into(),
+            source: dir.clone(),
+            sha256: None,
+            lower: dir,
+            export_file: None,
+            qsd_pid: None,
+            loop_device: None,
+            fstype: None,
+        }
+    }
+}
+
 /// The container rootfs overlay.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OverlayState {

@@ -958,30 +958,12 @@ fn provision_steps(
         "embedded" => {
             let dir = image_dir.join("rootfs");
             oci::build_busybox_rootfs(&dir).map_err(|e| ctx.run_err("image", e.to_string()))?;
-            ImageState {
-                kind: "embedded".into(),
-                source: dir.clone(),
-                sha256: None,
-                lower: dir,
-                export_file: None,
-                qsd_pid: None,
-                loop_device: None,
-                fstype: None,
-            }
+            ImageState::plain_directory("embedded", dir)
         }
         "directory" => {
             let dir = fs::canonicalize(ctx.args.image.as_ref().expect("image"))
                 .map_err(|e| ctx.run_err("image", e.to_string()))?;
-            ImageState {
-                kind: "directory".into(),
-                source: dir.clone(),
-                sha256: None,
-                lower: dir,
-                export_file: None,
-                qsd_pid: None,
-                loop_device: None,
-                fstype: None,
-            }
+            ImageState::plain_directory("directory", dir)
         }
         _ => {
             let src = fs::canonicalize(ctx.args.image.as_ref().expect("image"))
