@@ -304,3 +304,29 @@ fn other_runtime_report_says_preserves() {
         "green verdict box"
     );
 }
+
+/// Every field goes through the template engine's HTML auto-escaping, in text and in attribute
+/// values: `<script>`, `&` and both quote kinds from the result come out as entities.
+#[test]
+fn html_template_escapes_script_ampersand_and_quotes_in_every_context() {
+    let t = tempfile::tempdir().unwrap();
+    let mut r = fixtures::runc_result();
+    r.tool_version = r#"0.1 & <script>alert('v')</script> "q""#.into();
+    r.rungs[2].assertions[0].id = r#"id"><script>x</script>"#.into();
+    r.rungs[2].timings_ms.insert(r#"step & "1" 'x'"#.into(), 7);
+    if let Some(b) = r.host.runtime.as_mut() {
+        b.sha256 = r#"abc" onmouseover="alert(1)' x='&"#.into();
+    }
+    fixtures::write_evidence(t.path(), &r);
+    let html = render_html(&r, t.path());
+    assert!(!html.contains("<script"), "{html}");
+    assert!(!html.contains(r#"onmouseover="alert"#), "{html}");
+    assert!(
+        html.contains("0.1 &amp; &lt;script&gt;alert(&#39;v&#39;)&lt;/script&gt; &quot;q&quot;")
+    );
+    assert!(html.contains(r#"<code>id&quot;&gt;&lt;script&gt;x&lt;/script&gt;</code>"#));
+    assert!(html.contains(r#"<td>step &amp; &quot;1&quot; &#39;x&#39;</td>"#));
+    assert!(
+        html.contains(r#"<code title="abc&quot; onmouseover=&quot;alert(1)&#39; x=&#39;&amp;">"#)
+    );
+}

@@ -11,8 +11,10 @@ pub mod diff;
 pub mod html;
 pub mod markdown;
 pub mod progress;
+mod template;
+mod view;
 
-use crate::evidence::result::{RESULT_FILE, RunResult, RungName, SCHEMA_VERSION};
+use crate::evidence::result::{Artifact, RESULT_FILE, RunResult, RungName, SCHEMA_VERSION};
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -351,6 +353,18 @@ pub(crate) fn url_path(path: &str) -> String {
         }
     }
     out
+}
+
+/// `RunResult::artifacts` then each rung's artifacts, without duplicate paths, sorted by path.
+pub(crate) fn all_artifacts(result: &RunResult) -> Vec<&Artifact> {
+    let mut v: Vec<&Artifact> = result
+        .artifacts
+        .iter()
+        .chain(result.rungs.iter().flat_map(|r| r.artifacts.iter()))
+        .collect();
+    v.sort_by(|a, b| a.path.cmp(&b.path));
+    v.dedup_by(|a, b| a.path == b.path);
+    v
 }
 
 /// The rung that the ladder names as culprit: the first rung, in ladder order, that did not pass
