@@ -99,3 +99,135 @@ fn verify_of_an_interrupted_run_says_so() {
     assert_eq!(code, Some(2), "{err}");
     assert!(!err.contains("interrupted"), "{err}");
 }
+
+/// `netprobe slot VERB` are clap subcommands with their own flags: a provision-only flag on
+/// another verb, a contradictory or malformed provision flag, and `--runtime`/`--criu` on
+/// `status` are usage errors (exit 2) before anything runs; with `--json` the error is also the
+/// slot error document on stdout. Nothing is created.
+#[test]
+fn slot_verbs_take_only_their_own_flags() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sd = tmp.path().join("state");
+    let sd = sd.to_str().unwrap();
+    let hex = "a".repeat(64);
+    for verb in ["snapshot", "restore", "reset", "cleanup", "status"] {
+        for flag in [
+            &["--image", "/x"][..],
+            &["--image-sha256", &hex],
+            &["--probe-evidence", "/e"],
+            &["--no-probe-gate"],
+            &["--reason", "r"],
+        ] {
+            let mut a = vec!["slot", verb, "--slot", "1", "--state-dir", sd];
+            a.extend_from_slice(flag);
+            let (code, out, err) = run(&a);
+            assert_eq!(code, Some(2), "{verb} {flag:?}: {err}");
+            assert!(out.is_empty(), "{out}");
+            assert!(
+                err.contains(&format!("unexpected argument '{}'", flag[0]))
+                    && err.contains("for `netprobe slot provision` only"),
+                "{verb} {flag:?}: {err}"
+            );
+        }
+    }
+    for flag in ["--runtime", "--criu"] {
+        let (code, _, err) = run(&[
+            "slot",
+            "status",
+            "--slot",
+            "1",
+            "--state-dir",
+            sd,
+            flag,
+            "/x",
+        ]);
+        assert_eq!(code, Some(2), "{err}");
+        assert!(
+            err.contains(&format!("unexpected argument '{flag}'")),
+            "{err}"
+        );
+    }
+    let prov = |extra: &[&str]| {
+        let mut a = vec!["slot", "provision", "--slot", "1", "--state-dir", sd];
+        a.extend_from_slice(extra);
+        run(&a)
+    };
+    for (extra, says) in [
+        (&["--no-probe-gate"][..], "--reason <REASON>"),
+        (&["--no-probe-gate", "--reason", "  "], "must not be blank"),
+        (
+            &["--no-probe-gate", "--reason", "r", "--probe-evidence", "/e"],
+            "cannot be used with",
+        ),
+        (
+            &[
+                "--image",
+                "/x.qcow2",
+                "--image-sha256",
+                "ABC",
+                "--no-probe-gate",
+                "--reason",
+                "r",
+            ],
+            "expected 64 lower-case hex digits",
+        ),
+        (
+            &["--image-sha256", &hex, "--no-probe-gate", "--reason", "r"],
+            "--image <IMAGE>",
+        ),
+        (
+            &["--image", "/x.qcow2", "--no-probe-gate", "--reason", "r"],
+            "a .qcow2 --image must be pinned with --image-sha256",
+        ),
+        (
+            &[
+                "--image",
+                "/rootfs",
+                "--image-sha256",
+                &hex,
+                "--no-probe-gate",
+                "--reason",
+                "r",
+            ],
+            "--image-sha256 applies to a .qcow2 image only",
+        ),
+    ] {
+        let (code, _, err) = prov(extra);
+        assert_eq!(code, Some(2), "{extra:?}: {err}");
+        assert!(err.contains(says), "{extra:?}: {err}");
+    }
+    // --json: the usage error is also the slot error document on stdout.
+    let (code, out, err) = run(&[
+        "slot",
+        "reset",
+        "--slot=7",
+        "--state-dir",
+        sd,
+        "--image",
+        "/x",
+        "--json",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect(&out);
+    assert_eq!(doc["kind"], "usage");
+    assert_eq!(doc["exit_code"], 2);
+    assert_eq!(doc["slot"], "7");
+    assert!(
+        doc["message"]
+            .as_str()
+            .unwrap()
+            .contains("unexpected argument '--image'"),
+        "{doc}"
+    );
+    // Help is not an error: no document, exit 0.
+    let (code, out, _) = run(&["slot", "provision", "--help", "--json"]);
+    assert_eq!(code, Some(0));
+    assert!(
+        out.contains("Example") && !out.contains("\"kind\""),
+        "{out}"
+    );
+    assert!(
+        !std::path::Path::new(sd).exists(),
+        "a usage error creates nothing"
+    );
+}

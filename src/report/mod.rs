@@ -4,9 +4,12 @@
 //! - [`markdown`] / [`html`]: `netprobe report DIR [--format md|html]`, derived from
 //!   `DIR/netprobe-result.json` plus the per-rung `netstate-before.json` / `netstate-after.json`.
 //! - [`diff`]: `netprobe diff OLD NEW`, what moved between two results.
+//! - [`console`]: what `netprobe verify` and `netprobe doctor` print.
+//! - `template` / `view`: the report templates (`templates/`) and the data they are given.
 //!
 //! Everything here reads [`RunResult`] and evidence files; nothing here runs a probe.
 
+pub mod console;
 pub mod diff;
 pub mod html;
 pub mod markdown;

@@ -1,0 +1,40 @@
+//! `netprobe completions SHELL` and `netprobe man`: generated from the clap definitions.
+
+use super::{Cli, Execute, fail};
+use clap::CommandFactory;
+use std::process::ExitCode;
+
+/// Print shell completions.
+#[derive(clap::Args)]
+#[command(after_help = "Example:\n  netprobe completions bash > /etc/bash_completion.d/netprobe\n")]
+pub struct CompletionsCmd {
+    /// The shell.
+    shell: clap_complete::Shell,
+}
+
+impl Execute for CompletionsCmd {
+    fn execute(self) -> ExitCode {
+        clap_complete::generate(
+            self.shell,
+            &mut Cli::command(),
+            "netprobe",
+            &mut std::io::stdout(),
+        );
+        ExitCode::SUCCESS
+    }
+}
+
+/// Print the man page (roff).
+#[derive(clap::Args)]
+#[command(after_help = "Example:\n  netprobe man > /usr/local/share/man/man1/netprobe.1\n")]
+pub struct ManCmd {}
+
+impl Execute for ManCmd {
+    fn execute(self) -> ExitCode {
+        let man = clap_mangen::Man::new(Cli::command());
+        match man.render(&mut std::io::stdout()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(4, e),
+        }
+    }
+}

@@ -1,0 +1,31 @@
+//! `netprobe doctor`: every prerequisite, found or missing, with the fix.
+
+use super::Execute;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Check every prerequisite and print found/missing with the fix.
+#[derive(clap::Args)]
+#[command(after_help = "Example:\n  sudo netprobe doctor\n")]
+pub struct DoctorCmd {
+    /// CRIU binary.
+    #[arg(long)]
+    criu: Option<PathBuf>,
+    /// OCI runtime binary.
+    #[arg(long)]
+    runtime: Option<PathBuf>,
+}
+
+impl Execute for DoctorCmd {
+    fn execute(self) -> ExitCode {
+        let criu = self.criu.unwrap_or_else(netprobe::host::default_criu);
+        let runtime = self.runtime.unwrap_or_else(netprobe::host::default_runtime);
+        let prereqs = netprobe::host::doctor(&criu, &runtime);
+        print!("{}", netprobe::report::console::doctor_text(&prereqs));
+        if netprobe::host::doctor_ok(&prereqs) {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(3)
+        }
+    }
+}

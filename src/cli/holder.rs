@@ -1,0 +1,21 @@
+//! `netprobe __holder` (hidden): the holder process that owns a netns and waits forever.
+
+use super::Execute;
+use std::process::ExitCode;
+
+/// Internal: the holder process (owns a netns, waits forever).
+#[derive(clap::Args)]
+pub struct HolderCmd {
+    /// Inherited fd to report the identity on.
+    #[arg(long)]
+    report_fd: i32,
+    /// Bring lo up.
+    #[arg(long)]
+    lo_up: bool,
+}
+
+impl Execute for HolderCmd {
+    fn execute(self) -> ExitCode {
+        netprobe::ns::holder_main(self.report_fd, self.lo_up)
+    }
+}

@@ -1,0 +1,41 @@
+//! `netprobe report DIR`: render a Markdown or HTML report into the evidence folder.
+
+use super::{Execute, fail};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// `--format`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Format {
+    Md,
+    Html,
+}
+
+/// Render a report of an evidence folder (DIR/report.md or DIR/report.html).
+#[derive(clap::Args)]
+#[command(
+    after_help = "Example:\n  netprobe report evidence/20261130T013419Z-4242 --format html\n"
+)]
+pub struct ReportCmd {
+    /// Evidence folder.
+    dir: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Md)]
+    format: Format,
+}
+
+impl Execute for ReportCmd {
+    fn execute(self) -> ExitCode {
+        let f = match self.format {
+            Format::Md => netprobe::report::Format::Markdown,
+            Format::Html => netprobe::report::Format::Html,
+        };
+        match netprobe::report::write_report(&self.dir, f) {
+            Ok(p) => {
+                println!("{}", p.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(2, e),
+        }
+    }
+}

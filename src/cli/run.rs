@@ -1,0 +1,97 @@
+//! `netprobe run`: climb the ladder, write evidence, print the verdict.
+
+use super::{Execute, code, fail, parse_verdict};
+use netprobe::evidence::result::VerdictCode;
+use netprobe::probe::runner::{self, RunOptions};
+use netprobe::report::progress::{Progress, ProgressMode};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+const EXAMPLES: &str = "Examples:
+  sudo netprobe run                                   # the whole ladder: runc in PATH, CRIU 4.2.1
+  sudo netprobe run --phases kernel,criu --strace     # the cheap rungs, CRIU under strace
+  sudo netprobe run --runtime /opt/runc-1.5.2/runc --expect runtime-empty-ns --evidence ev/runc-1.5.2
+  sudo netprobe run --criu /opt/criu-4.1.1/sbin/criu --evidence ev/criu-4.1.1 && netprobe diff ev/runc-1.5.2 ev/criu-4.1.1
+";
+
+/// Climb the probe ladder (kernel → criu → oci → external-netns), write evidence, print the verdict.
+#[derive(clap::Args)]
+#[command(after_help = EXAMPLES)]
+pub struct RunCmd {
+    /// Rungs to run, cheapest first.
+    #[arg(long, default_value = "kernel,criu,oci,external-netns")]
+    phases: String,
+    /// New evidence folder (must not exist or be empty). Default: ./evidence/<UTC time>-<pid>.
+    #[arg(long)]
+    evidence: Option<PathBuf>,
+    /// OCI runtime binary. Default: runc in PATH.
+    #[arg(long)]
+    runtime: Option<PathBuf>,
+    /// CRIU binary. Default: /opt/criu-4.2.1/sbin/criu, else /opt/criu-4.1.1/sbin/criu, else criu in PATH.
+    #[arg(long)]
+    criu: Option<PathBuf>,
+    /// Rootfs for the runtime rungs (must have sleep). Default: a busybox rootfs built by netprobe.
+    #[arg(long)]
+    rootfs: Option<PathBuf>,
+    /// Run CRIU (and the runtime, following forks) under strace; traces kept in the rung folders.
+    #[arg(long)]
+    strace: bool,
+    /// Expected verdict: exit 1 when the verdict differs (regression check for a new pin).
+    #[arg(long, value_parser = parse_verdict)]
+    expect: Option<VerdictCode>,
+    /// Print only the final result JSON on stdout.
+    #[arg(long, conflicts_with = "quiet")]
+    json: bool,
+    /// Print only the verdict.
+    #[arg(long)]
+    quiet: bool,
+}
+
+impl Execute for RunCmd {
+    fn execute(self) -> ExitCode {
+        let a = self;
+        let phases = match runner::parse_phases(&a.phases) {
+            Ok(p) => p,
+            Err(e) => return fail(code(e.exit_code()), e),
+        };
+        let opts = RunOptions {
+            phases,
+            evidence: a.evidence,
+            runtime: a.runtime.unwrap_or_else(netprobe::host::default_runtime),
+            criu: a.criu.unwrap_or_else(netprobe::host::default_criu),
+            rootfs: a.rootfs,
+            strace: a.strace,
+            exe: netprobe::ns::default_exe(),
+            command: std::env::args().collect(),
+        };
+        let mode = if a.json {
+            ProgressMode::Json
+        } else if a.quiet {
+            ProgressMode::Quiet
+        } else {
+            ProgressMode::Auto
+        };
+        let mut progress = Progress::new(mode);
+        let (result, dir) = match runner::run(&opts, &mut progress) {
+            Ok(r) => r,
+            Err(e) => return fail(code(e.exit_code()), e),
+        };
+        if let Err(e) = progress.finished(&result, &dir) {
+            eprintln!("netprobe: printing the result: {e}");
+        }
+        let c = runner::exit_code(&result, a.expect);
+        if c == 1
+            && let Some(e) = a.expect
+        {
+            return fail(
+                1,
+                format!(
+                    "verdict {} differs from --expect {e} (evidence: {})",
+                    result.verdict.code,
+                    dir.display()
+                ),
+            );
+        }
+        ExitCode::from(u8::try_from(c).unwrap_or(4))
+    }
+}

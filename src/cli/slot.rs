@@ -1,0 +1,331 @@
+//! `netprobe slot VERB`: the slot driver of the OCI reference arm. Each verb is a clap
+//! subcommand with only the flags it takes, so clap itself rejects a provision-only flag on
+//! another verb, `--no-probe-gate` without a non-blank `--reason`, `--no-probe-gate` with
+//! `--probe-evidence`, a malformed `--image-sha256` and `--image-sha256` without `--image`;
+//! [`check_image_pin`] adds the one rule clap cannot express (a `.qcow2` image needs the pin,
+//! another image must not have one). Every usage error exits 2; with `--json` it is also
+//! printed on stdout as the slot error document ([`usage_json`]).
+
+use super::{Execute, code, fail};
+use netprobe::slot::{SlotArgs, SlotError, Verb};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+const EXAMPLES: &str = "Examples:
+  sudo netprobe slot provision --slot 0 --state-dir /var/lib/netprobe/slots --probe-evidence evidence/last
+  sudo netprobe slot snapshot  --slot 0 --state-dir /var/lib/netprobe/slots
+  sudo netprobe slot restore   --slot 0 --state-dir /var/lib/netprobe/slots
+  sudo netprobe slot reset     --slot 0 --state-dir /var/lib/netprobe/slots
+  sudo netprobe slot cleanup   --slot 0 --state-dir /var/lib/netprobe/slots
+";
+
+/// The slot driver of the OCI reference arm (provision, snapshot, restore, reset, cleanup, status).
+#[derive(clap::Args)]
+#[command(after_help = EXAMPLES)]
+pub struct SlotCmd {
+    /// The verb.
+    #[command(subcommand)]
+    verb: SlotVerb,
+}
+
+/// The six verbs, in lifecycle order.
+#[derive(clap::Subcommand)]
+enum SlotVerb {
+    /// Create a fresh slot: image, overlay, holder, bundle, container, ready gates.
+    #[command(after_help = "Examples:
+  sudo netprobe slot provision --slot 0 --state-dir /var/lib/netprobe/slots --probe-evidence evidence/last
+  sudo netprobe slot provision --slot 1 --state-dir /var/lib/netprobe/slots --image desktop.qcow2 --image-sha256 <64 hex> --no-probe-gate --reason 'probe evidence on the other host'
+")]
+    Provision(ProvisionCmd),
+    /// Record the network state, checkpoint the container, save the overlay upper.
+    #[command(
+        after_help = "Example:\n  sudo netprobe slot snapshot --slot 0 --state-dir /var/lib/netprobe/slots\n"
+    )]
+    Snapshot(LaterVerbCmd),
+    /// Restore from the complete snapshot (container must be proven gone), with the gates.
+    #[command(
+        after_help = "Example:\n  sudo netprobe slot restore --slot 0 --state-dir /var/lib/netprobe/slots\n"
+    )]
+    Restore(LaterVerbCmd),
+    /// Container proven gone, upper reset to the snapshot's, restore with the same gates.
+    #[command(
+        after_help = "Example:\n  sudo netprobe slot reset --slot 0 --state-dir /var/lib/netprobe/slots\n"
+    )]
+    Reset(LaterVerbCmd),
+    /// Release everything (container, mounts, FUSE export, holder); evidence kept.
+    #[command(
+        after_help = "Example:\n  sudo netprobe slot cleanup --slot 0 --state-dir /var/lib/netprobe/slots\n"
+    )]
+    Cleanup(LaterVerbCmd),
+    /// Print the slot state as JSON (schema `evidence-schema/slot-state.schema.json`).
+    #[command(
+        after_help = "Example:\n  netprobe slot status --slot 0 --state-dir /var/lib/netprobe/slots --json\n"
+    )]
+    Status(StatusCmd),
+}
+
+/// The flags every verb takes.
+#[derive(clap::Args)]
+struct Common {
+    /// Slot number (digits only, 0 to 999).
+    #[arg(long, allow_hyphen_values = true)]
+    slot: String,
+    /// State directory holding the slots (created if missing; never a symlink).
+    #[arg(long)]
+    state_dir: PathBuf,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `slot provision`.
+#[derive(clap::Args)]
+struct ProvisionCmd {
+    #[command(flatten)]
+    common: Common,
+    /// Image: a directory or a .qcow2 file. Default: the embedded busybox rootfs serving HTTP on :5000.
+    #[arg(long)]
+    image: Option<PathBuf>,
+    /// sha256 pin of a .qcow2 --image.
+    #[arg(long, requires = "image", value_parser = parse_sha256)]
+    image_sha256: Option<String>,
+    /// Evidence folder of a passing probe run for the same runtime and CRIU (provision gate).
+    #[arg(long, conflicts_with = "no_probe_gate")]
+    probe_evidence: Option<PathBuf>,
+    /// Skip the probe gate (recorded in the slot with --reason).
+    #[arg(long, requires = "reason")]
+    no_probe_gate: bool,
+    /// Why the probe gate is skipped.
+    #[arg(long, value_parser = parse_reason)]
+    reason: Option<String>,
+    /// OCI runtime binary. Default: runc in PATH.
+    #[arg(long)]
+    runtime: Option<PathBuf>,
+    /// CRIU binary. Default: as for `netprobe run`.
+    #[arg(long)]
+    criu: Option<PathBuf>,
+}
+
+/// `slot snapshot|restore|reset|cleanup`: the binaries default to those recorded at provision.
+#[derive(clap::Args)]
+struct LaterVerbCmd {
+    #[command(flatten)]
+    common: Common,
+    /// OCI runtime binary. Default: the one recorded at provision (another path must have the same sha256).
+    #[arg(long)]
+    runtime: Option<PathBuf>,
+    /// CRIU binary. Default: the one recorded at provision (another path must have the same sha256).
+    #[arg(long)]
+    criu: Option<PathBuf>,
+}
+
+/// `slot status`.
+#[derive(clap::Args)]
+struct StatusCmd {
+    #[command(flatten)]
+    common: Common,
+}
+
+/// `--image-sha256`: 64 lower-case hex digits.
+fn parse_sha256(s: &str) -> Result<String, String> {
+    if s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        Ok(s.to_string())
+    } else {
+        Err("expected 64 lower-case hex digits".into())
+    }
+}
+
+/// `--reason`: not blank (it is recorded in the slot).
+fn parse_reason(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        Err(
+            "--no-probe-gate needs --reason TEXT (recorded in the slot); it must not be blank"
+                .into(),
+        )
+    } else {
+        Ok(s.to_string())
+    }
+}
+
+impl SlotVerb {
+    /// The library's arguments for this verb (flags a verb does not take stay unset).
+    fn into_args(self) -> SlotArgs {
+        let (verb, common, bins) = match self {
+            SlotVerb::Provision(p) => {
+                let mut a = args(Verb::Provision, p.common, p.runtime, p.criu);
+                a.image = p.image;
+                a.image_sha256 = p.image_sha256;
+                a.probe_evidence = p.probe_evidence;
+                a.no_probe_gate = p.no_probe_gate;
+                a.reason = p.reason;
+                return a;
+            }
+            SlotVerb::Snapshot(c) => (Verb::Snapshot, c.common, Some((c.runtime, c.criu))),
+            SlotVerb::Restore(c) => (Verb::Restore, c.common, Some((c.runtime, c.criu))),
+            SlotVerb::Reset(c) => (Verb::Reset, c.common, Some((c.runtime, c.criu))),
+            SlotVerb::Cleanup(c) => (Verb::Cleanup, c.common, Some((c.runtime, c.criu))),
+            SlotVerb::Status(c) => (Verb::Status, c.common, None),
+        };
+        let (runtime, criu) = bins.unwrap_or((None, None));
+        args(verb, common, runtime, criu)
+    }
+}
+
+fn args(verb: Verb, common: Common, runtime: Option<PathBuf>, criu: Option<PathBuf>) -> SlotArgs {
+    let mut a = SlotArgs::new(verb, common.slot, common.state_dir);
+    a.json = common.json;
+    a.runtime = runtime;
+    a.criu = criu;
+    a
+}
+
+/// The rule clap cannot express: a `.qcow2` `--image` must be pinned with `--image-sha256`,
+/// and a pin is only for a `.qcow2` image. Errors: the usage message (exit 2).
+pub fn check_image_pin(image: Option<&std::path::Path>, sha: Option<&str>) -> Result<(), String> {
+    let Some(img) = image else { return Ok(()) };
+    let is_qcow = img.extension().is_some_and(|e| e == "qcow2");
+    match (is_qcow, sha.is_some()) {
+        (true, false) => Err("a .qcow2 --image must be pinned with --image-sha256".into()),
+        (false, true) => Err("--image-sha256 applies to a .qcow2 image only".into()),
+        _ => Ok(()),
+    }
+}
+
+impl SlotCmd {
+    /// Checks what clap could not (see [`check_image_pin`]). Errors: a clap usage error.
+    pub fn validate(&self) -> Result<(), clap::Error> {
+        if let SlotVerb::Provision(p) = &self.verb
+            && let Err(m) = check_image_pin(p.image.as_deref(), p.image_sha256.as_deref())
+        {
+            let mut cmd = <super::Cli as clap::CommandFactory>::command();
+            let cmd = cmd
+                .find_subcommand_mut("slot")
+                .and_then(|s| s.find_subcommand_mut("provision"))
+                .map(|c| c.clone().bin_name("netprobe slot provision"))
+                .unwrap_or_default();
+            return Err(cmd
+                .clone()
+                .error(clap::error::ErrorKind::ArgumentConflict, m));
+        }
+        Ok(())
+    }
+}
+
+impl Execute for SlotCmd {
+    fn execute(self) -> ExitCode {
+        let args = self.verb.into_args();
+        match netprobe::slot::run_verb(&args) {
+            Ok(o) => {
+                if args.json {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&o.to_json()).unwrap_or_default()
+                    );
+                } else {
+                    println!("{}", o.render());
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                if args.json {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&e.to_json()).unwrap_or_default()
+                    );
+                }
+                fail(code(e.exit_code()), e)
+            }
+        }
+    }
+}
+
+/// Flags only `slot provision` takes (named in the hint when another verb is given one).
+const PROVISION_ONLY: [&str; 5] = [
+    "--image",
+    "--image-sha256",
+    "--probe-evidence",
+    "--no-probe-gate",
+    "--reason",
+];
+
+/// For a clap error of a `netprobe slot …` command line `argv` (without the program name):
+/// adds a hint when a provision-only flag was given to another verb, and returns the slot
+/// error document to print on stdout when `--json` was given (`kind: usage`, `exit_code: 2`,
+/// the slot as typed). `None`: help or version output, not a slot command line, or no `--json`.
+pub fn usage_json(argv: &[String], err: &mut clap::Error) -> Option<serde_json::Value> {
+    if !err.use_stderr() || argv.first().map(String::as_str) != Some("slot") {
+        return None;
+    }
+    let verb = argv.get(1).map(String::as_str).unwrap_or("");
+    if verb != "provision"
+        && let Some(clap::error::ContextValue::String(arg)) =
+            err.get(clap::error::ContextKind::InvalidArg)
+        && PROVISION_ONLY.contains(&arg.split('=').next().unwrap_or(""))
+    {
+        let hint = format!(
+            "{} are for `netprobe slot provision` only",
+            PROVISION_ONLY.join(", ")
+        );
+        // Replaces clap's "a similar argument exists" guess, which would name another flag.
+        err.remove(clap::error::ContextKind::SuggestedArg);
+        err.insert(
+            clap::error::ContextKind::Suggested,
+            clap::error::ContextValue::StyledStrs(vec![hint.into()]),
+        );
+    }
+    if !argv.iter().any(|a| a == "--json") {
+        return None;
+    }
+    let slot = argv
+        .iter()
+        .position(|a| a == "--slot")
+        .and_then(|i| argv.get(i + 1).cloned())
+        .or_else(|| {
+            argv.iter()
+                .find_map(|a| a.strip_prefix("--slot=").map(str::to_string))
+        })
+        .unwrap_or_default();
+    // The error line and its tips, as one line.
+    let rendered = err.render().to_string();
+    let message: Vec<&str> = rendered
+        .lines()
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .map(|l| l.trim().trim_start_matches("error: "))
+        .filter(|l| !l.is_empty())
+        .collect();
+    let message = message.join("; ");
+    Some(SlotError::usage(&slot, message).to_json())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_pin_rule() {
+        let q = std::path::Path::new("/x.qcow2");
+        let d = std::path::Path::new("/rootfs");
+        assert!(
+            check_image_pin(Some(q), None)
+                .unwrap_err()
+                .contains("--image-sha256")
+        );
+        assert!(
+            check_image_pin(Some(d), Some("a"))
+                .unwrap_err()
+                .contains("qcow2 image only")
+        );
+        assert!(check_image_pin(Some(q), Some("a")).is_ok());
+        assert!(check_image_pin(Some(d), None).is_ok());
+        assert!(check_image_pin(None, None).is_ok());
+    }
+
+    #[test]
+    fn sha256_and_reason_parsers() {
+        assert!(parse_sha256(&"a".repeat(64)).is_ok());
+        assert!(parse_sha256(&"A".repeat(64)).is_err());
+        assert!(parse_sha256("abc").is_err());
+        assert!(parse_reason("  ").is_err());
+        assert!(parse_reason("why").is_ok());
+    }
+}

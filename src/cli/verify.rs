@@ -1,0 +1,37 @@
+//! `netprobe verify DIR`: re-run the assertions over preserved evidence.
+
+use super::{Execute, fail, parse_verdict};
+use netprobe::evidence::result::VerdictCode;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Re-run the assertions over a preserved evidence folder (no root needed).
+#[derive(clap::Args)]
+#[command(after_help = "Example:\n  netprobe verify evidence/20261130T013419Z-4242\n")]
+pub struct VerifyCmd {
+    /// Evidence folder written by `netprobe run`.
+    dir: PathBuf,
+    /// Also require this verdict (exit 1 otherwise).
+    #[arg(long, value_parser = parse_verdict)]
+    expect: Option<VerdictCode>,
+}
+
+impl Execute for VerifyCmd {
+    fn execute(self) -> ExitCode {
+        let o = match netprobe::probe::verify::verify(&self.dir) {
+            Ok(o) => o,
+            Err(e) => return fail(2, e),
+        };
+        print!("{}", netprobe::report::console::verify_text(&self.dir, &o));
+        if !o.reproduced() {
+            return fail(1, "the evidence does not reproduce the recorded result");
+        }
+        match self.expect {
+            Some(e) if e != o.verdict.code => fail(
+                1,
+                format!("verdict {} differs from --expect {e}", o.verdict.code),
+            ),
+            _ => ExitCode::SUCCESS,
+        }
+    }
+}
