@@ -119,11 +119,51 @@ fn result(
     }
 }
 
+/// Why an evidence file could not be judged; its text becomes the assertion's `observed`.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum FileError {
+    /// The file does not exist.
+    #[error("missing: {rel}")]
+    Missing {
+        /// Path relative to the rung folder.
+        rel: String,
+    },
+    /// The file could not be read.
+    #[error("unreadable: {rel}: {source}")]
+    Unreadable {
+        /// Path relative to the rung folder.
+        rel: String,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// The file is not JSON.
+    #[error("unreadable: {rel}: not JSON: {source}")]
+    NotJson {
+        /// Path relative to the rung folder.
+        rel: String,
+        /// The JSON error.
+        source: serde_json::Error,
+    },
+}
+
+/// Why a JSON value is not a NetState (see [`lo_up_127`]).
+#[derive(Debug, thiserror::Error)]
+#[error("not a NetState: no `{0}` array")]
+pub(crate) struct NotNetState(&'static str);
+
+/// The `observed` text for a file that could not be read (`e` is shared by several queries).
 fn unreadable(rel: &str, e: &io::Error) -> String {
+    file_error(rel, io::Error::new(e.kind(), e.to_string())).to_string()
+}
+
+fn file_error(rel: &str, e: io::Error) -> FileError {
     if e.kind() == io::ErrorKind::NotFound {
-        format!("missing: {rel}")
+        FileError::Missing { rel: rel.into() }
     } else {
-        format!("unreadable: {rel}: {e}")
+        FileError::Unreadable {
+            rel: rel.into(),
+            source: e,
+        }
     }
 }
 
@@ -234,7 +274,7 @@ fn eval_netstate(
                 "not (lo UP with inet 127.0.0.1/8)".to_string()
             };
             let (observed, passed) = match read_json(rung_dir, file) {
-                Err(e) => (e, false),
+                Err(e) => (e.to_string(), false),
                 Ok(v) => match lo_up_127(&v) {
                     Err(e) => (format!("unreadable: {file}: {e}"), false),
                     Ok((truth, observed)) => (observed, truth == *expect),
@@ -256,22 +296,26 @@ fn eval_netstate(
     }
 }
 
-fn read_json(rung_dir: &Path, rel: &str) -> Result<Value, String> {
-    let bytes = fs::read(rung_dir.join(rel)).map_err(|e| unreadable(rel, &e))?;
-    serde_json::from_slice(&bytes).map_err(|e| format!("unreadable: {rel}: not JSON: {e}"))
+fn read_json(rung_dir: &Path, rel: &str) -> Result<Value, FileError> {
+    let bytes = fs::read(rung_dir.join(rel)).map_err(|e| file_error(rel, e))?;
+    serde_json::from_slice(&bytes).map_err(|source| FileError::NotJson {
+        rel: rel.into(),
+        source,
+    })
 }
 
 /// Whether a link named `lo` is up and has inet 127.0.0.1/8 on its ifindex, with a readable
-/// description. Errors: the value does not have NetState's `links`/`addresses` arrays.
-pub(crate) fn lo_up_127(v: &Value) -> Result<(bool, String), String> {
+/// description. Errors: [`NotNetState`] when the value does not have NetState's
+/// `links`/`addresses` arrays.
+pub(crate) fn lo_up_127(v: &Value) -> Result<(bool, String), NotNetState> {
     let links = v
         .get("links")
         .and_then(Value::as_array)
-        .ok_or("not a NetState: no `links` array")?;
+        .ok_or(NotNetState("links"))?;
     let addrs = v
         .get("addresses")
         .and_then(Value::as_array)
-        .ok_or("not a NetState: no `addresses` array")?;
+        .ok_or(NotNetState("addresses"))?;
     let Some(lo) = links
         .iter()
         .find(|l| l.get("name").and_then(Value::as_str) == Some("lo"))

@@ -109,16 +109,33 @@ impl Bound {
         parts.join(" and ")
     }
 
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), BoundError> {
         match (self.eq, self.min, self.max) {
-            (None, None, None) => Err("needs one of eq, min, max (e.g. { min = 1 })".into()),
-            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
-                Err("eq cannot be combined with min or max".into())
-            }
-            (_, Some(lo), Some(hi)) if lo > hi => Err(format!("min {lo} > max {hi}")),
+            (None, None, None) => Err(BoundError::Empty),
+            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => Err(BoundError::EqWithRange),
+            (_, Some(lo), Some(hi)) if lo > hi => Err(BoundError::Inverted { lo, hi }),
             _ => Ok(()),
         }
     }
+}
+
+/// What is wrong with a [`Bound`] (becomes the `problem` of a [`SpecError::Key`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BoundError {
+    /// None of `eq`, `min`, `max`.
+    #[error("needs one of eq, min, max (e.g. {{ min = 1 }})")]
+    Empty,
+    /// `eq` together with `min` or `max`.
+    #[error("eq cannot be combined with min or max")]
+    EqWithRange,
+    /// `min` above `max`.
+    #[error("min {lo} > max {hi}")]
+    Inverted {
+        /// `min`.
+        lo: u64,
+        /// `max`.
+        hi: u64,
+    },
 }
 
 /// What a netstate assertion checks.
@@ -378,7 +395,7 @@ impl ProbeSpec {
             };
             let bound = |key: &'static str, b: Option<Bound>| -> Result<Bound, SpecError> {
                 let b = b.ok_or_else(|| err(key, format!("required for kind = {:?}", a.kind)))?;
-                b.check().map_err(|p| err(key, p))?;
+                b.check().map_err(|p| err(key, p.to_string()))?;
                 Ok(b)
             };
             let check = match a.kind.as_str() {

@@ -312,25 +312,51 @@ fn busybox_static() -> Prereq {
     }
 }
 
+/// Why [`elf_is_static`] cannot tell whether a file is statically linked.
+#[derive(Debug, thiserror::Error)]
+pub enum ElfError {
+    /// The file could not be opened.
+    #[error("cannot open: {0}")]
+    Open(#[source] std::io::Error),
+    /// The file could not be read.
+    #[error("cannot read: {0}")]
+    Read(#[source] std::io::Error),
+    /// No `\x7fELF` magic (or shorter than an ELF header).
+    #[error("not an ELF file")]
+    NotElf,
+    /// `EI_DATA` is not little-endian.
+    #[error("not a little-endian ELF file")]
+    NotLittleEndian,
+    /// `EI_CLASS` is neither 32- nor 64-bit.
+    #[error("unknown ELF class")]
+    UnknownClass,
+    /// The header ends before `e_phoff`/`e_phentsize`/`e_phnum`.
+    #[error("truncated ELF header")]
+    TruncatedHeader,
+    /// A program header lies beyond the first MiB read.
+    #[error("truncated program headers")]
+    TruncatedProgramHeaders,
+}
+
 /// Whether the ELF file at `path` is statically linked: it has no `PT_INTERP` program header.
-/// Handles 32- and 64-bit little-endian ELF. Errors: a sentence saying why it cannot tell
+/// Handles 32- and 64-bit little-endian ELF. Errors: [`ElfError`] saying why it cannot tell
 /// (unreadable, not ELF, big-endian, truncated).
-pub fn elf_is_static(path: &Path) -> Result<bool, String> {
-    let mut f = std::fs::File::open(path).map_err(|e| format!("cannot open: {e}"))?;
+pub fn elf_is_static(path: &Path) -> Result<bool, ElfError> {
+    let mut f = std::fs::File::open(path).map_err(ElfError::Open)?;
     let mut buf = Vec::new();
     f.by_ref()
         .take(1 << 20)
         .read_to_end(&mut buf)
-        .map_err(|e| format!("cannot read: {e}"))?;
+        .map_err(ElfError::Read)?;
     elf_has_no_interp(&buf)
 }
 
-fn elf_has_no_interp(b: &[u8]) -> Result<bool, String> {
+fn elf_has_no_interp(b: &[u8]) -> Result<bool, ElfError> {
     if b.len() < 0x34 || &b[..4] != b"\x7fELF" {
-        return Err("not an ELF file".to_string());
+        return Err(ElfError::NotElf);
     }
     if b[5] != 1 {
-        return Err("not a little-endian ELF file".to_string());
+        return Err(ElfError::NotLittleEndian);
     }
     let u16_at = |o: usize| {
         b.get(o..o + 2)
@@ -350,14 +376,14 @@ fn elf_has_no_interp(b: &[u8]) -> Result<bool, String> {
     let (phoff, phentsize, phnum) = match b[4] {
         1 => (u32_at(0x1c), u16_at(0x2a), u16_at(0x2c)),
         2 => (u64_at(0x20), u16_at(0x36), u16_at(0x38)),
-        _ => return Err("unknown ELF class".to_string()),
+        _ => return Err(ElfError::UnknownClass),
     };
     let (Some(phoff), Some(phentsize), Some(phnum)) = (phoff, phentsize, phnum) else {
-        return Err("truncated ELF header".to_string());
+        return Err(ElfError::TruncatedHeader);
     };
     const PT_INTERP: usize = 3;
     for i in 0..phnum {
-        let p_type = u32_at(phoff + i * phentsize).ok_or("truncated program headers")?;
+        let p_type = u32_at(phoff + i * phentsize).ok_or(ElfError::TruncatedProgramHeaders)?;
         if p_type == PT_INTERP {
             return Ok(false);
         }

@@ -241,23 +241,50 @@ pub(crate) struct LinkFields {
 /// `IFLA_INFO_KIND` (1) inside `IFLA_LINKINFO`.
 const IFLA_INFO_KIND: u16 = 1;
 
+/// What is wrong with an attribute found by [`walk_attrs`] (becomes the reason of a
+/// [`NetlinkError::Decode`]).
+#[derive(Debug, thiserror::Error)]
+enum AttrError {
+    /// Fewer bytes left than an `nlattr` header.
+    #[error("{0} trailing bytes, shorter than nlattr")]
+    Trailing(usize),
+    /// `nla_len` shorter than the header or past the end.
+    #[error("nla_len {nla_len} with {left} bytes left")]
+    BadLen { nla_len: usize, left: usize },
+    /// A string attribute that is not UTF-8.
+    #[error("type {kind}: invalid UTF-8 string: {source}")]
+    Utf8 {
+        kind: u16,
+        source: std::str::Utf8Error,
+    },
+    /// A u32 attribute whose payload is not 4 bytes.
+    #[error("type {kind}: u32 attribute of {len} bytes")]
+    U32Len { kind: u16, len: usize },
+    /// A u8 attribute with an empty payload.
+    #[error("type {kind}: empty u8 attribute")]
+    EmptyU8 { kind: u16 },
+    /// A bad attribute nested in `IFLA_LINKINFO`.
+    #[error("type {kind} (IFLA_LINKINFO): {inner}")]
+    LinkInfo { kind: u16, inner: Box<AttrError> },
+}
+
 /// Walks the `nlattr`s of `bytes` (the TLV walk of CRIU's `nlmsg_parse()`), bounds-checking
 /// every header, and calls `each(type, payload)` with `NLA_TYPE_MASK` applied.
 fn walk_attrs<'a>(
     mut attrs: &'a [u8],
-    mut each: impl FnMut(u16, &'a [u8]) -> Result<(), String>,
-) -> Result<(), String> {
+    mut each: impl FnMut(u16, &'a [u8]) -> Result<(), AttrError>,
+) -> Result<(), AttrError> {
     while !attrs.is_empty() {
         if attrs.len() < NLA_HDRLEN {
-            return Err(format!(
-                "{} trailing bytes, shorter than nlattr",
-                attrs.len()
-            ));
+            return Err(AttrError::Trailing(attrs.len()));
         }
         let nla_len = u16::from_ne_bytes([attrs[0], attrs[1]]) as usize;
         let kind = u16::from_ne_bytes([attrs[2], attrs[3]]) & NLA_TYPE_MASK;
         if nla_len < NLA_HDRLEN || nla_len > attrs.len() {
-            return Err(format!("nla_len {nla_len} with {} bytes left", attrs.len()));
+            return Err(AttrError::BadLen {
+                nla_len,
+                left: attrs.len(),
+            });
         }
         each(kind, &attrs[NLA_HDRLEN..nla_len])?;
         attrs = &attrs[nlmsg_align(nla_len).min(attrs.len())..];
@@ -267,11 +294,11 @@ fn walk_attrs<'a>(
 
 /// A netlink string attribute: the bytes before one trailing NUL, as UTF-8 (what
 /// netlink-packet-route's `parse_string` accepts).
-fn nla_string(kind: u16, payload: &[u8]) -> Result<String, String> {
+fn nla_string(kind: u16, payload: &[u8]) -> Result<String, AttrError> {
     let b = payload.strip_suffix(&[0]).unwrap_or(payload);
     std::str::from_utf8(b)
         .map(str::to_owned)
-        .map_err(|e| format!("type {kind}: invalid UTF-8 string: {e}"))
+        .map_err(|source| AttrError::Utf8 { kind, source })
 }
 
 /// `IF_OPER_*` names as netlink-packet-route's `State` prints them, lowercased.
@@ -326,14 +353,12 @@ pub(crate) fn parse_link_payload(
             IFLA_MTU => {
                 let b: [u8; 4] = p
                     .try_into()
-                    .map_err(|_| format!("type {kind}: u32 attribute of {} bytes", p.len()))?;
+                    .map_err(|_| AttrError::U32Len { kind, len: p.len() })?;
                 f.mtu = Some(u32::from_ne_bytes(b));
             }
             IFLA_ADDRESS => f.address = Some(format_mac(p)),
             IFLA_OPERSTATE => {
-                let b = p
-                    .first()
-                    .ok_or_else(|| format!("type {kind}: empty u8 attribute"))?;
+                let b = p.first().ok_or(AttrError::EmptyU8 { kind })?;
                 f.operstate = Some(operstate_name(*b));
             }
             IFLA_LINKINFO => {
@@ -343,7 +368,10 @@ pub(crate) fn parse_link_payload(
                     }
                     Ok(())
                 })
-                .map_err(|e| format!("type {kind} (IFLA_LINKINFO): {e}"))?;
+                .map_err(|e| AttrError::LinkInfo {
+                    kind,
+                    inner: Box::new(e),
+                })?;
             }
             _ => {}
         }

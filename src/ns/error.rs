@@ -49,7 +49,7 @@ pub enum NsError {
         /// The stat file.
         path: PathBuf,
         /// What was wrong with it.
-        reason: String,
+        reason: StatParseError,
     },
 
     /// A pidfd operation (`pidfd_open`, `pidfd_send_signal`, `poll`, `waitid`) failed.
@@ -110,7 +110,7 @@ pub enum NsError {
         /// The executable path.
         exe: PathBuf,
         /// What went wrong (timeout, EOF, bad JSON, pid mismatch).
-        reason: String,
+        reason: HandshakeError,
     },
 
     /// The holder started but reported an error of its own (e.g. `unshare` not permitted).
@@ -174,5 +174,74 @@ pub enum NsError {
         /// The errno.
         #[source]
         source: io::Error,
+    },
+}
+
+/// Why a `/proc/<pid>/stat` line could not be parsed (see [`super::identity::parse_stat`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StatParseError {
+    /// No `)` closing field 2 (`comm`).
+    #[error("no ')' closing the comm field")]
+    NoCommEnd,
+    /// Nothing after `comm`.
+    #[error("no state field after comm")]
+    NoState,
+    /// Field 3 is not a single character.
+    #[error("state field {0:?} is not one letter")]
+    State(String),
+    /// Fewer than the 20 fields after `comm` that field 22 needs.
+    #[error("only {0} fields after comm, need 20")]
+    TooFewFields(usize),
+    /// Field 22 (`starttime`) is not a number.
+    #[error("field 22 (starttime) {field:?}: {source}")]
+    StartTime {
+        /// The field as read.
+        field: String,
+        /// The parse error.
+        source: std::num::ParseIntError,
+    },
+}
+
+/// Why the holder handshake (one JSON line on the report pipe, then EOF) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HandshakeError {
+    /// No EOF within the handshake timeout.
+    #[error("no EOF on the report pipe within {ms} ms (got {got:?})")]
+    Timeout {
+        /// The timeout, milliseconds.
+        ms: u128,
+        /// What was read so far (lossy UTF-8).
+        got: String,
+    },
+    /// `poll(2)` on the pipe failed.
+    #[error("poll on the report pipe: {0}")]
+    Poll(io::Error),
+    /// `read(2)` on the pipe failed.
+    #[error("read report pipe: {0}")]
+    Read(io::Error),
+    /// More than 64 KiB arrived.
+    #[error("report larger than 64 KiB")]
+    TooLarge,
+    /// The report is not UTF-8.
+    #[error("report is not UTF-8: {0}")]
+    NotUtf8(std::string::FromUtf8Error),
+    /// Not exactly one newline-terminated line.
+    #[error("expected exactly one JSON line, got {0:?}")]
+    NotOneLine(String),
+    /// The line is not a holder report.
+    #[error("bad JSON {line:?}: {source}")]
+    BadJson {
+        /// The line.
+        line: String,
+        /// The JSON error.
+        source: serde_json::Error,
+    },
+    /// The holder reported another pid than the child spawned.
+    #[error("holder reported pid {reported}, but the spawned child is pid {spawned}")]
+    PidMismatch {
+        /// The pid in the report.
+        reported: i32,
+        /// The child's pid.
+        spawned: i32,
     },
 }

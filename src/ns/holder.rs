@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::error::NsError;
+use super::error::{HandshakeError, NsError};
 use super::guard::{ChildGuard, DROP_STOP_TIMEOUT, ProcessGuard, prove_gone};
 use super::identity::ProcessIdentity;
 use super::netns::own_netns_inode;
@@ -183,7 +183,7 @@ pub fn holder_main(report_fd: RawFd, lo_up: bool) -> ! {
 }
 
 /// Reads the report pipe until EOF or `timeout`; returns the bytes or a reason.
-fn read_report(rd: &OwnedFd, timeout: Duration) -> Result<Vec<u8>, String> {
+fn read_report(rd: &OwnedFd, timeout: Duration) -> Result<Vec<u8>, HandshakeError> {
     let deadline = Instant::now() + timeout;
     let mut out = Vec::new();
     let mut buf = [0u8; 4096];
@@ -192,11 +192,10 @@ fn read_report(rd: &OwnedFd, timeout: Duration) -> Result<Vec<u8>, String> {
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(format!(
-                "no EOF on the report pipe within {} ms (got {:?})",
-                timeout.as_millis(),
-                String::from_utf8_lossy(&out)
-            ));
+            return Err(HandshakeError::Timeout {
+                ms: timeout.as_millis(),
+                got: String::from_utf8_lossy(&out).into_owned(),
+            });
         }
         let mut pfd = libc::pollfd {
             fd: rd.as_raw_fd(),
@@ -210,7 +209,7 @@ fn read_report(rd: &OwnedFd, timeout: Duration) -> Result<Vec<u8>, String> {
             if e.raw_os_error() == Some(libc::EINTR) {
                 continue;
             }
-            return Err(format!("poll on the report pipe: {e}"));
+            return Err(HandshakeError::Poll(e));
         }
         if r == 0 {
             continue;
@@ -220,11 +219,11 @@ fn read_report(rd: &OwnedFd, timeout: Duration) -> Result<Vec<u8>, String> {
             Ok(n) => {
                 out.extend_from_slice(&buf[..n]);
                 if out.len() > 64 * 1024 {
-                    return Err("report larger than 64 KiB".into());
+                    return Err(HandshakeError::TooLarge);
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(format!("read report pipe: {e}")),
+            Err(e) => return Err(HandshakeError::Read(e)),
         }
     }
 }
@@ -292,7 +291,7 @@ impl Holder {
         drop(wr);
         let guard = ChildGuard::new(child);
         let pid = guard.pid();
-        let handshake = |reason: String| NsError::Handshake {
+        let handshake = |reason: HandshakeError| NsError::Handshake {
             pid,
             exe: opts.exe.clone(),
             reason,
@@ -300,14 +299,11 @@ impl Holder {
 
         let bytes = read_report(&rd, HANDSHAKE_TIMEOUT).map_err(handshake)?;
         drop(rd);
-        let text =
-            String::from_utf8(bytes).map_err(|e| handshake(format!("report is not UTF-8: {e}")))?;
+        let text = String::from_utf8(bytes).map_err(|e| handshake(HandshakeError::NotUtf8(e)))?;
         let line = match text.strip_suffix('\n') {
             Some(l) if !l.contains('\n') => l,
             _ => {
-                return Err(handshake(format!(
-                    "expected exactly one JSON line, got {text:?}"
-                )));
+                return Err(handshake(HandshakeError::NotOneLine(text.clone())));
             }
         };
         let reported = match serde_json::from_str::<HolderReport>(line) {
@@ -318,13 +314,18 @@ impl Holder {
                     message: error,
                 });
             }
-            Err(e) => return Err(handshake(format!("bad JSON {line:?}: {e}"))),
+            Err(source) => {
+                return Err(handshake(HandshakeError::BadJson {
+                    line: line.to_string(),
+                    source,
+                }));
+            }
         };
         if reported.pid != pid {
-            return Err(handshake(format!(
-                "holder reported pid {}, but the spawned child is pid {pid}",
-                reported.pid
-            )));
+            return Err(handshake(HandshakeError::PidMismatch {
+                reported: reported.pid,
+                spawned: pid,
+            }));
         }
         let observed = ProcessIdentity::read(pid)?;
         if observed != reported {

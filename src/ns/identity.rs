@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::error::NsError;
+use super::error::{NsError, StatParseError};
 
 /// Who a process is, beyond its (reusable) pid.
 ///
@@ -50,28 +50,27 @@ pub struct StatFields {
 /// Parses one `/proc/PID/stat` line. `comm` (field 2) is skipped by splitting after the LAST
 /// `)`, so a comm such as `a) (b c` does not shift the fields.
 ///
-/// Errors: `Err(reason)` when there is no `)`, or fields 3 or 22 are missing or not numbers.
-pub fn parse_stat(line: &str) -> Result<StatFields, String> {
-    let close = line
-        .rfind(')')
-        .ok_or_else(|| "no ')' closing the comm field".to_string())?;
+/// Errors: [`StatParseError`] when there is no `)`, or fields 3 or 22 are missing or malformed.
+pub fn parse_stat(line: &str) -> Result<StatFields, StatParseError> {
+    let close = line.rfind(')').ok_or(StatParseError::NoCommEnd)?;
     let rest = &line[close + 1..];
     let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
     // rest starts at field 3 (state); field N is fields[N - 3].
-    let state_str = fields
-        .first()
-        .ok_or_else(|| "no state field after comm".to_string())?;
+    let state_str = fields.first().ok_or(StatParseError::NoState)?;
     let mut chars = state_str.chars();
     let state = match (chars.next(), chars.next()) {
         (Some(c), None) => c,
-        _ => return Err(format!("state field {state_str:?} is not one letter")),
+        _ => return Err(StatParseError::State(state_str.to_string())),
     };
     let st = fields
         .get(22 - 3)
-        .ok_or_else(|| format!("only {} fields after comm, need 20", fields.len()))?;
+        .ok_or(StatParseError::TooFewFields(fields.len()))?;
     let start_time = st
         .parse::<u64>()
-        .map_err(|e| format!("field 22 (starttime) {st:?}: {e}"))?;
+        .map_err(|source| StatParseError::StartTime {
+            field: st.to_string(),
+            source,
+        })?;
     Ok(StatFields { state, start_time })
 }
 

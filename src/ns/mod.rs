@@ -16,7 +16,7 @@ pub mod mountinfo;
 pub mod netns;
 pub mod pidfd;
 
-pub use error::NsError;
+pub use error::{HandshakeError, NsError, StatParseError};
 pub use guard::{ChildGuard, ProcessGuard};
 pub use holder::{Holder, HolderOptions, default_exe, holder_main, stop_by_identity};
 pub use identity::ProcessIdentity;

@@ -73,6 +73,15 @@ pub enum ReportError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// A rung's `netstate-before.json`/`netstate-after.json` could not be read (reported in the
+    /// report as [`NetStateDiff::unreadable`], never fatal).
+    #[error("{path}: {source}")]
+    NetState {
+        /// The file, relative to the evidence directory.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
 }
 
 /// Result alias of this module.
@@ -228,14 +237,21 @@ pub fn netstate_diff(evidence_dir: &Path, rung: RungName) -> Option<NetStateDiff
     if !b.exists() && !a.exists() {
         return None;
     }
-    let read = |p: &Path, rel: &str| -> std::result::Result<Vec<String>, String> {
-        let text = std::fs::read_to_string(p).map_err(|e| format!("{rel}: {e}"))?;
+    let read = |p: &Path, rel: &str| -> std::result::Result<Vec<String>, ReportError> {
+        let text = std::fs::read_to_string(p).map_err(|source| ReportError::NetState {
+            path: rel.into(),
+            source,
+        })?;
         Ok(canonical_lines(&text))
     };
     let (before, after) = match (read(&b, &before_path), read(&a, &after_path)) {
         (Ok(b), Ok(a)) => (b, a),
         (b, a) => {
-            let why: Vec<String> = [b.err(), a.err()].into_iter().flatten().collect();
+            let why: Vec<String> = [b.err(), a.err()]
+                .into_iter()
+                .flatten()
+                .map(|e| e.to_string())
+                .collect();
             return Some(NetStateDiff {
                 rung,
                 before_path,
