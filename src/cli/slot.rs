@@ -64,15 +64,20 @@ enum SlotVerb {
     Status(StatusCmd),
 }
 
-/// The flags every verb takes.
+/// The slot every verb names.
 #[derive(clap::Args)]
-struct Common {
+struct Target {
     /// Slot number (digits only, 0 to 999).
     #[arg(long, allow_hyphen_values = true)]
     slot: String,
     /// State directory holding the slots (created if missing; never a symlink).
     #[arg(long)]
     state_dir: PathBuf,
+}
+
+/// `--json`, which every verb takes (listed last, as before the verbs were subcommands).
+#[derive(clap::Args)]
+struct Json {
     /// Print the outcome as JSON.
     #[arg(long)]
     json: bool,
@@ -82,7 +87,7 @@ struct Common {
 #[derive(clap::Args)]
 struct ProvisionCmd {
     #[command(flatten)]
-    common: Common,
+    target: Target,
     /// Image: a directory or a .qcow2 file. Default: the embedded busybox rootfs serving HTTP on :5000.
     #[arg(long)]
     image: Option<PathBuf>,
@@ -104,26 +109,32 @@ struct ProvisionCmd {
     /// CRIU binary. Default: as for `netprobe run`.
     #[arg(long)]
     criu: Option<PathBuf>,
+    #[command(flatten)]
+    json: Json,
 }
 
 /// `slot snapshot|restore|reset|cleanup`: the binaries default to those recorded at provision.
 #[derive(clap::Args)]
 struct LaterVerbCmd {
     #[command(flatten)]
-    common: Common,
+    target: Target,
     /// OCI runtime binary. Default: the one recorded at provision (another path must have the same sha256).
     #[arg(long)]
     runtime: Option<PathBuf>,
     /// CRIU binary. Default: the one recorded at provision (another path must have the same sha256).
     #[arg(long)]
     criu: Option<PathBuf>,
+    #[command(flatten)]
+    json: Json,
 }
 
 /// `slot status`.
 #[derive(clap::Args)]
 struct StatusCmd {
     #[command(flatten)]
-    common: Common,
+    target: Target,
+    #[command(flatten)]
+    json: Json,
 }
 
 /// `--image-sha256`: 64 lower-case hex digits.
@@ -150,30 +161,40 @@ fn parse_reason(s: &str) -> Result<String, String> {
 impl SlotVerb {
     /// The library's arguments for this verb (flags a verb does not take stay unset).
     fn into_args(self) -> SlotArgs {
-        let (verb, common, bins) = match self {
+        match self {
             SlotVerb::Provision(p) => {
-                let mut a = args(Verb::Provision, p.common, p.runtime, p.criu);
+                let mut a = args(Verb::Provision, p.target, p.json, p.runtime, p.criu);
                 a.image = p.image;
                 a.image_sha256 = p.image_sha256;
                 a.probe_evidence = p.probe_evidence;
                 a.no_probe_gate = p.no_probe_gate;
                 a.reason = p.reason;
-                return a;
+                a
             }
-            SlotVerb::Snapshot(c) => (Verb::Snapshot, c.common, Some((c.runtime, c.criu))),
-            SlotVerb::Restore(c) => (Verb::Restore, c.common, Some((c.runtime, c.criu))),
-            SlotVerb::Reset(c) => (Verb::Reset, c.common, Some((c.runtime, c.criu))),
-            SlotVerb::Cleanup(c) => (Verb::Cleanup, c.common, Some((c.runtime, c.criu))),
-            SlotVerb::Status(c) => (Verb::Status, c.common, None),
-        };
-        let (runtime, criu) = bins.unwrap_or((None, None));
-        args(verb, common, runtime, criu)
+            SlotVerb::Snapshot(c) => c.into_args(Verb::Snapshot),
+            SlotVerb::Restore(c) => c.into_args(Verb::Restore),
+            SlotVerb::Reset(c) => c.into_args(Verb::Reset),
+            SlotVerb::Cleanup(c) => c.into_args(Verb::Cleanup),
+            SlotVerb::Status(c) => args(Verb::Status, c.target, c.json, None, None),
+        }
     }
 }
 
-fn args(verb: Verb, common: Common, runtime: Option<PathBuf>, criu: Option<PathBuf>) -> SlotArgs {
-    let mut a = SlotArgs::new(verb, common.slot, common.state_dir);
-    a.json = common.json;
+impl LaterVerbCmd {
+    fn into_args(self, verb: Verb) -> SlotArgs {
+        args(verb, self.target, self.json, self.runtime, self.criu)
+    }
+}
+
+fn args(
+    verb: Verb,
+    target: Target,
+    json: Json,
+    runtime: Option<PathBuf>,
+    criu: Option<PathBuf>,
+) -> SlotArgs {
+    let mut a = SlotArgs::new(verb, target.slot, target.state_dir);
+    a.json = json.json;
     a.runtime = runtime;
     a.criu = criu;
     a
