@@ -24,7 +24,7 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
         "netns_inode": id.netns_inode,
         "netns_path": holder.netns_path().display().to_string(),
         "exe": ctx.exe.display().to_string(),
-        "created_at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        "created_at": crate::evidence::now_rfc3339(),
     });
     crate::evidence::validate_holder(&holder_json)
         .map_err(|e| RungError::new("holder.json", e.join("; ")))?;

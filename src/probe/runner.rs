@@ -100,10 +100,6 @@ pub fn parse_phases(s: &str) -> Result<Vec<RungName>, RunError> {
     Ok(out)
 }
 
-fn now_rfc3339() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
-
 /// Declared differences that hold for every run of the given phases, beside the pin ones.
 pub fn standing_differences(phases: &[RungName]) -> Vec<String> {
     let mut d = Vec::new();
@@ -127,7 +123,7 @@ pub fn standing_differences(phases: &[RungName]) -> Vec<String> {
 /// for an unready host (exit 3), `CouldNotRun` when no result could be written. A rung that
 /// fails or errors is not an error here: it is recorded in the result.
 pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, PathBuf), RunError> {
-    let started_at = now_rfc3339();
+    let started_at = crate::evidence::now_rfc3339();
     let t0 = Instant::now();
     // First of all: from here on a signal releases whatever has been started (see below).
     let handler_error = crate::ns::cleanup::install_signal_handler().err();
@@ -207,7 +203,7 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
             format!(
                 "netprobe run was interrupted by {by} at {}; what it had started was released; \
                  no netprobe-result.json was written\n",
-                now_rfc3339()
+                crate::evidence::now_rfc3339()
             )
             .as_bytes(),
         );
@@ -266,7 +262,7 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
         tool_version: env!("CARGO_PKG_VERSION").into(),
         command: opts.command.clone(),
         started_at,
-        finished_at: now_rfc3339(),
+        finished_at: crate::evidence::now_rfc3339(),
         duration_ms: t0.elapsed().as_millis() as u64,
         phases: opts.phases.clone(),
         host: host_facts,
@@ -287,7 +283,7 @@ fn skipped(name: RungName) -> RungResult {
         name,
         status: Status::Skipped,
         summary: "not requested with --phases".into(),
-        started_at: now_rfc3339(),
+        started_at: crate::evidence::now_rfc3339(),
         duration_ms: 0,
         timings_ms: BTreeMap::new(),
         facts: BTreeMap::new(),
@@ -301,7 +297,7 @@ fn skipped(name: RungName) -> RungResult {
 /// later by [`run`], from one inventory of the whole folder), and never panics the run:
 /// a rung error or panic becomes status `error` with the reason.
 fn run_one(name: RungName, ctx: &RungCtx) -> RungResult {
-    let started_at = now_rfc3339();
+    let started_at = crate::evidence::now_rfc3339();
     let t = Instant::now();
     let rung_dir = ctx.evidence.root().join(name.as_str());
     let out: Result<RungOutput, RungError> =

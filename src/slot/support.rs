@@ -1,57 +1,12 @@
-//! Small helpers only the slot driver needs: replace-in-place atomic writes (slot state files are
-//! rewritten; [`crate::evidence::EvidenceDir`] never overwrites, so verb evidence goes there),
-//! sha256 of bytes, time, random ids, recursive copy with fsync, removal that never crosses a
-//! mount. File hashes come from [`crate::evidence::sha256_file`], CRIU config refusal from
-//! [`crate::host::refuse_criu_config`].
+//! Small helpers only the slot driver needs: random ids, recursive copy with fsync, removal that
+//! never crosses a mount, timing. Atomic writes, hashes and time come from
+//! [`crate::evidence`] ([`crate::evidence::replace_atomic`], [`crate::evidence::sha256_file`],
+//! [`crate::evidence::sha256_hex`], [`crate::evidence::now_rfc3339`]).
 
-use sha2::{Digest, Sha256};
-use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs::{self, File};
+use std::io::Read;
 use std::path::Path;
 use std::process::Command;
-
-/// Writes `bytes` to `path` atomically: a temporary sibling (`.<name>.tmp-<pid>`), `fsync`,
-/// `rename`, then `fsync` of the directory.
-///
-/// Errors: any I/O error; the temporary file is removed on failure.
-pub fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let res = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o644)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)?;
-        fsync_dir(dir)
-    })();
-    if res.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    res
-}
-
-/// `fsync` of a directory (makes renames and creations in it durable).
-pub fn fsync_dir(dir: &Path) -> std::io::Result<()> {
-    File::open(dir)?.sync_all()
-}
-
-/// Lower-case hex SHA-256 of bytes.
-pub fn sha256_bytes(b: &[u8]) -> String {
-    hex::encode(Sha256::digest(b))
-}
-
-/// Now, RFC 3339 UTC with milliseconds.
-pub fn now_rfc3339() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
 
 /// `n` random bytes from `/dev/urandom`, hex encoded (falls back to time and pid).
 pub fn random_hex(n: usize) -> String {
@@ -65,7 +20,7 @@ pub fn random_hex(n: usize) -> String {
             .map(|d| d.as_nanos())
             .unwrap_or(0);
         let s = format!("{t}-{}", std::process::id());
-        return sha256_bytes(s.as_bytes())[..2 * n.min(32)].to_string();
+        return crate::evidence::sha256_hex(s.as_bytes())[..2 * n.min(32)].to_string();
     }
     hex::encode(buf)
 }
