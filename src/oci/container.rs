@@ -300,13 +300,14 @@ pub mod fake {
     pub type Events = Arc<Mutex<Vec<String>>>;
 
     /// The fake: `status` is what `state` answers (`None` = does not exist); create/restore set
-    /// it to `running`, checkpoint/kill+delete/release to `None`.
-    #[derive(Debug, Default)]
+    /// it to `running`, checkpoint/kill+delete/release to `None`. Clones share events and status
+    /// (one container seen by every runtime a verb builds).
+    #[derive(Debug, Default, Clone)]
     pub struct RecordingRuntime {
         /// The recorded events.
         pub events: Events,
         /// The scripted container status.
-        pub status: Mutex<Option<String>>,
+        pub status: Arc<Mutex<Option<String>>>,
         /// Root path reported.
         pub root: PathBuf,
     }
@@ -316,7 +317,7 @@ pub mod fake {
         pub fn new(events: Events, status: Option<&str>) -> Self {
             RecordingRuntime {
                 events,
-                status: Mutex::new(status.map(str::to_string)),
+                status: Arc::new(Mutex::new(status.map(str::to_string))),
                 root: PathBuf::from("/nonexistent/fake-runtime-root"),
             }
         }
