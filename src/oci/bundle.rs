@@ -3,11 +3,11 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::evidence::sha256_hex;
 use oci_spec::runtime::{
     LinuxCpuBuilder, LinuxDeviceCgroupBuilder, LinuxMemoryBuilder, LinuxNamespaceBuilder,
     LinuxNamespaceType, LinuxResourcesBuilder, Root, Spec, User,
 };
-use crate::evidence::sha256_hex;
 
 use super::error::{OciError, Result, io_err};
 
@@ -205,8 +205,7 @@ pub fn write_bundle(bundle_dir: &Path, spec: &BundleSpec) -> Result<BundleInfo> 
     sort_capability_sets(&mut value);
     let mut bytes = serde_json::to_vec_pretty(&value).map_err(json_err)?;
     bytes.push(b'\n');
-    crate::evidence::replace_atomic(&config_path, &bytes)
-        .map_err(io_err("write", &config_path))?;
+    crate::evidence::replace_atomic(&config_path, &bytes).map_err(io_err("write", &config_path))?;
     Ok(BundleInfo {
         config_path,
         sha256: sha256_hex(&bytes),

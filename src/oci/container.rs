@@ -255,7 +255,12 @@ impl<'r> Container<'r> {
     /// restore --detach` from `images` with CRIU's work folder `work`.
     ///
     /// Errors: those of [`Runtime::restore`].
-    pub fn restore(&mut self, images: &Path, work: &Path, extra: &[String]) -> Result<RuntimeOutcome> {
+    pub fn restore(
+        &mut self,
+        images: &Path,
+        work: &Path,
+        extra: &[String],
+    ) -> Result<RuntimeOutcome> {
         self.arm();
         self.pid = None;
         let _ = std::fs::remove_file(&self.pid_file);
@@ -348,12 +353,17 @@ pub mod fake {
         }
         fn state(&self, id: &str) -> Result<Option<ContainerState>> {
             self.log(format!("runtime state {id}"));
-            Ok(self.status.lock().unwrap().clone().map(|status| ContainerState {
-                id: id.into(),
-                pid: 0,
-                status,
-                bundle: PathBuf::new(),
-            }))
+            Ok(self
+                .status
+                .lock()
+                .unwrap()
+                .clone()
+                .map(|status| ContainerState {
+                    id: id.into(),
+                    pid: 0,
+                    status,
+                    bundle: PathBuf::new(),
+                }))
         }
         fn create(&self, id: &str, _: &Path, _: &Path) -> Result<RuntimeOutcome> {
             self.log(format!("runtime create {id}"));
@@ -419,7 +429,8 @@ mod tests {
             c.create().unwrap();
             c.start().unwrap();
             assert!(c.refuse_existing().is_err());
-            c.checkpoint(None, Path::new("/i"), Path::new("/w"), &[]).unwrap();
+            c.checkpoint(None, Path::new("/i"), Path::new("/w"), &[])
+                .unwrap();
             c.prove_gone().unwrap();
             c.restore(Path::new("/i"), Path::new("/w"), &[]).unwrap();
         }

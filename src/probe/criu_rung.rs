@@ -9,17 +9,10 @@
 
 use crate::criu::{self, Criu, DumpOpts, RestoreOpts};
 use crate::evidence::result::RungName;
-use crate::netlink::NetState;
 use crate::ns::{self, ProcessGuard, ProcessIdentity};
 use crate::probe::rung::{RungCtx, RungError, RungOutput, at};
 use crate::probe::util;
 use std::path::Path;
-
-fn capture(netns: &Path) -> Result<NetState, String> {
-    ns::run_in_netns(netns, crate::netlink::capture)
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())
-}
 
 /// Runs the rung. Errors (phase): `holder`, `state capture`, `criu dump`, `criu restore`
 /// (naming the log to read), `evidence`.
@@ -39,7 +32,7 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     let id = *holder.identity();
     out.fact("dumped_pid", id.pid);
     out.fact("netns_inode_before", id.netns_inode);
-    let before = match capture(&holder.netns_path()) {
+    let before = match ns::capture_netstate(&holder.netns_path()) {
         Ok(s) => s,
         Err(e) => return Err(RungError::new("state capture", e).with(out)),
     };
@@ -102,7 +95,7 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     };
     out.fact("restored_pid", pid);
     out.fact("netns_inode_after", restored.identity().netns_inode);
-    let after = capture(Path::new(&format!("/proc/{pid}/ns/net")));
+    let after = ns::capture_netstate(Path::new(&format!("/proc/{pid}/ns/net")));
     if let Ok(t) = util::ip_view(pid) {
         let _ = ev.write(&rel("ip-after.txt"), t.as_bytes());
     }

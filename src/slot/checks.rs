@@ -68,7 +68,11 @@ pub fn file_sha256(path: &Path) -> Result<String, String> {
 }
 
 /// A binary at `path` (hashed as `hashed`) still has the sha256 recorded at provision in `pin`.
-pub fn binary_pin(path: &Path, hashed: Result<String, String>, pin: &BinaryPin) -> Result<String, String> {
+pub fn binary_pin(
+    path: &Path,
+    hashed: Result<String, String>,
+    pin: &BinaryPin,
+) -> Result<String, String> {
     match hashed {
         Ok(h) if h == pin.sha256 => Ok(format!("{}: sha256 {h}", path.display())),
         Ok(h) => Err(format!(
@@ -358,18 +362,30 @@ pub(crate) mod tests {
     fn config_hash_proves_hash_and_holder_netns() {
         let (d, mut st) = fixture();
         let bundle = d.path().join("bundle");
-        assert!(config_hash(&bundle, &st).unwrap_err().contains("no config.json sha256"));
+        assert!(
+            config_hash(&bundle, &st)
+                .unwrap_err()
+                .contains("no config.json sha256")
+        );
         bundle_for(&mut st, &bundle, &d.path().join("rootfs"));
         let ok = config_hash(&bundle, &st).unwrap();
         assert!(ok.contains("(the holder's)"), "{ok}");
         let mut other = st.clone();
         other.holder.as_mut().unwrap().pid = 1;
-        assert!(config_hash(&bundle, &other).unwrap_err().contains("not the holder's"));
+        assert!(
+            config_hash(&bundle, &other)
+                .unwrap_err()
+                .contains("not the holder's")
+        );
         let cfg = bundle.join("config.json");
         let mut text = fs::read_to_string(&cfg).unwrap();
         text.push(' ');
         fs::write(&cfg, text).unwrap();
-        assert!(config_hash(&bundle, &st).unwrap_err().contains("(tampered)"));
+        assert!(
+            config_hash(&bundle, &st)
+                .unwrap_err()
+                .contains("(tampered)")
+        );
     }
 
     #[test]
@@ -390,7 +406,11 @@ pub(crate) mod tests {
         fs::write(&rt, b"swapped").unwrap();
         let e = binary_pin(&rt, file_sha256(&rt), &st.runtime).unwrap_err();
         assert!(e.contains("binary swapped?"), "{e}");
-        assert!(file_sha256(&d.path().join("gone")).unwrap_err().contains("cannot hash"));
+        assert!(
+            file_sha256(&d.path().join("gone"))
+                .unwrap_err()
+                .contains("cannot hash")
+        );
     }
 
     #[test]
@@ -403,10 +423,17 @@ pub(crate) mod tests {
         assert!(snapshot_complete(d.path(), &st).is_ok());
         fs::write(dir.join("checkpoint/extra.img"), b"x").unwrap();
         let e = snapshot_complete(d.path(), &st).unwrap_err();
-        assert!(e.contains("found but not recorded") && e.contains("extra.img"), "{e}");
+        assert!(
+            e.contains("found but not recorded") && e.contains("extra.img"),
+            "{e}"
+        );
         fs::remove_file(dir.join("checkpoint/extra.img")).unwrap();
         fs::write(dir.join("netstate.json"), b"{}").unwrap();
-        assert!(snapshot_complete(d.path(), &st).unwrap_err().contains("recorded sha256"));
+        assert!(
+            snapshot_complete(d.path(), &st)
+                .unwrap_err()
+                .contains("recorded sha256")
+        );
     }
 
     #[test]
@@ -424,15 +451,35 @@ pub(crate) mod tests {
         let e = usage_checks(&a, "1").unwrap_err();
         assert!(e.message.contains("provision only") && e.exit_code() == 2);
         a.verb = Verb::Provision;
-        assert!(usage_checks(&a, "1").unwrap_err().message.contains("pinned with --image-sha256"));
+        assert!(
+            usage_checks(&a, "1")
+                .unwrap_err()
+                .message
+                .contains("pinned with --image-sha256")
+        );
         a.image_sha256 = Some("ABC".into());
-        assert!(usage_checks(&a, "1").unwrap_err().message.contains("64 lower-case hex"));
+        assert!(
+            usage_checks(&a, "1")
+                .unwrap_err()
+                .message
+                .contains("64 lower-case hex")
+        );
         a.image_sha256 = Some("a".repeat(64));
         assert!(usage_checks(&a, "1").is_ok());
         a.no_probe_gate = true;
-        assert!(usage_checks(&a, "1").unwrap_err().message.contains("needs --reason"));
+        assert!(
+            usage_checks(&a, "1")
+                .unwrap_err()
+                .message
+                .contains("needs --reason")
+        );
         a.reason = Some("r".into());
         a.probe_evidence = Some("/e".into());
-        assert!(usage_checks(&a, "1").unwrap_err().message.contains("exclude each other"));
+        assert!(
+            usage_checks(&a, "1")
+                .unwrap_err()
+                .message
+                .contains("exclude each other")
+        );
     }
 }

@@ -236,6 +236,9 @@ mod tests {
         assert!(std::error::Error::source(&e).is_some());
         assert_eq!(e.to_json()["kind"], "could-not-run");
         let u = SlotError::usage("x", "bad");
-        assert_eq!((u.exit_code(), u.to_json()["kind"].clone()), (2, "usage".into()));
+        assert_eq!(
+            (u.exit_code(), u.to_json()["kind"].clone()),
+            (2, "usage".into())
+        );
     }
 }

@@ -326,7 +326,8 @@ mod tests {
         for id in GateId::ALL {
             let n = id.name();
             assert!(
-                n.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
+                n.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
                 "{n}"
             );
             assert!(!id.fact().is_empty());
@@ -345,11 +346,18 @@ mod tests {
         let mut log = GateLog::default();
         assert!(log.check("3", GateId::SlotLock, Ok("held".into())).is_ok());
         let e = log
-            .check("3", GateId::CriuConfigAbsent, Err("/etc/criu/default.conf".into()))
+            .check(
+                "3",
+                GateId::CriuConfigAbsent,
+                Err("/etc/criu/default.conf".into()),
+            )
             .unwrap_err();
         assert_eq!(e.exit_code(), 3);
         let s = e.to_string();
-        assert!(s.contains("criu-config-absent") && s.contains("default.conf"), "{s}");
+        assert!(
+            s.contains("criu-config-absent") && s.contains("default.conf"),
+            "{s}"
+        );
         let e = log
             .check("3", GateId::ConfigHash, Err("tampered".into()))
             .unwrap_err();
@@ -359,7 +367,10 @@ mod tests {
             "host"
         );
         assert!(!log.all_proven());
-        assert_eq!(log.missing(&[GateId::SlotLock, GateId::ConfigHash]), Some(GateId::ConfigHash));
+        assert_eq!(
+            log.missing(&[GateId::SlotLock, GateId::ConfigHash]),
+            Some(GateId::ConfigHash)
+        );
         log.record(GateId::ConfigHash, Err("recorded only".into()));
         assert_eq!(log.missing(&[GateId::SlotLock, GateId::ConfigHash]), None);
     }

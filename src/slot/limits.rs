@@ -112,7 +112,10 @@ mod tests {
     fn limits_read_back_from_a_given_root() {
         let (d, text) = tree(Some("4294967296\n"), "400000\n");
         let ok = read_limits(d.path(), &text, &WANT).unwrap();
-        assert!(ok.contains("cfs_quota_us 400000 cfs_period_us 100000"), "{ok}");
+        assert!(
+            ok.contains("cfs_quota_us 400000 cfs_period_us 100000"),
+            "{ok}"
+        );
         assert!(ok.contains("memsw.limit_in_bytes 4294967296"), "{ok}");
         let (d, text) = tree(None, "400000\n");
         let ok = read_limits(d.path(), &text, &WANT).unwrap();

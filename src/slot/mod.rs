@@ -296,7 +296,12 @@ fn with_existing(
     vr.took("enter", t);
     let mut st = match SlotState::load(&vr.paths.state()) {
         Ok(s) if s.slot == vr.paths.slot => s,
-        Ok(s) => return Err(vr.fail(GateId::SlotState, format!("state.json names slot {}", s.slot))),
+        Ok(s) => {
+            return Err(vr.fail(
+                GateId::SlotState,
+                format!("state.json names slot {}", s.slot),
+            ));
+        }
         Err(e) => return Err(vr.fail(GateId::SlotState, e)),
     };
     vr.gate(GateId::SlotState, Ok(format!("phase {:?}", st.phase)))?;

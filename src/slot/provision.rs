@@ -111,7 +111,12 @@ fn binary_gates(run: &mut VerbRun) -> Result<(BinaryPin, BinaryPin), SlotError> 
         .clone()
         .unwrap_or_else(host::default_runtime);
     let cr_path = run.args.criu.clone().unwrap_or_else(host::default_criu);
-    let rt = binary_found(run, GateId::RuntimeBinaryFound, &rt_path, BinaryKind::Runtime)?;
+    let rt = binary_found(
+        run,
+        GateId::RuntimeBinaryFound,
+        &rt_path,
+        BinaryKind::Runtime,
+    )?;
     let cr = binary_found(run, GateId::CriuBinaryFound, &cr_path, BinaryKind::Criu)?;
     Ok((rt, cr))
 }

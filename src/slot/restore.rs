@@ -4,6 +4,7 @@
 //! gates after it (network state byte-equal to the recorded one, else fail closed with the
 //! diff; ready gates). A failed restore keeps the holder so it can be retried.
 
+use super::Verb;
 use super::checks;
 use super::common::{self, StateAnswer, holder_gate, mkdirs, stop_container_proven};
 use super::error::{SlotError, StepError};
@@ -12,7 +13,6 @@ use super::mounts;
 use super::run::VerbRun;
 use super::state::*;
 use super::support::{self, timed};
-use super::Verb;
 use crate::netlink::NetState;
 use crate::oci::{Container, RuntimeOps};
 use std::fs;
@@ -197,7 +197,11 @@ fn net_fidelity(
         );
         return Err(run.fail(GateId::NetFidelity, detail).with_diff(diff));
     }
-    let d = format!("{} bytes, sha256 {}", cap.len(), crate::evidence::sha256_hex(cap.as_bytes()));
+    let d = format!(
+        "{} bytes, sha256 {}",
+        cap.len(),
+        crate::evidence::sha256_hex(cap.as_bytes())
+    );
     run.gate(GateId::NetFidelity, Ok(d))?;
     Ok(cap.len())
 }
@@ -255,13 +259,22 @@ fn restored_gates(
 
 /// A failed restore: the restored container (if any) is stopped and proven gone so the restore
 /// can be retried; the holder, the snapshot and the mounts are kept.
-fn restore_failed(run: &mut VerbRun, st: &mut SlotState, rt: &dyn RuntimeOps, e: SlotError) -> SlotError {
+fn restore_failed(
+    run: &mut VerbRun,
+    st: &mut SlotState,
+    rt: &dyn RuntimeOps,
+    e: SlotError,
+) -> SlotError {
     let id = st.container_id.clone();
     let _ = stop_container_proven(run, rt, &id);
     let end = VerbEnd::Failed {
         container_gone: true,
     };
-    let verb = if run.args.verb == Verb::Reset { Verb::Reset } else { Verb::Restore };
+    let verb = if run.args.verb == Verb::Reset {
+        Verb::Reset
+    } else {
+        Verb::Restore
+    };
     st.phase = Phase::after(verb, end, st.phase).unwrap_or(st.phase);
     let _ = st.save(&run.paths.state());
     run.journal(

@@ -160,11 +160,12 @@ impl<'a> VerbRun<'a> {
         self.trace(format!("step {step}"));
         match self.gates.missing(required) {
             None => Ok(()),
-            Some(g) => Err(self.step_err(
-                step,
-                StepError::Missing("a gate that must come before this step was not passed")
-            )
-            .with_note(&format!(" (gate `{}`)", g.name()))),
+            Some(g) => Err(self
+                .step_err(
+                    step,
+                    StepError::Missing("a gate that must come before this step was not passed"),
+                )
+                .with_note(&format!(" (gate `{}`)", g.name()))),
         }
     }
 
@@ -241,7 +242,8 @@ impl<'a> VerbRun<'a> {
 
     fn open_evidence(&mut self) -> Result<(), SlotError> {
         let base = self.paths.evidence();
-        fs::create_dir_all(&base).map_err(|e| self.step_err("evidence", StepError::io(&base)(e)))?;
+        fs::create_dir_all(&base)
+            .map_err(|e| self.step_err("evidence", StepError::io(&base)(e)))?;
         let mut seq = fs::read_dir(&base).map(|r| r.count()).unwrap_or(0) + 1;
         loop {
             let d = base.join(format!("{seq:04}-{}", self.verb()));
@@ -273,7 +275,12 @@ impl<'a> VerbRun<'a> {
         v
     }
 
-    fn write_verb_evidence(&self, res: &Result<(String, Option<SlotState>), SlotError>, st: Option<&SlotState>, declared: &[String]) {
+    fn write_verb_evidence(
+        &self,
+        res: &Result<(String, Option<SlotState>), SlotError>,
+        st: Option<&SlotState>,
+        declared: &[String],
+    ) {
         let gates = serde_json::to_vec_pretty(&self.gates.gates).unwrap_or_default();
         self.ev_write("gates.json", &gates);
         self.ev_write(

@@ -143,7 +143,8 @@ fn snapshot_steps(
     });
     let mpath = tmp.join("manifest.json");
     let mbytes = serde_json::to_vec_pretty(&manifest).unwrap_or_default();
-    replace_atomic(&mpath, &mbytes).map_err(|e| run.step_err("manifest", StepError::io(&mpath)(e)))?;
+    replace_atomic(&mpath, &mbytes)
+        .map_err(|e| run.step_err("manifest", StepError::io(&mpath)(e)))?;
     fsync_dir(tmp).map_err(|e| run.step_err("fsync", StepError::io(tmp)(e)))?;
     let name = format!("snapshot-{sid}");
     let dst = run.paths.root.join(&name);

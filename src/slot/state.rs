@@ -77,8 +77,18 @@ impl Phase {
             (Verb::Provision, Failed { .. }) => ProvisionFailed,
             (Verb::Snapshot, Began) => Snapshotting,
             (Verb::Snapshot, Succeeded) => Checkpointed,
-            (Verb::Snapshot, Failed { container_gone: true }) => SnapshotFailed,
-            (Verb::Snapshot, Failed { container_gone: false }) => prev,
+            (
+                Verb::Snapshot,
+                Failed {
+                    container_gone: true,
+                },
+            ) => SnapshotFailed,
+            (
+                Verb::Snapshot,
+                Failed {
+                    container_gone: false,
+                },
+            ) => prev,
             (Verb::Restore | Verb::Reset, Began) => Restoring,
             (Verb::Restore | Verb::Reset, Succeeded) => Running,
             (Verb::Restore | Verb::Reset, Failed { .. }) => RestoreFailed,
@@ -323,9 +333,15 @@ mod tests {
     fn kinds_serialize_as_before_and_compare_with_text() {
         assert_eq!(serde_json::to_value(ImageKind::Qcow2).unwrap(), "qcow2");
         assert_eq!(ImageKind::of(None), "embedded");
-        assert_eq!(ImageKind::of(Some(Path::new("/x/a.qcow2"))), ImageKind::Qcow2);
+        assert_eq!(
+            ImageKind::of(Some(Path::new("/x/a.qcow2"))),
+            ImageKind::Qcow2
+        );
         assert_eq!(ImageKind::of(Some(Path::new("/x/dir"))), "directory");
-        assert_eq!(serde_json::to_value(ProbeGateMode::Override).unwrap(), "override");
+        assert_eq!(
+            serde_json::to_value(ProbeGateMode::Override).unwrap(),
+            "override"
+        );
         assert_eq!(ProbeGateMode::Evidence, "evidence");
     }
 
@@ -333,12 +349,25 @@ mod tests {
     fn phase_table() {
         use Phase::*;
         use VerbEnd::*;
-        let gone = Failed { container_gone: true };
-        let alive = Failed { container_gone: false };
-        assert_eq!(Phase::after(Verb::Provision, Succeeded, Provisioning), Some(Ready));
-        assert_eq!(Phase::after(Verb::Snapshot, gone, Ready), Some(SnapshotFailed));
+        let gone = Failed {
+            container_gone: true,
+        };
+        let alive = Failed {
+            container_gone: false,
+        };
+        assert_eq!(
+            Phase::after(Verb::Provision, Succeeded, Provisioning),
+            Some(Ready)
+        );
+        assert_eq!(
+            Phase::after(Verb::Snapshot, gone, Ready),
+            Some(SnapshotFailed)
+        );
         assert_eq!(Phase::after(Verb::Snapshot, alive, Running), Some(Running));
-        assert_eq!(Phase::after(Verb::Reset, alive, Running), Some(RestoreFailed));
+        assert_eq!(
+            Phase::after(Verb::Reset, alive, Running),
+            Some(RestoreFailed)
+        );
         assert_eq!(Phase::after(Verb::Cleanup, Succeeded, Running), Some(Clean));
         assert_eq!(Phase::after(Verb::Status, Began, Ready), None);
     }

@@ -36,7 +36,10 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
         None
     };
     let busy = exists && SlotLock::acquire(&p.lock()).is_err();
-    let live = st.as_ref().map(|st| live_facts(run, st)).unwrap_or(json!({}));
+    let live = st
+        .as_ref()
+        .map(|st| live_facts(run, st))
+        .unwrap_or(json!({}));
     let snap = st.as_ref().map(|s| checks::snapshot_complete(&p.root, s));
     let journal = layout::journal_read(&p.journal());
     let declared = run.declared(st.as_ref());

@@ -68,7 +68,8 @@ fn drive(
 ) -> (Result<SlotOutcome, SlotError>, Vec<String>) {
     let events = Events::default();
     let fake = RecordingRuntime::new(events.clone(), status);
-    let make = move |_: &Path, _: &Path, _: &Path| -> Box<dyn RuntimeOps> { Box::new(fake.clone()) };
+    let make =
+        move |_: &Path, _: &Path, _: &Path| -> Box<dyn RuntimeOps> { Box::new(fake.clone()) };
     let env = SlotEnv {
         make_runtime: &make,
         require_root: false,
@@ -99,7 +100,12 @@ fn destructive(e: &str) -> bool {
 fn gates_before(trace: &[String], required: &[GateId], at: usize) {
     for g in required {
         let i = pos(trace, &format!("gate {}", g.name()));
-        assert!(i < at, "gate {} after {:?}: {trace:#?}", g.name(), trace[at]);
+        assert!(
+            i < at,
+            "gate {} after {:?}: {trace:#?}",
+            g.name(),
+            trace[at]
+        );
     }
 }
 
@@ -114,7 +120,11 @@ fn reset_kills_only_after_every_reset_gate() {
     assert!(pos(&trace, "gate container-stopped") > kill);
     // No overlay recorded in the fixture: the verb stops at its next step, having begun.
     let e = r.unwrap_err();
-    assert_eq!((e.exit_code(), e.gate.as_deref()), (4, Some("overlay")), "{e}");
+    assert_eq!(
+        (e.exit_code(), e.gate.as_deref()),
+        (4, Some("overlay")),
+        "{e}"
+    );
     assert_eq!(f.state().phase, Phase::Restoring);
 }
 
@@ -127,7 +137,11 @@ fn a_failed_gate_stops_reset_before_any_runtime_change() {
     fs::write(&cfg, text).unwrap();
     let (r, trace) = drive(Verb::Reset, &f.sd, Some("running"), |_| {});
     let e = r.unwrap_err();
-    assert_eq!((e.exit_code(), e.gate.as_deref()), (1, Some("config-hash")), "{e}");
+    assert_eq!(
+        (e.exit_code(), e.gate.as_deref()),
+        (1, Some("config-hash")),
+        "{e}"
+    );
     assert!(!trace.iter().any(|e| destructive(e)), "{trace:#?}");
     assert!(!trace.iter().any(|e| e.starts_with("step ")), "{trace:#?}");
     assert_eq!(f.state().phase, Phase::Running);
@@ -150,9 +164,17 @@ fn restore_clears_its_step_after_every_restore_gate_and_refuses_a_live_container
     let f = existing(true, Phase::Running);
     let (r, trace) = drive(Verb::Restore, &f.sd, Some("running"), |_| {});
     let e = r.unwrap_err();
-    assert_eq!((e.exit_code(), e.gate.as_deref()), (1, Some("container-absent")), "{e}");
+    assert_eq!(
+        (e.exit_code(), e.gate.as_deref()),
+        (1, Some("container-absent")),
+        "{e}"
+    );
     assert!(e.message.contains("use reset"), "{e}");
-    assert!(!trace.iter().any(|e| destructive(e) || e.starts_with("step ")));
+    assert!(
+        !trace
+            .iter()
+            .any(|e| destructive(e) || e.starts_with("step "))
+    );
     assert_eq!(f.state().phase, Phase::Running);
 }
 
@@ -231,7 +253,10 @@ fn provision_creates_nothing_before_its_gates() {
     assert_eq!(e.gate.as_deref(), Some("slot-fresh"), "{e}");
     let step = pos(&trace, "step slot-create");
     gates_before(&trace, &PROVISION_GATES, step);
-    assert!(!trace.iter().any(|e| e.starts_with("runtime ")), "{trace:#?}");
+    assert!(
+        !trace.iter().any(|e| e.starts_with("runtime ")),
+        "{trace:#?}"
+    );
     assert_eq!(fs::read_dir(sd.join("slot-1")).unwrap().count(), 0);
 }
 
@@ -240,7 +265,8 @@ fn a_step_cleared_before_its_gate_fails_closed() {
     let f = existing(false, Phase::Running);
     let events = Events::default();
     let fake = RecordingRuntime::new(events.clone(), None);
-    let make = move |_: &Path, _: &Path, _: &Path| -> Box<dyn RuntimeOps> { Box::new(fake.clone()) };
+    let make =
+        move |_: &Path, _: &Path, _: &Path| -> Box<dyn RuntimeOps> { Box::new(fake.clone()) };
     let env = SlotEnv {
         make_runtime: &make,
         require_root: false,
@@ -250,13 +276,20 @@ fn a_step_cleared_before_its_gate_fails_closed() {
     let mut run = VerbRun::new(&args, "1".into(), f.paths.clone(), &env);
     run.gate(GateId::ConfigHash, Ok("proven".into())).unwrap();
     let e = run
-        .clear("container-stop", &[GateId::ConfigHash, GateId::SnapshotComplete])
+        .clear(
+            "container-stop",
+            &[GateId::ConfigHash, GateId::SnapshotComplete],
+        )
         .unwrap_err();
     assert_eq!(e.exit_code(), 4);
     assert!(e.to_string().contains("snapshot-complete"), "{e}");
-    run.gate(GateId::SnapshotComplete, Ok("proven".into())).unwrap();
-    run.clear("container-stop", &[GateId::ConfigHash, GateId::SnapshotComplete])
+    run.gate(GateId::SnapshotComplete, Ok("proven".into()))
         .unwrap();
+    run.clear(
+        "container-stop",
+        &[GateId::ConfigHash, GateId::SnapshotComplete],
+    )
+    .unwrap();
 }
 
 #[test]
