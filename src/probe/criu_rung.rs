@@ -9,6 +9,7 @@
 
 use crate::criu::{self, Criu, DumpOpts, RestoreOpts};
 use crate::evidence::result::RungName;
+use crate::netlink::NetState;
 use crate::ns::{self, ProcessGuard, ProcessIdentity};
 use crate::probe::rung::{RungCtx, RungError, RungOutput, at};
 use crate::probe::util;
@@ -66,13 +67,41 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     }
     holder.stop().map_err(at("holder stop"))?;
 
+    let after = restore_and_capture(ctx, &criu, &dir, &images, &rel, &mut out)?;
+
+    let inv = criu::inventory(&images).map_err(at("image inventory"))?;
+    out.fact("image_files", inv.len());
+    ev.write_json(&rel("images.json"), &inv)
+        .map_err(at("evidence"))?;
+    let equal = before.to_canonical_json() == after.to_canonical_json();
+    out.fact("state_byte_equal", equal);
+    out.summary = format!(
+        "CRIU dumped and restored the netns: {} image files, lo UP with 127.0.0.1/8 after restore: {}, state byte-equal: {}",
+        inv.len(),
+        after.lo_up_with_127(),
+        equal
+    );
+    Ok(out)
+}
+
+/// `criu restore -d` of the dumped images, the restored process adopted (killed on drop) and
+/// its network state captured and written (`netstate-after.json`, `ip-after.txt`).
+fn restore_and_capture(
+    ctx: &RungCtx,
+    criu: &Criu,
+    dir: &Path,
+    images: &Path,
+    rel: &dyn Fn(&str) -> String,
+    out: &mut RungOutput,
+) -> Result<NetState, RungError> {
+    let ev = ctx.evidence;
     crate::ns::cleanup::checkpoint();
     let pidfile = dir.join("restore.pid");
     let restore = out.timed("restore", || {
         criu.restore(&RestoreOpts {
-            work_dir: Some(dir.clone()),
+            work_dir: Some(dir.to_path_buf()),
             strace: ctx.strace.then(|| dir.join("strace-restore.txt")),
-            ..RestoreOpts::new(images.clone(), pidfile.clone())
+            ..RestoreOpts::new(images.to_path_buf(), pidfile.clone())
         })
     });
     if let Err(e) = restore {
@@ -83,15 +112,15 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
                 util::read_log_hint(&e.to_string(), &dir.join("restore.log"))
             ),
         )
-        .with(out));
+        .with(std::mem::take(out)));
     }
     let pid: i32 = match criu::read_pidfile(&pidfile) {
         Ok(p) => p,
-        Err(e) => return Err(RungError::new("criu restore", e).with(out)),
+        Err(e) => return Err(RungError::new("criu restore", e).with(std::mem::take(out))),
     };
     let restored = match ProcessIdentity::read(pid).and_then(ProcessGuard::adopt) {
         Ok(g) => g,
-        Err(e) => return Err(RungError::new("criu restore", e).with(out)),
+        Err(e) => return Err(RungError::new("criu restore", e).with(std::mem::take(out))),
     };
     out.fact("restored_pid", pid);
     out.fact("netns_inode_after", restored.identity().netns_inode);
@@ -107,17 +136,5 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     )
     .map_err(at("evidence"))?;
 
-    let inv = criu::inventory(&images).map_err(at("image inventory"))?;
-    out.fact("image_files", inv.len());
-    ev.write_json(&rel("images.json"), &inv)
-        .map_err(at("evidence"))?;
-    let equal = before.to_canonical_json() == after.to_canonical_json();
-    out.fact("state_byte_equal", equal);
-    out.summary = format!(
-        "CRIU dumped and restored the netns: {} image files, lo UP with 127.0.0.1/8 after restore: {}, state byte-equal: {}",
-        inv.len(),
-        after.lo_up_with_127(),
-        equal
-    );
-    Ok(out)
+    Ok(after)
 }

@@ -93,29 +93,7 @@ pub fn run_cycle(
     let work = util::WorkArea::new().map_err(at("work area"))?;
     let _detach = DetachMountsOnDrop::new(dir.clone());
     out.fact("work_area", work.path().display().to_string());
-    let rootfs: PathBuf = match &ctx.rootfs {
-        Some(r) => r.clone(),
-        None => {
-            let r = work.path().join("rootfs");
-            oci::build_busybox_rootfs(&r).map_err(at("rootfs"))?;
-            r
-        }
-    };
-    oci::check_rootfs(&rootfs).map_err(at("rootfs"))?;
-    let bundle = work.path().join("bundle");
-    let spec = BundleSpec {
-        rootfs: rootfs.clone(),
-        readonly_root: true,
-        args: vec!["sleep".into(), "86400".into()],
-        netns,
-        resources: None,
-        hostname: "netprobe".into(),
-        cgroups_path: None,
-    };
-    let info = oci::write_bundle(&bundle, &spec).map_err(at("bundle"))?;
-    ev.adopt(&rel("config.json"), &info.config_path)
-        .map_err(at("evidence"))?;
-    out.fact("config_sha256", &info.sha256);
+    let bundle = write_bundle(ctx, &work, netns, &rel, out)?;
 
     let mut runtime = Runtime::new(
         ctx.runtime.clone(),
@@ -213,6 +191,43 @@ pub fn run_cycle(
         image_files: inv.len(),
         netns_images: netns_images.len(),
     })
+}
+
+/// The bundle in the work area: the rootfs (`--rootfs`, else the built-in busybox one, built
+/// there), read-only, `sleep 86400`, the given network namespace; `config.json` kept as
+/// evidence. Returns the bundle folder.
+fn write_bundle(
+    ctx: &RungCtx,
+    work: &util::WorkArea,
+    netns: NetnsSpec,
+    rel: &dyn Fn(&str) -> String,
+    out: &mut RungOutput,
+) -> Result<PathBuf, RungError> {
+    let rootfs: PathBuf = match &ctx.rootfs {
+        Some(r) => r.clone(),
+        None => {
+            let r = work.path().join("rootfs");
+            oci::build_busybox_rootfs(&r).map_err(at("rootfs"))?;
+            r
+        }
+    };
+    oci::check_rootfs(&rootfs).map_err(at("rootfs"))?;
+    let bundle = work.path().join("bundle");
+    let spec = BundleSpec {
+        rootfs,
+        readonly_root: true,
+        args: vec!["sleep".into(), "86400".into()],
+        netns,
+        resources: None,
+        hostname: "netprobe".into(),
+        cgroups_path: None,
+    };
+    let info = oci::write_bundle(&bundle, &spec).map_err(at("bundle"))?;
+    ctx.evidence
+        .adopt(&rel("config.json"), &info.config_path)
+        .map_err(at("evidence"))?;
+    out.fact("config_sha256", &info.sha256);
+    Ok(bundle)
 }
 
 /// The checkpoint step (through a runtime whose CRIU runs under strace with `--strace`), its
