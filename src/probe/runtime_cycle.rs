@@ -135,20 +135,8 @@ pub fn run_cycle(
     crate::ns::cleanup::checkpoint();
     reverify().map_err(|e| RungError::new("holder", e))?;
     let rs = out.timed("restore", || c.restore(&images, &dir, &[]));
-    match rs {
-        Ok(o) => {
-            let _ = ev.write_json(&rel("runtime-restore.json"), &o);
-        }
-        Err(e) => {
-            return Err(RungError::new(
-                "runtime restore",
-                format!(
-                    "{e}{}",
-                    util::read_log_hint(&e.to_string(), &dir.join("restore.log"))
-                ),
-            ));
-        }
-    }
+    let o = rs.map_err(runtime_err("runtime restore", dir.join("restore.log")))?;
+    let _ = ev.write_json(&rel("runtime-restore.json"), &o);
     let pid = c.read_pid().map_err(at("runtime state (after restore)"))?;
     out.fact("container_pid_after", pid);
     crate::ns::cleanup::checkpoint();
@@ -230,6 +218,15 @@ fn write_bundle(
     Ok(bundle)
 }
 
+/// A failed runtime call as the rung's error in `phase`, pointing at CRIU's `log` when it
+/// exists and the error does not name it already.
+fn runtime_err(phase: &'static str, log: PathBuf) -> impl FnOnce(oci::OciError) -> RungError {
+    move |e| {
+        let hint = util::read_log_hint(&e.to_string(), &log);
+        RungError::new(phase, format!("{e}{hint}"))
+    }
+}
+
 /// The checkpoint step (through a runtime whose CRIU runs under strace with `--strace`), its
 /// outcome kept as `runtime-checkpoint.json`, then the container proven gone.
 #[allow(clippy::too_many_arguments)]
@@ -259,20 +256,8 @@ fn checkpoint(
     }
     let via = ck_runtime.as_ref().map(|r| r as &dyn RuntimeOps);
     let ck = out.timed("checkpoint", || c.checkpoint(via, images, dir, &[]));
-    match ck {
-        Ok(o) => {
-            let _ = ev.write_json(&rel("runtime-checkpoint.json"), &o);
-        }
-        Err(e) => {
-            return Err(RungError::new(
-                "runtime checkpoint",
-                format!(
-                    "{e}{}",
-                    util::read_log_hint(&e.to_string(), &dir.join("dump.log"))
-                ),
-            ));
-        }
-    }
+    let o = ck.map_err(runtime_err("runtime checkpoint", dir.join("dump.log")))?;
+    let _ = ev.write_json(&rel("runtime-checkpoint.json"), &o);
     c.prove_gone()
         .map_err(at("container still exists after checkpoint"))
 }

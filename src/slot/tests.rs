@@ -59,6 +59,26 @@ impl Fixture {
     }
 }
 
+type Make = Box<dyn Fn(&Path, &Path, &Path) -> Box<dyn RuntimeOps> + Sync>;
+
+/// A recording fake runtime (every runtime a verb builds shares its events and status).
+fn fake(status: Option<&str>) -> (Events, Make) {
+    let events = Events::default();
+    let fake = RecordingRuntime::new(events.clone(), status);
+    let make: Make = Box::new(move |_: &Path, _: &Path, _: &Path| -> Box<dyn RuntimeOps> {
+        Box::new(fake.clone())
+    });
+    (events, make)
+}
+
+fn fake_env<'e>(events: &Events, make: &'e Make) -> SlotEnv<'e> {
+    SlotEnv {
+        make_runtime: &**make,
+        require_root: false,
+        trace: Some(events.clone()),
+    }
+}
+
 /// Runs `verb` with the fake (container `status`); returns the result and the trace.
 fn drive(
     verb: Verb,
@@ -66,15 +86,8 @@ fn drive(
     status: Option<&str>,
     edit: impl FnOnce(&mut SlotArgs),
 ) -> (Result<SlotOutcome, SlotError>, Vec<String>) {
-    let events = Events::default();
-    let fake = RecordingRuntime::new(events.clone(), status);
-    let make =
-        move |_: &Path, _: &Path, _: &Path| -> Box<dyn RuntimeOps> { Box::new(fake.clone()) };
-    let env = SlotEnv {
-        make_runtime: &make,
-        require_root: false,
-        trace: Some(events.clone()),
-    };
+    let (events, make) = fake(status);
+    let env = fake_env(&events, &make);
     let mut args = SlotArgs::new(verb, "1", sd);
     edit(&mut args);
     let r = run_with(&args, &env);
@@ -263,15 +276,8 @@ fn provision_creates_nothing_before_its_gates() {
 #[test]
 fn a_step_cleared_before_its_gate_fails_closed() {
     let f = existing(false, Phase::Running);
-    let events = Events::default();
-    let fake = RecordingRuntime::new(events.clone(), None);
-    let make =
-        move |_: &Path, _: &Path, _: &Path| -> Box<dyn RuntimeOps> { Box::new(fake.clone()) };
-    let env = SlotEnv {
-        make_runtime: &make,
-        require_root: false,
-        trace: Some(events.clone()),
-    };
+    let (events, make) = fake(None);
+    let env = fake_env(&events, &make);
     let args = SlotArgs::new(Verb::Reset, "1", &f.sd);
     let mut run = VerbRun::new(&args, "1".into(), f.paths.clone(), &env);
     run.gate(GateId::ConfigHash, Ok("proven".into())).unwrap();
