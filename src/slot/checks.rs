@@ -4,6 +4,7 @@
 //! completeness, probe evidence. The verbs turn their results into gates ([`super::GateId`]).
 
 use super::error::SlotError;
+use super::gate::Observed;
 use super::state::{BinaryPin, ImageKind, SlotState};
 use super::{SlotArgs, Verb};
 use crate::criu::inventory::{ImageFile, inventory};
@@ -61,18 +62,14 @@ pub fn usage_checks(a: &SlotArgs, raw: &str) -> Result<(), SlotError> {
 }
 
 /// The sha256 of a file, as a gate detail error when it cannot be read.
-pub fn file_sha256(path: &Path) -> Result<String, String> {
+pub fn file_sha256(path: &Path) -> Observed {
     sha256_file(path)
         .map(|(h, _)| h)
         .map_err(|e| format!("cannot hash {}: {e}", path.display()))
 }
 
 /// A binary at `path` (hashed as `hashed`) still has the sha256 recorded at provision in `pin`.
-pub fn binary_pin(
-    path: &Path,
-    hashed: Result<String, String>,
-    pin: &BinaryPin,
-) -> Result<String, String> {
+pub fn binary_pin(path: &Path, hashed: Observed, pin: &BinaryPin) -> Observed {
     match hashed {
         Ok(h) if h == pin.sha256 => Ok(format!("{}: sha256 {h}", path.display())),
         Ok(h) => Err(format!(
@@ -87,7 +84,7 @@ pub fn binary_pin(
 
 /// `config.json` in `bundle` has the hash recorded at provision, and (read back with oci-spec)
 /// its network namespace is still the recorded holder's `/proc/<pid>/ns/net`.
-pub fn config_hash(bundle: &Path, st: &SlotState) -> Result<String, String> {
+pub fn config_hash(bundle: &Path, st: &SlotState) -> Observed {
     let Some(want) = &st.config_sha256 else {
         return Err("no config.json sha256 recorded (provision did not finish)".into());
     };
@@ -121,7 +118,7 @@ pub fn config_hash(bundle: &Path, st: &SlotState) -> Result<String, String> {
 }
 
 /// The recorded holder is alive with the recorded pid, start time and netns inode.
-pub fn holder(st: &SlotState) -> Result<String, String> {
+pub fn holder(st: &SlotState) -> Observed {
     let Some(h) = &st.holder else {
         return Err("no holder recorded".into());
     };

@@ -6,7 +6,7 @@
 use super::checks;
 use super::common::{self, stop_container_proven};
 use super::error::SlotError;
-use super::gate::{CLEANUP_GATES, GateId, UNMOUNT_GATES};
+use super::gate::{CLEANUP_GATES, GateId, Observed, UNMOUNT_GATES};
 use super::mounts;
 use super::run::VerbRun;
 use super::state::*;
@@ -138,7 +138,7 @@ fn remove_stale_snapshots(run: &mut VerbRun, problems: &mut Vec<String>) -> Stri
 fn stop_holder(
     run: &mut VerbRun,
     st: &mut SlotState,
-    holder_r: Result<String, String>,
+    holder_r: Observed,
     problems: &mut Vec<String>,
 ) -> String {
     let detail = match (&st.holder, holder_r) {

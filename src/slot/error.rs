@@ -39,6 +39,9 @@ pub enum StepError {
     /// `sync`) failed; the text names the program, its arguments and its stderr.
     #[error("{0}")]
     Tool(String),
+    /// `state.json` could not be read or written.
+    #[error(transparent)]
+    State(#[from] super::state::StateError),
     /// A document failed its JSON Schema (e.g. `holder.json`).
     #[error("{}", .0.join("; "))]
     Schema(Vec<String>),

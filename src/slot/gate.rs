@@ -10,6 +10,11 @@ use super::error::SlotError;
 use crate::exit::ExitClass;
 use serde::{Deserialize, Serialize};
 
+/// What a gate observed: `Ok(detail)` when its fact is proven, `Err(detail)` when it is not
+/// (anything that could not be read counts as not proven). Not an error type: the detail is
+/// evidence, written to `gates.json` either way.
+pub type Observed = Result<String, String>;
+
 /// The exit class of a gate that fails: `gate` (exit 1) or `host` (exit 3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -248,12 +253,7 @@ impl GateLog {
     ///
     /// Errors: a [`SlotError`] naming `slot`, the gate, its fact and the detail, with the
     /// gate's exit class ([`GateId::class`]), when not proven.
-    pub fn check(
-        &mut self,
-        slot: &str,
-        id: GateId,
-        r: Result<String, String>,
-    ) -> Result<(), SlotError> {
+    pub fn check(&mut self, slot: &str, id: GateId, r: Observed) -> Result<(), SlotError> {
         match r {
             Ok(detail) => {
                 self.push(id, true, detail, true);
@@ -272,7 +272,7 @@ impl GateLog {
 
     /// Records gate `id` as a non-blocking fact (used where the fact protects no step the verb
     /// takes). Never fails.
-    pub fn record(&mut self, id: GateId, r: Result<String, String>) {
+    pub fn record(&mut self, id: GateId, r: Observed) {
         let (proven, detail) = split(r);
         self.push(id, proven, detail, false);
     }
@@ -310,7 +310,7 @@ impl GateLog {
     }
 }
 
-fn split(r: Result<String, String>) -> (bool, String) {
+fn split(r: Observed) -> (bool, String) {
     match r {
         Ok(d) => (true, d),
         Err(d) => (false, d),

@@ -3,6 +3,7 @@
 //! unit-tested over a temporary folder. The live call reads `/proc/<pid>/cgroup` and uses
 //! `/sys/fs/cgroup` ([`read_limits_of_pid`]).
 
+use super::gate::Observed;
 use crate::oci::Resources;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -32,7 +33,7 @@ pub fn cgroup_dir(root: &Path, proc_cgroup: &str, controller: &str) -> Result<Pa
 ///
 /// Errors: the detail (plus `; asked …`) when a value differs, or the file that could not be
 /// read or parsed.
-pub fn read_limits(root: &Path, proc_cgroup: &str, want: &Resources) -> Result<String, String> {
+pub fn read_limits(root: &Path, proc_cgroup: &str, want: &Resources) -> Observed {
     let rd = |p: PathBuf| -> Result<i64, String> {
         fs::read_to_string(&p)
             .map_err(|e| format!("{}: {e}", p.display()))?
@@ -74,7 +75,7 @@ pub fn read_limits(root: &Path, proc_cgroup: &str, want: &Resources) -> Result<S
 ///
 /// Errors: `/proc/<pid>/cgroup` unreadable (named), or those of [`read_limits`] (prefixed with
 /// the pid when the controller is missing).
-pub fn read_limits_of_pid(pid: i32, want: &Resources) -> Result<String, String> {
+pub fn read_limits_of_pid(pid: i32, want: &Resources) -> Observed {
     let text = fs::read_to_string(format!("/proc/{pid}/cgroup"))
         .map_err(|e| format!("/proc/{pid}/cgroup: {e}"))?;
     read_limits(Path::new(CGROUP_ROOT), &text, want).map_err(|e| {

@@ -37,9 +37,9 @@ pub mod support;
 mod tests;
 
 pub use error::{SlotError, StepError};
-pub use gate::{Gate, GateClass, GateId, GateLog};
+pub use gate::{Gate, GateClass, GateId, GateLog, Observed};
 pub use layout::{SlotLock, SlotPaths, parse_slot};
-pub use state::{ImageKind, Phase, ProbeGateMode, SlotState, VerbEnd};
+pub use state::{ImageKind, Phase, ProbeGateMode, SlotState, StateError, VerbEnd};
 
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -302,7 +302,7 @@ fn with_existing(
                 format!("state.json names slot {}", s.slot),
             ));
         }
-        Err(e) => return Err(vr.fail(GateId::SlotState, e)),
+        Err(e) => return Err(vr.fail(GateId::SlotState, e.to_string())),
     };
     vr.gate(GateId::SlotState, Ok(format!("phase {:?}", st.phase)))?;
     if vr.args.verb != Verb::Cleanup {

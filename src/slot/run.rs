@@ -4,7 +4,7 @@
 //! (`gates.json`, `timings.json`, `verb.json`, journal).
 
 use super::error::{SlotError, StepError};
-use super::gate::{GateId, GateLog};
+use super::gate::{GateId, GateLog, Observed};
 use super::layout::{self, SlotLock, SlotPaths, StateDirUse};
 use super::state::SlotState;
 use super::support::ms_since;
@@ -116,7 +116,7 @@ impl<'a> VerbRun<'a> {
     }
 
     /// Evaluates blocking gate `id`. Errors: the gate's [`SlotError`] when not proven.
-    pub fn gate(&mut self, id: GateId, r: Result<String, String>) -> Result<(), SlotError> {
+    pub fn gate(&mut self, id: GateId, r: Observed) -> Result<(), SlotError> {
         self.trace(format!("gate {}", id.name()));
         let raw = self.raw.clone();
         self.gates.check(&raw, id, r)
@@ -131,7 +131,7 @@ impl<'a> VerbRun<'a> {
     }
 
     /// Records gate `id` as a non-blocking fact.
-    pub fn record(&mut self, id: GateId, r: Result<String, String>) {
+    pub fn record(&mut self, id: GateId, r: Observed) {
         self.trace(format!("gate {}", id.name()));
         self.gates.record(id, r);
     }
@@ -141,7 +141,7 @@ impl<'a> VerbRun<'a> {
         &mut self,
         id: GateId,
         blocking: bool,
-        r: Result<String, String>,
+        r: Observed,
     ) -> Result<(), SlotError> {
         if blocking {
             self.gate(id, r)

@@ -8,6 +8,38 @@ use crate::oci::Resources;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+/// Why `state.json` could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The file is missing or unreadable.
+    #[error("{}: {source}", path.display())]
+    Read {
+        /// `state.json`.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a slot state (or the state cannot be serialized).
+    #[error("{}: {source}", path.display())]
+    Parse {
+        /// `state.json`.
+        path: PathBuf,
+        /// The JSON error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The atomic write failed.
+    #[error("write {}: {source}", path.display())]
+    Write {
+        /// `state.json`.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// Version of the `state.json` layout.
 pub const STATE_SCHEMA_VERSION: u32 = 1;
 
@@ -291,20 +323,31 @@ pub struct SlotState {
 impl SlotState {
     /// Loads `state.json`.
     ///
-    /// Errors: missing or malformed (text of the error).
-    pub fn load(path: &Path) -> Result<SlotState, String> {
-        let b = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", path.display()))
+    /// Errors: [`StateError::Read`] (missing, unreadable), [`StateError::Parse`] (malformed).
+    pub fn load(path: &Path) -> Result<SlotState, StateError> {
+        let b = std::fs::read(path).map_err(|source| StateError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        serde_json::from_slice(&b).map_err(|source| StateError::Parse {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 
     /// Writes `state.json` atomically, updating `updated_at`.
     ///
-    /// Errors: I/O.
-    pub fn save(&mut self, path: &Path) -> Result<(), String> {
+    /// Errors: [`StateError::Write`].
+    pub fn save(&mut self, path: &Path) -> Result<(), StateError> {
         self.updated_at = crate::evidence::now_rfc3339();
-        let b = serde_json::to_vec_pretty(self).map_err(|e| e.to_string())?;
-        crate::evidence::replace_atomic(path, &b)
-            .map_err(|e| format!("write {}: {e}", path.display()))
+        let b = serde_json::to_vec_pretty(self).map_err(|source| StateError::Parse {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        crate::evidence::replace_atomic(path, &b).map_err(|source| StateError::Write {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 
     /// [`SlotState::save`] unless `state.json` already holds this very state (only `updated_at`
@@ -312,7 +355,7 @@ impl SlotState {
     /// `fsync`s fewer. An unreadable or different file is rewritten.
     ///
     /// Errors: I/O of the write.
-    pub fn save_if_changed(&mut self, path: &Path) -> Result<(), String> {
+    pub fn save_if_changed(&mut self, path: &Path) -> Result<(), StateError> {
         if let Ok(disk) = SlotState::load(path) {
             let mut same = self.clone();
             same.updated_at = disk.updated_at.clone();
