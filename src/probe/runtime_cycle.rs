@@ -158,8 +158,21 @@ pub fn run_cycle(
     )
     .map_err(at("evidence"))?;
 
-    let inv = criu::inventory(&images).map_err(at("image inventory"))?;
-    ev.write_json(&rel("images.json"), &inv)
+    image_facts(ctx, &images, &rel, before, after, out)
+}
+
+/// The image inventory (`images.json`, the `netns-*` images named) and the cycle's facts.
+fn image_facts(
+    ctx: &RungCtx,
+    images: &Path,
+    rel: &dyn Fn(&str) -> String,
+    before: NetState,
+    after: NetState,
+    out: &mut RungOutput,
+) -> Result<CycleStates, RungError> {
+    let inv = criu::inventory(images).map_err(at("image inventory"))?;
+    ctx.evidence
+        .write_json(&rel("images.json"), &inv)
         .map_err(at("evidence"))?;
     let netns_images: Vec<String> = inv
         .iter()

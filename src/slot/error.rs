@@ -35,13 +35,16 @@ pub enum StepError {
     /// A CRIU image inventory could not be read.
     #[error(transparent)]
     Inventory(#[from] crate::criu::CriuError),
-    /// A helper program or mount step (`mount`, `losetup`, `qemu-storage-daemon`, `cp`,
-    /// `sync`) failed; the text names the program, its arguments and its stderr.
+    /// A mount step ([`super::mounts`]: `mount`, `losetup`, `qemu-storage-daemon`) failed; the
+    /// text names the program, its arguments and its stderr.
     #[error("{0}")]
     Tool(String),
     /// `state.json` could not be read or written.
     #[error(transparent)]
     State(#[from] super::state::StateError),
+    /// A file-tree helper (`cp -a`, `sync -f`, a removal) failed.
+    #[error(transparent)]
+    Tree(#[from] super::support::TreeError),
     /// A document failed its JSON Schema (e.g. `holder.json`).
     #[error("{}", .0.join("; "))]
     Schema(Vec<String>),

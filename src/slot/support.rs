@@ -25,65 +25,112 @@ pub fn random_hex(n: usize) -> String {
     hex::encode(buf)
 }
 
+/// Why a file-tree helper failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TreeError {
+    /// The helper program could not be started.
+    #[error("cannot run {program}: {source}")]
+    Spawn {
+        /// `cp` or `sync`.
+        program: &'static str,
+        /// The spawn error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The helper program failed; its stderr is kept.
+    #[error("{command}: {stderr}")]
+    Failed {
+        /// The command line, e.g. `cp -a SRC DST`.
+        command: String,
+        /// Its stderr, trimmed.
+        stderr: String,
+    },
+    /// A mount point lies below the tree to remove (never deleted through).
+    #[error("refusing to remove {}: {} is mounted below it", dir.display(), mount.display())]
+    MountBelow {
+        /// The tree.
+        dir: std::path::PathBuf,
+        /// The mount point found below it.
+        mount: std::path::PathBuf,
+    },
+    /// Removing the tree failed.
+    #[error("remove {}: {source}", dir.display())]
+    Remove {
+        /// The tree.
+        dir: std::path::PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Runs `program args…`, its stderr captured. Errors: [`TreeError::Spawn`] or
+/// [`TreeError::Failed`] naming `command`.
+fn run_tool(
+    program: &'static str,
+    args: &[&std::ffi::OsStr],
+    command: String,
+) -> Result<(), TreeError> {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .map_err(|source| TreeError::Spawn { program, source })?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(TreeError::Failed {
+            command,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
+    }
+}
+
 /// Copies a directory tree with `cp -a` (ownership, modes, times, xattrs — including overlayfs
 /// `trusted.overlay.*` — device nodes and whiteouts preserved), then `sync -f` on the target's
 /// filesystem so the copy is durable before it is used.
 ///
-/// Errors: `cp` or `sync` failed (their stderr in the message).
-pub fn copy_tree(src: &Path, dst: &Path) -> Result<(), String> {
-    let out = Command::new("cp")
-        .arg("-a")
-        .arg("--")
-        .arg(src)
-        .arg(dst)
-        .output()
-        .map_err(|e| format!("cannot run cp: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "cp -a {} {}: {}",
-            src.display(),
-            dst.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
+/// Errors: `cp` or `sync` could not run or failed ([`TreeError`], their stderr kept).
+pub fn copy_tree(src: &Path, dst: &Path) -> Result<(), TreeError> {
+    let command = format!("cp -a {} {}", src.display(), dst.display());
+    run_tool(
+        "cp",
+        &[
+            "-a".as_ref(),
+            "--".as_ref(),
+            src.as_os_str(),
+            dst.as_os_str(),
+        ],
+        command,
+    )?;
     sync_fs(dst)
 }
 
 /// `sync -f PATH`: flushes the filesystem holding `path`.
-pub fn sync_fs(path: &Path) -> Result<(), String> {
-    let out = Command::new("sync")
-        .arg("-f")
-        .arg(path)
-        .output()
-        .map_err(|e| format!("cannot run sync: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "sync -f {}: {}",
-            path.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
+///
+/// Errors: [`TreeError::Spawn`] or [`TreeError::Failed`].
+pub fn sync_fs(path: &Path) -> Result<(), TreeError> {
+    let command = format!("sync -f {}", path.display());
+    run_tool("sync", &["-f".as_ref(), path.as_os_str()], command)
 }
 
 /// Removes a directory tree that netprobe created inside the slot, refusing to cross a mount
 /// point (a mount below it is an error, never deleted through).
 ///
-/// Errors: a mount point inside, or an I/O error.
-pub fn remove_tree_same_fs(dir: &Path) -> Result<(), String> {
+/// Errors: [`TreeError::MountBelow`] or [`TreeError::Remove`].
+pub fn remove_tree_same_fs(dir: &Path) -> Result<(), TreeError> {
     if !dir.exists() {
         return Ok(());
     }
-    let mounts = super::mounts::mount_points();
-    if let Some(m) = mounts.iter().find(|m| m.starts_with(dir)) {
-        return Err(format!(
-            "refusing to remove {}: {} is mounted below it",
-            dir.display(),
-            m.display()
-        ));
+    if let Some(m) = crate::ns::mountinfo::mounts_under(dir).into_iter().next() {
+        return Err(TreeError::MountBelow {
+            dir: dir.to_path_buf(),
+            mount: m,
+        });
     }
-    fs::remove_dir_all(dir).map_err(|e| format!("remove {}: {e}", dir.display()))
+    fs::remove_dir_all(dir).map_err(|source| TreeError::Remove {
+        dir: dir.to_path_buf(),
+        source,
+    })
 }
 
 /// Milliseconds elapsed since `t` (monotonic clock).
