@@ -486,4 +486,23 @@ mod tests {
         let e = parse_phases("kernel,,criu").unwrap_err();
         assert_eq!(e.exit_code(), 2);
     }
+
+    #[test]
+    fn ladder_errors_carry_their_exit_class_and_cause() {
+        let host = LadderError::from(host::HostError::NotRoot);
+        assert_eq!(
+            (host.exit_class(), host.exit_code()),
+            (ExitClass::HostRefused, 3)
+        );
+        let io = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let ev = evidence::EvidenceError::Io {
+            action: "write",
+            path: "/e/host.json".into(),
+            source: io,
+        };
+        let e = writing("writing host.json")(ev);
+        assert_eq!(e.exit_code(), 4);
+        assert!(e.to_string().starts_with("writing host.json: "), "{e}");
+        assert!(std::error::Error::source(&e).is_some());
+    }
 }

@@ -40,21 +40,34 @@ pub(crate) fn real_runtime(rt: &Path, cr: &Path, root: &Path) -> Box<dyn Runtime
 
 /// One verb's run (the successor of the old `Ctx`).
 pub(crate) struct VerbRun<'a> {
+    /// The command line's arguments.
     pub args: &'a SlotArgs,
+    /// The slot number as typed (for error messages).
     pub raw: String,
+    /// The slot's paths.
     pub paths: SlotPaths,
+    /// Every gate evaluated so far, in order (`gates.json`).
     pub gates: GateLog,
+    /// Named step timings, milliseconds, monotonic clock (`timings.json`).
     pub timings: BTreeMap<String, u64>,
+    /// Facts for `verb.json` and the outcome.
     pub facts: BTreeMap<String, Value>,
+    /// This verb's evidence folder, once opened.
     pub ev: Option<PathBuf>,
+    /// When the verb started (monotonic).
     pub started: Instant,
+    /// When the verb started (RFC 3339).
     pub started_at: String,
+    /// The slot's exclusive lock, once taken.
     pub lock: Option<SlotLock>,
+    /// Declared differences this verb adds (e.g. an overridden probe gate).
     pub extra_diffs: Vec<String>,
+    /// The runtime factory, root requirement and trace.
     pub env: &'a SlotEnv<'a>,
 }
 
 impl<'a> VerbRun<'a> {
+    /// A run of `args.verb` on the slot at `paths`, nothing entered yet.
     pub fn new(args: &'a SlotArgs, raw: String, paths: SlotPaths, env: &'a SlotEnv<'a>) -> Self {
         VerbRun {
             args,
@@ -72,6 +85,7 @@ impl<'a> VerbRun<'a> {
         }
     }
 
+    /// The verb as written in evidence.
     pub fn verb(&self) -> &'static str {
         self.args.verb.as_str()
     }
@@ -81,10 +95,12 @@ impl<'a> VerbRun<'a> {
         (self.env.make_runtime)(rt, cr, &st.runtime_root)
     }
 
+    /// Records fact `k`.
     pub fn fact(&mut self, k: &str, v: impl Into<Value>) {
         self.facts.insert(k.into(), v.into());
     }
 
+    /// Runs `f`, recording its milliseconds as timing `name`.
     pub fn time<T>(&mut self, name: &str, f: impl FnOnce() -> T) -> T {
         let t = Instant::now();
         let out = f();
@@ -174,12 +190,14 @@ impl<'a> VerbRun<'a> {
         SlotError::step(&self.raw, step, cause)
     }
 
+    /// Appends to the slot journal (only while the lock is held).
     pub fn journal(&self, event: &str, ok: bool, detail: &str) {
         if self.lock.is_some() {
             let _ = layout::journal_append(&self.paths.journal(), self.verb(), event, ok, detail);
         }
     }
 
+    /// A path in this verb's evidence folder (the temporary folder before it is opened).
     pub fn ev_path(&self, name: &str) -> PathBuf {
         self.ev
             .clone()
@@ -214,6 +232,7 @@ impl<'a> VerbRun<'a> {
         }
     }
 
+    /// Saves `state.json`. Errors: step `state-write` could not run.
     pub fn save(&self, st: &mut SlotState) -> Result<(), SlotError> {
         st.save(&self.paths.state())
             .map_err(|e| self.step_err("state-write", e))
