@@ -38,7 +38,7 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     out.fact("holder_start_time", id.start_time);
     out.fact("holder_netns_inode", id.netns_inode);
 
-    let reverify = || holder.verify().map_err(|e| e.to_string());
+    let reverify = || holder.verify();
     let res = run_cycle(
         ctx,
         RungName::ExternalNetns,

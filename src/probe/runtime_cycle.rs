@@ -78,7 +78,7 @@ pub fn run_cycle(
     ctx: &RungCtx,
     rung: RungName,
     netns: NetnsSpec,
-    reverify: &dyn Fn() -> Result<(), String>,
+    reverify: &dyn Fn() -> Result<(), crate::ns::NsError>,
     out: &mut RungOutput,
 ) -> Result<CycleStates, RungError> {
     let ev = ctx.evidence;
