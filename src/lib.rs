@@ -8,6 +8,7 @@
 pub mod assert;
 pub mod criu;
 pub mod evidence;
+pub mod exit;
 pub mod host;
 pub mod netlink;
 pub mod ns;

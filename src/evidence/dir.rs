@@ -406,7 +406,7 @@ impl EvidenceDir {
     ) -> Result<Artifact, EvidenceError> {
         self.atomic(rel, durable, |f, tmp| {
             f.write_all(bytes).map_err(io_err("write", tmp))?;
-            Ok((bytes.len() as u64, hex::encode(Sha256::digest(bytes))))
+            Ok((bytes.len() as u64, super::fsio::sha256_hex(bytes)))
         })
     }
 

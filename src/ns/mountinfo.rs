@@ -1,6 +1,6 @@
 //! Mount points of this process's mount namespace, from `/proc/self/mountinfo`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Mount points of this mount namespace (`/proc/self/mountinfo`, field 5, with the kernel's
 /// octal escapes such as `\040` for a space decoded), in the kernel's order. Empty when the file
@@ -11,6 +11,18 @@ pub fn mount_points() -> Vec<PathBuf> {
         .filter_map(|l| l.split(' ').nth(4))
         .map(|m| PathBuf::from(unescape(m)))
         .collect()
+}
+
+/// Mount points at or below `dir` (absolute and canonical), deepest first (most path
+/// components first), each once: the order in which everything under a folder is unmounted.
+pub fn mounts_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = mount_points()
+        .into_iter()
+        .filter(|m| m.starts_with(dir))
+        .collect();
+    out.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    out.dedup();
+    out
 }
 
 /// Decodes mountinfo's `\ooo` octal escapes.

@@ -121,3 +121,44 @@ pub fn run_in_fresh_netns<T: Send>(f: impl FnOnce() -> T + Send) -> Result<T, Ns
     let _back = RestoreNetns { original };
     Ok(f())
 }
+
+/// Why [`capture_netstate`] failed: the namespace could not be entered, or a netlink dump in it
+/// failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    /// `setns` into the namespace failed (the process owning it is gone, or no privilege).
+    #[error("enter {}: {source}", path.display())]
+    Enter {
+        /// The namespace path (`/proc/<pid>/ns/net`).
+        path: std::path::PathBuf,
+        /// The namespace error.
+        #[source]
+        source: NsError,
+    },
+    /// A netlink dump inside the namespace failed.
+    #[error("netlink capture in {}: {source}", path.display())]
+    Netlink {
+        /// The namespace path.
+        path: std::path::PathBuf,
+        /// The netlink error.
+        #[source]
+        source: crate::netlink::NetlinkError,
+    },
+}
+
+/// Captures the [`crate::netlink::NetState`] (links, addresses, routes of every table) of the
+/// network namespace at `netns` (`/proc/<pid>/ns/net`), entered by the calling thread for the
+/// capture only. The one state capture of the probe rungs and the slot driver.
+///
+/// Errors: [`CaptureError::Enter`] or [`CaptureError::Netlink`], naming the namespace.
+pub fn capture_netstate(netns: &Path) -> Result<crate::netlink::NetState, CaptureError> {
+    run_in_netns(netns, crate::netlink::capture)
+        .map_err(|source| CaptureError::Enter {
+            path: netns.to_path_buf(),
+            source,
+        })?
+        .map_err(|source| CaptureError::Netlink {
+            path: netns.to_path_buf(),
+            source,
+        })
+}

@@ -1,14 +1,13 @@
 //! OCI bundle: `config.json` generated with the oci-spec crate, written atomically, hashed.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use crate::evidence::sha256_hex;
 use oci_spec::runtime::{
     LinuxCpuBuilder, LinuxDeviceCgroupBuilder, LinuxMemoryBuilder, LinuxNamespaceBuilder,
     LinuxNamespaceType, LinuxResourcesBuilder, Root, Spec, User,
 };
-use sha2::{Digest, Sha256};
 
 use super::error::{OciError, Result, io_err};
 
@@ -206,24 +205,7 @@ pub fn write_bundle(bundle_dir: &Path, spec: &BundleSpec) -> Result<BundleInfo> 
     sort_capability_sets(&mut value);
     let mut bytes = serde_json::to_vec_pretty(&value).map_err(json_err)?;
     bytes.push(b'\n');
-    let tmp = bundle_dir.join(format!(
-        ".{CONFIG_JSON}.tmp-{}-{}",
-        std::process::id(),
-        now_nanos()
-    ));
-    let write = || -> std::io::Result<()> {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        f.write_all(&bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, &config_path)
-    };
-    if let Err(e) = write() {
-        let _ = fs::remove_file(&tmp);
-        return Err(io_err("write", &config_path)(e));
-    }
+    crate::evidence::replace_atomic(&config_path, &bytes).map_err(io_err("write", &config_path))?;
     Ok(BundleInfo {
         config_path,
         sha256: sha256_hex(&bytes),
@@ -262,10 +244,6 @@ fn sort_capability_sets(value: &mut serde_json::Value) {
             arr.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
         }
     }
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
 }
 
 pub(crate) fn now_nanos() -> u128 {

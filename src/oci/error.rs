@@ -192,6 +192,15 @@ pub enum OciError {
         root: PathBuf,
     },
 
+    /// The pid in the runtime's `--pid-file` is not a live process.
+    #[error("container init pid {pid} (from {}) is not running", pid_file.display())]
+    NotRunning {
+        /// The pid read.
+        pid: i32,
+        /// The pid file.
+        pid_file: PathBuf,
+    },
+
     /// A container of that name already exists and was not created by this netprobe run.
     #[error(
         "a container named {id} already exists under runc root {root}; netprobe never deletes what it did not create: if it is yours, run runc --root {root} delete -f {id}"

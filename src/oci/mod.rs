@@ -4,12 +4,15 @@
 //! - [`bundle`]: [`BundleSpec`] → `config.json` ([`write_bundle`], atomic, sha256).
 //! - [`runtime`]: [`Runtime`] (create/start/state/kill/delete/checkpoint/restore), always with a
 //!   private `--root` and an explicit `--criu`; [`ContainerGuard`] so nothing leaks.
+//! - [`container`]: [`Container`], the one container handle (create → start → checkpoint →
+//!   prove gone → restore → release) of the probe rungs and the slot, over [`RuntimeOps`].
 //!
 //! Facts this module relies on (DESIGN.md section 2): runc sets `empty_ns = CLONE_NEWNET` for
 //! checkpoint and restore (checkpoint.go `setEmptyNsMask`), so a private netns is neither dumped
 //! nor restored; a netns named by path is passed to CRIU as external (`extRootNetNS`).
 
 pub mod bundle;
+pub mod container;
 pub mod error;
 pub mod rootfs;
 pub mod runtime;
@@ -18,6 +21,7 @@ pub use bundle::{
     BundleInfo, BundleSpec, CONFIG_JSON, NetnsSpec, Resources, build_spec, config_sha256,
     read_bundle_spec, write_bundle,
 };
+pub use container::{Container, RuntimeOps};
 pub use error::{OciError, Result};
 pub use rootfs::{
     DEFAULT_BUSYBOX, INIT_HTTP_PORT, INIT_SH, build_busybox_rootfs, build_busybox_rootfs_from,

@@ -15,12 +15,6 @@ use crate::probe::rung::{RungCtx, RungError, RungOutput, at};
 use crate::probe::util;
 use std::path::Path;
 
-fn capture(netns: &Path) -> Result<NetState, String> {
-    ns::run_in_netns(netns, crate::netlink::capture)
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())
-}
-
 /// Runs the rung. Errors (phase): `holder`, `state capture`, `criu dump`, `criu restore`
 /// (naming the log to read), `evidence`.
 pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
@@ -39,7 +33,7 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     let id = *holder.identity();
     out.fact("dumped_pid", id.pid);
     out.fact("netns_inode_before", id.netns_inode);
-    let before = match capture(&holder.netns_path()) {
+    let before = match ns::capture_netstate(&holder.netns_path()) {
         Ok(s) => s,
         Err(e) => return Err(RungError::new("state capture", e).with(out)),
     };
@@ -73,46 +67,7 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     }
     holder.stop().map_err(at("holder stop"))?;
 
-    crate::ns::cleanup::checkpoint();
-    let pidfile = dir.join("restore.pid");
-    let restore = out.timed("restore", || {
-        criu.restore(&RestoreOpts {
-            work_dir: Some(dir.clone()),
-            strace: ctx.strace.then(|| dir.join("strace-restore.txt")),
-            ..RestoreOpts::new(images.clone(), pidfile.clone())
-        })
-    });
-    if let Err(e) = restore {
-        return Err(RungError::new(
-            "criu restore",
-            format!(
-                "{e}{}",
-                util::read_log_hint(&e.to_string(), &dir.join("restore.log"))
-            ),
-        )
-        .with(out));
-    }
-    let pid: i32 = match criu::read_pidfile(&pidfile) {
-        Ok(p) => p,
-        Err(e) => return Err(RungError::new("criu restore", e).with(out)),
-    };
-    let restored = match ProcessIdentity::read(pid).and_then(ProcessGuard::adopt) {
-        Ok(g) => g,
-        Err(e) => return Err(RungError::new("criu restore", e).with(out)),
-    };
-    out.fact("restored_pid", pid);
-    out.fact("netns_inode_after", restored.identity().netns_inode);
-    let after = capture(Path::new(&format!("/proc/{pid}/ns/net")));
-    if let Ok(t) = util::ip_view(pid) {
-        let _ = ev.write(&rel("ip-after.txt"), t.as_bytes());
-    }
-    drop(restored);
-    let after = after.map_err(|e| RungError::new("state capture", e))?;
-    ev.write(
-        &rel("netstate-after.json"),
-        after.to_canonical_json().as_bytes(),
-    )
-    .map_err(at("evidence"))?;
+    let after = restore_and_capture(ctx, &criu, &dir, &images, &rel, &mut out)?;
 
     let inv = criu::inventory(&images).map_err(at("image inventory"))?;
     out.fact("image_files", inv.len());
@@ -127,4 +82,59 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
         equal
     );
     Ok(out)
+}
+
+/// `criu restore -d` of the dumped images, the restored process adopted (killed on drop) and
+/// its network state captured and written (`netstate-after.json`, `ip-after.txt`).
+fn restore_and_capture(
+    ctx: &RungCtx,
+    criu: &Criu,
+    dir: &Path,
+    images: &Path,
+    rel: &dyn Fn(&str) -> String,
+    out: &mut RungOutput,
+) -> Result<NetState, RungError> {
+    let ev = ctx.evidence;
+    crate::ns::cleanup::checkpoint();
+    let pidfile = dir.join("restore.pid");
+    let restore = out.timed("restore", || {
+        criu.restore(&RestoreOpts {
+            work_dir: Some(dir.to_path_buf()),
+            strace: ctx.strace.then(|| dir.join("strace-restore.txt")),
+            ..RestoreOpts::new(images.to_path_buf(), pidfile.clone())
+        })
+    });
+    if let Err(e) = restore {
+        return Err(RungError::new(
+            "criu restore",
+            format!(
+                "{e}{}",
+                util::read_log_hint(&e.to_string(), &dir.join("restore.log"))
+            ),
+        )
+        .with(std::mem::take(out)));
+    }
+    let pid: i32 = match criu::read_pidfile(&pidfile) {
+        Ok(p) => p,
+        Err(e) => return Err(RungError::new("criu restore", e).with(std::mem::take(out))),
+    };
+    let restored = match ProcessIdentity::read(pid).and_then(ProcessGuard::adopt) {
+        Ok(g) => g,
+        Err(e) => return Err(RungError::new("criu restore", e).with(std::mem::take(out))),
+    };
+    out.fact("restored_pid", pid);
+    out.fact("netns_inode_after", restored.identity().netns_inode);
+    let after = ns::capture_netstate(Path::new(&format!("/proc/{pid}/ns/net")));
+    if let Ok(t) = util::ip_view(pid) {
+        let _ = ev.write(&rel("ip-after.txt"), t.as_bytes());
+    }
+    drop(restored);
+    let after = after.map_err(|e| RungError::new("state capture", e))?;
+    ev.write(
+        &rel("netstate-after.json"),
+        after.to_canonical_json().as_bytes(),
+    )
+    .map_err(at("evidence"))?;
+
+    Ok(after)
 }

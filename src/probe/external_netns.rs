@@ -24,7 +24,7 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
         "netns_inode": id.netns_inode,
         "netns_path": holder.netns_path().display().to_string(),
         "exe": ctx.exe.display().to_string(),
-        "created_at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        "created_at": crate::evidence::now_rfc3339(),
     });
     crate::evidence::validate_holder(&holder_json)
         .map_err(|e| RungError::new("holder.json", e.join("; ")))?;
@@ -38,7 +38,7 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     out.fact("holder_start_time", id.start_time);
     out.fact("holder_netns_inode", id.netns_inode);
 
-    let reverify = || holder.verify().map_err(|e| e.to_string());
+    let reverify = || holder.verify();
     let res = run_cycle(
         ctx,
         RungName::ExternalNetns,

@@ -28,18 +28,22 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     out.fact("own_netns_inode", ns::own_netns_inode().ok());
 
     type Probe = (LinkDump, NetState, LinkDump, NetState);
-    let res: Result<Probe, String> = out.timed("dumps", || {
-        ns::run_in_netns(&holder.netns_path(), || -> Result<Probe, String> {
-            let fresh = netlink::dump_links_criu()
-                .map_err(|e| format!("RTM_GETLINK (fresh netns): {e}"))?;
-            let before = crate::netlink::capture().map_err(|e| format!("state capture: {e}"))?;
-            let lo = netlink::link_index("lo").map_err(|e| format!("finding lo: {e}"))?;
-            netlink::set_link_up(lo).map_err(|e| format!("bringing lo up: {e}"))?;
-            let up = netlink::dump_links_criu().map_err(|e| format!("RTM_GETLINK (lo up): {e}"))?;
-            let after = crate::netlink::capture().map_err(|e| format!("state capture: {e}"))?;
-            Ok((fresh, before, up, after))
-        })
-        .map_err(|e| e.to_string())
+    let step = |what: &'static str| move |source| KernelStepError::Netlink { what, source };
+    let res: Result<Probe, KernelStepError> = out.timed("dumps", || {
+        ns::run_in_netns(
+            &holder.netns_path(),
+            || -> Result<Probe, KernelStepError> {
+                let fresh =
+                    netlink::dump_links_criu().map_err(step("RTM_GETLINK (fresh netns)"))?;
+                let before = crate::netlink::capture().map_err(step("state capture"))?;
+                let lo = netlink::link_index("lo").map_err(step("finding lo"))?;
+                netlink::set_link_up(lo).map_err(step("bringing lo up"))?;
+                let up = netlink::dump_links_criu().map_err(step("RTM_GETLINK (lo up)"))?;
+                let after = crate::netlink::capture().map_err(step("state capture"))?;
+                Ok((fresh, before, up, after))
+            },
+        )
+        .map_err(KernelStepError::Enter)
         .and_then(|r| r)
     });
     let (fresh, before, up, after) = res.map_err(|e| RungError::new("RTM_GETLINK", e))?;
@@ -96,4 +100,21 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
         after.lo_up_with_127()
     );
     Ok(out)
+}
+
+/// Why the kernel rung's dumps inside the holder's netns failed.
+#[derive(Debug, thiserror::Error)]
+enum KernelStepError {
+    /// The holder's netns could not be entered.
+    #[error(transparent)]
+    Enter(ns::NsError),
+    /// A netlink step failed.
+    #[error("{what}: {source}")]
+    Netlink {
+        /// The step, e.g. `RTM_GETLINK (fresh netns)`.
+        what: &'static str,
+        /// The netlink error.
+        #[source]
+        source: crate::netlink::NetlinkError,
+    },
 }

@@ -8,6 +8,7 @@ use crate::evidence::result::{
     Artifact, BinaryFacts, RunResult, RungName, RungResult, SCHEMA_VERSION, Status, VerdictCode,
 };
 use crate::evidence::{self, EvidenceDir};
+use crate::exit::ExitClass;
 use crate::host;
 use crate::probe::rung::{EarlyHolders, RungCtx, RungError, RungOutput};
 use crate::probe::{criu_rung, external_netns, kernel, oci_rung, verdict};
@@ -37,60 +38,85 @@ pub struct RunOptions {
     pub command: Vec<String>,
 }
 
-/// Why a run did not produce a result, with its exit code (README's table).
+/// Why a ladder run did not produce a result; its exit class comes from the variant (README's
+/// table, [`ExitClass`]). (Named apart from [`crate::criu::RunError`], a CRIU command's error.)
 #[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    /// Bad input: exit 2.
+pub enum LadderError {
+    /// Bad input (`--phases`): exit 2.
     #[error("{0}")]
     Usage(String),
+    /// The `--rootfs` cannot serve the runtime rungs: exit 2.
+    #[error(transparent)]
+    Rootfs(crate::oci::OciError),
+    /// The evidence folder cannot be created (exists, not empty, being written): exit 2.
+    #[error(transparent)]
+    EvidenceFolder(evidence::EvidenceError),
     /// The host refused (not root, CRIU config file, missing prerequisite): exit 3.
-    #[error("{0}")]
-    HostRefused(String),
-    /// Something failed before any rung could run, or while writing the result: exit 4.
-    #[error("{0}")]
-    CouldNotRun(String),
+    #[error(transparent)]
+    HostRefused(#[from] host::HostError),
+    /// Writing the evidence failed after the rungs ran (or before any could): exit 4.
+    #[error("{what}: {source}")]
+    Evidence {
+        /// What was being written, e.g. `writing host.json`.
+        what: String,
+        /// The evidence error.
+        #[source]
+        source: evidence::EvidenceError,
+    },
 }
 
-impl RunError {
-    /// The process exit code for this error (README's table).
-    pub fn exit_code(&self) -> i32 {
+impl LadderError {
+    /// The exit class of this error.
+    pub fn exit_class(&self) -> ExitClass {
         match self {
-            RunError::Usage(_) => 2,
-            RunError::HostRefused(_) => 3,
-            RunError::CouldNotRun(_) => 4,
+            LadderError::Usage(_) | LadderError::Rootfs(_) | LadderError::EvidenceFolder(_) => {
+                ExitClass::Usage
+            }
+            LadderError::HostRefused(_) => ExitClass::HostRefused,
+            LadderError::Evidence { .. } => ExitClass::CouldNotRun,
         }
     }
+
+    /// The process exit code for this error (README's table).
+    pub fn exit_code(&self) -> i32 {
+        i32::from(self.exit_class().code())
+    }
+}
+
+fn writing(what: impl Into<String>) -> impl FnOnce(evidence::EvidenceError) -> LadderError {
+    let what = what.into();
+    move |source| LadderError::Evidence { what, source }
 }
 
 /// Parses `--phases`: a comma-separated list of rung names in ladder order
 /// (`kernel,criu,oci,external-netns`), each at most once.
 ///
 /// Errors: `Usage` naming the unknown phase, the repeat, or the order it must follow.
-pub fn parse_phases(s: &str) -> Result<Vec<RungName>, RunError> {
+pub fn parse_phases(s: &str) -> Result<Vec<RungName>, LadderError> {
     let all: Vec<&str> = RungName::ALL.iter().map(|r| r.as_str()).collect();
     let mut out: Vec<RungName> = Vec::new();
     for part in s.split(',').map(str::trim) {
         if part.is_empty() {
-            return Err(RunError::Usage(format!(
+            return Err(LadderError::Usage(format!(
                 "--phases {s:?} has an empty entry; use a comma-separated list of {}",
                 all.join(",")
             )));
         }
         let Some(r) = RungName::parse(part) else {
-            return Err(RunError::Usage(format!(
+            return Err(LadderError::Usage(format!(
                 "--phases: unknown phase {part:?}; the phases are {}",
                 all.join(",")
             )));
         };
         if out.contains(&r) {
-            return Err(RunError::Usage(format!(
+            return Err(LadderError::Usage(format!(
                 "--phases: {part} is named twice; name each phase once, in ladder order (kernel,criu,oci,external-netns)"
             )));
         }
         if let Some(last) = out.last()
             && *last > r
         {
-            return Err(RunError::Usage(format!(
+            return Err(LadderError::Usage(format!(
                 "--phases: {part} comes before {last} in the ladder; list phases cheapest first: {}",
                 all.join(",")
             )));
@@ -98,10 +124,6 @@ pub fn parse_phases(s: &str) -> Result<Vec<RungName>, RunError> {
         out.push(r);
     }
     Ok(out)
-}
-
-fn now_rfc3339() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 /// Declared differences that hold for every run of the given phases, beside the pin ones.
@@ -126,58 +148,31 @@ pub fn standing_differences(phases: &[RungName]) -> Vec<String> {
 /// Errors: `Usage` for bad input (evidence folder exists, rootfs without sleep), `HostRefused`
 /// for an unready host (exit 3), `CouldNotRun` when no result could be written. A rung that
 /// fails or errors is not an error here: it is recorded in the result.
-pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, PathBuf), RunError> {
-    let started_at = now_rfc3339();
+pub fn run(
+    opts: &RunOptions,
+    progress: &mut Progress,
+) -> Result<(RunResult, PathBuf), LadderError> {
+    let started_at = crate::evidence::now_rfc3339();
     let t0 = Instant::now();
     // First of all: from here on a signal releases whatever has been started (see below).
     let handler_error = crate::ns::cleanup::install_signal_handler().err();
     // This thread starts holders, containers and restored processes (see cleanup::worker).
     let _worker = crate::ns::cleanup::worker();
     if opts.phases.is_empty() {
-        return Err(RunError::Usage("--phases names no phase".into()));
+        return Err(LadderError::Usage("--phases names no phase".into()));
     }
-    let needs_runtime = opts
-        .phases
-        .iter()
-        .any(|p| matches!(p, RungName::Oci | RungName::ExternalNetns));
-
-    // Host gates: root, no CRIU config file, CRIU present and `criu check` passes.
-    host::check_root().map_err(|e| RunError::HostRefused(e.to_string()))?;
-    host::refuse_criu_config().map_err(|e| RunError::HostRefused(e.to_string()))?;
-    // The rungs' holders start now, on their own threads (see EarlyHolders).
-    let early_holders = EarlyHolders::start(&opts.phases, &opts.exe);
-    // The runtime's facts (`--version`, sha256) are gathered on a second thread while CRIU's
-    // readiness (`--version`, sha256, `criu check`) is proven; CRIU's refusal is reported first.
-    let (criu_ready, runtime_ready) = std::thread::scope(|s| {
-        let runtime = needs_runtime
-            .then(|| s.spawn(|| host::binary_facts(&opts.runtime, host::BinaryKind::Runtime)));
-        let criu = host::refuse_unless_ready(&opts.criu);
-        let runtime = runtime.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
-        (criu, runtime)
-    });
-    // A signal that arrived during these checks killed `criu check` or `--version` too: that is
-    // an interruption (released, exit 128+N), not a refusal of the host.
-    crate::ns::cleanup::checkpoint();
-    let criu_facts = criu_ready.map_err(|e| RunError::HostRefused(e.to_string()))?;
-    let runtime_facts: Option<BinaryFacts> = runtime_ready
-        .transpose()
-        .map_err(|e| RunError::HostRefused(e.to_string()))?;
-    if let Some(rootfs) = &opts.rootfs
-        && needs_runtime
-    {
-        crate::oci::check_rootfs(rootfs).map_err(|e| RunError::Usage(e.to_string()))?;
-    }
+    let (criu_facts, runtime_facts, early_holders) = host_gates(opts)?;
 
     let dir_path = opts
         .evidence
         .clone()
         .unwrap_or_else(|| evidence::default_path(Path::new("evidence")));
-    let ev = EvidenceDir::create(&dir_path).map_err(|e| RunError::Usage(e.to_string()))?;
+    let ev = EvidenceDir::create(&dir_path).map_err(LadderError::EvidenceFolder)?;
     let dir_path = ev.root().to_path_buf();
 
     let host_facts = host::host_facts(Some(criu_facts.clone()), runtime_facts.clone());
     ev.write_json("host.json", &host_facts)
-        .map_err(|e| RunError::CouldNotRun(format!("writing host.json: {e}")))?;
+        .map_err(writing("writing host.json"))?;
     let pins = host::check_pins(&criu_facts, runtime_facts.as_ref());
     let mut declared = host::pin_differences_with_paths(&pins, &host_facts);
     declared.extend(standing_differences(&opts.phases));
@@ -207,7 +202,7 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
             format!(
                 "netprobe run was interrupted by {by} at {}; what it had started was released; \
                  no netprobe-result.json was written\n",
-                now_rfc3339()
+                crate::evidence::now_rfc3339()
             )
             .as_bytes(),
         );
@@ -218,6 +213,65 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
             "netprobe could not become child subreaper ({e}): processes restored detached may stay as zombies of pid 1"
         ));
     }
+    let rungs = run_rungs(opts, &ctx_base, progress);
+    let mut result = RunResult {
+        schema_version: SCHEMA_VERSION,
+        tool: "netprobe".into(),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        command: opts.command.clone(),
+        started_at,
+        finished_at: String::new(),
+        duration_ms: 0,
+        phases: opts.phases.clone(),
+        host: host_facts,
+        pins,
+        declared_differences: declared,
+        verdict: verdict::compute(&rungs),
+        rungs,
+        artifacts: Vec::new(),
+    };
+    write_result(&ev, &mut result, t0)?;
+    Ok((result, dir_path))
+}
+
+/// Host gates: root, no CRIU config file, CRIU present and `criu check` passes, the runtime
+/// recognised (for the runtime rungs), the `--rootfs` usable. Starts the rungs' holders.
+fn host_gates(
+    opts: &RunOptions,
+) -> Result<(BinaryFacts, Option<BinaryFacts>, EarlyHolders), LadderError> {
+    let needs_runtime = opts
+        .phases
+        .iter()
+        .any(|p| matches!(p, RungName::Oci | RungName::ExternalNetns));
+    host::check_root()?;
+    host::refuse_criu_config()?;
+    // The rungs' holders start now, on their own threads (see EarlyHolders).
+    let early_holders = EarlyHolders::start(&opts.phases, &opts.exe);
+    // The runtime's facts (`--version`, sha256) are gathered on a second thread while CRIU's
+    // readiness (`--version`, sha256, `criu check`) is proven; CRIU's refusal is reported first.
+    let (criu_ready, runtime_ready) = std::thread::scope(|s| {
+        let runtime = needs_runtime
+            .then(|| s.spawn(|| host::binary_facts(&opts.runtime, host::BinaryKind::Runtime)));
+        let criu = host::refuse_unless_ready(&opts.criu);
+        let runtime = runtime.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        (criu, runtime)
+    });
+    // A signal that arrived during these checks killed `criu check` or `--version` too: that is
+    // an interruption (released, exit 128+N), not a refusal of the host.
+    crate::ns::cleanup::checkpoint();
+    let criu_facts = criu_ready?;
+    let runtime_facts: Option<BinaryFacts> = runtime_ready.transpose()?;
+    if let Some(rootfs) = &opts.rootfs
+        && needs_runtime
+    {
+        crate::oci::check_rootfs(rootfs).map_err(LadderError::Rootfs)?;
+    }
+    Ok((criu_facts, runtime_facts, early_holders))
+}
+
+/// Runs the requested rungs cheapest first (the others recorded as skipped), flushing each
+/// rung's files while the next one runs.
+fn run_rungs(opts: &RunOptions, ctx: &RungCtx, progress: &mut Progress) -> Vec<RungResult> {
     let mut rungs = Vec::new();
     let mut early_syncs = Vec::new();
     for name in RungName::ALL {
@@ -227,7 +281,7 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
         }
         crate::ns::cleanup::checkpoint();
         progress.rung_started(name);
-        let r = run_one(name, &ctx_base);
+        let r = run_one(name, ctx);
 
         crate::probe::util::reap_exited_children();
         progress.rung_finished(&r);
@@ -235,7 +289,7 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
         // What the rung wrote is flushed while the next rung runs (the final syncfs proves it);
         // after the last one, the syncfs before the result does it.
         if opts.phases.last() != Some(&name) {
-            early_syncs.push(ev.sync_in_background());
+            early_syncs.push(ctx.evidence.sync_in_background());
         }
     }
     // A signal during the last rung may have killed its runtime or CRIU, which the rung then
@@ -244,15 +298,18 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
     for s in early_syncs {
         let _ = s.join();
     }
+    rungs
+}
 
-    let verdict = verdict::compute(&rungs);
+/// Makes the evidence readable, hashes every file once (each rung gets the files under its
+/// folder), stamps the end time and writes `netprobe-result.json` last.
+fn write_result(ev: &EvidenceDir, result: &mut RunResult, t0: Instant) -> Result<(), LadderError> {
     ev.make_readable()
-        .map_err(|e| RunError::CouldNotRun(format!("making the evidence readable: {e}")))?;
-    // One pass over the folder hashes every file; each rung gets the files under its folder.
+        .map_err(writing("making the evidence readable"))?;
     let artifacts: Vec<Artifact> = ev
         .inventory()
-        .map_err(|e| RunError::CouldNotRun(format!("listing the evidence folder: {e}")))?;
-    for r in rungs.iter_mut() {
+        .map_err(writing("listing the evidence folder"))?;
+    for r in result.rungs.iter_mut() {
         let prefix = format!("{}/", r.name.as_str());
         r.artifacts = artifacts
             .iter()
@@ -260,26 +317,14 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
             .cloned()
             .collect();
     }
-    let result = RunResult {
-        schema_version: SCHEMA_VERSION,
-        tool: "netprobe".into(),
-        tool_version: env!("CARGO_PKG_VERSION").into(),
-        command: opts.command.clone(),
-        started_at,
-        finished_at: now_rfc3339(),
-        duration_ms: t0.elapsed().as_millis() as u64,
-        phases: opts.phases.clone(),
-        host: host_facts,
-        pins,
-        declared_differences: declared,
-        rungs,
-        verdict,
-        artifacts,
-    };
-    ev.write_result(&result).map_err(|e| {
-        RunError::CouldNotRun(format!("writing {}: {e}", evidence::result::RESULT_FILE))
-    })?;
-    Ok((result, dir_path))
+    result.artifacts = artifacts;
+    result.finished_at = crate::evidence::now_rfc3339();
+    result.duration_ms = t0.elapsed().as_millis() as u64;
+    ev.write_result(result).map_err(writing(format!(
+        "writing {}",
+        evidence::result::RESULT_FILE
+    )))?;
+    Ok(())
 }
 
 fn skipped(name: RungName) -> RungResult {
@@ -287,7 +332,7 @@ fn skipped(name: RungName) -> RungResult {
         name,
         status: Status::Skipped,
         summary: "not requested with --phases".into(),
-        started_at: now_rfc3339(),
+        started_at: crate::evidence::now_rfc3339(),
         duration_ms: 0,
         timings_ms: BTreeMap::new(),
         facts: BTreeMap::new(),
@@ -301,7 +346,7 @@ fn skipped(name: RungName) -> RungResult {
 /// later by [`run`], from one inventory of the whole folder), and never panics the run:
 /// a rung error or panic becomes status `error` with the reason.
 fn run_one(name: RungName, ctx: &RungCtx) -> RungResult {
-    let started_at = now_rfc3339();
+    let started_at = crate::evidence::now_rfc3339();
     let t = Instant::now();
     let rung_dir = ctx.evidence.root().join(name.as_str());
     let out: Result<RungOutput, RungError> =
@@ -394,18 +439,23 @@ fn summarize(
     }
 }
 
-/// The exit code of a finished run: 4 when a rung could not run, 1 when `expect` is given and
-/// differs from the verdict, else 0.
-pub fn exit_code(result: &RunResult, expect: Option<VerdictCode>) -> i32 {
+/// The exit class of a finished run: could-not-run when a rung could not run, gate (exit 1)
+/// when `expect` is given and differs from the verdict, else ok.
+pub fn exit_class(result: &RunResult, expect: Option<VerdictCode>) -> ExitClass {
     if let Some(e) = expect
         && e != result.verdict.code
     {
-        return 1;
+        return ExitClass::Gate;
     }
     if result.rungs.iter().any(|r| r.status == Status::Error) {
-        return 4;
+        return ExitClass::CouldNotRun;
     }
-    0
+    ExitClass::Ok
+}
+
+/// [`exit_class`] as the process exit code: 4, 1 or 0.
+pub fn exit_code(result: &RunResult, expect: Option<VerdictCode>) -> i32 {
+    i32::from(exit_class(result, expect).code())
 }
 
 #[cfg(test)]
@@ -435,5 +485,24 @@ mod tests {
         assert!(e.contains("named twice"), "{e}");
         let e = parse_phases("kernel,,criu").unwrap_err();
         assert_eq!(e.exit_code(), 2);
+    }
+
+    #[test]
+    fn ladder_errors_carry_their_exit_class_and_cause() {
+        let host = LadderError::from(host::HostError::NotRoot);
+        assert_eq!(
+            (host.exit_class(), host.exit_code()),
+            (ExitClass::HostRefused, 3)
+        );
+        let io = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let ev = evidence::EvidenceError::Io {
+            action: "write",
+            path: "/e/host.json".into(),
+            source: io,
+        };
+        let e = writing("writing host.json")(ev);
+        assert_eq!(e.exit_code(), 4);
+        assert!(e.to_string().starts_with("writing host.json: "), "{e}");
+        assert!(std::error::Error::source(&e).is_some());
     }
 }

@@ -12,8 +12,7 @@
 use crate::criu;
 use crate::evidence::result::RungName;
 use crate::netlink::NetState;
-use crate::ns;
-use crate::oci::{self, BundleSpec, ContainerGuard, NetnsSpec, Runtime};
+use crate::oci::{self, BundleSpec, Container, NetnsSpec, Runtime, RuntimeOps};
 use crate::probe::rung::{RungCtx, RungError, RungOutput, at};
 use crate::probe::util;
 use std::path::{Path, PathBuf};
@@ -64,13 +63,9 @@ pub struct CycleStates {
     pub netns_images: usize,
 }
 
-fn capture(pid: i32) -> Result<NetState, String> {
-    ns::run_in_netns(
-        Path::new(&format!("/proc/{pid}/ns/net")),
-        crate::netlink::capture,
-    )
-    .map_err(|e| e.to_string())?
-    .map_err(|e| e.to_string())
+fn capture(c: &Container) -> Result<NetState, RungError> {
+    let netns = c.netns_path().unwrap_or_default();
+    crate::ns::capture_netstate(&netns).map_err(at("state capture"))
 }
 
 /// Runs the cycle for `rung` with the container's network namespace `netns`. `reverify` is
@@ -83,7 +78,7 @@ pub fn run_cycle(
     ctx: &RungCtx,
     rung: RungName,
     netns: NetnsSpec,
-    reverify: &dyn Fn() -> Result<(), String>,
+    reverify: &dyn Fn() -> Result<(), crate::ns::NsError>,
     out: &mut RungOutput,
 ) -> Result<CycleStates, RungError> {
     let ev = ctx.evidence;
@@ -98,29 +93,7 @@ pub fn run_cycle(
     let work = util::WorkArea::new().map_err(at("work area"))?;
     let _detach = DetachMountsOnDrop::new(dir.clone());
     out.fact("work_area", work.path().display().to_string());
-    let rootfs: PathBuf = match &ctx.rootfs {
-        Some(r) => r.clone(),
-        None => {
-            let r = work.path().join("rootfs");
-            oci::build_busybox_rootfs(&r).map_err(at("rootfs"))?;
-            r
-        }
-    };
-    oci::check_rootfs(&rootfs).map_err(at("rootfs"))?;
-    let bundle = work.path().join("bundle");
-    let spec = BundleSpec {
-        rootfs: rootfs.clone(),
-        readonly_root: true,
-        args: vec!["sleep".into(), "86400".into()],
-        netns,
-        resources: None,
-        hostname: "netprobe".into(),
-        cgroups_path: None,
-    };
-    let info = oci::write_bundle(&bundle, &spec).map_err(at("bundle"))?;
-    ev.adopt(&rel("config.json"), &info.config_path)
-        .map_err(at("evidence"))?;
-    out.fact("config_sha256", &info.sha256);
+    let bundle = write_bundle(ctx, &work, netns, &rel, out)?;
 
     let mut runtime = Runtime::new(
         ctx.runtime.clone(),
@@ -133,23 +106,19 @@ pub fn run_cycle(
     }
     let id = oci::unique_container_id(&format!("netprobe-{}", rung.as_str()));
     out.fact("container_id", &id);
-    oci::refuse_existing(&runtime, &id).map_err(at("runtime state"))?;
-
     let pid_file = work.path().join("container.pid");
-    runtime
-        .create(&id, &bundle, &pid_file)
-        .map_err(at("runtime create"))?;
-    let mut guard = ContainerGuard::new(&runtime, id.clone());
-    runtime.start(&id).map_err(at("runtime start"))?;
+    let mut c = Container::new(&runtime, &id, &bundle, &pid_file);
+    c.refuse_existing().map_err(at("runtime state"))?;
+    c.create().map_err(at("runtime create"))?;
+    c.start().map_err(at("runtime start"))?;
     // The pid file runc wrote at create is the init's pid, which `start` execs in place; no
     // `runc state` needed (the holder re-verify and the state capture below fail on a dead pid).
-    let pid = pid_from_file(&pid_file, "runtime state (after start)")?;
-    guard.set_pid(pid);
+    let pid = c.read_pid().map_err(at("runtime state (after start)"))?;
     out.fact("container_pid_before", pid);
 
     crate::ns::cleanup::checkpoint();
     reverify().map_err(|e| RungError::new("holder", e))?;
-    let before = capture(pid).map_err(|e| RungError::new("state capture", e))?;
+    let before = capture(&c)?;
     ev.write(
         &rel("netstate-before.json"),
         before.to_canonical_json().as_bytes(),
@@ -161,79 +130,25 @@ pub fn run_cycle(
 
     crate::ns::cleanup::checkpoint();
     reverify().map_err(|e| RungError::new("holder", e))?;
-    let ck_runtime = match ctx.strace {
-        true => Some(
-            criu_traced_runtime(&runtime, work.path(), &dir, &ctx.criu)
-                .map_err(at("strace wrapper"))?,
-        ),
-        false => None,
-    };
-    if let Some(r) = &ck_runtime {
-        ev.adopt(
-            &rel("criu-strace-wrapper.sh"),
-            r.criu.as_deref().unwrap_or(Path::new("")),
-        )
-        .map_err(at("evidence"))?;
-    }
-    let ck = out.timed("checkpoint", || {
-        ck_runtime
-            .as_ref()
-            .unwrap_or(&runtime)
-            .checkpoint(&id, &images, &dir, &[])
-    });
-    match ck {
-        Ok(o) => {
-            let _ = ev.write_json(&rel("runtime-checkpoint.json"), &o);
-        }
-        Err(e) => {
-            return Err(RungError::new(
-                "runtime checkpoint",
-                format!(
-                    "{e}{}",
-                    util::read_log_hint(&e.to_string(), &dir.join("dump.log"))
-                ),
-            ));
-        }
-    }
-    runtime
-        .prove_gone(&id)
-        .map_err(at("container still exists after checkpoint"))?;
+    checkpoint(ctx, &mut c, &runtime, work.path(), &dir, &rel, &images, out)?;
 
     crate::ns::cleanup::checkpoint();
     reverify().map_err(|e| RungError::new("holder", e))?;
-    // runc restore writes a new pid file; remove the old one so a stale pid is never read.
-    let _ = std::fs::remove_file(&pid_file);
-    let rs = out.timed("restore", || {
-        runtime.restore(&id, &bundle, &images, &dir, &pid_file, &[])
-    });
-    match rs {
-        Ok(o) => {
-            let _ = ev.write_json(&rel("runtime-restore.json"), &o);
-        }
-        Err(e) => {
-            return Err(RungError::new(
-                "runtime restore",
-                format!(
-                    "{e}{}",
-                    util::read_log_hint(&e.to_string(), &dir.join("restore.log"))
-                ),
-            ));
-        }
-    }
-    let pid = pid_from_file(&pid_file, "runtime state (after restore)")?;
-    guard.set_pid(pid);
+    let rs = out.timed("restore", || c.restore(&images, &dir, &[]));
+    let o = rs.map_err(runtime_err("runtime restore", dir.join("restore.log")))?;
+    let _ = ev.write_json(&rel("runtime-restore.json"), &o);
+    let pid = c.read_pid().map_err(at("runtime state (after restore)"))?;
     out.fact("container_pid_after", pid);
     crate::ns::cleanup::checkpoint();
     reverify().map_err(|e| RungError::new("holder", e))?;
-    let after = capture(pid).map_err(|e| RungError::new("state capture", e));
+    let after = capture(&c);
     if let Ok(t) = util::ip_view(pid) {
         let _ = ev.write(&rel("ip-after.txt"), t.as_bytes());
     }
     // kill + delete + `runtime state` proving it gone; if any of that failed, `runtime state`
     // alone decides.
-    if guard.release().is_err() {
-        runtime
-            .prove_gone(&id)
+    if c.release().is_err() {
+        c.prove_gone()
             .map_err(at("container still exists after delete"))?;
     }
     let after = after?;
@@ -243,8 +158,21 @@ pub fn run_cycle(
     )
     .map_err(at("evidence"))?;
 
-    let inv = criu::inventory(&images).map_err(at("image inventory"))?;
-    ev.write_json(&rel("images.json"), &inv)
+    image_facts(ctx, &images, &rel, before, after, out)
+}
+
+/// The image inventory (`images.json`, the `netns-*` images named) and the cycle's facts.
+fn image_facts(
+    ctx: &RungCtx,
+    images: &Path,
+    rel: &dyn Fn(&str) -> String,
+    before: NetState,
+    after: NetState,
+    out: &mut RungOutput,
+) -> Result<CycleStates, RungError> {
+    let inv = criu::inventory(images).map_err(at("image inventory"))?;
+    ctx.evidence
+        .write_json(&rel("images.json"), &inv)
         .map_err(at("evidence"))?;
     let netns_images: Vec<String> = inv
         .iter()
@@ -266,21 +194,85 @@ pub fn run_cycle(
     })
 }
 
-/// The container's init pid from the runtime's `--pid-file` (written by a successful
-/// `create`/`restore`), checked to be a live process (`kill(pid, 0)`).
-fn pid_from_file(pid_file: &std::path::Path, phase: &'static str) -> Result<i32, RungError> {
-    let pid = oci::read_pid_file(pid_file).map_err(at(phase))?;
-    // SAFETY: signal 0 only checks that the process exists; nothing is delivered.
-    if unsafe { libc::kill(pid, 0) } != 0 {
-        return Err(RungError::new(
-            phase,
-            format!(
-                "container init pid {pid} (from {}) is not running",
-                pid_file.display()
-            ),
-        ));
+/// The bundle in the work area: the rootfs (`--rootfs`, else the built-in busybox one, built
+/// there), read-only, `sleep 86400`, the given network namespace; `config.json` kept as
+/// evidence. Returns the bundle folder.
+fn write_bundle(
+    ctx: &RungCtx,
+    work: &util::WorkArea,
+    netns: NetnsSpec,
+    rel: &dyn Fn(&str) -> String,
+    out: &mut RungOutput,
+) -> Result<PathBuf, RungError> {
+    let rootfs: PathBuf = match &ctx.rootfs {
+        Some(r) => r.clone(),
+        None => {
+            let r = work.path().join("rootfs");
+            oci::build_busybox_rootfs(&r).map_err(at("rootfs"))?;
+            r
+        }
+    };
+    oci::check_rootfs(&rootfs).map_err(at("rootfs"))?;
+    let bundle = work.path().join("bundle");
+    let spec = BundleSpec {
+        rootfs,
+        readonly_root: true,
+        args: vec!["sleep".into(), "86400".into()],
+        netns,
+        resources: None,
+        hostname: "netprobe".into(),
+        cgroups_path: None,
+    };
+    let info = oci::write_bundle(&bundle, &spec).map_err(at("bundle"))?;
+    ctx.evidence
+        .adopt(&rel("config.json"), &info.config_path)
+        .map_err(at("evidence"))?;
+    out.fact("config_sha256", &info.sha256);
+    Ok(bundle)
+}
+
+/// A failed runtime call as the rung's error in `phase`, pointing at CRIU's `log` when it
+/// exists and the error does not name it already.
+fn runtime_err(phase: &'static str, log: PathBuf) -> impl FnOnce(oci::OciError) -> RungError {
+    move |e| {
+        let hint = util::read_log_hint(&e.to_string(), &log);
+        RungError::new(phase, format!("{e}{hint}"))
     }
-    Ok(pid)
+}
+
+/// The checkpoint step (through a runtime whose CRIU runs under strace with `--strace`), its
+/// outcome kept as `runtime-checkpoint.json`, then the container proven gone.
+#[allow(clippy::too_many_arguments)]
+fn checkpoint(
+    ctx: &RungCtx,
+    c: &mut Container,
+    runtime: &Runtime,
+    work: &Path,
+    dir: &Path,
+    rel: &dyn Fn(&str) -> String,
+    images: &Path,
+    out: &mut RungOutput,
+) -> Result<(), RungError> {
+    let ev = ctx.evidence;
+    let ck_runtime = match ctx.strace {
+        true => {
+            Some(criu_traced_runtime(runtime, work, dir, &ctx.criu).map_err(at("strace wrapper"))?)
+        }
+        false => None,
+    };
+    if let Some(r) = &ck_runtime {
+        ev.adopt(
+            &rel("criu-strace-wrapper.sh"),
+            r.criu.as_deref().unwrap_or(Path::new("")),
+        )
+        .map_err(at("evidence"))?;
+    }
+    let via = ck_runtime.as_ref().map(|r| r as &dyn RuntimeOps);
+    let ck = out.timed("checkpoint", || c.checkpoint(via, images, dir, &[]));
+    let o = ck.map_err(runtime_err("runtime checkpoint", dir.join("dump.log")))?;
+    let _ = ev.write_json(&rel("runtime-checkpoint.json"), &o);
+    c.prove_gone()
+        .map_err(at("container still exists after checkpoint"))
 }
 
 /// For `--strace`: the same runtime, but with `--criu` pointing at a generated wrapper (in the

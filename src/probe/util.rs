@@ -99,17 +99,7 @@ pub fn reap_exited_children() -> usize {
     }
 }
 
-/// Mount points at or below `dir` (from `/proc/self/mountinfo`, octal escapes decoded), deepest
-/// first. `dir` should be absolute and canonical.
-pub fn mounts_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = crate::ns::mountinfo::mount_points()
-        .into_iter()
-        .filter(|m| m.starts_with(dir))
-        .collect();
-    out.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
-    out.dedup();
-    out
-}
+pub use crate::ns::mountinfo::mounts_under;
 
 /// Lazily unmounts (`MNT_DETACH`) every mount at or below `dir`, deepest first, and returns
 /// those it detached. A runtime or CRIU that was killed mid-operation leaves mounts behind

@@ -37,10 +37,10 @@ impl VerifyOutcome {
 
 /// Verifies the evidence folder `dir`.
 ///
-/// Errors: a message naming the file when `netprobe-result.json` is missing, unreadable, or
-/// does not validate against the schema.
-pub fn verify(dir: &Path) -> Result<VerifyOutcome, String> {
-    let result: RunResult = evidence::read_result(dir).map_err(|e| e.to_string())?;
+/// Errors: [`evidence::EvidenceError`] (from [`evidence::read_result`]) naming the file when
+/// `netprobe-result.json` is missing, unreadable, or does not validate against the schema.
+pub fn verify(dir: &Path) -> Result<VerifyOutcome, evidence::EvidenceError> {
+    let result: RunResult = evidence::read_result(dir)?;
     let mut mismatches = Vec::new();
     let mut failing = Vec::new();
     let mut n_assert = 0;

@@ -1,65 +1,135 @@
-//! Errors of the slot driver and their exit codes (DESIGN.md section 6).
+//! Errors of the slot driver. The exit class comes from the type: a failed gate carries its
+//! [`GateId`]'s class, a step that could not run carries a typed [`StepError`] (its `source`
+//! chain kept), usage and host refusals their own class ([`crate::exit::ExitClass`]).
 
+use super::gate::GateId;
+use crate::exit::ExitClass;
+use crate::ns::NsError;
+use crate::oci::OciError;
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 
-/// What kind of failure a [`SlotError`] is; decides the exit code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorKind {
-    /// A gate could not prove its fact (exit 1). The slot was left as it was before the
-    /// destructive step the gate protects.
-    Gate,
-    /// Bad command line: unknown or malformed slot number, missing or contradictory flags (exit 2).
-    Usage,
-    /// The host refused: not root, a CRIU config file present, a prerequisite missing (exit 3).
-    HostRefused,
-    /// A step could not run (a runtime, CRIU, mount or I/O failure after the gates passed) (exit 4).
-    CouldNotRun,
+/// Why a step of a verb could not run (after its gates passed): the typed cause, with its
+/// `source` chain.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    /// The OCI runtime failed ([`crate::oci`]).
+    #[error(transparent)]
+    Runtime(#[from] OciError),
+    /// A namespace or process operation failed ([`crate::ns`]): holder spawn, identity.
+    #[error(transparent)]
+    Ns(#[from] NsError),
+    /// A file operation on `path` failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The network state could not be captured ([`crate::ns::capture_netstate`]).
+    #[error(transparent)]
+    Capture(#[from] crate::ns::CaptureError),
+    /// A CRIU image inventory could not be read.
+    #[error(transparent)]
+    Inventory(#[from] crate::criu::CriuError),
+    /// A mount step ([`super::mounts`]: `mount`, `losetup`, `qemu-storage-daemon`) failed; the
+    /// text names the program, its arguments and its stderr.
+    #[error("{0}")]
+    Tool(String),
+    /// `state.json` could not be read or written.
+    #[error(transparent)]
+    State(#[from] super::state::StateError),
+    /// A file-tree helper (`cp -a`, `sync -f`, a removal) failed.
+    #[error(transparent)]
+    Tree(#[from] super::support::TreeError),
+    /// A document failed its JSON Schema (e.g. `holder.json`).
+    #[error("{}", .0.join("; "))]
+    Schema(Vec<String>),
+    /// Something the slot state should hold is missing (e.g. no overlay recorded).
+    #[error("{0}")]
+    Missing(&'static str),
+}
+
+impl StepError {
+    /// A [`StepError::Io`] for `path`.
+    pub fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> StepError {
+        let path = path.into();
+        move |source| StepError::Io { path, source }
+    }
+}
+
+impl From<String> for StepError {
+    fn from(s: String) -> Self {
+        StepError::Tool(s)
+    }
 }
 
 /// A failed slot verb. `Display` names the slot and, for gate failures, the gate.
 ///
 /// Source: produced by [`crate::slot::run_verb`]; the CLI maps it to an exit code with
-/// [`SlotError::exit_code`].
+/// [`SlotError::exit_code`] (or [`SlotError::kind`], an [`ExitClass`]).
 #[derive(Debug, Clone)]
 pub struct SlotError {
-    /// The kind, which decides the exit code.
-    pub kind: ErrorKind,
+    /// The exit class.
+    pub kind: ExitClass,
     /// The slot as given on the command line (raw text, possibly malformed).
     pub slot: String,
-    /// The gate that failed (for [`ErrorKind::Gate`] and [`ErrorKind::HostRefused`] gates), or
-    /// the step that could not run (for [`ErrorKind::CouldNotRun`]).
+    /// The gate that failed (for gate and host-refused gates), or the step that could not run.
     pub gate: Option<Box<str>>,
-    /// One or more lines for people: the fact that could not be proven and what was observed.
+    /// One or more lines for people: the fact that could not be proven and what was observed,
+    /// or the cause chain of the step that could not run.
     pub message: String,
     /// A diff (network state recorded vs observed) when the network-fidelity gate failed.
     pub diff: Option<Box<str>>,
     /// The evidence folder of this verb, when one was written.
     pub evidence: Option<Box<std::path::Path>>,
+    /// The typed cause of a step that could not run.
+    pub source: Option<Arc<StepError>>,
 }
 
 impl SlotError {
     /// A usage error (exit 2).
     pub fn usage(slot: &str, message: impl Into<String>) -> Self {
-        Self::new(ErrorKind::Usage, slot, None, message)
+        Self::new(ExitClass::Usage, slot, None, message)
     }
 
-    /// A gate failure (exit 1) naming the gate.
-    pub fn gate(slot: &str, gate: &str, message: impl Into<String>) -> Self {
-        Self::new(ErrorKind::Gate, slot, Some(gate), message)
+    /// Gate `id` failed with `detail` observed; the class is the gate's.
+    pub fn gate_failed(slot: &str, id: GateId, detail: &str) -> Self {
+        Self::new(
+            id.class().exit_class(),
+            slot,
+            Some(id.name()),
+            format!("{} — not proven: {detail}", id.fact()),
+        )
     }
 
-    /// A host refusal (exit 3) naming the gate or prerequisite.
+    /// A host refusal (exit 3) naming the prerequisite.
     pub fn host(slot: &str, gate: &str, message: impl Into<String>) -> Self {
-        Self::new(ErrorKind::HostRefused, slot, Some(gate), message)
+        Self::new(ExitClass::HostRefused, slot, Some(gate), message)
     }
 
-    /// A step that could not run (exit 4) naming the step.
-    pub fn run(slot: &str, step: &str, message: impl Into<String>) -> Self {
-        Self::new(ErrorKind::CouldNotRun, slot, Some(step), message)
+    /// A step that could not run (exit 4) naming the step and its typed cause; the message is
+    /// the cause with its `source` chain.
+    pub fn step(slot: &str, step: &str, cause: impl Into<StepError>) -> Self {
+        let cause = cause.into();
+        let mut message = cause.to_string();
+        let mut src = std::error::Error::source(&cause);
+        while let Some(s) = src {
+            let t = s.to_string();
+            if !message.contains(&t) {
+                message.push_str(&format!(": {t}"));
+            }
+            src = s.source();
+        }
+        let mut e = Self::new(ExitClass::CouldNotRun, slot, Some(step), message);
+        e.source = Some(Arc::new(cause));
+        e
     }
 
-    fn new(kind: ErrorKind, slot: &str, gate: Option<&str>, message: impl Into<String>) -> Self {
+    fn new(kind: ExitClass, slot: &str, gate: Option<&str>, message: impl Into<String>) -> Self {
         SlotError {
             kind,
             slot: slot.to_string(),
@@ -67,7 +137,14 @@ impl SlotError {
             message: message.into(),
             diff: None,
             evidence: None,
+            source: None,
         }
+    }
+
+    /// Appends `text` to the message (e.g. a diagnosis of a known CRIU failure).
+    pub fn with_note(mut self, text: &str) -> Self {
+        self.message.push_str(text);
+        self
     }
 
     /// Attaches the network-state diff (recorded vs observed).
@@ -86,24 +163,14 @@ impl SlotError {
 
     /// The process exit code: 1 gate failed, 2 usage, 3 host refused, 4 could not run.
     pub fn exit_code(&self) -> i32 {
-        match self.kind {
-            ErrorKind::Gate => 1,
-            ErrorKind::Usage => 2,
-            ErrorKind::HostRefused => 3,
-            ErrorKind::CouldNotRun => 4,
-        }
+        i32::from(self.kind.code())
     }
 
     /// The error as JSON (`kind`, `slot`, `gate`, `message`, `diff`, `evidence`, `exit_code`),
     /// for `--json` output.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
-            "kind": match self.kind {
-                ErrorKind::Gate => "gate",
-                ErrorKind::Usage => "usage",
-                ErrorKind::HostRefused => "host-refused",
-                ErrorKind::CouldNotRun => "could-not-run",
-            },
+            "kind": self.kind.as_str(),
             "slot": self.slot,
             "gate": self.gate,
             "message": self.message,
@@ -122,19 +189,19 @@ impl fmt::Display for SlotError {
             &self.slot
         };
         match (&self.kind, &self.gate) {
-            (ErrorKind::Gate, Some(g)) => {
+            (ExitClass::Gate, Some(g)) => {
                 write!(f, "slot {slot}: gate `{g}` failed: {}", self.message)?
             }
-            (ErrorKind::HostRefused, Some(g)) => write!(
+            (ExitClass::HostRefused, Some(g)) => write!(
                 f,
                 "slot {slot}: host refused (gate `{g}`): {}",
                 self.message
             )?,
-            (ErrorKind::CouldNotRun, Some(g)) => {
+            (ExitClass::CouldNotRun, Some(g)) => {
                 write!(f, "slot {slot}: step `{g}` could not run: {}", self.message)?
             }
-            (ErrorKind::Usage, _) => write!(f, "slot {slot}: usage: {}", self.message)?,
-            (_, None) => write!(f, "slot {slot}: {}", self.message)?,
+            (ExitClass::Usage, _) => write!(f, "slot {slot}: usage: {}", self.message)?,
+            (_, _) => write!(f, "slot {slot}: {}", self.message)?,
         }
         if let Some(d) = &self.diff {
             write!(
@@ -149,4 +216,35 @@ impl fmt::Display for SlotError {
     }
 }
 
-impl std::error::Error for SlotError {}
+impl std::error::Error for SlotError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_errors_keep_their_cause_and_class() {
+        let io = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let e = SlotError::step("5", "evidence", StepError::io("/x/evidence")(io));
+        assert_eq!(e.exit_code(), 4);
+        assert_eq!(e.kind, ExitClass::CouldNotRun);
+        let s = e.to_string();
+        assert!(
+            s.starts_with("slot 5: step `evidence` could not run: /x/evidence: "),
+            "{s}"
+        );
+        assert!(std::error::Error::source(&e).is_some());
+        assert_eq!(e.to_json()["kind"], "could-not-run");
+        let u = SlotError::usage("x", "bad");
+        assert_eq!(
+            (u.exit_code(), u.to_json()["kind"].clone()),
+            (2, "usage".into())
+        );
+    }
+}

@@ -251,7 +251,7 @@ pub fn check_state_dir(dir: &Path, how: StateDirUse) -> Result<String, String> {
                     dir.display()
                 ));
             }
-            support::atomic_write(&marker, b"netprobe slot state directory\n")
+            crate::evidence::replace_atomic(&marker, b"netprobe slot state directory\n")
                 .map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
             Ok(format!(
                 "{}: created, uid {euid}, marker written",
@@ -322,11 +322,11 @@ pub fn create_slot(paths: &SlotPaths) -> Result<OwnerMarker, (bool, String)> {
         slot: paths.slot,
         path: paths.root.clone(),
         id: support::random_hex(16),
-        created_at: support::now_rfc3339(),
+        created_at: crate::evidence::now_rfc3339(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
     };
     let bytes = serde_json::to_vec_pretty(&marker).expect("serialize owner marker");
-    support::atomic_write(&paths.owner(), &bytes).map_err(|e| {
+    crate::evidence::replace_atomic(&paths.owner(), &bytes).map_err(|e| {
         (
             false,
             format!("cannot write {}: {e}", paths.owner().display()),
@@ -496,7 +496,7 @@ pub fn journal_append(
     detail: &str,
 ) -> std::io::Result<()> {
     let e = JournalEntry {
-        at: support::now_rfc3339(),
+        at: crate::evidence::now_rfc3339(),
         pid: std::process::id(),
         verb: verb.into(),
         event: event.into(),

@@ -7,20 +7,39 @@
 //! then it evaluates its gates (any unproven gate fails closed before a destructive step), writes
 //! its own evidence folder in the slot (`evidence/<seq>-<verb>/`: `gates.json`, `timings.json`,
 //! `verb.json`, logs and network-state captures) and appends to the slot journal.
+//!
+//! Module map: one file per verb — `provision`, `snapshot`, `restore` (restore and reset),
+//! `cleanup`, `status`; `run` (`VerbRun`: enter, lock, evidence, journal, timings, finish),
+//! `common` (gates and steps several verbs share), [`gate`] ([`GateId`]: name, fact, class;
+//! the per-verb lists of gates before the first destructive step), [`state`] (`state.json`,
+//! [`Phase::after`], the one table of phase transitions), [`checks`] (pure checks, unit-tested
+//! without root), [`limits`] (cgroup read-back from a given root), [`layout`], [`mounts`],
+//! [`net`], [`support`]. The runtime is reached only through [`crate::oci::RuntimeOps`] and
+//! [`crate::oci::Container`], so the gate order is unit-tested with a recording fake.
 
+pub mod checks;
+mod cleanup;
+mod common;
 pub mod error;
 pub mod gate;
 pub mod layout;
+pub mod limits;
 pub mod mounts;
 pub mod net;
+mod provision;
+mod restore;
+mod run;
+mod snapshot;
 pub mod state;
+mod status;
 pub mod support;
-mod verbs;
+#[cfg(test)]
+mod tests;
 
-pub use error::{ErrorKind, SlotError};
-pub use gate::{Gate, GateLog};
+pub use error::{SlotError, StepError};
+pub use gate::{Gate, GateClass, GateId, GateLog, Observed};
 pub use layout::{SlotLock, SlotPaths, parse_slot};
-pub use state::{Phase, SlotState};
+pub use state::{ImageKind, Phase, ProbeGateMode, SlotState, StateError, VerbEnd};
 
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -233,5 +252,77 @@ pub const DECLARED_DIFFERENCES: &[&str] = &[
 /// Errors: [`SlotError`] naming the slot and the failed gate or step; exit codes from
 /// [`SlotError::exit_code`]: 1 a gate failed, 2 usage, 3 host refused, 4 could not run.
 pub fn run_verb(args: &SlotArgs) -> Result<SlotOutcome, SlotError> {
-    verbs::run(args)
+    let env = run::SlotEnv {
+        make_runtime: &run::real_runtime,
+        require_root: true,
+        trace: None,
+    };
+    run_with(args, &env)
+}
+
+/// [`run_verb`] in an environment (the real one, or a recording fake runtime in unit tests).
+fn run_with(args: &SlotArgs, env: &run::SlotEnv) -> Result<SlotOutcome, SlotError> {
+    let raw = args.slot.clone();
+    let n = layout::parse_slot(&raw)?;
+    checks::usage_checks(args, &raw)?;
+    if env.require_root && !nix::unistd::geteuid().is_root() {
+        return Err(SlotError::host(
+            &raw,
+            "root",
+            "netprobe slot needs root (namespaces, mounts, runc, CRIU)",
+        ));
+    }
+    let paths = SlotPaths::new(&args.state_dir, n);
+    let mut vr = run::VerbRun::new(args, raw, paths, env);
+    let res = match args.verb {
+        Verb::Status => return status::status(&mut vr),
+        Verb::Provision => provision::provision(&mut vr),
+        Verb::Snapshot => with_existing(&mut vr, snapshot::snapshot),
+        Verb::Restore => with_existing(&mut vr, |r, s| restore::restore(r, s, false)),
+        Verb::Reset => with_existing(&mut vr, |r, s| restore::restore(r, s, true)),
+        Verb::Cleanup => with_existing(&mut vr, cleanup::cleanup),
+    };
+    vr.finish(res)
+}
+
+/// Enter an existing slot (state dir, marker, lock, evidence), load and check its state, run
+/// `f`, record the verb's end in the state.
+fn with_existing(
+    vr: &mut run::VerbRun,
+    f: impl FnOnce(&mut run::VerbRun, &mut SlotState) -> Result<String, SlotError>,
+) -> Result<(String, Option<SlotState>), SlotError> {
+    let t = std::time::Instant::now();
+    vr.enter_existing()?;
+    vr.took("enter", t);
+    let mut st = match SlotState::load(&vr.paths.state()) {
+        Ok(s) if s.slot == vr.paths.slot => s,
+        Ok(s) => {
+            return Err(vr.fail(
+                GateId::SlotState,
+                format!("state.json names slot {}", s.slot),
+            ));
+        }
+        Err(e) => return Err(vr.fail(GateId::SlotState, e.to_string())),
+    };
+    vr.gate(GateId::SlotState, Ok(format!("phase {:?}", st.phase)))?;
+    if vr.args.verb != Verb::Cleanup {
+        let r = if st.phase == Phase::Clean {
+            Err(format!(
+                "slot {} was cleaned up (phase clean): its container, mounts and holder are \
+                 released and a slot is never re-provisioned in place; provision a new slot \
+                 number, or remove the slot folder {} after keeping its evidence ({})",
+                vr.paths.slot,
+                vr.paths.root.display(),
+                vr.paths.evidence().display()
+            ))
+        } else {
+            Ok(format!("phase {:?}", st.phase))
+        };
+        vr.gate(GateId::SlotNotClean, r)?;
+    }
+    let r = f(vr, &mut st);
+    st.last_verb = Some(vr.verb().into());
+    st.last_ok = r.is_ok();
+    let _ = st.save_if_changed(&vr.paths.state());
+    r.map(|s| (s, Some(st)))
 }

@@ -1,7 +1,7 @@
-//! The slot's network facts, read from inside the holder's namespace with the shared code:
-//! [`crate::netlink::capture`] run through [`crate::ns::run_in_netns`] (the same canonical
-//! [`NetState`] JSON the probe ladder records, so probe and slot evidence compare directly), and
-//! the guest-server check (one new TCP connection opened while the thread is in the namespace).
+//! The slot's network facts: the `lo-up-127` detail of a [`NetState`] captured with the shared
+//! [`crate::ns::capture_netstate`] (the same canonical JSON the probe ladder records, so probe
+//! and slot evidence compare directly), and the guest-server check (one new TCP connection
+//! opened while the thread is in the namespace).
 
 use crate::netlink::NetState;
 use crate::ns;
@@ -14,16 +14,6 @@ use std::time::{Duration, Instant};
 /// without it has no guest server to check (the `guest-http` gate is then recorded as not
 /// applicable).
 pub const GUEST_PORT_FILE: &str = "etc/netprobe-guest-port";
-
-/// Captures the [`NetState`] (links, addresses, routes of every table) of the network namespace
-/// at `netns` (`/proc/<holder>/ns/net`), entered by the calling thread for the capture only.
-///
-/// Errors: a sentence naming the namespace and what failed (`setns` or a netlink dump).
-pub fn capture(netns: &Path) -> Result<NetState, String> {
-    ns::run_in_netns(netns, crate::netlink::capture)
-        .map_err(|e| format!("enter {}: {e}", netns.display()))?
-        .map_err(|e| format!("netlink capture in {}: {e}", netns.display()))
-}
 
 /// The observed facts behind [`NetState::lo_up_with_127`], for the `lo-up-127` gate detail:
 /// `lo` ifindex, UP or DOWN, and its `inet` addresses (`a.b.c.d/len`).

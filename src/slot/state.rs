@@ -2,10 +2,43 @@
 //! killed netprobe leaves a state `cleanup` can release. Schema:
 //! `evidence-schema/slot-state.schema.json` (the `state` member of `netprobe slot status`).
 
+use super::Verb;
 use crate::ns::ProcessIdentity;
 use crate::oci::Resources;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+
+/// Why `state.json` could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The file is missing or unreadable.
+    #[error("{}: {source}", path.display())]
+    Read {
+        /// `state.json`.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a slot state (or the state cannot be serialized).
+    #[error("{}: {source}", path.display())]
+    Parse {
+        /// `state.json`.
+        path: PathBuf,
+        /// The JSON error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The atomic write failed.
+    #[error("write {}: {source}", path.display())]
+    Write {
+        /// `state.json`.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
 
 /// Version of the `state.json` layout.
 pub const STATE_SCHEMA_VERSION: u32 = 1;
@@ -40,6 +73,64 @@ pub enum Phase {
     Clean,
 }
 
+/// How a verb ended, for [`Phase::after`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VerbEnd {
+    /// The verb passed its gates and started its first destructive step.
+    Began,
+    /// Every step and gate passed.
+    Succeeded,
+    /// A step or a gate after the first destructive step failed; `container_gone` says whether
+    /// `runtime state` proved the container absent afterwards.
+    Failed {
+        /// The container is proven gone.
+        container_gone: bool,
+    },
+}
+
+impl Phase {
+    /// The one table of phase transitions: the phase a slot is in after `verb` reached `end`,
+    /// coming from `prev` (the phase before the verb began). `None` for `status`, which changes
+    /// nothing.
+    ///
+    /// | verb | began | succeeded | failed |
+    /// |---|---|---|---|
+    /// | provision | provisioning | ready | provision-failed |
+    /// | snapshot | snapshotting | checkpointed | snapshot-failed if the container is gone, else `prev` |
+    /// | restore, reset | restoring | running | restore-failed |
+    /// | cleanup | cleaning | clean | cleaning |
+    pub fn after(verb: Verb, end: VerbEnd, prev: Phase) -> Option<Phase> {
+        use Phase::*;
+        use VerbEnd::*;
+        Some(match (verb, end) {
+            (Verb::Status, _) => return None,
+            (Verb::Provision, Began) => Provisioning,
+            (Verb::Provision, Succeeded) => Ready,
+            (Verb::Provision, Failed { .. }) => ProvisionFailed,
+            (Verb::Snapshot, Began) => Snapshotting,
+            (Verb::Snapshot, Succeeded) => Checkpointed,
+            (
+                Verb::Snapshot,
+                Failed {
+                    container_gone: true,
+                },
+            ) => SnapshotFailed,
+            (
+                Verb::Snapshot,
+                Failed {
+                    container_gone: false,
+                },
+            ) => prev,
+            (Verb::Restore | Verb::Reset, Began) => Restoring,
+            (Verb::Restore | Verb::Reset, Succeeded) => Running,
+            (Verb::Restore | Verb::Reset, Failed { .. }) => RestoreFailed,
+            (Verb::Cleanup, Began) => Cleaning,
+            (Verb::Cleanup, Succeeded) => Clean,
+            (Verb::Cleanup, Failed { .. }) => Cleaning,
+        })
+    }
+}
+
 /// A binary recorded at provision (from [`crate::host::binary_facts`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BinaryPin {
@@ -52,11 +143,27 @@ pub struct BinaryPin {
     pub version: Option<String>,
 }
 
+/// How the probe-verdict gate was satisfied (`mode` in `state.json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProbeGateMode {
+    /// A netprobe evidence folder with a passing verdict (`--probe-evidence DIR`).
+    Evidence,
+    /// Overridden by the operator (`--no-probe-gate --reason TEXT`).
+    Override,
+}
+
+impl PartialEq<&str> for ProbeGateMode {
+    fn eq(&self, other: &&str) -> bool {
+        serde_json::to_value(self).is_ok_and(|v| v == *other)
+    }
+}
+
 /// How the probe-verdict gate was satisfied at provision.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProbeGateRecord {
     /// `evidence` (a passing netprobe-result.json) or `override` (`--no-probe-gate --reason`).
-    pub mode: String,
+    pub mode: ProbeGateMode,
     /// The probe evidence directory, for `evidence`.
     pub evidence_dir: Option<PathBuf>,
     /// The verdict code read from it.
@@ -65,11 +172,40 @@ pub struct ProbeGateRecord {
     pub reason: Option<String>,
 }
 
+/// What the slot's image is (`kind` in `state.json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ImageKind {
+    /// netprobe's busybox rootfs, built in the slot (the default).
+    Embedded,
+    /// A `--image` directory, used as the overlay's lower as it is.
+    Directory,
+    /// A pinned `--image X.qcow2`, served read-only (FUSE export, loop device, read-only mount).
+    Qcow2,
+}
+
+impl ImageKind {
+    /// The kind `--image` names: none = embedded, a `.qcow2` file = qcow2, else a directory.
+    pub fn of(image: Option<&Path>) -> ImageKind {
+        match image {
+            None => ImageKind::Embedded,
+            Some(p) if p.extension().is_some_and(|e| e == "qcow2") => ImageKind::Qcow2,
+            Some(_) => ImageKind::Directory,
+        }
+    }
+}
+
+impl PartialEq<&str> for ImageKind {
+    fn eq(&self, other: &&str) -> bool {
+        serde_json::to_value(self).is_ok_and(|v| v == *other)
+    }
+}
+
 /// The slot's image and its mounts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ImageState {
     /// `embedded` (busybox rootfs built in the slot), `directory` or `qcow2`.
-    pub kind: String,
+    pub kind: ImageKind,
     /// The source: the directory or qcow2 path; for `embedded`, the built rootfs.
     pub source: PathBuf,
     /// The qcow2's sha256 (pinned with `--image-sha256` and checked).
@@ -89,9 +225,9 @@ pub struct ImageState {
 impl ImageState {
     /// An image that is a plain directory used as the overlay's lower as it is (`embedded` or
     /// `directory`): no hash, no export, no mounts of its own.
-    pub fn plain_directory(kind: &str, dir: PathBuf) -> ImageState {
+    pub fn plain_directory(kind: ImageKind, dir: PathBuf) -> ImageState {
         ImageState {
-            kind: kind.into(),
+            kind,
             source: dir.clone(),
             sha256: None,
             lower: dir,
@@ -187,19 +323,31 @@ pub struct SlotState {
 impl SlotState {
     /// Loads `state.json`.
     ///
-    /// Errors: missing or malformed (text of the error).
-    pub fn load(path: &Path) -> Result<SlotState, String> {
-        let b = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", path.display()))
+    /// Errors: [`StateError::Read`] (missing, unreadable), [`StateError::Parse`] (malformed).
+    pub fn load(path: &Path) -> Result<SlotState, StateError> {
+        let b = std::fs::read(path).map_err(|source| StateError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        serde_json::from_slice(&b).map_err(|source| StateError::Parse {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 
     /// Writes `state.json` atomically, updating `updated_at`.
     ///
-    /// Errors: I/O.
-    pub fn save(&mut self, path: &Path) -> Result<(), String> {
-        self.updated_at = super::support::now_rfc3339();
-        let b = serde_json::to_vec_pretty(self).map_err(|e| e.to_string())?;
-        super::support::atomic_write(path, &b).map_err(|e| format!("write {}: {e}", path.display()))
+    /// Errors: [`StateError::Write`].
+    pub fn save(&mut self, path: &Path) -> Result<(), StateError> {
+        self.updated_at = crate::evidence::now_rfc3339();
+        let b = serde_json::to_vec_pretty(self).map_err(|source| StateError::Parse {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        crate::evidence::replace_atomic(path, &b).map_err(|source| StateError::Write {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 
     /// [`SlotState::save`] unless `state.json` already holds this very state (only `updated_at`
@@ -207,7 +355,7 @@ impl SlotState {
     /// `fsync`s fewer. An unreadable or different file is rewritten.
     ///
     /// Errors: I/O of the write.
-    pub fn save_if_changed(&mut self, path: &Path) -> Result<(), String> {
+    pub fn save_if_changed(&mut self, path: &Path) -> Result<(), StateError> {
         if let Ok(disk) = SlotState::load(path) {
             let mut same = self.clone();
             same.updated_at = disk.updated_at.clone();
@@ -217,5 +365,53 @@ impl SlotState {
             }
         }
         self.save(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_serialize_as_before_and_compare_with_text() {
+        assert_eq!(serde_json::to_value(ImageKind::Qcow2).unwrap(), "qcow2");
+        assert_eq!(ImageKind::of(None), "embedded");
+        assert_eq!(
+            ImageKind::of(Some(Path::new("/x/a.qcow2"))),
+            ImageKind::Qcow2
+        );
+        assert_eq!(ImageKind::of(Some(Path::new("/x/dir"))), "directory");
+        assert_eq!(
+            serde_json::to_value(ProbeGateMode::Override).unwrap(),
+            "override"
+        );
+        assert_eq!(ProbeGateMode::Evidence, "evidence");
+    }
+
+    #[test]
+    fn phase_table() {
+        use Phase::*;
+        use VerbEnd::*;
+        let gone = Failed {
+            container_gone: true,
+        };
+        let alive = Failed {
+            container_gone: false,
+        };
+        assert_eq!(
+            Phase::after(Verb::Provision, Succeeded, Provisioning),
+            Some(Ready)
+        );
+        assert_eq!(
+            Phase::after(Verb::Snapshot, gone, Ready),
+            Some(SnapshotFailed)
+        );
+        assert_eq!(Phase::after(Verb::Snapshot, alive, Running), Some(Running));
+        assert_eq!(
+            Phase::after(Verb::Reset, alive, Running),
+            Some(RestoreFailed)
+        );
+        assert_eq!(Phase::after(Verb::Cleanup, Succeeded, Running), Some(Clean));
+        assert_eq!(Phase::after(Verb::Status, Began, Ready), None);
     }
 }

@@ -1,57 +1,12 @@
-//! Small helpers only the slot driver needs: replace-in-place atomic writes (slot state files are
-//! rewritten; [`crate::evidence::EvidenceDir`] never overwrites, so verb evidence goes there),
-//! sha256 of bytes, time, random ids, recursive copy with fsync, removal that never crosses a
-//! mount. File hashes come from [`crate::evidence::sha256_file`], CRIU config refusal from
-//! [`crate::host::refuse_criu_config`].
+//! Small helpers only the slot driver needs: random ids, recursive copy with fsync, removal that
+//! never crosses a mount, timing. Atomic writes, hashes and time come from
+//! [`crate::evidence`] ([`crate::evidence::replace_atomic`], [`crate::evidence::sha256_file`],
+//! [`crate::evidence::sha256_hex`], [`crate::evidence::now_rfc3339`]).
 
-use sha2::{Digest, Sha256};
-use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs::{self, File};
+use std::io::Read;
 use std::path::Path;
 use std::process::Command;
-
-/// Writes `bytes` to `path` atomically: a temporary sibling (`.<name>.tmp-<pid>`), `fsync`,
-/// `rename`, then `fsync` of the directory.
-///
-/// Errors: any I/O error; the temporary file is removed on failure.
-pub fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let res = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o644)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)?;
-        fsync_dir(dir)
-    })();
-    if res.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    res
-}
-
-/// `fsync` of a directory (makes renames and creations in it durable).
-pub fn fsync_dir(dir: &Path) -> std::io::Result<()> {
-    File::open(dir)?.sync_all()
-}
-
-/// Lower-case hex SHA-256 of bytes.
-pub fn sha256_bytes(b: &[u8]) -> String {
-    hex::encode(Sha256::digest(b))
-}
-
-/// Now, RFC 3339 UTC with milliseconds.
-pub fn now_rfc3339() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
 
 /// `n` random bytes from `/dev/urandom`, hex encoded (falls back to time and pid).
 pub fn random_hex(n: usize) -> String {
@@ -65,70 +20,117 @@ pub fn random_hex(n: usize) -> String {
             .map(|d| d.as_nanos())
             .unwrap_or(0);
         let s = format!("{t}-{}", std::process::id());
-        return sha256_bytes(s.as_bytes())[..2 * n.min(32)].to_string();
+        return crate::evidence::sha256_hex(s.as_bytes())[..2 * n.min(32)].to_string();
     }
     hex::encode(buf)
+}
+
+/// Why a file-tree helper failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TreeError {
+    /// The helper program could not be started.
+    #[error("cannot run {program}: {source}")]
+    Spawn {
+        /// `cp` or `sync`.
+        program: &'static str,
+        /// The spawn error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The helper program failed; its stderr is kept.
+    #[error("{command}: {stderr}")]
+    Failed {
+        /// The command line, e.g. `cp -a SRC DST`.
+        command: String,
+        /// Its stderr, trimmed.
+        stderr: String,
+    },
+    /// A mount point lies below the tree to remove (never deleted through).
+    #[error("refusing to remove {}: {} is mounted below it", dir.display(), mount.display())]
+    MountBelow {
+        /// The tree.
+        dir: std::path::PathBuf,
+        /// The mount point found below it.
+        mount: std::path::PathBuf,
+    },
+    /// Removing the tree failed.
+    #[error("remove {}: {source}", dir.display())]
+    Remove {
+        /// The tree.
+        dir: std::path::PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Runs `program args…`, its stderr captured. Errors: [`TreeError::Spawn`] or
+/// [`TreeError::Failed`] naming `command`.
+fn run_tool(
+    program: &'static str,
+    args: &[&std::ffi::OsStr],
+    command: String,
+) -> Result<(), TreeError> {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .map_err(|source| TreeError::Spawn { program, source })?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(TreeError::Failed {
+            command,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
+    }
 }
 
 /// Copies a directory tree with `cp -a` (ownership, modes, times, xattrs — including overlayfs
 /// `trusted.overlay.*` — device nodes and whiteouts preserved), then `sync -f` on the target's
 /// filesystem so the copy is durable before it is used.
 ///
-/// Errors: `cp` or `sync` failed (their stderr in the message).
-pub fn copy_tree(src: &Path, dst: &Path) -> Result<(), String> {
-    let out = Command::new("cp")
-        .arg("-a")
-        .arg("--")
-        .arg(src)
-        .arg(dst)
-        .output()
-        .map_err(|e| format!("cannot run cp: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "cp -a {} {}: {}",
-            src.display(),
-            dst.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
+/// Errors: `cp` or `sync` could not run or failed ([`TreeError`], their stderr kept).
+pub fn copy_tree(src: &Path, dst: &Path) -> Result<(), TreeError> {
+    let command = format!("cp -a {} {}", src.display(), dst.display());
+    run_tool(
+        "cp",
+        &[
+            "-a".as_ref(),
+            "--".as_ref(),
+            src.as_os_str(),
+            dst.as_os_str(),
+        ],
+        command,
+    )?;
     sync_fs(dst)
 }
 
 /// `sync -f PATH`: flushes the filesystem holding `path`.
-pub fn sync_fs(path: &Path) -> Result<(), String> {
-    let out = Command::new("sync")
-        .arg("-f")
-        .arg(path)
-        .output()
-        .map_err(|e| format!("cannot run sync: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "sync -f {}: {}",
-            path.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
+///
+/// Errors: [`TreeError::Spawn`] or [`TreeError::Failed`].
+pub fn sync_fs(path: &Path) -> Result<(), TreeError> {
+    let command = format!("sync -f {}", path.display());
+    run_tool("sync", &["-f".as_ref(), path.as_os_str()], command)
 }
 
 /// Removes a directory tree that netprobe created inside the slot, refusing to cross a mount
 /// point (a mount below it is an error, never deleted through).
 ///
-/// Errors: a mount point inside, or an I/O error.
-pub fn remove_tree_same_fs(dir: &Path) -> Result<(), String> {
+/// Errors: [`TreeError::MountBelow`] or [`TreeError::Remove`].
+pub fn remove_tree_same_fs(dir: &Path) -> Result<(), TreeError> {
     if !dir.exists() {
         return Ok(());
     }
-    let mounts = super::mounts::mount_points();
-    if let Some(m) = mounts.iter().find(|m| m.starts_with(dir)) {
-        return Err(format!(
-            "refusing to remove {}: {} is mounted below it",
-            dir.display(),
-            m.display()
-        ));
+    if let Some(m) = crate::ns::mountinfo::mounts_under(dir).into_iter().next() {
+        return Err(TreeError::MountBelow {
+            dir: dir.to_path_buf(),
+            mount: m,
+        });
     }
-    fs::remove_dir_all(dir).map_err(|e| format!("remove {}: {e}", dir.display()))
+    fs::remove_dir_all(dir).map_err(|source| TreeError::Remove {
+        dir: dir.to_path_buf(),
+        source,
+    })
 }
 
 /// Milliseconds elapsed since `t` (monotonic clock).

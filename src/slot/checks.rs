@@ -1,0 +1,482 @@
+//! The slot's pure checks: each takes paths and recorded facts and returns a gate detail
+//! (`Ok` proven, `Err` not), touching nothing but what it reads, so each is unit-tested over
+//! temporary folders without root: usage, config hash, holder identity, binary pin, snapshot
+//! completeness, probe evidence. The verbs turn their results into gates ([`super::GateId`]).
+
+use super::error::SlotError;
+use super::gate::Observed;
+use super::state::{BinaryPin, ImageKind, SlotState};
+use super::{SlotArgs, Verb};
+use crate::criu::inventory::{ImageFile, inventory};
+use crate::evidence::result::{RungName, Status as RungStatus, VerdictCode};
+use crate::evidence::{read_result, sha256_file, sha256_hex};
+use crate::oci::{config_sha256, read_bundle_spec};
+use serde_json::Value;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The command-line checks done before anything else: provision-only flags, `--no-probe-gate`
+/// with a reason, the qcow2 pin.
+///
+/// Errors: a usage [`SlotError`] (exit 2) naming the flag and the fix.
+pub fn usage_checks(a: &SlotArgs, raw: &str) -> Result<(), SlotError> {
+    let prov = a.verb == Verb::Provision;
+    let usage = |m: String| Err(SlotError::usage(raw, m));
+    if !prov
+        && (a.image.is_some()
+            || a.image_sha256.is_some()
+            || a.probe_evidence.is_some()
+            || a.no_probe_gate)
+    {
+        return usage(
+            "--image, --image-sha256, --probe-evidence and --no-probe-gate are for provision only"
+                .into(),
+        );
+    }
+    if a.no_probe_gate && a.reason.as_deref().map(str::trim).unwrap_or("").is_empty() {
+        return usage("--no-probe-gate needs --reason TEXT (recorded in the slot)".into());
+    }
+    if a.no_probe_gate && a.probe_evidence.is_some() {
+        return usage("--no-probe-gate and --probe-evidence exclude each other".into());
+    }
+    if let Some(h) = &a.image_sha256
+        && (h.len() != 64
+            || !h
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+    {
+        return usage(format!(
+            "--image-sha256 {h:?}: expected 64 lower-case hex digits"
+        ));
+    }
+    if a.image.is_some() {
+        let is_qcow = ImageKind::of(a.image.as_deref()) == ImageKind::Qcow2;
+        if is_qcow && a.image_sha256.is_none() {
+            return usage("a .qcow2 --image must be pinned with --image-sha256".into());
+        }
+        if !is_qcow && a.image_sha256.is_some() {
+            return usage("--image-sha256 applies to a .qcow2 image only".into());
+        }
+    }
+    Ok(())
+}
+
+/// The sha256 of a file, as a gate detail error when it cannot be read.
+pub fn file_sha256(path: &Path) -> Observed {
+    sha256_file(path)
+        .map(|(h, _)| h)
+        .map_err(|e| format!("cannot hash {}: {e}", path.display()))
+}
+
+/// A binary at `path` (hashed as `hashed`) still has the sha256 recorded at provision in `pin`.
+pub fn binary_pin(path: &Path, hashed: Observed, pin: &BinaryPin) -> Observed {
+    match hashed {
+        Ok(h) if h == pin.sha256 => Ok(format!("{}: sha256 {h}", path.display())),
+        Ok(h) => Err(format!(
+            "{}: sha256 {h} != {} recorded at provision for {} (binary swapped?)",
+            path.display(),
+            pin.sha256,
+            pin.path.display()
+        )),
+        Err(e) => Err(e),
+    }
+}
+
+/// `config.json` in `bundle` has the hash recorded at provision, and (read back with oci-spec)
+/// its network namespace is still the recorded holder's `/proc/<pid>/ns/net`.
+pub fn config_hash(bundle: &Path, st: &SlotState) -> Observed {
+    let Some(want) = &st.config_sha256 else {
+        return Err("no config.json sha256 recorded (provision did not finish)".into());
+    };
+    let h = config_sha256(bundle).map_err(|e| e.to_string())?;
+    if &h != want {
+        return Err(format!(
+            "config.json sha256 {h} != {want} recorded at provision (tampered)"
+        ));
+    }
+    let spec = read_bundle_spec(bundle).map_err(|e| e.to_string())?;
+    let netns = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.namespaces().as_ref())
+        .and_then(|n| {
+            n.iter()
+                .find(|n| n.typ() == oci_spec::runtime::LinuxNamespaceType::Network)
+        })
+        .and_then(|n| n.path().clone());
+    match (&st.holder, netns) {
+        (Some(hd), Some(p)) if p == hd.netns_path() => Ok(format!(
+            "sha256 {h}; network namespace {} (the holder's)",
+            p.display()
+        )),
+        (None, _) => Ok(format!("sha256 {h}; no holder recorded")),
+        (Some(hd), p) => Err(format!(
+            "config.json names network namespace {p:?}, not the holder's {}",
+            hd.netns_path().display()
+        )),
+    }
+}
+
+/// The recorded holder is alive with the recorded pid, start time and netns inode.
+pub fn holder(st: &SlotState) -> Observed {
+    let Some(h) = &st.holder else {
+        return Err("no holder recorded".into());
+    };
+    h.verify().map_err(|e| e.to_string()).map(|_| {
+        format!(
+            "pid {} start time {} netns inode {}",
+            h.pid, h.start_time, h.netns_inode
+        )
+    })
+}
+
+/// The interrupted snapshot folders (`snapshot.tmp-*`) in the slot folder `root`, sorted.
+pub fn stale_tmp(root: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(root)
+        .map(|r| {
+            r.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("snapshot.tmp-"))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// The `snapshot-complete` gate: the snapshot `st` references (in the slot folder `root`) has a
+/// manifest, every checkpoint file as recorded, the network state with its recorded hash and a
+/// saved upper. Returns the snapshot folder and the detail.
+pub fn snapshot_complete(root: &Path, st: &SlotState) -> Result<(PathBuf, String), String> {
+    let Some(s) = &st.snapshot else {
+        let tmps = stale_tmp(root);
+        return Err(format!(
+            "no complete snapshot recorded{}",
+            if tmps.is_empty() {
+                String::new()
+            } else {
+                format!(" (interrupted, never used: {})", tmps.join(", "))
+            }
+        ));
+    };
+    let dir = root.join(&s.dir);
+    let m: Value = fs::read(dir.join("manifest.json"))
+        .map_err(|e| format!("{}/manifest.json: {e}", dir.display()))
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))?;
+    let net =
+        fs::read_to_string(dir.join("netstate.json")).map_err(|e| format!("netstate.json: {e}"))?;
+    if sha256_hex(net.as_bytes()) != s.netstate_sha256 || m["netstate_sha256"] != s.netstate_sha256
+    {
+        return Err("netstate.json does not match its recorded sha256".into());
+    }
+    let files: Vec<ImageFile> = serde_json::from_value(m["checkpoint_files"].clone())
+        .map_err(|e| format!("manifest checkpoint_files: {e}"))?;
+    let now = inventory(&dir.join("checkpoint")).map_err(|e| e.to_string())?;
+    if now != files {
+        let names = |v: &[ImageFile]| {
+            v.iter()
+                .map(|f| format!("{} ({} bytes, {})", f.name, f.bytes, f.sha256))
+                .collect::<Vec<_>>()
+        };
+        let (want, got) = (names(&files), names(&now));
+        let missing: Vec<&String> = want.iter().filter(|w| !got.contains(w)).collect();
+        let extra: Vec<&String> = got.iter().filter(|g| !want.contains(g)).collect();
+        return Err(format!(
+            "checkpoint images differ from the manifest: recorded but not found {missing:?}; found but not recorded {extra:?}"
+        ));
+    }
+    if !dir.join("upper").is_dir() {
+        return Err("snapshot has no saved upper".into());
+    }
+    Ok((
+        dir.clone(),
+        format!(
+            "{}: manifest, {} checkpoint files and netstate verified",
+            dir.display(),
+            files.len()
+        ),
+    ))
+}
+
+/// Proves the probe verdict from the evidence in `dir`, never from what `netprobe-result.json`
+/// says alone: [`crate::probe::verify::verify`] re-checks every artifact's sha256, re-runs the
+/// assertions, recomputes the verdict and requires every file of the folder to be one of the
+/// hashed artifacts; then the recomputed verdict must be a passing one, external-netns must
+/// pass, and the probe must have run the same runtime and CRIU binaries (sha256) as this
+/// provision. Returns the verdict and the gate detail, or the first mismatch.
+pub fn probe_evidence(
+    dir: &Path,
+    rt: &BinaryPin,
+    cr: &BinaryPin,
+) -> Result<(VerdictCode, String), String> {
+    let shown = dir.display();
+    let v = crate::probe::verify::verify(dir).map_err(|e| format!("{shown}: {e}"))?;
+    if !v.reproduced() {
+        let first = v.mismatches.first().cloned().unwrap_or_else(|| {
+            format!(
+                "verdict: recorded {}, the evidence gives {}",
+                v.recorded.code, v.verdict.code
+            )
+        });
+        return Err(format!(
+            "{shown}: the evidence does not reproduce the recorded result (as `netprobe verify` \
+             reports): {first}"
+        ));
+    }
+    let res = read_result(dir).map_err(|e| format!("{shown}: {e}"))?;
+    let code = v.verdict.code;
+    if !matches!(
+        code,
+        VerdictCode::RuntimeEmptyNs | VerdictCode::RuntimePreservesNetns
+    ) {
+        return Err(format!(
+            "{shown}: verdict {code} (recomputed from the evidence), need runtime-empty-ns or \
+             runtime-preserves-netns"
+        ));
+    }
+    let ext = res.rung(RungName::ExternalNetns).map(|r| r.status);
+    if ext != Some(RungStatus::Pass) {
+        return Err(format!(
+            "{shown}: external-netns rung status {ext:?}, need pass"
+        ));
+    }
+    for (what, ran, now) in [
+        ("runtime", res.host.runtime.as_ref(), rt),
+        ("CRIU", res.host.criu.as_ref(), cr),
+    ] {
+        let sha = ran.map(|b| b.sha256.as_str()).unwrap_or_default();
+        if sha != now.sha256 {
+            return Err(format!(
+                "{shown}: probe ran {what} sha256 {sha:?}, now {} ({})",
+                now.sha256,
+                now.path.display()
+            ));
+        }
+    }
+    Ok((
+        code,
+        format!(
+            "{shown}: verified ({} artifacts sha256-checked, {} assertions re-run), verdict {code} \
+             recomputed, external-netns pass, runtime and CRIU sha256 match",
+            v.artifacts, v.assertions
+        ),
+    ))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::ns::ProcessIdentity;
+    use crate::oci::{BundleSpec, NetnsSpec, write_bundle};
+    use crate::slot::state::*;
+
+    /// A slot state whose holder is this test process (alive, no root needed), with pins for
+    /// `rt` and `cr` and no snapshot.
+    pub(crate) fn state_with_self_holder(root: &Path, rt: &Path, cr: &Path) -> SlotState {
+        let pin = |p: &Path| BinaryPin {
+            path: p.to_path_buf(),
+            sha256: file_sha256(p).unwrap(),
+            version: None,
+        };
+        SlotState {
+            schema_version: STATE_SCHEMA_VERSION,
+            slot: 1,
+            owner_id: "test".into(),
+            phase: Phase::Running,
+            created_at: String::new(),
+            updated_at: String::new(),
+            container_id: "netprobe-slot-test".into(),
+            runtime_root: root.join("runtime-root"),
+            cgroups_path: "/np/test".into(),
+            runtime: pin(rt),
+            criu: pin(cr),
+            probe_gate: ProbeGateRecord {
+                mode: ProbeGateMode::Override,
+                evidence_dir: None,
+                verdict: None,
+                reason: Some("unit test".into()),
+            },
+            image: None,
+            overlay: None,
+            holder: Some(ProcessIdentity::read(std::process::id() as i32).unwrap()),
+            config_sha256: None,
+            resources: crate::slot::SLOT_RESOURCES,
+            snapshot: None,
+            restores: 0,
+            last_verb: None,
+            last_ok: true,
+        }
+    }
+
+    /// Writes a bundle naming the holder's netns and records its hash in `st`.
+    pub(crate) fn bundle_for(st: &mut SlotState, bundle: &Path, rootfs: &Path) {
+        fs::create_dir_all(rootfs).unwrap();
+        let info = write_bundle(
+            bundle,
+            &BundleSpec {
+                rootfs: rootfs.to_path_buf(),
+                readonly_root: false,
+                args: vec!["/bin/sh".into()],
+                netns: NetnsSpec::Path(st.holder.unwrap().netns_path()),
+                resources: Some(st.resources),
+                hostname: "slot-1".into(),
+                cgroups_path: Some(st.cgroups_path.clone()),
+            },
+        )
+        .unwrap();
+        st.config_sha256 = Some(info.sha256);
+    }
+
+    /// Writes a complete snapshot `snapshot-t` into `root` and records it in `st`.
+    pub(crate) fn snapshot_for(st: &mut SlotState, root: &Path) -> PathBuf {
+        let dir = root.join("snapshot-t");
+        fs::create_dir_all(dir.join("checkpoint")).unwrap();
+        fs::create_dir_all(dir.join("upper")).unwrap();
+        fs::write(dir.join("checkpoint/core-1.img"), b"core").unwrap();
+        let net = "{\"links\":[]}";
+        fs::write(dir.join("netstate.json"), net).unwrap();
+        let files = inventory(&dir.join("checkpoint")).unwrap();
+        let m = serde_json::json!({"netstate_sha256": sha256_hex(net.as_bytes()), "checkpoint_files": files});
+        fs::write(dir.join("manifest.json"), m.to_string()).unwrap();
+        st.snapshot = Some(SnapshotRef {
+            dir: "snapshot-t".into(),
+            created_at: String::new(),
+            netstate_sha256: sha256_hex(net.as_bytes()),
+        });
+        dir
+    }
+
+    fn fixture() -> (tempfile::TempDir, SlotState) {
+        let d = tempfile::tempdir().unwrap();
+        let (rt, cr) = (d.path().join("runc"), d.path().join("criu"));
+        fs::write(&rt, b"runtime").unwrap();
+        fs::write(&cr, b"criu").unwrap();
+        let st = state_with_self_holder(d.path(), &rt, &cr);
+        (d, st)
+    }
+
+    #[test]
+    fn config_hash_proves_hash_and_holder_netns() {
+        let (d, mut st) = fixture();
+        let bundle = d.path().join("bundle");
+        assert!(
+            config_hash(&bundle, &st)
+                .unwrap_err()
+                .contains("no config.json sha256")
+        );
+        bundle_for(&mut st, &bundle, &d.path().join("rootfs"));
+        let ok = config_hash(&bundle, &st).unwrap();
+        assert!(ok.contains("(the holder's)"), "{ok}");
+        let mut other = st.clone();
+        other.holder.as_mut().unwrap().pid = 1;
+        assert!(
+            config_hash(&bundle, &other)
+                .unwrap_err()
+                .contains("not the holder's")
+        );
+        let cfg = bundle.join("config.json");
+        let mut text = fs::read_to_string(&cfg).unwrap();
+        text.push(' ');
+        fs::write(&cfg, text).unwrap();
+        assert!(
+            config_hash(&bundle, &st)
+                .unwrap_err()
+                .contains("(tampered)")
+        );
+    }
+
+    #[test]
+    fn holder_identity_compares_pid_start_time_and_netns() {
+        let (_d, mut st) = fixture();
+        assert!(holder(&st).unwrap().starts_with("pid "));
+        st.holder.as_mut().unwrap().start_time += 1;
+        assert!(holder(&st).is_err());
+        st.holder = None;
+        assert_eq!(holder(&st).unwrap_err(), "no holder recorded");
+    }
+
+    #[test]
+    fn binary_pin_names_the_swap() {
+        let (d, st) = fixture();
+        let rt = d.path().join("runc");
+        assert!(binary_pin(&rt, file_sha256(&rt), &st.runtime).is_ok());
+        fs::write(&rt, b"swapped").unwrap();
+        let e = binary_pin(&rt, file_sha256(&rt), &st.runtime).unwrap_err();
+        assert!(e.contains("binary swapped?"), "{e}");
+        assert!(
+            file_sha256(&d.path().join("gone"))
+                .unwrap_err()
+                .contains("cannot hash")
+        );
+    }
+
+    #[test]
+    fn snapshot_completeness_is_checked_file_by_file() {
+        let (d, mut st) = fixture();
+        fs::create_dir(d.path().join("snapshot.tmp-x")).unwrap();
+        let e = snapshot_complete(d.path(), &st).unwrap_err();
+        assert!(e.contains("interrupted, never used: snapshot.tmp-x"), "{e}");
+        let dir = snapshot_for(&mut st, d.path());
+        assert!(snapshot_complete(d.path(), &st).is_ok());
+        fs::write(dir.join("checkpoint/extra.img"), b"x").unwrap();
+        let e = snapshot_complete(d.path(), &st).unwrap_err();
+        assert!(
+            e.contains("found but not recorded") && e.contains("extra.img"),
+            "{e}"
+        );
+        fs::remove_file(dir.join("checkpoint/extra.img")).unwrap();
+        fs::write(dir.join("netstate.json"), b"{}").unwrap();
+        assert!(
+            snapshot_complete(d.path(), &st)
+                .unwrap_err()
+                .contains("recorded sha256")
+        );
+    }
+
+    #[test]
+    fn probe_evidence_refuses_a_folder_without_a_result() {
+        let (d, st) = fixture();
+        let e = probe_evidence(d.path(), &st.runtime, &st.criu).unwrap_err();
+        assert!(e.starts_with(&d.path().display().to_string()), "{e}");
+    }
+
+    #[test]
+    fn usage_checks_name_the_flag() {
+        let mut a = SlotArgs::new(Verb::Restore, "1", "/tmp/x");
+        assert!(usage_checks(&a, "1").is_ok());
+        a.image = Some("/x.qcow2".into());
+        let e = usage_checks(&a, "1").unwrap_err();
+        assert!(e.message.contains("provision only") && e.exit_code() == 2);
+        a.verb = Verb::Provision;
+        assert!(
+            usage_checks(&a, "1")
+                .unwrap_err()
+                .message
+                .contains("pinned with --image-sha256")
+        );
+        a.image_sha256 = Some("ABC".into());
+        assert!(
+            usage_checks(&a, "1")
+                .unwrap_err()
+                .message
+                .contains("64 lower-case hex")
+        );
+        a.image_sha256 = Some("a".repeat(64));
+        assert!(usage_checks(&a, "1").is_ok());
+        a.no_probe_gate = true;
+        assert!(
+            usage_checks(&a, "1")
+                .unwrap_err()
+                .message
+                .contains("needs --reason")
+        );
+        a.reason = Some("r".into());
+        a.probe_evidence = Some("/e".into());
+        assert!(
+            usage_checks(&a, "1")
+                .unwrap_err()
+                .message
+                .contains("exclude each other")
+        );
+    }
+}

@@ -1,0 +1,170 @@
+//! `cleanup`: container proven gone (blocking: nothing is unmounted under a live container),
+//! overlay, image mount, loop device and FUSE export released, anything else mounted in the
+//! slot unmounted deepest first, interrupted snapshots removed, the holder stopped through its
+//! pidfd, the slot marked clean; evidence kept.
+
+use super::checks;
+use super::common::{self, stop_container_proven};
+use super::error::SlotError;
+use super::gate::{CLEANUP_GATES, GateId, Observed, UNMOUNT_GATES};
+use super::mounts;
+use super::run::VerbRun;
+use super::state::*;
+use super::{Verb, support};
+use crate::ns::{self, NsError};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Runs `cleanup` on the loaded slot state.
+pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, SlotError> {
+    // Facts that protect no step cleanup takes are recorded, not blocking.
+    common::criu_config_gate(run, false)?;
+    let (rt_path, cr_path) = common::binary_gates(run, st, true, false)?;
+    let r = checks::config_hash(&run.paths.bundle(), st)
+        .map_err(|d| format!("{d} (cleanup does not read config.json)"));
+    run.record(GateId::ConfigHash, r);
+    let holder_r = checks::holder(st);
+    run.clear("cleanup", &CLEANUP_GATES)?;
+    st.phase = Phase::after(Verb::Cleanup, VerbEnd::Began, st.phase).unwrap_or(st.phase);
+    run.save(st)?;
+    let rt = run.runtime(st, &rt_path, &cr_path);
+    let id = st.container_id.clone();
+
+    let t = Instant::now();
+    stop_container_proven(run, &*rt, &id)?;
+    run.took("container-stop", t);
+
+    run.clear("unmount", &UNMOUNT_GATES)?;
+    let t = Instant::now();
+    let mut problems = unmount_all(run, st);
+    run.took("unmount", t);
+    let removed_detail = remove_stale_snapshots(run, &mut problems);
+
+    let t = Instant::now();
+    let holder_detail = stop_holder(run, st, holder_r, &mut problems);
+    run.took("holder-stop", t);
+    let r = if problems.is_empty() {
+        Ok("container gone, mounts released, FUSE export stopped, holder stopped".to_string())
+    } else {
+        Err(problems.join("; "))
+    };
+    run.gate(GateId::Released, r)?;
+    st.phase = Phase::after(Verb::Cleanup, VerbEnd::Succeeded, st.phase).unwrap_or(st.phase);
+    run.save(st)?;
+    Ok(format!(
+        "slot clean ({holder_detail}){removed_detail}; evidence kept in {}",
+        run.paths.evidence().display()
+    ))
+}
+
+/// Overlay, image mount, loop device, FUSE export, then anything else still mounted inside the
+/// slot (deepest first). Returns the problems met.
+fn unmount_all(run: &VerbRun, st: &mut SlotState) -> Vec<String> {
+    let mut problems = Vec::new();
+    if let Some(ov) = st.overlay.as_mut() {
+        if let Err(e) = mounts::unmount(&ov.merged) {
+            problems.push(e);
+        }
+        ov.mounted = mounts::is_mounted(&ov.merged);
+    }
+    if let Some(img) = st.image.clone()
+        && img.kind == ImageKind::Qcow2
+    {
+        if let Err(e) = mounts::unmount(&img.lower) {
+            problems.push(e);
+        }
+        if let Some(export) = &img.export_file {
+            release_export(&img, export, &mut problems);
+        }
+    }
+    for m in crate::ns::mountinfo::mounts_under(&run.paths.root) {
+        if let Err(e) = mounts::unmount(&m) {
+            problems.push(e);
+        }
+    }
+    problems
+}
+
+/// Loop devices backed by the qcow2's FUSE export, then the `qemu-storage-daemon` serving it.
+fn release_export(img: &ImageState, export: &std::path::Path, problems: &mut Vec<String>) {
+    let mut loops: Vec<PathBuf> = img.loop_device.iter().cloned().collect();
+    loops.extend(mounts::loops_backed_by(export));
+    loops.dedup();
+    for l in loops {
+        if let Err(e) = mounts::loop_detach(&l, Some(export)) {
+            problems.push(e);
+        }
+    }
+    let mut pids: Vec<i32> = img.qsd_pid.into_iter().collect();
+    pids.extend(mounts::qsd_pids_mentioning(&export.to_string_lossy()));
+    pids.dedup();
+    for pid in pids {
+        if let Err(e) = mounts::qsd_stop(pid, export) {
+            problems.push(e);
+        }
+    }
+    if mounts::is_mounted(export) {
+        problems.push(format!("FUSE export {} still mounted", export.display()));
+    }
+}
+
+/// Interrupted snapshots: a snapshot is complete only after its rename, so a `snapshot.tmp-*`
+/// folder is never evidence and never used; nothing runs in it any more (the container is gone
+/// and the lock, inherited by the runtime and CRIU, is ours). Returns the summary suffix.
+fn remove_stale_snapshots(run: &mut VerbRun, problems: &mut Vec<String>) -> String {
+    let mut removed = Vec::new();
+    for name in checks::stale_tmp(&run.paths.root) {
+        match support::remove_tree_same_fs(&run.paths.root.join(&name)) {
+            Ok(()) => removed.push(name),
+            Err(e) => problems.push(format!("stale {name} not removed: {e}")),
+        }
+    }
+    let detail = if removed.is_empty() {
+        String::new()
+    } else {
+        let d = format!(
+            "removed the interrupted snapshot folder(s) {} (never evidence: a snapshot is complete only after its rename)",
+            removed.join(", ")
+        );
+        run.journal("step", true, &d);
+        format!("; {d}")
+    };
+    run.fact("stale_snapshot_tmp_removed", removed);
+    detail
+}
+
+/// The holder, through its pidfd, only if it is still the recorded process (`holder_r`, the
+/// identity check made before anything was released).
+fn stop_holder(
+    run: &mut VerbRun,
+    st: &mut SlotState,
+    holder_r: Observed,
+    problems: &mut Vec<String>,
+) -> String {
+    let detail = match (&st.holder, holder_r) {
+        (None, _) => "no holder recorded".to_string(),
+        (Some(h), Ok(_)) => match ns::stop_by_identity(h, Duration::from_secs(5)) {
+            Ok(()) => format!("holder pid {} stopped through its pidfd", h.pid),
+            Err(NsError::Gone { .. }) => format!("holder pid {} was already gone", h.pid),
+            Err(e) => {
+                let e = e.to_string();
+                problems.push(e.clone());
+                e
+            }
+        },
+        (Some(h), Err(e)) => format!("holder pid {} not signalled: {e}", h.pid),
+    };
+    let holder_gone = st.holder.map(|h| h.verify().is_err()).unwrap_or(true);
+    run.record(
+        GateId::HolderIdentity,
+        if holder_gone {
+            Err(detail.clone())
+        } else {
+            Ok(detail.clone())
+        },
+    );
+    if holder_gone {
+        st.holder = None;
+    }
+    detail
+}

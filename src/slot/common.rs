@@ -1,0 +1,282 @@
+//! The gates and steps several verbs share: CRIU config, binaries, `config.json` + holder, the
+//! container proven gone, and the ready gates (lo, guest server, container in the holder's
+//! netns, cgroup limits).
+
+use super::checks;
+use super::error::SlotError;
+use super::gate::GateId;
+use super::run::VerbRun;
+use super::state::{ImageKind, SlotState};
+use super::{limits, net};
+use crate::host;
+use crate::netlink::NetState;
+use crate::ns::ProcessIdentity;
+use crate::oci::{self, ContainerState, OciError, RuntimeOps};
+use std::fs;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// The `criu-config-absent` gate (blocking: a host refusal; else recorded).
+pub(crate) fn criu_config_gate(run: &mut VerbRun, blocking: bool) -> Result<(), SlotError> {
+    let r = match host::refuse_criu_config() {
+        Ok(()) => Ok("none of /etc/criu/default.conf, ~/.criu/default.conf, /etc/criu/runc.conf, $CRIU_CONFIG_FILE".into()),
+        Err(e) => Err(e.to_string()),
+    };
+    run.gate_or_record(GateId::CriuConfigAbsent, blocking, r)
+}
+
+/// The runtime and CRIU paths this verb uses: `--runtime`/`--criu` if given, else the ones
+/// recorded at provision (either way checked by [`binary_gates`]).
+pub(crate) fn binary_paths(run: &VerbRun, st: &SlotState) -> (PathBuf, PathBuf) {
+    (
+        run.args.runtime.clone().unwrap_or(st.runtime.path.clone()),
+        run.args.criu.clone().unwrap_or(st.criu.path.clone()),
+    )
+}
+
+/// Runtime and CRIU binaries: same sha256 as recorded at provision. A `--runtime`/`--criu` given
+/// to a later verb replaces the recorded path only if its sha256 is the recorded one. The two
+/// files are hashed on two threads at once (whole files, every verb; about 15 MB together).
+pub(crate) fn binary_gates(
+    run: &mut VerbRun,
+    st: &SlotState,
+    blocking: bool,
+    criu_blocking: bool,
+) -> Result<(PathBuf, PathBuf), SlotError> {
+    let (rt, cr) = binary_paths(run, st);
+    let (h_rt, h_cr) = std::thread::scope(|s| {
+        let criu = s.spawn(|| checks::file_sha256(&cr));
+        let runtime = checks::file_sha256(&rt);
+        let criu = criu
+            .join()
+            .unwrap_or_else(|_| Err(format!("hashing {} panicked", cr.display())));
+        (runtime, criu)
+    });
+    let r = checks::binary_pin(&rt, h_rt, &st.runtime);
+    run.gate_or_record(GateId::RuntimeBinaryPinned, blocking, r)?;
+    let r = checks::binary_pin(&cr, h_cr, &st.criu);
+    run.gate_or_record(GateId::CriuBinaryPinned, criu_blocking, r)?;
+    Ok((rt, cr))
+}
+
+/// Re-verifies the holder right before a namespace entry, checkpoint, restore or ready check.
+pub(crate) fn holder_gate(
+    run: &mut VerbRun,
+    st: &SlotState,
+    before: &str,
+) -> Result<ProcessIdentity, SlotError> {
+    let r = checks::holder(st).map(|d| format!("{d} (before {before})"));
+    run.gate(GateId::HolderIdentity, r)?;
+    st.holder.ok_or_else(|| {
+        run.step_err(
+            "holder",
+            super::error::StepError::Missing("no holder recorded"),
+        )
+    })
+}
+
+/// The gates snapshot, restore and reset share: CRIU config, binaries, config hash, holder.
+/// Returns the runtime of the proven binaries.
+pub(crate) fn common_gates(
+    run: &mut VerbRun,
+    st: &SlotState,
+) -> Result<Box<dyn RuntimeOps>, SlotError> {
+    let t = Instant::now();
+    criu_config_gate(run, true)?;
+    run.took("gate-criu-config", t);
+    let t = Instant::now();
+    let (rt, cr) = binary_gates(run, st, true, true)?;
+    run.took("gate-binaries", t);
+    let t = Instant::now();
+    let r = checks::config_hash(&run.paths.bundle(), st);
+    run.gate(GateId::ConfigHash, r)?;
+    let r = checks::holder(st);
+    run.gate(GateId::HolderIdentity, r)?;
+    run.took("gate-config-holder", t);
+    Ok(run.runtime(st, &rt, &cr))
+}
+
+/// Container status per `runtime state`: `Ok(None)` = proven absent.
+pub(crate) fn container_status(rt: &dyn RuntimeOps, id: &str) -> Result<Option<String>, String> {
+    rt.state(id)
+        .map(|o| o.map(|s| s.status))
+        .map_err(|e| e.to_string())
+}
+
+/// Kills and deletes the container if present (kill, delete --force, prove gone), retried for
+/// up to 10 s, then proves it gone via `runtime state`.
+pub(crate) fn stop_container_proven(
+    run: &mut VerbRun,
+    rt: &dyn RuntimeOps,
+    id: &str,
+) -> Result<(), SlotError> {
+    let before = container_status(rt, id);
+    stop_container_proven_from(run, rt, id, before)
+}
+
+/// [`stop_container_proven`] from a `runtime state` answer (`before`) this verb already has,
+/// queried while it held the slot lock. If that answer is "does not exist" it is the proof:
+/// only a verb holding the slot lock creates a container in the slot's private runtime root,
+/// so nothing can have created one since. Otherwise the container is stopped and a new
+/// `runtime state` proves it gone.
+pub(crate) fn stop_container_proven_from(
+    run: &mut VerbRun,
+    rt: &dyn RuntimeOps,
+    id: &str,
+    before: Result<Option<String>, String>,
+) -> Result<(), SlotError> {
+    if let Ok(None) = &before {
+        return run.gate(
+            GateId::ContainerStopped,
+            Ok(format!(
+                "runtime state {id}: does not exist (queried under the slot lock; nothing to stop)"
+            )),
+        );
+    }
+    if let Ok(Some(_)) = &before {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let r = rt.release(id, None);
+            run.rt_log(
+                "kill + delete --force + state (ContainerGuard::release)",
+                r.as_ref(),
+            );
+            if r.is_ok() || Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let r = match container_status(rt, id) {
+        Ok(None) => Ok(format!(
+            "runtime state {id}: does not exist (before: {})",
+            match before {
+                Ok(Some(s)) => s,
+                Ok(None) => "absent".into(),
+                Err(e) => e,
+            }
+        )),
+        Ok(Some(s)) => Err(format!("runtime state {id}: still {s}")),
+        Err(e) => Err(e),
+    };
+    run.gate(GateId::ContainerStopped, r)
+}
+
+/// The `lo-up-127` gate over a captured state.
+pub(crate) fn lo_gate(run: &mut VerbRun, cap: &NetState) -> Result<(), SlotError> {
+    let d = net::lo_detail(cap);
+    run.gate(
+        GateId::LoUp127,
+        if cap.lo_up_with_127() { Ok(d) } else { Err(d) },
+    )
+}
+
+/// The guest server port: [`oci::INIT_HTTP_PORT`] for the embedded image, else the one the image
+/// declares in [`net::GUEST_PORT_FILE`], if any.
+pub(crate) fn guest_port(st: &SlotState) -> Option<u16> {
+    let img = st.image.as_ref()?;
+    if img.kind == ImageKind::Embedded {
+        return Some(oci::INIT_HTTP_PORT);
+    }
+    let t = fs::read_to_string(img.lower.join(net::GUEST_PORT_FILE)).ok()?;
+    t.trim().parse::<u16>().ok().filter(|p| *p > 0)
+}
+
+fn guest_gate(
+    run: &mut VerbRun,
+    st: &SlotState,
+    h: &ProcessIdentity,
+    when: &str,
+) -> Result<(), SlotError> {
+    let Some(port) = guest_port(st) else {
+        run.record(
+            GateId::GuestHttp,
+            Err(format!(
+                "not applicable: the image declares no guest server (/{})",
+                net::GUEST_PORT_FILE
+            )),
+        );
+        return Ok(());
+    };
+    let t = Instant::now();
+    let r = net::http_get_in_netns(&h.netns_path(), port, Duration::from_secs(20));
+    run.took(&format!("{when}-guest-http"), t);
+    run.gate(
+        GateId::GuestHttp,
+        r.map(|l| {
+            format!(
+                "127.0.0.1:{port}: {l} (new connection from a thread in netns {})",
+                h.netns_inode
+            )
+        }),
+    )
+}
+
+/// The container's `runtime state` answer and how long the query took (ms).
+pub(crate) type StateAnswer = (Result<Option<ContainerState>, OciError>, u64);
+
+/// Ready gates: lo UP with 127.0.0.1/8 in the container's netns, the guest server answers 200
+/// from inside the namespace, the container runs in the holder's netns (runtime state), cgroup
+/// limits read back. Returns the captured network state.
+///
+/// `state` yields the container's `runtime state` and how long that query took (ms); the
+/// caller may have started it on another thread so it overlaps the in-process checks before it.
+pub(crate) fn ready_gates(
+    run: &mut VerbRun,
+    st: &SlotState,
+    when: &str,
+    state: impl FnOnce() -> StateAnswer,
+) -> Result<NetState, SlotError> {
+    let h = holder_gate(run, st, &format!("{when} ready checks"))?;
+    let t = Instant::now();
+    let cap = crate::ns::capture_netstate(&h.netns_path());
+    run.took(&format!("{when}-netstate-capture"), t);
+    let cap = cap.map_err(|e| run.step_err("netstate-capture", e))?;
+    run.ev_write(
+        &format!("netstate-{when}.json"),
+        cap.to_canonical_json().as_bytes(),
+    );
+    lo_gate(run, &cap)?;
+    guest_gate(run, st, &h, when)?;
+
+    // Container in the holder's netns, limits from its cgroup.
+    let t = Instant::now();
+    let (state, query_ms) = state();
+    run.took(&format!("{when}-runtime-state"), t);
+    run.timings
+        .insert(format!("{when}-runtime-state-query"), query_ms);
+    run.rt_log("state", state.as_ref().map(|_| &()));
+    let state = state.map_err(|e| run.step_err("runtime-state", e))?;
+    let pid = state.as_ref().map(|s| s.pid).unwrap_or(0);
+    let status = state
+        .as_ref()
+        .map(|s| s.status.clone())
+        .unwrap_or_else(|| "absent".into());
+    let r = match ProcessIdentity::read(pid) {
+        Ok(c) if status == "running" && c.netns_inode == h.netns_inode => Ok(format!(
+            "runtime state running, init pid {pid}, netns inode {} = holder's",
+            c.netns_inode
+        )),
+        Ok(c) => Err(format!(
+            "status {status}, init pid {pid} netns inode {} vs holder {}",
+            c.netns_inode, h.netns_inode
+        )),
+        Err(e) => Err(format!("status {status}: {e}")),
+    };
+    run.gate(GateId::ContainerInHolderNetns, r)?;
+    run.fact(&format!("{when}_container_pid"), pid);
+    let t = Instant::now();
+    let r = limits::read_limits_of_pid(pid, &st.resources);
+    run.took(&format!("{when}-cgroup-readback"), t);
+    run.gate(GateId::CgroupLimits, r)?;
+    Ok(cap)
+}
+
+/// Creates folders. Errors: the folder that could not be created.
+pub(crate) fn mkdirs(run: &VerbRun, dirs: &[PathBuf]) -> Result<(), SlotError> {
+    for d in dirs {
+        fs::create_dir_all(d)
+            .map_err(|e| run.step_err("mkdir", super::error::StepError::io(d)(e)))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,458 @@
+//! `provision`: a fresh slot only. Gates first (state dir, CRIU config, binaries, probe
+//! evidence, image pin) — none creates anything; then the slot folder, image, overlay, holder,
+//! `config.json` and container, each step guarded (released on failure or panic) until the
+//! ready gates pass and the slot state records it all.
+
+use super::checks;
+use super::common::{self, holder_gate, mkdirs};
+use super::error::{SlotError, StepError};
+use super::gate::{GateId, PROVISION_CREATE_GATES, PROVISION_GATES};
+use super::layout::{self, StateDirUse};
+use super::mounts;
+use super::run::VerbRun;
+use super::state::*;
+use super::support::{ms_since, timed};
+use super::{SLOT_RESOURCES, Verb};
+use crate::evidence::now_rfc3339;
+use crate::host::{self, BinaryKind};
+use crate::ns::{self, Holder, HolderOptions};
+use crate::oci::{self, BundleSpec, Container, NetnsSpec, write_bundle};
+use serde_json::json;
+use std::fs;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Runs `provision`.
+pub(crate) fn provision(run: &mut VerbRun) -> Result<(String, Option<SlotState>), SlotError> {
+    let r = layout::check_state_dir(&run.paths.state_dir, StateDirUse::Create);
+    run.gate(GateId::StateDir, r)?;
+    common::criu_config_gate(run, true)?;
+    let (rt_pin, cr_pin) = binary_gates(run)?;
+    let probe = probe_gate(run, &rt_pin, &cr_pin)?;
+    let kind = ImageKind::of(run.args.image.as_deref());
+    image_gate(run, kind)?;
+
+    // Every check above created nothing; the slot directory is created only now.
+    run.clear("slot-create", &PROVISION_GATES)?;
+    let marker = match layout::create_slot(&run.paths) {
+        Ok(m) => {
+            let d = format!(
+                "{} created (mkdir), marker id {}",
+                run.paths.root.display(),
+                m.id
+            );
+            run.gate(GateId::SlotFresh, Ok(d))?;
+            m
+        }
+        Err((true, d)) => return Err(run.fail(GateId::SlotFresh, d)),
+        Err((false, d)) => return Err(run.step_err("slot-create", d)),
+    };
+    run.enter_slot()?;
+
+    let mut st = SlotState {
+        schema_version: STATE_SCHEMA_VERSION,
+        slot: run.paths.slot,
+        owner_id: marker.id.clone(),
+        phase: Phase::Provisioning,
+        created_at: now_rfc3339(),
+        updated_at: String::new(),
+        container_id: run.paths.container_id(),
+        runtime_root: run.paths.runtime_root(),
+        cgroups_path: run.paths.cgroups_path(&marker.id),
+        runtime: rt_pin,
+        criu: cr_pin,
+        probe_gate: probe,
+        image: None,
+        overlay: None,
+        holder: None,
+        config_sha256: None,
+        resources: SLOT_RESOURCES,
+        snapshot: None,
+        restores: 0,
+        last_verb: Some("provision".into()),
+        last_ok: false,
+    };
+    let began = Phase::after(Verb::Provision, VerbEnd::Began, st.phase);
+    st.phase = began.unwrap_or(st.phase);
+    run.save(&mut st)?;
+    run.journal("step", true, "state written: provisioning");
+    let r = provision_steps(run, &mut st, kind);
+    let end = match &r {
+        Ok(_) => VerbEnd::Succeeded,
+        Err(_) => VerbEnd::Failed {
+            container_gone: true,
+        },
+    };
+    st.phase = Phase::after(Verb::Provision, end, st.phase).unwrap_or(st.phase);
+    match r {
+        Ok(summary) => {
+            st.last_ok = true;
+            run.save(&mut st)?;
+            Ok((summary, Some(st)))
+        }
+        Err(e) => {
+            // The guards inside provision_steps have released what was started.
+            st.holder = None;
+            if let Some(o) = st.overlay.as_mut() {
+                o.mounted = mounts::is_mounted(&o.merged);
+            }
+            let _ = st.save(&run.paths.state());
+            Err(e)
+        }
+    }
+}
+
+/// Runtime and CRIU binaries: must exist and be recognised (host refusal otherwise); their
+/// facts are recorded as the slot's pins.
+fn binary_gates(run: &mut VerbRun) -> Result<(BinaryPin, BinaryPin), SlotError> {
+    let rt_path = run
+        .args
+        .runtime
+        .clone()
+        .unwrap_or_else(host::default_runtime);
+    let cr_path = run.args.criu.clone().unwrap_or_else(host::default_criu);
+    let rt = binary_found(
+        run,
+        GateId::RuntimeBinaryFound,
+        &rt_path,
+        BinaryKind::Runtime,
+    )?;
+    let cr = binary_found(run, GateId::CriuBinaryFound, &cr_path, BinaryKind::Criu)?;
+    Ok((rt, cr))
+}
+
+fn binary_found(
+    run: &mut VerbRun,
+    id: GateId,
+    path: &std::path::Path,
+    kind: BinaryKind,
+) -> Result<BinaryPin, SlotError> {
+    let f = host::binary_facts(path, kind).map_err(|e| run.fail(id, e.to_string()))?;
+    let d = format!(
+        "{} version {} sha256 {} (recorded)",
+        f.path, f.version, f.sha256
+    );
+    run.gate(id, Ok(d))?;
+    run.fact(
+        id.name().trim_end_matches("-binary"),
+        json!({"path": f.path, "version": f.version, "sha256": f.sha256}),
+    );
+    Ok(BinaryPin {
+        path: PathBuf::from(&f.path),
+        sha256: f.sha256,
+        version: Some(f.version),
+    })
+}
+
+fn probe_gate(
+    run: &mut VerbRun,
+    rt: &BinaryPin,
+    cr: &BinaryPin,
+) -> Result<ProbeGateRecord, SlotError> {
+    if run.args.no_probe_gate {
+        let reason = run.args.reason.clone().unwrap_or_default();
+        run.record(
+            GateId::ProbeVerdict,
+            Err(format!("OVERRIDDEN by --no-probe-gate: {reason}")),
+        );
+        run.extra_diffs.push(format!(
+            "The probe gate was overridden at provision (--no-probe-gate): {reason}"
+        ));
+        return Ok(ProbeGateRecord {
+            mode: ProbeGateMode::Override,
+            evidence_dir: None,
+            verdict: None,
+            reason: Some(reason),
+        });
+    }
+    let Some(dir) = run.args.probe_evidence.clone() else {
+        let e = "no --probe-evidence DIR (or --no-probe-gate --reason TEXT) given";
+        return Err(run.fail(GateId::ProbeVerdict, e));
+    };
+    let (code, d) =
+        checks::probe_evidence(&dir, rt, cr).map_err(|e| run.fail(GateId::ProbeVerdict, e))?;
+    run.gate(GateId::ProbeVerdict, Ok(d))?;
+    Ok(ProbeGateRecord {
+        mode: ProbeGateMode::Evidence,
+        evidence_dir: Some(dir),
+        verdict: Some(code.as_str().to_string()),
+        reason: None,
+    })
+}
+
+/// `image-sha256` (qcow2) or `image-present` (directory); nothing for the embedded image.
+fn image_gate(run: &mut VerbRun, kind: ImageKind) -> Result<(), SlotError> {
+    let Some(img) = run.args.image.clone() else {
+        return Ok(());
+    };
+    match kind {
+        ImageKind::Embedded => Ok(()),
+        ImageKind::Qcow2 => {
+            let want = run.args.image_sha256.clone().unwrap_or_default();
+            let t = Instant::now();
+            let r = match checks::file_sha256(&img) {
+                Ok(h) if h == want => Ok(format!("{} sha256 {h}", img.display())),
+                Ok(h) => Err(format!(
+                    "{} sha256 {h} != --image-sha256 {want}",
+                    img.display()
+                )),
+                Err(e) => Err(e),
+            };
+            run.took("image-sha256", t);
+            run.gate(GateId::ImageSha256, r)
+        }
+        ImageKind::Directory => {
+            let r = match fs::metadata(&img) {
+                Ok(m) if m.is_dir() => Ok(format!("{} is a directory, used as-is", img.display())),
+                Ok(_) => Err(format!(
+                    "{} is neither a directory nor a .qcow2 file",
+                    img.display()
+                )),
+                Err(e) => Err(format!("{}: {e}", img.display())),
+            };
+            run.gate(GateId::ImagePresent, r)
+        }
+    }
+}
+
+/// What provision started, each released on drop (failure, panic) until [`Started::keep`].
+#[derive(Default)]
+struct Started {
+    qsd: Option<mounts::QsdGuard>,
+    loop_dev: Option<mounts::LoopGuard>,
+    lower: Option<mounts::MountGuard>,
+    overlay: Option<mounts::MountGuard>,
+}
+
+impl Started {
+    fn keep(self) {
+        for g in [self.overlay, self.lower].into_iter().flatten() {
+            g.disarm();
+        }
+        if let Some(g) = self.loop_dev {
+            g.disarm();
+        }
+        if let Some(g) = self.qsd {
+            g.disarm();
+        }
+    }
+}
+
+fn provision_steps(
+    run: &mut VerbRun,
+    st: &mut SlotState,
+    kind: ImageKind,
+) -> Result<String, SlotError> {
+    let p = run.paths.clone();
+    mkdirs(
+        run,
+        &[
+            p.image_dir(),
+            p.overlay_dir(),
+            p.bundle(),
+            p.rootfs(),
+            p.runtime_root(),
+        ],
+    )?;
+    let mut started = Started::default();
+    let t = Instant::now();
+    let image = mount_image(run, st, kind, &mut started)?;
+    run.took("image", t);
+    run.fact("image", serde_json::to_value(&image).unwrap_or_default());
+    st.image = Some(image.clone());
+    run.save(st)?;
+
+    // Overlay: lower = image, upper/work per run.
+    let t = Instant::now();
+    let ov = OverlayState {
+        merged: p.rootfs(),
+        run: 1,
+        mounted: false,
+    };
+    let (upper, work) = (ov.upper(&p.overlay_dir(), 1), ov.work(&p.overlay_dir(), 1));
+    mkdirs(run, &[upper.clone(), work.clone()])?;
+    let g = mounts::mount_overlay(&image.lower, &upper, &work, &ov.merged)
+        .map_err(|e| run.step_err("overlay", e))?;
+    started.overlay = Some(g);
+    st.overlay = Some(OverlayState {
+        mounted: true,
+        ..ov
+    });
+    run.save(st)?;
+    run.took("overlay", t);
+
+    let holder = start_holder(run, st)?;
+    let sha = write_config(run, st, holder.identity().netns_path())?;
+    let id = start_container(run, st)?;
+    let holder = holder.detach();
+    started.keep();
+    Ok(format!(
+        "provisioned: container {id} running in holder pid {} netns {}, config.json sha256 {sha}",
+        holder.pid, holder.netns_inode
+    ))
+}
+
+/// The image as the overlay's read-only lower: the embedded rootfs built in the slot, a
+/// directory as it is, or a qcow2 through its FUSE export, a loop device and a read-only mount.
+fn mount_image(
+    run: &mut VerbRun,
+    st: &mut SlotState,
+    kind: ImageKind,
+    started: &mut Started,
+) -> Result<ImageState, SlotError> {
+    let image_dir = run.paths.image_dir();
+    let canonical = |run: &VerbRun| {
+        let img = run.args.image.clone().unwrap_or_default();
+        fs::canonicalize(&img).map_err(|e| run.step_err("image", StepError::io(img)(e)))
+    };
+    match kind {
+        ImageKind::Embedded => {
+            let dir = image_dir.join("rootfs");
+            oci::build_busybox_rootfs(&dir).map_err(|e| run.step_err("image", e))?;
+            return Ok(ImageState::plain_directory(kind, dir));
+        }
+        ImageKind::Directory => return Ok(ImageState::plain_directory(kind, canonical(run)?)),
+        ImageKind::Qcow2 => {}
+    }
+    let src = canonical(run)?;
+    let export = image_dir.join("export.raw");
+    let lower = image_dir.join("lower");
+    mkdirs(run, std::slice::from_ref(&lower))?;
+    let mut img = ImageState {
+        kind,
+        source: src.clone(),
+        sha256: run.args.image_sha256.clone(),
+        lower: lower.clone(),
+        export_file: Some(export.clone()),
+        qsd_pid: None,
+        loop_device: None,
+        fstype: None,
+    };
+    let q = mounts::qsd_start(
+        &src,
+        &export,
+        &image_dir.join("qsd.pid"),
+        &run.ev_path("qemu-storage-daemon.log"),
+    )
+    .map_err(|e| run.step_err("fuse-export", e))?;
+    img.qsd_pid = Some(q.pid);
+    started.qsd = Some(q);
+    st.image = Some(img.clone());
+    run.save(st)?;
+    let l = mounts::loop_attach(&export).map_err(|e| run.step_err("loop-attach", e))?;
+    img.loop_device = Some(l.device.clone());
+    let dev = l.device.clone();
+    started.loop_dev = Some(l);
+    st.image = Some(img.clone());
+    run.save(st)?;
+    let (g, fstype) = mounts::mount_ro(&dev, &lower).map_err(|e| run.step_err("image-mount", e))?;
+    started.lower = Some(g);
+    img.fstype = Some(fstype);
+    Ok(img)
+}
+
+/// The holder (`netprobe __holder --lo-up`), its identity proven by the handshake and /proc
+/// before `holder.json`. The returned [`Holder`] kills it on drop until detached.
+fn start_holder(run: &mut VerbRun, st: &mut SlotState) -> Result<Holder, SlotError> {
+    let t = Instant::now();
+    let exe = run.args.holder_exe.clone().unwrap_or_else(ns::default_exe);
+    let holder = Holder::spawn(&HolderOptions {
+        exe: exe.clone(),
+        lo_up: true,
+    })
+    .map_err(|e| run.step_err("holder", e))?;
+    let hid = *holder.identity();
+    st.holder = Some(hid);
+    run.save(st)?;
+    holder_gate(run, st, "writing holder.json")?;
+    let own_ns = ns::own_netns_inode().map_err(|e| run.step_err("holder", e))?;
+    run.gate(
+        GateId::HolderPrivateNetns,
+        if hid.netns_inode != own_ns {
+            Ok(format!("holder netns {} != host {own_ns}", hid.netns_inode))
+        } else {
+            Err("holder shares netprobe's netns".into())
+        },
+    )?;
+    let hj = json!({
+        "schema_version": 1,
+        "pid": hid.pid,
+        "start_time": hid.start_time,
+        "netns_inode": hid.netns_inode,
+        "netns_path": hid.netns_path().display().to_string(),
+        "exe": exe.display().to_string(),
+        "created_at": now_rfc3339(),
+    });
+    crate::evidence::validate_holder(&hj)
+        .map_err(|e| run.step_err("holder.json", StepError::Schema(e)))?;
+    let hj_bytes = serde_json::to_vec_pretty(&hj).unwrap_or_default();
+    let path = run.paths.holder();
+    crate::evidence::replace_atomic(&path, &hj_bytes)
+        .map_err(|e| run.step_err("holder.json", StepError::io(&path)(e)))?;
+    run.ev_write("holder.json", &hj_bytes);
+    run.fact("holder", hj);
+    run.took("holder", t);
+    Ok(holder)
+}
+
+/// `config.json` (oci-spec): network namespace by the holder's path, the slot's resources; its
+/// sha256 recorded and proven by the `config-hash` gate.
+fn write_config(
+    run: &mut VerbRun,
+    st: &mut SlotState,
+    netns: PathBuf,
+) -> Result<String, SlotError> {
+    let p = run.paths.clone();
+    let info = write_bundle(
+        &p.bundle(),
+        &BundleSpec {
+            rootfs: p.rootfs(),
+            readonly_root: false,
+            args: vec!["/bin/sh".into(), "/init.sh".into()],
+            netns: NetnsSpec::Path(netns),
+            resources: Some(st.resources),
+            hostname: format!("slot-{}", p.slot),
+            cgroups_path: Some(st.cgroups_path.clone()),
+        },
+    )
+    .map_err(|e| run.step_err("config.json", e))?;
+    let sha = info.sha256;
+    st.config_sha256 = Some(sha.clone());
+    run.save(st)?;
+    let r = checks::config_hash(&p.bundle(), st);
+    run.gate(GateId::ConfigHash, r)?;
+    run.fact("config_sha256", sha.clone());
+    if let Ok(b) = fs::read(p.config()) {
+        run.ev_write("config.json", &b);
+    }
+    Ok(sha)
+}
+
+/// The container: proven absent, holder re-verified, then create + start (guarded: killed and
+/// deleted on failure or panic until disarmed), then the ready gates.
+fn start_container(run: &mut VerbRun, st: &mut SlotState) -> Result<String, SlotError> {
+    let p = run.paths.clone();
+    let rt = run.runtime(st, &st.runtime.path, &st.criu.path);
+    let id = st.container_id.clone();
+    let mut c = Container::new(&*rt, &id, p.bundle(), p.root.join("container.pid"));
+    let r = c.refuse_existing();
+    run.rt_log("state (refuse existing)", r.as_ref());
+    run.gate(
+        GateId::ContainerAbsent,
+        r.map(|_| format!("runtime state {id}: does not exist"))
+            .map_err(|e| e.to_string()),
+    )?;
+    holder_gate(run, st, "runtime create")?;
+    run.clear("runtime-create", &PROVISION_CREATE_GATES)?;
+    let t = Instant::now();
+    let r = c.create();
+    run.rt_log("create", r.as_ref());
+    r.map_err(|e| run.step_err("runtime-create", e))?;
+    let r = c.start();
+    run.rt_log("start", r.as_ref());
+    r.map_err(|e| run.step_err("runtime-start", e))?;
+    run.timings.insert("create-start".into(), ms_since(t));
+    common::ready_gates(run, st, "provision", || timed(|| c.state()))?;
+    c.disarm();
+    Ok(id)
+}

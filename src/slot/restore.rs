@@ -1,0 +1,286 @@
+//! `restore` and `reset`: every gate (binaries, config, holder, complete snapshot; for restore
+//! no container, for reset the container stopped and proven gone) before anything destructive;
+//! then the upper reset to the snapshot's as a new overlay run, the runtime restore, and the
+//! gates after it (network state byte-equal to the recorded one, else fail closed with the
+//! diff; ready gates). A failed restore keeps the holder so it can be retried.
+
+use super::Verb;
+use super::checks;
+use super::common::{self, StateAnswer, holder_gate, mkdirs, stop_container_proven};
+use super::error::{SlotError, StepError};
+use super::gate::{GateId, RESET_GATES, RESTORE_GATES};
+use super::mounts;
+use super::run::VerbRun;
+use super::state::*;
+use super::support::{self, timed};
+use crate::netlink::NetState;
+use crate::oci::{Container, RuntimeOps};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Runs `restore` (`reset` false) or `reset` (`reset` true) on the loaded slot state.
+pub(crate) fn restore(
+    run: &mut VerbRun,
+    st: &mut SlotState,
+    reset: bool,
+) -> Result<String, SlotError> {
+    let (rt, snap_dir) = gates(run, st, reset)?;
+    let t = Instant::now();
+    let verb = run.args.verb;
+    st.phase = Phase::after(verb, VerbEnd::Began, st.phase).unwrap_or(st.phase);
+    run.save(st)?;
+    run.took("state-save", t);
+
+    let ov = st
+        .overlay
+        .clone()
+        .ok_or_else(|| run.step_err("overlay", StepError::Missing("no overlay recorded")))?;
+    let t = Instant::now();
+    let old_run = reset_upper(run, st, &ov, &snap_dir)?;
+    let remove_old_run = || {
+        for old in &old_run {
+            let _ = support::remove_tree_same_fs(old);
+        }
+    };
+    run.took("upper-reset", t);
+
+    // Restore.
+    let t = Instant::now();
+    if let Err(e) = holder_gate(run, st, "restore") {
+        remove_old_run();
+        return Err(e);
+    }
+    run.took("gate-holder", t);
+    let work = run.ev_path("criu-work");
+    mkdirs(run, std::slice::from_ref(&work))?;
+    let id = st.container_id.clone();
+    let mut c = Container::new(
+        &*rt,
+        &id,
+        run.paths.bundle(),
+        run.paths.root.join("container.pid"),
+    );
+    let images = snap_dir.join("checkpoint");
+    let r = run.time_with_lock_inherited("restore", || c.restore(&images, &work, &[]));
+    run.rt_log("restore", r.as_ref());
+    // A failed restore or gate stops the container itself ([`restore_failed`]).
+    c.disarm();
+    if let Err(e) = r {
+        remove_old_run();
+        let e = run.step_err("runtime-restore", e);
+        return Err(restore_failed(run, st, &*rt, e));
+    }
+
+    // The restored container's `runtime state` is queried on a second thread while the network
+    // state is captured and compared in-process; the ready gates take its answer. The previous
+    // run's folders are removed on a third.
+    std::thread::scope(|s| {
+        let q = s.spawn(|| timed(|| rt.state(&id)));
+        s.spawn(remove_old_run);
+        let state = move || q.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+        restored_gates(run, st, &*rt, &snap_dir, reset, state)
+    })
+}
+
+/// Every gate before the first destructive step. The container's `runtime state` is read-only,
+/// so it is queried on a second thread while the gates hash the binaries; its answer is used
+/// only after the runtime-binary gate has proven the binary that gave it (same path, same
+/// sha256). For reset, the running container is then stopped and proven gone.
+fn gates(
+    run: &mut VerbRun,
+    st: &SlotState,
+    reset: bool,
+) -> Result<(Box<dyn RuntimeOps>, PathBuf), SlotError> {
+    let id = st.container_id.clone();
+    let (paths_rt, paths_cr) = common::binary_paths(run, st);
+    let query_rt = run.runtime(st, &paths_rt, &paths_cr);
+    let (gates, (before, before_ms)) = std::thread::scope(|s| {
+        let q = s.spawn(|| timed(|| common::container_status(&*query_rt, &id)));
+        let gates = common::common_gates(run, st).and_then(|rt| {
+            let t = Instant::now();
+            let snap = checks::snapshot_complete(&run.paths.root, st);
+            run.took("gate-snapshot", t);
+            let (dir, d) = snap.map_err(|e| run.fail(GateId::SnapshotComplete, e))?;
+            run.gate(GateId::SnapshotComplete, Ok(d))?;
+            Ok((rt, dir))
+        });
+        let t = Instant::now();
+        let before = q.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+        run.took("runtime-state-wait", t);
+        (gates, before)
+    });
+    let (rt, snap_dir) = gates?;
+    run.timings.insert("runtime-state-query".into(), before_ms);
+    let t = Instant::now();
+    if reset {
+        // Destructive: stop the current container (proven), after every gate above passed.
+        run.clear("container-stop", &RESET_GATES)?;
+        common::stop_container_proven_from(run, &*rt, &id, before)?;
+    } else {
+        let r = match before {
+            Ok(None) => Ok(format!("runtime state {id}: does not exist")),
+            Ok(Some(s)) => Err(format!(
+                "runtime state {id}: {s}; restore needs no container (use reset)"
+            )),
+            Err(e) => Err(e),
+        };
+        run.gate(GateId::ContainerAbsent, r)?;
+        run.clear("restore", &RESTORE_GATES)?;
+    }
+    run.took("gate-container", t);
+    Ok((rt, snap_dir))
+}
+
+/// The upper reset to the snapshot's, as a new overlay run (unmount, copy, mount). Returns the
+/// previous run's upper and work folders, to be removed off the critical path.
+fn reset_upper(
+    run: &mut VerbRun,
+    st: &mut SlotState,
+    ov: &OverlayState,
+    snap_dir: &Path,
+) -> Result<[PathBuf; 2], SlotError> {
+    let image = st
+        .image
+        .clone()
+        .ok_or_else(|| run.step_err("image", StepError::Missing("no image recorded")))?;
+    let odir = run.paths.overlay_dir();
+    mounts::unmount(&ov.merged).map_err(|e| run.step_err("overlay-unmount", e))?;
+    let next = ov.run + 1;
+    let (upper, work) = (ov.upper(&odir, next), ov.work(&odir, next));
+    let _ = support::remove_tree_same_fs(&upper);
+    let _ = support::remove_tree_same_fs(&work);
+    support::copy_tree(&snap_dir.join("upper"), &upper)
+        .map_err(|e| run.step_err("upper-reset", e))?;
+    mkdirs(run, std::slice::from_ref(&work))?;
+    let g = mounts::mount_overlay(&image.lower, &upper, &work, &ov.merged)
+        .map_err(|e| run.step_err("overlay", e))?;
+    g.disarm();
+    st.overlay = Some(OverlayState {
+        run: next,
+        mounted: true,
+        ..ov.clone()
+    });
+    run.save(st)?;
+    Ok([ov.upper(&odir, ov.run), ov.work(&odir, ov.run)])
+}
+
+/// The `net-fidelity` gate: the captured state's canonical bytes equal the recorded ones; else
+/// the diff is saved (`netstate-diff.txt`) and attached to the error.
+fn net_fidelity(
+    run: &mut VerbRun,
+    recorded: &str,
+    observed: &NetState,
+) -> Result<usize, SlotError> {
+    let cap = observed.to_canonical_json();
+    let t = Instant::now();
+    run.ev_write("netstate-recorded.json", recorded.as_bytes());
+    run.ev_write("netstate-after.json", cap.as_bytes());
+    run.took("evidence-netstate", t);
+    if cap != recorded {
+        // NetState::diff: one `- kind: {json}` / `+ kind: {json}` line per differing element.
+        let diff = match NetState::from_json(recorded) {
+            Ok(rec) => {
+                let mut d = rec.diff(observed).join("\n");
+                if d.is_empty() {
+                    d = "(same elements, different bytes)".into();
+                }
+                d + "\n"
+            }
+            Err(e) => format!("recorded netstate.json is not a NetState: {e}\n"),
+        };
+        run.ev_write("netstate-diff.txt", diff.as_bytes());
+        let detail = format!(
+            "{} bytes recorded vs {} observed; diff saved as netstate-diff.txt",
+            recorded.len(),
+            cap.len()
+        );
+        return Err(run.fail(GateId::NetFidelity, detail).with_diff(diff));
+    }
+    let d = format!(
+        "{} bytes, sha256 {}",
+        cap.len(),
+        crate::evidence::sha256_hex(cap.as_bytes())
+    );
+    run.gate(GateId::NetFidelity, Ok(d))?;
+    Ok(cap.len())
+}
+
+/// The gates after a successful runtime restore: holder, network state byte-equal to the one
+/// recorded at snapshot, then the ready gates. A failed gate stops the restored container
+/// ([`restore_failed`]) and keeps the holder for a retry.
+fn restored_gates(
+    run: &mut VerbRun,
+    st: &mut SlotState,
+    rt: &dyn RuntimeOps,
+    snap_dir: &Path,
+    reset: bool,
+    state: impl FnOnce() -> StateAnswer,
+) -> Result<String, SlotError> {
+    let h = match holder_gate(run, st, "network-fidelity check") {
+        Ok(h) => h,
+        Err(e) => return Err(restore_failed(run, st, rt, e)),
+    };
+    // The snapshot's netstate.json was verified against its sha256 by `snapshot-complete`.
+    let recorded = fs::read_to_string(snap_dir.join("netstate.json")).unwrap_or_default();
+    let cap = run.time("netstate-capture", || {
+        crate::ns::capture_netstate(&h.netns_path())
+    });
+    let checked = cap
+        .map_err(|e| run.step_err("netstate-capture", e))
+        .and_then(|observed| net_fidelity(run, &recorded, &observed));
+    let bytes = match checked {
+        Ok(n) => n,
+        Err(e) => return Err(restore_failed(run, st, rt, e)),
+    };
+    let t = Instant::now();
+    let ready = common::ready_gates(run, st, if reset { "reset" } else { "restore" }, state);
+    run.took("ready-gates", t);
+    if let Err(e) = ready {
+        return Err(restore_failed(run, st, rt, e));
+    }
+    let t = Instant::now();
+    st.phase = Phase::after(run.args.verb, VerbEnd::Succeeded, st.phase).unwrap_or(st.phase);
+    st.restores += 1;
+    st.last_verb = Some(run.verb().into());
+    st.last_ok = true;
+    run.save(st)?;
+    run.took("state-save-end", t);
+    run.fact("restores", st.restores);
+    Ok(format!(
+        "{} from {}: network state byte-equal ({bytes} bytes), container running, guest answers",
+        if reset { "reset" } else { "restored" },
+        snap_dir
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+    ))
+}
+
+/// A failed restore: the restored container (if any) is stopped and proven gone so the restore
+/// can be retried; the holder, the snapshot and the mounts are kept.
+fn restore_failed(
+    run: &mut VerbRun,
+    st: &mut SlotState,
+    rt: &dyn RuntimeOps,
+    e: SlotError,
+) -> SlotError {
+    let id = st.container_id.clone();
+    let _ = stop_container_proven(run, rt, &id);
+    let end = VerbEnd::Failed {
+        container_gone: true,
+    };
+    let verb = if run.args.verb == Verb::Reset {
+        Verb::Reset
+    } else {
+        Verb::Restore
+    };
+    st.phase = Phase::after(verb, end, st.phase).unwrap_or(st.phase);
+    let _ = st.save(&run.paths.state());
+    run.journal(
+        "step",
+        false,
+        "restore failed closed; holder kept for a retry",
+    );
+    e
+}

@@ -1,0 +1,394 @@
+//! [`VerbRun`]: what every verb does around its own steps — enter (state dir, ownership marker,
+//! lock, evidence folder, journal), gates ([`GateId`]) and the check that a destructive step
+//! comes after its gates ([`VerbRun::clear`]), timings, facts, the runtime log, and the end
+//! (`gates.json`, `timings.json`, `verb.json`, journal).
+
+use super::error::{SlotError, StepError};
+use super::gate::{GateId, GateLog, Observed};
+use super::layout::{self, SlotLock, SlotPaths, StateDirUse};
+use super::state::SlotState;
+use super::support::ms_since;
+use super::{DECLARED_DIFFERENCES, SlotArgs, SlotOutcome};
+use crate::evidence::{EvidenceDir, now_rfc3339};
+use crate::oci::{OciError, Runtime, RuntimeOps};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// Makes the runtime a verb drives: `(runtime binary, CRIU binary, runtime root)`.
+pub(crate) type MakeRuntime<'e> = &'e (dyn Fn(&Path, &Path, &Path) -> Box<dyn RuntimeOps> + Sync);
+
+/// What a verb runs against: the runtime factory, whether root is required, and (for unit
+/// tests) an event trace that records every gate and cleared step in order.
+pub(crate) struct SlotEnv<'e> {
+    /// Builds the runtime (real: [`Runtime::new`] with the slot's private root and its CRIU).
+    pub make_runtime: MakeRuntime<'e>,
+    /// Refuse to run unless euid 0 (false only in unit tests with the recording fake).
+    pub require_root: bool,
+    /// Gate and step events (`gate <name>`, `step <name>`), shared with a fake runtime.
+    pub trace: Option<Arc<Mutex<Vec<String>>>>,
+}
+
+/// The real environment: runc/crun through [`Runtime`], root required.
+pub(crate) fn real_runtime(rt: &Path, cr: &Path, root: &Path) -> Box<dyn RuntimeOps> {
+    Box::new(Runtime::new(rt, root, Some(cr.to_path_buf())))
+}
+
+/// One verb's run (the successor of the old `Ctx`).
+pub(crate) struct VerbRun<'a> {
+    /// The command line's arguments.
+    pub args: &'a SlotArgs,
+    /// The slot number as typed (for error messages).
+    pub raw: String,
+    /// The slot's paths.
+    pub paths: SlotPaths,
+    /// Every gate evaluated so far, in order (`gates.json`).
+    pub gates: GateLog,
+    /// Named step timings, milliseconds, monotonic clock (`timings.json`).
+    pub timings: BTreeMap<String, u64>,
+    /// Facts for `verb.json` and the outcome.
+    pub facts: BTreeMap<String, Value>,
+    /// This verb's evidence folder, once opened.
+    pub ev: Option<PathBuf>,
+    /// When the verb started (monotonic).
+    pub started: Instant,
+    /// When the verb started (RFC 3339).
+    pub started_at: String,
+    /// The slot's exclusive lock, once taken.
+    pub lock: Option<SlotLock>,
+    /// Declared differences this verb adds (e.g. an overridden probe gate).
+    pub extra_diffs: Vec<String>,
+    /// The runtime factory, root requirement and trace.
+    pub env: &'a SlotEnv<'a>,
+}
+
+impl<'a> VerbRun<'a> {
+    /// A run of `args.verb` on the slot at `paths`, nothing entered yet.
+    pub fn new(args: &'a SlotArgs, raw: String, paths: SlotPaths, env: &'a SlotEnv<'a>) -> Self {
+        VerbRun {
+            args,
+            raw,
+            paths,
+            gates: GateLog::default(),
+            timings: BTreeMap::new(),
+            facts: BTreeMap::new(),
+            ev: None,
+            started: Instant::now(),
+            started_at: now_rfc3339(),
+            lock: None,
+            extra_diffs: Vec::new(),
+            env,
+        }
+    }
+
+    /// The verb as written in evidence.
+    pub fn verb(&self) -> &'static str {
+        self.args.verb.as_str()
+    }
+
+    /// The runtime for binaries `rt`, `cr` under the slot's recorded runtime root.
+    pub fn runtime(&self, st: &SlotState, rt: &Path, cr: &Path) -> Box<dyn RuntimeOps> {
+        (self.env.make_runtime)(rt, cr, &st.runtime_root)
+    }
+
+    /// Records fact `k`.
+    pub fn fact(&mut self, k: &str, v: impl Into<Value>) {
+        self.facts.insert(k.into(), v.into());
+    }
+
+    /// Runs `f`, recording its milliseconds as timing `name`.
+    pub fn time<T>(&mut self, name: &str, f: impl FnOnce() -> T) -> T {
+        let t = Instant::now();
+        let out = f();
+        self.timings.insert(name.into(), ms_since(t));
+        out
+    }
+
+    /// Records the milliseconds since `t` as timing `name`.
+    pub fn took(&mut self, name: &str, t: Instant) {
+        self.timings.insert(name.into(), ms_since(t));
+    }
+
+    /// [`VerbRun::time`] for a runtime call that runs CRIU: the slot lock is handed to the
+    /// children (so the slot stays locked until runc and CRIU exit, even if netprobe is killed).
+    pub fn time_with_lock_inherited<T>(&mut self, name: &str, f: impl FnOnce() -> T) -> T {
+        let lock = self.lock.take();
+        let out = self.time(name, || match &lock {
+            Some(l) => l.inherited_by_children(f),
+            None => f(),
+        });
+        self.lock = lock;
+        out
+    }
+
+    fn trace(&self, event: String) {
+        if let Some(t) = &self.env.trace {
+            t.lock().unwrap_or_else(|p| p.into_inner()).push(event);
+        }
+    }
+
+    /// Evaluates blocking gate `id`. Errors: the gate's [`SlotError`] when not proven.
+    pub fn gate(&mut self, id: GateId, r: Observed) -> Result<(), SlotError> {
+        self.trace(format!("gate {}", id.name()));
+        let raw = self.raw.clone();
+        self.gates.check(&raw, id, r)
+    }
+
+    /// Records blocking gate `id` as failed with `detail`; returns its error (for a gate whose
+    /// failure ends the verb at once, with no value to go on with).
+    pub fn fail(&mut self, id: GateId, detail: impl Into<String>) -> SlotError {
+        self.trace(format!("gate {}", id.name()));
+        let raw = self.raw.clone();
+        self.gates.fail(&raw, id, detail.into())
+    }
+
+    /// Records gate `id` as a non-blocking fact.
+    pub fn record(&mut self, id: GateId, r: Observed) {
+        self.trace(format!("gate {}", id.name()));
+        self.gates.record(id, r);
+    }
+
+    /// Evaluates gate `id`, blocking or recorded.
+    pub fn gate_or_record(
+        &mut self,
+        id: GateId,
+        blocking: bool,
+        r: Observed,
+    ) -> Result<(), SlotError> {
+        if blocking {
+            self.gate(id, r)
+        } else {
+            self.record(id, r);
+            Ok(())
+        }
+    }
+
+    /// Clears destructive step `step`: every gate of `required` must have been evaluated (and,
+    /// if blocking, proven) before it. Fails closed otherwise — a gate moved after the step it
+    /// protects is caught here at run time and by the unit tests of the verbs.
+    ///
+    /// Errors: [`SlotError::step`] naming the step and the missing gate.
+    pub fn clear(&mut self, step: &str, required: &[GateId]) -> Result<(), SlotError> {
+        self.trace(format!("step {step}"));
+        match self.gates.missing(required) {
+            None => Ok(()),
+            Some(g) => Err(self
+                .step_err(
+                    step,
+                    StepError::Missing("a gate that must come before this step was not passed"),
+                )
+                .with_note(&format!(" (gate `{}`)", g.name()))),
+        }
+    }
+
+    /// A step that could not run, with its typed cause.
+    pub fn step_err(&self, step: &str, cause: impl Into<StepError>) -> SlotError {
+        SlotError::step(&self.raw, step, cause)
+    }
+
+    /// Appends to the slot journal (only while the lock is held).
+    pub fn journal(&self, event: &str, ok: bool, detail: &str) {
+        if self.lock.is_some() {
+            let _ = layout::journal_append(&self.paths.journal(), self.verb(), event, ok, detail);
+        }
+    }
+
+    /// A path in this verb's evidence folder (the temporary folder before it is opened).
+    pub fn ev_path(&self, name: &str) -> PathBuf {
+        self.ev
+            .clone()
+            .unwrap_or_else(std::env::temp_dir)
+            .join(name)
+    }
+
+    /// Writes one file of this verb's evidence folder through [`EvidenceDir::write`] (atomic,
+    /// never overwrites). Best effort: a failed write never changes the verb's outcome.
+    pub fn ev_write(&self, name: &str, bytes: &[u8]) {
+        if let Some(d) = &self.ev
+            && let Ok(dir) = EvidenceDir::open(d)
+        {
+            let _ = dir.write(name, bytes);
+        }
+    }
+
+    /// Appends one runtime step to `runtime.log` in this verb's evidence folder (best effort):
+    /// `what` and, for an invocation, its argv, exit code, duration and stderr / `--log` text.
+    pub fn rt_log<T: RtLogged>(&self, what: &str, r: Result<&T, &OciError>) {
+        let body = match r {
+            Ok(o) => o.logged(),
+            Err(e) => format!("FAILED: {e}"),
+        };
+        if self.ev.is_some()
+            && let Ok(mut f) = fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(self.ev_path("runtime.log"))
+        {
+            let _ = writeln!(f, "[{}] {what}: {}", now_rfc3339(), body.trim_end());
+        }
+    }
+
+    /// Saves `state.json`. Errors: step `state-write` could not run.
+    pub fn save(&self, st: &mut SlotState) -> Result<(), SlotError> {
+        st.save(&self.paths.state())
+            .map_err(|e| self.step_err("state-write", e))
+    }
+
+    /// state dir (no create) → ownership marker → lock → evidence folder → journal start.
+    pub fn enter_existing(&mut self) -> Result<(), SlotError> {
+        let r = layout::check_state_dir(&self.paths.state_dir, StateDirUse::Existing);
+        self.gate(GateId::StateDir, r)?;
+        self.enter_slot()
+    }
+
+    /// ownership marker → lock → evidence folder → journal start (every verb but `status`).
+    pub fn enter_slot(&mut self) -> Result<(), SlotError> {
+        let r = layout::check_owner(&self.paths)
+            .map(|(_, d)| d)
+            .map_err(|(_, d)| d);
+        self.gate(GateId::OwnershipMarker, r)?;
+        let r = SlotLock::acquire(&self.paths.lock()).map(|l| {
+            self.lock = Some(l);
+            format!("flock(LOCK_EX|LOCK_NB) on {}", self.paths.lock().display())
+        });
+        self.gate(GateId::SlotLock, r)?;
+        self.open_evidence()
+    }
+
+    fn open_evidence(&mut self) -> Result<(), SlotError> {
+        let base = self.paths.evidence();
+        fs::create_dir_all(&base)
+            .map_err(|e| self.step_err("evidence", StepError::io(&base)(e)))?;
+        let mut seq = fs::read_dir(&base).map(|r| r.count()).unwrap_or(0) + 1;
+        loop {
+            let d = base.join(format!("{seq:04}-{}", self.verb()));
+            match fs::create_dir(&d) {
+                Ok(()) => {
+                    self.ev = Some(d.clone());
+                    self.journal("start", true, &format!("evidence {}", d.display()));
+                    return Ok(());
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => seq += 1,
+                Err(e) => return Err(self.step_err("evidence", StepError::io(&d)(e))),
+            }
+        }
+    }
+
+    /// The declared differences, with the binaries recorded at provision.
+    pub fn declared(&self, st: Option<&SlotState>) -> Vec<String> {
+        let mut v: Vec<String> = DECLARED_DIFFERENCES.iter().map(|s| s.to_string()).collect();
+        if let Some(st) = st {
+            v.push(format!(
+                "Binaries are those recorded at provision, not the reference arm's pins (runc 1.5.2, CRIU 4.3): runtime {} sha256 {}, CRIU {} sha256 {}.",
+                st.runtime.path.display(),
+                st.runtime.sha256,
+                st.criu.path.display(),
+                st.criu.sha256
+            ));
+        }
+        v.extend(self.extra_diffs.iter().cloned());
+        v
+    }
+
+    fn write_verb_evidence(
+        &self,
+        res: &Result<(String, Option<SlotState>), SlotError>,
+        st: Option<&SlotState>,
+        declared: &[String],
+    ) {
+        let gates = serde_json::to_vec_pretty(&self.gates.gates).unwrap_or_default();
+        self.ev_write("gates.json", &gates);
+        self.ev_write(
+            "timings.json",
+            &serde_json::to_vec_pretty(&self.timings).unwrap_or_default(),
+        );
+        let verb_doc = json!({
+            "tool": "netprobe",
+            "tool_version": env!("CARGO_PKG_VERSION"),
+            "verb": self.verb(),
+            "slot": self.paths.slot,
+            "ok": res.is_ok(),
+            "summary": res.as_ref().map(|(s, _)| s.clone()).ok(),
+            "error": res.as_ref().err().map(|e| e.to_json()),
+            "started_at": self.started_at,
+            "finished_at": now_rfc3339(),
+            "timings_ms": self.timings,
+            "gates": self.gates.gates,
+            "facts": self.facts,
+            "phase": st.map(|s| s.phase),
+            "declared_differences": declared,
+        });
+        self.ev_write(
+            "verb.json",
+            &serde_json::to_vec_pretty(&verb_doc).unwrap_or_default(),
+        );
+    }
+
+    /// Ends the verb: total time, `gates.json`, `timings.json`, `verb.json`, journal end; the
+    /// outcome, or the error with this verb's evidence folder attached.
+    pub fn finish(
+        mut self,
+        res: Result<(String, Option<SlotState>), SlotError>,
+    ) -> Result<SlotOutcome, SlotError> {
+        self.timings.insert("total".into(), ms_since(self.started));
+        let st = match &res {
+            Ok((_, s)) => s.clone(),
+            Err(_) => SlotState::load(&self.paths.state()).ok(),
+        };
+        let declared = self.declared(st.as_ref());
+        if self.ev.is_some() {
+            self.write_verb_evidence(&res, st.as_ref(), &declared);
+        }
+        match res {
+            Ok((summary, st)) => {
+                self.journal("end", true, &summary);
+                Ok(SlotOutcome {
+                    verb: self.args.verb,
+                    slot: self.paths.slot,
+                    phase: st.map(|s| s.phase),
+                    summary,
+                    gates: self.gates.gates.clone(),
+                    timings_ms: self.timings.clone(),
+                    facts: self.facts.clone(),
+                    declared_differences: declared,
+                    evidence: self.ev.clone(),
+                    status: None,
+                })
+            }
+            Err(mut e) => {
+                self.journal("end", false, &e.to_string());
+                if let Some(d) = &self.ev {
+                    e = e.with_evidence(d.clone());
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+/// What [`VerbRun::rt_log`] writes for a successful runtime step.
+pub(crate) trait RtLogged {
+    fn logged(&self) -> String;
+}
+
+impl RtLogged for crate::oci::RuntimeOutcome {
+    fn logged(&self) -> String {
+        format!(
+            "{} -> exit {:?} in {} ms\n{}",
+            self.argv.join(" "),
+            self.code,
+            self.duration_ms,
+            self.stderr
+        )
+    }
+}
+
+impl RtLogged for () {
+    fn logged(&self) -> String {
+        "ok".into()
+    }
+}

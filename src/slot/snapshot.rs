@@ -1,0 +1,173 @@
+//! `snapshot`: holder re-verified, network state recorded, runtime checkpoint (which stops the
+//! container), container proven gone, overlay upper saved; the snapshot becomes complete only
+//! by its final rename (a `snapshot.tmp-*` folder is never used).
+
+use super::common::{self, holder_gate, mkdirs, stop_container_proven};
+use super::error::{SlotError, StepError};
+use super::gate::{CHECKPOINT_GATES, GateId, SNAPSHOT_GATES};
+use super::mounts;
+use super::run::VerbRun;
+use super::state::*;
+use super::{Verb, support};
+use crate::criu::inventory::inventory;
+use crate::evidence::{fsync_dir, now_rfc3339, replace_atomic, sha256_hex};
+use crate::oci::{Container, RuntimeOps};
+use serde_json::json;
+use std::fs;
+use std::path::Path;
+
+/// The diagnosis added to a failed checkpoint whose `dump.log` shows CRIU 4.1's SO_PASSCRED
+/// failure on kernels >= 6.16.
+const PASSCRED_DIAGNOSIS: &str = "\ndiagnosis: CRIU could not read SO_PASSCRED of an inet socket (EOPNOTSUPP). Kernels >= 6.16 restrict SO_PASSCRED/SO_PASSSEC to AF_UNIX/AF_NETLINK sockets and this CRIU treats the error as fatal, so no container holding a TCP/UDP socket (e.g. the guest server) can be checkpointed on this host; a CRIU with the upstream fix is needed.";
+
+/// Runs `snapshot` on the loaded slot state.
+pub(crate) fn snapshot(run: &mut VerbRun, st: &mut SlotState) -> Result<String, SlotError> {
+    let rt = common::common_gates(run, st)?;
+    let id = st.container_id.clone();
+    let r = match common::container_status(&*rt, &id) {
+        Ok(Some(s)) if s == "running" => Ok(format!("runtime state {id}: running")),
+        Ok(Some(s)) => Err(format!("runtime state {id}: {s}, need running")),
+        Ok(None) => Err(format!(
+            "runtime state {id}: does not exist (nothing to snapshot; phase {:?})",
+            st.phase
+        )),
+        Err(e) => Err(e),
+    };
+    run.gate(GateId::ContainerRunning, r)?;
+    let ov = st
+        .overlay
+        .clone()
+        .ok_or_else(|| run.step_err("overlay", StepError::Missing("no overlay recorded")))?;
+    let r = if mounts::is_mounted(&ov.merged) {
+        Ok(format!("{} mounted, run {}", ov.merged.display(), ov.run))
+    } else {
+        Err(format!("{} is not mounted", ov.merged.display()))
+    };
+    run.gate(GateId::OverlayMounted, r)?;
+
+    run.clear("snapshot", &SNAPSHOT_GATES)?;
+    let prev_phase = st.phase;
+    st.phase = Phase::after(Verb::Snapshot, VerbEnd::Began, prev_phase).unwrap_or(prev_phase);
+    run.save(st)?;
+    let sid = format!(
+        "{}-{}",
+        chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ"),
+        &support::random_hex(4)
+    );
+    let tmp = run.paths.root.join(format!("snapshot.tmp-{sid}"));
+    run.journal("step", true, &format!("snapshot into {}", tmp.display()));
+    let res = snapshot_steps(run, st, &*rt, &tmp, &sid, &ov);
+    if res.is_err() {
+        // The previous complete snapshot (if any) is untouched; the tmp folder is never used.
+        let container_gone = matches!(common::container_status(&*rt, &id), Ok(None));
+        let end = VerbEnd::Failed { container_gone };
+        st.phase = Phase::after(Verb::Snapshot, end, prev_phase).unwrap_or(prev_phase);
+        let _ = st.save(&run.paths.state());
+    }
+    res
+}
+
+/// Network state recorded (the canonical bytes the `net-fidelity` gate compares at restore),
+/// then the checkpoint, which stops the container.
+fn checkpoint(
+    run: &mut VerbRun,
+    st: &SlotState,
+    rt: &dyn RuntimeOps,
+    tmp: &Path,
+) -> Result<(crate::ns::ProcessIdentity, String), SlotError> {
+    let h = holder_gate(run, st, "recording the network state")?;
+    let cap = run.time("netstate-capture", || {
+        crate::ns::capture_netstate(&h.netns_path())
+    });
+    let cap = cap.map_err(|e| run.step_err("netstate-capture", e))?;
+    common::lo_gate(run, &cap)?;
+    let cap = cap.to_canonical_json();
+    let path = tmp.join("netstate.json");
+    replace_atomic(&path, cap.as_bytes())
+        .map_err(|e| run.step_err("netstate-write", StepError::io(&path)(e)))?;
+    run.ev_write("netstate-before.json", cap.as_bytes());
+
+    holder_gate(run, st, "checkpoint")?;
+    run.clear("runtime-checkpoint", &CHECKPOINT_GATES)?;
+    let images = tmp.join("checkpoint");
+    let work = run.ev_path("criu-work");
+    mkdirs(run, &[images.clone(), work.clone()])?;
+    let mut c = Container::new(rt, &st.container_id, run.paths.bundle(), "");
+    let r = run.time_with_lock_inherited("checkpoint", || c.checkpoint(None, &images, &work, &[]));
+    run.rt_log("checkpoint", r.as_ref());
+    if let Err(e) = r {
+        let dump = fs::read_to_string(work.join("dump.log")).unwrap_or_default();
+        let known = if dump.contains("Can't get 1:16 opt: Operation not supported") {
+            PASSCRED_DIAGNOSIS
+        } else {
+            ""
+        };
+        return Err(run.step_err("runtime-checkpoint", e).with_note(known));
+    }
+    Ok((h, cap))
+}
+
+fn snapshot_steps(
+    run: &mut VerbRun,
+    st: &mut SlotState,
+    rt: &dyn RuntimeOps,
+    tmp: &Path,
+    sid: &str,
+    ov: &OverlayState,
+) -> Result<String, SlotError> {
+    mkdirs(run, &[tmp.to_path_buf()])?;
+    let (h, cap) = checkpoint(run, st, rt, tmp)?;
+    let id = st.container_id.clone();
+    stop_container_proven(run, rt, &id)?;
+
+    // The container is gone: the upper is exactly as at checkpoint time.
+    let upper = ov.upper(&run.paths.overlay_dir(), ov.run);
+    let r = run.time("upper-save", || {
+        support::copy_tree(&upper, &tmp.join("upper"))
+    });
+    r.map_err(|e| run.step_err("upper-save", e))?;
+    support::sync_fs(tmp).map_err(|e| run.step_err("fsync", e))?;
+
+    let images = tmp.join("checkpoint");
+    let files = inventory(&images).map_err(|e| run.step_err("manifest", e))?;
+    let manifest = json!({
+        "id": sid,
+        "created_at": now_rfc3339(),
+        "container_id": id,
+        "holder": h,
+        "config_sha256": st.config_sha256,
+        "netstate_sha256": sha256_hex(cap.as_bytes()),
+        "upper_run": ov.run,
+        "checkpoint_files": files,
+        "runtime": st.runtime, "criu": st.criu,
+    });
+    let mpath = tmp.join("manifest.json");
+    let mbytes = serde_json::to_vec_pretty(&manifest).unwrap_or_default();
+    replace_atomic(&mpath, &mbytes)
+        .map_err(|e| run.step_err("manifest", StepError::io(&mpath)(e)))?;
+    fsync_dir(tmp).map_err(|e| run.step_err("fsync", StepError::io(tmp)(e)))?;
+    let name = format!("snapshot-{sid}");
+    let dst = run.paths.root.join(&name);
+    fs::rename(tmp, &dst).map_err(|e| run.step_err("snapshot-rename", StepError::io(&dst)(e)))?;
+    let root = run.paths.root.clone();
+    fsync_dir(&root).map_err(|e| run.step_err("fsync", StepError::io(&root)(e)))?;
+    let old = st.snapshot.replace(SnapshotRef {
+        dir: name.clone(),
+        created_at: now_rfc3339(),
+        netstate_sha256: sha256_hex(cap.as_bytes()),
+    });
+    st.phase = Phase::after(Verb::Snapshot, VerbEnd::Succeeded, st.phase).unwrap_or(st.phase);
+    run.save(st)?;
+    if let Some(o) = old {
+        let _ = support::remove_tree_same_fs(&root.join(o.dir));
+    }
+    run.fact(
+        "snapshot",
+        json!({"dir": dst, "checkpoint_files": files.len()}),
+    );
+    run.ev_write("manifest.json", &mbytes);
+    Ok(format!(
+        "snapshot {name} complete ({} checkpoint files); container stopped by the checkpoint",
+        files.len()
+    ))
+}

@@ -1,0 +1,309 @@
+//! Unit tests of the verbs over a temporary slot with the recording fake runtime
+//! ([`crate::oci::container::fake::RecordingRuntime`]), without root: every gate and every
+//! cleared destructive step is traced in order next to the fake's runtime calls, so a gate moved
+//! after the step it protects fails these tests.
+
+use super::checks::tests::{bundle_for, snapshot_for, state_with_self_holder};
+use super::gate::*;
+use super::layout::{self, SlotPaths, StateDirUse};
+use super::run::{SlotEnv, VerbRun};
+use super::state::*;
+use super::{SlotArgs, SlotError, SlotOutcome, Verb, run_with};
+use crate::oci::RuntimeOps;
+use crate::oci::container::fake::{Events, RecordingRuntime};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    sd: PathBuf,
+    paths: SlotPaths,
+}
+
+/// An existing slot 1 whose holder is this test process, with binaries (two small files),
+/// `config.json`, optionally a complete snapshot, no overlay and no image.
+fn existing(snapshot: bool, phase: Phase) -> Fixture {
+    let tmp = tempfile::tempdir().unwrap();
+    let sd = tmp.path().join("state");
+    layout::check_state_dir(&sd, StateDirUse::Create).unwrap();
+    let paths = SlotPaths::new(&sd, 1);
+    let marker = layout::create_slot(&paths).unwrap();
+    let (rt, cr) = (tmp.path().join("runc"), tmp.path().join("criu"));
+    fs::write(&rt, b"fake runtime").unwrap();
+    fs::write(&cr, b"fake criu").unwrap();
+    let mut st = state_with_self_holder(&paths.root, &rt, &cr);
+    st.owner_id = marker.id;
+    st.phase = phase;
+    st.runtime_root = paths.runtime_root();
+    st.container_id = paths.container_id();
+    bundle_for(&mut st, &paths.bundle(), &paths.rootfs());
+    if snapshot {
+        snapshot_for(&mut st, &paths.root);
+    }
+    st.save(&paths.state()).unwrap();
+    Fixture {
+        _tmp: tmp,
+        sd,
+        paths,
+    }
+}
+
+impl Fixture {
+    fn state(&self) -> SlotState {
+        SlotState::load(&self.paths.state()).unwrap()
+    }
+    fn edit(&self, f: impl FnOnce(&mut SlotState)) {
+        let mut st = self.state();
+        f(&mut st);
+        st.save(&self.paths.state()).unwrap();
+    }
+}
+
+type Make = Box<dyn Fn(&Path, &Path, &Path) -> Box<dyn RuntimeOps> + Sync>;
+
+/// A recording fake runtime (every runtime a verb builds shares its events and status).
+fn fake(status: Option<&str>) -> (Events, Make) {
+    let events = Events::default();
+    let fake = RecordingRuntime::new(events.clone(), status);
+    let make: Make = Box::new(move |_: &Path, _: &Path, _: &Path| -> Box<dyn RuntimeOps> {
+        Box::new(fake.clone())
+    });
+    (events, make)
+}
+
+fn fake_env<'e>(events: &Events, make: &'e Make) -> SlotEnv<'e> {
+    SlotEnv {
+        make_runtime: &**make,
+        require_root: false,
+        trace: Some(events.clone()),
+    }
+}
+
+/// Runs `verb` with the fake (container `status`); returns the result and the trace.
+fn drive(
+    verb: Verb,
+    sd: &Path,
+    status: Option<&str>,
+    edit: impl FnOnce(&mut SlotArgs),
+) -> (Result<SlotOutcome, SlotError>, Vec<String>) {
+    let (events, make) = fake(status);
+    let env = fake_env(&events, &make);
+    let mut args = SlotArgs::new(verb, "1", sd);
+    edit(&mut args);
+    let r = run_with(&args, &env);
+    let trace = events.lock().unwrap().clone();
+    (r, trace)
+}
+
+fn pos(trace: &[String], event: &str) -> usize {
+    trace
+        .iter()
+        .position(|e| e == event)
+        .unwrap_or_else(|| panic!("no {event:?} in {trace:#?}"))
+}
+
+/// The runtime calls that change a container.
+fn destructive(e: &str) -> bool {
+    ["create", "start", "checkpoint", "restore", "kill", "delete"]
+        .iter()
+        .any(|v| e.starts_with(&format!("runtime {v} ")))
+}
+
+/// Every gate of `required` was evaluated before the event at `at`.
+fn gates_before(trace: &[String], required: &[GateId], at: usize) {
+    for g in required {
+        let i = pos(trace, &format!("gate {}", g.name()));
+        assert!(
+            i < at,
+            "gate {} after {:?}: {trace:#?}",
+            g.name(),
+            trace[at]
+        );
+    }
+}
+
+#[test]
+fn reset_kills_only_after_every_reset_gate() {
+    let f = existing(true, Phase::Running);
+    let (r, trace) = drive(Verb::Reset, &f.sd, Some("running"), |_| {});
+    let kill = trace.iter().position(|e| destructive(e)).expect("a kill");
+    assert!(trace[kill].starts_with("runtime kill"), "{trace:#?}");
+    gates_before(&trace, &RESET_GATES, kill);
+    assert!(pos(&trace, "step container-stop") < kill);
+    assert!(pos(&trace, "gate container-stopped") > kill);
+    // No overlay recorded in the fixture: the verb stops at its next step, having begun.
+    let e = r.unwrap_err();
+    assert_eq!(
+        (e.exit_code(), e.gate.as_deref()),
+        (4, Some("overlay")),
+        "{e}"
+    );
+    assert_eq!(f.state().phase, Phase::Restoring);
+}
+
+#[test]
+fn a_failed_gate_stops_reset_before_any_runtime_change() {
+    let f = existing(true, Phase::Running);
+    let cfg = f.paths.config();
+    let mut text = fs::read_to_string(&cfg).unwrap();
+    text.push('\n');
+    fs::write(&cfg, text).unwrap();
+    let (r, trace) = drive(Verb::Reset, &f.sd, Some("running"), |_| {});
+    let e = r.unwrap_err();
+    assert_eq!(
+        (e.exit_code(), e.gate.as_deref()),
+        (1, Some("config-hash")),
+        "{e}"
+    );
+    assert!(!trace.iter().any(|e| destructive(e)), "{trace:#?}");
+    assert!(!trace.iter().any(|e| e.starts_with("step ")), "{trace:#?}");
+    assert_eq!(f.state().phase, Phase::Running);
+    // Without a snapshot, reset fails on snapshot-complete, again before any change.
+    let f = existing(false, Phase::Running);
+    let (r, trace) = drive(Verb::Reset, &f.sd, Some("running"), |_| {});
+    assert_eq!(r.unwrap_err().gate.as_deref(), Some("snapshot-complete"));
+    assert!(!trace.iter().any(|e| destructive(e)), "{trace:#?}");
+}
+
+#[test]
+fn restore_clears_its_step_after_every_restore_gate_and_refuses_a_live_container() {
+    let f = existing(true, Phase::Checkpointed);
+    let (r, trace) = drive(Verb::Restore, &f.sd, None, |_| {});
+    let step = pos(&trace, "step restore");
+    gates_before(&trace, &RESTORE_GATES, step);
+    assert!(!trace.iter().any(|e| destructive(e)), "{trace:#?}");
+    assert_eq!(r.unwrap_err().gate.as_deref(), Some("overlay"));
+
+    let f = existing(true, Phase::Running);
+    let (r, trace) = drive(Verb::Restore, &f.sd, Some("running"), |_| {});
+    let e = r.unwrap_err();
+    assert_eq!(
+        (e.exit_code(), e.gate.as_deref()),
+        (1, Some("container-absent")),
+        "{e}"
+    );
+    assert!(e.message.contains("use reset"), "{e}");
+    assert!(
+        !trace
+            .iter()
+            .any(|e| destructive(e) || e.starts_with("step "))
+    );
+    assert_eq!(f.state().phase, Phase::Running);
+}
+
+#[test]
+fn snapshot_never_checkpoints_an_unmounted_overlay() {
+    let f = existing(false, Phase::Ready);
+    let merged = f.paths.rootfs();
+    f.edit(|st| {
+        st.overlay = Some(OverlayState {
+            merged,
+            run: 1,
+            mounted: true,
+        })
+    });
+    let (r, trace) = drive(Verb::Snapshot, &f.sd, Some("running"), |_| {});
+    let e = r.unwrap_err();
+    assert_eq!(e.gate.as_deref(), Some("overlay-mounted"), "{e}");
+    assert!(pos(&trace, "gate container-running") < pos(&trace, "gate overlay-mounted"));
+    assert!(!trace.iter().any(|e| destructive(e)), "{trace:#?}");
+    assert_eq!(f.state().phase, Phase::Ready);
+    // A stopped container: container-running fails first.
+    let (r, _) = drive(Verb::Snapshot, &f.sd, Some("stopped"), |_| {});
+    assert_eq!(r.unwrap_err().gate.as_deref(), Some("container-running"));
+}
+
+#[test]
+fn cleanup_stops_the_container_before_unmounting_and_ends_clean() {
+    let f = existing(true, Phase::Running);
+    f.edit(|st| st.holder = None);
+    fs::create_dir(f.paths.root.join("snapshot.tmp-x")).unwrap();
+    let (r, trace) = drive(Verb::Cleanup, &f.sd, Some("running"), |_| {});
+    let o = r.unwrap_or_else(|e| panic!("{e}"));
+    let kill = trace.iter().position(|e| destructive(e)).expect("a kill");
+    gates_before(&trace, &CLEANUP_GATES, kill);
+    assert!(pos(&trace, "step cleanup") < kill);
+    let unmount = pos(&trace, "step unmount");
+    gates_before(&trace, &UNMOUNT_GATES, unmount);
+    assert_eq!(o.phase, Some(Phase::Clean));
+    assert!(o.summary.contains("snapshot.tmp-x"), "{}", o.summary);
+    assert!(!f.paths.root.join("snapshot.tmp-x").exists());
+    // The recorded facts do not block: a tampered config.json is recorded, not fatal.
+    let g = o.gates.iter().find(|g| g.name == "config-hash").unwrap();
+    assert!(!g.blocking);
+    // A clean slot refuses every verb but cleanup and status.
+    let (r, trace) = drive(Verb::Snapshot, &f.sd, Some("running"), |_| {});
+    assert_eq!(r.unwrap_err().gate.as_deref(), Some("slot-not-clean"));
+    assert!(!trace.iter().any(|e| destructive(e)));
+}
+
+#[test]
+fn provision_creates_nothing_before_its_gates() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sd = tmp.path().join("state");
+    layout::check_state_dir(&sd, StateDirUse::Create).unwrap();
+    // A folder that is not ours where the slot would go: slot-fresh fails after every gate.
+    fs::create_dir(sd.join("slot-1")).unwrap();
+    // Two tiny stand-ins that answer `--version` as runc and CRIU do.
+    let script = |name: &str, line: &str| {
+        use std::os::unix::fs::PermissionsExt;
+        let p = tmp.path().join(name);
+        fs::write(&p, format!("#!/bin/sh\necho '{line}'\n")).unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    };
+    let (rt, cr) = (
+        script("runc", "runc version 1.1.5"),
+        script("criu", "Version: 4.2.1"),
+    );
+    let (r, trace) = drive(Verb::Provision, &sd, None, |a| {
+        a.no_probe_gate = true;
+        a.reason = Some("unit test".into());
+        a.runtime = Some(rt);
+        a.criu = Some(cr);
+    });
+    let e = r.unwrap_err();
+    assert_eq!(e.gate.as_deref(), Some("slot-fresh"), "{e}");
+    let step = pos(&trace, "step slot-create");
+    gates_before(&trace, &PROVISION_GATES, step);
+    assert!(
+        !trace.iter().any(|e| e.starts_with("runtime ")),
+        "{trace:#?}"
+    );
+    assert_eq!(fs::read_dir(sd.join("slot-1")).unwrap().count(), 0);
+}
+
+#[test]
+fn a_step_cleared_before_its_gate_fails_closed() {
+    let f = existing(false, Phase::Running);
+    let (events, make) = fake(None);
+    let env = fake_env(&events, &make);
+    let args = SlotArgs::new(Verb::Reset, "1", &f.sd);
+    let mut run = VerbRun::new(&args, "1".into(), f.paths.clone(), &env);
+    run.gate(GateId::ConfigHash, Ok("proven".into())).unwrap();
+    let e = run
+        .clear(
+            "container-stop",
+            &[GateId::ConfigHash, GateId::SnapshotComplete],
+        )
+        .unwrap_err();
+    assert_eq!(e.exit_code(), 4);
+    assert!(e.to_string().contains("snapshot-complete"), "{e}");
+    run.gate(GateId::SnapshotComplete, Ok("proven".into()))
+        .unwrap();
+    run.clear(
+        "container-stop",
+        &[GateId::ConfigHash, GateId::SnapshotComplete],
+    )
+    .unwrap();
+}
+
+#[test]
+fn every_required_gate_is_evaluated_by_its_verb() {
+    // The lists name only gates some verb evaluates with the same fact.
+    for v in Verb::ALL {
+        for g in GateId::required_before(v) {
+            assert!(GateId::ALL.contains(g));
+        }
+    }
+}
