@@ -1,7 +1,7 @@
 //! netprobe: when network state is wrong after a container restore, which layer broke it —
 //! the kernel, CRIU, the OCI runtime, or the harness?
 //!
-//! Layout (see `DESIGN.md` in the shared design record): each module has one job and
+//! Layout (see `docs/ARCHITECTURE.md`): each module has one job and
 //! dependencies point downward: [`probe`] and [`slot`] use everything below them; nothing below
 //! imports `probe` or `slot`.
 

@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 /// Environment variable through which CRIU reads an extra configuration file. It is removed from
-/// every child environment netprobe creates for CRIU (DESIGN.md section 2).
+/// every child environment netprobe creates for CRIU (ARCHITECTURE.md section 2).
 pub const CRIU_CONFIG_ENV: &str = "CRIU_CONFIG_FILE";
 
 /// Default bound on one `criu dump` or `criu restore`, seconds.

@@ -9,7 +9,7 @@
 //! the folder). A crash therefore leaves either no result, or a result whose every listed file is
 //! durable; a folder without a result is an interrupted run and is treated as such by `verify`.
 //!
-//! Layout (DESIGN.md section 4): `DIR/netprobe-result.json` (written last, by
+//! Layout (ARCHITECTURE.md section 4): `DIR/netprobe-result.json` (written last, by
 //! [`EvidenceDir::write_result`]), `DIR/host.json`, `DIR/<rung>/…`.
 
 use crate::evidence::result::{Artifact, RESULT_FILE, RunResult, RungName};

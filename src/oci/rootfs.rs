@@ -1,7 +1,7 @@
 //! The built-in busybox rootfs and the check every rootfs must pass.
 //!
 //! The built-in rootfs is what the `oci` and `external-netns` rungs run `sleep` in, and what the
-//! slot driver (DESIGN.md section 5) runs `/init.sh` (busybox httpd on 0.0.0.0:5000) in.
+//! slot driver (ARCHITECTURE.md section 5) runs `/init.sh` (busybox httpd on 0.0.0.0:5000) in.
 
 use std::fs;
 use std::io::Read;

@@ -1,4 +1,4 @@
-//! The layered verdict: DESIGN.md section 1, as a pure function of the rung results.
+//! The layered verdict: ARCHITECTURE.md section 1, as a pure function of the rung results.
 //!
 //! | kernel | criu | oci | external-netns | verdict |
 //! |---|---|---|---|---|
