@@ -9,6 +9,7 @@ pub mod assert;
 pub mod criu;
 pub mod evidence;
 pub mod host;
+pub mod images;
 pub mod netlink;
 pub mod ns;
 pub mod oci;

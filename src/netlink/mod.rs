@@ -11,6 +11,7 @@
 pub mod criu_dump;
 mod error;
 pub mod mutate;
+pub mod rules;
 pub mod state;
 mod wire;
 
@@ -23,4 +24,5 @@ pub use mutate::{
     add_address, create_veth_pair, create_veth_pairs, delete_link, delete_links, link_index,
     set_link_up,
 };
+pub use rules::RuleState;
 pub use state::{AddrState, LinkState, NetState, RouteState, capture, dump_addrs};

@@ -330,7 +330,7 @@ fn dump_links_with(sock: &mut RtSocket) -> Result<Vec<LinkState>, NetlinkError> 
     Ok(links)
 }
 
-fn family_name(f: u8) -> Option<&'static str> {
+pub(crate) fn family_name(f: u8) -> Option<&'static str> {
     match f {
         AF_INET => Some("inet"),
         AF_INET6 => Some("inet6"),
@@ -351,29 +351,7 @@ fn dump_addrs_with(sock: &mut RtSocket) -> Result<Vec<AddrState>, NetlinkError> 
             }
             let msg = AddressMessage::parse(m.payload)
                 .map_err(|e| NetlinkError::decode(OP, m.offset, format!("ifaddrmsg: {e}")))?;
-            let Some(family) = family_name(u8::from(msg.header.family)) else {
-                return Ok(());
-            };
-            let (mut local, mut address, mut label) = (None, None, None);
-            for a in msg.attributes {
-                match a {
-                    AddressAttribute::Local(ip) => local = Some(ip),
-                    AddressAttribute::Address(ip) => address = Some(ip),
-                    AddressAttribute::Label(l) => label = Some(l),
-                    _ => {}
-                }
-            }
-            let Some(ip) = local.or(address) else {
-                return Ok(());
-            };
-            addrs.push(AddrState {
-                ifindex: msg.header.index,
-                family: family.to_string(),
-                address: ip.to_string(),
-                prefix_len: msg.header.prefix_len,
-                scope: scope_name(u8::from(msg.header.scope)),
-                label,
-            });
+            addrs.extend(addr_state_from(msg));
             Ok(())
         },
     )?;
@@ -401,43 +379,73 @@ fn dump_routes_with(sock: &mut RtSocket) -> Result<Vec<RouteState>, NetlinkError
             }
             let msg = RouteMessage::parse(m.payload)
                 .map_err(|e| NetlinkError::decode(OP, m.offset, format!("rtmsg: {e}")))?;
-            let h = &msg.header;
-            let Some(family) = family_name(u8::from(h.address_family)) else {
-                return Ok(());
-            };
-            let mut r = RouteState {
-                family: family.to_string(),
-                table: u32::from(h.table),
-                dst: "default".to_string(),
-                gateway: None,
-                oif: None,
-                protocol: protocol_name(u8::from(h.protocol)),
-                scope: scope_name(u8::from(h.scope)),
-                route_type: type_name(u8::from(h.kind)),
-                prefsrc: None,
-                priority: None,
-            };
-            let plen = h.destination_prefix_length;
-            for a in &msg.attributes {
-                match a {
-                    RouteAttribute::Table(t) => r.table = *t,
-                    RouteAttribute::Destination(d) => r.dst = format!("{}/{plen}", route_addr(d)),
-                    RouteAttribute::Gateway(g) => r.gateway = Some(route_addr(g)),
-                    RouteAttribute::Oif(o) => r.oif = Some(*o),
-                    RouteAttribute::PrefSource(p) => r.prefsrc = Some(route_addr(p)),
-                    RouteAttribute::Priority(p) => r.priority = Some(*p),
-                    _ => {}
-                }
-            }
-            routes.push(r);
+            routes.extend(route_state_from(&msg));
             Ok(())
         },
     )?;
     Ok(routes)
 }
 
+/// The [`AddrState`] of one parsed `RTM_NEWADDR` payload; `None` for a family other than
+/// `inet`/`inet6` or a message without `IFA_LOCAL`/`IFA_ADDRESS`. Shared by the live capture
+/// and the decoder of CRIU's `ifaddr-<id>.img` (`ip addr save` output).
+pub fn addr_state_from(msg: AddressMessage) -> Option<AddrState> {
+    let family = family_name(u8::from(msg.header.family))?;
+    let (mut local, mut address, mut label) = (None, None, None);
+    for a in msg.attributes {
+        match a {
+            AddressAttribute::Local(ip) => local = Some(ip),
+            AddressAttribute::Address(ip) => address = Some(ip),
+            AddressAttribute::Label(l) => label = Some(l),
+            _ => {}
+        }
+    }
+    let ip = local.or(address)?;
+    Some(AddrState {
+        ifindex: msg.header.index,
+        family: family.to_string(),
+        address: ip.to_string(),
+        prefix_len: msg.header.prefix_len,
+        scope: scope_name(u8::from(msg.header.scope)),
+        label,
+    })
+}
+
+/// The [`RouteState`] of one parsed `RTM_NEWROUTE` payload; `None` for a family other than
+/// `inet`/`inet6`. Shared by the live capture and the decoder of CRIU's `route-<id>.img` /
+/// `route6-<id>.img` (`ip route save` output).
+pub fn route_state_from(msg: &RouteMessage) -> Option<RouteState> {
+    let h = &msg.header;
+    let family = family_name(u8::from(h.address_family))?;
+    let mut r = RouteState {
+        family: family.to_string(),
+        table: u32::from(h.table),
+        dst: "default".to_string(),
+        gateway: None,
+        oif: None,
+        protocol: protocol_name(u8::from(h.protocol)),
+        scope: scope_name(u8::from(h.scope)),
+        route_type: type_name(u8::from(h.kind)),
+        prefsrc: None,
+        priority: None,
+    };
+    let plen = h.destination_prefix_length;
+    for a in &msg.attributes {
+        match a {
+            RouteAttribute::Table(t) => r.table = *t,
+            RouteAttribute::Destination(d) => r.dst = format!("{}/{plen}", route_addr(d)),
+            RouteAttribute::Gateway(g) => r.gateway = Some(route_addr(g)),
+            RouteAttribute::Oif(o) => r.oif = Some(*o),
+            RouteAttribute::PrefSource(p) => r.prefsrc = Some(route_addr(p)),
+            RouteAttribute::Priority(p) => r.priority = Some(*p),
+            _ => {}
+        }
+    }
+    Some(r)
+}
+
 /// iproute2's `rtnl_rtscope_n2a()` names.
-fn scope_name(s: u8) -> String {
+pub(crate) fn scope_name(s: u8) -> String {
     match s {
         0 => "global".into(),
         200 => "site".into(),
@@ -449,7 +457,7 @@ fn scope_name(s: u8) -> String {
 }
 
 /// iproute2's `rtnl_rtprot_n2a()` names (from `/etc/iproute2/rt_protos`).
-fn protocol_name(p: u8) -> String {
+pub(crate) fn protocol_name(p: u8) -> String {
     match p {
         0 => "unspec".into(),
         1 => "redirect".into(),
@@ -463,7 +471,7 @@ fn protocol_name(p: u8) -> String {
 }
 
 /// iproute2's `rtnl_rtntype_n2a()` names.
-fn type_name(t: u8) -> String {
+pub(crate) fn type_name(t: u8) -> String {
     match t {
         0 => "none".into(),
         1 => "unicast".into(),
