@@ -81,6 +81,9 @@ enum Cmd {
   sudo netprobe slot cleanup   --slot 0 --state-dir /var/lib/netprobe/slots
 ")]
     Slot(SlotCli),
+    /// What CRIU's images hold about the network, decoded (tree, or --json).
+    #[command(after_help = netprobe::images::cli::IMAGES_EXAMPLES)]
+    Images(netprobe::images::cli::ImagesArgs),
     /// Print shell completions.
     #[command(
         after_help = "Example:\n  netprobe completions bash > /etc/bash_completion.d/netprobe\n"
@@ -288,6 +291,7 @@ fn main() -> ExitCode {
             }
         }
         Cmd::Slot(s) => cmd_slot(s),
+        Cmd::Images(a) => netprobe::images::cli::run(&a),
         Cmd::Completions { shell } => {
             clap_complete::generate(
                 shell,

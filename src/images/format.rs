@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 /// `IMG_COMMON_MAGIC` ("Sarov"): first `u32` of every protobuf image except the inventory.
-pub const IMG_COMMON_MAGIC: u32 = 0x5476_4319;
+pub const IMG_COMMON_MAGIC: u32 = 0x5456_4319;
 /// `INVENTORY_MAGIC` ("Veliky Novgorod"): the only magic of `inventory.img`.
 pub const INVENTORY_MAGIC: u32 = 0x5831_3116;
 /// `NETDEV_MAGIC` ("Yaroslavl"): second `u32` of `netdev-<id>.img`.

@@ -4,6 +4,7 @@
 pub mod criu_rung;
 pub mod external_netns;
 pub mod kernel;
+pub mod netns_content;
 pub mod oci_rung;
 pub mod rung;
 pub mod runner;
