@@ -3,7 +3,6 @@
 //! - [`format`]: image framing (magics, size-prefixed protobuf entries), strict errors.
 //! - [`pb`]: prost types generated from CRIU's MIT-licensed `images/*.proto` (`proto/criu/`).
 //! - [`ipdump`]: the raw `ip addr/route/rule save` images, decoded with netlink-packet-route.
-//! - [`sysctl_names`]: which sysctls CRIU saves, by name.
 //! - [`netimg`]: one images folder → [`NetImages`]; [`tree`]: its text rendering.
 //! - [`cli`]: `netprobe images DIR [--json]` (clap arguments + handler).
 //!
@@ -14,7 +13,6 @@ pub mod format;
 pub mod ipdump;
 pub mod netimg;
 pub mod pb;
-pub mod sysctl_names;
 pub mod tree;
 
 pub use format::ImageError;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use super::format::{self, INVENTORY_MAGIC, ImageError, NETDEV_MAGIC, NETNS_MAGIC};
 use super::ipdump;
 use super::pb::{NdType, NetDeviceEntry, NetnsEntry, SysctlEntry};
-use super::sysctl_names::{DEVCONFS4, DEVCONFS6, IPV4_SYSCTL, UNIX_CONF, conf_key};
+use crate::netlink::sysctl::{DEVCONFS4, DEVCONFS6, IPV4_SYSCTL, UNIX_CONF, conf_key};
 use crate::netlink::{AddrState, RouteState, RuleState};
 
 /// The `netns-<id>.img` entry: external key or the saved namespace-wide sysctls.

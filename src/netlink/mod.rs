@@ -11,8 +11,10 @@
 pub mod criu_dump;
 mod error;
 pub mod mutate;
+pub mod netfilter;
 pub mod rules;
 pub mod state;
+pub mod sysctl;
 mod wire;
 
 pub use criu_dump::{
@@ -25,4 +27,6 @@ pub use mutate::{
     set_link_up,
 };
 pub use rules::RuleState;
-pub use state::{AddrState, LinkState, NetState, RouteState, capture, dump_addrs};
+pub use state::{
+    AddrState, CaptureExtras, LinkState, NetState, RouteState, capture, capture_full, dump_addrs,
+};

@@ -9,17 +9,12 @@
 
 use crate::criu::{self, Criu, DumpOpts, RestoreOpts};
 use crate::evidence::result::RungName;
-use crate::netlink::NetState;
-use crate::ns::{self, ProcessGuard, ProcessIdentity};
+use crate::ns::{ProcessGuard, ProcessIdentity};
+use crate::probe::capture::capture_and_write;
+use crate::probe::netns_content;
 use crate::probe::rung::{RungCtx, RungError, RungOutput, at};
 use crate::probe::util;
 use std::path::Path;
-
-fn capture(netns: &Path) -> Result<NetState, String> {
-    ns::run_in_netns(netns, crate::netlink::capture)
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())
-}
 
 /// Runs the rung. Errors (phase): `holder`, `state capture`, `criu dump`, `criu restore`
 /// (naming the log to read), `evidence`.
@@ -39,15 +34,17 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     let id = *holder.identity();
     out.fact("dumped_pid", id.pid);
     out.fact("netns_inode_before", id.netns_inode);
-    let before = match capture(&holder.netns_path()) {
-        Ok(s) => s,
+    if let Err(e) = netns_content::apply(&holder.netns_path(), ctx.netns) {
+        return Err(RungError::new("netns content", e).with(out));
+    }
+    out.fact("netns_content", ctx.netns.as_str());
+    let before = match capture_and_write(ev, name, &holder.netns_path(), "before") {
+        Ok((s, retries)) => {
+            out.fact("settle_retries_before", retries);
+            s
+        }
         Err(e) => return Err(RungError::new("state capture", e).with(out)),
     };
-    ev.write(
-        &rel("netstate-before.json"),
-        before.to_canonical_json().as_bytes(),
-    )
-    .map_err(at("evidence"))?;
     if let Ok(t) = util::ip_view(id.pid) {
         let _ = ev.write(&rel("ip-before.txt"), t.as_bytes());
     }
@@ -102,17 +99,13 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     };
     out.fact("restored_pid", pid);
     out.fact("netns_inode_after", restored.identity().netns_inode);
-    let after = capture(Path::new(&format!("/proc/{pid}/ns/net")));
+    let after = capture_and_write(ev, name, Path::new(&format!("/proc/{pid}/ns/net")), "after");
     if let Ok(t) = util::ip_view(pid) {
         let _ = ev.write(&rel("ip-after.txt"), t.as_bytes());
     }
     drop(restored);
-    let after = after.map_err(|e| RungError::new("state capture", e))?;
-    ev.write(
-        &rel("netstate-after.json"),
-        after.to_canonical_json().as_bytes(),
-    )
-    .map_err(at("evidence"))?;
+    let (after, retries) = after.map_err(|e| RungError::new("state capture", e))?;
+    out.fact("settle_retries_after", retries);
 
     let inv = criu::inventory(&images).map_err(at("image inventory"))?;
     out.fact("image_files", inv.len());

@@ -1,6 +1,7 @@
 //! The probe ladder: one file per rung, the runner (order, evidence, strace wrapping), the
 //! verdict, and `verify`.
 
+pub mod capture;
 pub mod criu_rung;
 pub mod external_netns;
 pub mod kernel;

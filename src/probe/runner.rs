@@ -35,6 +35,8 @@ pub struct RunOptions {
     pub exe: PathBuf,
     /// The argv, recorded in the result.
     pub command: Vec<String>,
+    /// What the probe's netns holds before the checkpoint (`--netns`).
+    pub netns: crate::probe::netns_content::NetnsContent,
 }
 
 /// Why a run did not produce a result, with its exit code (README's table).
@@ -190,6 +192,7 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
         strace: opts.strace,
         exe: opts.exe.clone(),
         early_holders: Some(&early_holders),
+        netns: opts.netns,
     };
 
     // A signal does not unwind: release what the rungs started, and leave a note beside the

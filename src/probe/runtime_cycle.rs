@@ -12,7 +12,7 @@
 use crate::criu;
 use crate::evidence::result::RungName;
 use crate::netlink::NetState;
-use crate::ns;
+
 use crate::oci::{self, BundleSpec, ContainerGuard, NetnsSpec, Runtime};
 use crate::probe::rung::{RungCtx, RungError, RungOutput, at};
 use crate::probe::util;
@@ -64,13 +64,16 @@ pub struct CycleStates {
     pub netns_images: usize,
 }
 
-fn capture(pid: i32) -> Result<NetState, String> {
-    ns::run_in_netns(
-        Path::new(&format!("/proc/{pid}/ns/net")),
-        crate::netlink::capture,
-    )
-    .map_err(|e| e.to_string())?
-    .map_err(|e| e.to_string())
+// issue 14: the full capture (flags, rules, sysctls, netfilter) with its side evidence.
+fn capture(
+    ev: &crate::evidence::EvidenceDir,
+    rung: RungName,
+    pid: i32,
+    when: &str,
+) -> Result<NetState, String> {
+    let netns = format!("/proc/{pid}/ns/net");
+    crate::probe::capture::capture_and_write(ev, rung.as_str(), Path::new(&netns), when)
+        .map(|(s, _)| s)
 }
 
 /// Runs the cycle for `rung` with the container's network namespace `netns`. `reverify` is
@@ -149,12 +152,11 @@ pub fn run_cycle(
 
     crate::ns::cleanup::checkpoint();
     reverify().map_err(|e| RungError::new("holder", e))?;
-    let before = capture(pid).map_err(|e| RungError::new("state capture", e))?;
-    ev.write(
-        &rel("netstate-before.json"),
-        before.to_canonical_json().as_bytes(),
-    )
-    .map_err(at("evidence"))?;
+    // issue 14: `--netns rich` content goes into the container's netns before the capture.
+    crate::probe::netns_content::apply(Path::new(&format!("/proc/{pid}/ns/net")), ctx.netns)
+        .map_err(|e| RungError::new("netns content", e))?;
+    let before =
+        capture(ev, rung, pid, "before").map_err(|e| RungError::new("state capture", e))?;
     if let Ok(t) = util::ip_view(pid) {
         let _ = ev.write(&rel("ip-before.txt"), t.as_bytes());
     }
@@ -225,7 +227,7 @@ pub fn run_cycle(
     out.fact("container_pid_after", pid);
     crate::ns::cleanup::checkpoint();
     reverify().map_err(|e| RungError::new("holder", e))?;
-    let after = capture(pid).map_err(|e| RungError::new("state capture", e));
+    let after = capture(ev, rung, pid, "after").map_err(|e| RungError::new("state capture", e));
     if let Ok(t) = util::ip_view(pid) {
         let _ = ev.write(&rel("ip-after.txt"), t.as_bytes());
     }
@@ -237,11 +239,6 @@ pub fn run_cycle(
             .map_err(at("container still exists after delete"))?;
     }
     let after = after?;
-    ev.write(
-        &rel("netstate-after.json"),
-        after.to_canonical_json().as_bytes(),
-    )
-    .map_err(at("evidence"))?;
 
     let inv = criu::inventory(&images).map_err(at("image inventory"))?;
     ev.write_json(&rel("images.json"), &inv)

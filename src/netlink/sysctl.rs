@@ -1,4 +1,5 @@
-//! The sysctls CRIU saves in a network namespace's images, by name, in image order.
+//! Sysctls of a network namespace: which ones CRIU saves (by name, in image order), and the
+//! capture of `/proc/sys/net` of the calling thread's netns.
 //!
 //! A `sysctl_entry` list in `netdev-`/`netns-<id>.img` has no names: entry *i* is the *i*-th
 //! name of the matching table in CRIU's `criu/net.c` (CRIU v4.2): `devconfs4` for `conf4`,
@@ -6,6 +7,9 @@
 //! `conf6` lists (`net/ipv6/conf/...`), `unix_conf_entries` for `unix_conf` (`net/unix/`) and
 //! `ipv4_sysctl_entries` for `ipv4_sysctl` (`net/ipv4/`). Everything else under
 //! `/proc/sys/net` is not saved by CRIU.
+
+use std::collections::BTreeMap;
+use std::path::Path;
 
 /// `devconfs4` of `criu/net.c`: per-device IPv4 `conf` sysctls CRIU saves.
 pub const DEVCONFS4: &[&str] = &[
@@ -111,6 +115,51 @@ pub fn criu_saves(key: &str) -> bool {
         ["net", "ipv4", name] => IPV4_SYSCTL.contains(name),
         _ => false,
     }
+}
+
+/// The sysctls under `/proc/sys/net` of the calling thread's netns (`/proc/sys/net` is
+/// resolved per opening task, so a thread that `setns`ed sees its netns), as dotted name →
+/// value (trailing newline removed), split into `(saved by CRIU, not saved by CRIU)` by
+/// [`criu_saves`]. Unreadable files (write-only ones like `route.flush`, `stable_secret`
+/// when unset) are left out.
+///
+/// Errors: the I/O error when `/proc/sys/net` itself cannot be listed.
+pub fn capture_sysctls() -> std::io::Result<(BTreeMap<String, String>, BTreeMap<String, String>)> {
+    let mut covered = BTreeMap::new();
+    let mut other = BTreeMap::new();
+    let root = Path::new("/proc/sys");
+    let mut stack = vec![root.join("net")];
+    let mut first = true;
+    while let Some(dir) = stack.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if first => return Err(e),
+            Err(_) => continue,
+        };
+        first = false;
+        for e in entries.flatten() {
+            let path = e.path();
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let Ok(v) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            let Ok(rel) = path.strip_prefix(root) else {
+                continue;
+            };
+            let key = rel.to_string_lossy().replace('/', ".");
+            let v = v.trim_end_matches('\n').to_string();
+            if criu_saves(&key) {
+                covered.insert(key, v);
+            } else {
+                other.insert(key, v);
+            }
+        }
+    }
+    Ok((covered, other))
 }
 
 #[cfg(test)]
