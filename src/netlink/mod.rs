@@ -10,6 +10,7 @@
 
 pub mod criu_dump;
 mod error;
+pub mod fidelity;
 pub mod mutate;
 pub mod netfilter;
 pub mod rules;
