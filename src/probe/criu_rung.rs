@@ -111,6 +111,7 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     out.fact("image_files", inv.len());
     ev.write_json(&rel("images.json"), &inv)
         .map_err(at("evidence"))?;
+    crate::probe::attribution::record(&dir, &mut out);
     let equal = before.to_canonical_json() == after.to_canonical_json();
     out.fact("state_byte_equal", equal);
     out.summary = format!(

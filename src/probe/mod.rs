@@ -1,6 +1,8 @@
 //! The probe ladder: one file per rung, the runner (order, evidence, strace wrapping), the
 //! verdict, and `verify`.
 
+pub mod attribution;
+pub mod attribution_view;
 pub mod capture;
 pub mod criu_rung;
 pub mod external_netns;

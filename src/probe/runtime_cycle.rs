@@ -250,6 +250,7 @@ pub fn run_cycle(
         .collect();
     out.fact("netns_images", &netns_images);
     out.fact("image_files", inv.len());
+    crate::probe::attribution::record(&dir, out); // issue 14: three-way attribution
     out.fact(
         "state_byte_equal",
         before.to_canonical_json() == after.to_canonical_json(),
