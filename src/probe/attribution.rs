@@ -362,8 +362,10 @@ mod tests {
 
     #[test]
     fn dump_restore_runtime_and_not_covered() {
-        let mut before = NetState::default();
-        before.routes = vec![route("10.1.0.0/24", 254), route("10.2.0.0/24", 100)];
+        let mut before = NetState {
+            routes: vec![route("10.1.0.0/24", 254), route("10.2.0.0/24", 100)],
+            ..NetState::default()
+        };
         before
             .sysctls
             .insert("net.ipv4.conf.all.forwarding".into(), "1".into());
