@@ -10,6 +10,7 @@ pub mod criu;
 pub mod evidence;
 pub mod exit;
 pub mod host;
+pub mod images;
 pub mod netlink;
 pub mod ns;
 pub mod oci;

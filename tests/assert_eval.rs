@@ -329,3 +329,39 @@ fn reevaluate_reruns_rungs_that_ran() {
     assert!(passes(&re[0].1));
     assert!(!passes(&re[1].1));
 }
+
+/// `check = "no-criu-lock"` (issue 14): the criu rung's assertion fails on a NetState whose
+/// netfilter holds CRIU's lock chain, naming it, and passes without it.
+#[test]
+fn no_criu_lock_names_the_chain() {
+    let spec = ProbeSpec::builtin(RungName::Criu).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = netprobe::netlink::NetState::default();
+    s.netfilter.nftables = vec![
+        "table ip filter {".into(),
+        "chain CRIU {".into(),
+        "counter drop".into(),
+        "}".into(),
+        "}".into(),
+    ];
+    fs::write(
+        dir.path().join("netstate-after.json"),
+        s.to_canonical_json(),
+    )
+    .unwrap();
+    let rs = evaluate(&spec, dir.path());
+    let a = by_id(&rs, "no-criu-lock-after-restore");
+    assert!(!a.passed);
+    assert_eq!(
+        a.observed,
+        "CRIU's network lock found: nftables: chain CRIU in table ip filter"
+    );
+    s.netfilter.nftables.clear();
+    fs::write(
+        dir.path().join("netstate-after.json"),
+        s.to_canonical_json(),
+    )
+    .unwrap();
+    let rs = evaluate(&spec, dir.path());
+    assert!(by_id(&rs, "no-criu-lock-after-restore").passed);
+}

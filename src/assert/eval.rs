@@ -282,6 +282,27 @@ fn eval_netstate(
             };
             (file.to_string(), expected, observed, passed)
         }
+        NetStateCheck::NoCriuLock => {
+            let expected = "no CRIU chain or CRIU-… table in its netfilter".to_string();
+            let (observed, passed) = match fs::read_to_string(rung_dir.join(file)) {
+                Err(e) => (unreadable(file, &e), false),
+                Ok(t) => match crate::netlink::NetState::from_json(&t) {
+                    Err(e) => (format!("unreadable: {file}: {e}"), false),
+                    Ok(s) => {
+                        let lock = crate::netlink::netfilter::criu_lock(&s.netfilter);
+                        if lock.is_empty() {
+                            ("none".to_string(), true)
+                        } else {
+                            (
+                                format!("CRIU's network lock found: {}", lock.join("; ")),
+                                false,
+                            )
+                        }
+                    }
+                },
+            };
+            (file.to_string(), expected, observed, passed)
+        }
         NetStateCheck::Equals { other } => {
             let subject = file.to_string();
             let expected = format!("{file} byte-identical to {other}");

@@ -28,6 +28,7 @@
 //! check = "lo-up-127"              # lo UP with 127.0.0.1/8 ...
 //! expect = true                    # ... is (true) / is not (false) the case
 //! # or: check = "equals", other = "netstate-before.json"  (byte-for-byte)
+//! # or: check = "no-criu-lock"    (no CRIU chain / CRIU-… table in its netfilter)
 //! ```
 
 use crate::assert::scan::LogQuery;
@@ -146,6 +147,9 @@ pub enum NetStateCheck {
         /// The expected truth value.
         expect: bool,
     },
+    /// No part of CRIU's network lock (a `CRIU` chain in iptables/ip6tables/nftables, an
+    /// nftables `CRIU-…` table) is in the file's `netfilter` (issue 14).
+    NoCriuLock,
     /// The file equals `other` (relative to the rung folder) byte for byte.
     Equals {
         /// The other NetState file.
@@ -479,6 +483,13 @@ impl ProbeSpec {
                                 })?,
                             }
                         }
+                        "no-criu-lock" => {
+                            forbid(&[
+                                ("expect", a.expect.is_some()),
+                                ("other", a.other.is_some()),
+                            ])?;
+                            NetStateCheck::NoCriuLock
+                        }
                         "equals" => {
                             forbid(&[("expect", a.expect.is_some())])?;
                             NetStateCheck::Equals {
@@ -489,7 +500,7 @@ impl ProbeSpec {
                             return Err(err(
                                 "check",
                                 format!(
-                                    "unknown check {other:?}; one of \"lo-up-127\", \"equals\""
+                                    "unknown check {other:?}; one of \"lo-up-127\", \"no-criu-lock\", \"equals\""
                                 ),
                             ));
                         }

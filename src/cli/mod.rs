@@ -17,6 +17,7 @@ mod completions;
 mod diff;
 mod doctor;
 mod holder;
+mod images;
 mod report;
 mod run;
 pub mod slot;
@@ -55,6 +56,7 @@ commands! {
     Diff(diff::DiffCmd),
     Doctor(doctor::DoctorCmd),
     Slot(slot::SlotCmd),
+    Images(images::ImagesCmd),
     Completions(completions::CompletionsCmd),
     Man(completions::ManCmd),
     #[command(name = "__holder", hide = true)]

@@ -39,6 +39,11 @@ pub struct RunCmd {
     /// Expected verdict: exit 1 when the verdict differs (regression check for a new pin).
     #[arg(long, value_parser = parse_verdict)]
     expect: Option<VerdictCode>,
+    /// What the probe's netns holds before the checkpoint: `lo` (default: the cheapest probe,
+    /// the one the verdict table was established with) or `rich` (veth pair, IPv4/IPv6
+    /// addresses, routes in main and table 100, a policy rule, sysctls, iptables + nftables).
+    #[arg(long, value_enum, default_value = "lo")]
+    netns: netprobe::probe::netns_content::NetnsContent,
     /// Print only the final result JSON on stdout.
     #[arg(long, conflicts_with = "quiet")]
     json: bool,
@@ -63,6 +68,7 @@ impl Execute for RunCmd {
             strace: a.strace,
             exe: netprobe::ns::default_exe(),
             command: std::env::args().collect(),
+            netns: a.netns,
         };
         let mode = if a.json {
             ProgressMode::Json

@@ -125,6 +125,12 @@ pub fn doctor(criu: &Path, runtime: &Path) -> Vec<Prereq> {
         Some("--version"),
         "run: sudo apt-get install iptables (CRIU's default network lock calls iptables-restore)",
     ));
+    out.push(tool(
+        "nft",
+        true,
+        Some("--version"),
+        "run: sudo apt-get install nftables (the captured network state runs nft list ruleset)",
+    ));
 
     match binary_facts(runtime, BinaryKind::Runtime) {
         Ok(f) => out.push(prereq(

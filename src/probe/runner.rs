@@ -36,6 +36,8 @@ pub struct RunOptions {
     pub exe: PathBuf,
     /// The argv, recorded in the result.
     pub command: Vec<String>,
+    /// What the probe's netns holds before the checkpoint (`--netns`).
+    pub netns: crate::probe::netns_content::NetnsContent,
 }
 
 /// Why a ladder run did not produce a result; its exit class comes from the variant (README's
@@ -185,6 +187,7 @@ pub fn run(
         strace: opts.strace,
         exe: opts.exe.clone(),
         early_holders: Some(&early_holders),
+        netns: opts.netns,
     };
 
     // A signal does not unwind: release what the rungs started, and leave a note beside the
