@@ -340,8 +340,10 @@ fn failed(action: &str, outcome: CmdOutcome, log: Option<PathBuf>) -> CriuError 
     }
 }
 
+/// `t`, else [`DEFAULT_TIMEOUT_SECS`] — or `NETPROBE_STEP_TIMEOUT_S` when set (see
+/// [`crate::proc::step_timeout`]).
 fn timeout_or_default(t: Option<Duration>) -> Duration {
-    t.unwrap_or(Duration::from_secs(DEFAULT_TIMEOUT_SECS))
+    t.unwrap_or_else(|| crate::proc::step_timeout(Duration::from_secs(DEFAULT_TIMEOUT_SECS)))
 }
 
 fn create_dir(p: &Path) -> Result<(), CriuError> {

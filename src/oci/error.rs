@@ -140,15 +140,24 @@ pub enum OciError {
         source: std::io::Error,
     },
 
-    /// The runtime did not exit within its time limit and was killed (SIGKILL).
+    /// The runtime did not exit within its time limit; its whole process tree was killed
+    /// (SIGKILL).
     #[error(
-        "the OCI runtime did not finish within {timeout_ms} ms and was killed: {argv:?}; see the runtime's and CRIU's logs in the work path"
+        "the OCI runtime did not finish within {timeout_ms} ms and its whole process tree was killed: {argv:?}; see the runtime's and CRIU's logs in the work path (the bound is NETPROBE_STEP_TIMEOUT_S seconds when set)"
     )]
     Timeout {
         /// The argv that was run.
         argv: Vec<String>,
         /// The limit, milliseconds.
         timeout_ms: u64,
+    },
+
+    /// The runtime's process tree was killed because netprobe is being interrupted (only seen
+    /// by release actions on the signal thread).
+    #[error("the OCI runtime was killed: netprobe is being interrupted: {argv:?}")]
+    Interrupted {
+        /// The argv that was run.
+        argv: Vec<String>,
     },
 
     /// The runtime ran and exited non-zero (or was killed by a signal: `code` None).
