@@ -162,9 +162,10 @@ pub enum OciError {
 
     /// The runtime ran and exited non-zero (or was killed by a signal: `code` None).
     #[error(
-        "OCI runtime failed: {argv:?} exited with {}: {stderr_tail}{}",
+        "OCI runtime failed: {argv:?} exited with {}: {stderr_tail}{}{}",
         code.map(|c| c.to_string()).unwrap_or_else(|| "a signal".into()),
-        log.as_ref().map(|l| format!(" (CRIU log: {})", l.display())).unwrap_or_default()
+        log.as_ref().map(|l| format!(" (CRIU log: {})", l.display())).unwrap_or_default(),
+        criu_reason.as_ref().map(|r| format!("\n{r}")).unwrap_or_default()
     )]
     Failed {
         /// The full argv.
@@ -175,6 +176,9 @@ pub enum OciError {
         stderr_tail: String,
         /// For checkpoint/restore: the CRIU log in the work path (dump.log or restore.log).
         log: Option<PathBuf>,
+        /// For checkpoint/restore: CRIU's deciding lines quoted from `log` with their line
+        /// numbers (see [`crate::criu::quote_log`]); None when the log holds no `Error (` line.
+        criu_reason: Option<String>,
     },
 
     /// The runtime's output could not be understood (e.g. `runc state` JSON).

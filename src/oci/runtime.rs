@@ -296,8 +296,34 @@ impl Runtime {
             .strace
             .as_ref()
             .map(|_| work_path.join("strace-restore.txt"));
-        let out = self.run_raw(args, Stdio3::Detached, strace, true)?;
+        let out = match self.run_raw(args, Stdio3::Detached, strace, true) {
+            Ok(out) => out,
+            Err(e) => {
+                self.discard_half_made(id);
+                return Err(e);
+            }
+        };
         check(out, Some(work_path.join("restore.log")))
+    }
+
+    /// After a restore whose runtime was killed (timeout, interruption): the runtime's state
+    /// directory `<root>/<id>` without a `state.json` is what runc leaves when killed before it
+    /// recorded the container — `runc state` then says "does not exist" and `runc delete`
+    /// cannot remove it. Its mounts are detached and it is removed; a directory with a
+    /// `state.json` is left to the runtime (kill + delete).
+    fn discard_half_made(&self, id: &str) {
+        let dir = self.root.join(id);
+        if dir.is_dir() && !dir.join("state.json").exists() {
+            let mut mounts: Vec<PathBuf> = crate::ns::mountinfo::mount_points()
+                .into_iter()
+                .filter(|m| m.starts_with(&dir))
+                .collect();
+            mounts.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+            for m in &mounts {
+                let _ = nix::mount::umount2(m, nix::mount::MntFlags::MNT_DETACH);
+            }
+            let _ = fs::remove_dir_all(&dir);
+        }
     }
 
     /// Prove the runtime no longer knows `id`: `runc state ID` reports it does not exist.
@@ -438,16 +464,19 @@ impl Runtime {
     }
 }
 
-/// Turn a non-zero exit into [`OciError::Failed`] (with the CRIU log path when given).
+/// Turn a non-zero exit into [`OciError::Failed`] (with the CRIU log path, and CRIU's deciding
+/// lines quoted from it, when given).
 fn check(out: RuntimeOutcome, criu_log: Option<PathBuf>) -> Result<RuntimeOutcome> {
     if out.code == Some(0) {
         return Ok(out);
     }
+    let criu_reason = criu_log.as_deref().and_then(crate::criu::quote_log);
     Err(OciError::Failed {
         argv: out.argv,
         code: out.code,
         stderr_tail: truncate_tail(out.stderr.trim(), STDERR_TAIL_BYTES),
         log: criu_log,
+        criu_reason,
     })
 }
 

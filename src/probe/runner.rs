@@ -174,10 +174,18 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
         .unwrap_or_else(|| evidence::default_path(Path::new("evidence")));
     let ev = EvidenceDir::create(&dir_path).map_err(|e| RunError::Usage(e.to_string()))?;
     let dir_path = ev.root().to_path_buf();
+    // The first file: says "not finished" until the result is written (a full disk may refuse
+    // every later write, even the reason).
+    ev.mark_incomplete(&started_at)
+        .map_err(|e| RunError::CouldNotRun(format!("writing the first evidence file: {e}")))?;
+    let could_not_run = |what: String| {
+        ev.note_incomplete(&what);
+        RunError::CouldNotRun(what)
+    };
 
     let host_facts = host::host_facts(Some(criu_facts.clone()), runtime_facts.clone());
     ev.write_json("host.json", &host_facts)
-        .map_err(|e| RunError::CouldNotRun(format!("writing host.json: {e}")))?;
+        .map_err(|e| could_not_run(format!("writing host.json: {e}")))?;
     let pins = host::check_pins(&criu_facts, runtime_facts.as_ref());
     let mut declared = host::pin_differences_with_paths(&pins, &host_facts);
     declared.extend(standing_differences(&opts.phases));
@@ -247,11 +255,11 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
 
     let verdict = verdict::compute(&rungs);
     ev.make_readable()
-        .map_err(|e| RunError::CouldNotRun(format!("making the evidence readable: {e}")))?;
+        .map_err(|e| could_not_run(format!("making the evidence readable: {e}")))?;
     // One pass over the folder hashes every file; each rung gets the files under its folder.
     let artifacts: Vec<Artifact> = ev
         .inventory()
-        .map_err(|e| RunError::CouldNotRun(format!("listing the evidence folder: {e}")))?;
+        .map_err(|e| could_not_run(format!("listing the evidence folder: {e}")))?;
     for r in rungs.iter_mut() {
         let prefix = format!("{}/", r.name.as_str());
         r.artifacts = artifacts
@@ -276,9 +284,10 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
         verdict,
         artifacts,
     };
-    ev.write_result(&result).map_err(|e| {
-        RunError::CouldNotRun(format!("writing {}: {e}", evidence::result::RESULT_FILE))
-    })?;
+    ev.write_result(&result)
+        .map_err(|e| could_not_run(format!("writing {}: {e}", evidence::result::RESULT_FILE)))?;
+    ev.clear_incomplete()
+        .map_err(|e| RunError::CouldNotRun(format!("the result is written, but: {e}")))?;
     Ok((result, dir_path))
 }
 
