@@ -10,6 +10,40 @@ use netprobe::report::progress::{Progress, ProgressMode};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Writes to stdout. A closed stdout (EPIPE, e.g. `netprobe slot status … | head`) is not an
+/// error: the reader wanted no more, so the rest of the output is dropped quietly and the
+/// command ends with its own exit code. Any other write error is reported once on stderr.
+fn emit(args: std::fmt::Arguments<'_>, newline: bool) {
+    use std::io::Write;
+    use std::sync::atomic::Ordering;
+    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut o = std::io::stdout().lock();
+    let r = o
+        .write_fmt(args)
+        .and_then(|()| if newline { o.write_all(b"\n") } else { Ok(()) })
+        .and_then(|()| o.flush());
+    if let Err(e) = r {
+        STDOUT_CLOSED.store(true, Ordering::Relaxed);
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("netprobe: writing to stdout: {e}");
+        }
+    }
+}
+
+/// `println!` through [`emit`].
+macro_rules! out {
+    ($($t:tt)*) => { emit(format_args!($($t)*), true) };
+}
+
+/// `print!` through [`emit`].
+macro_rules! out_raw {
+    ($($t:tt)*) => { emit(format_args!($($t)*), false) };
+}
+
 const RUN_EXAMPLES: &str = "Examples:
   sudo netprobe run                                   # the whole ladder: runc in PATH, CRIU 4.2.1
   sudo netprobe run --phases kernel,criu --strace     # the cheap rungs, CRIU under strace
@@ -205,19 +239,19 @@ fn main() -> ExitCode {
         Cmd::Verify { dir, expect } => match netprobe::probe::verify::verify(&dir) {
             Err(e) => fail(2, e),
             Ok(o) => {
-                println!(
+                out!(
                     "verify {}: {} assertions re-evaluated, {} artifacts checked",
                     dir.display(),
                     o.assertions,
                     o.artifacts
                 );
                 for f in &o.failing {
-                    println!("  failing (as recorded): {f}");
+                    out!("  failing (as recorded): {f}");
                 }
                 for m in &o.mismatches {
-                    println!("  MISMATCH: {m}");
+                    out!("  MISMATCH: {m}");
                 }
-                println!(
+                out!(
                     "verdict from the evidence: {} (recorded: {})",
                     o.verdict.code, o.recorded.code
                 );
@@ -242,7 +276,7 @@ fn main() -> ExitCode {
             };
             match netprobe::report::write_report(&dir, f) {
                 Ok(p) => {
-                    println!("{}", p.display());
+                    out!("{}", p.display());
                     ExitCode::SUCCESS
                 }
                 Err(e) => fail(2, e),
@@ -250,7 +284,7 @@ fn main() -> ExitCode {
         }
         Cmd::Diff { old, new } => match netprobe::report::diff::diff_paths(&old, &new) {
             Ok(d) => {
-                print!("{}", netprobe::report::diff::render_diff(&d));
+                out_raw!("{}", netprobe::report::diff::render_diff(&d));
                 if d.verdict_changed() {
                     ExitCode::from(1)
                 } else {
@@ -276,9 +310,9 @@ fn main() -> ExitCode {
                 if p.detail.lines().count() > 1 {
                     detail.push_str(" …");
                 }
-                println!("{mark} {}{req}: {detail}", p.name);
+                out!("{mark} {}{req}: {detail}", p.name);
                 if !p.found {
-                    println!("        fix: {}", p.fix);
+                    out!("        fix: {}", p.fix);
                 }
             }
             if netprobe::host::doctor_ok(&prereqs) {
@@ -289,18 +323,20 @@ fn main() -> ExitCode {
         }
         Cmd::Slot(s) => cmd_slot(s),
         Cmd::Completions { shell } => {
-            clap_complete::generate(
-                shell,
-                &mut Cli::command(),
-                "netprobe",
-                &mut std::io::stdout(),
-            );
+            // Into memory first: clap_complete panics on a failed write (a closed stdout).
+            let mut buf = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "netprobe", &mut buf);
+            out_raw!("{}", String::from_utf8_lossy(&buf));
             ExitCode::SUCCESS
         }
         Cmd::Man => {
             let man = clap_mangen::Man::new(Cli::command());
-            match man.render(&mut std::io::stdout()) {
-                Ok(()) => ExitCode::SUCCESS,
+            let mut buf = Vec::new();
+            match man.render(&mut buf) {
+                Ok(()) => {
+                    out_raw!("{}", String::from_utf8_lossy(&buf));
+                    ExitCode::SUCCESS
+                }
                 Err(e) => fail(4, e),
             }
         }
@@ -334,7 +370,9 @@ fn cmd_run(a: RunArgs) -> ExitCode {
     match runner::run(&opts, &mut progress) {
         Err(e) => fail(e.exit_code() as u8, e),
         Ok((result, dir)) => {
-            if let Err(e) = progress.finished(&result, &dir) {
+            if let Err(e) = progress.finished(&result, &dir)
+                && e.kind() != std::io::ErrorKind::BrokenPipe
+            {
                 eprintln!("netprobe: printing the result: {e}");
             }
             let code = runner::exit_code(&result, a.expect);
@@ -370,18 +408,18 @@ fn cmd_slot(s: SlotCli) -> ExitCode {
     match netprobe::slot::run_verb(&args) {
         Ok(o) => {
             if args.json {
-                println!(
+                out!(
                     "{}",
                     serde_json::to_string_pretty(&o.to_json()).unwrap_or_default()
                 );
             } else {
-                println!("{}", o.render());
+                out!("{}", o.render());
             }
             ExitCode::SUCCESS
         }
         Err(e) => {
             if args.json {
-                println!(
+                out!(
                     "{}",
                     serde_json::to_string_pretty(&e.to_json()).unwrap_or_default()
                 );
