@@ -124,6 +124,26 @@ fn external_netns_fixture_passes_and_bytes_bound_applies() {
     assert!(!passes(&rs));
 }
 
+/// The restored container init's netns inode and the holder's are recorded side by side and
+/// must be equal: a restore into another netns fails the rung, naming both files.
+#[test]
+fn external_netns_inodes_side_by_side_must_be_equal() {
+    let spec = ProbeSpec::builtin(RungName::ExternalNetns).unwrap();
+    let rs = evaluate(&spec, &fixture("external-netns-pass"));
+    let r = by_id(&rs, "netns-inode-equal");
+    assert!(r.passed, "{r:#?}");
+    assert_eq!(
+        r.expected,
+        "netns-inode-restored.txt byte-identical to netns-inode-holder.txt"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&fixture("external-netns-pass"), tmp.path());
+    fs::write(tmp.path().join("netns-inode-restored.txt"), "4026532999\n").unwrap();
+    let rs = evaluate(&spec, tmp.path());
+    assert!(!by_id(&rs, "netns-inode-equal").passed);
+    assert!(!passes(&rs));
+}
+
 #[test]
 fn missing_subjects_fail_closed() {
     let empty = tempfile::tempdir().unwrap();

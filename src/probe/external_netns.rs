@@ -37,6 +37,14 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     out.fact("holder_pid", id.pid);
     out.fact("holder_start_time", id.start_time);
     out.fact("holder_netns_inode", id.netns_inode);
+    // Beside the restored container init's (`netns-inode-restored.txt`, written by the cycle):
+    // `netns-inode-equal` in probes/external-netns.toml asserts the two files equal.
+    ctx.evidence
+        .write(
+            &format!("{}/netns-inode-holder.txt", RungName::ExternalNetns.as_str()),
+            format!("{}\n", id.netns_inode).as_bytes(),
+        )
+        .map_err(at("evidence"))?;
 
     let reverify = || holder.verify().map_err(|e| e.to_string());
     let res = run_cycle(
