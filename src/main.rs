@@ -56,7 +56,7 @@ const RUN_EXAMPLES: &str = "Examples:
     name = "netprobe",
     version,
     about = "Which layer broke the network namespace after a container restore: kernel, CRIU, OCI runtime or harness?",
-    after_help = "Exit codes: 0 ok, 1 verdict differs from --expect / gate failed / verify mismatch, 2 usage, 3 host refused, 4 a phase could not run."
+    after_help = "Exit codes: 0 ok, 1 verdict differs from --expect / gate failed / verify mismatch, 2 usage, 3 host refused, 4 a phase could not run, 128+N interrupted by signal N.\n\nEnvironment: NETPROBE_STEP_TIMEOUT_S=SECONDS bounds every runtime call and CRIU dump/restore (default 120); at the bound the step's whole process tree is killed."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -158,7 +158,7 @@ struct RunArgs {
     /// CRIU binary. Default: /opt/criu-4.2.1/sbin/criu, else /opt/criu-4.1.1/sbin/criu, else criu in PATH.
     #[arg(long)]
     criu: Option<PathBuf>,
-    /// Rootfs for the runtime rungs (must have sleep). Default: a busybox rootfs built by netprobe.
+    /// Rootfs for the runtime rungs (must have sleep; the declared differences name it). Default: a busybox rootfs built by netprobe.
     #[arg(long)]
     rootfs: Option<PathBuf>,
     /// Run CRIU (and the runtime, following forks) under strace; traces kept in the rung folders.
@@ -187,6 +187,8 @@ struct SlotCli {
     #[arg(long)]
     state_dir: PathBuf,
     /// Image: a directory or a .qcow2 file. Default: the embedded busybox rootfs serving HTTP on :5000.
+    /// An image declares its guest server's TCP port in /etc/netprobe-guest-port (one number);
+    /// without that file the guest-http gate is "not applicable".
     #[arg(long)]
     image: Option<PathBuf>,
     /// sha256 pin of a .qcow2 --image.

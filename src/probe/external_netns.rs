@@ -61,8 +61,15 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
         Err(e) => return Err(e.with(out)),
     };
     stop.map_err(at("holder stop"))?;
+    let restored = out
+        .facts
+        .get("container_netns_inode_after")
+        .and_then(|v| v.as_u64());
     out.summary = format!(
-        "holder-owned netns kept: lo UP with 127.0.0.1/8 after restore: {}, state byte-equal: {}",
+        "restored init's netns inode {} vs the holder's {} ({}); lo UP with 127.0.0.1/8 after restore: {}, state byte-equal: {}",
+        restored.map_or("unknown".into(), |i| i.to_string()),
+        id.netns_inode,
+        if restored == Some(id.netns_inode) { "equal" } else { "DIFFERENT" },
         states.after.lo_up_with_127(),
         states.before.to_canonical_json() == states.after.to_canonical_json()
     );

@@ -105,14 +105,22 @@ fn now_rfc3339() -> String {
 }
 
 /// Declared differences that hold for every run of the given phases, beside the pin ones.
-pub fn standing_differences(phases: &[RungName]) -> Vec<String> {
+/// `rootfs` is the `--rootfs` given (None: the busybox rootfs netprobe builds); each sentence
+/// describes what the run does (the container's args and read-only root are in its
+/// `config.json`; "no TCP connection kept" holds because the runtime checkpoints without
+/// `--tcp-established`, so CRIU refuses any established connection).
+pub fn standing_differences(phases: &[RungName], rootfs: Option<&Path>) -> Vec<String> {
     let mut d = Vec::new();
     if phases.contains(&RungName::ExternalNetns) {
         d.push("external-netns: the network namespace is HARNESS-OWNED and is not part of the CRIU image: the runtime passes it to CRIU as an external (extRootNetNS), CRIU records only the key, and the same namespace (the holder's) must exist at restore".to_string());
         d.push("external-netns: the holder process's memory and CPU are costs of the harness and are NOT inside the container's cgroup".to_string());
     }
     if phases.contains(&RungName::Oci) || phases.contains(&RungName::ExternalNetns) {
-        d.push("runtime rungs run /bin/sleep (busybox) on a read-only rootfs, not the production image; no TCP connection is kept across checkpoint/restore".to_string());
+        let what = match rootfs {
+            None => "/bin/sleep (busybox) on a read-only busybox rootfs built by netprobe".to_string(),
+            Some(r) => format!("`sleep 86400` on the read-only rootfs {} given with --rootfs", r.display()),
+        };
+        d.push(format!("runtime rungs run {what}, not the production image; no TCP connection is kept across checkpoint/restore (the runtime checkpoints without --tcp-established: CRIU refuses an established connection)"));
     }
     if phases.contains(&RungName::Kernel) || phases.contains(&RungName::Criu) {
         d.push("kernel and criu rungs probe a netns holding only lo; containers with more links are not covered by these rungs".to_string());
@@ -188,7 +196,7 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
         .map_err(|e| could_not_run(format!("writing host.json: {e}")))?;
     let pins = host::check_pins(&criu_facts, runtime_facts.as_ref());
     let mut declared = host::pin_differences_with_paths(&pins, &host_facts);
-    declared.extend(standing_differences(&opts.phases));
+    declared.extend(standing_differences(&opts.phases, opts.rootfs.as_deref()));
 
     let ctx_base = RungCtx {
         evidence: &ev,

@@ -1,0 +1,33 @@
+//! Declared differences describe what actually ran (issue 11, point 3): a `--rootfs` run is not
+//! described as netprobe's busybox rootfs; the "no TCP connection" sentence names the check
+//! that backs it.
+
+use netprobe::evidence::result::RungName;
+use netprobe::probe::runner::standing_differences;
+use std::path::Path;
+
+#[test]
+fn a_given_rootfs_is_named_not_the_busybox_one() {
+    let phases = [RungName::Oci, RungName::ExternalNetns];
+    let own = standing_differences(&phases, Some(Path::new("/srv/images/app-rootfs")));
+    let line = own
+        .iter()
+        .find(|d| d.starts_with("runtime rungs run"))
+        .expect("a runtime-rung sentence");
+    assert!(line.contains("/srv/images/app-rootfs given with --rootfs"), "{line}");
+    assert!(!line.contains("busybox"), "{line}");
+    assert!(line.contains("without --tcp-established"), "{line}");
+
+    let built = standing_differences(&phases, None);
+    let line = built
+        .iter()
+        .find(|d| d.starts_with("runtime rungs run"))
+        .unwrap();
+    assert!(line.contains("busybox rootfs built by netprobe"), "{line}");
+    // No runtime rung, no runtime sentence.
+    assert!(
+        standing_differences(&[RungName::Kernel], Some(Path::new("/x")))
+            .iter()
+            .all(|d| !d.starts_with("runtime rungs"))
+    );
+}
