@@ -349,3 +349,16 @@ fn reevaluate_reruns_rungs_that_ran() {
     assert!(passes(&re[0].1));
     assert!(!passes(&re[1].1));
 }
+
+/// The field-path diff shared by `run`'s netstate assertions and the slot's net-fidelity diff:
+/// one line per JSON pointer, old → new, never whole JSON lines.
+#[test]
+fn field_path_diff_names_the_pointer_old_then_new() {
+    let old = serde_json::json!({"links": [{"name": "lo", "mtu": 65536}, {"name": "a", "mtu": 1500}, {"name": "b", "mtu": 1789}]});
+    let new = serde_json::json!({"links": [{"name": "lo", "mtu": 65536}, {"name": "a", "mtu": 1500}, {"name": "b", "mtu": 1500}]});
+    assert_eq!(
+        netprobe::assert::json_field_diff(&old, &new),
+        ["/links/2/mtu: 1789 → 1500"]
+    );
+    assert!(netprobe::assert::json_field_diff(&old, &old).is_empty());
+}

@@ -339,6 +339,17 @@ fn diff_summary(name: &str, new: &[u8], other_name: &str, old: &[u8]) -> String 
     out
 }
 
+/// The field-path diff `run` prints for two JSON documents (e.g. two NetStates, old = the
+/// recorded one, new = the observed one): one entry per differing JSON pointer, in key order —
+/// `/links/2/mtu: 1789 → 1500`, `/addresses/0: removed address 10.0.0.1/24`,
+/// `/routes/3: added route …`. Empty when equal. Values are clipped for display. Shared by the
+/// netstate assertions and, for its net-fidelity diff, the slot driver.
+pub fn json_field_diff(old: &Value, new: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    json_diff(old, new, &mut String::new(), &mut out);
+    out
+}
+
 fn json_diff(old: &Value, new: &Value, path: &mut String, out: &mut Vec<String>) {
     let shown = |p: &str| {
         if p.is_empty() {
