@@ -194,3 +194,60 @@ fn missing_external_netns_at_restore_is_quoted() {
     assert_reason(&e, "restore.log", "Unable to find an external netns");
     let _ = guard.release();
 }
+
+/// Through `netprobe run`: a runtime checkpoint that fails the way runc does (stderr "criu
+/// failed: type NOTIFY errno 0", CRIU's reason only in dump.log) records the quoted, numbered
+/// reason in the rung's `error`; the rung stays `error` and the exit class 4.
+#[test]
+fn the_rung_error_quotes_the_reason() {
+    use std::os::unix::fs::PermissionsExt;
+    let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    assert!(nix::unistd::geteuid().is_root(), "needs root");
+    let tmp = tempfile::tempdir().unwrap();
+    let runc = netprobe::host::find_in_path(Path::new("runc")).expect("runc in PATH");
+    let w = tmp.path().join("runc");
+    std::fs::write(
+        &w,
+        format!(
+            "#!/bin/sh\n\
+             case \" $* \" in *\" checkpoint \"*)\n\
+               while [ $# -gt 0 ]; do [ \"$1\" = --work-path ] && wp=$2; shift; done\n\
+               printf '(00.1) a\\n(00.2) b\\n(00.3) c\\n(00.4) d\\n(00.5) Error (criu/sk-inet.c:188): inet: Connected TCP socket, consider using --tcp-established option.\\n(00.6) Error (criu/cr-dump.c:2100): Dumping FAILED.\\n' > \"$wp/dump.log\"\n\
+               echo 'criu failed: type NOTIFY errno 0' >&2; exit 1;;\n\
+             esac\n\
+             exec {} \"$@\"\n",
+            runc.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ev = tmp.path().join("ev");
+    let o = Command::new(env!("CARGO_BIN_EXE_netprobe"))
+        .args(["run", "--quiet", "--phases", "oci", "--runtime"])
+        .arg(&w)
+        .arg("--evidence")
+        .arg(&ev)
+        .env_remove("CRIU_CONFIG_FILE")
+        .output()
+        .unwrap();
+    let text = format!("{o:?}");
+    assert_eq!(o.status.code(), Some(4), "{text}");
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(ev.join("netprobe-result.json")).unwrap()).unwrap();
+    let oci = r["rungs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == "oci")
+        .unwrap();
+    assert_eq!(oci["status"], "error");
+    let err = oci["error"].as_str().unwrap();
+    assert!(err.contains("criu failed: type NOTIFY errno 0"), "{err}");
+    assert!(err.contains("CRIU's reason ("), "{err}");
+    assert!(
+        err.contains("5: (00.5) Error (criu/sk-inet.c:188): inet: Connected TCP socket, consider using --tcp-established option."),
+        "{err}"
+    );
+    assert!(err.contains("2: (00.2) b"), "{err}");
+    assert!(!err.contains("1: (00.1) a"), "{err}");
+}
