@@ -255,7 +255,8 @@ fn main() -> ExitCode {
                 }
                 out!(
                     "verdict from the evidence: {} (recorded: {})",
-                    o.verdict.code, o.recorded.code
+                    o.verdict.code,
+                    o.recorded.code
                 );
                 if !o.reproduced() {
                     return fail(1, "the evidence does not reproduce the recorded result");

@@ -18,7 +18,11 @@ fn closed_vs_open(args: &[&str]) -> (Option<i32>, String, Option<i32>) {
         .stderr(Stdio::piped())
         .output()
         .unwrap();
-    let open = Command::new(EXE).args(args).stdin(Stdio::null()).output().unwrap();
+    let open = Command::new(EXE)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
     (
         closed.status.code(),
         String::from_utf8_lossy(&closed.stderr).into_owned(),
@@ -34,7 +38,15 @@ fn closed_stdout_is_quiet_for_every_printing_command() {
     let cases: Vec<Vec<&str>> = vec![
         vec!["completions", "bash"],
         vec!["man"],
-        vec!["slot", "status", "--slot", "0", "--state-dir", &sd, "--json"],
+        vec![
+            "slot",
+            "status",
+            "--slot",
+            "0",
+            "--state-dir",
+            &sd,
+            "--json",
+        ],
         vec!["slot", "status", "--slot", "0", "--state-dir", &sd],
         vec!["--help"],
     ];

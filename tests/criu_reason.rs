@@ -13,8 +13,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use netprobe::oci::{
-    BundleSpec, ContainerGuard, NetnsSpec, OciError, Runtime, build_busybox_rootfs,
-    read_pid_file, unique_container_id, write_bundle,
+    BundleSpec, ContainerGuard, NetnsSpec, OciError, Runtime, build_busybox_rootfs, read_pid_file,
+    unique_container_id, write_bundle,
 };
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -87,7 +87,8 @@ fn established_tcp_without_the_option_is_quoted() {
     let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let fx = Fx::new();
     // Both ends read a pipe that never ends (busybox nc closes on end of stdin).
-    let script = "sleep 1000 | nc -l -p 7000 >/dev/null & sleep 0.5; sleep 1000 | nc 127.0.0.1 7000";
+    let script =
+        "sleep 1000 | nc -l -p 7000 >/dev/null & sleep 0.5; sleep 1000 | nc 127.0.0.1 7000";
     // In a holder's netns with lo up (runc 1.1.5 leaves lo down in a private one).
     let holder = Holder::spawn();
     let bundle = fx.bundle(&["sh", "-c", script], NetnsSpec::Path(holder.nspath()));
@@ -120,7 +121,12 @@ fn established_tcp_without_the_option_is_quoted() {
     }
     let e = fx
         .runtime
-        .checkpoint(&id, &fx.p("images"), &fx.p("work"), &["--leave-running".into()])
+        .checkpoint(
+            &id,
+            &fx.p("images"),
+            &fx.p("work"),
+            &["--leave-running".into()],
+        )
         .unwrap_err();
     assert_reason(
         &e,
@@ -138,14 +144,22 @@ impl Holder {
     fn spawn() -> Holder {
         let h = Holder(
             Command::new("unshare")
-                .args(["--net", "--", "sh", "-c", "ip link set lo up; exec sleep 1000"])
+                .args([
+                    "--net",
+                    "--",
+                    "sh",
+                    "-c",
+                    "ip link set lo up; exec sleep 1000",
+                ])
                 .stdin(Stdio::null())
                 .spawn()
                 .unwrap(),
         );
         let pid = h.0.id();
         let until = Instant::now() + Duration::from_secs(10);
-        while std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default().trim()
+        while std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .unwrap_or_default()
+            .trim()
             != "sleep"
         {
             assert!(Instant::now() < until, "holder never ready");

@@ -14,7 +14,10 @@ fn a_given_rootfs_is_named_not_the_busybox_one() {
         .iter()
         .find(|d| d.starts_with("runtime rungs run"))
         .expect("a runtime-rung sentence");
-    assert!(line.contains("/srv/images/app-rootfs given with --rootfs"), "{line}");
+    assert!(
+        line.contains("/srv/images/app-rootfs given with --rootfs"),
+        "{line}"
+    );
     assert!(!line.contains("busybox"), "{line}");
     assert!(line.contains("without --tcp-established"), "{line}");
 

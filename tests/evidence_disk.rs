@@ -16,7 +16,10 @@ struct Tmpfs {
 
 impl Tmpfs {
     fn new(opts: &str) -> Tmpfs {
-        assert!(nix::unistd::geteuid().is_root(), "needs root (mount); CI runs it as root");
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "needs root (mount); CI runs it as root"
+        );
         let dir = tempfile::tempdir().unwrap();
         let st = Command::new("mount")
             .args(["-t", "tmpfs", "-o", opts, "netprobe-test"])
@@ -65,8 +68,22 @@ fn read_only_evidence_folder_same_class_existing_or_new() {
     assert!(st.success());
     let existing = fs.path().join("empty");
     let new = fs.path().join("new");
-    let (c1, o1) = netprobe(&["run", "--quiet", "--phases", "kernel", "--evidence", &existing.to_string_lossy()]);
-    let (c2, o2) = netprobe(&["run", "--quiet", "--phases", "kernel", "--evidence", &new.to_string_lossy()]);
+    let (c1, o1) = netprobe(&[
+        "run",
+        "--quiet",
+        "--phases",
+        "kernel",
+        "--evidence",
+        &existing.to_string_lossy(),
+    ]);
+    let (c2, o2) = netprobe(&[
+        "run",
+        "--quiet",
+        "--phases",
+        "kernel",
+        "--evidence",
+        &new.to_string_lossy(),
+    ]);
     assert_eq!(c1, Some(2), "existing empty folder: {o1}");
     assert_eq!(c2, Some(2), "new folder: {o2}");
     assert!(o1.contains("Read-only file system"), "{o1}");
@@ -79,7 +96,14 @@ fn a_run_that_fills_the_disk_leaves_incomplete_txt_named_by_verify_and_report() 
     let fs = Tmpfs::new("size=64k,mode=0755");
     let ev = fs.path().join("ev");
     let evs = ev.to_string_lossy().to_string();
-    let (code, out) = netprobe(&["run", "--quiet", "--phases", "kernel,criu", "--evidence", &evs]);
+    let (code, out) = netprobe(&[
+        "run",
+        "--quiet",
+        "--phases",
+        "kernel,criu",
+        "--evidence",
+        &evs,
+    ]);
     assert_eq!(code, Some(4), "{out}");
     assert!(out.contains("No space left on device"), "{out}");
     assert!(!ev.join("netprobe-result.json").exists(), "{out}");

@@ -191,7 +191,9 @@ fn full_ladder_on_runc_is_runtime_empty_ns_with_every_fact() {
     // Inodes side by side: the restored init's netns inode and the holder's, both recorded,
     // equal, and asserted so by the rung.
     let ext_rung = r.rung(RungName::ExternalNetns).unwrap();
-    let restored_inode = ext_rung.facts["container_netns_inode_after"].as_u64().unwrap();
+    let restored_inode = ext_rung.facts["container_netns_inode_after"]
+        .as_u64()
+        .unwrap();
     assert_eq!(
         Some(restored_inode),
         ext_rung.facts["holder_netns_inode"].as_u64()

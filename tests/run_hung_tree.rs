@@ -21,9 +21,15 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn setup() -> std::sync::MutexGuard<'static, ()> {
     let g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    assert!(nix::unistd::geteuid().is_root(), "needs root; CI runs it as root");
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "needs root; CI runs it as root"
+    );
     // SAFETY: prctl with an integer argument, no memory passed.
-    assert_eq!(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }, 0);
+    assert_eq!(
+        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) },
+        0
+    );
     g
 }
 
@@ -126,13 +132,20 @@ fn orphans_here() -> Vec<String> {
 /// Whether `pid` is gone or a zombie.
 fn gone(pid: i32) -> bool {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    stat.is_empty() || stat.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z'))
+    stat.is_empty()
+        || stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, r)| r.starts_with('Z'))
 }
 
 /// Asserts nothing of run `pid` (netprobe's pid) under `dir` is left.
 fn assert_nothing_left(dir: &Path, pid: u32) {
     let orphans = orphans_here();
-    assert!(orphans.is_empty(), "processes left: {orphans:#?}\n{}", output(dir));
+    assert!(
+        orphans.is_empty(),
+        "processes left: {orphans:#?}\n{}",
+        output(dir)
+    );
     let d = dir.to_string_lossy().to_string();
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     let left: Vec<&str> = mounts.lines().filter(|l| l.contains(&d)).collect();
@@ -156,7 +169,12 @@ fn assert_nothing_left(dir: &Path, pid: u32) {
 fn rung_error(ev: &Path, rung: &str) -> String {
     let r: serde_json::Value =
         serde_json::from_slice(&std::fs::read(ev.join("netprobe-result.json")).unwrap()).unwrap();
-    let g = r["rungs"].as_array().unwrap().iter().find(|x| x["name"] == rung).unwrap();
+    let g = r["rungs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == rung)
+        .unwrap();
     assert_eq!(g["status"], "error", "{g:#}");
     g["error"].as_str().unwrap_or("").to_string()
 }
@@ -191,7 +209,11 @@ fn bounded_case(which: &str, step: &str, phases: &str, rung: &str) {
         .trim()
         .parse()
         .unwrap();
-    assert!(gone(gc), "the hung grandchild {gc} outlived the step\n{}", output(dir));
+    assert!(
+        gone(gc),
+        "the hung grandchild {gc} outlived the step\n{}",
+        output(dir)
+    );
     let err = rung_error(&ev, rung);
     assert!(err.contains("3000 ms"), "{err}");
     assert!(err.contains("whole process tree was killed"), "{err}");
@@ -256,11 +278,23 @@ fn sigterm_case(which: &str, step: &str, phases: &str) {
     unsafe { libc::kill(pid as i32, libc::SIGTERM) };
     let code = wait_bounded(&mut child, Duration::from_secs(30), dir);
     assert_eq!(code, Some(143), "{}", output(dir));
-    assert!(t0.elapsed() < Duration::from_secs(8), "took {:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() < Duration::from_secs(8),
+        "took {:?}",
+        t0.elapsed()
+    );
     assert!(ev.join("interrupted.txt").is_file(), "{}", output(dir));
     assert!(!ev.join("netprobe-result.json").exists());
-    let gc: i32 = std::fs::read_to_string(dir.join("gc.pid")).unwrap().trim().parse().unwrap();
-    assert!(gone(gc), "the hung grandchild {gc} outlived netprobe\n{}", output(dir));
+    let gc: i32 = std::fs::read_to_string(dir.join("gc.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        gone(gc),
+        "the hung grandchild {gc} outlived netprobe\n{}",
+        output(dir)
+    );
     assert_nothing_left(dir, pid);
 }
 
@@ -282,7 +316,11 @@ fn twenty_runs_interrupted_at_random_moments_leave_nothing() {
         x ^= x >> 7;
         x ^= x << 17;
         let delay = Duration::from_millis(50 + x % 2500);
-        let sig = if i % 2 == 0 { libc::SIGINT } else { libc::SIGTERM };
+        let sig = if i % 2 == 0 {
+            libc::SIGINT
+        } else {
+            libc::SIGTERM
+        };
         let dir = tmp.path().join(format!("r{i}"));
         std::fs::create_dir(&dir).unwrap();
         let ev = dir.join("ev");
@@ -298,7 +336,11 @@ fn twenty_runs_interrupted_at_random_moments_leave_nothing() {
             output(&dir)
         );
         if code == Some(128 + sig) && ev.is_dir() {
-            assert!(ev.join("interrupted.txt").is_file(), "run {i}\n{}", output(&dir));
+            assert!(
+                ev.join("interrupted.txt").is_file(),
+                "run {i}\n{}",
+                output(&dir)
+            );
         }
         assert_nothing_left(&dir, pid);
     }

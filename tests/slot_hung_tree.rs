@@ -42,7 +42,10 @@ fn flagged_wrapper(dir: &Path, name: &str, real: &Path) -> PathBuf {
 
 fn gone(pid: i32) -> bool {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    stat.is_empty() || stat.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z'))
+    stat.is_empty()
+        || stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, r)| r.starts_with('Z'))
 }
 
 /// `slot VERB` with `NAME.hang` = `step`: fails within 60 s naming the 3 s bound; the grandchild
@@ -51,16 +54,18 @@ fn hung_verb(dir: &Path, sd: &Path, verb: &str, name: &str, step: &str) {
     let _ = std::fs::remove_file(dir.join("gc.pid"));
     std::fs::write(dir.join(format!("{name}.hang")), step).unwrap();
     let t0 = Instant::now();
-    let (code, out, err) = cli_slot_env(
-        verb,
-        "47",
-        sd,
-        &[],
-        &[("NETPROBE_STEP_TIMEOUT_S", "3")],
-    );
+    let (code, out, err) = cli_slot_env(verb, "47", sd, &[], &[("NETPROBE_STEP_TIMEOUT_S", "3")]);
     std::fs::remove_file(dir.join(format!("{name}.hang"))).unwrap();
-    assert!(t0.elapsed() < Duration::from_secs(60), "{verb}: {:?}", t0.elapsed());
-    assert_ne!(code, Some(0), "{verb} with {name} hung at {step}: {out}{err}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(60),
+        "{verb}: {:?}",
+        t0.elapsed()
+    );
+    assert_ne!(
+        code,
+        Some(0),
+        "{verb} with {name} hung at {step}: {out}{err}"
+    );
     assert!(
         err.contains("3000 ms") && err.contains("whole process tree was killed"),
         "{verb} with {name} hung at {step}: {err}{out}"
@@ -72,7 +77,10 @@ fn hung_verb(dir: &Path, sd: &Path, verb: &str, name: &str, step: &str) {
         .unwrap();
     let until = Instant::now() + Duration::from_secs(5);
     while !gone(gc) {
-        assert!(Instant::now() < until, "grandchild {gc} outlived `slot {verb}`");
+        assert!(
+            Instant::now() < until,
+            "grandchild {gc} outlived `slot {verb}`"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }

@@ -41,7 +41,10 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     // `netns-inode-equal` in probes/external-netns.toml asserts the two files equal.
     ctx.evidence
         .write(
-            &format!("{}/netns-inode-holder.txt", RungName::ExternalNetns.as_str()),
+            &format!(
+                "{}/netns-inode-holder.txt",
+                RungName::ExternalNetns.as_str()
+            ),
             format!("{}\n", id.netns_inode).as_bytes(),
         )
         .map_err(at("evidence"))?;
@@ -69,7 +72,11 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
         "restored init's netns inode {} vs the holder's {} ({}); lo UP with 127.0.0.1/8 after restore: {}, state byte-equal: {}",
         restored.map_or("unknown".into(), |i| i.to_string()),
         id.netns_inode,
-        if restored == Some(id.netns_inode) { "equal" } else { "DIFFERENT" },
+        if restored == Some(id.netns_inode) {
+            "equal"
+        } else {
+            "DIFFERENT"
+        },
         states.after.lo_up_with_127(),
         states.before.to_canonical_json() == states.after.to_canonical_json()
     );

@@ -117,8 +117,13 @@ pub fn standing_differences(phases: &[RungName], rootfs: Option<&Path>) -> Vec<S
     }
     if phases.contains(&RungName::Oci) || phases.contains(&RungName::ExternalNetns) {
         let what = match rootfs {
-            None => "/bin/sleep (busybox) on a read-only busybox rootfs built by netprobe".to_string(),
-            Some(r) => format!("`sleep 86400` on the read-only rootfs {} given with --rootfs", r.display()),
+            None => {
+                "/bin/sleep (busybox) on a read-only busybox rootfs built by netprobe".to_string()
+            }
+            Some(r) => format!(
+                "`sleep 86400` on the read-only rootfs {} given with --rootfs",
+                r.display()
+            ),
         };
         d.push(format!("runtime rungs run {what}, not the production image; no TCP connection is kept across checkpoint/restore (the runtime checkpoints without --tcp-established: CRIU refuses an established connection)"));
     }

@@ -228,8 +228,11 @@ pub fn run_cycle(
     let ns_path = std::path::PathBuf::from(format!("/proc/{pid}/ns/net"));
     let inode = crate::ns::netns_inode_of(&ns_path).map_err(at("restored netns inode"))?;
     out.fact("container_netns_inode_after", inode);
-    ev.write(&rel("netns-inode-restored.txt"), format!("{inode}\n").as_bytes())
-        .map_err(at("evidence"))?;
+    ev.write(
+        &rel("netns-inode-restored.txt"),
+        format!("{inode}\n").as_bytes(),
+    )
+    .map_err(at("evidence"))?;
     crate::ns::cleanup::checkpoint();
     reverify().map_err(|e| RungError::new("holder", e))?;
     let after = capture(pid).map_err(|e| RungError::new("state capture", e));

@@ -51,9 +51,8 @@ pub fn ip_view(pid: i32) -> std::io::Result<String> {
     let o = crate::proc::run_tree(&mut cmd, IP_VIEW_TIMEOUT, Some(input.as_bytes()));
     drop(netns);
     let o = o.map_err(|e| match e {
-        crate::proc::TreeError::Spawn { source, .. } | crate::proc::TreeError::Io { source, .. } => {
-            source
-        }
+        crate::proc::TreeError::Spawn { source, .. }
+        | crate::proc::TreeError::Io { source, .. } => source,
         other => std::io::Error::new(std::io::ErrorKind::TimedOut, other.to_string()),
     })?;
     let stdout = String::from_utf8_lossy(&o.stdout);

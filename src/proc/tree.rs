@@ -86,7 +86,9 @@ static NEXT: AtomicU64 = AtomicU64::new(1);
 /// The programs of the trees being run now (for messages and tests).
 pub fn running_trees() -> Vec<String> {
     let t = TREES.lock().unwrap_or_else(|p| p.into_inner());
-    t.iter().map(|r| format!("{} (pid {})", r.program, r.pid)).collect()
+    t.iter()
+        .map(|r| format!("{} (pid {})", r.program, r.pid))
+        .collect()
 }
 
 /// Kills every tree being run now (SIGKILL to each group and every descendant) and marks it
@@ -432,7 +434,11 @@ mod tests {
             TreeError::TimedOut { stdout, .. } => assert_eq!(stdout, b"started\n"),
             other => panic!("{other}"),
         }
-        let gc: i32 = std::fs::read_to_string(&pidf).unwrap().trim().parse().unwrap();
+        let gc: i32 = std::fs::read_to_string(&pidf)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
         assert_gone(gc);
     }
 
@@ -447,7 +453,11 @@ mod tests {
         let o = run_tree(&mut sh(&script), Duration::from_secs(60), None).unwrap();
         assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
         assert_eq!(o.status.code(), Some(0));
-        let gc: i32 = std::fs::read_to_string(&pidf).unwrap().trim().parse().unwrap();
+        let gc: i32 = std::fs::read_to_string(&pidf)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
         assert_gone(gc);
     }
 
@@ -463,7 +473,11 @@ mod tests {
         );
         let e = run_tree(&mut sh(&script), Duration::from_millis(800), None).unwrap_err();
         assert!(matches!(e, TreeError::TimedOut { .. }), "{e}");
-        let gc: i32 = std::fs::read_to_string(&pidf).unwrap().trim().parse().unwrap();
+        let gc: i32 = std::fs::read_to_string(&pidf)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
         assert_gone(gc);
     }
 
