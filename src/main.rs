@@ -394,6 +394,14 @@ fn cmd_run(a: RunArgs) -> ExitCode {
 }
 
 fn cmd_slot(s: SlotCli) -> ExitCode {
+    // A signal kills the step's process tree (the runtime, CRIU) and ends the verb (128+N); the
+    // slot's own state tolerates a verb killed at any point, and its holder is meant to
+    // outlive the verb.
+    if let Err(e) = netprobe::proc::install_tree_killer() {
+        eprintln!(
+            "netprobe: could not install the signal handler ({e}); a signal may leave the current step's processes running"
+        );
+    }
     let args = netprobe::slot::SlotArgs {
         verb: s.verb,
         slot: s.slot,

@@ -3,7 +3,8 @@
 //! wrapper scripts that, while a flag file names their step, fork a grandchild (`sleep`) holding
 //! the inherited stdio and wait for it for ever. With `NETPROBE_STEP_TIMEOUT_S=3` every hung
 //! snapshot / restore ends within seconds with an error naming the bound, the grandchild is
-//! dead, and `cleanup` then releases everything.
+//! dead; SIGTERM during a hung checkpoint (default bound) ends the verb within seconds (143)
+//! with the hung tree killed; and `cleanup` then releases everything.
 mod slot_support;
 use slot_support::*;
 use std::os::unix::fs::PermissionsExt;
@@ -113,6 +114,58 @@ fn hung_runtime_and_criu_in_snapshot_and_restore_are_bounded() {
         ],
     );
     assert_eq!(code, Some(0), "provision: {err}{out}");
+
+    // SIGTERM to `netprobe slot snapshot` while the runtime's checkpoint hangs (default bound):
+    // the verb ends within seconds (143) and the hung tree dies with it.
+    let _ = std::fs::remove_file(wdir.join("gc.pid"));
+    std::fs::write(wdir.join("runc.hang"), "checkpoint").unwrap();
+    let mut child = std::process::Command::new(EXE)
+        .args(["slot", "snapshot", "--slot=47", "--state-dir"])
+        .arg(&sd)
+        .env_remove("NETPROBE_STEP_TIMEOUT_S")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(wdir.join("sigterm-stderr.txt")).unwrap())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(60);
+    while !wdir.join("gc.pid").is_file() {
+        assert!(
+            Instant::now() < until,
+            "the checkpoint never hung: {}",
+            std::fs::read_to_string(wdir.join("sigterm-stderr.txt")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let t0 = Instant::now();
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let code = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st.code();
+        }
+        if t0.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("slot snapshot still running 20 s after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::fs::remove_file(wdir.join("runc.hang")).unwrap();
+    assert_eq!(code, Some(143));
+    assert!(t0.elapsed() < Duration::from_secs(8), "{:?}", t0.elapsed());
+    let gc: i32 = std::fs::read_to_string(wdir.join("gc.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(5);
+    while !gone(gc) {
+        assert!(
+            Instant::now() < until,
+            "grandchild {gc} outlived the SIGTERMed verb"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 
     hung_verb(&wdir, &sd, "snapshot", "runc", "checkpoint");
     hung_verb(&wdir, &sd, "snapshot", "criu", "swrk");

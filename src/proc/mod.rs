@@ -9,7 +9,10 @@
 //! The bound of one step is [`step_timeout`]: the caller's default (120 s for the runtime and
 //! CRIU), or the number of seconds in `NETPROBE_STEP_TIMEOUT_S` (for tests and slow hosts).
 
+mod signals;
 mod tree;
+
+pub use signals::install_tree_killer;
 
 pub use tree::{TreeError, TreeOutput, kill_running_trees, run_tree, running_trees};
 
