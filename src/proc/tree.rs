@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 /// straggler (a descendant that left the process group) may hold open.
 const PIPE_GRACE: Duration = Duration::from_secs(1);
 
+/// After a tree is killed, how long [`kill_tree`] waits for every killed process to be gone.
+const KILL_WAIT: Duration = Duration::from_secs(3);
+
 /// What a bounded run produced.
 #[derive(Debug)]
 pub struct TreeOutput {
@@ -221,6 +224,7 @@ fn wait_reading(
             // Stragglers still in the group go now (the zombie leader pins the group id).
             // SAFETY: kill(2) on our own unreaped child's process group.
             unsafe { libc::kill(-pid, libc::SIGKILL) };
+            wait_gone(&[], pid);
             exited_at = Some(Instant::now());
         }
         if pipes.iter().all(Option::is_none) && exited_at.is_some() {
@@ -363,6 +367,47 @@ fn kill_tree(pid: i32) {
     for fd in &found {
         let _ = crate::ns::pidfd_send_signal(fd, libc::SIGKILL);
     }
+    wait_gone(&found, pid);
+}
+
+/// Waits (at most [`KILL_WAIT`]) until every process in `found` has exited and no live
+/// (non-zombie) process is left in process group `pgid`, sending SIGKILL again to any member
+/// still found: a killed process takes a moment to exit, and netprobe must not end while one it
+/// started is still alive.
+fn wait_gone(found: &[OwnedFd], pgid: i32) {
+    let until = Instant::now() + KILL_WAIT;
+    loop {
+        let alive = found
+            .iter()
+            .filter(|fd| !crate::ns::wait_pidfd_exit(fd, Duration::ZERO).unwrap_or(true))
+            .count();
+        let members = live_group_members(pgid);
+        if (alive == 0 && members.is_empty()) || Instant::now() >= until {
+            return;
+        }
+        for m in members {
+            // SAFETY: kill(2); `m` was a live member of our own tree's group a moment ago.
+            unsafe { libc::kill(m, libc::SIGKILL) };
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Live (not zombie) processes whose process group is `pgid` (`/proc/PID/stat` field 5).
+fn live_group_members(pgid: i32) -> Vec<i32> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            let mut f = stat.rsplit_once(") ")?.1.split_whitespace();
+            let state = f.next()?;
+            let pgrp: i32 = f.nth(1)?.parse().ok()?;
+            (pgrp == pgid && state != "Z" && state != "X").then_some(pid)
+        })
+        .collect()
 }
 
 /// The children of every thread of `pid` (`/proc/PID/task/*/children`, Linux >= 3.5 with
