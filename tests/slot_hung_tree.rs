@@ -173,9 +173,8 @@ fn hung_runtime_and_criu_in_snapshot_and_restore_are_bounded() {
     assert_eq!(code, Some(0), "snapshot after the hung ones: {err}{out}");
     hung_verb(&wdir, &sd, "restore", "runc", "restore");
     hung_verb(&wdir, &sd, "restore", "criu", "swrk");
-    // (A plain restore right after a timed-out one fails today with runc's "container with
-    // given ID already exists": the slot's restore does not remove the half-restored container
-    // first. That is slot-side work, left for the slot restructure.)
+    let (code, out, err) = cli_slot("restore", "47", &sd, &[]);
+    assert_eq!(code, Some(0), "restore after the hung ones: {err}{out}");
 
     let holders = holder_pids(&sd);
     let (code, out, err) = cli_slot("cleanup", "47", &sd, &[]);
