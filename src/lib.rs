@@ -15,5 +15,6 @@ pub mod netlink;
 pub mod ns;
 pub mod oci;
 pub mod probe;
+pub mod proc;
 pub mod report;
 pub mod slot;

@@ -29,6 +29,11 @@
 //! expect = true                    # ... is (true) / is not (false) the case
 //! # or: check = "equals", other = "netstate-before.json"  (byte-for-byte)
 //! # or: check = "no-criu-lock"    (no CRIU chain / CRIU-… table in its netfilter)
+//!
+//! [[assertion]]
+//! kind = "equal-files"             # two files of the rung hold the same bytes
+//! file = "netns-inode-restored.txt"
+//! other = "netns-inode-holder.txt"
 //! ```
 
 use crate::assert::scan::LogQuery;
@@ -178,6 +183,14 @@ pub enum Check {
         count: Bound,
         /// Bound on each match's size in bytes.
         bytes: Option<Bound>,
+    },
+    /// `file` and `other` (relative to the rung folder) hold the same bytes, e.g. the restored
+    /// container init's netns inode and the holder's.
+    EqualFiles {
+        /// The first file.
+        file: String,
+        /// The file it must equal.
+        other: String,
     },
     /// A check of the NetState JSON `file`.
     NetState {
@@ -507,10 +520,30 @@ impl ProbeSpec {
                     };
                     Check::NetState { file, check }
                 }
+                "equal-files" => {
+                    forbid(&[
+                        ("log", a.log.is_some()),
+                        ("pattern", a.pattern.is_some()),
+                        ("after", a.after.is_some()),
+                        ("before", a.before.is_some()),
+                        ("exclude", !a.exclude.is_empty()),
+                        ("glob", a.glob.is_some()),
+                        ("bytes", a.bytes.is_some()),
+                        ("count", a.count.is_some()),
+                        ("check", a.check.is_some()),
+                        ("expect", a.expect.is_some()),
+                    ])?;
+                    Check::EqualFiles {
+                        file: rel("file", need("file", &a.file)?)?,
+                        other: rel("other", need("other", &a.other)?)?,
+                    }
+                }
                 other => {
                     return Err(err(
                         "kind",
-                        format!("unknown kind {other:?}; one of \"log\", \"files\", \"netstate\""),
+                        format!(
+                            "unknown kind {other:?}; one of \"log\", \"files\", \"netstate\", \"equal-files\""
+                        ),
                     ));
                 }
             };

@@ -32,7 +32,7 @@ impl Execute for ReportCmd {
         };
         match netprobe::report::write_report(&self.dir, f) {
             Ok(p) => {
-                println!("{}", p.display());
+                super::out::line(p.display().to_string());
                 ExitCode::SUCCESS
             }
             Err(e) => fail(2, e),

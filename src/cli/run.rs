@@ -30,7 +30,7 @@ pub struct RunCmd {
     /// CRIU binary. Default: /opt/criu-4.2.1/sbin/criu, else /opt/criu-4.1.1/sbin/criu, else criu in PATH.
     #[arg(long)]
     criu: Option<PathBuf>,
-    /// Rootfs for the runtime rungs (must have sleep). Default: a busybox rootfs built by netprobe.
+    /// Rootfs for the runtime rungs (must have sleep; the declared differences name it). Default: a busybox rootfs built by netprobe.
     #[arg(long)]
     rootfs: Option<PathBuf>,
     /// Run CRIU (and the runtime, following forks) under strace; traces kept in the rung folders.
@@ -82,7 +82,9 @@ impl Execute for RunCmd {
             Ok(r) => r,
             Err(e) => return fail(code(e.exit_code()), e),
         };
-        if let Err(e) = progress.finished(&result, &dir) {
+        if let Err(e) = progress.finished(&result, &dir)
+            && e.kind() != std::io::ErrorKind::BrokenPipe
+        {
             eprintln!("netprobe: printing the result: {e}");
         }
         let c = runner::exit_code(&result, a.expect);

@@ -22,7 +22,7 @@ impl Execute for VerifyCmd {
             Ok(o) => o,
             Err(e) => return fail(2, e),
         };
-        print!("{}", netprobe::report::console::verify_text(&self.dir, &o));
+        super::out::raw(netprobe::report::console::verify_text(&self.dir, &o));
         if !o.reproduced() {
             return fail(1, "the evidence does not reproduce the recorded result");
         }

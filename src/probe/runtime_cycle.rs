@@ -147,6 +147,16 @@ pub fn run_cycle(
     let _ = ev.write_json(&rel("runtime-restore.json"), &o);
     let pid = c.read_pid().map_err(at("runtime state (after restore)"))?;
     out.fact("container_pid_after", pid);
+    // The restored init's own netns inode, beside the holder's (the external-netns rung asserts
+    // the two files equal).
+    let ns_path = std::path::PathBuf::from(format!("/proc/{pid}/ns/net"));
+    let inode = crate::ns::netns_inode_of(&ns_path).map_err(at("restored netns inode"))?;
+    out.fact("container_netns_inode_after", inode);
+    ev.write(
+        &rel("netns-inode-restored.txt"),
+        format!("{inode}\n").as_bytes(),
+    )
+    .map_err(at("evidence"))?;
     crate::ns::cleanup::checkpoint();
     reverify().map_err(|e| RungError::new("holder", e))?;
     let after = capture(ctx, rung, &c, "after");

@@ -191,7 +191,7 @@ fn compute_code(rungs: &[RungResult]) -> Verdict {
         rests.extend(passing(ext));
         return decided(
             VerdictCode::RuntimeEmptyNs,
-            "the runtime tells CRIU the network namespace is empty (empty_ns = CLONE_NEWNET): no netns image, lo DOWN after restore; the kernel, CRIU and the external-netns workaround all work",
+            "the runtime's checkpoint carries no network namespace (the empty-ns signature runc's empty_ns = CLONE_NEWNET leaves: no netns image, no link dumped, lo not UP with 127.0.0.1/8 after restore); the kernel, CRIU and the external-netns workaround passed their rungs",
             rests,
         );
     }
