@@ -15,3 +15,4 @@ pub mod oci;
 pub mod probe;
 pub mod report;
 pub mod slot;
+pub mod x11;
