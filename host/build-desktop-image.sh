@@ -90,14 +90,16 @@ mkfs.ext4 -q -F -L root -U 6e657470-726f-6265-0000-726f6f746673 -E root_owner=0:
   -d "$out/rootfs" "$out/build/root.ext4" "${root_mb}M"
 mkfs.vfat -C -n EFI -i 6e657470 "$out/build/esp.vfat" $(( esp_mb * 1024 )) >/dev/null
 truncate -s "${disk_mb}M" "$out/build/disk.raw"
-sgdisk -q -U 6E657470-726F-6265-0000-6469736B0000 \
+sgdisk -U 6E657470-726F-6265-0000-6469736B0000 \
   -n 1:1M:+${esp_mb}M -t 1:EF00 -c 1:EFI -u 1:6E657470-726F-6265-0000-657370000001 \
   -n 2:0:+${root_mb}M -t 2:8300 -c 2:root -u 2:6E657470-726F-6265-0000-726F6F740002 \
-  "$out/build/disk.raw"
+  "$out/build/disk.raw" >/dev/null
 dd if="$out/build/esp.vfat" of="$out/build/disk.raw" bs=1M seek=1 conv=notrunc,sparse status=none
 dd if="$out/build/root.ext4" of="$out/build/disk.raw" bs=1M seek=$(( 1 + esp_mb )) conv=notrunc,sparse status=none
 qemu-img convert -f raw -O qcow2 "$out/build/disk.raw" "$out/desktop.qcow2.tmp"
 mv "$out/desktop.qcow2.tmp" "$out/desktop.qcow2"
+parts=$(partx -g -o NR "$out/build/disk.raw" | xargs)
+[ "$parts" = "1 2" ] || { log "partition table check failed: partitions '$parts', expected '1 2'"; exit 1; }
 (cd "$out" && sha256sum desktop.qcow2 >desktop.qcow2.sha256)
 rm -rf "$out/build"
 echo "$key" >"$out/build-key"
