@@ -13,6 +13,7 @@ pub mod netlink;
 pub mod ns;
 pub mod oci;
 pub mod probe;
+pub mod profile;
 pub mod report;
 pub mod slot;
 pub mod x11;
