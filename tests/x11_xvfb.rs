@@ -222,3 +222,84 @@ fn a_display_that_never_comes_up_fails_after_the_bounded_wait() {
         "{msg}"
     );
 }
+
+#[test]
+fn display_gates_record_pass_and_fail_with_pngs() {
+    use netprobe::x11::{Geometry, geometry_gate, input_gate, pixel_gate, quiescence_gate};
+    let x = start_xvfb();
+    let d = Display::connect(&x.socket, Duration::from_secs(10)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ev = dir.path();
+    let want = Geometry {
+        width: 1920,
+        height: 1080,
+        depth: 24,
+    };
+    assert!(geometry_gate(&d, want).unwrap().passed);
+    let wrong = geometry_gate(
+        &d,
+        Geometry {
+            width: 1280,
+            ..want
+        },
+    )
+    .unwrap();
+    assert!(
+        !wrong.passed && wrong.detail.contains("1920x1080"),
+        "{wrong:?}"
+    );
+
+    let win = white_window(&d, 100, 100, 200, 100, EventMask::KEY_PRESS);
+    let (q, reference) = quiescence_gate(&d, Duration::from_millis(250), ev, "snap").unwrap();
+    assert!(q.passed, "{q:?}");
+    assert_eq!(q.pngs.len(), 1);
+    assert_eq!(
+        q.pngs[0].sha256,
+        sha256_hex(&std::fs::read(ev.join("snap.png")).unwrap())
+    );
+    let same = pixel_gate(&reference, &d.screenshot().unwrap(), ev, "after").unwrap();
+    assert!(same.passed && same.pngs.len() == 1, "{same:?}");
+    assert!(
+        pixel_gate(&reference, &reference, ev, "after").is_err(),
+        "evidence is never overwritten"
+    );
+
+    // A moved window fails the pixel gate with a marked diff.
+    d.connection()
+        .configure_window(
+            win,
+            &x11rb::protocol::xproto::ConfigureWindowAux::new().x(400),
+        )
+        .unwrap();
+    d.sync().unwrap();
+    let moved = pixel_gate(&reference, &d.screenshot().unwrap(), ev, "moved").unwrap();
+    assert!(!moved.passed, "{moved:?}");
+    assert_eq!(moved.pngs[1].file, "moved-diff.png");
+    let dpng = Screenshot::read_png(&ev.join("moved-diff.png")).unwrap();
+    let pd = moved.diff.unwrap();
+    assert_eq!(
+        dpng.rgb.chunks(3).filter(|p| *p == DIFF_MARK).count() as u64,
+        pd.differing
+    );
+    assert_eq!(pd.bbox.unwrap().x, 100);
+
+    // The input gate: nothing in this window redraws on a key, so it must not pass.
+    let region = Rect {
+        x: 400,
+        y: 100,
+        width: 200,
+        height: 100,
+    };
+    let base = d.screenshot().unwrap();
+    let ig = input_gate(
+        &d,
+        ascii_keysym('z').unwrap(),
+        region,
+        &base,
+        Duration::from_millis(500),
+        ev,
+        "input",
+    )
+    .unwrap();
+    assert!(!ig.passed && ig.detail.contains("unchanged"), "{ig:?}");
+}

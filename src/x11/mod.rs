@@ -6,16 +6,22 @@
 //!   [`Display::quiescence`] (two screenshots an interval apart).
 //! - [`image`]: [`Screenshot`] ↔ PNG with sha256, [`diff`] (count + bounding box),
 //!   [`diff_image`] (changed pixels marked red), [`region_equal`].
+//! - [`gates`]: the display gates as data in, [`GateRecord`] out (geometry, quiescence,
+//!   pixel-equal, input), writing their PNGs with sha256 into an evidence directory.
 //!
 //! The socket of display `:N` is `<guest root>/tmp/.X11-unix/XN` ([`socket_under_root`]); with a
 //! tmpfs `/tmp` in the guest, the root is `/proc/<container init pid>/root`.
 
 pub mod display;
 pub mod error;
+pub mod gates;
 pub mod image;
 
 pub use display::{Display, Geometry, Quiescence, ascii_keysym, socket_under_root};
 pub use error::{Result, X11Error};
+pub use gates::{
+    GateRecord, PngArtifact, geometry_gate, input_gate, pixel_gate, quiescence_gate, write_artifact,
+};
 pub use image::{
     DIFF_MARK, PixelDiff, Rect, Screenshot, diff, diff_image, region_equal, sha256_hex,
 };

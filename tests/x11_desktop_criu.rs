@@ -1,0 +1,288 @@
+//! The desktop guest (host/build-desktop-image.sh: Xorg with the dummy driver at 1920x1080,
+//! openbox, the typing app, supervisor.py as init) in a real runc 1.1.5 container whose
+//! config.json is `build_spec` + `apply_profile(profiles/desktop.toml)` (Docker's capabilities,
+//! tmpfs /tmp, /dev/shm size, 4 CPUs / 4 GiB), checkpointed and restored by real CRIU 4.2.1,
+//! looked at only through netprobe's X11 client on the display's socket reached through the
+//! container's root, `/proc/<init pid>/root/tmp/.X11-unix/X0` (no tool in the guest):
+//! - the screenshot after restore is pixel-equal to the one before the checkpoint;
+//! - a key press sent through XTEST changes the typing app's region (input reaches the guest);
+//! - a reset (second restore from the same images, overlay upper put back) brings the snapshot's
+//!   pixels back after that input;
+//! - a window moved after restore fails the comparison, with a count, a bounding box and a diff
+//!   PNG whose changed pixels are marked.
+//!
+//! Unique container id, private runc root, everything in one tempdir; the container, the overlay
+//! mount and the runtime are released on success, failure and panic.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use netprobe::oci::{
+    BundleSpec, ContainerGuard, NetnsSpec, Runtime, build_spec, read_pid_file, unique_container_id,
+};
+use netprobe::slot::mounts::{MountGuard, mount_overlay};
+use netprobe::x11::{
+    DIFF_MARK, Display, Rect, Screenshot, ascii_keysym, diff_image, input_gate, pixel_gate,
+    quiescence_gate, socket_under_root,
+};
+use x11rb::protocol::xproto::{ConfigureWindowAux, ConnectionExt as _, MapState};
+
+const RUNC: &str = "/usr/bin/runc";
+const CRIU: &str = netprobe::host::PRIVATE_CRIU;
+/// The typing app's window (typing.py: geometry 900x240+200+150; openbox may add a frame).
+const APP: Rect = Rect {
+    x: 200,
+    y: 150,
+    width: 900,
+    height: 240,
+};
+
+struct Guest {
+    tmp: tempfile::TempDir,
+    runtime: Runtime,
+    id: String,
+    guard: Option<ContainerGuard>,
+    overlay: Option<MountGuard>,
+    pid: i32,
+}
+
+impl Guest {
+    fn p(&self, rel: &str) -> PathBuf {
+        self.tmp.path().join(rel)
+    }
+
+    fn new(rootfs: &Path) -> Guest {
+        nix::sys::prctl::set_child_subreaper(true).unwrap();
+        let tmp = tempfile::Builder::new()
+            .prefix("netprobe-x11-")
+            .tempdir()
+            .unwrap();
+        let runtime = Runtime::new(RUNC, tmp.path().join("runc-root"), Some(CRIU.into()));
+        let mut g = Guest {
+            tmp,
+            runtime,
+            id: unique_container_id("np-x11"),
+            guard: None,
+            overlay: None,
+            pid: 0,
+        };
+        for d in ["upper", "work", "merged"] {
+            std::fs::create_dir_all(g.p(d)).unwrap();
+        }
+        g.mount(rootfs);
+        let profile = netprobe::profile::load(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/desktop.toml"),
+        )
+        .unwrap();
+        let bundle = g.p("bundle");
+        std::fs::create_dir_all(&bundle).unwrap();
+        let mut spec = build_spec(
+            &bundle,
+            &BundleSpec {
+                rootfs: g.p("merged"),
+                readonly_root: false,
+                args: vec!["/bin/false".into()],
+                netns: NetnsSpec::Private,
+                resources: None,
+                hostname: "np-desktop".into(),
+                cgroups_path: None,
+            },
+        )
+        .unwrap();
+        netprobe::profile::apply_profile(&mut spec, &profile.profile).unwrap();
+        spec.save(bundle.join("config.json")).unwrap();
+        g
+    }
+
+    fn mount(&mut self, rootfs: &Path) {
+        self.overlay = Some(
+            mount_overlay(rootfs, &self.p("upper"), &self.p("work"), &self.p("merged")).unwrap(),
+        );
+    }
+
+    fn run(&mut self) {
+        let mut guard = ContainerGuard::new(&self.runtime, self.id.clone());
+        let pidf = self.p("init.pid");
+        self.runtime
+            .create(&self.id, &self.p("bundle"), &pidf)
+            .unwrap();
+        self.pid = read_pid_file(&pidf).unwrap();
+        guard.set_pid(self.pid);
+        self.runtime.start(&self.id).unwrap();
+        self.guard = Some(guard);
+    }
+
+    fn checkpoint(&mut self) {
+        self.runtime
+            .checkpoint(&self.id, &self.p("images"), &self.p("ck-work"), &[])
+            .unwrap();
+        if let Some(mut g) = self.guard.take() {
+            g.disarm();
+        }
+    }
+
+    fn restore(&mut self, n: u32) {
+        let mut guard = ContainerGuard::new(&self.runtime, self.id.clone());
+        let pidf = self.p(&format!("restore{n}.pid"));
+        self.runtime
+            .restore(
+                &self.id,
+                &self.p("bundle"),
+                &self.p("images"),
+                &self.p(&format!("rs-work{n}")),
+                &pidf,
+                &[],
+            )
+            .unwrap();
+        self.pid = read_pid_file(&pidf).unwrap();
+        guard.set_pid(self.pid);
+        self.guard = Some(guard);
+    }
+
+    fn socket(&self) -> PathBuf {
+        socket_under_root(Path::new(&format!("/proc/{}/root", self.pid)), 0)
+    }
+}
+
+impl Drop for Guest {
+    fn drop(&mut self) {
+        if let Some(mut g) = self.guard.take() {
+            let _ = g.release();
+        }
+        self.overlay.take();
+    }
+}
+
+fn cp_a(from: &Path, to: &Path) {
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(st.success(), "cp -a {} {}", from.display(), to.display());
+}
+
+/// Waits (bounded) until the app's window is drawn (white) and the screen is still.
+fn settled(d: &Display, limit: Duration) -> Screenshot {
+    let deadline = Instant::now() + limit;
+    loop {
+        let q = d.quiescence(Duration::from_millis(250)).unwrap();
+        if q.is_quiescent() && q.second.pixel(APP.x + 450, APP.y + 200) == [255, 255, 255] {
+            return q.second;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the desktop did not settle within {limit:?} (diff {:?})",
+            q.diff
+        );
+    }
+}
+
+/// Moves the top-level window covering the app's centre 300 px to the right.
+fn move_app_window(d: &Display) {
+    let c = d.connection();
+    let tree = c.query_tree(d.root()).unwrap().reply().unwrap();
+    let (cx, cy) = ((APP.x + 450) as i32, (APP.y + 120) as i32);
+    for w in tree.children.iter().rev() {
+        let a = c.get_window_attributes(*w).unwrap().reply().unwrap();
+        let g = c.get_geometry(*w).unwrap().reply().unwrap();
+        let (x, y) = (i32::from(g.x), i32::from(g.y));
+        if a.map_state == MapState::VIEWABLE
+            && (x..x + i32::from(g.width)).contains(&cx)
+            && (y..y + i32::from(g.height)).contains(&cy)
+        {
+            c.configure_window(*w, &ConfigureWindowAux::new().x(x + 300))
+                .unwrap();
+            d.sync().unwrap();
+            return;
+        }
+    }
+    panic!("no viewable top-level window over the app");
+}
+
+#[test]
+fn desktop_guest_pixels_input_and_reset_through_criu() {
+    common::require_root();
+    assert!(
+        Path::new(RUNC).exists() && Path::new(CRIU).exists(),
+        "missing {RUNC} or {CRIU}: run `bash host/setup.sh` as root"
+    );
+    let img = common::desktop_image();
+    let mut g = Guest::new(&img.rootfs);
+    g.run();
+    let d = Display::connect(&g.socket(), Duration::from_secs(30)).unwrap();
+    let geom = d.geometry().unwrap();
+    assert_eq!((geom.width, geom.height, geom.depth), (1920, 1080, 24));
+    settled(&d, Duration::from_secs(90));
+    let ev = g.p("evidence");
+    std::fs::create_dir_all(&ev).unwrap();
+    let (q, before) = quiescence_gate(&d, Duration::from_millis(250), &ev, "snapshot").unwrap();
+    assert!(q.passed, "{q:?}");
+    drop(d);
+
+    // Snapshot: checkpoint (container stops), keep the overlay upper as it was.
+    g.checkpoint();
+    g.overlay.take();
+    cp_a(&g.p("upper"), &g.p("upper.snap"));
+    g.mount(&img.rootfs);
+
+    // Restore: pixel-equal (the pixel gate), then input reaches the app (the input gate).
+    g.restore(1);
+    let d = Display::connect(&g.socket(), Duration::from_secs(10)).unwrap();
+    let r = pixel_gate(&before, &d.screenshot().unwrap(), &ev, "after-restore").unwrap();
+    assert!(r.passed, "restore changed pixels: {r:?}");
+    let ig = input_gate(
+        &d,
+        ascii_keysym('q').unwrap(),
+        APP,
+        &before,
+        Duration::from_secs(10),
+        &ev,
+        "after-input",
+    )
+    .unwrap();
+    assert!(ig.passed, "{ig:?}");
+    let bb = ig.diff.as_ref().unwrap().bbox.unwrap();
+    assert!(
+        bb.x >= APP.x && bb.y >= APP.y && bb.x + bb.width <= APP.x + APP.width,
+        "typing changed pixels outside the app: {ig:?}"
+    );
+    drop(d);
+
+    // Reset: container gone, upper back to the snapshot's, restore again: the snapshot's pixels.
+    g.guard.take().unwrap().release().unwrap();
+    g.overlay.take();
+    std::fs::remove_dir_all(g.p("upper")).unwrap();
+    std::fs::remove_dir_all(g.p("work")).unwrap();
+    std::fs::create_dir(g.p("work")).unwrap();
+    cp_a(&g.p("upper.snap"), &g.p("upper"));
+    g.mount(&img.rootfs);
+    g.restore(2);
+    let d = Display::connect(&g.socket(), Duration::from_secs(10)).unwrap();
+    let r = pixel_gate(&before, &d.screenshot().unwrap(), &ev, "after-reset").unwrap();
+    assert!(r.passed, "reset did not bring the pixels back: {r:?}");
+
+    // Tamper: a window moved after restore fails the pixel gate, with a marked diff.
+    move_app_window(&d);
+    std::thread::sleep(Duration::from_millis(300));
+    let moved = d.screenshot().unwrap();
+    let r = pixel_gate(&before, &moved, &ev, "after-move").unwrap();
+    assert!(!r.passed, "a moved window must fail the pixel gate");
+    let md = r.diff.clone().unwrap();
+    let bb = md.bbox.unwrap();
+    assert!(
+        bb.x <= APP.x + 300 && bb.x + bb.width >= APP.x + APP.width,
+        "{md:?}"
+    );
+    assert_eq!(r.pngs[1].file, "after-move-diff.png");
+    let dimg = Screenshot::read_png(&ev.join("after-move-diff.png")).unwrap();
+    let marked = dimg.rgb.chunks(3).filter(|p| *p == DIFF_MARK).count() as u64;
+    assert_eq!(marked, md.differing);
+    assert_eq!(dimg, diff_image(&before, &moved).unwrap());
+    drop(d);
+    g.guard.take().unwrap().release().unwrap();
+}
