@@ -6,10 +6,13 @@
 # (1: "EFI" FAT32 ESP, 2: "root" ext4), built without loop devices (sgdisk on a raw file,
 # mkfs.ext4 -d into a separate file, dd at the partition offset, qemu-img convert).
 #
-# Usage: build-desktop-image.sh [OUT_DIR]   (default ${NETPROBE_CACHE:-/var/cache/netprobe}/desktop)
-# Output: OUT_DIR/desktop.qcow2, OUT_DIR/desktop.qcow2.sha256 (sha256sum format: the pin a profile
-# references), OUT_DIR/rootfs/ (the unpacked root, for tests), OUT_DIR/packages.lock (name=version
-# of every installed package), OUT_DIR/build-key.
+# Usage: build-desktop-image.sh [--gnome] [OUT_DIR]
+#   default OUT_DIR ${NETPROBE_CACHE:-/var/cache/netprobe}/desktop (with --gnome: .../gnome)
+#   --gnome adds desktop-image/packages-gnome.txt (GNOME Shell 43, D-Bus, upower, Mesa): the
+#   GNOME guest, image gnome.qcow2.
+# Output: OUT_DIR/NAME.qcow2 (NAME = desktop or gnome), OUT_DIR/NAME.qcow2.sha256 (sha256sum
+# format: the pin a profile references), OUT_DIR/rootfs/ (the unpacked root, for tests),
+# OUT_DIR/packages.lock (name=version of every installed package), OUT_DIR/build-key.
 #
 # Cache: the build key is the sha256 of this script + packages.txt + files/*. When OUT_DIR/build-key
 # equals it and the image's sha256 still matches, nothing is rebuilt (prints "cached").
@@ -24,15 +27,23 @@ here=$(cd "$(dirname "$0")" && pwd)
 log() { printf 'build-desktop-image: %s\n' "$*" >&2; }
 [ "$(id -u)" = 0 ] || { log "must run as root (mmdebstrap --mode=root)"; exit 3; }
 
-out=${1:-${NETPROBE_CACHE:-/var/cache/netprobe}/desktop}
+name=desktop
+lists=("$here/desktop-image/packages.txt")
+if [ "${1:-}" = "--gnome" ]; then
+  name=gnome
+  lists+=("$here/desktop-image/packages-gnome.txt")
+  shift
+fi
+out=${1:-${NETPROBE_CACHE:-/var/cache/netprobe}/$name}
 mkdir -p "$out"
 exec 9>"$out/.lock"
 flock 9
 
-key=$(cat "$0" "$here/desktop-image/packages.txt" "$here"/desktop-image/files/* | sha256sum | cut -d' ' -f1)
-if [ -f "$out/build-key" ] && [ "$(cat "$out/build-key")" = "$key" ] && [ -f "$out/desktop.qcow2.sha256" ] \
-  && (cd "$out" && sha256sum --quiet -c desktop.qcow2.sha256) && [ -f "$out/rootfs/etc/os-release" ]; then
-  log "cached: $out/desktop.qcow2 ($(cut -d' ' -f1 "$out/desktop.qcow2.sha256"))"
+key=$( (echo "$name"; cat "$0" "${lists[@]}" "$here"/desktop-image/files/*) | sha256sum | cut -d' ' -f1)
+img=$name.qcow2
+if [ -f "$out/build-key" ] && [ "$(cat "$out/build-key")" = "$key" ] && [ -f "$out/$img.sha256" ] \
+  && (cd "$out" && sha256sum --quiet -c "$img.sha256") && [ -f "$out/rootfs/etc/os-release" ]; then
+  log "cached: $out/$img ($(cut -d' ' -f1 "$out/$img.sha256"))"
   exit 0
 fi
 
@@ -57,7 +68,7 @@ apt-get indextargets --format '$(REPO_URI) $(RELEASE) $(TARGET_OF)' \
   | awk '$3 == "deb" { print "deb " $1 " " $2 " main" }' | sort -u >"$out/build/sources.list"
 grep -q . "$out/build/sources.list" || { log "no apt sources (run apt-get update)"; exit 3; }
 
-pkgs=$(grep -v '^\s*#' "$here/desktop-image/packages.txt" | xargs | tr ' ' ',')
+pkgs=$(cat "${lists[@]}" | grep -v '^\s*#' | xargs | tr ' ' ',')
 # Downloaded .debs are kept between builds (apt re-verifies them against the signed indices).
 debs=${NETPROBE_CACHE:-/var/cache/netprobe}/debs
 mkdir -p "$debs"
@@ -72,6 +83,7 @@ mmdebstrap --mode=root --variant=apt --include="$pkgs" --skip=download/empty \
   --customize-hook="copy-in $here/desktop-image/files/supervisor.py $here/desktop-image/files/typing.py /opt/netprobe" \
   --customize-hook="copy-in $here/desktop-image/files/xorg-dummy.conf /etc/X11" \
   --customize-hook='mv "$1/etc/X11/xorg-dummy.conf" "$1/etc/X11/netprobe-dummy.conf"; chmod 755 "$1"/opt/netprobe/*.py' \
+  --customize-hook='chroot "$1" fc-cache -s' \
   --customize-hook='chroot "$1" dpkg-query -W -f "\${Package}=\${Version}\n" > "$1/opt/netprobe/packages.lock"' \
   --customize-hook="sync-out /var/cache/apt/archives $debs" \
   --customize-hook='rm -rf "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/* "$1"/var/log/*' \
@@ -96,12 +108,12 @@ sgdisk -U 6E657470-726F-6265-0000-6469736B0000 \
   "$out/build/disk.raw" >/dev/null
 dd if="$out/build/esp.vfat" of="$out/build/disk.raw" bs=1M seek=1 conv=notrunc,sparse status=none
 dd if="$out/build/root.ext4" of="$out/build/disk.raw" bs=1M seek=$(( 1 + esp_mb )) conv=notrunc,sparse status=none
-qemu-img convert -f raw -O qcow2 "$out/build/disk.raw" "$out/desktop.qcow2.tmp"
-mv "$out/desktop.qcow2.tmp" "$out/desktop.qcow2"
+qemu-img convert -f raw -O qcow2 "$out/build/disk.raw" "$out/$img.tmp"
+mv "$out/$img.tmp" "$out/$img"
 parts=$(partx -g -o NR "$out/build/disk.raw" | xargs)
 [ "$parts" = "1 2" ] || { log "partition table check failed: partitions '$parts', expected '1 2'"; exit 1; }
-(cd "$out" && sha256sum desktop.qcow2 >desktop.qcow2.sha256)
+(cd "$out" && sha256sum "$img" >"$img.sha256")
 rm -rf "$out/build"
 echo "$key" >"$out/build-key"
 t2=$(date +%s)
-log "built $out/desktop.qcow2 ($(du -m "$out/desktop.qcow2" | cut -f1) MiB, rootfs ${used} MiB) sha256 $(cut -d' ' -f1 "$out/desktop.qcow2.sha256"); mmdebstrap $((t1 - t0)) s, packing $((t2 - t1)) s"
+log "built $out/$img ($(du -m "$out/$img" | cut -f1) MiB, rootfs ${used} MiB) sha256 $(cut -d' ' -f1 "$out/$img.sha256"); mmdebstrap $((t1 - t0)) s, packing $((t2 - t1)) s"
