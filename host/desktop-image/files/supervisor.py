@@ -70,7 +70,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
 def system_bus():
     """A system D-Bus (GNOME Shell 43's PowerToggle needs it) and upowerd on it."""
     os.makedirs("/run/dbus", exist_ok=True)
-    spawn("dbus-system", ["dbus-daemon", "--system", "--nofork", "--nopidfile"])
+    # Debian's system.conf drops to the messagebus user; CRIU must then read that process's
+    # rlimits across uids, which needs CAP_SYS_RESOURCE (absent on some hosts): run it as root.
+    with open("/usr/share/dbus-1/system.conf") as f:
+        conf = "".join(l for l in f if "<user>" not in l)
+    with open("/run/netprobe-system-bus.conf", "w") as f:
+        f.write(conf)
+    spawn("dbus-system", ["dbus-daemon", "--config-file=/run/netprobe-system-bus.conf",
+                          "--nofork", "--nopidfile"])
     deadline = time.monotonic() + 10
     while not os.path.exists("/run/dbus/system_bus_socket") and time.monotonic() < deadline:
         time.sleep(0.05)
