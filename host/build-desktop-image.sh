@@ -21,6 +21,8 @@
 # archive; mkfs.ext4 -d allocates inodes in readdir order). So each build writes its own sha256
 # beside the image and the shipped profile names that file (image.sha256_file): the pin guards the
 # image between build and use, and packages.lock says what was in it.
+# fontconfig's cache is built in the image (without SOURCE_DATE_EPOCH: with it, fc-cache writes
+# nothing), else the first Tk window waits for a font scan at run time (over 90 s under load here).
 # Needs root (mmdebstrap --mode=root, ownership in the image). Exit 3 when not root.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -83,7 +85,7 @@ mmdebstrap --mode=root --variant=apt --include="$pkgs" --skip=download/empty \
   --customize-hook="copy-in $here/desktop-image/files/supervisor.py $here/desktop-image/files/typing.py /opt/netprobe" \
   --customize-hook="copy-in $here/desktop-image/files/xorg-dummy.conf /etc/X11" \
   --customize-hook='mv "$1/etc/X11/xorg-dummy.conf" "$1/etc/X11/netprobe-dummy.conf"; chmod 755 "$1"/opt/netprobe/*.py' \
-  --customize-hook='chroot "$1" fc-cache -s' \
+  --customize-hook='chroot "$1" env -u SOURCE_DATE_EPOCH fc-cache -s' \
   --customize-hook='chroot "$1" dpkg-query -W -f "\${Package}=\${Version}\n" > "$1/opt/netprobe/packages.lock"' \
   --customize-hook="sync-out /var/cache/apt/archives $debs" \
   --customize-hook='rm -rf "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/* "$1"/var/log/*' \

@@ -16,22 +16,15 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use netprobe::oci::{
-    BundleSpec, ContainerGuard, NetnsSpec, Runtime, build_spec, read_pid_file, unique_container_id,
-};
-use netprobe::slot::mounts::{MountGuard, mount_overlay};
+use common::guest::{Guest, Overlay};
 use netprobe::x11::{
     DIFF_MARK, Display, Rect, Screenshot, ascii_keysym, diff_image, input_gate, pixel_gate,
-    quiescence_gate, socket_under_root,
+    quiescence_gate,
 };
 use x11rb::protocol::xproto::{ConfigureWindowAux, ConnectionExt as _, MapState};
 
-const RUNC: &str = "/usr/bin/runc";
-const CRIU: &str = netprobe::host::PRIVATE_CRIU;
 /// The typing app's window (typing.py: geometry 900x240+200+150; openbox may add a frame).
 const APP: Rect = Rect {
     x: 200,
@@ -39,132 +32,6 @@ const APP: Rect = Rect {
     width: 900,
     height: 240,
 };
-
-struct Guest {
-    tmp: tempfile::TempDir,
-    runtime: Runtime,
-    id: String,
-    guard: Option<ContainerGuard>,
-    overlay: Option<MountGuard>,
-    pid: i32,
-}
-
-impl Guest {
-    fn p(&self, rel: &str) -> PathBuf {
-        self.tmp.path().join(rel)
-    }
-
-    fn new(rootfs: &Path) -> Guest {
-        nix::sys::prctl::set_child_subreaper(true).unwrap();
-        let tmp = tempfile::Builder::new()
-            .prefix("netprobe-x11-")
-            .tempdir()
-            .unwrap();
-        let runtime = Runtime::new(RUNC, tmp.path().join("runc-root"), Some(CRIU.into()));
-        let mut g = Guest {
-            tmp,
-            runtime,
-            id: unique_container_id("np-x11"),
-            guard: None,
-            overlay: None,
-            pid: 0,
-        };
-        for d in ["upper", "work", "merged"] {
-            std::fs::create_dir_all(g.p(d)).unwrap();
-        }
-        g.mount(rootfs);
-        let profile = netprobe::profile::load(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/desktop.toml"),
-        )
-        .unwrap();
-        let bundle = g.p("bundle");
-        std::fs::create_dir_all(&bundle).unwrap();
-        let mut spec = build_spec(
-            &bundle,
-            &BundleSpec {
-                rootfs: g.p("merged"),
-                readonly_root: false,
-                args: vec!["/bin/false".into()],
-                netns: NetnsSpec::Private,
-                resources: None,
-                hostname: "np-desktop".into(),
-                cgroups_path: None,
-            },
-        )
-        .unwrap();
-        netprobe::profile::apply_profile(&mut spec, &profile.profile).unwrap();
-        spec.save(bundle.join("config.json")).unwrap();
-        g
-    }
-
-    fn mount(&mut self, rootfs: &Path) {
-        self.overlay = Some(
-            mount_overlay(rootfs, &self.p("upper"), &self.p("work"), &self.p("merged")).unwrap(),
-        );
-    }
-
-    fn run(&mut self) {
-        let mut guard = ContainerGuard::new(&self.runtime, self.id.clone());
-        let pidf = self.p("init.pid");
-        self.runtime
-            .create(&self.id, &self.p("bundle"), &pidf)
-            .unwrap();
-        self.pid = read_pid_file(&pidf).unwrap();
-        guard.set_pid(self.pid);
-        self.runtime.start(&self.id).unwrap();
-        self.guard = Some(guard);
-    }
-
-    fn checkpoint(&mut self) {
-        self.runtime
-            .checkpoint(&self.id, &self.p("images"), &self.p("ck-work"), &[])
-            .unwrap();
-        if let Some(mut g) = self.guard.take() {
-            g.disarm();
-        }
-    }
-
-    fn restore(&mut self, n: u32) {
-        let mut guard = ContainerGuard::new(&self.runtime, self.id.clone());
-        let pidf = self.p(&format!("restore{n}.pid"));
-        self.runtime
-            .restore(
-                &self.id,
-                &self.p("bundle"),
-                &self.p("images"),
-                &self.p(&format!("rs-work{n}")),
-                &pidf,
-                &[],
-            )
-            .unwrap();
-        self.pid = read_pid_file(&pidf).unwrap();
-        guard.set_pid(self.pid);
-        self.guard = Some(guard);
-    }
-
-    fn socket(&self) -> PathBuf {
-        socket_under_root(Path::new(&format!("/proc/{}/root", self.pid)), 0)
-    }
-}
-
-impl Drop for Guest {
-    fn drop(&mut self) {
-        if let Some(mut g) = self.guard.take() {
-            let _ = g.release();
-        }
-        self.overlay.take();
-    }
-}
-
-fn cp_a(from: &Path, to: &Path) {
-    let st = Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .unwrap();
-    assert!(st.success(), "cp -a {} {}", from.display(), to.display());
-}
 
 /// Waits (bounded) until the app's window is drawn (white) and the screen is still.
 fn settled(d: &Display, limit: Duration) -> Screenshot {
@@ -206,13 +73,8 @@ fn move_app_window(d: &Display) {
 
 #[test]
 fn desktop_guest_pixels_input_and_reset_through_criu() {
-    common::require_root();
-    assert!(
-        Path::new(RUNC).exists() && Path::new(CRIU).exists(),
-        "missing {RUNC} or {CRIU}: run `bash host/setup.sh` as root"
-    );
     let img = common::desktop_image();
-    let mut g = Guest::new(&img.rootfs);
+    let mut g = Guest::new(&img.rootfs, "desktop.toml", Overlay::Slot);
     g.run();
     let d = Display::connect(&g.socket(), Duration::from_secs(30)).unwrap();
     let geom = d.geometry().unwrap();
@@ -225,10 +87,8 @@ fn desktop_guest_pixels_input_and_reset_through_criu() {
     drop(d);
 
     // Snapshot: checkpoint (container stops), keep the overlay upper as it was.
-    g.checkpoint();
-    g.overlay.take();
-    cp_a(&g.p("upper"), &g.p("upper.snap"));
-    g.mount(&img.rootfs);
+    g.checkpoint().unwrap();
+    g.save_upper();
 
     // Restore: pixel-equal (the pixel gate), then input reaches the app (the input gate).
     g.restore(1);
@@ -254,13 +114,7 @@ fn desktop_guest_pixels_input_and_reset_through_criu() {
     drop(d);
 
     // Reset: container gone, upper back to the snapshot's, restore again: the snapshot's pixels.
-    g.guard.take().unwrap().release().unwrap();
-    g.overlay.take();
-    std::fs::remove_dir_all(g.p("upper")).unwrap();
-    std::fs::remove_dir_all(g.p("work")).unwrap();
-    std::fs::create_dir(g.p("work")).unwrap();
-    cp_a(&g.p("upper.snap"), &g.p("upper"));
-    g.mount(&img.rootfs);
+    g.reset_upper();
     g.restore(2);
     let d = Display::connect(&g.socket(), Duration::from_secs(10)).unwrap();
     let r = pixel_gate(&before, &d.screenshot().unwrap(), &ev, "after-reset").unwrap();
@@ -284,5 +138,5 @@ fn desktop_guest_pixels_input_and_reset_through_criu() {
     assert_eq!(marked, md.differing);
     assert_eq!(dimg, diff_image(&before, &moved).unwrap());
     drop(d);
-    g.guard.take().unwrap().release().unwrap();
+    g.release();
 }

@@ -30,29 +30,39 @@ pub struct DesktopImage {
 /// Builds (or finds cached) the desktop guest image; panics with the script's output on failure.
 pub fn desktop_image() -> DesktopImage {
     static IMG: OnceLock<DesktopImage> = OnceLock::new();
-    IMG.get_or_init(|| {
-        let cache = std::env::var_os("NETPROBE_CACHE")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/var/cache/netprobe"));
-        let dir = cache.join("desktop");
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("host/build-desktop-image.sh");
-        let out = std::process::Command::new("bash")
-            .arg(&script)
-            .arg(&dir)
-            .output()
-            .expect("run host/build-desktop-image.sh");
-        assert!(
-            out.status.success(),
-            "host/build-desktop-image.sh failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let sha = std::fs::read_to_string(dir.join("desktop.qcow2.sha256")).unwrap();
-        DesktopImage {
-            qcow2: dir.join("desktop.qcow2"),
-            sha256: sha.split_whitespace().next().unwrap().to_string(),
-            rootfs: dir.join("rootfs"),
-            dir,
-        }
-    })
-    .clone()
+    IMG.get_or_init(|| build("desktop")).clone()
 }
+
+/// Builds (or finds cached) the GNOME guest image (`--gnome`).
+pub fn gnome_image() -> DesktopImage {
+    static IMG: OnceLock<DesktopImage> = OnceLock::new();
+    IMG.get_or_init(|| build("gnome")).clone()
+}
+
+fn build(name: &str) -> DesktopImage {
+    let cache = std::env::var_os("NETPROBE_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/netprobe"));
+    let dir = cache.join(name);
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("host/build-desktop-image.sh");
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg(&script);
+    if name == "gnome" {
+        cmd.arg("--gnome");
+    }
+    let out = cmd.arg(&dir).output().expect("run host/build-desktop-image.sh");
+    assert!(
+        out.status.success(),
+        "host/build-desktop-image.sh failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sha = std::fs::read_to_string(dir.join(format!("{name}.qcow2.sha256"))).unwrap();
+    DesktopImage {
+        qcow2: dir.join(format!("{name}.qcow2")),
+        sha256: sha.split_whitespace().next().unwrap().to_string(),
+        rootfs: dir.join("rootfs"),
+        dir,
+    }
+}
+
+pub mod guest;
