@@ -21,9 +21,9 @@ use sha2::{Digest, Sha256};
 pub use apply::apply_profile;
 pub use error::{ProfileError, Result};
 pub use model::{
-    CgroupDriver, Confinement, DOCKER_DEFAULT_CAPS, DisplaySpec, Image, Mounts, Network,
-    PROFILE_SCHEMA_VERSION, PartitionSel, Process, Profile, Readiness, ResourceLimits, Security,
-    Tmpfs, UserSpec,
+    CgroupDriver, Confinement, DOCKER_DEFAULT_CAPS, DisplaySpec, Image, InputProbe, Mounts,
+    Network, PROFILE_SCHEMA_VERSION, PartitionSel, Process, Profile, Readiness, ResourceLimits,
+    Security, Tmpfs, UserSpec,
 };
 
 /// The built-in default profile: netprobe's embedded busybox image, its `/init.sh` (busybox
@@ -284,6 +284,31 @@ fn validate_display(p: &Profile, name: &Path) -> Result<()> {
             "display",
             format!("{}x{} depth {}", d.width, d.height, d.depth),
             "give the X server's screen, e.g. width = 1920, height = 1080, depth = 24",
+        ));
+    }
+    if let Some(i) = p
+        .display
+        .and_then(|d| d.input.map(|i| (d, i)))
+        .map(|(d, i)| {
+            (
+                i,
+                !(i.key.is_ascii_graphic() || i.key == ' ')
+                    || i.width == 0
+                    || i.height == 0
+                    || i.x + i.width > d.width
+                    || i.y + i.height > d.height,
+            )
+        })
+        && i.1
+    {
+        return Err(field(
+            name,
+            "display.input",
+            format!(
+                "key {:?} region {}x{}+{}+{}",
+                i.0.key, i.0.width, i.0.height, i.0.x, i.0.y
+            ),
+            "give one printable ASCII key and a non-empty region inside the screen",
         ));
     }
     if p.display.is_none() && p.readiness.contains(&Readiness::XDisplay) {

@@ -302,6 +302,26 @@ pub struct DisplaySpec {
     pub height: u32,
     /// Expected root window depth, bits.
     pub depth: u8,
+    /// The input gate's probe (after restore: this key must change this region); None: no
+    /// input gate.
+    #[serde(default)]
+    pub input: Option<InputProbe>,
+}
+
+/// The input gate's probe: a key sent through XTEST and the screen region it must change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputProbe {
+    /// One printable ASCII character (its keysym is its code point), e.g. `"q"`.
+    pub key: char,
+    /// Left edge of the application's region, pixels.
+    pub x: u32,
+    /// Top edge, pixels.
+    pub y: u32,
+    /// Width, pixels.
+    pub width: u32,
+    /// Height, pixels.
+    pub height: u32,
 }
 
 /// A readiness check.

@@ -314,3 +314,27 @@ fn schema_accepts_shipped_and_builtin_profiles_and_rejects_unknown_keys() {
         assert!(!v.is_valid(&as_json(&bad)), "schema accepted:\n{bad}");
     }
 }
+
+#[test]
+fn display_input_probe_is_checked() {
+    let base = format!("{MINIMAL}[display]\nnumber = 0\nwidth = 100\nheight = 100\ndepth = 24\n");
+    let ok = p(&format!(
+        "{base}[display.input]\nkey = \"q\"\nx = 10\ny = 10\nwidth = 50\nheight = 50\n"
+    ))
+    .unwrap();
+    let i = ok.profile.display.unwrap().input.unwrap();
+    assert_eq!((i.key, i.x, i.width), ('q', 10, 50));
+    for bad in [
+        "key = \"q\"\nx = 90\ny = 0\nwidth = 50\nheight = 5\n",
+        "key = \"\\n\"\nx = 0\ny = 0\nwidth = 5\nheight = 5\n",
+        "key = \"q\"\nx = 0\ny = 0\nwidth = 0\nheight = 5\n",
+    ] {
+        let e = p(&format!("{base}[display.input]\n{bad}")).unwrap_err();
+        assert!(e.to_string().contains("display.input"), "{e}");
+    }
+    let e = p(&format!(
+        "{base}[display.input]\nkey = \"qq\"\nx = 0\ny = 0\nwidth = 5\nheight = 5\n"
+    ))
+    .unwrap_err();
+    assert!(matches!(e, ProfileError::Parse { .. }), "{e}");
+}
