@@ -34,7 +34,13 @@ fn evidence(g: &Guest) -> PathBuf {
 }
 
 fn keep_logs(g: &Guest, ev: &Path) {
-    for f in ["wm.log", "dbus-system.log", "upower.log", "x.log", "Xorg.log"] {
+    for f in [
+        "wm.log",
+        "dbus-system.log",
+        "upower.log",
+        "x.log",
+        "Xorg.log",
+    ] {
         std::fs::write(ev.join(f), g.guest_tmp(f)).unwrap();
     }
     for (from, to) in [
@@ -49,7 +55,13 @@ fn keep_logs(g: &Guest, ev: &Path) {
 /// The name of the window manager per EWMH (`_NET_SUPPORTING_WM_CHECK` → `_NET_WM_NAME`).
 fn wm_name(d: &Display) -> Option<String> {
     let c = d.connection();
-    let atom = |n: &str| c.intern_atom(false, n.as_bytes()).ok()?.reply().ok().map(|r| r.atom);
+    let atom = |n: &str| {
+        c.intern_atom(false, n.as_bytes())
+            .ok()?
+            .reply()
+            .ok()
+            .map(|r| r.atom)
+    };
     let check = atom("_NET_SUPPORTING_WM_CHECK")?;
     let name = atom("_NET_WM_NAME")?;
     let utf8 = atom("UTF8_STRING")?;
@@ -60,7 +72,11 @@ fn wm_name(d: &Display) -> Option<String> {
         .ok()?
         .value32()?
         .next()?;
-    let v = c.get_property(false, w, name, utf8, 0, 64).ok()?.reply().ok()?;
+    let v = c
+        .get_property(false, w, name, utf8, 0, 64)
+        .ok()?
+        .reply()
+        .ok()?;
     Some(String::from_utf8_lossy(&v.value).into_owned())
 }
 
@@ -82,7 +98,11 @@ fn start_gnome(g: &mut Guest, limit: Duration) -> Display {
         if q.is_quiescent() {
             break;
         }
-        assert!(Instant::now() < deadline, "GNOME never settled: {:?}", q.diff);
+        assert!(
+            Instant::now() < deadline,
+            "GNOME never settled: {:?}",
+            q.diff
+        );
     }
     d
 }
@@ -109,7 +129,11 @@ fn gnome_shell_checkpoints_restores_and_resets_pixel_equal() {
     let ev = evidence(&g);
     let d = start_gnome(&mut g, Duration::from_secs(240));
     early_in_minute(8);
-    let minute = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() / 60;
+    let minute = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        / 60;
     let (q, before) = quiescence_gate(&d, Duration::from_millis(250), &ev, "snapshot").unwrap();
     assert!(q.passed, "{q:?}");
     drop(d);
@@ -143,8 +167,12 @@ fn gnome_shell_checkpoints_restores_and_resets_pixel_equal() {
     g.restore(2);
     let d = Display::connect(&g.socket(), Duration::from_secs(30)).unwrap();
     let rr = pixel_gate(&before, &d.screenshot().unwrap(), &ev, "after-reset").unwrap();
-    let same_minute =
-        SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() / 60 == minute;
+    let same_minute = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        / 60
+        == minute;
     keep_logs(&g, &ev);
     drop(d);
     g.release();
@@ -153,7 +181,11 @@ fn gnome_shell_checkpoints_restores_and_resets_pixel_equal() {
         "the cycle crossed a minute boundary (GNOME's clock changes): evidence {}",
         ev.display()
     );
-    assert!(r.passed, "restore changed pixels: {r:?}; evidence {}", ev.display());
+    assert!(
+        r.passed,
+        "restore changed pixels: {r:?}; evidence {}",
+        ev.display()
+    );
     assert!(ig.passed, "the key did not reach GNOME: {ig:?}");
     assert!(rr.passed, "reset did not bring the pixels back: {rr:?}");
 }

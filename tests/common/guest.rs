@@ -75,7 +75,9 @@ impl Guest {
         };
         g.mount();
         let lp = netprobe::profile::load(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles").join(profile),
+            &Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("profiles")
+                .join(profile),
         )
         .unwrap();
         let bundle = g.p("bundle");
@@ -105,8 +107,12 @@ impl Guest {
         }
         let _ = std::fs::remove_dir_all(self.p("work"));
         std::fs::create_dir_all(self.p("work")).unwrap();
-        let (lower, upper, work, merged) =
-            (self.rootfs.clone(), self.p("upper"), self.p("work"), self.p("merged"));
+        let (lower, upper, work, merged) = (
+            self.rootfs.clone(),
+            self.p("upper"),
+            self.p("work"),
+            self.p("merged"),
+        );
         match self.overlay {
             Overlay::Slot => mounts::mount_overlay(&lower, &upper, &work, &merged)
                 .unwrap()
@@ -143,7 +149,9 @@ impl Guest {
     pub fn run(&mut self) {
         let mut guard = ContainerGuard::new(&self.runtime, self.id.clone());
         let pidf = self.p("init.pid");
-        self.runtime.create(&self.id, &self.p("bundle"), &pidf).unwrap();
+        self.runtime
+            .create(&self.id, &self.p("bundle"), &pidf)
+            .unwrap();
         self.pid = read_pid_file(&pidf).unwrap();
         guard.set_pid(self.pid);
         self.runtime.start(&self.id).unwrap();
@@ -227,6 +235,11 @@ impl Drop for Guest {
 
 /// `cp -a from to`.
 pub fn cp_a(from: &Path, to: &Path) {
-    let st = Command::new("cp").arg("-a").arg(from).arg(to).status().unwrap();
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
     assert!(st.success(), "cp -a {} {}", from.display(), to.display());
 }

@@ -50,7 +50,10 @@ fn build(name: &str) -> DesktopImage {
     if name == "gnome" {
         cmd.arg("--gnome");
     }
-    let out = cmd.arg(&dir).output().expect("run host/build-desktop-image.sh");
+    let out = cmd
+        .arg(&dir)
+        .output()
+        .expect("run host/build-desktop-image.sh");
     assert!(
         out.status.success(),
         "host/build-desktop-image.sh failed: {}",
