@@ -25,20 +25,30 @@ use netprobe::x11::{
 };
 use x11rb::protocol::xproto::{ConfigureWindowAux, ConnectionExt as _, MapState};
 
-/// The typing app's window (typing.py: geometry 900x240+200+150; openbox may add a frame).
-const APP: Rect = Rect {
-    x: 200,
-    y: 150,
-    width: 900,
-    height: 240,
-};
+/// The typing app's window (typing.py: geometry 900x240+200+150; openbox adds a frame), as the
+/// shipped profile's input probe names it (`[display.input]` of profiles/desktop.toml).
+fn app_region() -> Rect {
+    let lp = netprobe::profile::load(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/desktop.toml"),
+    )
+    .unwrap();
+    let i = lp.profile.display.unwrap().input.unwrap();
+    assert_eq!((i.x, i.y, i.width, i.height), (200, 150, 900, 240));
+    Rect {
+        x: i.x,
+        y: i.y,
+        width: i.width,
+        height: i.height,
+    }
+}
 
 /// Waits (bounded) until the app's window is drawn (white) and the screen is still.
 fn settled(d: &Display, limit: Duration) -> Screenshot {
+    let app = app_region();
     let deadline = Instant::now() + limit;
     loop {
         let q = d.quiescence(Duration::from_millis(250)).unwrap();
-        if q.is_quiescent() && q.second.pixel(APP.x + 450, APP.y + 200) == [255, 255, 255] {
+        if q.is_quiescent() && q.second.pixel(app.x + 450, app.y + 200) == [255, 255, 255] {
             return q.second;
         }
         assert!(
@@ -51,9 +61,10 @@ fn settled(d: &Display, limit: Duration) -> Screenshot {
 
 /// Moves the top-level window covering the app's centre 300 px to the right.
 fn move_app_window(d: &Display) {
+    let app = app_region();
     let c = d.connection();
     let tree = c.query_tree(d.root()).unwrap().reply().unwrap();
-    let (cx, cy) = ((APP.x + 450) as i32, (APP.y + 120) as i32);
+    let (cx, cy) = ((app.x + 450) as i32, (app.y + 120) as i32);
     for w in tree.children.iter().rev() {
         let a = c.get_window_attributes(*w).unwrap().reply().unwrap();
         let g = c.get_geometry(*w).unwrap().reply().unwrap();
@@ -74,6 +85,7 @@ fn move_app_window(d: &Display) {
 #[test]
 fn desktop_guest_pixels_input_and_reset_through_criu() {
     let img = common::desktop_image();
+    let app = app_region();
     let mut g = Guest::new(&img.rootfs, "desktop.toml", Overlay::Slot);
     g.run();
     let d = Display::connect(&g.socket(), Duration::from_secs(30)).unwrap();
@@ -98,7 +110,7 @@ fn desktop_guest_pixels_input_and_reset_through_criu() {
     let ig = input_gate(
         &d,
         ascii_keysym('q').unwrap(),
-        APP,
+        app,
         &before,
         Duration::from_secs(10),
         &ev,
@@ -108,7 +120,7 @@ fn desktop_guest_pixels_input_and_reset_through_criu() {
     assert!(ig.passed, "{ig:?}");
     let bb = ig.diff.as_ref().unwrap().bbox.unwrap();
     assert!(
-        bb.x >= APP.x && bb.y >= APP.y && bb.x + bb.width <= APP.x + APP.width,
+        bb.x >= app.x && bb.y >= app.y && bb.x + bb.width <= app.x + app.width,
         "typing changed pixels outside the app: {ig:?}"
     );
     drop(d);
@@ -129,7 +141,7 @@ fn desktop_guest_pixels_input_and_reset_through_criu() {
     let md = r.diff.clone().unwrap();
     let bb = md.bbox.unwrap();
     assert!(
-        bb.x <= APP.x + 300 && bb.x + bb.width >= APP.x + APP.width,
+        bb.x <= app.x + 300 && bb.x + bb.width >= app.x + app.width,
         "{md:?}"
     );
     assert_eq!(r.pngs[1].file, "after-move-diff.png");
