@@ -2,12 +2,14 @@
 # netprobe test dependencies: what the test suite needs beyond host/setup.sh.
 #
 # Installs Debian 12's `chromium` (used headless by tests/report_html_chromium.rs to render the
-# HTML report and check its DOM). Idempotent: does nothing when every package is installed, and
+# HTML report and check its DOM), `xvfb` (the host X server of tests/x11_xvfb.rs) and the tools of
+# host/build-desktop-image.sh (mmdebstrap, gdisk, dosfstools; the desktop guest image the tests
+# build, cached). Idempotent: does nothing when every package is installed, and
 # runs `apt-get update` only when a package is missing. Needs root. Exit 3 when not root.
 set -euo pipefail
 log() { printf 'install-test-deps: %s\n' "$*" >&2; }
 
-PKGS=(chromium)
+PKGS=(chromium xvfb mmdebstrap gdisk dosfstools)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -21,4 +23,5 @@ log "installing: ${missing[*]}"
 apt-get update -qq
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 command -v chromium >/dev/null || { log "chromium still not on PATH after install"; exit 1; }
+command -v Xvfb >/dev/null || { log "Xvfb still not on PATH after install"; exit 1; }
 log "done: $(chromium --version 2>/dev/null || echo 'chromium installed')"

@@ -16,5 +16,7 @@ pub mod ns;
 pub mod oci;
 pub mod probe;
 pub mod proc;
+pub mod profile;
 pub mod report;
 pub mod slot;
+pub mod x11;
