@@ -72,6 +72,24 @@ enum Cmd {
         #[arg(long)]
         runtime: Option<PathBuf>,
     },
+    /// Prove the cgroup driver on this host: a container with the slot's limits (4 CPUs, 4 GiB, no
+    /// swap) read back from its cgroup files (v1 or v2) and, with systemd, from its scope unit;
+    /// then nothing left. Exit 1 when a check fails, 3 when the host cannot (no cgroups, systemd
+    /// asked where it is not pid 1).
+    #[command(
+        after_help = "Example:\n  sudo netprobe cgroup --driver systemd --evidence ev/cgroup-systemd\n"
+    )]
+    Cgroup {
+        /// cgroup driver; default: systemd where systemd is pid 1, else cgroupfs.
+        #[arg(long, value_parser = ["systemd", "cgroupfs"])]
+        driver: Option<String>,
+        /// OCI runtime binary.
+        #[arg(long)]
+        runtime: Option<PathBuf>,
+        /// Evidence folder to create (cgroup-check.json, config.json); must not exist.
+        #[arg(long)]
+        evidence: PathBuf,
+    },
     /// The slot driver of the OCI reference arm (provision, snapshot, restore, reset, cleanup, status).
     #[command(after_help = "Examples:
   sudo netprobe slot provision --slot 0 --state-dir /var/lib/netprobe/slots --probe-evidence evidence/last
@@ -288,6 +306,11 @@ fn main() -> ExitCode {
             }
         }
         Cmd::Slot(s) => cmd_slot(s),
+        Cmd::Cgroup {
+            driver,
+            runtime,
+            evidence,
+        } => cmd_cgroup(driver, runtime, evidence),
         Cmd::Completions { shell } => {
             clap_complete::generate(
                 shell,
@@ -387,6 +410,42 @@ fn cmd_slot(s: SlotCli) -> ExitCode {
                 );
             }
             fail(e.exit_code() as u8, e)
+        }
+    }
+}
+
+fn cmd_cgroup(driver: Option<String>, runtime: Option<PathBuf>, evidence: PathBuf) -> ExitCode {
+    use netprobe::cgroup::{CgroupDriver, CgroupError, check};
+    let driver = match driver.map(|d| d.parse::<CgroupDriver>()).transpose() {
+        Ok(d) => d,
+        Err(e) => return fail(2, e),
+    };
+    let runtime = runtime.unwrap_or_else(netprobe::host::default_runtime);
+    match check::run_check(std::path::Path::new("/"), &runtime, driver, &evidence) {
+        Ok(r) => {
+            println!(
+                "cgroup {} host, driver {} ({}), {}; cgroupsPath {}; CRIU --manage-cgroups-mode {}",
+                r.mode,
+                r.driver.driver,
+                r.driver.source,
+                r.runtime_version,
+                r.cgroups_path,
+                r.manage_cgroups_mode.as_str()
+            );
+            for c in &r.checks {
+                let mark = if c.pass { "pass" } else { "FAIL" };
+                println!("{mark} {}: {}", c.name, c.observed);
+            }
+            println!("evidence: {}", evidence.join("cgroup-check.json").display());
+            if r.pass {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            let code = e.downcast_ref::<CgroupError>().map_or(4, |c| c.exit_code());
+            fail(code as u8, format!("{e:#}"))
         }
     }
 }

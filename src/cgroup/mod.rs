@@ -6,6 +6,7 @@
 //! Every function that touches the file system takes a root (`/` on a live host), so unit tests
 //! run over fixture trees for every mode without root.
 
+pub mod check;
 pub mod driver;
 pub mod error;
 pub mod limits;
