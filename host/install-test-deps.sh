@@ -2,12 +2,14 @@
 # netprobe test dependencies: what the test suite needs beyond host/setup.sh.
 #
 # Installs Debian 12's `chromium` (used headless by tests/report_html_chromium.rs to render the
-# HTML report and check its DOM). Idempotent: does nothing when every package is installed, and
+# HTML report and check its DOM), and for the test host in a VM (host/vm/, tests/vm.rs)
+# `mmdebstrap` (builds the image), `qemu-system-x86` (boots it) and `e2fsprogs` (mkfs.ext4 -d,
+# debugfs). Idempotent: does nothing when every package is installed, and
 # runs `apt-get update` only when a package is missing. Needs root. Exit 3 when not root.
 set -euo pipefail
 log() { printf 'install-test-deps: %s\n' "$*" >&2; }
 
-PKGS=(chromium)
+PKGS=(chromium mmdebstrap qemu-system-x86 e2fsprogs)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -86,6 +86,10 @@ enum Cmd {
         /// OCI runtime binary.
         #[arg(long)]
         runtime: Option<PathBuf>,
+        /// systemd driver: also `systemctl daemon-reload` before and after aligning the unit and
+        /// re-read the files (reloads every unit of the host: for test hosts).
+        #[arg(long)]
+        daemon_reload: bool,
         /// Evidence folder to create (cgroup-check.json, config.json); must not exist.
         #[arg(long)]
         evidence: PathBuf,
@@ -309,8 +313,9 @@ fn main() -> ExitCode {
         Cmd::Cgroup {
             driver,
             runtime,
+            daemon_reload,
             evidence,
-        } => cmd_cgroup(driver, runtime, evidence),
+        } => cmd_cgroup(driver, runtime, daemon_reload, evidence),
         Cmd::Completions { shell } => {
             clap_complete::generate(
                 shell,
@@ -414,14 +419,25 @@ fn cmd_slot(s: SlotCli) -> ExitCode {
     }
 }
 
-fn cmd_cgroup(driver: Option<String>, runtime: Option<PathBuf>, evidence: PathBuf) -> ExitCode {
+fn cmd_cgroup(
+    driver: Option<String>,
+    runtime: Option<PathBuf>,
+    reload: bool,
+    evidence: PathBuf,
+) -> ExitCode {
     use netprobe::cgroup::{CgroupDriver, CgroupError, check};
     let driver = match driver.map(|d| d.parse::<CgroupDriver>()).transpose() {
         Ok(d) => d,
         Err(e) => return fail(2, e),
     };
     let runtime = runtime.unwrap_or_else(netprobe::host::default_runtime);
-    match check::run_check(std::path::Path::new("/"), &runtime, driver, &evidence) {
+    match check::run_check(
+        std::path::Path::new("/"),
+        &runtime,
+        driver,
+        reload,
+        &evidence,
+    ) {
         Ok(r) => {
             println!(
                 "cgroup {} host, driver {} ({}), {}; cgroupsPath {}; CRIU --manage-cgroups-mode {}",
@@ -432,6 +448,12 @@ fn cmd_cgroup(driver: Option<String>, runtime: Option<PathBuf>, evidence: PathBu
                 r.cgroups_path,
                 r.manage_cgroups_mode.as_str()
             );
+            for a in &r.unit_aligned {
+                println!("set on the unit: {a}");
+            }
+            for f in &r.findings {
+                println!("finding: {f}");
+            }
             for c in &r.checks {
                 let mark = if c.pass { "pass" } else { "FAIL" };
                 println!("{mark} {}: {}", c.name, c.observed);

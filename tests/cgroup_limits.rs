@@ -215,3 +215,13 @@ fn live_host_detects_hybrid_here() {
     assert_eq!(h.mode, CgroupMode::Hybrid, "{h:?}");
     h.require_limit_controllers().unwrap();
 }
+
+#[test]
+fn dirs_gone_after_cleanup() {
+    let d = unified(Some("0\n"));
+    let l = read_limits_at(d.path(), PID).unwrap();
+    let e = l.dirs_gone().unwrap_err();
+    assert!(e.contains(SCOPE), "{e}");
+    fs::remove_dir_all(d.path().join(format!("sys/fs/cgroup{SCOPE}"))).unwrap();
+    assert!(l.dirs_gone().unwrap().contains(SCOPE));
+}

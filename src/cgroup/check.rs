@@ -4,12 +4,15 @@
 //! scope gone, cgroup directories gone). The building block the slot's `cgroup-limits` gate and
 //! cleanup use, runnable on its own (e.g. inside the test VM, host/vm/).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::driver::{CgroupDriver, DriverChoice, ManageCgroupsMode};
 use super::limits::{LimitReadback, read_limits};
 use super::mode::{CgroupHost, CgroupMode};
-use super::systemd::{ScopeRemoval, SystemdCgroupsPath, UnitLimits, remove_scope, show_unit};
+use super::systemd::{
+    ScopeRemoval, SystemdCgroupsPath, UnitLimits, align_unit, daemon_reload, remove_scope,
+    show_unit,
+};
 use crate::evidence::EvidenceDir;
 use crate::oci::{self, BundleSpec, ContainerGuard, NetnsSpec, Resources, Runtime};
 
@@ -53,8 +56,20 @@ pub struct CheckReport {
     pub asked: Resources,
     /// Read back from the cgroup files.
     pub limits: Option<LimitReadback>,
-    /// Read back from the unit (systemd driver).
+    /// The unit as the runtime created it (systemd driver).
+    pub unit_as_created: Option<UnitLimits>,
+    /// Properties the runtime left out and netprobe set (`systemctl set-property --runtime`),
+    /// e.g. `MemorySwapMax: infinity -> 0 (MemorySwapMax=0)`.
+    pub unit_aligned: Vec<String>,
+    /// The unit after alignment, as checked (systemd driver).
     pub unit: Option<UnitLimits>,
+    /// With `daemon_reload`: the files after a `systemctl daemon-reload` with the unit as the
+    /// runtime created it (before alignment): what systemd does to limits the unit lacks.
+    pub limits_after_reload_unaligned: Option<LimitReadback>,
+    /// With `daemon_reload`: the files after a second reload, after alignment (checked).
+    pub limits_after_reload: Option<LimitReadback>,
+    /// Facts seen that are not checks (one line each).
+    pub findings: Vec<String>,
     /// The scope's removal (systemd driver).
     pub scope_removal: Option<ScopeRemoval>,
     /// The checks, in order.
@@ -69,6 +84,11 @@ pub struct CheckReport {
 /// netns; it is killed and deleted on every path (guard), and with the systemd driver its scope
 /// is stopped if the runtime left it.
 ///
+/// With the systemd driver the unit is read as the runtime made it, then every limit the runtime
+/// left out of it is set on the unit ([`align_unit`]) and the unit checked; with
+/// `reload` a `systemctl daemon-reload` before and after that alignment shows what systemd
+/// re-applies (it reloads every unit: meant for test hosts such as the VM).
+///
 /// Errors (anyhow, with context): the host has no usable cgroups (exit class 3 via
 /// [`super::CgroupError`]), systemd asked where it is not pid 1, the runtime fails. A limit
 /// mismatch or a leftover is not an error: it is a failed [`Check`] (`pass: false`).
@@ -76,6 +96,7 @@ pub fn run_check(
     root: &Path,
     runtime: &Path,
     requested: Option<CgroupDriver>,
+    reload: bool,
     evidence: &Path,
 ) -> anyhow::Result<CheckReport> {
     use anyhow::Context;
@@ -96,7 +117,8 @@ pub fn run_check(
             let p = SystemdCgroupsPath::new("system.slice", "netprobe", &short)?;
             (p.to_cgroups_path(), Some(p))
         }
-        CgroupDriver::Cgroupfs => (format!("/netprobe/{short}"), None),
+        // Top level, no shared parent: runc leaves the parents it creates.
+        CgroupDriver::Cgroupfs => (format!("/{id}"), None),
     };
     let bundle = work.path().join("bundle");
     std::fs::create_dir_all(&bundle)?;
@@ -115,7 +137,13 @@ pub fn run_check(
     ev.adopt("config.json", &bundle.join(oci::CONFIG_JSON))?;
     let rt = Runtime::new(runtime, work.path().join("runc-root"), None)
         .with_systemd_cgroup(choice.driver == CgroupDriver::Systemd);
-    let version = rt.version()?.stdout.lines().next().unwrap_or("").to_string();
+    let version = rt
+        .version()?
+        .stdout
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string();
     let (mcg, mcg_reason) = ManageCgroupsMode::for_driver(choice.driver, &version);
 
     let mut checks = Vec::new();
@@ -128,27 +156,10 @@ pub fn run_check(
     let limits = read_limits(&host, pid)?;
     let r = limits.check(&SLOT_RESOURCES);
     checks.push(check("limits-from-files", r));
-    let unit = match &unit_path {
-        Some(p) => {
-            let u = show_unit(&p.unit())?;
-            checks.push(check("limits-from-unit", u.check(&SLOT_RESOURCES)));
-            let want = p.cgroup();
-            let in_scope = limits.files[0].value.lines().any(|l| l == format!("0::{want}"));
-            checks.push(check(
-                "process-in-unit-cgroup",
-                if in_scope && u.control_group == want {
-                    Ok(format!("/proc/{pid}/cgroup has 0::{want}; ControlGroup={want}"))
-                } else {
-                    Err(format!(
-                        "/proc/{pid}/cgroup {:?}, ControlGroup={:?}, expected {want}",
-                        limits.files[0].value, u.control_group
-                    ))
-                },
-            ));
-            Some(u)
-        }
-        None => None,
-    };
+    let mut sd = SystemdPart::default();
+    if let Some(p) = &unit_path {
+        sd = systemd_checks(&host, pid, p, reload, &limits, &mut checks)?;
+    }
 
     // Cleanup: kill + delete (the guard), prove gone, scope gone, cgroup dirs gone.
     guard.release()?;
@@ -159,7 +170,10 @@ pub fn run_check(
             checks.push(check(
                 "scope-removed",
                 if s.stopped {
-                    Err(format!("the runtime left the scope ({}); stopped it: {}", s.before, s.after))
+                    Err(format!(
+                        "the runtime left the scope ({}); stopped it: {}",
+                        s.before, s.after
+                    ))
                 } else {
                     Ok(format!("{}: {} after delete", s.unit, s.after))
                 },
@@ -168,7 +182,7 @@ pub fn run_check(
         }
         None => None,
     };
-    checks.push(check("cgroup-dirs-removed", dirs_gone(&limits)));
+    checks.push(check("cgroup-dirs-removed", limits.dirs_gone()));
     let pass = checks.iter().all(|c| c.pass);
     let report = CheckReport {
         mode: host.mode,
@@ -180,13 +194,89 @@ pub fn run_check(
         manage_cgroups_reason: mcg_reason,
         asked: SLOT_RESOURCES,
         limits: Some(limits),
-        unit,
+        unit_as_created: sd.as_created,
+        unit_aligned: sd.aligned,
+        unit: sd.unit,
+        limits_after_reload_unaligned: sd.reload_unaligned,
+        limits_after_reload: sd.reload_aligned,
+        findings: sd.findings,
         scope_removal,
         checks,
         pass,
     };
     ev.write_json("cgroup-check.json", &report)?;
     Ok(report)
+}
+
+#[derive(Default)]
+struct SystemdPart {
+    as_created: Option<UnitLimits>,
+    aligned: Vec<String>,
+    unit: Option<UnitLimits>,
+    reload_unaligned: Option<LimitReadback>,
+    reload_aligned: Option<LimitReadback>,
+    findings: Vec<String>,
+}
+
+/// The unit's checks: in the unit's cgroup, (reload,) align, limits from the unit, (reload and
+/// re-read the files).
+fn systemd_checks(
+    host: &CgroupHost,
+    pid: i32,
+    p: &SystemdCgroupsPath,
+    reload: bool,
+    limits: &LimitReadback,
+    checks: &mut Vec<Check>,
+) -> anyhow::Result<SystemdPart> {
+    let mut sd = SystemdPart::default();
+    let u0 = show_unit(&p.unit())?;
+    let want = p.cgroup();
+    let in_scope = limits.files[0]
+        .value
+        .lines()
+        .any(|l| l == format!("0::{want}"));
+    checks.push(check(
+        "process-in-unit-cgroup",
+        if in_scope && u0.control_group == want {
+            Ok(format!(
+                "/proc/{pid}/cgroup has 0::{want}; ControlGroup={want}"
+            ))
+        } else {
+            Err(format!(
+                "/proc/{pid}/cgroup {:?}, ControlGroup={:?}, expected {want}",
+                limits.files[0].value, u0.control_group
+            ))
+        },
+    ));
+    if let Err(e) = u0.check(&SLOT_RESOURCES) {
+        sd.findings
+            .push(format!("the unit as the runtime created it: {e}"));
+    }
+    if reload {
+        daemon_reload()?;
+        let l = read_limits(host, pid)?;
+        if let Err(e) = l.check(&SLOT_RESOURCES) {
+            sd.findings.push(format!(
+                "after systemctl daemon-reload with the runtime's unit, the cgroup files no longer hold the limits: {e}"
+            ));
+        }
+        sd.reload_unaligned = Some(l);
+    }
+    sd.aligned = align_unit(&u0, &SLOT_RESOURCES)?;
+    let u = show_unit(&p.unit())?;
+    checks.push(check("limits-from-unit", u.check(&SLOT_RESOURCES)));
+    if reload {
+        daemon_reload()?;
+        let l = read_limits(host, pid)?;
+        checks.push(check(
+            "limits-after-daemon-reload",
+            l.check(&SLOT_RESOURCES),
+        ));
+        sd.reload_aligned = Some(l);
+    }
+    sd.as_created = Some(u0);
+    sd.unit = Some(u);
+    Ok(sd)
 }
 
 fn check(name: &str, r: Result<String, String>) -> Check {
@@ -198,27 +288,5 @@ fn check(name: &str, r: Result<String, String>) -> Check {
         name: name.into(),
         pass,
         observed,
-    }
-}
-
-/// The directories of every limit file read (not `/proc`) no longer exist.
-fn dirs_gone(l: &LimitReadback) -> Result<String, String> {
-    let mut dirs: Vec<PathBuf> = l
-        .files
-        .iter()
-        .skip(1)
-        .filter_map(|f| f.path.parent().map(Path::to_path_buf))
-        .collect();
-    dirs.dedup();
-    let left: Vec<String> = dirs
-        .iter()
-        .filter(|d| d.exists())
-        .map(|d| d.display().to_string())
-        .collect();
-    let all: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
-    if left.is_empty() {
-        Ok(format!("gone: {}", all.join(", ")))
-    } else {
-        Err(format!("still there: {}", left.join(", ")))
     }
 }

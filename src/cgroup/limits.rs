@@ -87,6 +87,31 @@ impl LimitReadback {
     }
 }
 
+impl LimitReadback {
+    /// After cleanup: the directories of every limit file read (not `/proc`) no longer exist.
+    /// Ok/Err name them.
+    pub fn dirs_gone(&self) -> std::result::Result<String, String> {
+        let mut dirs: Vec<PathBuf> = self
+            .files
+            .iter()
+            .skip(1)
+            .filter_map(|f| f.path.parent().map(Path::to_path_buf))
+            .collect();
+        dirs.dedup();
+        let left: Vec<String> = dirs
+            .iter()
+            .filter(|d| d.exists())
+            .map(|d| d.display().to_string())
+            .collect();
+        let all: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+        if left.is_empty() {
+            Ok(format!("gone: {}", all.join(", ")))
+        } else {
+            Err(format!("still there: {}", left.join(", ")))
+        }
+    }
+}
+
 /// Detect the host under `root` (`/` live) and read `pid`'s limits: [`CgroupHost::detect`] then
 /// [`read_limits`].
 ///

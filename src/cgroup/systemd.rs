@@ -208,8 +208,8 @@ impl UnitLimits {
 
     /// What the unit should hold for `want` (runc's systemd manager: `CPUQuotaPerSecUSec =
     /// quota * 1s / period`, rounded up to 10 ms; `MemoryMax = memory`; `MemorySwapMax = swap -
-    /// memory`), compared. Ok/Err carry one line with every property read.
-    pub fn check(&self, want: &Resources) -> std::result::Result<String, String> {
+    /// memory`): `(property, expected, observed)` for each, None = infinity.
+    pub fn expected(&self, want: &Resources) -> [(&'static str, Option<u64>, Option<u64>); 3] {
         let exp_cpu = (want.cpu_quota > 0 && want.cpu_period > 0).then(|| {
             let us = (want.cpu_quota as u64) * 1_000_000 / want.cpu_period;
             us.div_ceil(10_000) * 10_000
@@ -217,6 +217,16 @@ impl UnitLimits {
         let exp_mem = (want.memory_limit >= 0).then_some(want.memory_limit as u64);
         let exp_swap = (want.memory_swap >= 0 && want.memory_limit >= 0)
             .then(|| (want.memory_swap - want.memory_limit).max(0) as u64);
+        [
+            ("CPUQuotaPerSecUSec", exp_cpu, self.cpu_quota_per_sec_us),
+            ("MemoryMax", exp_mem, self.memory_max),
+            ("MemorySwapMax", exp_swap, self.memory_swap_max),
+        ]
+    }
+
+    /// Compare with `want` (see [`UnitLimits::expected`]); the unit must be loaded and active.
+    /// Ok/Err carry one line with every property read; Err names each property that differs.
+    pub fn check(&self, want: &Resources) -> std::result::Result<String, String> {
         let obs = format!(
             "unit {} ({} {}, cgroup {}): {}",
             self.unit,
@@ -225,18 +235,76 @@ impl UnitLimits {
             self.control_group,
             self.raw.join(" ")
         );
-        let ok = self.load_state == "loaded"
-            && self.active_state == "active"
-            && self.cpu_quota_per_sec_us == exp_cpu
-            && self.memory_max == exp_mem
-            && self.memory_swap_max == exp_swap;
-        if ok {
+        let mut bad: Vec<String> = self
+            .expected(want)
+            .iter()
+            .filter(|(_, e, o)| e != o)
+            .map(|(k, e, o)| format!("{k} {} expected {}", show(*o), show(*e)))
+            .collect();
+        if self.load_state != "loaded" || self.active_state != "active" {
+            bad.insert(0, "expected loaded active".into());
+        }
+        if bad.is_empty() {
             Ok(obs)
         } else {
-            Err(format!(
-                "{obs}; expected active, CPUQuotaPerSecUSec {exp_cpu:?} µs, MemoryMax {exp_mem:?}, MemorySwapMax {exp_swap:?} for {want:?}"
-            ))
+            Err(format!("{obs}; {} (for {want:?})", bad.join(", ")))
         }
+    }
+}
+
+fn show(v: Option<u64>) -> String {
+    v.map_or_else(|| "infinity".into(), |n| n.to_string())
+}
+
+/// The `systemctl set-property` assignment for a property of [`UnitLimits::expected`].
+fn assignment(property: &str, v: Option<u64>) -> String {
+    match (property, v) {
+        ("CPUQuotaPerSecUSec", Some(us)) => format!("CPUQuota={}%", us.div_ceil(10_000)),
+        ("CPUQuotaPerSecUSec", None) => "CPUQuota=".into(),
+        (k, Some(n)) => format!("{k}={n}"),
+        (k, None) => format!("{k}=infinity"),
+    }
+}
+
+/// Make the unit carry every limit of `want` that the runtime left out:
+/// `systemctl set-property --runtime UNIT K=V` for each property of `current` that differs
+/// (e.g. runc 1.1.5 writes `memory.swap.max = 0` into the cgroup but leaves the unit's
+/// `MemorySwapMax=infinity`, so systemd would put swap back when it re-applies the unit, e.g. at
+/// `daemon-reload`). Returns one line per property set (`MemorySwapMax: infinity -> 0`), empty
+/// when the unit already matched.
+///
+/// Errors: [`CgroupError::Systemctl`].
+pub fn align_unit(current: &UnitLimits, want: &Resources) -> Result<Vec<String>> {
+    let mut done = Vec::new();
+    for (k, e, o) in current.expected(want) {
+        if e == o {
+            continue;
+        }
+        let a = assignment(k, e);
+        let out = systemctl(&["set-property", "--runtime", &current.unit, &a])?;
+        if !out.status.success() {
+            return Err(CgroupError::Systemctl {
+                argv: format!("systemctl set-property --runtime {} {a}", current.unit),
+                detail: String::from_utf8_lossy(&out.stderr).trim().into(),
+            });
+        }
+        done.push(format!("{k}: {} -> {} ({a})", show(o), show(e)));
+    }
+    Ok(done)
+}
+
+/// `systemctl daemon-reload`: systemd reloads its units and re-applies their cgroup properties.
+///
+/// Errors: [`CgroupError::Systemctl`].
+pub fn daemon_reload() -> Result<()> {
+    let out = systemctl(&["daemon-reload"])?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(CgroupError::Systemctl {
+            argv: "systemctl daemon-reload".into(),
+            detail: String::from_utf8_lossy(&out.stderr).trim().into(),
+        })
     }
 }
 
@@ -386,10 +454,29 @@ mod tests {
             .unwrap()
             .check(&WANT)
             .unwrap_err();
-        assert!(e.contains("expected active"), "{e}");
+        assert!(e.contains("MemorySwapMax infinity expected 0"), "{e}");
+        assert!(!e.contains("MemoryMax 4294967296 expected"), "{e}");
         // A stopped unit does not pass even with the right numbers.
         let gone = SHOW.replace("ActiveState=active", "ActiveState=inactive");
-        assert!(UnitLimits::parse("u", &gone).unwrap().check(&WANT).is_err());
+        let e = UnitLimits::parse("u", &gone)
+            .unwrap()
+            .check(&WANT)
+            .unwrap_err();
+        assert!(e.contains("expected loaded active"), "{e}");
+    }
+
+    #[test]
+    fn assignments_for_set_property() {
+        assert_eq!(
+            assignment("CPUQuotaPerSecUSec", Some(4_000_000)),
+            "CPUQuota=400%"
+        );
+        assert_eq!(
+            assignment("CPUQuotaPerSecUSec", Some(130_000)),
+            "CPUQuota=13%"
+        );
+        assert_eq!(assignment("MemorySwapMax", Some(0)), "MemorySwapMax=0");
+        assert_eq!(assignment("MemoryMax", None), "MemoryMax=infinity");
     }
 
     #[test]
