@@ -3,7 +3,9 @@
 //! the whole probe ladder (the verdict must be the host's, `runtime-empty-ns` with runc) and
 //! `netprobe cgroup` with the systemd driver (limits read back from the v2 files and from the
 //! scope unit), the default driver and cgroupfs; the cgroup tree and systemd's units are listed
-//! before and after. Also: a guest that does not finish within its bound is killed and reported
+//! before and after. A second boot of the same image with trixie's kernel runs the ladder again
+//! (the kernel column) and `netprobe diff` shows the kernel change beside an unchanged verdict.
+//! Also: a guest that does not finish within its bound is killed and reported
 //! with nothing left running, and the systemd driver is refused on this host (no systemd).
 //!
 //! Needs root, qemu-system-x86, mmdebstrap, e2fsprogs (host/setup.sh --test-deps) and CRIU in
@@ -198,6 +200,82 @@ fn vm_ladder_and_systemd_cgroup_v2() {
         read(&out.join("units-before.txt")),
         read(&out.join("units-after.txt"))
     );
+}
+
+/// The kernel column: the same image booted with a newer suite's kernel (trixie's, built into
+/// the image by build-image.sh) runs the whole ladder to the same verdict, and `netprobe diff`
+/// of this host's run against it says "verdict unchanged" and names the kernel and cgroup
+/// changes, as it does for a runtime or CRIU change.
+#[test]
+fn vm_kernel_column_trixie_kernel() {
+    let img = image();
+    let kver = read(&img.join("kernel-version-trixie")).trim().to_string();
+    assert!(
+        !kver.starts_with("6.1.0"),
+        "trixie's kernel is newer than bookworm's: {kver}"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let bin = env!("CARGO_BIN_EXE_netprobe");
+    let r = Command::new("bash")
+        .arg(repo().join("host/vm/run.sh"))
+        .args([
+            "--image",
+            img.to_str().unwrap(),
+            "--kernel",
+            "trixie",
+            "--timeout",
+            "600",
+        ])
+        .args(["--put", bin, "--out"])
+        .arg(&out)
+        .args([
+            "--",
+            "uname -r >uname.txt; /io/in/netprobe run --evidence ev --expect runtime-empty-ns",
+        ])
+        .env("TMPDIR", tmp.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "ladder on {kver}: {err}\n{}",
+        fs::read_to_string(out.join("stdout")).unwrap_or_default()
+    );
+    assert_eq!(read(&out.join("uname.txt")).trim(), kver);
+    let vm: serde_json::Value = serde_json::from_str(&read(&out.join("vm.json"))).unwrap();
+    assert_eq!(vm["kernel"], "vmlinuz-trixie");
+
+    // This host's ladder, then the diff host -> VM(trixie kernel).
+    let host_ev = tmp.path().join("host-ev");
+    let h = Command::new(bin)
+        .args([
+            "run",
+            "--expect",
+            "runtime-empty-ns",
+            "--quiet",
+            "--evidence",
+        ])
+        .arg(&host_ev)
+        .output()
+        .unwrap();
+    assert_eq!(
+        h.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&h.stderr)
+    );
+    let d = Command::new(bin)
+        .arg("diff")
+        .arg(&host_ev)
+        .arg(out.join("ev"))
+        .output()
+        .unwrap();
+    let so = String::from_utf8_lossy(&d.stdout);
+    assert_eq!(d.status.code(), Some(0), "{so}");
+    assert!(so.contains("verdict unchanged: runtime-empty-ns"), "{so}");
+    assert!(so.contains("kernel_release") && so.contains(&kver), "{so}");
 }
 
 #[test]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build (or reuse) netprobe's test-host VM image from Debian's packages.
 #
-#   bash host/vm/build-image.sh [--suite-kernel SUITE]   prints the image directory on stdout
+#   bash host/vm/build-image.sh [--suite-kernel SUITE|""]   prints the image directory on stdout
 #
 # The image: Debian 12 (bookworm) by mmdebstrap with linux-image-amd64, systemd as pid 1, udev,
 # dbus (runc's systemd cgroup driver talks to systemd over the system bus), runc, iptables,
@@ -20,9 +20,10 @@
 # to a temporary directory beside it and is renamed into place, so an interrupted build leaves no
 # half image that a later run would use. Builds are serialised with flock.
 #
-# --suite-kernel SUITE (e.g. trixie): additionally fetch that suite's linux-image-amd64 through a
-# private apt configuration (the machine's own sources are never changed) and put its vmlinuz/
-# initrd beside the image as vmlinuz-SUITE / initrd-SUITE, for the kernel column.
+# --suite-kernel SUITE (default trixie, or $NETPROBE_VM_SUITE_KERNEL; "" for none): also put that
+# suite's linux-image-amd64 into the same image (fetch-kernel.sh: a private apt configuration,
+# the machine's own sources are never changed), its vmlinuz/initrd beside the image as
+# vmlinuz-SUITE / initrd-SUITE, for the kernel column (run.sh --kernel SUITE).
 #
 # Exit: 0 built or reused; 3 host refused (not root, a tool missing); 4 the build failed.
 set -euo pipefail
@@ -31,8 +32,8 @@ log() { printf 'vm-image: %s\n' "$*" >&2; }
 die() { log "$2"; exit "$1"; }
 
 [ "$(id -u)" = 0 ] || die 3 "must run as root (mmdebstrap in root mode, mkfs)"
-SUITE_KERNEL=""
-if [ "${1:-}" = "--suite-kernel" ]; then SUITE_KERNEL=${2:?--suite-kernel needs a suite}; fi
+SUITE_KERNEL=${NETPROBE_VM_SUITE_KERNEL-trixie}
+if [ "${1:-}" = "--suite-kernel" ]; then SUITE_KERNEL=${2?--suite-kernel needs a suite (or "" for none)}; fi
 
 CRIU_DIR=${NETPROBE_VM_CRIU:-/opt/criu-4.2.1}
 CACHE=${NETPROBE_VM_CACHE:-/var/cache/netprobe/vm}
@@ -58,6 +59,7 @@ PKGS=(linux-image-amd64 systemd systemd-sysv udev dbus kmod runc iptables iprout
 
 hash=$( {
   cat "$0" "$here/guest/netprobe-vm.service" "$here/guest/netprobe-vm-run"
+  [ -z "$SUITE_KERNEL" ] || cat "$here/fetch-kernel.sh"
   printf '%s\n' "${PKGS[@]}" "suite-kernel=$SUITE_KERNEL"
   cat "$SOURCES"
   (cd "$CRIU_DIR" && find . -type f -print0 | sort -z | xargs -0 sha256sum)
@@ -78,6 +80,10 @@ tree="$tmp/tree"
 t0=$(date +%s)
 log "building bookworm image into $tmp (packages: ${PKGS[*]})"
 inc=$(IFS=,; echo "${PKGS[*]}")
+extra=()
+if [ -n "$SUITE_KERNEL" ]; then
+  extra=(--customize-hook="bash $here/fetch-kernel.sh $SUITE_KERNEL \"\$1\" $tmp")
+fi
 if ! mmdebstrap --variant=apt --include="$inc" \
   --customize-hook="mkdir -p \"\$1$CRIU_DIR\" && cp -a $CRIU_DIR/. \"\$1$CRIU_DIR/\"" \
   --customize-hook="install -m 0644 $here/guest/netprobe-vm.service \"\$1/etc/systemd/system/\"" \
@@ -86,18 +92,16 @@ if ! mmdebstrap --variant=apt --include="$inc" \
   --customize-hook='chroot "$1" systemctl mask serial-getty@ttyS0.service getty@tty1.service systemd-firstboot.service' \
   --customize-hook='echo netprobe-vm > "$1/etc/hostname"; printf "%s\n" 7e1f0e2c4b5a49d3a1c2b3d4e5f60718 > "$1/etc/machine-id"' \
   --customize-hook='printf "/dev/vda / ext4 rw,errors=remount-ro 0 1\n" > "$1/etc/fstab"' \
+  "${extra[@]}" \
   bookworm "$tree" "$SOURCES" >"$tmp/mmdebstrap.log" 2>&1; then
   tail -30 "$tmp/mmdebstrap.log" >&2
   die 4 "mmdebstrap failed (log above)"
 fi
-kver=$(ls "$tree/lib/modules" | sort -V | tail -1)
+kver=$(dpkg-query --admindir="$tree/var/lib/dpkg" -W -f='${Depends}' linux-image-amd64 | sed -n 's/.*linux-image-\([0-9][^ ,]*\).*/\1/p')
+[ -f "$tree/boot/vmlinuz-$kver" ] || die 4 "no /boot/vmlinuz-$kver in the image"
 cp "$tree/boot/vmlinuz-$kver" "$tmp/vmlinuz"
 cp "$tree/boot/initrd.img-$kver" "$tmp/initrd.img"
 echo "$kver" >"$tmp/kernel-version"
-
-if [ -n "$SUITE_KERNEL" ]; then
-  bash "$here/fetch-kernel.sh" "$SUITE_KERNEL" "$tree" "$tmp" >&2 || die 4 "fetching $SUITE_KERNEL's kernel failed"
-fi
 
 size_mb=$(( $(du -sm "$tree" | cut -f1) + 1024 ))
 if ! mkfs.ext4 -q -F -L netprobe-root -d "$tree" "$tmp/root.img" "${size_mb}M" >"$tmp/mkfs.log" 2>&1; then
@@ -111,5 +115,9 @@ touch "$tmp/done"
 rm -rf "$out"
 mv "$tmp" "$out"
 trap - EXIT
+# Keep the three newest images (older ones were built by older versions of these scripts).
+ls -1dt "$CACHE"/*/ 2>/dev/null | tail -n +4 | while read -r old; do
+  [ -f "$old/done" ] && rm -rf "$old"
+done
 log "built $out in $(( $(date +%s) - t0 )) s (kernel $kver)"
 echo "$out"

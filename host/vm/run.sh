@@ -88,7 +88,7 @@ boot() {
     -kernel "$vmlinuz" -initrd "$initrd" \
     -append "root=/dev/vda rw console=ttyS0 panic=-1 systemd.show_status=1" \
     -drive "file=$IMAGE/root.img,format=raw,if=virtio,snapshot=on" \
-    -drive "file=$work/io.img,format=raw,if=virtio" &
+    -drive "file=$work/io.img,format=raw,if=virtio" 2>"$work/qemu-stderr.txt" &
   QPID=$!
   local waited=0
   while kill -0 "$QPID" 2>/dev/null && [ "$waited" -lt "$bound" ]; do
@@ -124,11 +124,11 @@ choose_accel() {
     if [ "$BOOT_RC" = 0 ] && debugfs -R "cat /out/rc" "$work/io.img" 2>/dev/null | grep -qx 0; then
       echo kvm >"$memo"
     else
-      echo "tcg (kvm probe: qemu exit $BOOT_RC after ${BOOT_SECONDS}s)" >"$memo"
+      { echo "tcg (kvm probe: qemu exit $BOOT_RC after ${BOOT_SECONDS}s)"; tail -5 "$work/qemu-stderr.txt"; } >"$memo"
     fi
     rm -f "$work/io.img"
   fi
-  accel=$(cut -d' ' -f1 "$memo")
+  accel=$(head -1 "$memo" | cut -d' ' -f1)
 }
 
 choose_accel
@@ -143,6 +143,7 @@ debugfs -R "rdump /out $work/result" "$work/io.img" >"$work/debugfs.log" 2>&1 ||
 mkdir -p "$(dirname "$OUT")"
 if [ -d "$work/result/out" ]; then mv "$work/result/out" "$OUT"; else mkdir "$OUT"; fi
 cp "$work/console.log" "$OUT/console.log" 2>/dev/null || true
+cp "$work/qemu-stderr.txt" "$OUT/qemu-stderr.txt" 2>/dev/null || true
 printf '{"accel":"%s","kernel":"%s","image":"%s","timeout_s":%s,"seconds":%s,"qemu_exit":%s}\n' \
   "$accel" "$(basename "$vmlinuz")" "$IMAGE" "$TIMEOUT" "$BOOT_SECONDS" "$BOOT_RC" >"$OUT/vm.json"
 if [ "$BOOT_RC" = 124 ]; then
