@@ -108,8 +108,6 @@ pub fn run_check(
         .prefix("netprobe-cgcheck-")
         .tempdir()
         .context("temporary directory")?;
-    let rootfs = work.path().join("rootfs");
-    oci::build_busybox_rootfs(&rootfs)?;
     let id = oci::unique_container_id("netprobe-cgcheck");
     let short = id.trim_start_matches("netprobe-").to_string();
     let (cgroups_path, unit_path) = match choice.driver {
@@ -120,20 +118,7 @@ pub fn run_check(
         // Top level, no shared parent: runc leaves the parents it creates.
         CgroupDriver::Cgroupfs => (format!("/{id}"), None),
     };
-    let bundle = work.path().join("bundle");
-    std::fs::create_dir_all(&bundle)?;
-    oci::write_bundle(
-        &bundle,
-        &BundleSpec {
-            rootfs: rootfs.clone(),
-            readonly_root: true,
-            args: vec!["sleep".into(), "1000".into()],
-            netns: NetnsSpec::Private,
-            resources: Some(SLOT_RESOURCES),
-            hostname: "cgcheck".into(),
-            cgroups_path: Some(cgroups_path.clone()),
-        },
-    )?;
+    let bundle = write_check_bundle(work.path(), &cgroups_path)?;
     ev.adopt("config.json", &bundle.join(oci::CONFIG_JSON))?;
     let rt = Runtime::new(runtime, work.path().join("runc-root"), None)
         .with_systemd_cgroup(choice.driver == CgroupDriver::Systemd);
@@ -206,6 +191,28 @@ pub fn run_check(
     };
     ev.write_json("cgroup-check.json", &report)?;
     Ok(report)
+}
+
+/// The busybox rootfs and a bundle running `sleep 1000` read-only with [`SLOT_RESOURCES`] in
+/// `cgroups_path`, under `work`; returns the bundle directory.
+fn write_check_bundle(work: &Path, cgroups_path: &str) -> anyhow::Result<std::path::PathBuf> {
+    let rootfs = work.join("rootfs");
+    oci::build_busybox_rootfs(&rootfs)?;
+    let bundle = work.join("bundle");
+    std::fs::create_dir_all(&bundle)?;
+    oci::write_bundle(
+        &bundle,
+        &BundleSpec {
+            rootfs,
+            readonly_root: true,
+            args: vec!["sleep".into(), "1000".into()],
+            netns: NetnsSpec::Private,
+            resources: Some(SLOT_RESOURCES),
+            hostname: "cgcheck".into(),
+            cgroups_path: Some(cgroups_path.into()),
+        },
+    )?;
+    Ok(bundle)
 }
 
 #[derive(Default)]
