@@ -74,7 +74,8 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # boot IMG_ACCEL IODIR BOUND CONSOLE: boot once; sets BOOT_RC (qemu's exit, 124 when the bound hit).
 boot() {
