@@ -16,6 +16,14 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// One VM at a time: two TCG guests on this machine's 2 cores slow each other down so far that
+/// `criu check` inside (bounded at 60 s by netprobe) can time out.
+static ONE_VM: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_vm() -> std::sync::MutexGuard<'static, ()> {
+    ONE_VM.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
@@ -66,6 +74,7 @@ fn step(out: &Path, name: &str) -> (i32, String, String) {
 #[test]
 fn vm_ladder_and_systemd_cgroup_v2() {
     let img = image();
+    let _vm = one_vm();
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
     let bin = env!("CARGO_BIN_EXE_netprobe");
@@ -209,6 +218,7 @@ fn vm_ladder_and_systemd_cgroup_v2() {
 #[test]
 fn vm_kernel_column_trixie_kernel() {
     let img = image();
+    let _vm = one_vm();
     let kver = read(&img.join("kernel-version-trixie")).trim().to_string();
     assert!(
         !kver.starts_with("6.1.0"),
@@ -240,8 +250,9 @@ fn vm_kernel_column_trixie_kernel() {
     assert_eq!(
         r.status.code(),
         Some(0),
-        "ladder on {kver}: {err}\n{}",
-        fs::read_to_string(out.join("stdout")).unwrap_or_default()
+        "ladder on {kver}: {err}\nguest stdout:\n{}\nguest stderr:\n{}",
+        fs::read_to_string(out.join("stdout")).unwrap_or_default(),
+        fs::read_to_string(out.join("stderr")).unwrap_or_default()
     );
     assert_eq!(read(&out.join("uname.txt")).trim(), kver);
     let vm: serde_json::Value = serde_json::from_str(&read(&out.join("vm.json"))).unwrap();
@@ -281,6 +292,7 @@ fn vm_kernel_column_trixie_kernel() {
 #[test]
 fn vm_that_does_not_finish_is_killed_and_reported() {
     let img = image();
+    let _vm = one_vm();
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
     let r = Command::new("bash")
