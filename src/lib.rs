@@ -6,6 +6,7 @@
 //! imports `probe` or `slot`.
 
 pub mod assert;
+pub mod cgroup;
 pub mod criu;
 pub mod evidence;
 pub mod exit;

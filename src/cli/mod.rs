@@ -13,6 +13,7 @@ use clap::Parser;
 use netprobe::evidence::result::VerdictCode;
 use std::process::ExitCode;
 
+mod cgroup;
 mod completions;
 mod diff;
 mod doctor;
@@ -58,6 +59,7 @@ commands! {
     Doctor(doctor::DoctorCmd),
     Slot(slot::SlotCmd),
     Images(images::ImagesCmd),
+    Cgroup(cgroup::CgroupCmd),
     Completions(completions::CompletionsCmd),
     Man(completions::ManCmd),
     #[command(name = "__holder", hide = true)]

@@ -34,6 +34,9 @@ pub struct Runtime {
     /// 4.2 or later cannot start at all (its kerndat breakpoints probe needs PTRACE_TRACEME);
     /// both measured here with runc 1.1.5 and CRIU 4.1.1 / 4.2.1.
     pub strace: Option<PathBuf>,
+    /// Pass the global `--systemd-cgroup` (runc/crun: the systemd cgroup driver; `cgroupsPath`
+    /// must then be `slice:prefix:name`, see `crate::cgroup::systemd`). False: cgroupfs.
+    pub systemd_cgroup: bool,
 }
 
 /// The longest any one runtime call may take by default before its whole process tree is killed
@@ -98,7 +101,15 @@ impl Runtime {
             root: root.into(),
             criu,
             strace: None,
+            systemd_cgroup: false,
         }
+    }
+
+    /// The same runtime with the systemd cgroup driver (`--systemd-cgroup` on every call) when
+    /// `on`, cgroupfs otherwise.
+    pub fn with_systemd_cgroup(mut self, on: bool) -> Self {
+        self.systemd_cgroup = on;
+        self
     }
 
     /// The same runtime with `checkpoint` and `restore` wrapped in strace (binary `strace`); see
@@ -349,9 +360,12 @@ impl Runtime {
         }
     }
 
-    /// Global options: `--root R [--criu C]`.
+    /// Global options: `--root R [--criu C] [--systemd-cgroup]`.
     fn global_args(&self) -> Vec<OsString> {
         let mut g: Vec<OsString> = vec!["--root".into(), self.root.clone().into()];
+        if self.systemd_cgroup {
+            g.push("--systemd-cgroup".into());
+        }
         if let Some(c) = &self.criu {
             g.push("--criu".into());
             g.push(c.clone().into());
