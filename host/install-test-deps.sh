@@ -18,7 +18,7 @@ if [ ${#missing[@]} -eq 0 ]; then
 fi
 [ "$(id -u)" = 0 ] || { log "must run as root to install: ${missing[*]}"; exit 3; }
 log "installing: ${missing[*]}"
-apt-get update -qq
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+mkdir -p /tmp/np; flock /tmp/np/apt.lock apt-get update -qq
+DEBIAN_FRONTEND=noninteractive flock /tmp/np/apt.lock apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 command -v chromium >/dev/null || { log "chromium still not on PATH after install"; exit 1; }
 log "done: $(chromium --version 2>/dev/null || echo 'chromium installed')"
