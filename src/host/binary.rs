@@ -191,12 +191,43 @@ pub fn binary_facts_then<T>(
 ///
 /// Errors: [`HostError::Unusable`] (cannot start), [`HostError::NotRecognised`].
 fn recognise(resolved: &Path, kind: BinaryKind, what: &str) -> Result<(String, String), HostError> {
-    let outcome = run_version(resolved).map_err(|e| HostError::Unusable {
-        what: what.to_string(),
-        path: resolved.to_path_buf(),
-        detail: format!("cannot run --version: {e}"),
+    let outcome = run_version(resolved).map_err(|e| {
+        let detail = match missing_loader(resolved) {
+            Some(l) => format!(
+                "cannot run --version: its ELF interpreter (loader) {} is missing; reinstall it (run: sudo bash host/setup.sh)",
+                l.display()
+            ),
+            None => format!("cannot run --version: {e}"),
+        };
+        HostError::Unusable {
+            what: what.to_string(),
+            path: resolved.to_path_buf(),
+            detail,
+        }
     })?;
     let output = format!("{}{}", outcome.stdout, outcome.stderr);
+    if let Some(lib) = missing_library(&output) {
+        return Err(HostError::Unusable {
+            what: what.to_string(),
+            path: resolved.to_path_buf(),
+            detail: format!(
+                "cannot run: the shared library {lib} is missing (its loader said: {:?}); install the binary's libraries (run: sudo bash host/setup.sh)",
+                output.lines().next().unwrap_or("").trim()
+            ),
+        });
+    }
+    if kind == BinaryKind::Runtime
+        && let Some((name, _)) = parse_runtime_version(&output)
+        && name != "runc"
+        && name != "crun"
+    {
+        return Err(HostError::NotRecognised {
+            what: format!("{what} netprobe knows (runc or crun; this is {name})"),
+            article: kind.article().to_string(),
+            path: resolved.to_path_buf(),
+            output: output.lines().next().unwrap_or("").trim().chars().take(200).collect(),
+        });
+    }
     let version = match kind {
         BinaryKind::Criu => parse_criu_version(&output),
         BinaryKind::Runtime => parse_runtime_version(&output).map(|(_, v)| v),
@@ -213,6 +244,43 @@ fn recognise(resolved: &Path, kind: BinaryKind, what: &str) -> Result<(String, S
         });
     };
     Ok((version, output))
+}
+
+/// The shared library the dynamic loader could not find, from its message
+/// (`…: error while loading shared libraries: libseccomp.so.2: cannot open shared object file…`
+/// → `libseccomp.so.2`); `None` when the output says nothing of the kind.
+pub fn missing_library(output: &str) -> Option<String> {
+    const MARK: &str = "error while loading shared libraries: ";
+    let at = output.find(MARK)? + MARK.len();
+    let lib = output[at..].split(':').next()?.trim();
+    (!lib.is_empty()).then(|| lib.to_string())
+}
+
+/// The ELF interpreter (`PT_INTERP`, e.g. `/opt/runc-1.4.3/lib/ld-linux-x86-64.so.2`) of the
+/// 64-bit little-endian ELF at `path` when that interpreter does not exist: why `execve` says
+/// "No such file or directory" for a file that exists. `None` otherwise.
+pub fn missing_loader(path: &Path) -> Option<PathBuf> {
+    let b = std::fs::read(path).ok()?;
+    if b.len() < 64 || &b[..4] != b"\x7fELF" || b[4] != 2 || b[5] != 1 {
+        return None;
+    }
+    let u = |o: usize, n: usize| -> Option<usize> {
+        let s = b.get(o..o + n)?;
+        let mut a = [0u8; 8];
+        a[..n].copy_from_slice(s);
+        Some(u64::from_le_bytes(a) as usize)
+    };
+    let (phoff, phentsize, phnum) = (u(0x20, 8)?, u(0x36, 2)?, u(0x38, 2)?);
+    for i in 0..phnum {
+        let ph = phoff + i * phentsize;
+        if u(ph, 4)? == 3 {
+            let (off, size) = (u(ph + 8, 8)?, u(ph + 32, 8)?);
+            let raw = b.get(off..off + size)?;
+            let interp = PathBuf::from(String::from_utf8_lossy(raw).trim_end_matches('\0').to_string());
+            return (!interp.exists()).then_some(interp);
+        }
+    }
+    None
 }
 
 /// `<path> --version`: no shell, stdin `/dev/null`, `$CRIU_CONFIG_FILE` removed, 30 s bound.

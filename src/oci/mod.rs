@@ -24,6 +24,7 @@ pub use rootfs::{
     check_rootfs, sleep_candidates,
 };
 pub use runtime::{
-    ContainerGuard, ContainerState, Runtime, RuntimeOutcome, read_pid_file, refuse_existing,
+    CRUN_DEFAULT_ROOT, ContainerGuard, ContainerState, HYBRID_UNIFIED_MOUNT, Runtime, RuntimeKind,
+    RuntimeOutcome, crun_quirks, host_is_hybrid, read_pid_file, refuse_existing,
     unique_container_id,
 };

@@ -181,11 +181,20 @@ pub fn run(opts: &RunOptions, progress: &mut Progress) -> Result<(RunResult, Pat
     let pins = host::check_pins(&criu_facts, runtime_facts.as_ref());
     let mut declared = host::pin_differences_with_paths(&pins, &host_facts);
     declared.extend(standing_differences(&opts.phases));
+    let runtime_kind = runtime_facts
+        .as_ref()
+        .and_then(|f| crate::oci::RuntimeKind::from_version_output(&f.version_output));
+    if let Some(kind) = runtime_kind {
+        declared.extend(crate::oci::crun_quirks(kind, crate::oci::host_is_hybrid()));
+    }
+    declared.extend(host::install_record_differences(&host_facts));
 
     let ctx_base = RungCtx {
         evidence: &ev,
         criu: opts.criu.clone(),
         runtime: opts.runtime.clone(),
+        runtime_kind,
+        criu_version: criu_facts.version.clone(),
         rootfs: opts.rootfs.clone(),
         strace: opts.strace,
         exe: opts.exe.clone(),
