@@ -22,6 +22,8 @@
 # and netprobe lists the mismatch in declared_differences.
 # Idempotent: a prefix whose record names the same .deb sha256 and whose binary runs is left alone.
 # Usage: install-pins.sh [NAME…]   (NAME = a [debian.NAME] table; default: all)
+# Environment (for tests): NETPROBE_PINS_TOML (default host/pins.toml), NETPROBE_OPT_ROOT
+# (default /opt), NETPROBE_APT_DIR.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 log() { printf 'install-pins: %s\n' "$*" >&2; }
@@ -31,6 +33,8 @@ KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 APT_DIR=${NETPROBE_APT_DIR:-/var/lib/netprobe/apt}
 LOCK=/tmp/np/apt.lock
 ARCH=amd64
+PINS=${NETPROBE_PINS_TOML:-$here/pins.toml}
+OPT=${NETPROBE_OPT_ROOT:-/opt}
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 mkdir -p "$(dirname "$LOCK")"
@@ -65,7 +69,7 @@ ensure_tools() {
 
 # pin_field NAME FIELD: one field of [debian.NAME] (lists space-separated; empty when absent).
 pin_field() {
-  "$PY" - "$here/pins.toml" "$1" "$2" <<'PY'
+  "$PY" - "$PINS" "$1" "$2" <<'PY'
 import sys, tomllib
 pins = tomllib.load(open(sys.argv[1], "rb")).get("debian", {})
 if sys.argv[2] not in pins:
@@ -76,7 +80,7 @@ PY
 }
 pin_names() {
   "$PY" -c 'import sys,tomllib; print(" ".join(tomllib.load(open(sys.argv[1],"rb")).get("debian",{})))' \
-    "$here/pins.toml"
+    "$PINS"
 }
 
 APT_OPTS=()
@@ -190,7 +194,7 @@ install_pin() {
     log "PIN MISMATCH: $suite no longer serves $pkg $pinned (host/pins.toml); installing the newest $suite version, $ver"
   fi
   CHOSEN[$name]=$ver
-  prefix=/opt/$prefix_base-$(upstream "$ver")
+  prefix=$OPT/$prefix_base-$(upstream "$ver")
   local sum
   sum=$(index_field "$suite" "$pkg" "$ver" SHA256)
   if [ -f "$prefix/netprobe-install.json" ] && grep -q "\"sha256\": \"$sum\"" "$prefix/netprobe-install.json" \
@@ -217,7 +221,7 @@ install_pin() {
   fetch_verified forky sid experimental -- "${keep[@]}" > "$APT_DIR/debs.txt" || exit 1
   mapfile -t debs < "$APT_DIR/debs.txt"
   local stage
-  stage=$(mktemp -d "/opt/.${prefix_base}-stage.XXXXXX")
+  stage=$(mktemp -d "$OPT/.${prefix_base}-stage.XXXXXX")
   STAGES+=("$stage")
   local x="$stage/x" out="$stage/out" d
   mkdir -p "$x" "$out/lib" "$out/$(dirname "$dest")"
@@ -260,7 +264,7 @@ install_pin() {
 all_current() {
   local n prefix
   for n in "$@"; do
-    prefix=/opt/$(pin_field "$n" prefix)-$(upstream "$(pin_field "$n" version)")
+    prefix=$OPT/$(pin_field "$n" prefix)-$(upstream "$(pin_field "$n" version)")
     grep -q "\"installed_version\": \"$(pin_field "$n" version)\"" "$prefix/netprobe-install.json" \
       2>/dev/null || return 1
     "$prefix/$(pin_field "$n" dest)" --version >/dev/null 2>&1 || return 1
