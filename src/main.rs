@@ -11,9 +11,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 const RUN_EXAMPLES: &str = "Examples:
-  sudo netprobe run                                   # the whole ladder: runc in PATH, CRIU 4.2.1
+  sudo netprobe run                                   # the whole ladder: newest /opt/runc-*, CRIU 4.3
+  sudo netprobe run --runtime /opt/crun-1.28/bin/crun --expect runtime-preserves-netns   # the control runtime
   sudo netprobe run --phases kernel,criu --strace     # the cheap rungs, CRIU under strace
-  sudo netprobe run --runtime /opt/runc-1.5.2/runc --expect runtime-empty-ns --evidence ev/runc-1.5.2
+  sudo netprobe run --runtime /opt/runc-1.5.2/sbin/runc --expect runtime-empty-ns --evidence ev/runc-1.5.2
   sudo netprobe run --criu /opt/criu-4.1.1/sbin/criu --evidence ev/criu-4.1.1 && netprobe diff ev/runc-1.5.2 ev/criu-4.1.1
 ";
 
@@ -118,10 +119,10 @@ struct RunArgs {
     /// New evidence folder (must not exist or be empty). Default: ./evidence/<UTC time>-<pid>.
     #[arg(long)]
     evidence: Option<PathBuf>,
-    /// OCI runtime binary. Default: runc in PATH.
+    /// OCI runtime binary (runc or crun). Default: the newest /opt/runc-<version>/sbin/runc set-up installed (closest to the pinned 1.5.2), else runc in PATH.
     #[arg(long)]
     runtime: Option<PathBuf>,
-    /// CRIU binary. Default: /opt/criu-4.2.1/sbin/criu, else /opt/criu-4.1.1/sbin/criu, else criu in PATH.
+    /// CRIU binary; the runtime reaches it through its PATH. Default: /opt/criu-4.3/sbin/criu (the pin), else /opt/criu-4.2.1/sbin/criu, else /opt/criu-4.1.1/sbin/criu, else criu in PATH.
     #[arg(long)]
     criu: Option<PathBuf>,
     /// Rootfs for the runtime rungs (must have sleep). Default: a busybox rootfs built by netprobe.
@@ -167,7 +168,7 @@ struct SlotCli {
     /// Why the probe gate is skipped.
     #[arg(long)]
     reason: Option<String>,
-    /// OCI runtime binary. Default: runc in PATH.
+    /// OCI runtime binary (runc or crun). Default: the newest /opt/runc-<version>/sbin/runc set-up installed (closest to the pinned 1.5.2), else runc in PATH.
     #[arg(long)]
     runtime: Option<PathBuf>,
     /// CRIU binary. Default: as for `netprobe run`; later verbs: the one recorded at provision.
@@ -260,8 +261,8 @@ fn main() -> ExitCode {
             Err(e) => fail(2, e),
         },
         Cmd::Doctor { criu, runtime } => {
-            let criu = criu.unwrap_or_else(netprobe::host::default_criu);
-            let runtime = runtime.unwrap_or_else(netprobe::host::default_runtime);
+            let criu = criu.unwrap_or_else(netprobe::host::pinned_default_criu);
+            let runtime = runtime.unwrap_or_else(netprobe::host::pinned_default_runtime);
             let prereqs = netprobe::host::doctor(&criu, &runtime);
             for p in &prereqs {
                 let mark = if p.found { "found  " } else { "MISSING" };
@@ -316,8 +317,8 @@ fn cmd_run(a: RunArgs) -> ExitCode {
     let opts = RunOptions {
         phases,
         evidence: a.evidence,
-        runtime: a.runtime.unwrap_or_else(netprobe::host::default_runtime),
-        criu: a.criu.unwrap_or_else(netprobe::host::default_criu),
+        runtime: a.runtime.unwrap_or_else(netprobe::host::pinned_default_runtime),
+        criu: a.criu.unwrap_or_else(netprobe::host::pinned_default_criu),
         rootfs: a.rootfs,
         strace: a.strace,
         exe,

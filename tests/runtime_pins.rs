@@ -350,3 +350,57 @@ fn parsers_for_the_evidence() {
     assert_eq!(netprobe::oci::crun_quirks(RuntimeKind::Crun, false).len(), 1);
     assert_eq!(netprobe::oci::crun_quirks(RuntimeKind::Crun, true).len(), 2);
 }
+
+#[test]
+fn defaults_follow_the_pins() {
+    require_pins();
+    // The newest /opt/runc-<version>/sbin/runc wins, by numeric components.
+    let tmp = tempfile::tempdir().unwrap();
+    for v in ["1.3.6", "1.10.0", "1.4.3", "notaversion"] {
+        let d = tmp.path().join(format!("runc-{v}/sbin"));
+        std::fs::create_dir_all(&d).unwrap();
+        script(&d, "runc", "#!/bin/sh\n");
+    }
+    std::fs::create_dir_all(tmp.path().join("runc-2.0.0/sbin")).unwrap(); // no binary
+    assert_eq!(
+        netprobe::host::newest_runc_under(tmp.path()),
+        Some(tmp.path().join("runc-1.10.0/sbin/runc"))
+    );
+    assert_eq!(
+        netprobe::host::pinned_default_criu(),
+        PathBuf::from(CRIU_4_3)
+    );
+    let newest = netprobe::host::pinned_default_runtime();
+    assert_eq!(Some(newest.clone()), netprobe::host::newest_runc_under(Path::new("/opt")));
+
+    // `netprobe run` without --runtime/--criu uses that pair and declares the runc pin mismatch.
+    let ev = tmp.path().join("ev");
+    let o = netprobe(&[
+        "run",
+        "--phases",
+        "kernel,criu,oci",
+        "--evidence",
+        ev.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r = read_result(&ev);
+    let host = &r.host;
+    assert_eq!(host.criu.as_ref().unwrap().path, CRIU_4_3);
+    assert_eq!(
+        host.runtime.as_ref().unwrap().path,
+        newest.display().to_string()
+    );
+    let version = &host.runtime.as_ref().unwrap().version;
+    if version != "1.5.2" {
+        let d = r.declared_differences.join("\n");
+        assert!(
+            d.contains(&format!("is runc {version}")) && d.contains("not the pinned runc 1.5.2"),
+            "{d}"
+        );
+        assert!(String::from_utf8_lossy(&o.stdout).contains("not the pinned runc 1.5.2"));
+    }
+    assert!(!r
+        .declared_differences
+        .iter()
+        .any(|d| d.contains("not the pinned CRIU")));
+}

@@ -112,6 +112,45 @@ pub fn default_criu() -> PathBuf {
     find_in_path(Path::new("criu")).unwrap_or_else(|| PathBuf::from("criu"))
 }
 
+/// CRIU 4.3, the seed's pin, installed from Debian's binary package by `host/install-pins.sh`.
+pub const PRIVATE_CRIU_4_3: &str = "/opt/criu-4.3/sbin/criu";
+
+/// The ladder's default CRIU (`netprobe run`, `doctor`): the one closest to the pin that set-up
+/// installed, [`PRIVATE_CRIU_4_3`], else [`default_criu`]. (The slot driver keeps
+/// [`default_criu`].)
+pub fn pinned_default_criu() -> PathBuf {
+    let p = Path::new(PRIVATE_CRIU_4_3);
+    if is_executable_file(p) {
+        return p.to_path_buf();
+    }
+    default_criu()
+}
+
+/// The ladder's default OCI runtime (`netprobe run`, `doctor`): the runc closest to the seed's
+/// pin (runc 1.5.2) that set-up installed, i.e. the newest `/opt/runc-<version>/sbin/runc`
+/// (`host/install-pins.sh`: 1.4.3 and 1.3.6; `host/install-runc.sh`: an operator's 1.5.2), else
+/// [`default_runtime`].
+pub fn pinned_default_runtime() -> PathBuf {
+    newest_runc_under(Path::new("/opt")).unwrap_or_else(default_runtime)
+}
+
+/// The `<dir>/runc-<version>/sbin/runc` with the highest version (numeric, dot-separated
+/// components compared in order), among executable files; `None` when there is none.
+pub fn newest_runc_under(dir: &Path) -> Option<PathBuf> {
+    let key = |v: &str| -> Vec<u64> { v.split('.').map(|c| c.parse().unwrap_or(0)).collect() };
+    std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().to_string_lossy().into_owned();
+            let version = name.strip_prefix("runc-")?.to_string();
+            let bin = dir.join(&name).join("sbin/runc");
+            (version.starts_with(|c: char| c.is_ascii_digit()) && is_executable_file(&bin))
+                .then(|| (key(&version), bin))
+        })
+        .max_by(|a, b| a.0.cmp(&b.0))
+        .map(|(_, bin)| bin)
+}
+
 /// The default OCI runtime: `runc` found in `$PATH`, else the bare name `runc`.
 pub fn default_runtime() -> PathBuf {
     find_in_path(Path::new("runc")).unwrap_or_else(|| PathBuf::from("runc"))
