@@ -13,5 +13,6 @@ pub mod netlink;
 pub mod ns;
 pub mod oci;
 pub mod probe;
+pub mod matrix;
 pub mod report;
 pub mod slot;

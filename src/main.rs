@@ -35,6 +35,8 @@ enum Cmd {
     /// Climb the probe ladder (kernel → criu → oci → external-netns), write evidence, print the verdict.
     #[command(after_help = RUN_EXAMPLES)]
     Run(RunArgs),
+    /// Runtimes × CRIUs: kernel rung once, criu rung per CRIU, runtime rungs per pair; matrix.json + table.
+    Matrix(netprobe::matrix::cli::MatrixArgs),
     /// Re-run the assertions over a preserved evidence folder (no root needed).
     #[command(after_help = "Example:\n  netprobe verify evidence/20261130T013419Z-4242\n")]
     Verify {
@@ -203,6 +205,10 @@ fn main() -> ExitCode {
     match cli.cmd {
         Cmd::Holder { report_fd, lo_up } => netprobe::ns::holder_main(report_fd, lo_up),
         Cmd::Run(a) => cmd_run(a),
+        Cmd::Matrix(a) => netprobe::matrix::cli::handle(a, netprobe::ns::default_exe()),
+        Cmd::Verify { dir, .. } if dir.join(netprobe::matrix::model::MATRIX_FILE).is_file() => {
+            netprobe::matrix::cli::handle_verify(&dir)
+        }
         Cmd::Verify { dir, expect } => match netprobe::probe::verify::verify(&dir) {
             Err(e) => fail(2, e),
             Ok(o) => {
