@@ -323,7 +323,9 @@ fn cmd_run(a: RunArgs) -> ExitCode {
     let opts = RunOptions {
         phases,
         evidence: a.evidence,
-        runtime: a.runtime.unwrap_or_else(netprobe::host::pinned_default_runtime),
+        runtime: a
+            .runtime
+            .unwrap_or_else(netprobe::host::pinned_default_runtime),
         criu: a.criu.unwrap_or_else(netprobe::host::pinned_default_criu),
         rootfs: a.rootfs,
         strace: a.strace,

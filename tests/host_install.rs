@@ -23,7 +23,14 @@ fn text(o: &Output) -> String {
 fn gpg(home: &Path, args: &[&str]) -> Output {
     let o = Command::new("gpg")
         .env("GNUPGHOME", home)
-        .args(["--batch", "--quiet", "--pinentry-mode", "loopback", "--passphrase", ""])
+        .args([
+            "--batch",
+            "--quiet",
+            "--pinentry-mode",
+            "loopback",
+            "--passphrase",
+            "",
+        ])
         .args(args)
         .output()
         .expect("gpg");
@@ -76,8 +83,14 @@ fn install_runc_verifies_the_release_before_running_it() {
     let tmp = tempfile::tempdir().unwrap();
     let good_home = tmp.path().join("gnupg-maintainer");
     let other_home = tmp.path().join("gnupg-other");
-    let maintainer = make_key(&good_home, "runc maintainer (netprobe test) <m@example.invalid>");
-    let _ = make_key(&other_home, "someone else (netprobe test) <o@example.invalid>");
+    let maintainer = make_key(
+        &good_home,
+        "runc maintainer (netprobe test) <m@example.invalid>",
+    );
+    let _ = make_key(
+        &other_home,
+        "someone else (netprobe test) <o@example.invalid>",
+    );
     let opt = tmp.path().join("opt");
     std::fs::create_dir_all(&opt).unwrap();
 
@@ -147,7 +160,10 @@ fn install_runc_verifies_the_release_before_running_it() {
 
 #[test]
 fn a_pin_the_archive_no_longer_serves_installs_the_newest_and_is_declared() {
-    assert!(nix::unistd::geteuid().is_root(), "needs root (apt, dpkg-deb)");
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "needs root (apt, dpkg-deb)"
+    );
     let tmp = tempfile::tempdir().unwrap();
     let pins = tmp.path().join("pins.toml");
     std::fs::write(
@@ -175,7 +191,12 @@ fn a_pin_the_archive_no_longer_serves_installs_the_newest_and_is_declared() {
     let prefix = std::fs::read_dir(&opt)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("runc-"))
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("runc-")
+        })
         .expect("a runc prefix");
     let bin = prefix.join("sbin/runc");
     let rec = netprobe::host::install_record(&bin).expect("record");

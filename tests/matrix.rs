@@ -40,9 +40,15 @@ fn load(dir: &Path) -> MatrixResult {
 
 #[test]
 fn two_by_two_matrix_runs_verifies_and_compares() {
-    assert!(nix::unistd::geteuid().is_root(), "needs root; CI runs as root");
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "needs root; CI runs as root"
+    );
     for b in [RUNC, CRUN, CRIU_4_2, CRIU_4_3] {
-        assert!(Path::new(b).is_file(), "{b} missing: run sudo bash host/setup.sh");
+        assert!(
+            Path::new(b).is_file(),
+            "{b} missing: run sudo bash host/setup.sh"
+        );
     }
     let tmp = tempfile::tempdir().unwrap();
     let mx = tmp.path().join("mx");
@@ -70,7 +76,10 @@ fn two_by_two_matrix_runs_verifies_and_compares() {
     assert_eq!(phases.iter().filter(|p| **p == "kernel").count(), 1);
     assert_eq!(phases.iter().filter(|p| **p == "criu").count(), 2);
     assert_eq!(
-        phases.iter().filter(|p| **p == "oci,external-netns").count(),
+        phases
+            .iter()
+            .filter(|p| **p == "oci,external-netns")
+            .count(),
         4
     );
     for p in &m.parts {
@@ -103,7 +112,10 @@ fn two_by_two_matrix_runs_verifies_and_compares() {
         .collect();
     assert_eq!(matching, vec![CRIU_4_3]);
     let md = std::fs::read_to_string(mx.join("matrix.md")).unwrap();
-    assert!(md.contains("| runtime \\ CRIU | CRIU 4.2.1 | CRIU 4.3 |"), "{md}");
+    assert!(
+        md.contains("| runtime \\ CRIU | CRIU 4.2.1 | CRIU 4.3 |"),
+        "{md}"
+    );
     assert!(
         md.contains("| crun 1.28 | `runtime-preserves-netns` | `runtime-preserves-netns` |"),
         "{md}"
@@ -198,7 +210,15 @@ fn matrix_bad_input() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("at least one --runtime"));
     // Unknown verdict in --expect.
-    let o = netprobe(&["matrix", "--runtime", CRUN, "--criu", CRIU_4_3, "--expect", "crun=maybe"]);
+    let o = netprobe(&[
+        "matrix",
+        "--runtime",
+        CRUN,
+        "--criu",
+        CRIU_4_3,
+        "--expect",
+        "crun=maybe",
+    ]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     // A baseline folder without matrix.json.
     let o = netprobe(&[

@@ -285,7 +285,10 @@ fn missing_loader_and_library_are_named_with_exit_3() {
     require_pins();
     let tmp = tempfile::tempdir().unwrap();
     let patchelf = |args: &[&str]| {
-        let o = Command::new("patchelf").args(args).output().expect("patchelf (host/setup.sh)");
+        let o = Command::new("patchelf")
+            .args(args)
+            .output()
+            .expect("patchelf (host/setup.sh)");
         assert!(o.status.success(), "{}", text(&o));
     };
     let no_loader = tmp.path().join("runc-no-loader");
@@ -327,7 +330,10 @@ fn parsers_for_the_evidence() {
         RuntimeKind::from_version_output("crun version 1.28\ncommit: x\n+CRIU\n"),
         Some(RuntimeKind::Crun)
     );
-    assert_eq!(RuntimeKind::from_version_output("youki version 0.7.0"), None);
+    assert_eq!(
+        RuntimeKind::from_version_output("youki version 0.7.0"),
+        None
+    );
     assert_eq!(
         netprobe::probe::runtime_cycle::criu_version_in_log(
             "(00.000000) CRIU run id = x\n(00.000070) Version: 4.3 (gitid 0)\n"
@@ -347,7 +353,10 @@ fn parsers_for_the_evidence() {
         Some("libseccomp.so.2")
     );
     assert!(netprobe::oci::crun_quirks(RuntimeKind::Runc, true).is_empty());
-    assert_eq!(netprobe::oci::crun_quirks(RuntimeKind::Crun, false).len(), 1);
+    assert_eq!(
+        netprobe::oci::crun_quirks(RuntimeKind::Crun, false).len(),
+        1
+    );
     assert_eq!(netprobe::oci::crun_quirks(RuntimeKind::Crun, true).len(), 2);
 }
 
@@ -371,7 +380,10 @@ fn defaults_follow_the_pins() {
         PathBuf::from(CRIU_4_3)
     );
     let newest = netprobe::host::pinned_default_runtime();
-    assert_eq!(Some(newest.clone()), netprobe::host::newest_runc_under(Path::new("/opt")));
+    assert_eq!(
+        Some(newest.clone()),
+        netprobe::host::newest_runc_under(Path::new("/opt"))
+    );
 
     // `netprobe run` without --runtime/--criu uses that pair and declares the runc pin mismatch.
     let ev = tmp.path().join("ev");
@@ -399,8 +411,9 @@ fn defaults_follow_the_pins() {
         );
         assert!(String::from_utf8_lossy(&o.stdout).contains("not the pinned runc 1.5.2"));
     }
-    assert!(!r
-        .declared_differences
-        .iter()
-        .any(|d| d.contains("not the pinned CRIU")));
+    assert!(
+        !r.declared_differences
+            .iter()
+            .any(|d| d.contains("not the pinned CRIU"))
+    );
 }

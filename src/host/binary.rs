@@ -264,7 +264,14 @@ fn recognise(resolved: &Path, kind: BinaryKind, what: &str) -> Result<(String, S
             what: format!("{what} netprobe knows (runc or crun; this is {name})"),
             article: kind.article().to_string(),
             path: resolved.to_path_buf(),
-            output: output.lines().next().unwrap_or("").trim().chars().take(200).collect(),
+            output: output
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
+                .chars()
+                .take(200)
+                .collect(),
         });
     }
     let version = match kind {
@@ -315,7 +322,11 @@ pub fn missing_loader(path: &Path) -> Option<PathBuf> {
         if u(ph, 4)? == 3 {
             let (off, size) = (u(ph + 8, 8)?, u(ph + 32, 8)?);
             let raw = b.get(off..off + size)?;
-            let interp = PathBuf::from(String::from_utf8_lossy(raw).trim_end_matches('\0').to_string());
+            let interp = PathBuf::from(
+                String::from_utf8_lossy(raw)
+                    .trim_end_matches('\0')
+                    .to_string(),
+            );
             return (!interp.exists()).then_some(interp);
         }
     }

@@ -12,9 +12,9 @@ pub mod facts;
 pub mod pins;
 
 pub use binary::{
-    BinaryKind, PRIVATE_CRIU, PRIVATE_CRIU_4_1, PRIVATE_CRIU_4_3, binary_facts, binary_facts_then, default_criu,
-    default_runtime, find_in_path, missing_library, missing_loader, newest_runc_under, parse_runtime_version,
-    pinned_default_criu, pinned_default_runtime,
+    BinaryKind, PRIVATE_CRIU, PRIVATE_CRIU_4_1, PRIVATE_CRIU_4_3, binary_facts, binary_facts_then,
+    default_criu, default_runtime, find_in_path, missing_library, missing_loader,
+    newest_runc_under, parse_runtime_version, pinned_default_criu, pinned_default_runtime,
     program_name,
 };
 pub use config::{criu_config_files, refuse_criu_config};

@@ -88,7 +88,8 @@ pub fn options(a: &MatrixArgs, exe: PathBuf) -> Result<MatrixOptions, String> {
     let mut crius = a.crius.clone();
     let mut expect = Vec::new();
     if let Some(f) = &a.config {
-        let text = std::fs::read_to_string(f).map_err(|e| format!("--config {}: {e}", f.display()))?;
+        let text =
+            std::fs::read_to_string(f).map_err(|e| format!("--config {}: {e}", f.display()))?;
         let c: ConfigFile =
             toml::from_str(&text).map_err(|e| format!("--config {}: {e}", f.display()))?;
         runtimes.extend(c.runtimes);
@@ -156,11 +157,18 @@ pub fn handle(a: MatrixArgs, exe: PathBuf) -> ExitCode {
     if code == 0 {
         if m.parts.iter().any(|p| p.exit_code == Some(3)) {
             code = 3;
-        } else if m.parts.iter().any(|p| p.error.is_some() || p.exit_code == Some(4)) {
+        } else if m
+            .parts
+            .iter()
+            .any(|p| p.error.is_some() || p.exit_code == Some(4))
+        {
             code = 4;
         }
     }
-    println!("matrix: {}", opts.evidence.join(super::model::MATRIX_FILE).display());
+    println!(
+        "matrix: {}",
+        opts.evidence.join(super::model::MATRIX_FILE).display()
+    );
     ExitCode::from(code)
 }
 
@@ -172,7 +180,10 @@ pub fn handle_verify(dir: &std::path::Path) -> ExitCode {
             ExitCode::from(2)
         }
         Ok((problems, parts)) => {
-            println!("verify {} (matrix): {parts} part folder(s) verified", dir.display());
+            println!(
+                "verify {} (matrix): {parts} part folder(s) verified",
+                dir.display()
+            );
             for p in &problems {
                 println!("  MISMATCH {p}");
             }

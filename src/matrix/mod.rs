@@ -213,7 +213,10 @@ fn binaries(opts: &MatrixOptions) -> Vec<MatrixBinary> {
     let p = pins();
     let one = |path: &Path, kind: BinaryKind| {
         let (role, pin) = match kind {
-            BinaryKind::Runtime => ("runtime", format!("{} {}", p.runtime.name, p.runtime.version)),
+            BinaryKind::Runtime => (
+                "runtime",
+                format!("{} {}", p.runtime.name, p.runtime.version),
+            ),
             BinaryKind::Criu => ("criu", format!("{} {}", p.criu.name, p.criu.version)),
         };
         match binary_facts(path, kind) {
@@ -275,9 +278,20 @@ fn slug(b: &MatrixBinary, i: usize) -> String {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let raw = format!("{}-{}-{}", i + 1, base, b.version.as_deref().unwrap_or("unknown"));
+    let raw = format!(
+        "{}-{}-{}",
+        i + 1,
+        base,
+        b.version.as_deref().unwrap_or("unknown")
+    );
     raw.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
         .collect()
 }
 
@@ -292,7 +306,9 @@ fn run_jobs(opts: &MatrixOptions, jobs: &[Job]) -> Vec<MatrixPart> {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     let Some(job) = jobs.get(i) else { break };
                     let part = run_part(opts, job);
-                    done.lock().unwrap_or_else(|p| p.into_inner()).push((i, part));
+                    done.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push((i, part));
                 }
             });
         }
@@ -305,7 +321,10 @@ fn run_jobs(opts: &MatrixOptions, jobs: &[Job]) -> Vec<MatrixPart> {
 /// One `netprobe run --quiet` for `job`, output in `logs/<folder>.txt`, bounded by the timeout.
 fn run_part(opts: &MatrixOptions, job: &Job) -> MatrixPart {
     let t0 = Instant::now();
-    let log_path = opts.evidence.join("logs").join(format!("{}.txt", job.folder));
+    let log_path = opts
+        .evidence
+        .join("logs")
+        .join(format!("{}.txt", job.folder));
     let mut part = MatrixPart {
         folder: job.folder.clone(),
         phases: job.phases.into(),
@@ -344,11 +363,13 @@ fn run_part(opts: &MatrixOptions, job: &Job) -> MatrixPart {
     match status {
         Some(st) => {
             part.exit_code = st.code();
-            if !opts.evidence.join(&job.folder).join(crate::evidence::result::RESULT_FILE).is_file() {
-                part.error = Some(format!(
-                    "no result (exit {:?}): {tail}",
-                    st.code()
-                ));
+            if !opts
+                .evidence
+                .join(&job.folder)
+                .join(crate::evidence::result::RESULT_FILE)
+                .is_file()
+            {
+                part.error = Some(format!("no result (exit {:?}): {tail}", st.code()));
             }
         }
         None => {

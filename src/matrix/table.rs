@@ -37,10 +37,18 @@ pub fn render_markdown(m: &MatrixResult) -> String {
                 Some(c) => {
                     let mut t = format!("`{}`", verdict_str(c.verdict));
                     if c.unexpected() {
-                        let _ = write!(t, " ✗ expected `{}`", verdict_str(c.expected.unwrap_or(c.verdict)));
+                        let _ = write!(
+                            t,
+                            " ✗ expected `{}`",
+                            verdict_str(c.expected.unwrap_or(c.verdict))
+                        );
                     }
                     if c.changed() {
-                        let _ = write!(t, " (was `{}`)", verdict_str(c.baseline.unwrap_or(c.verdict)));
+                        let _ = write!(
+                            t,
+                            " (was `{}`)",
+                            verdict_str(c.baseline.unwrap_or(c.verdict))
+                        );
                     }
                     t
                 }
@@ -89,7 +97,9 @@ pub fn render_markdown(m: &MatrixResult) -> String {
             "| `{}` | {} | {} | {} | {} |",
             p.folder,
             p.phases,
-            p.exit_code.map(|c| c.to_string()).unwrap_or_else(|| "killed".into()),
+            p.exit_code
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "killed".into()),
             p.duration_ms,
             p.error.as_deref().unwrap_or("")
         );
@@ -124,8 +134,13 @@ pub fn write_matrix(dir: &Path, m: &MatrixResult) -> std::io::Result<()> {
 /// Errors: a sentence naming the file (missing, not JSON, schema violations).
 pub fn load_matrix(dir: &Path) -> Result<MatrixResult, String> {
     let p = dir.join(MATRIX_FILE);
-    let text = std::fs::read_to_string(&p)
-        .map_err(|e| format!("{}: {e} (is {} a matrix folder?)", p.display(), dir.display()))?;
+    let text = std::fs::read_to_string(&p).map_err(|e| {
+        format!(
+            "{}: {e} (is {} a matrix folder?)",
+            p.display(),
+            dir.display()
+        )
+    })?;
     let v: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", p.display()))?;
     validate_matrix(&v).map_err(|e| format!("{}: {}", p.display(), e.join("; ")))?;
@@ -161,7 +176,10 @@ pub fn verify_matrix(dir: &Path) -> Result<(Vec<String>, usize), String> {
         let folder = dir.join(&p.folder);
         if !folder.join(crate::evidence::result::RESULT_FILE).is_file() {
             if p.error.is_none() {
-                problems.push(format!("part {} has no result but recorded no error", p.folder));
+                problems.push(format!(
+                    "part {} has no result but recorded no error",
+                    p.folder
+                ));
             }
             continue;
         }

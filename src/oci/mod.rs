@@ -13,6 +13,7 @@ pub mod bundle;
 pub mod error;
 pub mod rootfs;
 pub mod runtime;
+pub mod runtime_env;
 
 pub use bundle::{
     BundleInfo, BundleSpec, CONFIG_JSON, NetnsSpec, Resources, build_spec, config_sha256,
