@@ -92,6 +92,34 @@ fn assert_containers_gone(r: &RunResult) {
     }
 }
 
+/// No cgroup named after one of the run's containers is left in any hierarchy, cgroup2
+/// included (CRIU's default cgroup mode once recreated the whole cgroup2 tree at each crun
+/// restore).
+fn assert_no_cgroup_left(r: &RunResult) {
+    let ids: Vec<String> = [RungName::Oci, RungName::ExternalNetns]
+        .iter()
+        .filter_map(|n| rung(r, *n).facts.get("container_id"))
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
+    assert_eq!(ids.len(), 2);
+    for h in std::fs::read_dir("/sys/fs/cgroup").unwrap() {
+        let h = h.unwrap().path();
+        let out = Command::new("find")
+            .arg(&h)
+            .args(["-maxdepth", "4", "-type", "d"])
+            .output()
+            .unwrap();
+        let listing = String::from_utf8_lossy(&out.stdout);
+        for id in &ids {
+            assert!(
+                !listing.contains(id.as_str()),
+                "cgroup of {id} left in {}",
+                h.display()
+            );
+        }
+    }
+}
+
 #[test]
 fn crun_with_criu_4_3_preserves_the_netns_on_its_own_evidence() {
     require_pins();
@@ -147,6 +175,8 @@ fn crun_with_criu_4_3_preserves_the_netns_on_its_own_evidence() {
     );
     assert!(!mounts.contains(" /run/crun "), "{mounts}");
     assert_containers_gone(&r);
+    assert_no_cgroup_left(&r);
+    assert!(d.contains("--manage-cgroups-mode=ignore"), "{d}");
     // verify re-runs the assertions on the preserved logs and agrees.
     let v = netprobe(&["verify", ev.to_str().unwrap()]);
     assert_eq!(v.status.code(), Some(0), "{}", text(&v));
@@ -357,7 +387,7 @@ fn parsers_for_the_evidence() {
         netprobe::oci::crun_quirks(RuntimeKind::Crun, false).len(),
         1
     );
-    assert_eq!(netprobe::oci::crun_quirks(RuntimeKind::Crun, true).len(), 2);
+    assert_eq!(netprobe::oci::crun_quirks(RuntimeKind::Crun, true).len(), 3);
 }
 
 #[test]
@@ -416,4 +446,14 @@ fn defaults_follow_the_pins() {
             .iter()
             .any(|d| d.contains("not the pinned CRIU"))
     );
+}
+
+#[test]
+fn crun_checkpoint_and_restore_leave_cgroups_to_crun() {
+    use netprobe::oci::RuntimeKind;
+    assert_eq!(
+        RuntimeKind::Crun.checkpoint_restore_args(),
+        &["--manage-cgroups-mode=ignore"]
+    );
+    assert!(RuntimeKind::Runc.checkpoint_restore_args().is_empty());
 }

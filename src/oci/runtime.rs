@@ -261,6 +261,12 @@ impl Runtime {
             "--work-path".into(),
             work_path.into(),
         ];
+        args.extend(
+            self.kind
+                .checkpoint_restore_args()
+                .iter()
+                .map(OsString::from),
+        );
         args.extend(extra.iter().map(OsString::from));
         args.push(id.into());
         let strace = self
@@ -308,6 +314,12 @@ impl Runtime {
             "--pid-file".into(),
             pid_file.into(),
         ];
+        args.extend(
+            self.kind
+                .checkpoint_restore_args()
+                .iter()
+                .map(OsString::from),
+        );
         args.extend(extra.iter().map(OsString::from));
         args.push(id.into());
         let strace = self
