@@ -385,7 +385,7 @@ fn parsers_for_the_evidence() {
     assert!(netprobe::oci::crun_quirks(RuntimeKind::Runc, true).is_empty());
     assert_eq!(
         netprobe::oci::crun_quirks(RuntimeKind::Crun, false).len(),
-        1
+        2
     );
     assert_eq!(netprobe::oci::crun_quirks(RuntimeKind::Crun, true).len(), 3);
 }
