@@ -242,3 +242,61 @@ fn matrix_bad_input() {
     assert_eq!(parse_expect("kernel-netlink").unwrap().runtime, None);
     assert!(parse_expect("x=nope").is_err());
 }
+
+#[test]
+fn a_hanging_cell_is_stopped_and_the_others_are_kept() {
+    use std::os::unix::fs::PermissionsExt;
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "needs root; CI runs as root"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    // A runc whose checkpoint hangs (its sleep's pid is written down so the test can end it).
+    let pidfile = tmp.path().join("hang.pid");
+    let wrapper = tmp.path().join("runc");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = checkpoint ] && {{ sleep 600 & echo $! > {}; wait; }}; done\nexec {RUNC} \"$@\"\n",
+            pidfile.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mx = tmp.path().join("mx");
+    let o = netprobe(&[
+        "matrix",
+        "--runtime",
+        wrapper.to_str().unwrap(),
+        "--criu",
+        CRIU_4_3,
+        "--cell-timeout",
+        "8",
+        "--evidence",
+        mx.to_str().unwrap(),
+    ]);
+    if let Ok(p) = std::fs::read_to_string(&pidfile) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(p.trim().parse().unwrap()),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    let m = load(&mx);
+    let cell = &m.cells[0];
+    assert_eq!(cell.verdict, VerdictCode::Inconclusive);
+    assert!(
+        cell.summary.contains("did not finish within 8 s"),
+        "{cell:?}"
+    );
+    let hung = m.parts.iter().find(|p| p.runtime.is_some()).unwrap();
+    assert_eq!(hung.exit_code, None, "{hung:?}");
+    // The kernel and criu parts' evidence is complete and verifies.
+    for p in m.parts.iter().filter(|p| p.runtime.is_none()) {
+        assert_eq!(p.exit_code, Some(0), "{p:?}");
+        let v = netprobe(&["verify", mx.join(&p.folder).to_str().unwrap()]);
+        assert_eq!(v.status.code(), Some(0), "{}", text(&v));
+    }
+    // The stopped part kept what it had gathered.
+    assert!(mx.join(&hung.folder).join("oci/config.json").is_file());
+}
