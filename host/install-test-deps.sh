@@ -24,12 +24,12 @@ if [ ${#missing[@]} -eq 0 ]; then
 fi
 [ "$(id -u)" = 0 ] || { log "must run as root to install: ${missing[*]}"; exit 3; }
 log "installing: ${missing[*]}"
-apt-get update -qq
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+flock /var/lock/netprobe-apt.lock apt-get update -qq
+DEBIAN_FRONTEND=noninteractive flock /var/lock/netprobe-apt.lock apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 # qemu-system-x86 (bookworm) can remove a backported qemu-utils: put back the matching one.
 if ! command -v qemu-storage-daemon >/dev/null || ! command -v qemu-img >/dev/null; then
   log "qemu-utils was removed by qemu-system-x86; installing the matching qemu-utils"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-utils >/dev/null
+  DEBIAN_FRONTEND=noninteractive flock /var/lock/netprobe-apt.lock apt-get install -y -qq --no-install-recommends qemu-utils >/dev/null
 fi
 for t in qemu-img qemu-storage-daemon qemu-system-x86_64 mmdebstrap Xvfb; do
   command -v "$t" >/dev/null || { log "$t still not on PATH after install"; exit 1; }

@@ -12,6 +12,7 @@ pub mod evidence;
 pub mod exit;
 pub mod host;
 pub mod images;
+pub mod matrix;
 pub mod netlink;
 pub mod ns;
 pub mod oci;

@@ -19,6 +19,7 @@ mod diff;
 mod doctor;
 mod holder;
 mod images;
+mod matrix;
 pub mod out;
 mod report;
 mod run;
@@ -56,6 +57,7 @@ commands! {
     Verify(verify::VerifyCmd),
     Report(report::ReportCmd),
     Diff(diff::DiffCmd),
+    Matrix(matrix::MatrixCmd),
     Doctor(doctor::DoctorCmd),
     Slot(slot::SlotCmd),
     Images(images::ImagesCmd),
