@@ -2,6 +2,7 @@
 
 use super::{Cli, Execute, fail};
 use clap::CommandFactory;
+use netprobe::exit::ExitClass;
 use std::process::ExitCode;
 
 /// Print shell completions.
@@ -20,7 +21,7 @@ impl Execute for CompletionsCmd {
             "netprobe",
             &mut std::io::stdout(),
         );
-        ExitCode::SUCCESS
+        ExitClass::Ok.into()
     }
 }
 
@@ -33,8 +34,8 @@ impl Execute for ManCmd {
     fn execute(self) -> ExitCode {
         let man = clap_mangen::Man::new(Cli::command());
         match man.render(&mut std::io::stdout()) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => fail(4, e),
+            Ok(()) => ExitClass::Ok.into(),
+            Err(e) => fail(ExitClass::CouldNotRun, e),
         }
     }
 }

@@ -4,36 +4,12 @@
 //! check a reviewer runs on someone else's evidence.
 
 use crate::assert;
-use crate::evidence::result::{RunResult, Status, Verdict};
+use crate::evidence::result::{RunResult, Status};
 use crate::evidence::{self, sha256_file};
 use crate::probe::verdict;
 use std::path::Path;
 
-/// What `verify` found.
-#[derive(Debug)]
-pub struct VerifyOutcome {
-    /// The verdict recomputed from the files alone.
-    pub verdict: Verdict,
-    /// The verdict the result file recorded.
-    pub recorded: Verdict,
-    /// Every mismatch: an assertion whose outcome differs from the recorded one, a rung whose
-    /// recomputed status differs, an artifact that is missing or whose sha256 changed.
-    pub mismatches: Vec<String>,
-    /// Assertions (`<rung>/<id>: expected …, observed …`) that fail in the evidence; expected for
-    /// a failing rung, listed for people.
-    pub failing: Vec<String>,
-    /// Number of assertions re-evaluated.
-    pub assertions: usize,
-    /// Number of artifacts whose sha256 was checked.
-    pub artifacts: usize,
-}
-
-impl VerifyOutcome {
-    /// True when the evidence reproduces the recorded result exactly.
-    pub fn reproduced(&self) -> bool {
-        self.mismatches.is_empty() && self.verdict.code == self.recorded.code
-    }
-}
+pub use crate::evidence::result::VerifyOutcome;
 
 /// Verifies the evidence folder `dir`.
 ///

@@ -1,8 +1,8 @@
 //! What `netprobe verify` and `netprobe doctor` print on stdout: plain text for a terminal, one
 //! fact a line, every line produced by a check (nothing printed that no check found).
 
+use crate::evidence::result::VerifyOutcome;
 use crate::host::Prereq;
-use crate::probe::verify::VerifyOutcome;
 use std::fmt::Write as _;
 use std::path::Path;
 

@@ -46,7 +46,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// A slot verb.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verb {
     /// Create a fresh slot: image, overlay, holder, bundle, container, ready gates.
@@ -250,7 +250,8 @@ pub const DECLARED_DIFFERENCES: &[&str] = &[
 /// Runs one slot verb. See the module docs for the order of checks.
 ///
 /// Errors: [`SlotError`] naming the slot and the failed gate or step; exit codes from
-/// [`SlotError::exit_code`]: 1 a gate failed, 2 usage, 3 host refused, 4 could not run.
+/// [`SlotError::exit_class`] ([`crate::exit::ExitClass`]): 1 a gate failed, 2 usage, 3 host
+/// refused, 4 could not run.
 pub fn run_verb(args: &SlotArgs) -> Result<SlotOutcome, SlotError> {
     let env = run::SlotEnv {
         make_runtime: &run::real_runtime,
