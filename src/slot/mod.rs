@@ -92,7 +92,11 @@ impl Verb {
     }
 }
 
-/// The arguments of `netprobe slot VERB`, as parsed by the CLI (no validation done there).
+/// The arguments of `netprobe slot VERB`. The CLI's clap subcommands decide which verb takes
+/// which flag and check the flags' shape (`--image-sha256` format, `--no-probe-gate` with
+/// `--reason`, not with `--probe-evidence`); [`run_verb`] checks, however the arguments were
+/// built, the slot number and the rules of [`checks::usage_checks`] (override reason, qcow2
+/// pin). Verbs other than provision ignore the provision-only fields.
 #[derive(Debug, Clone)]
 pub struct SlotArgs {
     /// The verb.
