@@ -105,13 +105,10 @@ pub use crate::ns::mountinfo::mounts_under;
 /// those it detached. A runtime or CRIU that was killed mid-operation leaves mounts behind
 /// (runc's `criu-root`, CRIU's `.criu.cgyard.*` cgroup yard in its work directory).
 pub fn detach_mounts_under(dir: &Path) -> Vec<PathBuf> {
-    let mut done = Vec::new();
-    for m in mounts_under(dir) {
-        if nix::mount::umount2(&m, nix::mount::MntFlags::MNT_DETACH).is_ok() {
-            done.push(m);
-        }
-    }
-    done
+    crate::ns::mountinfo::unmount_under(dir, |m| {
+        nix::mount::umount2(m, nix::mount::MntFlags::MNT_DETACH)
+    })
+    .0
 }
 
 /// A private work area under `/var/tmp` (rootfs, bundle, the runtime's `--root`), removed on
