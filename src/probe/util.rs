@@ -18,7 +18,7 @@ const IP_VIEW_BATCH: [&str; 3] = [
 ///
 /// One process, `ip -j -force -batch -` started inside the netns (the child `setns`es into
 /// `/proc/PID/ns/net`, opened here, between fork and exec — what `nsenter -t PID -n` does, one
-/// exec fewer), fed the three commands of [`IP_VIEW_BATCH`] on stdin (one JSON line each). The
+/// exec fewer), fed the three commands of `IP_VIEW_BATCH` on stdin (one JSON line each). The
 /// text lists each command under a `$ …` header, then any stderr.
 ///
 /// Errors: opening the netns (the process is gone), or the spawn error when `ip` cannot run.
