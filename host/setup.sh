@@ -2,7 +2,8 @@
 # netprobe host set-up: the one entry point called by the README's first command and by .ci/run.
 #
 # Installs what the probes need from Debian 12's packages (iptables for CRIU's default network
-# lock, busybox-static for the embedded rootfs, iproute2, strace, runc as the default OCI runtime,
+# lock and the captured netfilter state, nftables for `nft list ruleset` in the captured state and
+# the `--netns rich` content, busybox-static for the embedded rootfs, iproute2, strace, runc as the default OCI runtime,
 # e2fsprogs/fuse3/qemu-utils for qcow2 images), then CRIU 4.1.1 into /opt/criu-4.1.1
 # (install-criu.sh). Never writes a CRIU config file. Idempotent.
 set -euo pipefail
@@ -11,7 +12,7 @@ log() { printf 'setup: %s\n' "$*" >&2; }
 
 [ "$(id -u)" = 0 ] || { log "must run as root (packages, /opt, namespaces)"; exit 3; }
 
-PKGS=(iptables busybox-static iproute2 strace runc e2fsprogs fuse3 qemu-utils util-linux
+PKGS=(iptables nftables busybox-static iproute2 strace runc e2fsprogs fuse3 qemu-utils util-linux
   procps curl ca-certificates xz-utils)
 missing=()
 for p in "${PKGS[@]}"; do

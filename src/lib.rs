@@ -1,7 +1,7 @@
 //! netprobe: when network state is wrong after a container restore, which layer broke it —
 //! the kernel, CRIU, the OCI runtime, or the harness?
 //!
-//! Layout (see `DESIGN.md` in the shared design record): each module has one job and
+//! Layout (see `docs/ARCHITECTURE.md`): each module has one job and
 //! dependencies point downward: [`probe`] and [`slot`] use everything below them; nothing below
 //! imports `probe` or `slot`.
 
@@ -10,9 +10,11 @@ pub mod criu;
 pub mod evidence;
 pub mod exit;
 pub mod host;
+pub mod images;
 pub mod netlink;
 pub mod ns;
 pub mod oci;
 pub mod probe;
+pub mod proc;
 pub mod report;
 pub mod slot;

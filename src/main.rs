@@ -19,7 +19,7 @@ fn main() -> ExitCode {
         Err(mut e) => {
             let argv: Vec<String> = std::env::args().skip(1).collect();
             if let Some(doc) = cli::slot::usage_json(&argv, &mut e) {
-                println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+                cli::out::line(serde_json::to_string_pretty(&doc).unwrap_or_default());
             }
             // Help and version output go to stdout and are not errors.
             let class = if e.use_stderr() {

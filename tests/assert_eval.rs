@@ -124,6 +124,26 @@ fn external_netns_fixture_passes_and_bytes_bound_applies() {
     assert!(!passes(&rs));
 }
 
+/// The restored container init's netns inode and the holder's are recorded side by side and
+/// must be equal: a restore into another netns fails the rung, naming both files.
+#[test]
+fn external_netns_inodes_side_by_side_must_be_equal() {
+    let spec = ProbeSpec::builtin(RungName::ExternalNetns).unwrap();
+    let rs = evaluate(&spec, &fixture("external-netns-pass"));
+    let r = by_id(&rs, "netns-inode-equal");
+    assert!(r.passed, "{r:#?}");
+    assert_eq!(
+        r.expected,
+        "netns-inode-restored.txt byte-identical to netns-inode-holder.txt"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&fixture("external-netns-pass"), tmp.path());
+    fs::write(tmp.path().join("netns-inode-restored.txt"), "4026532999\n").unwrap();
+    let rs = evaluate(&spec, tmp.path());
+    assert!(!by_id(&rs, "netns-inode-equal").passed);
+    assert!(!passes(&rs));
+}
+
 #[test]
 fn missing_subjects_fail_closed() {
     let empty = tempfile::tempdir().unwrap();
@@ -328,4 +348,53 @@ fn reevaluate_reruns_rungs_that_ran() {
     assert_eq!(names, vec![RungName::Criu, RungName::Oci]);
     assert!(passes(&re[0].1));
     assert!(!passes(&re[1].1));
+}
+
+/// `check = "no-criu-lock"` (issue 14): the criu rung's assertion fails on a NetState whose
+/// netfilter holds CRIU's lock chain, naming it, and passes without it.
+#[test]
+fn no_criu_lock_names_the_chain() {
+    let spec = ProbeSpec::builtin(RungName::Criu).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = netprobe::netlink::NetState::default();
+    s.netfilter.nftables = vec![
+        "table ip filter {".into(),
+        "chain CRIU {".into(),
+        "counter drop".into(),
+        "}".into(),
+        "}".into(),
+    ];
+    fs::write(
+        dir.path().join("netstate-after.json"),
+        s.to_canonical_json(),
+    )
+    .unwrap();
+    let rs = evaluate(&spec, dir.path());
+    let a = by_id(&rs, "no-criu-lock-after-restore");
+    assert!(!a.passed);
+    assert_eq!(
+        a.observed,
+        "CRIU's network lock found: nftables: chain CRIU in table ip filter"
+    );
+    s.netfilter.nftables.clear();
+    fs::write(
+        dir.path().join("netstate-after.json"),
+        s.to_canonical_json(),
+    )
+    .unwrap();
+    let rs = evaluate(&spec, dir.path());
+    assert!(by_id(&rs, "no-criu-lock-after-restore").passed);
+}
+
+/// The field-path diff shared by `run`'s netstate assertions and the slot's net-fidelity diff:
+/// one line per JSON pointer, old → new, never whole JSON lines.
+#[test]
+fn field_path_diff_names_the_pointer_old_then_new() {
+    let old = serde_json::json!({"links": [{"name": "lo", "mtu": 65536}, {"name": "a", "mtu": 1500}, {"name": "b", "mtu": 1789}]});
+    let new = serde_json::json!({"links": [{"name": "lo", "mtu": 65536}, {"name": "a", "mtu": 1500}, {"name": "b", "mtu": 1500}]});
+    assert_eq!(
+        netprobe::assert::json_field_diff(&old, &new),
+        ["/links/2/mtu: 1789 → 1500"]
+    );
+    assert!(netprobe::assert::json_field_diff(&old, &old).is_empty());
 }

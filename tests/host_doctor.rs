@@ -12,6 +12,7 @@ fn doctor_lists_every_prerequisite() {
         "criu check",
         "no CRIU config file",
         "iptables-restore",
+        "nft",
         "runtime",
         "busybox static",
         "ip",

@@ -85,6 +85,23 @@ fn non_executable_file_is_refused() {
     assert!(msg.contains(&f.display().to_string()), "{msg}");
 }
 
+/// A file that is no program (`/etc/passwd`, also a data file with execute bits) is refused as
+/// such; the message never advises `chmod +x`.
+#[test]
+fn a_file_that_is_no_program_is_not_advised_chmod() {
+    let e = binary_facts(Path::new("/etc/passwd"), BinaryKind::Runtime).unwrap_err();
+    assert!(matches!(e, HostError::NotAProgram { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(!msg.contains("chmod"), "{msg}");
+    assert!(msg.contains("is not an executable program"), "{msg}");
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("criu");
+    std::fs::write(&f, "just text\n").unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let e = binary_facts(&f, BinaryKind::Criu).unwrap_err();
+    assert!(matches!(e, HostError::NotAProgram { .. }), "{e:?}");
+}
+
 #[test]
 fn directory_is_not_a_regular_file() {
     let dir = tempfile::tempdir().unwrap();

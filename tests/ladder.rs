@@ -188,6 +188,27 @@ fn full_ladder_on_runc_is_runtime_empty_ns_with_every_fact() {
         serde_json::from_slice(&std::fs::read(ev.join("external-netns/holder.json")).unwrap())
             .unwrap();
     netprobe::evidence::validate_holder(&holder).unwrap();
+    // Inodes side by side: the restored init's netns inode and the holder's, both recorded,
+    // equal, and asserted so by the rung.
+    let ext_rung = r.rung(RungName::ExternalNetns).unwrap();
+    let restored_inode = ext_rung.facts["container_netns_inode_after"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(
+        Some(restored_inode),
+        ext_rung.facts["holder_netns_inode"].as_u64()
+    );
+    assert_eq!(holder["netns_inode"].as_u64(), Some(restored_inode));
+    assert_eq!(
+        std::fs::read_to_string(ev.join("external-netns/netns-inode-restored.txt")).unwrap(),
+        format!("{restored_inode}\n")
+    );
+    let eq = ext_rung
+        .assertions
+        .iter()
+        .find(|a| a.id == "netns-inode-equal")
+        .expect("netns-inode-equal assertion");
+    assert!(eq.passed, "{eq:?}");
     assert_eq!(
         std::fs::read(ev.join("external-netns/netstate-before.json")).unwrap(),
         std::fs::read(ev.join("external-netns/netstate-after.json")).unwrap()

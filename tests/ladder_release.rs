@@ -49,8 +49,10 @@ fn holders_reparented_here() -> Vec<String> {
         .collect()
 }
 
-/// An executable `name` in `dir`: a shell script that sends SIGINT to its process group when
-/// its arguments contain `step`, and otherwise execs `real` with them.
+/// An executable `name` in `dir`: a shell script that sends SIGINT to its parent's (netprobe's)
+/// process group when its arguments contain `step` — what Ctrl-C in a terminal does: netprobe
+/// runs every program in a process group of its own, so the terminal's SIGINT reaches netprobe
+/// only, and netprobe kills the program's tree — and otherwise execs `real` with them.
 fn interrupting_wrapper(dir: &Path, name: &str, real: &Path, step: &str) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(
@@ -58,7 +60,7 @@ fn interrupting_wrapper(dir: &Path, name: &str, real: &Path, step: &str) -> Path
         format!(
             "#!/bin/sh\n\
              for a in \"$@\"; do\n\
-               if [ \"$a\" = {step} ]; then kill -INT 0; sleep 5; fi\n\
+               if [ \"$a\" = {step} ]; then kill -INT -$(cut -d' ' -f5 /proc/$PPID/stat); sleep 5; fi\n\
              done\n\
              exec {} \"$@\"\n",
             real.display()

@@ -477,7 +477,9 @@ fn missing_runtime_and_existing_container_are_refused() {
             code,
             stderr_tail,
             log,
+            criu_reason,
         } => {
+            assert!(criu_reason.is_none());
             assert!(argv.iter().any(|a| a == "start"));
             assert_eq!(*code, Some(1));
             assert!(stderr_tail.contains("does not exist"), "{stderr_tail}");

@@ -10,10 +10,11 @@
 //! Sections: `logs` (assertions vs `grep -c -F`), `links` (CRIU-exact link dump vs
 //! `ip -j link show`), `state` (NetState capture vs three `ip` processes), `ladder` (the whole
 //! `netprobe run` and netprobe's share of it), `slot` (slot driver restore/reset vs bare
-//! `runc restore`). Needs root. Every line: what was measured, netprobe's median, the peer's
+//! `runc restore`), `images` (`netprobe images` vs `crit show` of a 10,001-link netdev image). Needs root. Every line: what was measured, netprobe's median, the peer's
 //! median, the ratio netprobe/peer (lower is better), the runs per side. Times are wall times
 //! on the monotonic clock. Nothing here asserts a time: these are benchmarks, not tests.
 
+mod images;
 mod ladder;
 mod links;
 mod logs;
@@ -35,7 +36,7 @@ pub struct Config {
 }
 
 /// All sections, in run order.
-const SECTIONS: [&str; 5] = ["logs", "links", "state", "ladder", "slot"];
+const SECTIONS: [&str; 6] = ["logs", "links", "state", "ladder", "slot", "images"];
 
 /// The netprobe binary the ladder and slot sections run: `$NETPROBE_EXE`, else the one cargo
 /// built beside this bench (`target/release/netprobe` under `cargo bench`).
@@ -108,6 +109,7 @@ fn main() {
             "state" => state::run(&cfg),
             "ladder" => ladder::run(&cfg),
             "slot" => slot::run(&cfg),
+            "images" => images::run(&cfg),
             _ => unreachable!(),
         };
         if let Err(e) = r {

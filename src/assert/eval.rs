@@ -61,6 +61,7 @@ pub fn evaluate(spec: &ProbeSpec, rung_dir: &Path) -> Vec<AssertionResult> {
                     (glob.clone(), expected, observed, passed)
                 }
                 Check::NetState { file, check } => eval_netstate(rung_dir, file, check),
+                Check::EqualFiles { file, other } => equal_files(rung_dir, file, other),
             };
             result(a, subject, expected, observed, passed)
         })
@@ -282,18 +283,42 @@ fn eval_netstate(
             };
             (file.to_string(), expected, observed, passed)
         }
-        NetStateCheck::Equals { other } => {
-            let subject = file.to_string();
-            let expected = format!("{file} byte-identical to {other}");
-            let read = |rel: &str| fs::read(rung_dir.join(rel)).map_err(|e| unreadable(rel, &e));
-            let (observed, passed) = match (read(file), read(other)) {
-                (Err(e), _) | (_, Err(e)) => (e, false),
-                (Ok(a), Ok(b)) if a == b => (format!("identical ({} bytes)", a.len()), true),
-                (Ok(a), Ok(b)) => (diff_summary(file, &a, other, &b), false),
+        NetStateCheck::NoCriuLock => {
+            let expected = "no CRIU chain or CRIU-… table in its netfilter".to_string();
+            let (observed, passed) = match fs::read_to_string(rung_dir.join(file)) {
+                Err(e) => (unreadable(file, &e), false),
+                Ok(t) => match crate::netlink::NetState::from_json(&t) {
+                    Err(e) => (format!("unreadable: {file}: {e}"), false),
+                    Ok(s) => {
+                        let lock = crate::netlink::netfilter::criu_lock(&s.netfilter);
+                        if lock.is_empty() {
+                            ("none".to_string(), true)
+                        } else {
+                            (
+                                format!("CRIU's network lock found: {}", lock.join("; ")),
+                                false,
+                            )
+                        }
+                    }
+                },
             };
-            (subject, expected, observed, passed)
+            (file.to_string(), expected, observed, passed)
         }
+        NetStateCheck::Equals { other } => equal_files(rung_dir, file, other),
     }
+}
+
+/// `file` and `other` byte-identical: (subject, expected, observed, passed).
+fn equal_files(rung_dir: &Path, file: &str, other: &str) -> (String, String, String, bool) {
+    let subject = file.to_string();
+    let expected = format!("{file} byte-identical to {other}");
+    let read = |rel: &str| fs::read(rung_dir.join(rel)).map_err(|e| unreadable(rel, &e));
+    let (observed, passed) = match (read(file), read(other)) {
+        (Err(e), _) | (_, Err(e)) => (e, false),
+        (Ok(a), Ok(b)) if a == b => (format!("identical ({} bytes)", a.len()), true),
+        (Ok(a), Ok(b)) => (diff_summary(file, &a, other, &b), false),
+    };
+    (subject, expected, observed, passed)
 }
 
 fn read_json(rung_dir: &Path, rel: &str) -> Result<Value, FileError> {
@@ -376,6 +401,17 @@ fn diff_summary(name: &str, new: &[u8], other_name: &str, old: &[u8]) -> String 
             out.push_str(&format!(" | … and {} more", total - MAX_LISTED));
         }
     }
+    out
+}
+
+/// The field-path diff `run` prints for two JSON documents (e.g. two NetStates, old = the
+/// recorded one, new = the observed one): one entry per differing JSON pointer, in key order —
+/// `/links/2/mtu: 1789 → 1500`, `/addresses/0: removed address 10.0.0.1/24`,
+/// `/routes/3: added route …`. Empty when equal. Values are clipped for display. Shared by the
+/// netstate assertions and, for its net-fidelity diff, the slot driver.
+pub fn json_field_diff(old: &Value, new: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    json_diff(old, new, &mut String::new(), &mut out);
     out
 }
 

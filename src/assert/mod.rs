@@ -8,6 +8,6 @@ pub mod eval;
 pub mod scan;
 pub mod spec;
 
-pub use eval::{evaluate, passes, reevaluate};
+pub use eval::{evaluate, json_field_diff, passes, reevaluate};
 pub use scan::{LogQuery, scan_log, scan_log_with_chunk, scan_reader};
 pub use spec::{AssertionSpec, Bound, Check, NetStateCheck, ProbeSpec, SpecError};

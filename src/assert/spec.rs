@@ -28,6 +28,12 @@
 //! check = "lo-up-127"              # lo UP with 127.0.0.1/8 ...
 //! expect = true                    # ... is (true) / is not (false) the case
 //! # or: check = "equals", other = "netstate-before.json"  (byte-for-byte)
+//! # or: check = "no-criu-lock"    (no CRIU chain / CRIU-… table in its netfilter)
+//!
+//! [[assertion]]
+//! kind = "equal-files"             # two files of the rung hold the same bytes
+//! file = "netns-inode-restored.txt"
+//! other = "netns-inode-holder.txt"
 //! ```
 
 use crate::assert::scan::LogQuery;
@@ -146,6 +152,9 @@ pub enum NetStateCheck {
         /// The expected truth value.
         expect: bool,
     },
+    /// No part of CRIU's network lock (a `CRIU` chain in iptables/ip6tables/nftables, an
+    /// nftables `CRIU-…` table) is in the file's `netfilter` (issue 14).
+    NoCriuLock,
     /// The file equals `other` (relative to the rung folder) byte for byte.
     Equals {
         /// The other NetState file.
@@ -174,6 +183,14 @@ pub enum Check {
         count: Bound,
         /// Bound on each match's size in bytes.
         bytes: Option<Bound>,
+    },
+    /// `file` and `other` (relative to the rung folder) hold the same bytes, e.g. the restored
+    /// container init's netns inode and the holder's.
+    EqualFiles {
+        /// The first file.
+        file: String,
+        /// The file it must equal.
+        other: String,
     },
     /// A check of the NetState JSON `file`.
     NetState {
@@ -549,6 +566,10 @@ impl At<'_> {
                     })?,
                 }
             }
+            "no-criu-lock" => {
+                self.forbid(&[("expect", a.expect.is_some()), ("other", a.other.is_some())])?;
+                NetStateCheck::NoCriuLock
+            }
             "equals" => {
                 self.forbid(&[("expect", a.expect.is_some())])?;
                 NetStateCheck::Equals {
@@ -558,7 +579,9 @@ impl At<'_> {
             other => {
                 return Err(self.err(
                     "check",
-                    format!("unknown check {other:?}; one of \"lo-up-127\", \"equals\""),
+                    format!(
+                        "unknown check {other:?}; one of \"lo-up-127\", \"no-criu-lock\", \"equals\""
+                    ),
                 ));
             }
         };

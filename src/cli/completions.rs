@@ -15,12 +15,10 @@ pub struct CompletionsCmd {
 
 impl Execute for CompletionsCmd {
     fn execute(self) -> ExitCode {
-        clap_complete::generate(
-            self.shell,
-            &mut Cli::command(),
-            "netprobe",
-            &mut std::io::stdout(),
-        );
+        // Into memory first: clap_complete panics on a failed write (a closed stdout).
+        let mut buf = Vec::new();
+        clap_complete::generate(self.shell, &mut Cli::command(), "netprobe", &mut buf);
+        super::out::raw(String::from_utf8_lossy(&buf));
         ExitClass::Ok.into()
     }
 }
@@ -33,8 +31,12 @@ pub struct ManCmd {}
 impl Execute for ManCmd {
     fn execute(self) -> ExitCode {
         let man = clap_mangen::Man::new(Cli::command());
-        match man.render(&mut std::io::stdout()) {
-            Ok(()) => ExitClass::Ok.into(),
+        let mut buf = Vec::new();
+        match man.render(&mut buf) {
+            Ok(()) => {
+                super::out::raw(String::from_utf8_lossy(&buf));
+                ExitClass::Ok.into()
+            }
             Err(e) => fail(ExitClass::CouldNotRun, e),
         }
     }

@@ -20,7 +20,7 @@ impl Execute for DiffCmd {
         use netprobe::report::diff::{diff_paths, render_diff};
         match diff_paths(&self.old, &self.new) {
             Ok(d) => {
-                print!("{}", render_diff(&d));
+                super::out::raw(render_diff(&d));
                 if d.verdict_changed() {
                     ExitClass::Gate.into()
                 } else {

@@ -22,7 +22,7 @@ impl Execute for DoctorCmd {
         let criu = self.criu.unwrap_or_else(netprobe::host::default_criu);
         let runtime = self.runtime.unwrap_or_else(netprobe::host::default_runtime);
         let prereqs = netprobe::host::doctor(&criu, &runtime);
-        print!("{}", netprobe::report::console::doctor_text(&prereqs));
+        super::out::raw(netprobe::report::console::doctor_text(&prereqs));
         if netprobe::host::doctor_ok(&prereqs) {
             ExitClass::Ok.into()
         } else {

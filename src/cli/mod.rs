@@ -19,6 +19,8 @@ mod completions;
 mod diff;
 mod doctor;
 mod holder;
+mod images;
+pub mod out;
 mod report;
 mod run;
 pub mod slot;
@@ -57,6 +59,7 @@ commands! {
     Diff(diff::DiffCmd),
     Doctor(doctor::DoctorCmd),
     Slot(slot::SlotCmd),
+    Images(images::ImagesCmd),
     Completions(completions::CompletionsCmd),
     Man(completions::ManCmd),
     #[command(name = "__holder", hide = true)]
@@ -69,7 +72,7 @@ commands! {
     name = "netprobe",
     version,
     about = "Which layer broke the network namespace after a container restore: kernel, CRIU, OCI runtime or harness?",
-    after_help = "Exit codes: 0 ok, 1 verdict differs from --expect / gate failed / verify mismatch, 2 usage, 3 host refused, 4 a phase could not run."
+    after_help = "Exit codes: 0 ok, 1 verdict differs from --expect / gate failed / verify mismatch, 2 usage, 3 host refused, 4 a phase could not run, 128+N interrupted by signal N.\n\nEnvironment: NETPROBE_STEP_TIMEOUT_S=SECONDS bounds every runtime call and CRIU dump/restore (default 120); at the bound the step's whole process tree is killed."
 )]
 pub struct Cli {
     /// The command.

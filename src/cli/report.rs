@@ -33,7 +33,7 @@ impl Execute for ReportCmd {
         };
         match netprobe::report::write_report(&self.dir, f) {
             Ok(p) => {
-                println!("{}", p.display());
+                super::out::line(p.display().to_string());
                 ExitClass::Ok.into()
             }
             Err(e) => fail(ExitClass::Usage, e),

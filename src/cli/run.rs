@@ -31,7 +31,7 @@ pub struct RunCmd {
     /// CRIU binary. Default: /opt/criu-4.2.1/sbin/criu, else /opt/criu-4.1.1/sbin/criu, else criu in PATH.
     #[arg(long)]
     criu: Option<PathBuf>,
-    /// Rootfs for the runtime rungs (must have sleep). Default: a busybox rootfs built by netprobe.
+    /// Rootfs for the runtime rungs (must have sleep; the declared differences name it). Default: a busybox rootfs built by netprobe.
     #[arg(long)]
     rootfs: Option<PathBuf>,
     /// Run CRIU (and the runtime, following forks) under strace; traces kept in the rung folders.
@@ -40,6 +40,11 @@ pub struct RunCmd {
     /// Expected verdict: exit 1 when the verdict differs (regression check for a new pin).
     #[arg(long, value_parser = parse_verdict)]
     expect: Option<VerdictCode>,
+    /// What the probe's netns holds before the checkpoint: `lo` (default: the cheapest probe,
+    /// the one the verdict table was established with) or `rich` (veth pair, IPv4/IPv6
+    /// addresses, routes in main and table 100, a policy rule, sysctls, iptables + nftables).
+    #[arg(long, value_enum, default_value = "lo")]
+    netns: netprobe::probe::netns_content::NetnsContent,
     /// Print only the final result JSON on stdout.
     #[arg(long, conflicts_with = "quiet")]
     json: bool,
@@ -64,6 +69,7 @@ impl Execute for RunCmd {
             strace: a.strace,
             exe: netprobe::ns::default_exe(),
             command: std::env::args().collect(),
+            netns: a.netns,
         };
         let mode = if a.json {
             ProgressMode::Json
@@ -77,7 +83,9 @@ impl Execute for RunCmd {
             Ok(r) => r,
             Err(e) => return fail(e.exit_class(), e),
         };
-        if let Err(e) = progress.finished(&result, &dir) {
+        if let Err(e) = progress.finished(&result, &dir)
+            && e.kind() != std::io::ErrorKind::BrokenPipe
+        {
             eprintln!("netprobe: printing the result: {e}");
         }
         let class = runner::exit_class(&result, a.expect);

@@ -90,6 +90,8 @@ struct ProvisionCmd {
     #[command(flatten)]
     target: Target,
     /// Image: a directory or a .qcow2 file. Default: the embedded busybox rootfs serving HTTP on :5000.
+    /// An image declares its guest server's TCP port in /etc/netprobe-guest-port (one number);
+    /// without that file the guest-http gate is "not applicable".
     #[arg(long)]
     image: Option<PathBuf>,
     /// sha256 pin of a .qcow2 --image.
@@ -217,24 +219,30 @@ impl SlotCmd {
 
 impl Execute for SlotCmd {
     fn execute(self) -> ExitCode {
+        // A signal kills the step's process tree (the runtime, CRIU) and ends the verb (128+N);
+        // the slot's own state tolerates a verb killed at any point, and its holder is meant to
+        // outlive the verb.
+        if let Err(e) = netprobe::proc::install_tree_killer() {
+            eprintln!(
+                "netprobe: could not install the signal handler ({e}); a signal may leave the current step's processes running"
+            );
+        }
         let args = self.verb.into_args();
         match netprobe::slot::run_verb(&args) {
             Ok(o) => {
                 if args.json {
-                    println!(
-                        "{}",
-                        serde_json::to_string_pretty(&o.to_json()).unwrap_or_default()
+                    super::out::line(
+                        serde_json::to_string_pretty(&o.to_json()).unwrap_or_default(),
                     );
                 } else {
-                    println!("{}", o.render());
+                    super::out::line(o.render());
                 }
                 ExitClass::Ok.into()
             }
             Err(e) => {
                 if args.json {
-                    println!(
-                        "{}",
-                        serde_json::to_string_pretty(&e.to_json()).unwrap_or_default()
+                    super::out::line(
+                        serde_json::to_string_pretty(&e.to_json()).unwrap_or_default(),
                     );
                 }
                 fail(e.exit_class(), e)

@@ -23,7 +23,7 @@ impl Execute for VerifyCmd {
             Ok(o) => o,
             Err(e) => return fail(ExitClass::Usage, e),
         };
-        print!("{}", netprobe::report::console::verify_text(&self.dir, &o));
+        super::out::raw(netprobe::report::console::verify_text(&self.dir, &o));
         if !o.reproduced() {
             return fail(
                 ExitClass::Gate,

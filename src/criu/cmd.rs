@@ -6,13 +6,13 @@ use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What one finished run of an external command produced.
 ///
 /// Shapes: `argv` is the program followed by its arguments, each lossily converted to UTF-8;
 /// `stdout`/`stderr` are the whole streams, lossily converted to UTF-8; `duration_ms` is the wall
-/// time from spawn to exit in milliseconds, measured on the monotonic clock ([`Instant`]).
+/// time from spawn to exit in milliseconds, measured on the monotonic clock ([`std::time::Instant`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CmdOutcome {
     /// Program and arguments, as executed (no shell is ever involved).
@@ -49,10 +49,11 @@ pub enum RunError {
         /// The OS error.
         source: io::Error,
     },
-    /// The process did not exit within the timeout and was killed (SIGKILL) and reaped.
+    /// The process did not exit within the timeout: its whole process tree was killed
+    /// (SIGKILL) and the process reaped.
     #[error(
-        "{program} did not finish within {timeout_ms} ms and was killed; \
-         partial output: {partial_tail}"
+        "{program} did not finish within {timeout_ms} ms and its whole process tree was killed \
+         (the bound is NETPROBE_STEP_TIMEOUT_S seconds when set); partial output: {partial_tail}"
     )]
     Timeout {
         /// The program as given to [`Command::new`].
@@ -62,13 +63,21 @@ pub enum RunError {
         /// The last lines of stderr (or stdout) written before it was killed.
         partial_tail: String,
     },
+    /// The process tree was killed because netprobe is being interrupted (seen only by release
+    /// actions on the signal thread).
+    #[error("{program} was killed: netprobe is being interrupted")]
+    Interrupted {
+        /// The program as given to [`Command::new`].
+        program: String,
+    },
 }
 
 impl CmdOutcome {
     /// Runs `cmd` to completion with stdin from `/dev/null` and stdout/stderr captured through
     /// anonymous temporary files (never pipes, so a detached grandchild that keeps a copy of the
-    /// descriptors cannot make this hang). `timeout` bounds the wall time; on expiry the child is
-    /// killed with SIGKILL and reaped, and [`RunError::Timeout`] is returned.
+    /// descriptors cannot make this hang), through [`crate::proc::run_tree`]. `timeout` bounds
+    /// the wall time; on expiry the whole process tree is killed with SIGKILL, the child
+    /// reaped, and [`RunError::Timeout`] is returned.
     ///
     /// Errors: [`RunError::Spawn`] when the program cannot be started, [`RunError::Io`] when the
     /// temporary files cannot be created or read, [`RunError::Timeout`].
@@ -86,50 +95,32 @@ impl CmdOutcome {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::from(out.try_clone().map_err(io_err)?))
             .stderr(Stdio::from(err.try_clone().map_err(io_err)?));
-        let start = Instant::now();
-        let mut child = cmd.spawn().map_err(|source| RunError::Spawn {
-            program: program.clone(),
-            source,
-        })?;
-        let status = match timeout {
-            None => child.wait().map_err(io_err)?,
-            Some(limit) => {
-                // Sleep on a pidfd of the child (readable at its exit) for the time left: no
-                // polling interval, so the exit is seen within microseconds. Without pidfds
-                // (kernel < 5.3) fall back to polling every 20 ms.
-                let pidfd = crate::ns::pidfd_open(child.id() as i32).ok();
-                loop {
-                    if let Some(status) = child.try_wait().map_err(io_err)? {
-                        break status;
-                    }
-                    let left = limit.saturating_sub(start.elapsed());
-                    if left.is_zero() {
-                        let _ = child.kill();
-                        let _ = child.wait();
-                        let partial = read_all(&mut err).unwrap_or_default();
-                        let partial = if partial.trim().is_empty() {
-                            read_all(&mut out).unwrap_or_default()
-                        } else {
-                            partial
-                        };
-                        return Err(RunError::Timeout {
-                            program,
-                            timeout_ms: limit.as_millis() as u64,
-                            partial_tail: tail_lines(&partial, 5),
-                        });
-                    }
-                    match &pidfd {
-                        Some(fd) => {
-                            if crate::ns::wait_pidfd_exit(fd, left).is_err() {
-                                std::thread::sleep(left.min(Duration::from_millis(20)));
-                            }
-                        }
-                        None => std::thread::sleep(left.min(Duration::from_millis(20))),
-                    }
-                }
+        // The whole process tree is bounded: it runs as its own process group, killed as a
+        // group (with every descendant) at the bound or when netprobe is interrupted.
+        let limit = timeout.unwrap_or(Duration::MAX);
+        let (status, duration_ms) = match crate::proc::run_tree(cmd, limit, None) {
+            Ok(o) => (o.status, o.duration.as_millis() as u64),
+            Err(crate::proc::TreeError::Spawn { source, .. }) => {
+                return Err(RunError::Spawn { program, source });
+            }
+            Err(crate::proc::TreeError::Io { source, .. }) => return Err(io_err(source)),
+            Err(crate::proc::TreeError::TimedOut { .. }) => {
+                let partial = read_all(&mut err).unwrap_or_default();
+                let partial = if partial.trim().is_empty() {
+                    read_all(&mut out).unwrap_or_default()
+                } else {
+                    partial
+                };
+                return Err(RunError::Timeout {
+                    program,
+                    timeout_ms: limit.as_millis() as u64,
+                    partial_tail: tail_lines(&partial, 5),
+                });
+            }
+            Err(crate::proc::TreeError::Interrupted { .. }) => {
+                return Err(RunError::Interrupted { program });
             }
         };
-        let duration_ms = start.elapsed().as_millis() as u64;
         let stdout = read_all(&mut out).map_err(io_err)?;
         let stderr = read_all(&mut err).map_err(io_err)?;
         Ok(CmdOutcome {

@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 /// Environment variable through which CRIU reads an extra configuration file. It is removed from
-/// every child environment netprobe creates for CRIU (DESIGN.md section 2).
+/// every child environment netprobe creates for CRIU (ARCHITECTURE.md section 2).
 pub const CRIU_CONFIG_ENV: &str = "CRIU_CONFIG_FILE";
 
 /// Default bound on one `criu dump` or `criu restore`, seconds.
@@ -26,7 +26,7 @@ pub enum CriuError {
     },
     /// CRIU ran and exited non-zero. `log` is CRIU's own log for dump/restore (`-o`).
     #[error(
-        "criu {action} failed ({status}): read {log} for the reason (last lines: {tail})",
+        "criu {action} failed ({status}): {tail} (CRIU's log: {log})",
         status = outcome.status_text(),
         log = log.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "its output".into())
     )]
@@ -37,7 +37,9 @@ pub enum CriuError {
         outcome: Box<CmdOutcome>,
         /// CRIU's log file for this action, when it writes one.
         log: Option<PathBuf>,
-        /// The last lines of the log file (or of the output when there is no log).
+        /// CRIU's deciding lines of the log file, numbered and joined with ` | ` (its
+        /// `Error (…)` lines and the lines before them, see [`crate::criu::deciding_lines`]);
+        /// without any, its last lines (or those of the output when there is no log).
         tail: String,
     },
     /// `criu --version` printed nothing that looks like `Version: X`.
@@ -326,11 +328,21 @@ fn run(
 }
 
 fn failed(action: &str, outcome: CmdOutcome, log: Option<PathBuf>) -> CriuError {
-    let from_log = log
-        .as_deref()
-        .and_then(|p| std::fs::read(p).ok())
-        .map(|b| tail_lines(&String::from_utf8_lossy(&b), 5))
-        .filter(|t| !t.is_empty());
+    // CRIU's deciding lines (its `Error (…)` lines and those before them, numbered), else the
+    // log's last lines.
+    let from_log = log.as_deref().and_then(|p| {
+        let b = std::fs::read(p).ok()?;
+        let lines = super::reason::deciding_lines(&b);
+        if lines.is_empty() {
+            Some(tail_lines(&String::from_utf8_lossy(&b), 5)).filter(|t| !t.is_empty())
+        } else {
+            let quoted: Vec<String> = lines
+                .iter()
+                .map(|l| format!("{}: {}", l.number, l.text.trim()))
+                .collect();
+            Some(quoted.join(" | "))
+        }
+    });
     let tail = from_log.unwrap_or_else(|| outcome.tail(5));
     CriuError::Failed {
         action: action.to_string(),
@@ -340,8 +352,10 @@ fn failed(action: &str, outcome: CmdOutcome, log: Option<PathBuf>) -> CriuError 
     }
 }
 
+/// `t`, else [`DEFAULT_TIMEOUT_SECS`] — or `NETPROBE_STEP_TIMEOUT_S` when set (see
+/// [`crate::proc::step_timeout`]).
 fn timeout_or_default(t: Option<Duration>) -> Duration {
-    t.unwrap_or(Duration::from_secs(DEFAULT_TIMEOUT_SECS))
+    t.unwrap_or_else(|| crate::proc::step_timeout(Duration::from_secs(DEFAULT_TIMEOUT_SECS)))
 }
 
 fn create_dir(p: &Path) -> Result<(), CriuError> {

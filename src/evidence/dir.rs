@@ -9,7 +9,7 @@
 //! the folder). A crash therefore leaves either no result, or a result whose every listed file is
 //! durable; a folder without a result is an interrupted run and is treated as such by `verify`.
 //!
-//! Layout (DESIGN.md section 4): `DIR/netprobe-result.json` (written last, by
+//! Layout (ARCHITECTURE.md section 4): `DIR/netprobe-result.json` (written last, by
 //! [`EvidenceDir::write_result`]), `DIR/host.json`, `DIR/<rung>/…`.
 
 use crate::evidence::result::{Artifact, RESULT_FILE, RunResult, RungName};
@@ -23,6 +23,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The note an interrupted run leaves in its evidence folder instead of a result.
 pub const INTERRUPTED_FILE: &str = "interrupted.txt";
+
+/// The marker a run writes into its evidence folder first and removes only once
+/// `netprobe-result.json` is written: a folder holding it (and no result) is a run that did not
+/// finish — e.g. the disk filled up — even when not even the reason could be appended.
+pub const INCOMPLETE_FILE: &str = "incomplete.txt";
 
 /// Buffer size for streaming copies and hashes (bytes). 64 KiB stays in the L2 cache: reading
 /// page-cache data into a 1 MiB buffer measured 0.7 GB/s here against 5 GB/s into 64 KiB
@@ -59,6 +64,14 @@ pub enum EvidenceError {
          `netprobe run` again with a new --evidence folder"
     )]
     Interrupted(PathBuf),
+    /// The folder holds no result because the run that wrote it did not finish
+    /// (`incomplete.txt` is still there; it holds the reason when it could be written).
+    #[error(
+        "evidence folder {0} holds no netprobe-result.json: the run that wrote it did not finish \
+         (see {0}/incomplete.txt{1}); its files are kept but prove nothing; free space or fix \
+         the cause, then run `netprobe run` again with a new --evidence folder"
+    )]
+    Incomplete(PathBuf, String),
     /// `open` / `read_result` was given a folder that does not exist.
     #[error(
         "evidence folder {0} does not exist; pass the folder a `netprobe run --evidence` wrote"
@@ -186,7 +199,8 @@ pub fn sha256_stream<R: Read>(
 /// schema, and deserialize into [`RunResult`].
 ///
 /// Errors: [`EvidenceError::Missing`] (no folder), [`EvidenceError::Interrupted`] (no result,
-/// `interrupted.txt` present), [`EvidenceError::Io`] (no result file), [`EvidenceError::Json`],
+/// `interrupted.txt` present), [`EvidenceError::Incomplete`] (no result, `incomplete.txt`
+/// present), [`EvidenceError::Io`] (no result file), [`EvidenceError::Json`],
 /// [`EvidenceError::Invalid`].
 pub fn read_result(dir: &Path) -> Result<RunResult, EvidenceError> {
     if !dir.is_dir() {
@@ -199,6 +213,15 @@ pub fn read_result(dir: &Path) -> Result<RunResult, EvidenceError> {
     let path = dir.join(RESULT_FILE);
     if !path.exists() && dir.join(INTERRUPTED_FILE).is_file() {
         return Err(EvidenceError::Interrupted(dir.to_path_buf()));
+    }
+    if !path.exists() && dir.join(INCOMPLETE_FILE).is_file() {
+        let note = fs::read_to_string(dir.join(INCOMPLETE_FILE)).unwrap_or_default();
+        let reason = note
+            .lines()
+            .find_map(|l| l.strip_prefix("reason: "))
+            .map(|r| format!(": {r}"))
+            .unwrap_or_default();
+        return Err(EvidenceError::Incomplete(dir.to_path_buf(), reason));
     }
     let text = fs::read(&path).map_err(io_err("read", &path))?;
     let value: serde_json::Value =
@@ -261,7 +284,7 @@ impl EvidenceDir {
     ///
     /// Errors: [`EvidenceError::NotEmpty`] (holds anything), [`EvidenceError::NotADirectory`],
     /// [`EvidenceError::InUse`] (another netprobe holds it), [`EvidenceError::Io`] (cannot
-    /// create, claim or list it).
+    /// create, claim, list or write into it — `access(W_OK)`, e.g. EROFS on a read-only mount).
     pub fn create(path: &Path) -> Result<EvidenceDir, EvidenceError> {
         match fs::symlink_metadata(path) {
             Ok(md) if md.is_dir() => {}
@@ -284,6 +307,10 @@ impl EvidenceDir {
         if entries.next().is_some() {
             return Err(EvidenceError::NotEmpty(path.to_path_buf()));
         }
+        // An existing folder netprobe cannot write (read-only mount, permissions) is refused
+        // here, as a new one that cannot be created is: one cause, one class.
+        nix::unistd::access(&root, nix::unistd::AccessFlags::W_OK)
+            .map_err(|e| io_err("write into", &root)(io::Error::from(e)))?;
         Ok(EvidenceDir {
             root,
             _claim: Some(std::sync::Arc::new(claim)),
@@ -301,6 +328,41 @@ impl EvidenceDir {
             }),
             Ok(_) => Err(EvidenceError::NotADirectory(path.to_path_buf())),
             Err(_) => Err(EvidenceError::Missing(path.to_path_buf())),
+        }
+    }
+
+    /// Writes [`INCOMPLETE_FILE`] (the run's first file): when and by which pid the run
+    /// started, and that the note goes once the result is written.
+    ///
+    /// Errors: [`EvidenceError::Io`] (e.g. ENOSPC).
+    pub fn mark_incomplete(&self, started_at: &str) -> Result<(), EvidenceError> {
+        let p = self.root.join(INCOMPLETE_FILE);
+        let text = format!(
+            "netprobe run (pid {}) started at {started_at} and has not finished: this note is \
+             removed once netprobe-result.json is written; if it is still here, the run ended \
+             without a result (the reason follows when it could be written)\n",
+            std::process::id()
+        );
+        fs::write(&p, text).map_err(io_err("write", &p))
+    }
+
+    /// Appends `reason: …` to [`INCOMPLETE_FILE`] (best effort: a full disk may refuse it; the
+    /// marker itself then still says the run did not finish).
+    pub fn note_incomplete(&self, reason: &str) {
+        let p = self.root.join(INCOMPLETE_FILE);
+        if let Ok(mut f) = fs::OpenOptions::new().append(true).open(&p) {
+            let _ = writeln!(f, "reason: {}", reason.replace('\n', " "));
+        }
+    }
+
+    /// Removes [`INCOMPLETE_FILE`] (after the result is written).
+    ///
+    /// Errors: [`EvidenceError::Io`].
+    pub fn clear_incomplete(&self) -> Result<(), EvidenceError> {
+        let p = self.root.join(INCOMPLETE_FILE);
+        match fs::remove_file(&p) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_err("remove", &p)(e)),
+            _ => Ok(()),
         }
     }
 
@@ -559,7 +621,9 @@ impl EvidenceDir {
         walk(&self.root, "", &mut files)?;
         let mut out = Vec::with_capacity(files.len());
         for (rel, path) in files {
-            if rel == RESULT_FILE {
+            // The result is not its own artifact; the incomplete marker is removed once the
+            // result is written.
+            if rel == RESULT_FILE || rel == INCOMPLETE_FILE {
                 continue;
             }
             let (sha256, bytes) = sha256_file(&path).map_err(io_err("hash", &path))?;

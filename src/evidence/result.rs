@@ -11,7 +11,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// File name of the result inside an evidence directory.
 pub const RESULT_FILE: &str = "netprobe-result.json";
 
-/// One rung of the probe ladder, cheapest first (DESIGN.md section 1).
+/// One rung of the probe ladder, cheapest first (ARCHITECTURE.md section 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RungName {
@@ -70,7 +70,7 @@ pub enum Status {
     Skipped,
 }
 
-/// The layered verdict (DESIGN.md section 1).
+/// The layered verdict (ARCHITECTURE.md section 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum VerdictCode {

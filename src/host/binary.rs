@@ -123,7 +123,8 @@ pub fn default_runtime() -> PathBuf {
 /// the sha256 is streamed and the size recorded. `BinaryFacts::path` is the resolved absolute
 /// path (symlinks are not resolved: the path that is executed).
 ///
-/// Errors: [`HostError::NotFound`], [`HostError::NotRegularFile`], [`HostError::NotExecutable`],
+/// Errors: [`HostError::NotFound`], [`HostError::NotRegularFile`], [`HostError::NotAProgram`]
+/// (neither ELF nor `#!`), [`HostError::NotExecutable`],
 /// [`HostError::Unusable`] (cannot hash or start), [`HostError::NotRecognised`] (the output is not
 /// that of `kind`; a non-zero exit with unrecognised output is reported the same way).
 pub fn binary_facts(path: &Path, kind: BinaryKind) -> Result<BinaryFacts, HostError> {
@@ -150,6 +151,13 @@ pub fn binary_facts_then<T>(
         return Err(HostError::NotRegularFile {
             what,
             path: resolved,
+        });
+    }
+    if let Some(start) = not_a_program(&resolved) {
+        return Err(HostError::NotAProgram {
+            what,
+            path: resolved,
+            start,
         });
     }
     if meta.permissions().mode() & 0o111 == 0 {
@@ -242,6 +250,29 @@ fn resolve(path: &Path, kind: BinaryKind) -> Result<PathBuf, HostError> {
         });
     }
     Ok(std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()))
+}
+
+/// `Some(first bytes, lossy, at most 16)` when the file at `p` starts with neither the ELF magic
+/// (`\x7fELF`) nor `#!`, i.e. no exec(2) could run it; `None` for a program or when unreadable
+/// (the later checks then report the real error).
+fn not_a_program(p: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut head = [0u8; 16];
+    let mut f = std::fs::File::open(p).ok()?;
+    let mut n = 0;
+    while n < head.len() {
+        match f.read(&mut head[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(_) => return None,
+        }
+    }
+    let head = &head[..n];
+    if head.starts_with(b"\x7fELF") || head.starts_with(b"#!") {
+        None
+    } else {
+        Some(String::from_utf8_lossy(head).into_owned())
+    }
 }
 
 /// True when `p` is a regular file (after following symlinks) with at least one execute bit.

@@ -1,4 +1,4 @@
-//! CRIU configuration files: netprobe refuses to run while any is present (DESIGN.md section 2).
+//! CRIU configuration files: netprobe refuses to run while any is present (ARCHITECTURE.md section 2).
 
 use super::error::HostError;
 use std::ffi::OsStr;
@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 /// System-wide CRIU config files: `/etc/criu/default.conf` is read by every CRIU run (CRIU
 /// `criu/config.c`, next to `$HOME/.criu/default.conf`); `/etc/criu/runc.conf` is the file runc
 /// asks CRIU to read over RPC unless the `org.criu.config` annotation names another
-/// (DESIGN.md section 2).
+/// (ARCHITECTURE.md section 2).
 pub const SYSTEM_CONFIG_FILES: [&str; 2] = ["/etc/criu/default.conf", "/etc/criu/runc.conf"];
 
 /// The CRIU config files that would affect a run here, in this order: `/etc/criu/default.conf`,

@@ -48,6 +48,7 @@ pub fn doctor(criu: &Path, runtime: &Path) -> Vec<Prereq> {
     out.extend(criu_prereqs(criu));
     out.push(criu_config_prereq());
     out.push(tool_row(&IPTABLES));
+    out.push(tool_row(&NFT));
     out.push(runtime_prereq(runtime));
     out.push(busybox_static());
     out.extend(BASE_TOOLS.iter().map(tool_row));
@@ -84,6 +85,14 @@ const IPTABLES: ToolRow = (
     true,
     Some("--version"),
     "run: sudo apt-get install iptables (CRIU's default network lock calls iptables-restore)",
+);
+
+/// The captured network state runs `nft list ruleset`.
+const NFT: ToolRow = (
+    "nft",
+    true,
+    Some("--version"),
+    "run: sudo apt-get install nftables (the captured network state runs nft list ruleset)",
 );
 
 /// The tools of the ladder, the tests and `--strace`, in the order `doctor` lists them.

@@ -34,7 +34,20 @@ pub enum HostError {
         /// The resolved path.
         path: PathBuf,
     },
-    /// The path is a regular file without any execute bit.
+    /// The path is a regular file that is no program at all: neither an ELF executable nor a
+    /// `#!` script (e.g. `/etc/passwd`). Never advise making it executable.
+    #[error(
+        "{what} {path} is not an executable program (neither an ELF binary nor a #! script; it starts with {start:?}): pass the path of the {what} binary (`netprobe doctor` lists what it finds)"
+    )]
+    NotAProgram {
+        /// `CRIU` or `OCI runtime`.
+        what: String,
+        /// The resolved path.
+        path: PathBuf,
+        /// Its first bytes (at most 16), lossy UTF-8.
+        start: String,
+    },
+    /// The path is a program (ELF or `#!`) without any execute bit.
     #[error("{what} {path} is not executable: chmod +x {path} or pass another binary")]
     NotExecutable {
         /// `CRIU` or `OCI runtime`.

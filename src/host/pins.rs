@@ -1,6 +1,6 @@
 //! Pins are data: `host/pins.toml` (embedded) names the runtime and CRIU of the reference setup.
 //! [`check_pins`] compares observed binaries with them; [`pin_differences`] turns mismatches into
-//! the declared-difference sentences that accompany every number (DESIGN.md section 4).
+//! the declared-difference sentences that accompany every number (ARCHITECTURE.md section 4).
 
 use super::binary::program_name;
 use crate::evidence::result::{BinaryFacts, HostFacts, PinCheck};

@@ -10,8 +10,12 @@
 
 pub mod criu_dump;
 mod error;
+pub mod fidelity;
 pub mod mutate;
+pub mod netfilter;
+pub mod rules;
 pub mod state;
+pub mod sysctl;
 mod wire;
 
 pub use criu_dump::{
@@ -23,4 +27,7 @@ pub use mutate::{
     add_address, create_veth_pair, create_veth_pairs, delete_link, delete_links, link_index,
     set_link_up,
 };
-pub use state::{AddrState, LinkState, NetState, RouteState, capture, dump_addrs};
+pub use rules::RuleState;
+pub use state::{
+    AddrState, CaptureExtras, LinkState, NetState, RouteState, capture, capture_full, dump_addrs,
+};

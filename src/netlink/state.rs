@@ -9,8 +9,13 @@ use netlink_packet_route::{
     address::{AddressAttribute, AddressMessage},
     link::LinkMessage,
     route::{RouteAddress, RouteAttribute, RouteMessage},
+    rule::RuleMessage,
 };
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+use super::netfilter::{NetfilterRaw, NetfilterState};
+use super::rules::{RuleState, rule_state_from};
 
 use super::NetlinkError;
 use super::criu_dump::{IFF_UP, RTM_NEWLINK, check_done_status, parse_link_payload};
@@ -63,6 +68,11 @@ pub struct AddrState {
     pub scope: String,
     /// `IFA_LABEL` (IPv4 only).
     pub label: Option<String>,
+    /// Address flags (`IFA_FLAGS`, else `ifa_flags`), by iproute2 name, of these four only:
+    /// `"dadfailed"`, `"deprecated"`, `"permanent"`, `"tentative"` (sorted). Added field:
+    /// missing in older files reads as empty.
+    #[serde(default)]
+    pub flags: Vec<String>,
 }
 
 /// One route (`RTM_NEWROUTE`) of any table, `inet` or `inet6` only, without cache info.
@@ -102,6 +112,67 @@ pub struct NetState {
     pub addresses: Vec<AddrState>,
     /// Routes, sorted by family, table, dst.
     pub routes: Vec<RouteState>,
+    /// Policy rules (`ip rule`), sorted by family, priority. Added field (empty in older
+    /// files).
+    #[serde(default)]
+    pub rules: Vec<RuleState>,
+    /// Sysctls under `/proc/sys/net` that CRIU saves (see [`super::sysctl::criu_saves`]),
+    /// dotted name → value. Filled by [`capture_full`] only; the others are returned beside
+    /// the state, not compared. Added field (empty in older files).
+    #[serde(default)]
+    pub sysctls: BTreeMap<String, String>,
+    /// Canonical netfilter ruleset (see [`super::netfilter`]). Filled by [`capture_full`]
+    /// only. Added field (empty in older files).
+    #[serde(default)]
+    pub netfilter: NetfilterState,
+}
+
+/// What [`capture_full`] saw beside the compared [`NetState`]: evidence, not compared.
+#[derive(Debug, Clone, Default)]
+pub struct CaptureExtras {
+    /// Sysctls under `/proc/sys/net` that CRIU does not save (dotted name → value).
+    pub uncovered_sysctls: BTreeMap<String, String>,
+    /// The raw `iptables-save` / `ip6tables-save` / `nft list ruleset` output.
+    pub netfilter_raw: NetfilterRaw,
+    /// How many extra captures were needed until no address was `tentative` (IPv6 DAD of a
+    /// link that just came up), 100 ms apart.
+    pub settle_retries: u32,
+}
+
+/// [`capture`] plus the sysctls CRIU saves and the canonical netfilter ruleset, for the
+/// rungs: the state is re-captured (100 ms apart, for at most `settle_ms` milliseconds) while
+/// any address is `tentative`, so a link that just came up is compared after its DAD.
+///
+/// Errors: as [`capture`]; `Decode` naming `/proc/sys/net` or the netfilter tool that failed.
+pub fn capture_full(settle_ms: u64) -> Result<(NetState, CaptureExtras), NetlinkError> {
+    let start = std::time::Instant::now();
+    let mut retries = 0;
+    let mut state = loop {
+        let s = capture()?;
+        let tentative = s
+            .addresses
+            .iter()
+            .any(|a| a.flags.iter().any(|f| f == "tentative"));
+        if !tentative || start.elapsed().as_millis() as u64 >= settle_ms {
+            break s;
+        }
+        retries += 1;
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let (covered, uncovered) = super::sysctl::capture_sysctls()
+        .map_err(|e| NetlinkError::decode("capture: /proc/sys/net", 0, e.to_string()))?;
+    let (nf, raw) = super::netfilter::capture()
+        .map_err(|e| NetlinkError::decode("capture: netfilter", 0, e))?;
+    state.sysctls = covered;
+    state.netfilter = nf;
+    Ok((
+        state,
+        CaptureExtras {
+            uncovered_sysctls: uncovered,
+            netfilter_raw: raw,
+            settle_retries: retries,
+        },
+    ))
 }
 
 /// Capture the [`NetState`] of the calling thread's netns: one `NETLINK_ROUTE` socket, three
@@ -128,6 +199,8 @@ fn capture_once() -> Result<NetState, NetlinkError> {
         links: dump_links_with(&mut sock)?,
         addresses: dump_addrs_with(&mut sock)?,
         routes: dump_routes_with(&mut sock)?,
+        rules: dump_rules_with(&mut sock)?,
+        ..NetState::default()
     };
     state.normalize();
     Ok(state)
@@ -148,6 +221,7 @@ impl NetState {
         self.links.sort();
         self.addresses.sort();
         self.routes.sort();
+        self.rules.sort();
     }
 
     /// Canonical JSON: serde_json pretty (2-space indent), fixed field order, vectors sorted,
@@ -157,15 +231,18 @@ impl NetState {
     /// copy, into a buffer pre-sized at ~240 bytes per element (no regrowth at 1,000 links).
     pub fn to_canonical_json(&self) -> String {
         let sorted;
-        let state =
-            if self.links.is_sorted() && self.addresses.is_sorted() && self.routes.is_sorted() {
-                self
-            } else {
-                let mut c = self.clone();
-                c.normalize();
-                sorted = c;
-                &sorted
-            };
+        let state = if self.links.is_sorted()
+            && self.addresses.is_sorted()
+            && self.routes.is_sorted()
+            && self.rules.is_sorted()
+        {
+            self
+        } else {
+            let mut c = self.clone();
+            c.normalize();
+            sorted = c;
+            &sorted
+        };
         let elements = state.links.len() + state.addresses.len() + state.routes.len();
         let mut out = Vec::with_capacity(64 + 240 * elements);
         serde_json::to_writer_pretty(&mut out, state).expect("NetState always serialises");
@@ -192,6 +269,31 @@ impl NetState {
         diff_vec("links", &self.links, &other.links, &mut out);
         diff_vec("addresses", &self.addresses, &other.addresses, &mut out);
         diff_vec("routes", &self.routes, &other.routes, &mut out);
+        diff_vec("rules", &self.rules, &other.rules, &mut out);
+        let a: Vec<(&String, &String)> = self.sysctls.iter().collect();
+        let b: Vec<(&String, &String)> = other.sysctls.iter().collect();
+        diff_vec("sysctls", &a, &b, &mut out);
+        for (name, x, y) in [
+            (
+                "iptables",
+                &self.netfilter.iptables,
+                &other.netfilter.iptables,
+            ),
+            (
+                "ip6tables",
+                &self.netfilter.ip6tables,
+                &other.netfilter.ip6tables,
+            ),
+            (
+                "nftables",
+                &self.netfilter.nftables,
+                &other.netfilter.nftables,
+            ),
+        ] {
+            if x != y {
+                diff_vec(name, x, y, &mut out);
+            }
+        }
         out
     }
 
@@ -330,7 +432,7 @@ fn dump_links_with(sock: &mut RtSocket) -> Result<Vec<LinkState>, NetlinkError> 
     Ok(links)
 }
 
-fn family_name(f: u8) -> Option<&'static str> {
+pub(crate) fn family_name(f: u8) -> Option<&'static str> {
     match f {
         AF_INET => Some("inet"),
         AF_INET6 => Some("inet6"),
@@ -351,33 +453,32 @@ fn dump_addrs_with(sock: &mut RtSocket) -> Result<Vec<AddrState>, NetlinkError> 
             }
             let msg = AddressMessage::parse(m.payload)
                 .map_err(|e| NetlinkError::decode(OP, m.offset, format!("ifaddrmsg: {e}")))?;
-            let Some(family) = family_name(u8::from(msg.header.family)) else {
-                return Ok(());
-            };
-            let (mut local, mut address, mut label) = (None, None, None);
-            for a in msg.attributes {
-                match a {
-                    AddressAttribute::Local(ip) => local = Some(ip),
-                    AddressAttribute::Address(ip) => address = Some(ip),
-                    AddressAttribute::Label(l) => label = Some(l),
-                    _ => {}
-                }
-            }
-            let Some(ip) = local.or(address) else {
-                return Ok(());
-            };
-            addrs.push(AddrState {
-                ifindex: msg.header.index,
-                family: family.to_string(),
-                address: ip.to_string(),
-                prefix_len: msg.header.prefix_len,
-                scope: scope_name(u8::from(msg.header.scope)),
-                label,
-            });
+            addrs.extend(addr_state_from(msg));
             Ok(())
         },
     )?;
     Ok(addrs)
+}
+
+fn dump_rules_with(sock: &mut RtSocket) -> Result<Vec<RuleState>, NetlinkError> {
+    const OP: &str = "capture: RTM_GETRULE";
+    const RTM_NEWRULE: u16 = 32;
+    let mut rules = Vec::new();
+    run_dump(
+        sock,
+        RouteNetlinkMessage::GetRule(RuleMessage::default()),
+        OP,
+        |m| {
+            if m.nlmsg_type != RTM_NEWRULE {
+                return Ok(());
+            }
+            let msg = RuleMessage::parse(m.payload)
+                .map_err(|e| NetlinkError::decode(OP, m.offset, format!("fib_rule_hdr: {e}")))?;
+            rules.extend(rule_state_from(&msg));
+            Ok(())
+        },
+    )?;
+    Ok(rules)
 }
 
 fn route_addr(a: &RouteAddress) -> String {
@@ -401,43 +502,93 @@ fn dump_routes_with(sock: &mut RtSocket) -> Result<Vec<RouteState>, NetlinkError
             }
             let msg = RouteMessage::parse(m.payload)
                 .map_err(|e| NetlinkError::decode(OP, m.offset, format!("rtmsg: {e}")))?;
-            let h = &msg.header;
-            let Some(family) = family_name(u8::from(h.address_family)) else {
-                return Ok(());
-            };
-            let mut r = RouteState {
-                family: family.to_string(),
-                table: u32::from(h.table),
-                dst: "default".to_string(),
-                gateway: None,
-                oif: None,
-                protocol: protocol_name(u8::from(h.protocol)),
-                scope: scope_name(u8::from(h.scope)),
-                route_type: type_name(u8::from(h.kind)),
-                prefsrc: None,
-                priority: None,
-            };
-            let plen = h.destination_prefix_length;
-            for a in &msg.attributes {
-                match a {
-                    RouteAttribute::Table(t) => r.table = *t,
-                    RouteAttribute::Destination(d) => r.dst = format!("{}/{plen}", route_addr(d)),
-                    RouteAttribute::Gateway(g) => r.gateway = Some(route_addr(g)),
-                    RouteAttribute::Oif(o) => r.oif = Some(*o),
-                    RouteAttribute::PrefSource(p) => r.prefsrc = Some(route_addr(p)),
-                    RouteAttribute::Priority(p) => r.priority = Some(*p),
-                    _ => {}
-                }
-            }
-            routes.push(r);
+            routes.extend(route_state_from(&msg));
             Ok(())
         },
     )?;
     Ok(routes)
 }
 
+/// The [`AddrState`] of one parsed `RTM_NEWADDR` payload; `None` for a family other than
+/// `inet`/`inet6` or a message without `IFA_LOCAL`/`IFA_ADDRESS`. Shared by the live capture
+/// and the decoder of CRIU's `ifaddr-<id>.img` (`ip addr save` output).
+pub fn addr_state_from(msg: AddressMessage) -> Option<AddrState> {
+    let family = family_name(u8::from(msg.header.family))?;
+    let (mut local, mut address, mut label, mut flags) = (None, None, None, None);
+    for a in msg.attributes {
+        match a {
+            AddressAttribute::Flags(f) => flags = Some(f.bits()),
+            AddressAttribute::Local(ip) => local = Some(ip),
+            AddressAttribute::Address(ip) => address = Some(ip),
+            AddressAttribute::Label(l) => label = Some(l),
+            _ => {}
+        }
+    }
+    let ip = local.or(address)?;
+    let bits = flags.unwrap_or(u32::from(msg.header.flags.bits()));
+    Some(AddrState {
+        flags: addr_flag_names(bits),
+        ifindex: msg.header.index,
+        family: family.to_string(),
+        address: ip.to_string(),
+        prefix_len: msg.header.prefix_len,
+        scope: scope_name(u8::from(msg.header.scope)),
+        label,
+    })
+}
+
+/// `IFA_F_*` bits compared, with iproute2's names (sorted by name).
+const ADDR_FLAGS: [(u32, &str); 4] = [
+    (0x08, "dadfailed"),
+    (0x20, "deprecated"),
+    (0x80, "permanent"),
+    (0x40, "tentative"),
+];
+
+/// The names of the compared `IFA_F_*` bits set in `bits` (sorted).
+pub fn addr_flag_names(bits: u32) -> Vec<String> {
+    ADDR_FLAGS
+        .iter()
+        .filter(|(b, _)| bits & b != 0)
+        .map(|(_, n)| n.to_string())
+        .collect()
+}
+
+/// The [`RouteState`] of one parsed `RTM_NEWROUTE` payload; `None` for a family other than
+/// `inet`/`inet6`. Shared by the live capture and the decoder of CRIU's `route-<id>.img` /
+/// `route6-<id>.img` (`ip route save` output).
+pub fn route_state_from(msg: &RouteMessage) -> Option<RouteState> {
+    let h = &msg.header;
+    let family = family_name(u8::from(h.address_family))?;
+    let mut r = RouteState {
+        family: family.to_string(),
+        table: u32::from(h.table),
+        dst: "default".to_string(),
+        gateway: None,
+        oif: None,
+        protocol: protocol_name(u8::from(h.protocol)),
+        scope: scope_name(u8::from(h.scope)),
+        route_type: type_name(u8::from(h.kind)),
+        prefsrc: None,
+        priority: None,
+    };
+    let plen = h.destination_prefix_length;
+    for a in &msg.attributes {
+        match a {
+            RouteAttribute::Table(t) => r.table = *t,
+            RouteAttribute::Destination(d) => r.dst = format!("{}/{plen}", route_addr(d)),
+            RouteAttribute::Gateway(g) => r.gateway = Some(route_addr(g)),
+            RouteAttribute::Oif(o) => r.oif = Some(*o),
+            RouteAttribute::PrefSource(p) => r.prefsrc = Some(route_addr(p)),
+            RouteAttribute::Priority(p) => r.priority = Some(*p),
+            _ => {}
+        }
+    }
+    Some(r)
+}
+
 /// iproute2's `rtnl_rtscope_n2a()` names.
-fn scope_name(s: u8) -> String {
+pub(crate) fn scope_name(s: u8) -> String {
     match s {
         0 => "global".into(),
         200 => "site".into(),
@@ -449,7 +600,7 @@ fn scope_name(s: u8) -> String {
 }
 
 /// iproute2's `rtnl_rtprot_n2a()` names (from `/etc/iproute2/rt_protos`).
-fn protocol_name(p: u8) -> String {
+pub(crate) fn protocol_name(p: u8) -> String {
     match p {
         0 => "unspec".into(),
         1 => "redirect".into(),
@@ -463,7 +614,7 @@ fn protocol_name(p: u8) -> String {
 }
 
 /// iproute2's `rtnl_rtntype_n2a()` names.
-fn type_name(t: u8) -> String {
+pub(crate) fn type_name(t: u8) -> String {
     match t {
         0 => "none".into(),
         1 => "unicast".into(),
@@ -526,6 +677,7 @@ mod tests {
             prefix_len: 24,
             scope: "global".into(),
             label: Some("lo".into()),
+            flags: vec![],
         });
         b.addresses.reverse();
         assert_ne!(a.to_canonical_json(), b.to_canonical_json());

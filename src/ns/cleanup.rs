@@ -6,9 +6,9 @@
 //! `128 + signal`, the shell convention (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP).
 //!
 //! The rest of netprobe keeps running when the signal arrives, possibly in the middle of a
-//! runtime or CRIU operation; killing a container under CRIU leaves CRIU's mounts and
-//! half-restored tasks behind. So the signal thread first lets the other threads finish the step
-//! they are in: each stops for good at its next [`register`] (which releases the thing just
+//! runtime or CRIU operation. The signal thread first kills every process tree being run
+//! ([`crate::proc::kill_running_trees`]: a hung runtime or CRIU would otherwise hold its thread
+//! for ever), then lets the other threads reach a stop point: each stops for good at its next [`register`] (which releases the thing just
 //! started, at once) or [`checkpoint`]. Only once a thread has stopped and every declared
 //! [`worker`] thread has stopped or ended (or after [`STOP_WAIT`]) does it release everything
 //! and exit.
@@ -69,6 +69,12 @@ pub fn checkpoint() {
 /// same group signal can be reaped before the signal thread wakes; the flag closes that race.
 fn closing() -> bool {
     CLOSING.load(Ordering::SeqCst) || SIGNALLED.get().is_some_and(|f| f.load(Ordering::SeqCst))
+}
+
+/// Whether the calling thread should stop what it is starting: a signal has been seen and this
+/// is not the signal thread (used by [`crate::proc::run_tree`] right after a spawn).
+pub fn interrupting() -> bool {
+    closing() && !on_signal_thread()
 }
 
 /// Declares a thread that starts things netprobe must release (holders, containers, restored
@@ -182,8 +188,13 @@ pub fn install_signal_handler() -> std::io::Result<()> {
                 CLOSING.store(true, Ordering::SeqCst);
                 let name = interrupted_by().unwrap_or("a signal");
                 eprintln!(
-                    "netprobe: interrupted by {name}: finishing the current step, then releasing what this run started"
+                    "netprobe: interrupted by {name}: stopping the current step, then releasing what this run started"
                 );
+                // A hung program (runtime, CRIU, …) would keep its thread from ever reaching a
+                // stop point: kill every running process tree first.
+                for what in crate::proc::kill_running_trees() {
+                    eprintln!("netprobe:   killed the process tree of {what}");
+                }
                 let deadline = Instant::now() + STOP_WAIT;
                 let all_stopped = || {
                     STOPPED.load(Ordering::SeqCst)

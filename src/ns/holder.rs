@@ -1,5 +1,5 @@
 //! The holder: a child process that owns a network namespace (Rust port of the seed's
-//! `holder.py`, DESIGN.md section 5 and "The holder path").
+//! `holder.py`; docs/ARCHITECTURE.md section 5).
 //!
 //! Child side: `netprobe __holder --report-fd N [--lo-up]` → [`holder_main`]: stdio on
 //! `/dev/null`, every other fd closed, `unshare(CLONE_NEWNET)`, `lo` up if asked, `setsid()`,

@@ -140,9 +140,10 @@ pub enum OciError {
         source: std::io::Error,
     },
 
-    /// The runtime did not exit within its time limit and was killed (SIGKILL).
+    /// The runtime did not exit within its time limit; its whole process tree was killed
+    /// (SIGKILL).
     #[error(
-        "the OCI runtime did not finish within {timeout_ms} ms and was killed: {argv:?}; see the runtime's and CRIU's logs in the work path"
+        "the OCI runtime did not finish within {timeout_ms} ms and its whole process tree was killed: {argv:?}; see the runtime's and CRIU's logs in the work path (the bound is NETPROBE_STEP_TIMEOUT_S seconds when set)"
     )]
     Timeout {
         /// The argv that was run.
@@ -151,11 +152,20 @@ pub enum OciError {
         timeout_ms: u64,
     },
 
+    /// The runtime's process tree was killed because netprobe is being interrupted (only seen
+    /// by release actions on the signal thread).
+    #[error("the OCI runtime was killed: netprobe is being interrupted: {argv:?}")]
+    Interrupted {
+        /// The argv that was run.
+        argv: Vec<String>,
+    },
+
     /// The runtime ran and exited non-zero (or was killed by a signal: `code` None).
     #[error(
-        "OCI runtime failed: {argv:?} exited with {}: {stderr_tail}{}",
+        "OCI runtime failed: {argv:?} exited with {}: {stderr_tail}{}{}",
         code.map(|c| c.to_string()).unwrap_or_else(|| "a signal".into()),
-        log.as_ref().map(|l| format!(" (CRIU log: {})", l.display())).unwrap_or_default()
+        log.as_ref().map(|l| format!(" (CRIU log: {})", l.display())).unwrap_or_default(),
+        criu_reason.as_ref().map(|r| format!("\n{r}")).unwrap_or_default()
     )]
     Failed {
         /// The full argv.
@@ -166,6 +176,9 @@ pub enum OciError {
         stderr_tail: String,
         /// For checkpoint/restore: the CRIU log in the work path (dump.log or restore.log).
         log: Option<PathBuf>,
+        /// For checkpoint/restore: CRIU's deciding lines quoted from `log` with their line
+        /// numbers (see [`crate::criu::quote_log`]); None when the log holds no `Error (` line.
+        criu_reason: Option<String>,
     },
 
     /// The runtime's output could not be understood (e.g. `runc state` JSON).

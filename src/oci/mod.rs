@@ -7,7 +7,7 @@
 //! - [`container`]: [`Container`], the one container handle (create → start → checkpoint →
 //!   prove gone → restore → release) of the probe rungs and the slot, over [`RuntimeOps`].
 //!
-//! Facts this module relies on (DESIGN.md section 2): runc sets `empty_ns = CLONE_NEWNET` for
+//! Facts this module relies on (ARCHITECTURE.md section 2): runc sets `empty_ns = CLONE_NEWNET` for
 //! checkpoint and restore (checkpoint.go `setEmptyNsMask`), so a private netns is neither dumped
 //! nor restored; a netns named by path is passed to CRIU as external (`extRootNetNS`).
 

@@ -1,7 +1,7 @@
 //! The built-in busybox rootfs and the check every rootfs must pass.
 //!
 //! The built-in rootfs is what the `oci` and `external-netns` rungs run `sleep` in, and what the
-//! slot driver (DESIGN.md section 5) runs `/init.sh` (busybox httpd on 0.0.0.0:5000) in.
+//! slot driver (ARCHITECTURE.md section 5) runs `/init.sh` (busybox httpd on 0.0.0.0:5000) in.
 
 use std::fs;
 use std::io::Read;
@@ -254,11 +254,13 @@ fn check_static_elf(path: &Path) -> Result<()> {
 
 /// Run `busybox --list` (directly, no shell) and return the applet names.
 fn list_applets(busybox: &Path) -> Result<Vec<String>> {
-    let out = Command::new(busybox)
-        .arg("--list")
+    let mut cmd = Command::new(busybox);
+    cmd.arg("--list")
         .stdin(Stdio::null())
-        .output()
-        .map_err(io_err("run --list on", busybox))?;
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = crate::proc::run_tree(&mut cmd, std::time::Duration::from_secs(30), None)
+        .map_err(|e| io_err("run --list on", busybox)(std::io::Error::other(e.to_string())))?;
     if !out.status.success() {
         return Err(OciError::BusyboxNotStatic {
             path: busybox.to_path_buf(),

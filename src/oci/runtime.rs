@@ -36,9 +36,16 @@ pub struct Runtime {
     pub strace: Option<PathBuf>,
 }
 
-/// The longest any one runtime call may take before it is killed (SIGKILL) and reported as
-/// [`OciError::Timeout`]: 120 s, as for CRIU's own dump and restore.
+/// The longest any one runtime call may take by default before its whole process tree is killed
+/// (SIGKILL) and reported as [`OciError::Timeout`]: 120 s, as for CRIU's own dump and restore.
+/// `NETPROBE_STEP_TIMEOUT_S` overrides it (see [`runtime_timeout`]).
 pub const RUNTIME_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// The bound of one runtime call: [`RUNTIME_TIMEOUT`], or `NETPROBE_STEP_TIMEOUT_S` seconds
+/// when set (see [`crate::proc::step_timeout`]).
+pub fn runtime_timeout() -> std::time::Duration {
+    crate::proc::step_timeout(RUNTIME_TIMEOUT)
+}
 
 /// What one runtime invocation did.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -289,8 +296,34 @@ impl Runtime {
             .strace
             .as_ref()
             .map(|_| work_path.join("strace-restore.txt"));
-        let out = self.run_raw(args, Stdio3::Detached, strace, true)?;
+        let out = match self.run_raw(args, Stdio3::Detached, strace, true) {
+            Ok(out) => out,
+            Err(e) => {
+                self.discard_half_made(id);
+                return Err(e);
+            }
+        };
         check(out, Some(work_path.join("restore.log")))
+    }
+
+    /// After a restore whose runtime was killed (timeout, interruption): the runtime's state
+    /// directory `<root>/<id>` without a `state.json` is what runc leaves when killed before it
+    /// recorded the container — `runc state` then says "does not exist" and `runc delete`
+    /// cannot remove it. Its mounts are detached and it is removed; a directory with a
+    /// `state.json` is left to the runtime (kill + delete).
+    fn discard_half_made(&self, id: &str) {
+        let dir = self.root.join(id);
+        if dir.is_dir() && !dir.join("state.json").exists() {
+            let mut mounts: Vec<PathBuf> = crate::ns::mountinfo::mount_points()
+                .into_iter()
+                .filter(|m| m.starts_with(&dir))
+                .collect();
+            mounts.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+            for m in &mounts {
+                let _ = nix::mount::umount2(m, nix::mount::MntFlags::MNT_DETACH);
+            }
+            let _ = fs::remove_dir_all(&dir);
+        }
     }
 
     /// Prove the runtime no longer knows `id`: `runc state ID` reports it does not exist.
@@ -391,38 +424,31 @@ impl Runtime {
                 cmd.stdout(Stdio::null()).stderr(Stdio::null());
             }
         }
-        let t0 = Instant::now();
-        let child = cmd.spawn().map_err(|source| OciError::Spawn {
-            argv: argv_str.clone(),
-            source,
-        })?;
-        // A watchdog kills a runtime that hangs (e.g. a restore stuck in CRIU), so netprobe —
-        // and its release on interruption, which calls the runtime too — never waits forever.
-        let limit = RUNTIME_TIMEOUT;
-        let timed_out = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let watchdog = crate::ns::pidfd_open(child.id() as i32).ok().map(|fd| {
-            let flag = timed_out.clone();
-            std::thread::spawn(move || {
-                if let Ok(false) = crate::ns::wait_pidfd_exit(&fd, limit) {
-                    flag.store(true, std::sync::atomic::Ordering::SeqCst);
-                    let _ = crate::ns::pidfd_send_signal(&fd, libc::SIGKILL);
-                }
-            })
-        });
-        let output = child.wait_with_output().map_err(|source| OciError::Spawn {
-            argv: argv_str.clone(),
-            source,
-        })?;
-        if let Some(w) = watchdog {
-            let _ = w.join();
-        }
-        if timed_out.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(OciError::Timeout {
-                argv: argv_str,
-                timeout_ms: limit.as_millis() as u64,
-            });
-        }
-        let duration_ms = t0.elapsed().as_millis() as u64;
+        // The whole process tree (strace, the runtime, its `criu swrk`, anything they fork that
+        // hangs holding the pipes) is bounded: killed as a group at the bound or on
+        // interruption, so netprobe — and its release on interruption, which calls the runtime
+        // too — never waits forever.
+        let limit = runtime_timeout();
+        let output = match crate::proc::run_tree(&mut cmd, limit, None) {
+            Ok(o) => o,
+            Err(crate::proc::TreeError::Spawn { source, .. })
+            | Err(crate::proc::TreeError::Io { source, .. }) => {
+                return Err(OciError::Spawn {
+                    argv: argv_str,
+                    source,
+                });
+            }
+            Err(crate::proc::TreeError::TimedOut { .. }) => {
+                return Err(OciError::Timeout {
+                    argv: argv_str,
+                    timeout_ms: limit.as_millis() as u64,
+                });
+            }
+            Err(crate::proc::TreeError::Interrupted { .. }) => {
+                return Err(OciError::Interrupted { argv: argv_str });
+            }
+        };
+        let duration_ms = output.duration.as_millis() as u64;
         let stderr = match &log {
             Some(f) => fs::read_to_string(f.path()).unwrap_or_default(),
             None => String::from_utf8_lossy(&output.stderr).into_owned(),
@@ -438,16 +464,19 @@ impl Runtime {
     }
 }
 
-/// Turn a non-zero exit into [`OciError::Failed`] (with the CRIU log path when given).
+/// Turn a non-zero exit into [`OciError::Failed`] (with the CRIU log path, and CRIU's deciding
+/// lines quoted from it, when given).
 fn check(out: RuntimeOutcome, criu_log: Option<PathBuf>) -> Result<RuntimeOutcome> {
     if out.code == Some(0) {
         return Ok(out);
     }
+    let criu_reason = criu_log.as_deref().and_then(crate::criu::quote_log);
     Err(OciError::Failed {
         argv: out.argv,
         code: out.code,
         stderr_tail: truncate_tail(out.stderr.trim(), STDERR_TAIL_BYTES),
         log: criu_log,
+        criu_reason,
     })
 }
 

@@ -10,7 +10,9 @@
 use crate::criu::{self, Criu, DumpOpts, RestoreOpts};
 use crate::evidence::result::RungName;
 use crate::netlink::NetState;
-use crate::ns::{self, ProcessGuard, ProcessIdentity};
+use crate::ns::{ProcessGuard, ProcessIdentity};
+use crate::probe::capture::capture_and_write;
+use crate::probe::netns_content;
 use crate::probe::rung::{RungCtx, RungError, RungOutput, at};
 use crate::probe::util;
 use std::path::Path;
@@ -33,15 +35,17 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     let id = *holder.identity();
     out.fact("dumped_pid", id.pid);
     out.fact("netns_inode_before", id.netns_inode);
-    let before = match ns::capture_netstate(&holder.netns_path()) {
-        Ok(s) => s,
+    if let Err(e) = netns_content::apply(&holder.netns_path(), ctx.netns) {
+        return Err(RungError::new("netns content", e).with(out));
+    }
+    out.fact("netns_content", ctx.netns.as_str());
+    let before = match capture_and_write(ev, name, &holder.netns_path(), "before") {
+        Ok((s, retries)) => {
+            out.fact("settle_retries_before", retries);
+            s
+        }
         Err(e) => return Err(RungError::new("state capture", e).with(out)),
     };
-    ev.write(
-        &rel("netstate-before.json"),
-        before.to_canonical_json().as_bytes(),
-    )
-    .map_err(at("evidence"))?;
     if let Ok(t) = util::ip_view(id.pid) {
         let _ = ev.write(&rel("ip-before.txt"), t.as_bytes());
     }
@@ -73,6 +77,7 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     out.fact("image_files", inv.len());
     ev.write_json(&rel("images.json"), &inv)
         .map_err(at("evidence"))?;
+    crate::probe::attribution::record(&dir, &mut out);
     let equal = before.to_canonical_json() == after.to_canonical_json();
     out.fact("state_byte_equal", equal);
     out.summary = format!(
@@ -124,17 +129,14 @@ fn restore_and_capture(
     };
     out.fact("restored_pid", pid);
     out.fact("netns_inode_after", restored.identity().netns_inode);
-    let after = ns::capture_netstate(Path::new(&format!("/proc/{pid}/ns/net")));
+    let name = RungName::Criu.as_str();
+    let after = capture_and_write(ev, name, Path::new(&format!("/proc/{pid}/ns/net")), "after");
     if let Ok(t) = util::ip_view(pid) {
         let _ = ev.write(&rel("ip-after.txt"), t.as_bytes());
     }
     drop(restored);
-    let after = after.map_err(|e| RungError::new("state capture", e))?;
-    ev.write(
-        &rel("netstate-after.json"),
-        after.to_canonical_json().as_bytes(),
-    )
-    .map_err(at("evidence"))?;
+    let (after, retries) = after.map_err(|e| RungError::new("state capture", e))?;
+    out.fact("settle_retries_after", retries);
 
     Ok(after)
 }

@@ -37,6 +37,17 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     out.fact("holder_pid", id.pid);
     out.fact("holder_start_time", id.start_time);
     out.fact("holder_netns_inode", id.netns_inode);
+    // Beside the restored container init's (`netns-inode-restored.txt`, written by the cycle):
+    // `netns-inode-equal` in probes/external-netns.toml asserts the two files equal.
+    ctx.evidence
+        .write(
+            &format!(
+                "{}/netns-inode-holder.txt",
+                RungName::ExternalNetns.as_str()
+            ),
+            format!("{}\n", id.netns_inode).as_bytes(),
+        )
+        .map_err(at("evidence"))?;
 
     let reverify = || holder.verify();
     let res = run_cycle(
@@ -53,8 +64,19 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
         Err(e) => return Err(e.with(out)),
     };
     stop.map_err(at("holder stop"))?;
+    let restored = out
+        .facts
+        .get("container_netns_inode_after")
+        .and_then(|v| v.as_u64());
     out.summary = format!(
-        "holder-owned netns kept: lo UP with 127.0.0.1/8 after restore: {}, state byte-equal: {}",
+        "restored init's netns inode {} vs the holder's {} ({}); lo UP with 127.0.0.1/8 after restore: {}, state byte-equal: {}",
+        restored.map_or("unknown".into(), |i| i.to_string()),
+        id.netns_inode,
+        if restored == Some(id.netns_inode) {
+            "equal"
+        } else {
+            "DIFFERENT"
+        },
         states.after.lo_up_with_127(),
         states.before.to_canonical_json() == states.after.to_canonical_json()
     );

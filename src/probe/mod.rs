@@ -1,9 +1,13 @@
 //! The probe ladder: one file per rung, the runner (order, evidence, strace wrapping), the
 //! verdict, and `verify`.
 
+pub mod attribution;
+pub mod attribution_view;
+pub mod capture;
 pub mod criu_rung;
 pub mod external_netns;
 pub mod kernel;
+pub mod netns_content;
 pub mod oci_rung;
 pub mod rung;
 pub mod runner;

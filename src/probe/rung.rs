@@ -24,6 +24,9 @@ pub struct RungCtx<'a> {
     /// Holders the runner started when the run began (see [`EarlyHolders`]); `None` = each
     /// rung starts its own.
     pub early_holders: Option<&'a EarlyHolders>,
+    /// What the probe's netns holds before the checkpoint (`--netns lo|rich`; criu and
+    /// runtime rungs).
+    pub netns: crate::probe::netns_content::NetnsContent,
 }
 
 /// The holder a rung runs its process or container in: netprobe's `__holder` mode (`exe`), with

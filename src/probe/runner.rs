@@ -36,6 +36,8 @@ pub struct RunOptions {
     pub exe: PathBuf,
     /// The argv, recorded in the result.
     pub command: Vec<String>,
+    /// What the probe's netns holds before the checkpoint (`--netns`).
+    pub netns: crate::probe::netns_content::NetnsContent,
 }
 
 /// Why a ladder run did not produce a result; its exit class comes from the variant (README's
@@ -127,17 +129,39 @@ pub fn parse_phases(s: &str) -> Result<Vec<RungName>, LadderError> {
 }
 
 /// Declared differences that hold for every run of the given phases, beside the pin ones.
-pub fn standing_differences(phases: &[RungName]) -> Vec<String> {
+/// `rootfs` is the `--rootfs` given (None: the busybox rootfs netprobe builds) and `netns` what
+/// the probe's namespace holds; each sentence describes what the run does (the container's args
+/// and read-only root are in its `config.json`; "no TCP connection kept" holds because the
+/// runtime checkpoints without `--tcp-established`, so CRIU refuses any established connection).
+pub fn standing_differences(
+    phases: &[RungName],
+    rootfs: Option<&Path>,
+    netns: crate::probe::netns_content::NetnsContent,
+) -> Vec<String> {
     let mut d = Vec::new();
     if phases.contains(&RungName::ExternalNetns) {
         d.push("external-netns: the network namespace is HARNESS-OWNED and is not part of the CRIU image: the runtime passes it to CRIU as an external (extRootNetNS), CRIU records only the key, and the same namespace (the holder's) must exist at restore".to_string());
         d.push("external-netns: the holder process's memory and CPU are costs of the harness and are NOT inside the container's cgroup".to_string());
     }
     if phases.contains(&RungName::Oci) || phases.contains(&RungName::ExternalNetns) {
-        d.push("runtime rungs run /bin/sleep (busybox) on a read-only rootfs, not the production image; no TCP connection is kept across checkpoint/restore".to_string());
+        let what = match rootfs {
+            None => {
+                "/bin/sleep (busybox) on a read-only busybox rootfs built by netprobe".to_string()
+            }
+            Some(r) => format!(
+                "`sleep 86400` on the read-only rootfs {} given with --rootfs",
+                r.display()
+            ),
+        };
+        d.push(format!("runtime rungs run {what}, not the production image; no TCP connection is kept across checkpoint/restore (the runtime checkpoints without --tcp-established: CRIU refuses an established connection)"));
     }
+    let lo_only = netns == crate::probe::netns_content::NetnsContent::Lo;
     if phases.contains(&RungName::Kernel) || phases.contains(&RungName::Criu) {
-        d.push("kernel and criu rungs probe a netns holding only lo; containers with more links are not covered by these rungs".to_string());
+        d.push(if lo_only {
+            "kernel and criu rungs probe a netns holding only lo (--netns lo); containers with more links are not covered by these rungs".to_string()
+        } else {
+            "the kernel rung probes a fresh netns holding only lo; the criu and runtime rungs probe the --netns rich content (veth pair, IPv4/IPv6 addresses, routes in main and table 100, a policy rule, sysctls, iptables and nftables rules), not a production container's".to_string()
+        });
     }
     d
 }
@@ -169,13 +193,26 @@ pub fn run(
         .unwrap_or_else(|| evidence::default_path(Path::new("evidence")));
     let ev = EvidenceDir::create(&dir_path).map_err(LadderError::EvidenceFolder)?;
     let dir_path = ev.root().to_path_buf();
+    // The first file: says "not finished" until the result is written (a full disk may refuse
+    // every later write, even the reason).
+    ev.mark_incomplete(&started_at)
+        .map_err(writing("writing the first evidence file"))?;
+    let noted = |e: LadderError| {
+        ev.note_incomplete(&e.to_string());
+        e
+    };
 
     let host_facts = host::host_facts(Some(criu_facts.clone()), runtime_facts.clone());
     ev.write_json("host.json", &host_facts)
-        .map_err(writing("writing host.json"))?;
+        .map_err(writing("writing host.json"))
+        .map_err(noted)?;
     let pins = host::check_pins(&criu_facts, runtime_facts.as_ref());
     let mut declared = host::pin_differences_with_paths(&pins, &host_facts);
-    declared.extend(standing_differences(&opts.phases));
+    declared.extend(standing_differences(
+        &opts.phases,
+        opts.rootfs.as_deref(),
+        opts.netns,
+    ));
 
     let ctx_base = RungCtx {
         evidence: &ev,
@@ -185,6 +222,7 @@ pub fn run(
         strace: opts.strace,
         exe: opts.exe.clone(),
         early_holders: Some(&early_holders),
+        netns: opts.netns,
     };
 
     // A signal does not unwind: release what the rungs started, and leave a note beside the
@@ -230,7 +268,10 @@ pub fn run(
         rungs,
         artifacts: Vec::new(),
     };
-    write_result(&ev, &mut result, t0)?;
+    write_result(&ev, &mut result, t0).map_err(noted)?;
+    ev.clear_incomplete().map_err(writing(
+        "the result is written, but removing the incomplete marker",
+    ))?;
     Ok((result, dir_path))
 }
 

@@ -63,9 +63,18 @@ pub struct CycleStates {
     pub netns_images: usize,
 }
 
-fn capture(c: &Container) -> Result<NetState, RungError> {
+/// The full capture (links, addresses with flags, routes, rules, sysctls, netfilter) of the
+/// container's netns, written as `netstate-<when>.json` with its side evidence.
+fn capture(
+    ctx: &RungCtx,
+    rung: RungName,
+    c: &Container,
+    when: &str,
+) -> Result<NetState, RungError> {
     let netns = c.netns_path().unwrap_or_default();
-    crate::ns::capture_netstate(&netns).map_err(at("state capture"))
+    crate::probe::capture::capture_and_write(ctx.evidence, rung.as_str(), &netns, when)
+        .map(|(s, _)| s)
+        .map_err(|e| RungError::new("state capture", e))
 }
 
 /// Runs the cycle for `rung` with the container's network namespace `netns`. `reverify` is
@@ -118,12 +127,11 @@ pub fn run_cycle(
 
     crate::ns::cleanup::checkpoint();
     reverify().map_err(|e| RungError::new("holder", e))?;
-    let before = capture(&c)?;
-    ev.write(
-        &rel("netstate-before.json"),
-        before.to_canonical_json().as_bytes(),
-    )
-    .map_err(at("evidence"))?;
+    // `--netns rich` content goes into the container's netns before the capture.
+    let netns_path = c.netns_path().unwrap_or_default();
+    crate::probe::netns_content::apply(&netns_path, ctx.netns)
+        .map_err(|e| RungError::new("netns content", e))?;
+    let before = capture(ctx, rung, &c, "before")?;
     if let Ok(t) = util::ip_view(pid) {
         let _ = ev.write(&rel("ip-before.txt"), t.as_bytes());
     }
@@ -139,9 +147,19 @@ pub fn run_cycle(
     let _ = ev.write_json(&rel("runtime-restore.json"), &o);
     let pid = c.read_pid().map_err(at("runtime state (after restore)"))?;
     out.fact("container_pid_after", pid);
+    // The restored init's own netns inode, beside the holder's (the external-netns rung asserts
+    // the two files equal).
+    let ns_path = std::path::PathBuf::from(format!("/proc/{pid}/ns/net"));
+    let inode = crate::ns::netns_inode_of(&ns_path).map_err(at("restored netns inode"))?;
+    out.fact("container_netns_inode_after", inode);
+    ev.write(
+        &rel("netns-inode-restored.txt"),
+        format!("{inode}\n").as_bytes(),
+    )
+    .map_err(at("evidence"))?;
     crate::ns::cleanup::checkpoint();
     reverify().map_err(|e| RungError::new("holder", e))?;
-    let after = capture(&c);
+    let after = capture(ctx, rung, &c, "after");
     if let Ok(t) = util::ip_view(pid) {
         let _ = ev.write(&rel("ip-after.txt"), t.as_bytes());
     }
@@ -152,11 +170,6 @@ pub fn run_cycle(
             .map_err(at("container still exists after delete"))?;
     }
     let after = after?;
-    ev.write(
-        &rel("netstate-after.json"),
-        after.to_canonical_json().as_bytes(),
-    )
-    .map_err(at("evidence"))?;
 
     image_facts(ctx, &images, &rel, before, after, out)
 }
@@ -181,6 +194,10 @@ fn image_facts(
         .collect();
     out.fact("netns_images", &netns_images);
     out.fact("image_files", inv.len());
+    if let Some(rung_dir) = images.parent() {
+        // Which step lost a fact: live before ↔ images ↔ live after.
+        crate::probe::attribution::record(rung_dir, out);
+    }
     out.fact(
         "state_byte_equal",
         before.to_canonical_json() == after.to_canonical_json(),

@@ -12,6 +12,9 @@ const IP_VIEW_BATCH: [&str; 3] = [
     "route show table all root ::/0",
 ];
 
+/// The bound of one [`ip_view`].
+const IP_VIEW_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// iproute2's view of the netns of `pid` (addresses, IPv4 and IPv6 routes of all tables), for
 /// people to read beside the in-process capture. Best effort: the in-process capture is the
 /// evidence assertions read.
@@ -21,7 +24,8 @@ const IP_VIEW_BATCH: [&str; 3] = [
 /// exec fewer), fed the three commands of `IP_VIEW_BATCH` on stdin (one JSON line each). The
 /// text lists each command under a `$ …` header, then any stderr.
 ///
-/// Errors: opening the netns (the process is gone), or the spawn error when `ip` cannot run.
+/// Errors: opening the netns (the process is gone), the spawn error when `ip` cannot run, or
+/// `TimedOut` when it did not finish within 10 s (its process tree is then killed).
 pub fn ip_view(pid: i32) -> std::io::Result<String> {
     use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
@@ -42,16 +46,15 @@ pub fn ip_view(pid: i32) -> std::io::Result<String> {
             Ok(())
         });
     }
-    let mut child = cmd.spawn()?;
+    // Bounded as a process tree (10 s): a hung `ip` never holds the run.
+    let input = format!("{}\n", IP_VIEW_BATCH.join("\n"));
+    let o = crate::proc::run_tree(&mut cmd, IP_VIEW_TIMEOUT, Some(input.as_bytes()));
     drop(netns);
-    {
-        use std::io::Write;
-        let mut stdin = child.stdin.take().expect("piped stdin");
-        // A write error (ip gone early) shows up as missing output and its stderr.
-        let _ = stdin.write_all(IP_VIEW_BATCH.join("\n").as_bytes());
-        let _ = stdin.write_all(b"\n");
-    }
-    let o = child.wait_with_output()?;
+    let o = o.map_err(|e| match e {
+        crate::proc::TreeError::Spawn { source, .. }
+        | crate::proc::TreeError::Io { source, .. } => source,
+        other => std::io::Error::new(std::io::ErrorKind::TimedOut, other.to_string()),
+    })?;
     let stdout = String::from_utf8_lossy(&o.stdout);
     let mut lines = stdout.lines();
     let mut text = String::new();

@@ -1,4 +1,4 @@
-//! The layered verdict: DESIGN.md section 1, as a pure function of the rung results.
+//! The layered verdict: ARCHITECTURE.md section 1, as a pure function of the rung results.
 //!
 //! | kernel | criu | oci | external-netns | verdict |
 //! |---|---|---|---|---|
@@ -98,8 +98,36 @@ fn not_decisive(rungs: &[RungResult], name: RungName) -> Result<&RungResult, Str
 
 /// Computes the verdict from the rung results (any order; missing rungs count as not run).
 ///
-/// Pure: no I/O. The result names every assertion it rests on as `<rung>/<id>`.
+/// Pure: no I/O. The result names every assertion it rests on as `<rung>/<id>`. When the
+/// deciding rung (criu for `criu-netns`, oci for `runtime-empty-ns`, external-netns for
+/// `external-netns-broken`) carries an `attribution` fact with losses, the summary ends with
+/// which step lost how many facts (issue 14; `verify` recomputes that fact from the folder).
 pub fn compute(rungs: &[RungResult]) -> Verdict {
+    let mut v = compute_code(rungs);
+    let deciding = match v.code {
+        VerdictCode::CriuNetns => Some(RungName::Criu),
+        VerdictCode::RuntimeEmptyNs => Some(RungName::Oci),
+        VerdictCode::ExternalNetnsBroken => Some(RungName::ExternalNetns),
+        _ => None,
+    };
+    let counts = deciding
+        .and_then(|n| rungs.iter().find(|r| r.name == n))
+        .and_then(|r| r.facts.get("attribution"))
+        .and_then(|a| a.get("counts"))
+        .and_then(|c| c.as_object())
+        .filter(|c| !c.is_empty());
+    if let (Some(rung), Some(c)) = (deciding, counts) {
+        let parts: Vec<String> = c.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        v.summary = format!(
+            "{}; lost facts by step ({rung}/attribution): {}",
+            v.summary,
+            parts.join(", ")
+        );
+    }
+    v
+}
+
+fn compute_code(rungs: &[RungResult]) -> Verdict {
     let kernel = match not_decisive(rungs, RungName::Kernel) {
         Ok(r) => r,
         Err(why) => return inconclusive(why, vec![]),
@@ -163,7 +191,7 @@ pub fn compute(rungs: &[RungResult]) -> Verdict {
         rests.extend(passing(ext));
         return decided(
             VerdictCode::RuntimeEmptyNs,
-            "the runtime tells CRIU the network namespace is empty (empty_ns = CLONE_NEWNET): no netns image, lo DOWN after restore; the kernel, CRIU and the external-netns workaround all work",
+            "the runtime's checkpoint carries no network namespace (the empty-ns signature runc's empty_ns = CLONE_NEWNET leaves: no netns image, no link dumped, lo not UP with 127.0.0.1/8 after restore); the kernel, CRIU and the external-netns workaround passed their rungs",
             rests,
         );
     }

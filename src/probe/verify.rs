@@ -96,6 +96,17 @@ pub fn verify(dir: &Path) -> Result<VerifyOutcome, evidence::EvidenceError> {
         }
         rung.assertions = fresh.clone();
     }
+    // issue 14: the three-way attribution, recomputed from each rung folder.
+    for rung in &rungs {
+        if let Some(rec) = rung.facts.get("attribution") {
+            let dir = dir.join(rung.name.as_str());
+            mismatches.extend(crate::probe::attribution::verify_recorded(
+                rung.name.as_str(),
+                &dir,
+                rec,
+            ));
+        }
+    }
     let v = verdict::compute(&rungs);
     if v.code != result.verdict.code {
         mismatches.push(format!(

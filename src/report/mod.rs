@@ -31,6 +31,20 @@ pub enum ReportError {
         /// The path as given.
         path: PathBuf,
     },
+    /// The evidence directory holds no result because its run was interrupted
+    /// (`interrupted.txt`) or did not finish (`incomplete.txt`, e.g. a full disk).
+    #[error(
+        "{dir}: holds no {RESULT_FILE}: the run that wrote it {how} (see {}); nothing to report: run `netprobe run` again with a new --evidence folder",
+        dir.join(note).display()
+    )]
+    Unfinished {
+        /// The evidence directory.
+        dir: PathBuf,
+        /// The note it holds: `interrupted.txt` or `incomplete.txt`.
+        note: &'static str,
+        /// "was interrupted" or "did not finish".
+        how: &'static str,
+    },
     /// The result file could not be read.
     #[error("{path}: cannot read the result file ({source}); check the path and its permissions")]
     Read {
@@ -114,7 +128,8 @@ impl Format {
 }
 
 /// Loads a result from `path`: either an evidence directory (then `path/netprobe-result.json`
-/// is read) or a result file. Errors: [`ReportError::NotFound`], [`ReportError::Read`],
+/// is read) or a result file. Errors: [`ReportError::NotFound`], [`ReportError::Unfinished`]
+/// (a directory without a result holding `interrupted.txt` or `incomplete.txt`), [`ReportError::Read`],
 /// [`ReportError::Parse`], [`ReportError::SchemaVersion`] (a result of another layout version).
 pub fn load_result(path: &Path) -> Result<RunResult> {
     if !path.exists() {
@@ -123,6 +138,21 @@ pub fn load_result(path: &Path) -> Result<RunResult> {
         });
     }
     let file = result_file_of(path);
+    if path.is_dir() && !file.exists() {
+        use crate::evidence::dir::{INCOMPLETE_FILE, INTERRUPTED_FILE};
+        for (note, how) in [
+            (INTERRUPTED_FILE, "was interrupted"),
+            (INCOMPLETE_FILE, "did not finish"),
+        ] {
+            if path.join(note).is_file() {
+                return Err(ReportError::Unfinished {
+                    dir: path.to_path_buf(),
+                    note,
+                    how,
+                });
+            }
+        }
+    }
     let bytes = std::fs::read(&file).map_err(|source| ReportError::Read {
         path: file.clone(),
         source,

@@ -1,6 +1,6 @@
 //! The slot driver: `netprobe slot VERB --slot N --state-dir DIR` with verbs `provision`,
 //! `snapshot`, `restore`, `reset`, `cleanup`, `status`, each behind fail-closed gates
-//! (DESIGN.md section 5).
+//! (ARCHITECTURE.md section 5).
 //!
 //! Entry point: [`run_verb`]. Every verb validates the slot number, checks the state directory,
 //! proves the slot's ownership marker and takes the slot's exclusive lock before anything else;

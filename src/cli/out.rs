@@ -1,0 +1,36 @@
+//! stdout for every command: a closed stdout (EPIPE, e.g. `netprobe slot status … | head`) is
+//! not an error. The reader wanted no more, so the rest of the output is dropped quietly and the
+//! command ends with its own exit code; any other write error is reported once on stderr.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// Writes `text` to stdout (and a newline when `newline`), flushed. Never panics.
+pub fn emit(text: &str, newline: bool) {
+    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut o = std::io::stdout().lock();
+    let r = o
+        .write_all(text.as_bytes())
+        .and_then(|()| if newline { o.write_all(b"\n") } else { Ok(()) })
+        .and_then(|()| o.flush());
+    if let Err(e) = r {
+        STDOUT_CLOSED.store(true, Ordering::Relaxed);
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("netprobe: writing to stdout: {e}");
+        }
+    }
+}
+
+/// `println!` that tolerates a closed stdout.
+pub fn line(text: impl AsRef<str>) {
+    emit(text.as_ref(), true);
+}
+
+/// `print!` that tolerates a closed stdout.
+pub fn raw(text: impl AsRef<str>) {
+    emit(text.as_ref(), false);
+}

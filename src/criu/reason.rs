@@ -1,0 +1,104 @@
+//! CRIU's reason for a failure, quoted from its own log (`dump.log` / `restore.log`): the
+//! `Error (file:line): …` lines and the few lines just before each, with their line numbers —
+//! the way runc quotes CRIU's log on a failed checkpoint/restore since runc#3816.
+//!
+//! Line shape (CRIU 4.x, `-v4`): `(00.012345) Error (criu/sk-inet.c:188): inet: Connected TCP
+//! socket, consider using --tcp-established option.`; a restore's forked tasks prefix their own
+//! pid: `pie: 12: Error (criu/…)`.
+
+use std::path::Path;
+
+/// Lines quoted before each `Error (` line.
+pub const CONTEXT_LINES: usize = 3;
+
+/// At most this many lines are quoted (the first errors are the deciding ones; later ones are
+/// usually the unwinding that follows).
+pub const MAX_LINES: usize = 12;
+
+/// One quoted log line: 1-based line number and its text (lossy UTF-8, trailing `\r` removed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    /// 1-based line number in the log file.
+    pub number: usize,
+    /// The line's text.
+    pub text: String,
+}
+
+/// The deciding lines of a CRIU log: every line holding `Error (`, each preceded by up to
+/// [`CONTEXT_LINES`] lines, in file order, without repeats, at most [`MAX_LINES`] lines. Empty
+/// when the log holds no `Error (` line. Found with `memchr::memmem` (one pass over the bytes).
+pub fn deciding_lines(log: &[u8]) -> Vec<LogLine> {
+    let finder = memchr::memmem::Finder::new(b"Error (");
+    // Line start offsets, computed once (memchr over the newlines).
+    let mut starts = vec![0usize];
+    starts.extend(memchr::memchr_iter(b'\n', log).map(|i| i + 1));
+    let line_of = |off: usize| starts.partition_point(|&s| s <= off) - 1;
+    let mut wanted: Vec<usize> = Vec::new();
+    for off in finder.find_iter(log) {
+        let l = line_of(off);
+        let from = l.saturating_sub(CONTEXT_LINES);
+        for i in from..=l {
+            if wanted.last().is_none_or(|&last| i > last) {
+                wanted.push(i);
+            }
+        }
+        if wanted.len() >= MAX_LINES {
+            break;
+        }
+    }
+    wanted.truncate(MAX_LINES);
+    wanted
+        .into_iter()
+        .map(|i| {
+            let end = starts.get(i + 1).map_or(log.len(), |&e| e - 1);
+            let text = String::from_utf8_lossy(&log[starts[i]..end.max(starts[i])]);
+            LogLine {
+                number: i + 1,
+                text: text.trim_end_matches('\r').to_string(),
+            }
+        })
+        .collect()
+}
+
+/// The deciding lines of the CRIU log at `path`, rendered for a message:
+/// `"CRIU's reason (PATH):\n  1234: (00.01) Error (…): …\n  …"`. `None` when the log cannot
+/// be read or holds no `Error (` line.
+pub fn quote_log(path: &Path) -> Option<String> {
+    let bytes = std::fs::read(path).ok()?;
+    let lines = deciding_lines(&bytes);
+    if lines.is_empty() {
+        return None;
+    }
+    let mut s = format!("CRIU's reason ({}):", path.display());
+    for l in lines {
+        s.push_str(&format!("\n  {}: {}", l.number, l.text));
+    }
+    Some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_with_context_and_line_numbers() {
+        let log = b"(0.1) a\n(0.2) b\n(0.3) c\n(0.4) d\n(0.5) Error (criu/sk-inet.c:188): inet: Connected TCP socket, consider using --tcp-established option.\n(0.6) e\n(0.7) Error (criu/cr-dump.c:2100): Dumping FAILED.\n";
+        let l = deciding_lines(log);
+        let nums: Vec<usize> = l.iter().map(|x| x.number).collect();
+        assert_eq!(nums, [2, 3, 4, 5, 6, 7]);
+        assert!(l[3].text.contains("Connected TCP socket"));
+        assert!(l[5].text.ends_with("Dumping FAILED."));
+    }
+
+    #[test]
+    fn no_error_no_lines_and_bounded() {
+        assert!(deciding_lines(b"(0.1) fine\n(0.2) Warn (x): y\n").is_empty());
+        let many: String = (0..100).map(|i| format!("Error (x:{i}): e\n")).collect();
+        assert_eq!(deciding_lines(many.as_bytes()).len(), MAX_LINES);
+        // Last line without a newline; first line an error.
+        let l = deciding_lines(b"Error (a:1): first\nx\nError (b:2): last");
+        assert_eq!(l.len(), 3);
+        assert_eq!(l[2].text, "Error (b:2): last");
+        assert_eq!(l[0].number, 1);
+    }
+}

@@ -1,0 +1,53 @@
+//! `netprobe images DIR [--json]`: the clap arguments and the handler, kept in one file so
+//! the command line can be moved without touching the decoder.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use super::netimg::{images_dir, read_dir};
+
+/// Arguments of `netprobe images`.
+#[derive(Debug, clap::Args)]
+pub struct ImagesArgs {
+    /// A CRIU images folder, or a rung folder of an evidence folder (its `images/` is read).
+    pub dir: PathBuf,
+    /// Print the decoded images as JSON (one object: dir, inventory, namespaces[]).
+    #[arg(long)]
+    pub json: bool,
+    /// In the tree, list every saved sysctl (default: only their count).
+    #[arg(long)]
+    pub sysctls: bool,
+}
+
+/// Help text with examples for `netprobe images`.
+pub const IMAGES_EXAMPLES: &str = "Examples:
+  netprobe images evidence/20261201T021500Z-4242/criu          # a rung folder: reads its images/
+  netprobe images /tmp/dump --json | jq '.namespaces[0].devices'
+Exit codes: 0 decoded, 2 the folder or an image is unreadable or malformed (file, offset, reason).";
+
+/// Runs `netprobe images`: decodes every network image of the folder and prints the tree or
+/// the JSON on stdout. Exit 0 on success, 2 (error on stderr naming file, offset, reason) when
+/// the folder cannot be read or an image is malformed.
+pub fn run(args: &ImagesArgs) -> ExitCode {
+    let dir = images_dir(&args.dir);
+    match read_dir(&dir) {
+        Ok(imgs) => {
+            if args.json {
+                match serde_json::to_string_pretty(&imgs) {
+                    Ok(j) => println!("{j}"),
+                    Err(e) => {
+                        eprintln!("netprobe images: {e}");
+                        return ExitCode::from(2);
+                    }
+                }
+            } else {
+                print!("{}", super::tree::render(&imgs, args.sysctls));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("netprobe images: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! CRIU's network images, decoded: what a checkpoint holds about a network namespace.
+//!
+//! - [`format`]: image framing (magics, size-prefixed protobuf entries), strict errors.
+//! - [`pb`]: prost types generated from CRIU's MIT-licensed `images/*.proto` (`proto/criu/`).
+//! - [`ipdump`]: the raw `ip addr/route/rule save` images, decoded with netlink-packet-route.
+//! - [`netimg`]: one images folder → [`NetImages`]; [`tree`]: its text rendering.
+//! - [`cli`]: `netprobe images DIR [--json]` (clap arguments + handler).
+//!
+//! Nothing here runs CRIU or touches a namespace: data in, data out.
+
+pub mod cli;
+pub mod format;
+pub mod ipdump;
+pub mod netimg;
+pub mod pb;
+pub mod tree;
+
+pub use format::ImageError;
+pub use netimg::{DeviceInfo, NetImages, NetnsInfo, NsImages, images_dir, read_dir};

@@ -1,0 +1,49 @@
+//! The rungs' state capture: the full [`NetState`] of a netns (links, addresses with flags,
+//! routes, rules, the sysctls CRIU saves, the canonical netfilter ruleset), written as
+//! `netstate-<when>.json`, with the evidence beside it that is not compared:
+//! `sysctls-other-<when>.json` (sysctls under /proc/sys/net CRIU does not save) and
+//! `netfilter-<when>.txt` (raw iptables-save / ip6tables-save / nft list ruleset output).
+
+use crate::evidence::EvidenceDir;
+use crate::netlink::{self, NetState};
+use std::path::Path;
+
+/// How long a capture waits for `tentative` addresses (IPv6 DAD) to settle, milliseconds.
+pub const SETTLE_MS: u64 = 5000;
+
+/// Captures the full state of the netns at `netns` and writes `<rung>/netstate-<when>.json`,
+/// `<rung>/sysctls-other-<when>.json` and `<rung>/netfilter-<when>.txt` (`when` is `before`
+/// or `after`). Returns the state and the number of settle retries.
+///
+/// Errors: a text naming the capture or the evidence file that failed.
+pub fn capture_and_write(
+    ev: &EvidenceDir,
+    rung: &str,
+    netns: &Path,
+    when: &str,
+) -> Result<(NetState, u32), String> {
+    let (state, extras) = crate::ns::run_in_netns(netns, || netlink::capture_full(SETTLE_MS))
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    let rel = |f: &str| format!("{rung}/{f}");
+    ev.write(
+        &rel(&format!("netstate-{when}.json")),
+        state.to_canonical_json().as_bytes(),
+    )
+    .map_err(|e| format!("evidence: {e}"))?;
+    let other = serde_json::to_string_pretty(&extras.uncovered_sysctls)
+        .map_err(|e| format!("evidence: {e}"))?;
+    ev.write(
+        &rel(&format!("sysctls-other-{when}.json")),
+        other.as_bytes(),
+    )
+    .map_err(|e| format!("evidence: {e}"))?;
+    let raw = &extras.netfilter_raw;
+    let text = format!(
+        "$ iptables-save\n{}\n$ ip6tables-save\n{}\n$ nft list ruleset\n{}",
+        raw.iptables, raw.ip6tables, raw.nftables
+    );
+    ev.write(&rel(&format!("netfilter-{when}.txt")), text.as_bytes())
+        .map_err(|e| format!("evidence: {e}"))?;
+    Ok((state, extras.settle_retries))
+}

@@ -1,0 +1,52 @@
+//! Bounded process trees. Every external program netprobe runs to completion (the OCI runtime,
+//! CRIU, strace wrapping either, `ip`, `--version` probes) goes through [`run_tree`]: the child
+//! starts its own process group (`setpgid(0, 0)` between fork and exec), the whole group — and
+//! every descendant found under the child in `/proc/PID/task/TID/children`, also those that left
+//! the group — is killed with SIGKILL when the time bound fires or netprobe is interrupted, and
+//! the child's pipes are read with `poll(2)` so a grandchild that keeps a copy of them cannot make
+//! the read outlast the bound.
+//!
+//! The bound of one step is [`step_timeout`]: the caller's default (120 s for the runtime and
+//! CRIU), or the number of seconds in `NETPROBE_STEP_TIMEOUT_S` (for tests and slow hosts).
+
+mod signals;
+mod tree;
+
+pub use signals::install_tree_killer;
+
+pub use tree::{TreeError, TreeOutput, kill_running_trees, run_tree, running_trees};
+
+use std::time::Duration;
+
+/// Environment variable overriding the bound of every runtime / CRIU step, in seconds (a
+/// positive number, fractions allowed: `0.5`). Unset, empty or unparsable: the caller's default.
+pub const STEP_TIMEOUT_ENV: &str = "NETPROBE_STEP_TIMEOUT_S";
+
+/// The bound of one step: `NETPROBE_STEP_TIMEOUT_S` seconds when set to a positive number, else
+/// `default`.
+pub fn step_timeout(default: Duration) -> Duration {
+    std::env::var(STEP_TIMEOUT_ENV)
+        .ok()
+        .and_then(|v| parse_seconds(&v))
+        .unwrap_or(default)
+}
+
+/// `"2"` → 2 s, `"0.5"` → 500 ms; `None` for empty, negative, zero, non-finite or non-numbers.
+fn parse_seconds(v: &str) -> Option<Duration> {
+    let s: f64 = v.trim().parse().ok()?;
+    (s.is_finite() && s > 0.0 && s < 1e9).then(|| Duration::from_secs_f64(s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_timeout_parsing() {
+        assert_eq!(parse_seconds("2"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_seconds(" 0.5 "), Some(Duration::from_millis(500)));
+        for bad in ["", "0", "-1", "abc", "inf", "NaN"] {
+            assert_eq!(parse_seconds(bad), None, "{bad}");
+        }
+    }
+}

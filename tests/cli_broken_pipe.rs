@@ -1,0 +1,59 @@
+//! A closed stdout (`netprobe … | head` once head has exited) ends every stdout-writing command
+//! quietly (issue 11, point 5): no panic, no backtrace, the command's own exit code. The pipe's
+//! read end is closed before netprobe starts, so its first write gets EPIPE.
+
+use std::process::{Command, Stdio};
+
+const EXE: &str = env!("CARGO_BIN_EXE_netprobe");
+
+/// Runs netprobe with `args` twice: stdout a pipe whose read end is closed, and stdout a normal
+/// pipe. Returns (exit code closed, stderr closed, exit code open).
+fn closed_vs_open(args: &[&str]) -> (Option<i32>, String, Option<i32>) {
+    let (r, w) = nix::unistd::pipe().unwrap();
+    drop(r);
+    let closed = Command::new(EXE)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(w))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let open = Command::new(EXE)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        closed.status.code(),
+        String::from_utf8_lossy(&closed.stderr).into_owned(),
+        open.status.code(),
+    )
+}
+
+#[test]
+fn closed_stdout_is_quiet_for_every_printing_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sd = tmp.path().join("no-such-state-dir");
+    let sd = sd.to_string_lossy().to_string();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["completions", "bash"],
+        vec!["man"],
+        vec![
+            "slot",
+            "status",
+            "--slot",
+            "0",
+            "--state-dir",
+            &sd,
+            "--json",
+        ],
+        vec!["slot", "status", "--slot", "0", "--state-dir", &sd],
+        vec!["--help"],
+    ];
+    for args in cases {
+        let (code, err, open_code) = closed_vs_open(&args);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(!err.contains("Broken pipe"), "{args:?}: {err}");
+        assert_eq!(code, open_code, "{args:?}: {err}");
+    }
+}

@@ -1,0 +1,119 @@
+//! Evidence folders on hostile disks (issue 11, point 5), through the netprobe binary:
+//! - a read-only mount: an existing empty folder and a new one are refused with the same exit
+//!   class (2), before anything runs;
+//! - a full disk: the run ends without a result and the folder says so (`incomplete.txt`),
+//!   which `verify` and `report` name.
+
+use std::path::Path;
+use std::process::Command;
+
+const EXE: &str = env!("CARGO_BIN_EXE_netprobe");
+
+/// A tmpfs mounted at a fresh directory; unmounted on drop.
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    fn new(opts: &str) -> Tmpfs {
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "needs root (mount); CI runs it as root"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let st = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", opts, "netprobe-test"])
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(st.success(), "mount tmpfs {opts}");
+        Tmpfs { dir }
+    }
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = nix::mount::umount2(self.dir.path(), nix::mount::MntFlags::MNT_DETACH);
+    }
+}
+
+fn netprobe(args: &[&str]) -> (Option<i32>, String) {
+    let o = Command::new(EXE)
+        .args(args)
+        .env_remove("CRIU_CONFIG_FILE")
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+    )
+}
+
+#[test]
+fn read_only_evidence_folder_same_class_existing_or_new() {
+    let fs = Tmpfs::new("size=1m,mode=0755");
+    std::fs::create_dir(fs.path().join("empty")).unwrap();
+    let st = Command::new("mount")
+        .args(["-o", "remount,ro"])
+        .arg(fs.path())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let existing = fs.path().join("empty");
+    let new = fs.path().join("new");
+    let (c1, o1) = netprobe(&[
+        "run",
+        "--quiet",
+        "--phases",
+        "kernel",
+        "--evidence",
+        &existing.to_string_lossy(),
+    ]);
+    let (c2, o2) = netprobe(&[
+        "run",
+        "--quiet",
+        "--phases",
+        "kernel",
+        "--evidence",
+        &new.to_string_lossy(),
+    ]);
+    assert_eq!(c1, Some(2), "existing empty folder: {o1}");
+    assert_eq!(c2, Some(2), "new folder: {o2}");
+    assert!(o1.contains("Read-only file system"), "{o1}");
+    assert!(o2.contains("Read-only file system"), "{o2}");
+}
+
+#[test]
+fn a_run_that_fills_the_disk_leaves_incomplete_txt_named_by_verify_and_report() {
+    // Big enough for the first files, too small for the criu rung's images.
+    let fs = Tmpfs::new("size=64k,mode=0755");
+    let ev = fs.path().join("ev");
+    let evs = ev.to_string_lossy().to_string();
+    let (code, out) = netprobe(&[
+        "run",
+        "--quiet",
+        "--phases",
+        "kernel,criu",
+        "--evidence",
+        &evs,
+    ]);
+    assert_eq!(code, Some(4), "{out}");
+    assert!(out.contains("No space left on device"), "{out}");
+    assert!(!ev.join("netprobe-result.json").exists(), "{out}");
+    let note = std::fs::read_to_string(ev.join("incomplete.txt")).unwrap();
+    assert!(note.contains("has not finished"), "{note}");
+    let (code, out) = netprobe(&["verify", &evs]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("incomplete.txt"), "{out}");
+    assert!(out.contains("did not finish"), "{out}");
+    let (code, out) = netprobe(&["report", &evs]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("incomplete.txt"), "{out}");
+}

@@ -1,0 +1,223 @@
+//! `netprobe images` on images that real CRIU (from `default_criu()`) writes during the test:
+//! a child in its own netns gets the `rich` content, is dumped with `--leave-running`, and
+//! every network image is decoded — tree and `--json` — then a truncated copy of one image is
+//! refused with the file, the offset and the reason. Root only; every process is killed on
+//! success, failure and panic.
+
+use netprobe::criu::{Criu, DumpOpts};
+use netprobe::host::{default_criu, refuse_unless_ready};
+use netprobe::probe::netns_content::{self, NetnsContent};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Kills (SIGKILL) and reaps the child on drop.
+struct ChildGuard(Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn netns_of(pid: &str) -> String {
+    std::fs::read_link(format!("/proc/{pid}/ns/net"))
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
+}
+
+/// A `sleep` in its own netns (session leader, stdio on /dev/null), with `content` applied.
+fn child_with(content: NetnsContent) -> ChildGuard {
+    let mut cmd = Command::new("/usr/bin/unshare");
+    cmd.args(["--net", "--", "sleep", "1000"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: setsid(2) is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(|_| ())
+                .map_err(std::io::Error::from)
+        });
+    }
+    let child = ChildGuard(cmd.spawn().expect("spawn unshare"));
+    let pid = child.0.id().to_string();
+    let ours = netns_of("self");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        let ns = netns_of(&pid);
+        if comm.trim() == "sleep" && !ns.is_empty() && ns != ours {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the child never got its own netns"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    netns_content::apply(Path::new(&format!("/proc/{pid}/ns/net")), content)
+        .expect("apply the rich content");
+    child
+}
+
+fn netprobe(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_netprobe"))
+        .args(args)
+        .output()
+        .expect("run netprobe")
+}
+
+#[test]
+fn images_decodes_every_network_image_of_a_real_rich_dump() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test needs root (CI runs the tests as root)"
+    );
+    let facts = refuse_unless_ready(&default_criu()).expect("host ready for CRIU");
+    let child = child_with(NetnsContent::Rich);
+    let tmp = tempfile::tempdir().unwrap();
+    let images = tmp.path().join("images");
+    let mut dump = DumpOpts::new(child.0.id() as i32, &images);
+    dump.leave_running = true;
+    let out = Criu::new(&facts.path).dump(&dump).expect("criu dump");
+    assert!(
+        out.success(),
+        "criu dump failed: see {}",
+        dump.log_path().display()
+    );
+    drop(child);
+
+    // The rung-folder form: DIR/images is read.
+    let o = netprobe(&["images", tmp.path().to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(v["inventory"], true);
+    let nss = v["namespaces"].as_array().unwrap();
+    assert_eq!(nss.len(), 1, "{v}");
+    let ns = &nss[0];
+    let files: Vec<String> = ns["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap().split('-').next().unwrap().to_string())
+        .collect();
+    for kind in [
+        "ifaddr",
+        "ip6tables",
+        "iptables",
+        "netdev",
+        "netns",
+        "nftables",
+        "route",
+        "route6",
+        "rule",
+    ] {
+        assert!(
+            files.iter().any(|f| f == kind),
+            "no {kind} image: {files:?}"
+        );
+    }
+    let netns = &ns["netns"];
+    assert!(netns["ext_key"].is_null());
+    assert_eq!(netns["sysctls"]["net.ipv4.conf.all.log_martians"], "1");
+    assert_eq!(netns["sysctls"]["net.ipv4.conf.default.arp_ignore"], "2");
+    assert_eq!(netns["sysctls"]["net.ipv6.conf.default.hop_limit"], "55");
+    let devs = ns["devices"].as_array().unwrap();
+    let np0 = devs.iter().find(|d| d["name"] == "np0").expect("np0");
+    let np1 = devs.iter().find(|d| d["name"] == "np1").expect("np1");
+    assert_eq!(np0["type"], "veth");
+    assert_eq!(np0["mtu"], 1789);
+    assert_eq!(np0["address"], "02:00:00:00:0e:01");
+    assert_eq!(np0["up"], true);
+    assert_eq!(np0["peer_ifindex"], np1["ifindex"]);
+    assert_eq!(np0["sysctls"]["net.ipv4.conf.np0.forwarding"], "1");
+    assert_eq!(np0["sysctls"]["net.ipv6.conf.np0.hop_limit"], "33");
+    let lo = devs.iter().find(|d| d["name"] == "lo").expect("lo");
+    assert_eq!(lo["type"], "loopback");
+    let addrs = ns["addresses"].as_array().unwrap();
+    for a in ["10.214.0.1", "fd14:214::1", "127.0.0.1"] {
+        assert!(
+            addrs.iter().any(|x| x["address"] == a),
+            "{a} not in {addrs:?}"
+        );
+    }
+    let routes = ns["routes"].as_array().unwrap();
+    assert!(
+        routes
+            .iter()
+            .any(|r| r["dst"] == "10.215.0.0/24" && r["table"] == 254)
+    );
+    let rules = ns["rules"].as_array().unwrap();
+    assert!(
+        rules
+            .iter()
+            .any(|r| r["priority"] == 1000 && r["table"] == 100 && r["src"] == "10.214.0.0/24"),
+        "{rules:?}"
+    );
+    let nft = ns["nftables"].as_str().unwrap();
+    assert!(
+        nft.contains("table inet np14") && nft.contains("tcp dport 4242 accept"),
+        "{nft}"
+    );
+    // iptables here is the nf_tables variant: CRIU built with libnftables skips the non-legacy
+    // iptables-save (criu/net.c dump_iptables()), so the rule is in the nftables image.
+    assert!(nft.contains("ip saddr 10.217.0.0/24"), "{nft}");
+
+    let o = netprobe(&["images", images.to_str().unwrap()]);
+    assert!(o.status.success());
+    let tree = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        tree.contains("np0 ifindex") && tree.contains("type veth mtu 1789 mac 02:00:00:00:0e:01"),
+        "{tree}"
+    );
+    assert!(tree.contains("netns entry: full,"), "{tree}");
+
+    // A truncated copy of the netdev image: exit 2, file + offset + reason on stderr.
+    let bad = tmp.path().join("bad");
+    std::fs::create_dir(&bad).unwrap();
+    let netdev = std::fs::read_dir(&images)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("netdev-")
+        })
+        .unwrap();
+    let bytes = std::fs::read(&netdev).unwrap();
+    let name = netdev.file_name().unwrap();
+    std::fs::write(bad.join(name), &bytes[..bytes.len() - 3]).unwrap();
+    let o = netprobe(&["images", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&*name.to_string_lossy())
+            && err.contains("offset")
+            && err.contains("larger than"),
+        "{err}"
+    );
+    // Every truncation of every real network image: an error or fewer entries, never a panic.
+    for e in std::fs::read_dir(&images).unwrap() {
+        let p = e.unwrap().path();
+        let n = p.file_name().unwrap().to_string_lossy().into_owned();
+        if !["netns-", "netdev-", "ifaddr-", "route", "rule-"]
+            .iter()
+            .any(|k| n.starts_with(k))
+        {
+            continue;
+        }
+        let b = std::fs::read(&p).unwrap();
+        let one = tmp.path().join("one");
+        for cut in (0..b.len()).step_by(3) {
+            let _ = std::fs::remove_dir_all(&one);
+            std::fs::create_dir(&one).unwrap();
+            std::fs::write(one.join(p.file_name().unwrap()), &b[..cut]).unwrap();
+            let _ = netprobe::images::read_dir(&one);
+        }
+    }
+}

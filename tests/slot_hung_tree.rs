@@ -1,0 +1,183 @@
+//! The slot driver under hung child trees (issue 11, point 1), driven through the netprobe
+//! binary: the runtime (`--runtime`) and CRIU (`--criu`, run by the runtime as `criu swrk`) are
+//! wrapper scripts that, while a flag file names their step, fork a grandchild (`sleep`) holding
+//! the inherited stdio and wait for it for ever. With `NETPROBE_STEP_TIMEOUT_S=3` every hung
+//! snapshot / restore ends within seconds with an error naming the bound, the grandchild is
+//! dead; SIGTERM during a hung checkpoint (default bound) ends the verb within seconds (143)
+//! with the hung tree killed; and `cleanup` then releases everything.
+mod slot_support;
+use slot_support::*;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// A wrapper `name` in `dir` around `real`: when `dir/NAME.hang` exists and an argument equals
+/// its content, it forks `sleep 1000` (pid to `dir/gc.pid`) and waits; otherwise execs `real`.
+fn flagged_wrapper(dir: &Path, name: &str, real: &Path) -> PathBuf {
+    let path = dir.join(name);
+    let flag = dir.join(format!("{name}.hang"));
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\n\
+             if [ -e {flag} ]; then\n\
+               step=$(cat {flag})\n\
+               for a in \"$@\"; do\n\
+                 if [ \"$a\" = \"$step\" ]; then\n\
+                   sleep 1000 &\n\
+                   echo $! > {dir}/gc.pid\n\
+                   wait\n\
+                 fi\n\
+               done\n\
+             fi\n\
+             exec {real} \"$@\"\n",
+            flag = flag.display(),
+            dir = dir.display(),
+            real = real.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn gone(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.is_empty()
+        || stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, r)| r.starts_with('Z'))
+}
+
+/// `slot VERB` with `NAME.hang` = `step`: fails within 60 s naming the 3 s bound; the grandchild
+/// is dead (given up to 5 s: an orphan is reaped by pid 1).
+fn hung_verb(dir: &Path, sd: &Path, verb: &str, name: &str, step: &str) {
+    let _ = std::fs::remove_file(dir.join("gc.pid"));
+    std::fs::write(dir.join(format!("{name}.hang")), step).unwrap();
+    let t0 = Instant::now();
+    let (code, out, err) = cli_slot_env(verb, "47", sd, &[], &[("NETPROBE_STEP_TIMEOUT_S", "3")]);
+    std::fs::remove_file(dir.join(format!("{name}.hang"))).unwrap();
+    assert!(
+        t0.elapsed() < Duration::from_secs(60),
+        "{verb}: {:?}",
+        t0.elapsed()
+    );
+    assert_ne!(
+        code,
+        Some(0),
+        "{verb} with {name} hung at {step}: {out}{err}"
+    );
+    assert!(
+        err.contains("3000 ms") && err.contains("whole process tree was killed"),
+        "{verb} with {name} hung at {step}: {err}{out}"
+    );
+    let gc: i32 = std::fs::read_to_string(dir.join("gc.pid"))
+        .unwrap_or_else(|e| panic!("{name} never hung at {step} ({e}): {err}"))
+        .trim()
+        .parse()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(5);
+    while !gone(gc) {
+        assert!(
+            Instant::now() < until,
+            "grandchild {gc} outlived `slot {verb}`"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn hung_runtime_and_criu_in_snapshot_and_restore_are_bounded() {
+    require_root();
+    let _s = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let sd = state_dir(&tmp);
+    let _c = CleanupOnDrop(sd.clone(), vec![47]);
+    let wdir = tmp.path().join("wrappers");
+    std::fs::create_dir(&wdir).unwrap();
+    let runc = netprobe::host::find_in_path(Path::new("runc")).expect("runc in PATH");
+    let rw = flagged_wrapper(&wdir, "runc", &runc);
+    let cw = flagged_wrapper(&wdir, "criu", &netprobe::host::default_criu());
+    let (rw, cw) = (rw.to_string_lossy(), cw.to_string_lossy());
+    let (code, out, err) = cli_slot(
+        "provision",
+        "47",
+        &sd,
+        &[
+            "--no-probe-gate",
+            "--reason",
+            "hung-tree test",
+            "--runtime",
+            &rw,
+            "--criu",
+            &cw,
+        ],
+    );
+    assert_eq!(code, Some(0), "provision: {err}{out}");
+
+    // SIGTERM to `netprobe slot snapshot` while the runtime's checkpoint hangs (default bound):
+    // the verb ends within seconds (143) and the hung tree dies with it.
+    let _ = std::fs::remove_file(wdir.join("gc.pid"));
+    std::fs::write(wdir.join("runc.hang"), "checkpoint").unwrap();
+    let mut child = std::process::Command::new(EXE)
+        .args(["slot", "snapshot", "--slot=47", "--state-dir"])
+        .arg(&sd)
+        .env_remove("NETPROBE_STEP_TIMEOUT_S")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(wdir.join("sigterm-stderr.txt")).unwrap())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(60);
+    while !wdir.join("gc.pid").is_file() {
+        assert!(
+            Instant::now() < until,
+            "the checkpoint never hung: {}",
+            std::fs::read_to_string(wdir.join("sigterm-stderr.txt")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let t0 = Instant::now();
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let code = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st.code();
+        }
+        if t0.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("slot snapshot still running 20 s after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::fs::remove_file(wdir.join("runc.hang")).unwrap();
+    assert_eq!(code, Some(143));
+    assert!(t0.elapsed() < Duration::from_secs(8), "{:?}", t0.elapsed());
+    let gc: i32 = std::fs::read_to_string(wdir.join("gc.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(5);
+    while !gone(gc) {
+        assert!(
+            Instant::now() < until,
+            "grandchild {gc} outlived the SIGTERMed verb"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    hung_verb(&wdir, &sd, "snapshot", "runc", "checkpoint");
+    hung_verb(&wdir, &sd, "snapshot", "criu", "swrk");
+    let (code, out, err) = cli_slot("snapshot", "47", &sd, &[]);
+    assert_eq!(code, Some(0), "snapshot after the hung ones: {err}{out}");
+    hung_verb(&wdir, &sd, "restore", "runc", "restore");
+    hung_verb(&wdir, &sd, "restore", "criu", "swrk");
+    let (code, out, err) = cli_slot("restore", "47", &sd, &[]);
+    assert_eq!(code, Some(0), "restore after the hung ones: {err}{out}");
+
+    let holders = holder_pids(&sd);
+    let (code, out, err) = cli_slot("cleanup", "47", &sd, &[]);
+    assert_eq!(code, Some(0), "cleanup: {err}{out}");
+    assert_released(&sd, &holders);
+}
