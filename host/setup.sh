@@ -20,12 +20,15 @@ for p in "${PKGS[@]}"; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing: ${missing[*]}"
-  apt-get update -qq
+  flock /var/lock/netprobe-apt.lock apt-get update -qq
   mkdir -p /var/lib && touch /var/lib/netprobe-apt-updated
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive flock /var/lock/netprobe-apt.lock apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 bash "$here/install-criu.sh"
+# Today's pins from Debian's binary packages (CRIU 4.3, runc 1.4.3 and 1.3.6, crun 1.28), each in
+# its own /opt prefix with its suite's libraries.
+bash "$here/install-pins.sh"
 
 # --test-deps: also what the test suite needs beyond the probes (headless Chromium for the HTML
 # report test).
@@ -38,4 +41,5 @@ for f in /etc/criu/default.conf /etc/criu/runc.conf "$HOME/.criu/default.conf"; 
     log "WARNING: CRIU config file $f exists; netprobe refuses to run while it does (move it away)"
   fi
 done
-log "done: $(/opt/criu-4.2.1/sbin/criu --version | head -1) at /opt/criu-4.2.1 (default), 4.1.1 at /opt/criu-4.1.1; $(runc --version | head -1)"
+log "done: CRIU 4.3 at /opt/criu-4.3 (default), 4.2.1 at /opt/criu-4.2.1, 4.1.1 at /opt/criu-4.1.1; runc 1.4.3 at /opt/runc-1.4.3 (default), 1.3.6 at /opt/runc-1.3.6, $(runc --version | head -1) at $(command -v runc); crun 1.28 at /opt/crun-1.28"
+log "runc 1.5.2 (the seed's pin) is not in Debian: bring its release and run host/install-runc.sh --release-dir DIR"

@@ -6,15 +6,19 @@
 //! imports `probe` or `slot`.
 
 pub mod assert;
+pub mod cgroup;
 pub mod criu;
 pub mod evidence;
 pub mod exit;
 pub mod host;
 pub mod images;
+pub mod matrix;
 pub mod netlink;
 pub mod ns;
 pub mod oci;
 pub mod probe;
 pub mod proc;
+pub mod profile;
 pub mod report;
 pub mod slot;
+pub mod x11;

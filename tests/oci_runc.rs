@@ -257,10 +257,16 @@ fn checkpoint_restore(
         .checkpoint(id, &images, &work, &[])
         .unwrap_or_else(|e| panic!("checkpoint: {e}"));
     eprintln!("checkpoint: {} ms, argv {:?}", out.duration_ms, out.argv);
-    assert!(out.argv.iter().any(|a| a == "--criu"));
-    assert!(out.argv.iter().any(|a| a == CRIU));
+    // The runtime reaches CRIU through its PATH, never --criu (runc removed it in 1.4), and
+    // CRIU's own log proves which one ran.
+    assert!(!out.argv.iter().any(|a| a == "--criu"), "{:?}", out.argv);
     fx.runtime.prove_gone(id).unwrap();
     let dump_log = std::fs::read_to_string(work.join("dump.log")).unwrap();
+    assert_eq!(
+        netprobe::probe::runtime_cycle::criu_version_in_log(&dump_log).as_deref(),
+        Some("4.2.1"),
+        "dump.log names the requested CRIU ({CRIU})"
+    );
     let inv = inventory(&images);
 
     let out = fx
@@ -530,7 +536,10 @@ fn strace_wraps_checkpoint_and_restore() {
     assert_eq!(trace, fx.p("work/strace-checkpoint.txt"));
     let text = std::fs::read_to_string(&trace).unwrap();
     assert!(text.contains("execve(\"/usr/bin/runc\""), "no runc execve");
-    assert!(text.contains(CRIU), "the exec of criu is in the trace");
+    assert!(
+        text.contains("netprobe-criu-path-") && text.contains("/criu\""),
+        "the exec of the criu of the runtime's private PATH folder is in the trace"
+    );
     assert!(
         out.argv.iter().any(|a| a == "execve"),
         "-b execve: {:?}",

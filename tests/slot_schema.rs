@@ -38,9 +38,26 @@ fn status_validates_and_probe_gate() {
     let sd = state_dir(&tmp);
     let _c = CleanupOnDrop(sd.clone(), vec![41, 50, 51, 52, 53, 54, 55, 56]);
     let img = sleep_image(tmp.path());
-    // A real probe run with the default runtime and CRIU (the ones provision uses).
+    // A real probe run with the slot driver's default runtime and CRIU (the ones provision
+    // uses; `netprobe run`'s own defaults follow the pins, see host::pinned_default_*).
     let ev = tmp.path().join("probe");
-    let (code, out, err) = cli(&["run", "--evidence", ev.to_str().unwrap(), "--quiet"], &[]);
+    let (rt, cr) = (
+        netprobe::host::default_runtime(),
+        netprobe::host::default_criu(),
+    );
+    let (code, out, err) = cli(
+        &[
+            "run",
+            "--evidence",
+            ev.to_str().unwrap(),
+            "--quiet",
+            "--runtime",
+            rt.to_str().unwrap(),
+            "--criu",
+            cr.to_str().unwrap(),
+        ],
+        &[],
+    );
     assert_eq!(code, Some(0), "netprobe run: {out}{err}");
     assert!(
         out.contains("runtime-empty-ns") || out.contains("runtime-preserves-netns"),

@@ -10,7 +10,9 @@
 //! Sections: `logs` (assertions vs `grep -c -F`), `links` (CRIU-exact link dump vs
 //! `ip -j link show`), `state` (NetState capture vs three `ip` processes), `ladder` (the whole
 //! `netprobe run` and netprobe's share of it), `slot` (slot driver restore/reset vs bare
-//! `runc restore`), `images` (`netprobe images` vs `crit show` of a 10,001-link netdev image). Needs root. Every line: what was measured, netprobe's median, the peer's
+//! `runc restore`), `images` (`netprobe images` vs `crit show` of a 10,001-link netdev image),
+//! `matrix` (a 3×3 `netprobe matrix` side by side vs one cell after another).
+//! Needs root. Every line: what was measured, netprobe's median, the peer's
 //! median, the ratio netprobe/peer (lower is better), the runs per side. Times are wall times
 //! on the monotonic clock. Nothing here asserts a time: these are benchmarks, not tests.
 
@@ -18,6 +20,7 @@ mod images;
 mod ladder;
 mod links;
 mod logs;
+mod matrix;
 mod netns;
 mod procmon;
 mod rawdump;
@@ -36,7 +39,9 @@ pub struct Config {
 }
 
 /// All sections, in run order.
-const SECTIONS: [&str; 6] = ["logs", "links", "state", "ladder", "slot", "images"];
+const SECTIONS: [&str; 7] = [
+    "logs", "links", "state", "ladder", "slot", "images", "matrix",
+];
 
 /// The netprobe binary the ladder and slot sections run: `$NETPROBE_EXE`, else the one cargo
 /// built beside this bench (`target/release/netprobe` under `cargo bench`).
@@ -110,6 +115,7 @@ fn main() {
             "ladder" => ladder::run(&cfg),
             "slot" => slot::run(&cfg),
             "images" => images::run(&cfg),
+            "matrix" => matrix::run(&cfg),
             _ => unreachable!(),
         };
         if let Err(e) = r {

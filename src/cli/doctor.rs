@@ -19,8 +19,12 @@ pub struct DoctorCmd {
 
 impl Execute for DoctorCmd {
     fn execute(self) -> ExitCode {
-        let criu = self.criu.unwrap_or_else(netprobe::host::default_criu);
-        let runtime = self.runtime.unwrap_or_else(netprobe::host::default_runtime);
+        let criu = self
+            .criu
+            .unwrap_or_else(netprobe::host::pinned_default_criu);
+        let runtime = self
+            .runtime
+            .unwrap_or_else(netprobe::host::pinned_default_runtime);
         let prereqs = netprobe::host::doctor(&criu, &runtime);
         super::out::raw(netprobe::report::console::doctor_text(&prereqs));
         if netprobe::host::doctor_ok(&prereqs) {

@@ -15,11 +15,13 @@ use netprobe::evidence::result::VerdictCode;
 use netprobe::exit::ExitClass;
 use std::process::ExitCode;
 
+mod cgroup;
 mod completions;
 mod diff;
 mod doctor;
 mod holder;
 mod images;
+mod matrix;
 pub mod out;
 mod report;
 mod run;
@@ -57,9 +59,11 @@ commands! {
     Verify(verify::VerifyCmd),
     Report(report::ReportCmd),
     Diff(diff::DiffCmd),
+    Matrix(matrix::MatrixCmd),
     Doctor(doctor::DoctorCmd),
     Slot(slot::SlotCmd),
     Images(images::ImagesCmd),
+    Cgroup(cgroup::CgroupCmd),
     Completions(completions::CompletionsCmd),
     Man(completions::ManCmd),
     #[command(name = "__holder", hide = true)]

@@ -9,9 +9,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 const EXAMPLES: &str = "Examples:
-  sudo netprobe run                                   # the whole ladder: runc in PATH, CRIU 4.2.1
+  sudo netprobe run                                   # the whole ladder: newest /opt/runc-*, CRIU 4.3
+  sudo netprobe run --runtime /opt/crun-1.28/bin/crun --expect runtime-preserves-netns   # the control runtime
   sudo netprobe run --phases kernel,criu --strace     # the cheap rungs, CRIU under strace
-  sudo netprobe run --runtime /opt/runc-1.5.2/runc --expect runtime-empty-ns --evidence ev/runc-1.5.2
+  sudo netprobe run --runtime /opt/runc-1.5.2/sbin/runc --expect runtime-empty-ns --evidence ev/runc-1.5.2
   sudo netprobe run --criu /opt/criu-4.1.1/sbin/criu --evidence ev/criu-4.1.1 && netprobe diff ev/runc-1.5.2 ev/criu-4.1.1
 ";
 
@@ -25,10 +26,10 @@ pub struct RunCmd {
     /// New evidence folder (must not exist or be empty). Default: ./evidence/<UTC time>-<pid>.
     #[arg(long)]
     evidence: Option<PathBuf>,
-    /// OCI runtime binary. Default: runc in PATH.
+    /// OCI runtime binary (runc or crun). Default: the newest /opt/runc-<version>/sbin/runc set-up installed (closest to the pinned 1.5.2), else runc in PATH.
     #[arg(long)]
     runtime: Option<PathBuf>,
-    /// CRIU binary. Default: /opt/criu-4.2.1/sbin/criu, else /opt/criu-4.1.1/sbin/criu, else criu in PATH.
+    /// CRIU binary; the runtime reaches it through its PATH. Default: /opt/criu-4.3/sbin/criu (the pin), else /opt/criu-4.2.1/sbin/criu, else /opt/criu-4.1.1/sbin/criu, else criu in PATH.
     #[arg(long)]
     criu: Option<PathBuf>,
     /// Rootfs for the runtime rungs (must have sleep; the declared differences name it). Default: a busybox rootfs built by netprobe.
@@ -63,8 +64,10 @@ impl Execute for RunCmd {
         let opts = RunOptions {
             phases,
             evidence: a.evidence,
-            runtime: a.runtime.unwrap_or_else(netprobe::host::default_runtime),
-            criu: a.criu.unwrap_or_else(netprobe::host::default_criu),
+            runtime: a
+                .runtime
+                .unwrap_or_else(netprobe::host::pinned_default_runtime),
+            criu: a.criu.unwrap_or_else(netprobe::host::pinned_default_criu),
             rootfs: a.rootfs,
             strace: a.strace,
             exe: netprobe::ns::default_exe(),

@@ -19,6 +19,13 @@ pub struct VerifyCmd {
 
 impl Execute for VerifyCmd {
     fn execute(self) -> ExitCode {
+        if self
+            .dir
+            .join(netprobe::matrix::model::MATRIX_FILE)
+            .is_file()
+        {
+            return netprobe::matrix::cli::handle_verify(&self.dir);
+        }
         let o = match netprobe::probe::verify::verify(&self.dir) {
             Ok(o) => o,
             Err(e) => return fail(ExitClass::Usage, e),

@@ -112,6 +112,45 @@ pub fn default_criu() -> PathBuf {
     find_in_path(Path::new("criu")).unwrap_or_else(|| PathBuf::from("criu"))
 }
 
+/// CRIU 4.3, the seed's pin, installed from Debian's binary package by `host/install-pins.sh`.
+pub const PRIVATE_CRIU_4_3: &str = "/opt/criu-4.3/sbin/criu";
+
+/// The ladder's default CRIU (`netprobe run`, `doctor`): the one closest to the pin that set-up
+/// installed, [`PRIVATE_CRIU_4_3`], else [`default_criu`]. (The slot driver keeps
+/// [`default_criu`].)
+pub fn pinned_default_criu() -> PathBuf {
+    let p = Path::new(PRIVATE_CRIU_4_3);
+    if is_executable_file(p) {
+        return p.to_path_buf();
+    }
+    default_criu()
+}
+
+/// The ladder's default OCI runtime (`netprobe run`, `doctor`): the runc closest to the seed's
+/// pin (runc 1.5.2) that set-up installed, i.e. the newest `/opt/runc-<version>/sbin/runc`
+/// (`host/install-pins.sh`: 1.4.3 and 1.3.6; `host/install-runc.sh`: an operator's 1.5.2), else
+/// [`default_runtime`].
+pub fn pinned_default_runtime() -> PathBuf {
+    newest_runc_under(Path::new("/opt")).unwrap_or_else(default_runtime)
+}
+
+/// The `<dir>/runc-<version>/sbin/runc` with the highest version (numeric, dot-separated
+/// components compared in order), among executable files; `None` when there is none.
+pub fn newest_runc_under(dir: &Path) -> Option<PathBuf> {
+    let key = |v: &str| -> Vec<u64> { v.split('.').map(|c| c.parse().unwrap_or(0)).collect() };
+    std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().to_string_lossy().into_owned();
+            let version = name.strip_prefix("runc-")?.to_string();
+            let bin = dir.join(&name).join("sbin/runc");
+            (version.starts_with(|c: char| c.is_ascii_digit()) && is_executable_file(&bin))
+                .then(|| (key(&version), bin))
+        })
+        .max_by(|a, b| a.0.cmp(&b.0))
+        .map(|(_, bin)| bin)
+}
+
 /// The default OCI runtime: `runc` found in `$PATH`, else the bare name `runc`.
 pub fn default_runtime() -> PathBuf {
     find_in_path(Path::new("runc")).unwrap_or_else(|| PathBuf::from("runc"))
@@ -199,12 +238,50 @@ pub fn binary_facts_then<T>(
 ///
 /// Errors: [`HostError::Unusable`] (cannot start), [`HostError::NotRecognised`].
 fn recognise(resolved: &Path, kind: BinaryKind, what: &str) -> Result<(String, String), HostError> {
-    let outcome = run_version(resolved).map_err(|e| HostError::Unusable {
-        what: what.to_string(),
-        path: resolved.to_path_buf(),
-        detail: format!("cannot run --version: {e}"),
+    let outcome = run_version(resolved).map_err(|e| {
+        let detail = match missing_loader(resolved) {
+            Some(l) => format!(
+                "cannot run --version: its ELF interpreter (loader) {} is missing; reinstall it (run: sudo bash host/setup.sh)",
+                l.display()
+            ),
+            None => format!("cannot run --version: {e}"),
+        };
+        HostError::Unusable {
+            what: what.to_string(),
+            path: resolved.to_path_buf(),
+            detail,
+        }
     })?;
     let output = format!("{}{}", outcome.stdout, outcome.stderr);
+    if let Some(lib) = missing_library(&output) {
+        return Err(HostError::Unusable {
+            what: what.to_string(),
+            path: resolved.to_path_buf(),
+            detail: format!(
+                "cannot run: the shared library {lib} is missing (its loader said: {:?}); install the binary's libraries (run: sudo bash host/setup.sh)",
+                output.lines().next().unwrap_or("").trim()
+            ),
+        });
+    }
+    if kind == BinaryKind::Runtime
+        && let Some((name, _)) = parse_runtime_version(&output)
+        && name != "runc"
+        && name != "crun"
+    {
+        return Err(HostError::NotRecognised {
+            what: format!("{what} netprobe knows (runc or crun; this is {name})"),
+            article: kind.article().to_string(),
+            path: resolved.to_path_buf(),
+            output: output
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
+                .chars()
+                .take(200)
+                .collect(),
+        });
+    }
     let version = match kind {
         BinaryKind::Criu => parse_criu_version(&output),
         BinaryKind::Runtime => parse_runtime_version(&output).map(|(_, v)| v),
@@ -221,6 +298,47 @@ fn recognise(resolved: &Path, kind: BinaryKind, what: &str) -> Result<(String, S
         });
     };
     Ok((version, output))
+}
+
+/// The shared library the dynamic loader could not find, from its message
+/// (`…: error while loading shared libraries: libseccomp.so.2: cannot open shared object file…`
+/// → `libseccomp.so.2`); `None` when the output says nothing of the kind.
+pub fn missing_library(output: &str) -> Option<String> {
+    const MARK: &str = "error while loading shared libraries: ";
+    let at = output.find(MARK)? + MARK.len();
+    let lib = output[at..].split(':').next()?.trim();
+    (!lib.is_empty()).then(|| lib.to_string())
+}
+
+/// The ELF interpreter (`PT_INTERP`, e.g. `/opt/runc-1.4.3/lib/ld-linux-x86-64.so.2`) of the
+/// 64-bit little-endian ELF at `path` when that interpreter does not exist: why `execve` says
+/// "No such file or directory" for a file that exists. `None` otherwise.
+pub fn missing_loader(path: &Path) -> Option<PathBuf> {
+    let b = std::fs::read(path).ok()?;
+    if b.len() < 64 || &b[..4] != b"\x7fELF" || b[4] != 2 || b[5] != 1 {
+        return None;
+    }
+    let u = |o: usize, n: usize| -> Option<usize> {
+        let s = b.get(o..o + n)?;
+        let mut a = [0u8; 8];
+        a[..n].copy_from_slice(s);
+        Some(u64::from_le_bytes(a) as usize)
+    };
+    let (phoff, phentsize, phnum) = (u(0x20, 8)?, u(0x36, 2)?, u(0x38, 2)?);
+    for i in 0..phnum {
+        let ph = phoff + i * phentsize;
+        if u(ph, 4)? == 3 {
+            let (off, size) = (u(ph + 8, 8)?, u(ph + 32, 8)?);
+            let raw = b.get(off..off + size)?;
+            let interp = PathBuf::from(
+                String::from_utf8_lossy(raw)
+                    .trim_end_matches('\0')
+                    .to_string(),
+            );
+            return (!interp.exists()).then_some(interp);
+        }
+    }
+    None
 }
 
 /// `<path> --version`: no shell, stdin `/dev/null`, `$CRIU_CONFIG_FILE` removed, 30 s bound.

@@ -12,14 +12,19 @@ pub mod facts;
 pub mod pins;
 
 pub use binary::{
-    BinaryKind, PRIVATE_CRIU, PRIVATE_CRIU_4_1, binary_facts, binary_facts_then, default_criu,
-    default_runtime, find_in_path, parse_runtime_version, program_name,
+    BinaryKind, PRIVATE_CRIU, PRIVATE_CRIU_4_1, PRIVATE_CRIU_4_3, binary_facts, binary_facts_then,
+    default_criu, default_runtime, find_in_path, missing_library, missing_loader,
+    newest_runc_under, parse_runtime_version, pinned_default_criu, pinned_default_runtime,
+    program_name,
 };
 pub use config::{criu_config_files, refuse_criu_config};
 pub use doctor::{Prereq, doctor, doctor_ok};
 pub use error::HostError;
 pub use facts::{cgroup_mode, host_facts};
-pub use pins::{check_pins, pin_differences, pin_differences_with_paths, pins};
+pub use pins::{
+    InstallRecord, check_pins, install_record, install_record_differences, pin_differences,
+    pin_differences_with_paths, pins,
+};
 
 use crate::criu::{Criu, CriuError};
 use crate::evidence::result::BinaryFacts;

@@ -131,6 +131,49 @@ fn sentence(c: &PinCheck, subject: &str) -> String {
     )
 }
 
+/// What `host/install-pins.sh` (or `install-runc.sh`) records in `<prefix>/netprobe-install.json`
+/// beside a binary it installed at `<prefix>/{bin,sbin}/<name>`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct InstallRecord {
+    /// The `[debian.NAME]` pin (or `operator-release`).
+    pub pin: String,
+    /// Debian package name.
+    pub package: String,
+    /// The version host/pins.toml pins.
+    pub pinned_version: String,
+    /// The version installed (the newest the suite served when the pin was gone).
+    pub installed_version: String,
+    /// The suite it came from (`experimental`, `sid`, …; `release` for an operator's release).
+    pub suite: String,
+}
+
+/// The install record beside `binary` (`<binary>/../../netprobe-install.json`), if any.
+pub fn install_record(binary: &std::path::Path) -> Option<InstallRecord> {
+    let prefix = binary.parent()?.parent()?;
+    let text = std::fs::read_to_string(prefix.join("netprobe-install.json")).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// One declared difference per binary of `host` whose install record says set-up installed
+/// another version than host/pins.toml pins (the archive stopped serving the pin), e.g.
+/// `runtime /opt/runc-1.4.4/sbin/runc: set-up installed Debian runc 1.4.4+ds1-1 from
+/// experimental, not the pinned 1.4.3+ds1-1 (the suite no longer serves it)`.
+pub fn install_record_differences(host: &HostFacts) -> Vec<String> {
+    [("criu", host.criu.as_ref()), ("runtime", host.runtime.as_ref())]
+        .into_iter()
+        .filter_map(|(name, f)| {
+            let f = f?;
+            let r = install_record(std::path::Path::new(&f.path))?;
+            (r.installed_version != r.pinned_version).then(|| {
+                format!(
+                    "{name} {}: set-up installed Debian {} {} from {}, not the pinned {} (the suite no longer serves it; see host/pins.toml)",
+                    f.path, r.package, r.installed_version, r.suite, r.pinned_version
+                )
+            })
+        })
+        .collect()
+}
+
 /// The first 4 hex digits of a sha256 followed by `…` (the full value is in the pin checks).
 pub fn short_sha(s: &str) -> String {
     let head: String = s.chars().take(4).collect();

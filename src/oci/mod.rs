@@ -16,6 +16,7 @@ pub mod container;
 pub mod error;
 pub mod rootfs;
 pub mod runtime;
+pub mod runtime_env;
 
 pub use bundle::{
     BundleInfo, BundleSpec, CONFIG_JSON, NetnsSpec, Resources, build_spec, config_sha256,
@@ -28,6 +29,7 @@ pub use rootfs::{
     check_rootfs, sleep_candidates,
 };
 pub use runtime::{
-    ContainerGuard, ContainerState, Runtime, RuntimeOutcome, read_pid_file, refuse_existing,
+    CRUN_DEFAULT_ROOT, ContainerGuard, ContainerState, HYBRID_UNIFIED_MOUNT, Runtime, RuntimeKind,
+    RuntimeOutcome, crun_quirks, host_is_hybrid, read_pid_file, refuse_existing,
     unique_container_id,
 };

@@ -1,9 +1,17 @@
-//! OCI runtime wrapper (runc first; the argv is the common runc/crun CLI).
+//! OCI runtime wrapper (runc and crun; the argv is their common CLI).
 //!
 //! Every call spawns the runtime binary directly (never a shell), always with `--root <private
-//! state dir>` and, when configured, `--criu <binary>` (runc 1.1 global option, "path to the criu
-//! binary used for checkpoint and restore"), so the runtime never picks whatever `criu` is first
-//! in `PATH` (Debian 12's 3.17 does not work on kernels >= 6.13).
+//! state dir>`. The runtime is pointed at the requested CRIU through its `PATH`: a private folder
+//! holding only a `criu` symlink comes first (runc ignores `--criu` since 1.2 and removed it in
+//! 1.4; runc and crun's libcriu exec the first `criu` in `PATH`), so the runtime never picks
+//! whatever `criu` the host has (Debian 12's 3.17 does not work on kernels >= 6.13).
+//!
+//! crun on a hybrid-cgroup host (cgroup2 at `/sys/fs/cgroup/unified`) refuses to run ("cgroups
+//! in hybrid mode not supported"): each crun call then runs in a private mount namespace with
+//! that mount detached (never on the host), with `--cgroup-manager=cgroupfs`. crun 1.28 records
+//! `/run/crun/.empty-directory` for directory `maskedPaths` at checkpoint but looks under
+//! `<root>/.empty-directory` at restore, so inside that mount namespace the private state folder
+//! is bind-mounted on `/run/crun` and crun gets `--root /run/crun` (see [`crun_quirks`]).
 
 use std::ffi::OsString;
 use std::fs;
@@ -13,6 +21,10 @@ use std::time::Instant;
 
 use super::bundle::now_nanos;
 use super::error::{OciError, Result, io_err};
+pub use super::runtime_env::{
+    CRUN_DEFAULT_ROOT, HYBRID_UNIFIED_MOUNT, RuntimeKind, crun_quirks, host_is_hybrid,
+};
+use super::runtime_env::{CriuPathDir, CrunNamespace};
 
 /// Bytes of stderr (from the end) kept in [`OciError::Failed`].
 const STDERR_TAIL_BYTES: usize = 2000;
@@ -24,8 +36,11 @@ pub struct Runtime {
     pub path: PathBuf,
     /// Private state directory, always passed as `--root` (never the shared `/run/runc`).
     pub root: PathBuf,
-    /// CRIU binary, passed as `--criu` when set (e.g. `/opt/criu-4.1.1/sbin/criu`).
+    /// CRIU binary the runtime must use (e.g. `/opt/criu-4.3/sbin/criu`): when set, every call
+    /// runs with a private folder holding only a `criu` symlink to it first in `PATH`.
     pub criu: Option<PathBuf>,
+    /// The runtime's CLI kind (crun gets its host quirks handled, see the module doc).
+    pub kind: RuntimeKind,
     /// strace binary: when set, `checkpoint` and `restore` run as
     /// `strace -f -b execve -tt -o <work_path>/strace-{checkpoint,restore}.txt <runtime> …`:
     /// the runtime and its forks are traced, and strace detaches from a process when it execs,
@@ -34,6 +49,9 @@ pub struct Runtime {
     /// 4.2 or later cannot start at all (its kerndat breakpoints probe needs PTRACE_TRACEME);
     /// both measured here with runc 1.1.5 and CRIU 4.1.1 / 4.2.1.
     pub strace: Option<PathBuf>,
+    /// Pass the global `--systemd-cgroup` (runc/crun: the systemd cgroup driver; `cgroupsPath`
+    /// must then be `slice:prefix:name`, see `crate::cgroup::systemd`). False: cgroupfs.
+    pub systemd_cgroup: bool,
 }
 
 /// The longest any one runtime call may take by default before its whole process tree is killed
@@ -92,13 +110,31 @@ enum Stdio3 {
 impl Runtime {
     /// A runtime at `path` using the private state directory `root` and, when given, the CRIU
     /// binary `criu`. Nothing is checked or created here; `root` is created by the runtime.
+    /// The kind is guessed from the file name ([`RuntimeKind::guess_from_path`]); set the proven
+    /// one with [`Runtime::with_kind`].
     pub fn new(path: impl Into<PathBuf>, root: impl Into<PathBuf>, criu: Option<PathBuf>) -> Self {
+        let path = path.into();
         Self {
-            path: path.into(),
+            kind: RuntimeKind::guess_from_path(&path),
+            path,
             root: root.into(),
             criu,
             strace: None,
+            systemd_cgroup: false,
         }
+    }
+
+    /// The same runtime with the systemd cgroup driver (`--systemd-cgroup` on every call) when
+    /// `on`, cgroupfs otherwise.
+    pub fn with_systemd_cgroup(mut self, on: bool) -> Self {
+        self.systemd_cgroup = on;
+        self
+    }
+
+    /// The same runtime, known to be of `kind` (from its `--version`).
+    pub fn with_kind(mut self, kind: RuntimeKind) -> Self {
+        self.kind = kind;
+        self
     }
 
     /// The same runtime with `checkpoint` and `restore` wrapped in strace (binary `strace`); see
@@ -243,6 +279,12 @@ impl Runtime {
             "--work-path".into(),
             work_path.into(),
         ];
+        args.extend(
+            self.kind
+                .checkpoint_restore_args()
+                .iter()
+                .map(OsString::from),
+        );
         args.extend(extra.iter().map(OsString::from));
         args.push(id.into());
         let strace = self
@@ -290,6 +332,12 @@ impl Runtime {
             "--pid-file".into(),
             pid_file.into(),
         ];
+        args.extend(
+            self.kind
+                .checkpoint_restore_args()
+                .iter()
+                .map(OsString::from),
+        );
         args.extend(extra.iter().map(OsString::from));
         args.push(id.into());
         let strace = self
@@ -349,14 +397,28 @@ impl Runtime {
         }
     }
 
-    /// Global options: `--root R [--criu C]`.
+    /// Global options: `--root R [--systemd-cgroup]` (runc); `--root /run/crun
+    /// --cgroup-manager=cgroupfs|systemd` (crun, whose private root is bind-mounted there, see
+    /// [`CrunNamespace`]). Never `--criu`: the runtime finds CRIU through its PATH.
     fn global_args(&self) -> Vec<OsString> {
-        let mut g: Vec<OsString> = vec!["--root".into(), self.root.clone().into()];
-        if let Some(c) = &self.criu {
-            g.push("--criu".into());
-            g.push(c.clone().into());
+        match self.kind {
+            RuntimeKind::Runc => {
+                let mut g: Vec<OsString> = vec!["--root".into(), self.root.clone().into()];
+                if self.systemd_cgroup {
+                    g.push("--systemd-cgroup".into());
+                }
+                g
+            }
+            RuntimeKind::Crun => vec![
+                "--root".into(),
+                CRUN_DEFAULT_ROOT.into(),
+                if self.systemd_cgroup {
+                    "--cgroup-manager=systemd".into()
+                } else {
+                    "--cgroup-manager=cgroupfs".into()
+                },
+            ],
         }
-        g
     }
 
     /// Spawn the runtime (optionally under strace), wait, capture. Never fails on a non-zero
@@ -416,6 +478,13 @@ impl Runtime {
 
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..]).stdin(Stdio::null());
+        let criu_dir = match &self.criu {
+            Some(c) => Some(CriuPathDir::new(c, &mut cmd)?),
+            None => None,
+        };
+        if self.kind == RuntimeKind::Crun {
+            CrunNamespace::new(&self.root)?.apply(&mut cmd);
+        }
         match stdio {
             Stdio3::Piped => {
                 cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -449,6 +518,7 @@ impl Runtime {
             }
         };
         let duration_ms = output.duration.as_millis() as u64;
+        drop(criu_dir);
         let stderr = match &log {
             Some(f) => fs::read_to_string(f.path()).unwrap_or_default(),
             None => String::from_utf8_lossy(&output.stderr).into_owned(),

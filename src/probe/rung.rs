@@ -15,6 +15,11 @@ pub struct RungCtx<'a> {
     pub criu: PathBuf,
     /// OCI runtime binary.
     pub runtime: PathBuf,
+    /// The runtime's kind, from its `--version` (None when no runtime rung runs).
+    pub runtime_kind: Option<crate::oci::RuntimeKind>,
+    /// The requested CRIU's version (`criu --version`): the runtime rungs fail unless CRIU's
+    /// own dump.log/restore.log name it.
+    pub criu_version: String,
     /// Rootfs for runtime rungs; `None` = built-in busybox rootfs.
     pub rootfs: Option<PathBuf>,
     /// Wrap CRIU / the runtime in `strace -f`.

@@ -213,11 +213,20 @@ pub fn run(
         opts.rootfs.as_deref(),
         opts.netns,
     ));
+    let runtime_kind = runtime_facts
+        .as_ref()
+        .and_then(|f| crate::oci::RuntimeKind::from_version_output(&f.version_output));
+    if let Some(kind) = runtime_kind {
+        declared.extend(crate::oci::crun_quirks(kind, crate::oci::host_is_hybrid()));
+    }
+    declared.extend(host::install_record_differences(&host_facts));
 
     let ctx_base = RungCtx {
         evidence: &ev,
         criu: opts.criu.clone(),
         runtime: opts.runtime.clone(),
+        runtime_kind,
+        criu_version: criu_facts.version.clone(),
         rootfs: opts.rootfs.clone(),
         strace: opts.strace,
         exe: opts.exe.clone(),

@@ -1,7 +1,9 @@
 //! The OCI runtime cycle shared by the `oci` and `external-netns` rungs: bundle (read-only
 //! rootfs, `sleep`, stdio on /dev/null, private `--root`), create + start, capture the netns
 //! state through the container's pid, checkpoint, prove the container gone, restore, capture
-//! again, kill + delete. The runtime is always pointed at netprobe's CRIU (`--criu PATH`).
+//! again, kill + delete. The runtime is pointed at netprobe's CRIU through its `PATH` (see
+//! [`crate::oci::Runtime`]), and the rung fails unless CRIU's own dump.log and restore.log name
+//! the requested CRIU version (`Version: X` at the top of a -v4 log).
 //! Files in the rung folder: `config.json`, `images/`, `images.json`, `dump.log` and
 //! `restore.log` (CRIU's, the rung folder is the runtime's work path), `netstate-before.json`,
 //! `netstate-after.json`, `ip-before.txt`, `ip-after.txt`, `runtime-*.json` (argv, exit code,
@@ -109,6 +111,10 @@ pub fn run_cycle(
         work.path().join("runtime-root"),
         Some(ctx.criu.clone()),
     );
+    if let Some(kind) = ctx.runtime_kind {
+        runtime = runtime.with_kind(kind);
+    }
+    out.fact("runtime_kind", runtime.kind.as_str());
     if ctx.strace {
         // strace -f -b execve: the runtime and its forks; CRIU runs untraced (see oci::Runtime).
         runtime = runtime.with_strace("strace");
@@ -139,12 +145,16 @@ pub fn run_cycle(
     crate::ns::cleanup::checkpoint();
     reverify().map_err(|e| RungError::new("holder", e))?;
     checkpoint(ctx, &mut c, &runtime, work.path(), &dir, &rel, &images, out)?;
+    let ran = prove_criu_version(&dir.join("dump.log"), &ctx.criu_version, &ctx.criu)?;
+    out.fact("criu_version_dump_log", ran);
 
     crate::ns::cleanup::checkpoint();
     reverify().map_err(|e| RungError::new("holder", e))?;
     let rs = out.timed("restore", || c.restore(&images, &dir, &[]));
     let o = rs.map_err(runtime_err("runtime restore", dir.join("restore.log")))?;
     let _ = ev.write_json(&rel("runtime-restore.json"), &o);
+    let ran = prove_criu_version(&dir.join("restore.log"), &ctx.criu_version, &ctx.criu)?;
+    out.fact("criu_version_restore_log", ran);
     let pid = c.read_pid().map_err(at("runtime state (after restore)"))?;
     out.fact("container_pid_after", pid);
     // The restored init's own netns inode, beside the holder's (the external-netns rung asserts
@@ -254,6 +264,47 @@ fn runtime_err(phase: &'static str, log: PathBuf) -> impl FnOnce(oci::OciError) 
     move |e| {
         let hint = util::read_log_hint(&e.to_string(), &log);
         RungError::new(phase, format!("{e}{hint}"))
+    }
+}
+
+/// The CRIU version a -v4 log names in its `Version: X (gitid …)` line (among its first 50
+/// lines), e.g. `(00.000000) Version: 4.3 (gitid 0)` → `4.3`. `None` when there is none.
+pub fn criu_version_in_log(text: &str) -> Option<String> {
+    text.lines().take(50).find_map(|l| {
+        let at = l.find("Version: ")? + "Version: ".len();
+        l[at..].split_whitespace().next().map(str::to_string)
+    })
+}
+
+/// Proves from CRIU's own log that the requested CRIU ran: the log's version line must equal
+/// `want`. Returns the version seen.
+///
+/// Errors (phase `criu identity`): the log is missing, names no version, or another version.
+fn prove_criu_version(log: &Path, want: &str, criu: &Path) -> Result<String, RungError> {
+    let text = std::fs::read_to_string(log).map_err(|e| {
+        RungError::new(
+            "criu identity",
+            format!("cannot read {} to prove which CRIU ran: {e}", log.display()),
+        )
+    })?;
+    match criu_version_in_log(&text) {
+        Some(v) if v == want => Ok(v),
+        Some(v) => Err(RungError::new(
+            "criu identity",
+            format!(
+                "{} says CRIU {v} ran, but {} ({want}) was requested: the runtime did not use the CRIU first in its PATH",
+                log.display(),
+                criu.display()
+            ),
+        )),
+        None => Err(RungError::new(
+            "criu identity",
+            format!(
+                "{} names no CRIU version (no 'Version: ' line at its top): cannot prove that {} ({want}) ran",
+                log.display(),
+                criu.display()
+            ),
+        )),
     }
 }
 

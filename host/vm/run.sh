@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# Boot netprobe's test-host VM, run one shell command inside as root, bring its output back.
+#
+#   bash host/vm/run.sh --out DIR [--image DIR] [--put PATH]... [--timeout SECS]
+#                       [--kernel SUITE] [--accel auto|tcg|kvm] -- 'COMMAND'
+#
+# The command runs in the guest by /bin/sh with its working directory /io/out; files put with
+# --put are under /io/in (read-only by convention). When it ends, DIR (which must not exist)
+# holds everything the command left in /io/out plus: stdout, stderr, rc (its exit code),
+# started/finished (epoch seconds), journal.txt (the guest's journal of that boot),
+# console.log (the serial console), vm.json (how the VM was run).
+#
+# The VM: qemu-system-x86_64 -smp 2 -m 2048, TCG (KVM only when `--accel kvm`, or with `auto`
+# when a short boot probe on this host, remembered per boot id, has proven it works), -kernel/
+# -initrd from the image, root disk read-only through snapshot=on (writes go to a deleted
+# temporary file, the cached image never changes), a second raw ext4 disk made with
+# `mkfs.ext4 -d` carries the command in and the results out (read back with debugfs rdump: no
+# loop device, no mount on the host), no network device.
+#
+# Always stops the VM: the boot is bounded by --timeout (default 600 s); a guest that does not
+# power off by then is killed (SIGTERM, then SIGKILL) and reported. On exit, also on error or
+# signal, the qemu process and the temporary directory (io disk, console log) are gone.
+#
+# Exit: the command's exit code when it ran; 3 host refused (not root, tool or image missing);
+# 4 the VM did not boot, hung or did not report (the reason on stderr, the console's tail too).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+log() { printf 'vm-run: %s\n' "$*" >&2; }
+die() { log "$2"; exit "$1"; }
+
+OUT="" IMAGE="" TIMEOUT=600 KERNEL="" ACCEL=${NETPROBE_VM_ACCEL:-auto}
+PUTS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) OUT=$2; shift 2 ;;
+    --image) IMAGE=$2; shift 2 ;;
+    --put) PUTS+=("$2"); shift 2 ;;
+    --timeout) TIMEOUT=$2; shift 2 ;;
+    --kernel) KERNEL=$2; shift 2 ;;
+    --accel) ACCEL=$2; shift 2 ;;
+    --) shift; break ;;
+    *) die 2 "unknown option $1 (see the header of host/vm/run.sh)" ;;
+  esac
+done
+[ $# -ge 1 ] || die 2 "no command given: run.sh --out DIR -- 'COMMAND'"
+CMD=$*
+[ -n "$OUT" ] || die 2 "--out DIR is required"
+[ ! -e "$OUT" ] || die 2 "--out $OUT exists: results are never written over"
+[ "$(id -u)" = 0 ] || die 3 "must run as root"
+case "$ACCEL" in auto|tcg|kvm) ;; *) die 2 "--accel must be auto, tcg or kvm" ;; esac
+[[ "$TIMEOUT" =~ ^[0-9]+$ ]] || die 2 "--timeout must be whole seconds"
+for t in qemu-system-x86_64 mkfs.ext4 debugfs timeout; do
+  command -v "$t" >/dev/null || die 3 "missing $t: apt-get install -y qemu-system-x86 e2fsprogs"
+done
+if [ -z "$IMAGE" ]; then
+  IMAGE=$(bash "$here/build-image.sh") || die $? "image build failed"
+fi
+[ -f "$IMAGE/done" ] && [ -f "$IMAGE/root.img" ] || die 3 "$IMAGE is not a built image (no done marker)"
+vmlinuz=$IMAGE/vmlinuz initrd=$IMAGE/initrd.img
+if [ -n "$KERNEL" ]; then
+  vmlinuz=$IMAGE/vmlinuz-$KERNEL initrd=$IMAGE/initrd-$KERNEL
+  [ -f "$vmlinuz" ] || die 3 "no kernel $KERNEL in $IMAGE: build with build-image.sh --suite-kernel $KERNEL"
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/netprobe-vm.XXXXXX")
+QPID=""
+cleanup() {
+  if [ -n "$QPID" ] && kill -0 "$QPID" 2>/dev/null; then
+    kill -TERM "$QPID" 2>/dev/null || true
+    sleep 1
+    kill -KILL "$QPID" 2>/dev/null || true
+    wait "$QPID" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# boot IMG_ACCEL IODIR BOUND CONSOLE: boot once; sets BOOT_RC (qemu's exit, 124 when the bound hit).
+boot() {
+  local accel=$1 io=$2 bound=$3 console=$4 size
+  size=$(( $(du -sm "$io" | cut -f1) + 768 ))
+  mkfs.ext4 -q -F -L netprobe-io -d "$io" "$work/io.img" "${size}M" >/dev/null
+  local cpu=()
+  [ "$accel" = kvm ] && cpu=(-cpu host)
+  qemu-system-x86_64 -accel "$accel" "${cpu[@]}" -smp 2 -m 2048 -nodefaults -display none \
+    -no-reboot -serial "file:$console" -monitor none -nic none \
+    -kernel "$vmlinuz" -initrd "$initrd" \
+    -append "root=/dev/vda rw console=ttyS0 panic=-1 systemd.show_status=1" \
+    -drive "file=$IMAGE/root.img,format=raw,if=virtio,snapshot=on" \
+    -drive "file=$work/io.img,format=raw,if=virtio" 2>"$work/qemu-stderr.txt" &
+  QPID=$!
+  local waited=0
+  while kill -0 "$QPID" 2>/dev/null && [ "$waited" -lt "$bound" ]; do
+    sleep 1; waited=$((waited + 1))
+  done
+  if kill -0 "$QPID" 2>/dev/null; then
+    kill -TERM "$QPID" 2>/dev/null || true
+    sleep 2
+    kill -KILL "$QPID" 2>/dev/null || true
+    wait "$QPID" 2>/dev/null || true
+    BOOT_RC=124
+  else
+    BOOT_RC=0
+    wait "$QPID" || BOOT_RC=$?
+  fi
+  QPID=""
+  BOOT_SECONDS=$waited
+}
+
+# KVM only where a short boot probe proved it here (remembered per boot id in the cache).
+choose_accel() {
+  accel=$ACCEL
+  [ "$ACCEL" != auto ] && return
+  accel=tcg
+  [ -c /dev/kvm ] || return
+  local cache=${NETPROBE_VM_CACHE:-/var/cache/netprobe/vm} bid memo
+  bid=$(cat /proc/sys/kernel/random/boot_id)
+  memo="$cache/kvm-probe-$bid"
+  if [ ! -f "$memo" ]; then
+    mkdir -p "$work/probe/out"
+    printf 'true\n' >"$work/probe/cmd.sh"
+    boot kvm "$work/probe" 30 "$work/probe-console.log"
+    if [ "$BOOT_RC" = 0 ] && debugfs -R "cat /out/rc" "$work/io.img" 2>/dev/null | grep -qx 0; then
+      echo kvm >"$memo"
+    else
+      { echo "tcg (kvm probe: qemu exit $BOOT_RC after ${BOOT_SECONDS}s)"; tail -5 "$work/qemu-stderr.txt"; } >"$memo"
+    fi
+    rm -f "$work/io.img"
+  fi
+  accel=$(head -1 "$memo" | cut -d' ' -f1)
+}
+
+choose_accel
+mkdir -p "$work/io/in" "$work/io/out"
+for p in "${PUTS[@]}"; do cp -a "$p" "$work/io/in/"; done
+printf '%s\n' "$CMD" >"$work/io/cmd.sh"
+log "booting $(basename "$vmlinuz") ($(cat "$IMAGE/kernel-version" 2>/dev/null)) with $accel, bound ${TIMEOUT}s"
+boot "$accel" "$work/io" "$TIMEOUT" "$work/console.log"
+
+mkdir -p "$work/result"
+debugfs -R "rdump /out $work/result" "$work/io.img" >"$work/debugfs.log" 2>&1 || true
+mkdir -p "$(dirname "$OUT")"
+if [ -d "$work/result/out" ]; then mv "$work/result/out" "$OUT"; else mkdir "$OUT"; fi
+cp "$work/console.log" "$OUT/console.log" 2>/dev/null || true
+cp "$work/qemu-stderr.txt" "$OUT/qemu-stderr.txt" 2>/dev/null || true
+printf '{"accel":"%s","kernel":"%s","image":"%s","timeout_s":%s,"seconds":%s,"qemu_exit":%s}\n' \
+  "$accel" "$(basename "$vmlinuz")" "$IMAGE" "$TIMEOUT" "$BOOT_SECONDS" "$BOOT_RC" >"$OUT/vm.json"
+if [ "$BOOT_RC" = 124 ]; then
+  tail -20 "$OUT/console.log" >&2 || true
+  die 4 "the guest did not power off within ${TIMEOUT}s: killed (console tail above, all in $OUT/console.log)"
+fi
+if [ ! -f "$OUT/rc" ]; then
+  tail -20 "$OUT/console.log" >&2 || true
+  die 4 "the guest powered off without running the command (qemu exit $BOOT_RC; console tail above)"
+fi
+rc=$(cat "$OUT/rc")
+log "command exit $rc after ${BOOT_SECONDS}s of VM; results in $OUT"
+exit "$rc"

@@ -1,0 +1,198 @@
+//! The `netprobe matrix` subcommand: its clap arguments and handler (kept here, apart from
+//! `main.rs`, so the CLI can move without touching the matrix logic).
+
+use super::{Expect, MatrixOptions, run_matrix, table};
+use crate::evidence::result::VerdictCode;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// `netprobe matrix` arguments.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:
+  sudo netprobe matrix --runtime /opt/runc-1.4.3/sbin/runc --runtime /opt/crun-1.28/bin/crun \\
+       --criu /opt/criu-4.2.1/sbin/criu --criu /opt/criu-4.3/sbin/criu \\
+       --expect runc=runtime-empty-ns --expect crun=runtime-preserves-netns --evidence ev/matrix
+  sudo netprobe matrix --config matrix.toml --baseline ev/matrix --evidence ev/matrix-2
+  netprobe verify ev/matrix
+
+A --config TOML file: runtimes = [\"PATH\", …], crius = [\"PATH\", …],
+[expect] \"<runtime path or file name, or *>\" = \"VERDICT\".")]
+pub struct MatrixArgs {
+    /// An OCI runtime (runc or crun); repeat for several.
+    #[arg(long = "runtime")]
+    pub runtimes: Vec<PathBuf>,
+    /// A CRIU binary; repeat for several.
+    #[arg(long = "criu")]
+    pub crius: Vec<PathBuf>,
+    /// A TOML file naming runtimes, crius and expectations (added to the options given).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// New matrix folder (must not exist or be empty). Default: ./evidence/matrix-<UTC time>-<pid>.
+    #[arg(long)]
+    pub evidence: Option<PathBuf>,
+    /// Expected verdict for every cell (VERDICT) or for one runtime's cells (RUNTIME=VERDICT,
+    /// RUNTIME its path or file name); repeatable. Exit 1 when a cell differs.
+    #[arg(long)]
+    pub expect: Vec<String>,
+    /// An earlier matrix folder: every cell's verdict is compared; exit 1 when any changed.
+    #[arg(long)]
+    pub baseline: Option<PathBuf>,
+    /// Runs side by side at most.
+    #[arg(long, default_value_t = 2)]
+    pub jobs: usize,
+    /// The longest one part (a `netprobe run`) may take, seconds.
+    #[arg(long, default_value_t = 600)]
+    pub cell_timeout: u64,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    #[serde(default)]
+    runtimes: Vec<PathBuf>,
+    #[serde(default)]
+    crius: Vec<PathBuf>,
+    #[serde(default)]
+    expect: std::collections::BTreeMap<String, String>,
+}
+
+fn verdict(s: &str) -> Result<VerdictCode, String> {
+    VerdictCode::parse(s).ok_or_else(|| {
+        let all: Vec<&str> = VerdictCode::ALL.iter().map(|v| v.as_str()).collect();
+        format!("unknown verdict {s:?}; one of: {}", all.join(", "))
+    })
+}
+
+/// `VERDICT` or `RUNTIME=VERDICT` (`*=VERDICT` = all).
+///
+/// Errors: the verdict is unknown (the message lists the known ones).
+pub fn parse_expect(s: &str) -> Result<Expect, String> {
+    match s.rsplit_once('=') {
+        Some((r, v)) => Ok(Expect {
+            runtime: (r != "*").then(|| r.to_string()),
+            verdict: verdict(v)?,
+        }),
+        None => Ok(Expect {
+            runtime: None,
+            verdict: verdict(s)?,
+        }),
+    }
+}
+
+/// Builds the options from the arguments and the optional TOML file.
+///
+/// Errors: the file cannot be read or parsed; an expectation names an unknown verdict.
+pub fn options(a: &MatrixArgs, exe: PathBuf) -> Result<MatrixOptions, String> {
+    let mut runtimes = a.runtimes.clone();
+    let mut crius = a.crius.clone();
+    let mut expect = Vec::new();
+    if let Some(f) = &a.config {
+        let text =
+            std::fs::read_to_string(f).map_err(|e| format!("--config {}: {e}", f.display()))?;
+        let c: ConfigFile =
+            toml::from_str(&text).map_err(|e| format!("--config {}: {e}", f.display()))?;
+        runtimes.extend(c.runtimes);
+        crius.extend(c.crius);
+        for (r, v) in c.expect {
+            expect.push(parse_expect(&format!("{r}={v}"))?);
+        }
+    }
+    for e in &a.expect {
+        expect.push(parse_expect(e)?);
+    }
+    let evidence = a.evidence.clone().unwrap_or_else(|| {
+        PathBuf::from("evidence").join(format!(
+            "matrix-{}-{}",
+            chrono::Utc::now().format("%Y%m%dT%H%M%SZ"),
+            std::process::id()
+        ))
+    });
+    Ok(MatrixOptions {
+        runtimes,
+        crius,
+        evidence,
+        expect,
+        baseline: a.baseline.clone(),
+        jobs: a.jobs.max(1),
+        cell_timeout: Duration::from_secs(a.cell_timeout.max(1)),
+        exe,
+    })
+}
+
+/// Runs `netprobe matrix`: prints the table, expectation misses and baseline changes.
+/// Exit: 0 every cell as expected and unchanged; 1 a cell differs from `--expect` or changed
+/// against `--baseline`; 2 usage; 3 host refused (not root), or a part was refused (and nothing
+/// differed); 4 a part could not run or hung (and nothing else).
+pub fn handle(a: MatrixArgs, exe: PathBuf) -> ExitCode {
+    let opts = match options(&a, exe) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("netprobe: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let m = match run_matrix(&opts) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("netprobe: {e}");
+            return ExitCode::from(e.exit_code());
+        }
+    };
+    print!("{}", table::render_markdown(&m));
+    let mut code = 0u8;
+    for c in m.cells.iter().filter(|c| c.unexpected()) {
+        println!(
+            "unexpected: {}: {} (expected {})",
+            c.label,
+            c.verdict.as_str(),
+            c.expected.map(|v| v.as_str()).unwrap_or("")
+        );
+        code = 1;
+    }
+    for line in table::baseline_changes(&m) {
+        println!("changed against the baseline: {line}");
+        code = 1;
+    }
+    if code == 0 {
+        if m.parts.iter().any(|p| p.exit_code == Some(3)) {
+            code = 3;
+        } else if m
+            .parts
+            .iter()
+            .any(|p| p.error.is_some() || p.exit_code == Some(4))
+        {
+            code = 4;
+        }
+    }
+    println!(
+        "matrix: {}",
+        opts.evidence.join(super::model::MATRIX_FILE).display()
+    );
+    ExitCode::from(code)
+}
+
+/// `netprobe verify DIR` when DIR holds `matrix.json`: exit 0 reproduced, 1 not, 2 unreadable.
+pub fn handle_verify(dir: &std::path::Path) -> ExitCode {
+    match table::verify_matrix(dir) {
+        Err(e) => {
+            eprintln!("netprobe: {e}");
+            ExitCode::from(2)
+        }
+        Ok((problems, parts)) => {
+            println!(
+                "verify {} (matrix): {parts} part folder(s) verified",
+                dir.display()
+            );
+            for p in &problems {
+                println!("  MISMATCH {p}");
+            }
+            if problems.is_empty() {
+                println!("reproduced: every part and every cell verdict");
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}

@@ -1,0 +1,478 @@
+//! `netprobe matrix`: runtimes × CRIUs in one command. The kernel rung runs once, the criu rung
+//! once per CRIU, the runtime rungs (oci, external-netns) once per pair — each as its own
+//! `netprobe run` with its own evidence folder under one matrix folder — then every cell's
+//! verdict is computed from its three parts as `netprobe run` computes a whole ladder's
+//! ([`crate::probe::verdict::compute`]). Writes `matrix.json` (schema:
+//! `evidence-schema/matrix.schema.json`) and `matrix.md` (the table).
+//!
+//! Parts run side by side (`--jobs`, default 2): each is a separate process with its own
+//! container ids (pid + nanoseconds), work area, holders and network namespaces, private runtime
+//! root and private CRIU `PATH` folder; CRIU's kernel-feature cache is not used here (`/run` is
+//! not tmpfs), so nothing they write is shared. A part that does not end within
+//! `--cell-timeout` gets SIGTERM (netprobe releases what it started), then SIGKILL after 30 s;
+//! its error is recorded and every other part's evidence is kept.
+
+pub mod cli;
+pub mod model;
+pub mod table;
+
+use crate::evidence::result::{RunResult, RungName, VerdictCode};
+use model::{MatrixBinary, MatrixCell, MatrixPart, MatrixResult};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// An expectation: one verdict for every cell, or for the cells of one runtime (matched by
+/// its path as given, or by its file name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expect {
+    /// `None`: every cell.
+    pub runtime: Option<String>,
+    /// The expected verdict.
+    pub verdict: VerdictCode,
+}
+
+/// What one matrix run needs.
+#[derive(Debug, Clone)]
+pub struct MatrixOptions {
+    /// Runtime binaries (rows).
+    pub runtimes: Vec<PathBuf>,
+    /// CRIU binaries (columns).
+    pub crius: Vec<PathBuf>,
+    /// New matrix folder (must not exist or be empty).
+    pub evidence: PathBuf,
+    /// Expectations (a runtime-specific one wins over one for all).
+    pub expect: Vec<Expect>,
+    /// An earlier matrix folder to compare every cell with.
+    pub baseline: Option<PathBuf>,
+    /// Parts run side by side at most (≥ 1).
+    pub jobs: usize,
+    /// The longest one part may take.
+    pub cell_timeout: Duration,
+    /// The netprobe binary that runs each part.
+    pub exe: PathBuf,
+}
+
+/// Why a matrix could not run at all (exit 2 usage, 3 host refused).
+#[derive(Debug, thiserror::Error)]
+pub enum MatrixError {
+    /// Bad input (no runtime/CRIU, existing folder, unreadable baseline or TOML file).
+    #[error("{0}")]
+    Usage(String),
+    /// Not root.
+    #[error("{0}")]
+    HostRefused(String),
+}
+
+impl MatrixError {
+    /// The README's exit class: 2 usage, 3 host refused.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            MatrixError::Usage(_) => 2,
+            MatrixError::HostRefused(_) => 3,
+        }
+    }
+}
+
+/// One `netprobe run` to start.
+struct Job {
+    folder: String,
+    phases: &'static str,
+    criu: PathBuf,
+    runtime: Option<PathBuf>,
+}
+
+/// Runs the matrix; returns the result (also in `<evidence>/matrix.json` and `matrix.md`).
+///
+/// Errors: [`MatrixError::Usage`] (no runtime or CRIU, the folder exists and is not empty, the
+/// baseline has no readable matrix.json), [`MatrixError::HostRefused`] (not root). A part that
+/// fails, is refused or hangs is recorded, not an error.
+pub fn run_matrix(opts: &MatrixOptions) -> Result<MatrixResult, MatrixError> {
+    if opts.runtimes.is_empty() || opts.crius.is_empty() {
+        return Err(MatrixError::Usage(
+            "netprobe matrix needs at least one --runtime and one --criu (or a --config file naming them)".into(),
+        ));
+    }
+    crate::host::check_root().map_err(|e| MatrixError::HostRefused(e.to_string()))?;
+    let baseline = match &opts.baseline {
+        Some(b) => Some(table::load_matrix(b).map_err(MatrixError::Usage)?),
+        None => None,
+    };
+    if opts.evidence.exists()
+        && std::fs::read_dir(&opts.evidence).is_ok_and(|mut d| d.next().is_some())
+    {
+        return Err(MatrixError::Usage(format!(
+            "matrix folder {} exists and is not empty: pass a new --evidence folder",
+            opts.evidence.display()
+        )));
+    }
+    std::fs::create_dir_all(opts.evidence.join("logs")).map_err(|e| {
+        MatrixError::Usage(format!("cannot create {}: {e}", opts.evidence.display()))
+    })?;
+    let started_at = now();
+    let t0 = Instant::now();
+    let binaries = binaries(opts);
+    let rslug: Vec<String> = (0..opts.runtimes.len())
+        .map(|i| slug(&binaries[i], i))
+        .collect();
+    let cslug: Vec<String> = (0..opts.crius.len())
+        .map(|i| slug(&binaries[opts.runtimes.len() + i], i))
+        .collect();
+    let mut jobs = vec![Job {
+        folder: "kernel".into(),
+        phases: "kernel",
+        criu: opts.crius[0].clone(),
+        runtime: None,
+    }];
+    for (c, s) in opts.crius.iter().zip(&cslug) {
+        jobs.push(Job {
+            folder: format!("criu-{s}"),
+            phases: "criu",
+            criu: c.clone(),
+            runtime: None,
+        });
+    }
+    for (r, rs) in opts.runtimes.iter().zip(&rslug) {
+        for (c, cs) in opts.crius.iter().zip(&cslug) {
+            jobs.push(Job {
+                folder: format!("cell-{rs}__{cs}"),
+                phases: "oci,external-netns",
+                criu: c.clone(),
+                runtime: Some(r.clone()),
+            });
+        }
+    }
+    let parts = run_jobs(opts, &jobs);
+    let mut cells = Vec::new();
+    for (ri, r) in opts.runtimes.iter().enumerate() {
+        for (ci, c) in opts.crius.iter().enumerate() {
+            let label = format!(
+                "{} × {}",
+                label_of(&binaries[ri], r),
+                label_of(&binaries[opts.runtimes.len() + ci], c)
+            );
+            let folders = [
+                "kernel".to_string(),
+                format!("criu-{}", cslug[ci]),
+                format!("cell-{}__{}", rslug[ri], cslug[ci]),
+            ];
+            let mut cell = cell_verdict(&opts.evidence, &parts, &folders);
+            cell.runtime = r.display().to_string();
+            cell.criu = c.display().to_string();
+            cell.label = label;
+            cell.expected = expectation(&opts.expect, r);
+            cell.baseline = baseline.as_ref().and_then(|b| {
+                b.cells
+                    .iter()
+                    .find(|x| x.label == cell.label)
+                    .map(|x| x.verdict)
+            });
+            cells.push(cell);
+        }
+    }
+    let result = MatrixResult {
+        schema_version: model::MATRIX_SCHEMA_VERSION,
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        started_at,
+        finished_at: now(),
+        duration_ms: t0.elapsed().as_millis() as u64,
+        jobs: opts.jobs.max(1),
+        binaries,
+        parts,
+        cells,
+        baseline: opts.baseline.as_ref().map(|b| b.display().to_string()),
+    };
+    table::write_matrix(&opts.evidence, &result)
+        .map_err(|e| MatrixError::Usage(format!("writing the matrix files: {e}")))?;
+    Ok(result)
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// The expectation for runtime `r`: one naming it (path as given or file name) wins over one
+/// for all.
+fn expectation(expect: &[Expect], r: &Path) -> Option<VerdictCode> {
+    let name = r.file_name().map(|n| n.to_string_lossy().into_owned());
+    let path = r.display().to_string();
+    expect
+        .iter()
+        .find(|e| {
+            e.runtime
+                .as_ref()
+                .is_some_and(|x| *x == path || Some(x) == name.as_ref())
+        })
+        .or_else(|| expect.iter().find(|e| e.runtime.is_none()))
+        .map(|e| e.verdict)
+}
+
+/// Facts and pin match of every runtime, then every CRIU (a binary that cannot be inspected is
+/// recorded with its error; its parts are refused by their own run).
+fn binaries(opts: &MatrixOptions) -> Vec<MatrixBinary> {
+    use crate::host::{BinaryKind, binary_facts, check_pins, pins};
+    let p = pins();
+    let one = |path: &Path, kind: BinaryKind| {
+        let (role, pin) = match kind {
+            BinaryKind::Runtime => (
+                "runtime",
+                format!("{} {}", p.runtime.name, p.runtime.version),
+            ),
+            BinaryKind::Criu => ("criu", format!("{} {}", p.criu.name, p.criu.version)),
+        };
+        match binary_facts(path, kind) {
+            Ok(f) => {
+                let checks = check_pins(&f, Some(&f));
+                let matches = checks.iter().any(|c| c.name == role && c.matches);
+                MatrixBinary {
+                    role: role.into(),
+                    path: f.path.clone(),
+                    version: Some(f.version.clone()),
+                    sha256: Some(f.sha256.clone()),
+                    pin,
+                    pin_matches: matches,
+                    error: None,
+                }
+            }
+            Err(e) => MatrixBinary {
+                role: role.into(),
+                path: path.display().to_string(),
+                version: None,
+                sha256: None,
+                pin,
+                pin_matches: false,
+                error: Some(e.to_string()),
+            },
+        }
+    };
+    let mut out: Vec<MatrixBinary> = opts
+        .runtimes
+        .iter()
+        .map(|r| one(r, BinaryKind::Runtime))
+        .collect();
+    out.extend(opts.crius.iter().map(|c| one(c, BinaryKind::Criu)));
+    out
+}
+
+/// `runc 1.4.3+ds1`, `CRIU 4.3`; the path when the binary could not be inspected.
+fn label_of(b: &MatrixBinary, path: &Path) -> String {
+    match &b.version {
+        Some(v) if b.role == "criu" => format!("CRIU {v}"),
+        Some(v) => {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let name = ["crun", "runc"]
+                .into_iter()
+                .find(|k| name.starts_with(k))
+                .unwrap_or(&name);
+            format!("{name} {v}")
+        }
+        None => path.display().to_string(),
+    }
+}
+
+/// A folder-safe name: `<index>-<name>-<version>` (`1-runc-1.4.3-ds1`).
+fn slug(b: &MatrixBinary, i: usize) -> String {
+    let base = Path::new(&b.path)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let raw = format!(
+        "{}-{}-{}",
+        i + 1,
+        base,
+        b.version.as_deref().unwrap_or("unknown")
+    );
+    raw.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+/// Runs every job, `opts.jobs` side by side, in order of the list.
+fn run_jobs(opts: &MatrixOptions, jobs: &[Job]) -> Vec<MatrixPart> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let done = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..opts.jobs.max(1).min(jobs.len()) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let Some(job) = jobs.get(i) else { break };
+                    let part = run_part(opts, job);
+                    done.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push((i, part));
+                }
+            });
+        }
+    });
+    let mut done = done.into_inner().unwrap_or_else(|p| p.into_inner());
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, p)| p).collect()
+}
+
+/// One `netprobe run --quiet` for `job`, output in `logs/<folder>.txt`, bounded by the timeout.
+fn run_part(opts: &MatrixOptions, job: &Job) -> MatrixPart {
+    let t0 = Instant::now();
+    let log_path = opts
+        .evidence
+        .join("logs")
+        .join(format!("{}.txt", job.folder));
+    let mut part = MatrixPart {
+        folder: job.folder.clone(),
+        phases: job.phases.into(),
+        criu: job.criu.display().to_string(),
+        runtime: job.runtime.as_ref().map(|r| r.display().to_string()),
+        exit_code: None,
+        error: None,
+        duration_ms: 0,
+    };
+    let spawned = std::fs::File::create(&log_path).and_then(|log| {
+        let mut cmd = std::process::Command::new(&opts.exe);
+        cmd.args(["run", "--quiet", "--phases", job.phases, "--criu"])
+            .arg(&job.criu)
+            .arg("--evidence")
+            .arg(opts.evidence.join(&job.folder))
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        if let Some(r) = &job.runtime {
+            cmd.arg("--runtime").arg(r);
+        }
+        cmd.spawn()
+    });
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            part.error = Some(format!("cannot start {}: {e}", opts.exe.display()));
+            return part;
+        }
+    };
+    let status = wait_bounded(&mut child, opts.cell_timeout);
+    part.duration_ms = t0.elapsed().as_millis() as u64;
+    let tail = std::fs::read_to_string(&log_path)
+        .map(|t| t.lines().rev().take(3).collect::<Vec<_>>().join(" | "))
+        .unwrap_or_default();
+    match status {
+        Some(st) => {
+            part.exit_code = st.code();
+            if !opts
+                .evidence
+                .join(&job.folder)
+                .join(crate::evidence::result::RESULT_FILE)
+                .is_file()
+            {
+                part.error = Some(format!("no result (exit {:?}): {tail}", st.code()));
+            }
+        }
+        None => {
+            part.error = Some(format!(
+                "did not finish within {} s: stopped (SIGTERM, then SIGKILL after 30 s); its evidence so far is kept in {}",
+                opts.cell_timeout.as_secs(),
+                job.folder
+            ));
+        }
+    }
+    part
+}
+
+/// Waits for `child` at most `limit`; then SIGTERM, and SIGKILL 30 s later. `None` on timeout.
+fn wait_bounded(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> Option<std::process::ExitStatus> {
+    let pid = child.id() as i32;
+    let fd = crate::ns::pidfd_open(pid).ok();
+    let ended = match &fd {
+        Some(fd) => crate::ns::wait_pidfd_exit(fd, limit).unwrap_or(false),
+        None => {
+            let deadline = Instant::now() + limit;
+            loop {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break true;
+                }
+                if Instant::now() >= deadline {
+                    break false;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    };
+    if ended {
+        return child.wait().ok();
+    }
+    if let Some(fd) = &fd {
+        let _ = crate::ns::pidfd_send_signal(fd, libc::SIGTERM);
+        if !crate::ns::wait_pidfd_exit(fd, Duration::from_secs(30)).unwrap_or(false) {
+            let _ = crate::ns::pidfd_send_signal(fd, libc::SIGKILL);
+        }
+    } else {
+        let _ = child.kill();
+    }
+    let _ = child.wait();
+    None
+}
+
+/// The verdict of one cell from its parts' results (kernel, criu of its CRIU, its runtime
+/// rungs); `rests_on` entries are `<folder>:<rung>/<id>`. A part without a result makes the
+/// cell inconclusive, naming the part and its error.
+pub fn cell_verdict(root: &Path, parts: &[MatrixPart], folders: &[String; 3]) -> MatrixCell {
+    let wanted: [&[RungName]; 3] = [
+        &[RungName::Kernel],
+        &[RungName::Criu],
+        &[RungName::Oci, RungName::ExternalNetns],
+    ];
+    let mut rungs = Vec::new();
+    let mut missing = Vec::new();
+    let mut owner = std::collections::BTreeMap::new();
+    for (folder, names) in folders.iter().zip(wanted) {
+        match crate::evidence::read_result(&root.join(folder)) {
+            Ok(RunResult { rungs: rs, .. }) => {
+                for r in rs.into_iter().filter(|r| names.contains(&r.name)) {
+                    owner.insert(r.name.as_str().to_string(), folder.clone());
+                    rungs.push(r);
+                }
+            }
+            Err(e) => {
+                let why = parts
+                    .iter()
+                    .find(|p| &p.folder == folder)
+                    .and_then(|p| p.error.clone())
+                    .unwrap_or_else(|| e.to_string());
+                missing.push(format!("part {folder} gave no result: {why}"));
+            }
+        }
+    }
+    let v = crate::probe::verdict::compute(&rungs);
+    let rests_on = v
+        .rests_on
+        .iter()
+        .map(|a| {
+            let rung = a.split('/').next().unwrap_or("");
+            format!("{}:{a}", owner.get(rung).map(String::as_str).unwrap_or("?"))
+        })
+        .collect();
+    let summary = if missing.is_empty() {
+        v.summary.clone()
+    } else {
+        format!("{}; {}", missing.join("; "), v.summary)
+    };
+    MatrixCell {
+        runtime: String::new(),
+        criu: String::new(),
+        label: String::new(),
+        folder: folders[2].clone(),
+        verdict: v.code,
+        summary,
+        rests_on,
+        expected: None,
+        baseline: None,
+    }
+}

@@ -1,0 +1,142 @@
+//! `matrix.json`: the model of one matrix run (serde), validated against
+//! `evidence-schema/matrix.schema.json`.
+
+use crate::evidence::result::VerdictCode;
+use serde::{Deserialize, Serialize};
+
+/// File name of the matrix result inside the matrix folder.
+pub const MATRIX_FILE: &str = "matrix.json";
+/// File name of the Markdown table inside the matrix folder.
+pub const MATRIX_MD: &str = "matrix.md";
+/// `schema_version` written by this netprobe.
+pub const MATRIX_SCHEMA_VERSION: u32 = 1;
+/// The JSON Schema (2020-12) of [`MatrixResult`].
+pub const MATRIX_SCHEMA: &str = include_str!("../../evidence-schema/matrix.schema.json");
+
+/// One binary of the matrix (a runtime or a CRIU) and how it compares with its pin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MatrixBinary {
+    /// `runtime` or `criu`.
+    pub role: String,
+    /// The path as given (absolute when resolved).
+    pub path: String,
+    /// Parsed version; `None` when the binary could not be inspected.
+    pub version: Option<String>,
+    /// Lower-case hex sha256; `None` when it could not be inspected.
+    pub sha256: Option<String>,
+    /// `<name> <version>` of the pin it is compared with (host/pins.toml).
+    pub pin: String,
+    /// Whether it matches its pin (version, and sha256/bytes where pinned).
+    pub pin_matches: bool,
+    /// Why it could not be inspected (the cell's own run then refuses it too).
+    pub error: Option<String>,
+}
+
+/// One `netprobe run` the matrix started (the kernel rung, a criu rung, or a pair's runtime
+/// rungs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MatrixPart {
+    /// Folder under the matrix folder (its own evidence folder, `netprobe verify`-able).
+    pub folder: String,
+    /// The rungs it ran (`kernel`, `criu`, `oci,external-netns`).
+    pub phases: String,
+    /// CRIU path.
+    pub criu: String,
+    /// Runtime path (runtime parts only).
+    pub runtime: Option<String>,
+    /// Exit code of that run; `None` when killed (timeout).
+    pub exit_code: Option<i32>,
+    /// Why it gave no result (refused, timed out), with the last lines of its output.
+    pub error: Option<String>,
+    /// Wall time, milliseconds, monotonic clock.
+    pub duration_ms: u64,
+}
+
+/// One runtime × CRIU cell: its verdict, computed from the kernel part, the CRIU's criu part and
+/// the pair's runtime part, as `netprobe run` computes it for a whole ladder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MatrixCell {
+    /// Runtime path.
+    pub runtime: String,
+    /// CRIU path.
+    pub criu: String,
+    /// e.g. `crun 1.28 × CRIU 4.3`.
+    pub label: String,
+    /// The pair's folder (see [`MatrixPart::folder`]).
+    pub folder: String,
+    /// The cell's verdict.
+    pub verdict: VerdictCode,
+    /// One sentence (the verdict's summary or reason).
+    pub summary: String,
+    /// The deciding assertions, `<folder>:<rung>/<id>`.
+    pub rests_on: Vec<String>,
+    /// The expected verdict (`--expect`), if any.
+    pub expected: Option<VerdictCode>,
+    /// The verdict of the same cell in `--baseline`, if given and present there.
+    pub baseline: Option<VerdictCode>,
+}
+
+/// The whole matrix run (`matrix.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MatrixResult {
+    /// [`MATRIX_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// netprobe's version.
+    pub tool_version: String,
+    /// RFC 3339 UTC.
+    pub started_at: String,
+    /// RFC 3339 UTC.
+    pub finished_at: String,
+    /// Wall time, milliseconds, monotonic clock.
+    pub duration_ms: u64,
+    /// How many runs went side by side at most.
+    pub jobs: usize,
+    /// Every runtime and CRIU, with its pin match.
+    pub binaries: Vec<MatrixBinary>,
+    /// Every run started: kernel once, criu once per CRIU, runtime rungs per pair.
+    pub parts: Vec<MatrixPart>,
+    /// Runtimes × CRIUs, runtime-major.
+    pub cells: Vec<MatrixCell>,
+    /// The baseline matrix folder compared with, if any.
+    pub baseline: Option<String>,
+}
+
+impl MatrixCell {
+    /// True when an expectation is set and the verdict differs.
+    pub fn unexpected(&self) -> bool {
+        self.expected.is_some_and(|e| e != self.verdict)
+    }
+
+    /// True when the baseline has this cell with another verdict.
+    pub fn changed(&self) -> bool {
+        self.baseline.is_some_and(|b| b != self.verdict)
+    }
+}
+
+/// Validates a `matrix.json` value against [`MATRIX_SCHEMA`] (draft 2020-12, formats asserted).
+///
+/// Errors: every violation as `<JSON pointer>: <message>` (root written `(root)`).
+pub fn validate_matrix(v: &serde_json::Value) -> Result<(), Vec<String>> {
+    static V: std::sync::LazyLock<jsonschema::Validator> = std::sync::LazyLock::new(|| {
+        let schema: serde_json::Value =
+            serde_json::from_str(MATRIX_SCHEMA).expect("embedded matrix schema is JSON");
+        jsonschema::options()
+            .with_draft(jsonschema::Draft::Draft202012)
+            .should_validate_formats(true)
+            .build(&schema)
+            .expect("embedded matrix schema compiles")
+    });
+    let errors: Vec<String> = V
+        .iter_errors(v)
+        .map(|e| {
+            let ptr = e.instance_path().as_str();
+            let ptr = if ptr.is_empty() { "(root)" } else { ptr };
+            format!("{ptr}: {e}")
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}

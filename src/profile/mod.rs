@@ -1,0 +1,447 @@
+//! Slot profiles: a TOML file naming everything about a guest that the slot driver must not
+//! guess (image, process, capabilities, resources, mounts, display, readiness, cgroup driver).
+//!
+//! - [`model`]: the data model ([`Profile`], serde, `deny_unknown_fields`); JSON Schema
+//!   `evidence-schema/slot-profile.schema.json`.
+//! - [`load`] / [`parse`]: read, parse, resolve relative paths, [`validate`]; a
+//!   [`LoadedProfile`] carries the exact bytes' sha256 (recorded in the slot state and re-checked
+//!   on every verb like `config.json`).
+//! - [`builtin_default`]: the embedded busybox image as a profile ([`BUILTIN_DEFAULT_TOML`]).
+//! - [`verify_image`]: the image exists and (qcow2) its sha256 equals the pin.
+//! - [`apply`]: a profile applied to an oci-spec [`oci_spec::runtime::Spec`].
+
+pub mod apply;
+pub mod error;
+pub mod model;
+
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+pub use apply::apply_profile;
+pub use error::{ProfileError, Result};
+pub use model::{
+    CgroupDriver, Confinement, DOCKER_DEFAULT_CAPS, DisplaySpec, Image, InputProbe, Mounts,
+    Network, PROFILE_SCHEMA_VERSION, PartitionSel, Process, Profile, Readiness, ResourceLimits,
+    Security, Tmpfs, UserSpec,
+};
+
+/// The built-in default profile: netprobe's embedded busybox image, its `/init.sh` (busybox
+/// httpd on 0.0.0.0:5000) as init, and exactly today's slot `config.json` otherwise (runc's
+/// spec capabilities AUDIT_WRITE/KILL/NET_BIND_SERVICE, 4 CPUs, 4 GiB, no swap). The
+/// `/etc/netprobe-guest-port` convention is its `network.guest_port`.
+pub const BUILTIN_DEFAULT_TOML: &str = r#"# netprobe's built-in default slot profile (the embedded busybox image).
+schema_version = 1
+name = "embedded-busybox"
+description = "netprobe's embedded busybox rootfs: busybox httpd on 0.0.0.0:5000 as init"
+readiness_timeout_ms = 10000
+
+[image]
+kind = "embedded"
+
+[process]
+args = ["/bin/sh", "/init.sh"]
+
+[security]
+capabilities = ["CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"]
+seccomp = "none"
+apparmor = "none"
+
+[resources]
+cpu_quota = 400000
+cpu_period = 100000
+memory_bytes = 4294967296
+swap_bytes = 0
+
+[network]
+guest_port = 5000
+
+[[readiness]]
+kind = "tcp"
+port = 5000
+"#;
+
+/// A parsed and validated profile with where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadedProfile {
+    /// The profile (relative paths already resolved against the file's directory).
+    pub profile: Profile,
+    /// The file, or `None` for the built-in default.
+    pub source: Option<PathBuf>,
+    /// Lower-case hex sha256 of the exact bytes parsed.
+    pub sha256: String,
+}
+
+/// Reads and parses the profile at `path` (see [`parse`]).
+///
+/// Errors: [`ProfileError::Read`], and those of [`parse`].
+pub fn load(path: &Path) -> Result<LoadedProfile> {
+    let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    let mut lp = parse(&text, path, base)?;
+    lp.source = Some(path.to_path_buf());
+    Ok(lp)
+}
+
+/// The built-in default profile ([`BUILTIN_DEFAULT_TOML`]).
+pub fn builtin_default() -> LoadedProfile {
+    parse(
+        BUILTIN_DEFAULT_TOML,
+        Path::new("<built-in>"),
+        Path::new("/"),
+    )
+    .expect("the built-in profile is valid (unit-tested)")
+}
+
+/// Parses profile `text` (named `name` in errors), resolves relative image paths against
+/// `base`, and [`validate`]s it. Does not touch the image (see [`verify_image`]).
+///
+/// Errors: [`ProfileError::Parse`] (syntax, unknown or missing key, wrong type: toml's message
+/// names the key and line), [`ProfileError::Field`] (see [`validate`]).
+pub fn parse(text: &str, name: &Path, base: &Path) -> Result<LoadedProfile> {
+    let mut profile: Profile = toml::from_str(text).map_err(|e| ProfileError::Parse {
+        path: name.to_path_buf(),
+        message: e.to_string().trim_end().to_string(),
+    })?;
+    let abs = |p: &mut PathBuf| {
+        if p.is_relative() {
+            *p = base.join(&*p);
+        }
+    };
+    match &mut profile.image {
+        Image::Embedded => {}
+        Image::Directory { path } => abs(path),
+        Image::Qcow2 {
+            path, sha256_file, ..
+        } => {
+            abs(path);
+            if let Some(f) = sha256_file {
+                abs(f);
+            }
+        }
+    }
+    validate(&profile, name)?;
+    Ok(LoadedProfile {
+        profile,
+        source: None,
+        sha256: hex::encode(Sha256::digest(text.as_bytes())),
+    })
+}
+
+fn field(name: &Path, field: &str, problem: String, fix: &str) -> ProfileError {
+    ProfileError::Field {
+        path: name.to_path_buf(),
+        field: field.into(),
+        problem,
+        fix: fix.into(),
+    }
+}
+
+fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// Checks what serde cannot: `schema_version`, non-empty args, absolute cwd and mount paths,
+/// capability names, limits, the qcow2 pin (exactly one of `sha256`/`sha256_file`, 64 hex
+/// digits), the display, and that an `x-display` readiness check has a `[display]`.
+///
+/// Errors: [`ProfileError::Field`] naming the field and the fix.
+pub fn validate(p: &Profile, name: &Path) -> Result<()> {
+    if p.schema_version != PROFILE_SCHEMA_VERSION {
+        return Err(field(
+            name,
+            "schema_version",
+            format!("{} is not supported", p.schema_version),
+            "set schema_version = 1",
+        ));
+    }
+    if p.process.args.is_empty() || p.process.args[0].is_empty() {
+        return Err(field(
+            name,
+            "process.args",
+            "is empty".into(),
+            "give the init's argv, e.g. [\"/usr/bin/python3\", \"/opt/app/supervisor.py\"]",
+        ));
+    }
+    if !p.process.cwd.starts_with('/') {
+        return Err(field(
+            name,
+            "process.cwd",
+            format!("{:?} is not absolute", p.process.cwd),
+            "use an absolute path inside the container, e.g. \"/\"",
+        ));
+    }
+    if let Some(bad) = p.process.env.iter().find(|e| !e.contains('=')) {
+        return Err(field(
+            name,
+            "process.env",
+            format!("{bad:?} has no '='"),
+            "write each entry as NAME=value",
+        ));
+    }
+    for c in &p.security.capabilities {
+        if apply::parse_capability(c).is_none() {
+            return Err(field(
+                name,
+                "security.capabilities",
+                format!("{c:?} is not a Linux capability name"),
+                "use names like CAP_CHOWN (capabilities(7)); the default is Docker's set",
+            ));
+        }
+    }
+    let r = &p.resources;
+    if r.cpu_period == 0 || r.cpu_quota == 0 || r.cpu_quota < -1 {
+        return Err(field(
+            name,
+            "resources.cpu_quota",
+            format!("quota {} / period {}", r.cpu_quota, r.cpu_period),
+            "give a positive quota (or -1 for none) and a positive period, e.g. 400000/100000",
+        ));
+    }
+    if r.memory_bytes == 0 || r.memory_bytes < -1 || r.swap_bytes < 0 {
+        return Err(field(
+            name,
+            "resources.memory_bytes",
+            format!("memory {} swap {}", r.memory_bytes, r.swap_bytes),
+            "give memory_bytes > 0 (or -1 for none) and swap_bytes >= 0",
+        ));
+    }
+    if let Some(t) = p.mounts.tmpfs.iter().find(|t| !t.path.starts_with('/')) {
+        return Err(field(
+            name,
+            "mounts.tmpfs.path",
+            format!("{:?} is not absolute", t.path),
+            "use an absolute path inside the container, e.g. \"/tmp\"",
+        ));
+    }
+    if let Some(t) = p
+        .mounts
+        .tmpfs
+        .iter()
+        .find(|t| u32::from_str_radix(&t.mode, 8).is_err())
+    {
+        return Err(field(
+            name,
+            "mounts.tmpfs.mode",
+            format!("{:?} is not octal", t.mode),
+            "write the mode in octal, e.g. \"1777\"",
+        ));
+    }
+    validate_image(p, name)?;
+    validate_display(p, name)
+}
+
+fn validate_image(p: &Profile, name: &Path) -> Result<()> {
+    if let Image::Qcow2 {
+        sha256,
+        sha256_file,
+        partition,
+        ..
+    } = &p.image
+    {
+        match (sha256, sha256_file) {
+            (Some(_), Some(_)) | (None, None) => {
+                return Err(field(
+                    name,
+                    "image.sha256",
+                    "a qcow2 image needs exactly one of sha256 and sha256_file".into(),
+                    "pin it: sha256 = \"<64 hex digits>\" (sha256sum IMAGE), or sha256_file = \"IMAGE.sha256\"",
+                ));
+            }
+            (Some(h), None) if !is_sha256_hex(h) => {
+                return Err(field(
+                    name,
+                    "image.sha256",
+                    format!("{h:?} is not 64 lower-case hex digits"),
+                    "paste the first column of `sha256sum IMAGE`",
+                ));
+            }
+            _ => {}
+        }
+        if matches!(partition, PartitionSel::Number(0)) {
+            return Err(field(
+                name,
+                "image.partition",
+                "partition numbers start at 1".into(),
+                "give 1-based number, a GPT name, or \"auto\"",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn validate_display(p: &Profile, name: &Path) -> Result<()> {
+    if let Some(d) = &p.display
+        && (d.width == 0 || d.height == 0 || !matches!(d.depth, 24 | 32))
+    {
+        return Err(field(
+            name,
+            "display",
+            format!("{}x{} depth {}", d.width, d.height, d.depth),
+            "give the X server's screen, e.g. width = 1920, height = 1080, depth = 24",
+        ));
+    }
+    if let Some(i) = p
+        .display
+        .and_then(|d| d.input.map(|i| (d, i)))
+        .map(|(d, i)| {
+            (
+                i,
+                !(i.key.is_ascii_graphic() || i.key == ' ')
+                    || i.width == 0
+                    || i.height == 0
+                    || i.x + i.width > d.width
+                    || i.y + i.height > d.height,
+            )
+        })
+        && i.1
+    {
+        return Err(field(
+            name,
+            "display.input",
+            format!(
+                "key {:?} region {}x{}+{}+{}",
+                i.0.key, i.0.width, i.0.height, i.0.x, i.0.y
+            ),
+            "give one printable ASCII key and a non-empty region inside the screen",
+        ));
+    }
+    if p.display.is_none() && p.readiness.contains(&Readiness::XDisplay) {
+        return Err(field(
+            name,
+            "readiness",
+            "an x-display check without a [display] table".into(),
+            "add [display] (number, width, height, depth) or remove the x-display check",
+        ));
+    }
+    if p.network.guest_port == Some(0) {
+        return Err(field(
+            name,
+            "network.guest_port",
+            "0 is not a port".into(),
+            "give the port the guest's server listens on, or remove the key",
+        ));
+    }
+    Ok(())
+}
+
+/// What [`verify_image`] proved.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ImageCheck {
+    /// The image path (None for the embedded image).
+    pub path: Option<PathBuf>,
+    /// The sha256 computed now (qcow2 only).
+    pub sha256: Option<String>,
+}
+
+/// Checks the profile's image before use: a directory exists and is a directory; a qcow2 exists,
+/// its pin is read (`sha256`, or the first word of `sha256_file`) and equals the sha256 of the
+/// image's bytes (streamed).
+///
+/// Errors: [`ProfileError::Field`] (`image.path` missing or of the wrong kind,
+/// `image.sha256_file` unreadable or malformed), [`ProfileError::Sha256Mismatch`].
+pub fn verify_image(lp: &LoadedProfile) -> Result<ImageCheck> {
+    let name = lp
+        .source
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("<built-in>"));
+    let missing = |path: &Path, what: &str, fix: &str| {
+        field(
+            &name,
+            "image.path",
+            format!("{} is not {what}", path.display()),
+            fix,
+        )
+    };
+    match &lp.profile.image {
+        Image::Embedded => Ok(ImageCheck {
+            path: None,
+            sha256: None,
+        }),
+        Image::Directory { path } => {
+            if !path.is_dir() {
+                return Err(missing(
+                    path,
+                    "an existing directory",
+                    "point image.path at the guest's root filesystem directory",
+                ));
+            }
+            Ok(ImageCheck {
+                path: Some(path.clone()),
+                sha256: None,
+            })
+        }
+        Image::Qcow2 {
+            path,
+            sha256,
+            sha256_file,
+            ..
+        } => {
+            if !path.is_file() {
+                return Err(missing(
+                    path,
+                    "an existing file",
+                    "point image.path at the .qcow2 (the desktop guest: run `bash host/build-desktop-image.sh`)",
+                ));
+            }
+            let (fname, expected) = match (sha256, sha256_file) {
+                (Some(h), _) => ("image.sha256", h.clone()),
+                (None, Some(f)) => ("image.sha256_file", read_pin(&name, f)?),
+                (None, None) => unreachable!("validate() requires a pin"),
+            };
+            let (actual, _) = crate::evidence::sha256_file(path).map_err(|e| {
+                field(
+                    &name,
+                    "image.path",
+                    format!("{}: {e}", path.display()),
+                    "make the image readable",
+                )
+            })?;
+            if actual != expected {
+                return Err(ProfileError::Sha256Mismatch {
+                    path: name,
+                    field: fname.into(),
+                    image: path.clone(),
+                    expected,
+                    actual,
+                });
+            }
+            Ok(ImageCheck {
+                path: Some(path.clone()),
+                sha256: Some(actual),
+            })
+        }
+    }
+}
+
+fn read_pin(name: &Path, f: &Path) -> Result<String> {
+    let text = std::fs::read_to_string(f).map_err(|e| {
+        field(
+            name,
+            "image.sha256_file",
+            format!("{}: {e}", f.display()),
+            "give the sha256sum file written beside the image (host/build-desktop-image.sh writes IMAGE.sha256)",
+        )
+    })?;
+    let h = text.split_whitespace().next().unwrap_or("").to_string();
+    if !is_sha256_hex(&h) {
+        return Err(field(
+            name,
+            "image.sha256_file",
+            format!(
+                "{} does not start with 64 lower-case hex digits",
+                f.display()
+            ),
+            "write it with `sha256sum IMAGE > IMAGE.sha256`",
+        ));
+    }
+    Ok(h)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,340 @@
+//! Unit tests of profile parsing, validation, image checks and application to a Spec.
+
+use super::*;
+use std::path::Path;
+
+const MINIMAL: &str = r#"
+schema_version = 1
+name = "t"
+[image]
+kind = "directory"
+path = "root"
+[process]
+args = ["/bin/sh"]
+"#;
+
+fn p(text: &str) -> Result<LoadedProfile> {
+    parse(text, Path::new("/etc/p.toml"), Path::new("/base"))
+}
+
+#[test]
+fn builtin_default_is_valid_and_the_embedded_image() {
+    let d = builtin_default();
+    assert_eq!(d.profile.image, Image::Embedded);
+    assert_eq!(d.profile.process.args, ["/bin/sh", "/init.sh"]);
+    assert_eq!(
+        d.profile.network.guest_port,
+        Some(crate::oci::INIT_HTTP_PORT)
+    );
+    assert_eq!(d.sha256.len(), 64);
+    assert_eq!(d.profile.resources, ResourceLimits::default());
+}
+
+#[test]
+fn defaults_are_docker_caps_4_cpus_4_gib_no_swap_root_user() {
+    let l = p(MINIMAL).unwrap();
+    let pr = &l.profile;
+    assert_eq!(pr.security.capabilities.len(), 14);
+    assert!(
+        pr.security
+            .capabilities
+            .contains(&"CAP_NET_RAW".to_string())
+    );
+    assert_eq!(pr.security.seccomp, Confinement::None);
+    assert_eq!(
+        (pr.resources.cpu_quota, pr.resources.cpu_period),
+        (400_000, 100_000)
+    );
+    assert_eq!(
+        (pr.resources.memory_bytes, pr.resources.swap_bytes),
+        (4 << 30, 0)
+    );
+    assert_eq!((pr.process.user.uid, pr.process.cwd.as_str()), (0, "/"));
+    assert_eq!(pr.display, None);
+    assert_eq!(pr.cgroup_driver, None);
+    assert_eq!(
+        pr.image,
+        Image::Directory {
+            path: "/base/root".into()
+        },
+        "relative image paths resolve against the profile's directory"
+    );
+}
+
+#[test]
+fn unknown_key_names_the_key_and_the_fix() {
+    for (text, key) in [
+        (format!("{MINIMAL}colour = 1\n"), "colour"),
+        (MINIMAL.replace("[process]", "[process]\nargz = 1"), "argz"),
+        (
+            format!("{MINIMAL}[display]\nnumber=0\nwidth=1\nheight=1\ndepth=24\nhz=60\n"),
+            "hz",
+        ),
+        (
+            format!("{MINIMAL}[[readiness]]\nkind=\"tcp\"\nport=1\nhost=\"x\"\n"),
+            "host",
+        ),
+    ] {
+        let e = p(&text).unwrap_err();
+        let m = e.to_string();
+        assert!(matches!(e, ProfileError::Parse { .. }), "{m}");
+        assert!(
+            m.contains(key) && m.contains("/etc/p.toml") && m.contains("fix:"),
+            "{m}"
+        );
+        assert_eq!(e.exit_code(), 2);
+    }
+}
+
+#[test]
+fn bad_fields_name_the_field() {
+    let cases = [
+        (MINIMAL.replace("[\"/bin/sh\"]", "[]"), "process.args"),
+        (
+            MINIMAL.replace("schema_version = 1", "schema_version = 2"),
+            "schema_version",
+        ),
+        (
+            MINIMAL.replace("[process]", "[process]\ncwd = \"rel\""),
+            "process.cwd",
+        ),
+        (
+            format!("{MINIMAL}[security]\ncapabilities = [\"CAP_NOPE\"]\n"),
+            "security.capabilities",
+        ),
+        (
+            MINIMAL.replace("kind = \"directory\"", "kind = \"qcow2\""),
+            "image.sha256",
+        ),
+        (
+            MINIMAL.replace("kind = \"directory\"", "kind = \"qcow2\"\nsha256 = \"abc\""),
+            "image.sha256",
+        ),
+        (
+            format!("{MINIMAL}[[readiness]]\nkind = \"x-display\"\n"),
+            "readiness",
+        ),
+        (
+            format!("{MINIMAL}[[mounts.tmpfs]]\npath = \"tmp\"\n"),
+            "mounts.tmpfs.path",
+        ),
+    ];
+    for (text, f) in cases {
+        let e = p(&text).unwrap_err();
+        match &e {
+            ProfileError::Field { field, .. } => assert_eq!(field, f, "{e}"),
+            other => panic!("{f}: {other}"),
+        }
+        assert!(e.to_string().contains("fix:"), "{e}");
+    }
+}
+
+#[test]
+fn partition_accepts_number_name_and_auto() {
+    let q = |part: &str| {
+        let t = MINIMAL.replace(
+            "kind = \"directory\"",
+            &format!("kind = \"qcow2\"\nsha256 = \"{}\"\n{part}", "a".repeat(64)),
+        );
+        match p(&t).unwrap().profile.image {
+            Image::Qcow2 { partition, .. } => partition,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert!(q("").is_auto());
+    assert_eq!(q("partition = 2"), PartitionSel::Number(2));
+    assert_eq!(q("partition = \"root\""), PartitionSel::Name("root".into()));
+    assert!(q("partition = \"auto\"").is_auto());
+}
+
+#[test]
+fn verify_image_checks_existence_and_the_pin() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("d.qcow2");
+    std::fs::write(&img, b"disk").unwrap();
+    let good = crate::x11::sha256_hex(b"disk");
+    std::fs::write(
+        dir.path().join("d.qcow2.sha256"),
+        format!("{good}  d.qcow2\n"),
+    )
+    .unwrap();
+    let write = |name: &str, image: &str| {
+        let f = dir.path().join(name);
+        std::fs::write(
+            &f,
+            format!(
+                "schema_version = 1\nname = \"x\"\n[image]\n{image}\n[process]\nargs = [\"/x\"]\n"
+            ),
+        )
+        .unwrap();
+        load(&f).unwrap()
+    };
+    let ok = write(
+        "a.toml",
+        "kind = \"qcow2\"\npath = \"d.qcow2\"\nsha256_file = \"d.qcow2.sha256\"",
+    );
+    assert_eq!(
+        verify_image(&ok).unwrap().sha256.as_deref(),
+        Some(good.as_str())
+    );
+    let pinned = write(
+        "b.toml",
+        &format!("kind = \"qcow2\"\npath = \"d.qcow2\"\nsha256 = \"{good}\""),
+    );
+    verify_image(&pinned).unwrap();
+
+    std::fs::write(&img, b"tampered").unwrap();
+    let e = verify_image(&ok).unwrap_err();
+    let m = e.to_string();
+    assert!(matches!(e, ProfileError::Sha256Mismatch { .. }), "{m}");
+    assert!(
+        m.contains("image.sha256_file") && m.contains(&good) && m.contains("sha256sum"),
+        "{m}"
+    );
+    assert_eq!(e.exit_code(), 1);
+
+    let missing = write("c.toml", "kind = \"directory\"\npath = \"nope\"");
+    let e = verify_image(&missing).unwrap_err();
+    assert!(
+        e.to_string().contains("image.path") && e.to_string().contains("nope"),
+        "{e}"
+    );
+    let nopin = write(
+        "e.toml",
+        "kind = \"qcow2\"\npath = \"d.qcow2\"\nsha256_file = \"gone.sha256\"",
+    );
+    let e = verify_image(&nopin).unwrap_err();
+    assert!(e.to_string().contains("image.sha256_file"), "{e}");
+}
+
+#[test]
+fn apply_sets_process_caps_resources_and_mounts() {
+    let text = format!(
+        "{}\n[process.user]\nuid = 1000\ngid = 1000\n[resources]\nmemory_bytes = 1073741824\nswap_bytes = 1024\n[mounts]\ndev_shm_bytes = 268435456\n[[mounts.tmpfs]]\npath = \"/tmp\"\nsize_bytes = 1048576\n",
+        MINIMAL.replace(
+            "args = [\"/bin/sh\"]",
+            "args = [\"/bin/sh\"]\nenv = [\"DISPLAY=:0\"]\ncwd = \"/root\""
+        )
+    );
+    let l = p(&text).unwrap();
+    let mut spec = oci_spec::runtime::Spec::default();
+    apply_profile(&mut spec, &l.profile).unwrap();
+    let pr = spec.process().as_ref().unwrap();
+    assert_eq!(pr.args().as_ref().unwrap(), &["/bin/sh"]);
+    assert_eq!(
+        pr.env().as_ref().unwrap(),
+        &[DEFAULT_PATH_ENV_FOR_TEST.to_string(), "DISPLAY=:0".into()]
+    );
+    assert_eq!(pr.cwd(), Path::new("/root"));
+    assert_eq!((pr.user().uid(), pr.user().gid()), (1000, 1000));
+    let caps = pr.capabilities().as_ref().unwrap();
+    assert_eq!(caps.bounding().as_ref().unwrap().len(), 14);
+    assert_eq!(caps.effective(), caps.bounding());
+    assert!(caps.ambient().as_ref().unwrap().is_empty());
+    let linux = spec.linux().as_ref().unwrap();
+    assert!(linux.seccomp().is_none());
+    let mem = linux
+        .resources()
+        .as_ref()
+        .unwrap()
+        .memory()
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        (mem.limit(), mem.swap()),
+        (Some(1 << 30), Some((1 << 30) + 1024))
+    );
+    let cpu = linux.resources().as_ref().unwrap().cpu().as_ref().unwrap();
+    assert_eq!((cpu.quota(), cpu.period()), (Some(400_000), Some(100_000)));
+    let mounts = spec.mounts().as_ref().unwrap();
+    let tmp = mounts
+        .iter()
+        .find(|m| m.destination() == Path::new("/tmp"))
+        .unwrap();
+    assert_eq!(tmp.typ().as_deref(), Some("tmpfs"));
+    assert!(
+        tmp.options()
+            .as_ref()
+            .unwrap()
+            .contains(&"size=1048576".to_string())
+    );
+    let shm = mounts
+        .iter()
+        .find(|m| m.destination() == Path::new("/dev/shm"))
+        .unwrap();
+    let o = shm.options().as_ref().unwrap();
+    assert!(o.contains(&"size=268435456".to_string()));
+    assert_eq!(o.iter().filter(|x| x.starts_with("size=")).count(), 1);
+}
+
+const DEFAULT_PATH_ENV_FOR_TEST: &str = apply::DEFAULT_PATH_ENV;
+
+#[test]
+fn shipped_profiles_parse() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles");
+    for name in ["desktop.toml", "gnome.toml"] {
+        let l = load(&dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let d = l.profile.display.expect("a display");
+        assert_eq!((d.width, d.height, d.depth), (1920, 1080, 24), "{name}");
+        assert!(l.profile.readiness.contains(&Readiness::XDisplay), "{name}");
+    }
+}
+
+fn schema() -> jsonschema::Validator {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("evidence-schema/slot-profile.schema.json"),
+    )
+    .unwrap();
+    jsonschema::validator_for(&serde_json::from_str(&text).unwrap()).unwrap()
+}
+
+fn as_json(toml_text: &str) -> serde_json::Value {
+    let v: toml::Value = toml::from_str(toml_text).unwrap();
+    serde_json::to_value(v).unwrap()
+}
+
+#[test]
+fn schema_accepts_shipped_and_builtin_profiles_and_rejects_unknown_keys() {
+    let v = schema();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles");
+    let mut texts = vec![BUILTIN_DEFAULT_TOML.to_string(), MINIMAL.to_string()];
+    for name in ["desktop.toml", "gnome.toml"] {
+        texts.push(std::fs::read_to_string(dir.join(name)).unwrap());
+    }
+    for t in &texts {
+        let j = as_json(t);
+        let errs: Vec<String> = v.iter_errors(&j).map(|e| e.to_string()).collect();
+        assert!(errs.is_empty(), "{errs:?}\n{t}");
+    }
+    for bad in [
+        format!("{MINIMAL}colour = 1\n"),
+        MINIMAL.replace("[process]", "[process]\nargz = [\"x\"]"),
+        MINIMAL.replace("kind = \"directory\"", "kind = \"qcow2\""),
+    ] {
+        assert!(!v.is_valid(&as_json(&bad)), "schema accepted:\n{bad}");
+    }
+}
+
+#[test]
+fn display_input_probe_is_checked() {
+    let base = format!("{MINIMAL}[display]\nnumber = 0\nwidth = 100\nheight = 100\ndepth = 24\n");
+    let ok = p(&format!(
+        "{base}[display.input]\nkey = \"q\"\nx = 10\ny = 10\nwidth = 50\nheight = 50\n"
+    ))
+    .unwrap();
+    let i = ok.profile.display.unwrap().input.unwrap();
+    assert_eq!((i.key, i.x, i.width), ('q', 10, 50));
+    for bad in [
+        "key = \"q\"\nx = 90\ny = 0\nwidth = 50\nheight = 5\n",
+        "key = \"\\n\"\nx = 0\ny = 0\nwidth = 5\nheight = 5\n",
+        "key = \"q\"\nx = 0\ny = 0\nwidth = 0\nheight = 5\n",
+    ] {
+        let e = p(&format!("{base}[display.input]\n{bad}")).unwrap_err();
+        assert!(e.to_string().contains("display.input"), "{e}");
+    }
+    let e = p(&format!(
+        "{base}[display.input]\nkey = \"qq\"\nx = 0\ny = 0\nwidth = 5\nheight = 5\n"
+    ))
+    .unwrap_err();
+    assert!(matches!(e, ProfileError::Parse { .. }), "{e}");
+}

@@ -1,0 +1,341 @@
+//! A connection to a guest's X display through its Unix socket (x11rb, no tool in the guest):
+//! geometry, root-window screenshots (`GetImage`, ZPixmap), key input (XTEST `FakeInput`), and
+//! the quiescence check.
+
+use std::os::unix::fs::FileTypeExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use x11rb::connection::{Connection, RequestConnection};
+use x11rb::protocol::xproto::{self, ConnectionExt as _, ImageFormat, ImageOrder};
+use x11rb::protocol::xtest::{self, ConnectionExt as _};
+use x11rb::rust_connection::{DefaultStream, RustConnection};
+
+use super::error::{Result, X11Error};
+use super::image::{PixelDiff, Screenshot, diff};
+
+/// The socket of display `:number` under a guest's root directory:
+/// `<root>/tmp/.X11-unix/X<number>`. `root` is the container's rootfs (overlay merged dir) or,
+/// when the guest's `/tmp` is a tmpfs, `/proc/<container init pid>/root`.
+pub fn socket_under_root(root: &Path, number: u32) -> PathBuf {
+    root.join(format!("tmp/.X11-unix/X{number}"))
+}
+
+/// What the display reports about its first screen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Geometry {
+    /// Root window width, pixels.
+    pub width: u32,
+    /// Root window height, pixels.
+    pub height: u32,
+    /// Root window depth, bits (24 for TrueColor 8-8-8).
+    pub depth: u8,
+}
+
+/// Two screenshots taken `interval_ms` apart and how they differ (the snapshot gate's
+/// "screen quiescent" check).
+#[derive(Debug, Clone)]
+pub struct Quiescence {
+    /// The first screenshot.
+    pub first: Screenshot,
+    /// The second screenshot.
+    pub second: Screenshot,
+    /// The wait between them, milliseconds.
+    pub interval_ms: u64,
+    /// Their pixel diff; equal means quiescent.
+    pub diff: PixelDiff,
+}
+
+impl Quiescence {
+    /// True when the two screenshots are pixel-equal.
+    pub fn is_quiescent(&self) -> bool {
+        self.diff.is_equal()
+    }
+}
+
+/// An open X11 connection to one display socket, screen 0.
+pub struct Display {
+    conn: RustConnection,
+    path: PathBuf,
+    root: xproto::Window,
+}
+
+impl std::fmt::Debug for Display {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Display({})", self.path.display())
+    }
+}
+
+fn file_kind(ft: std::fs::FileType) -> &'static str {
+    if ft.is_dir() {
+        "directory"
+    } else if ft.is_file() {
+        "regular file"
+    } else if ft.is_symlink() {
+        "symlink"
+    } else if ft.is_fifo() {
+        "fifo"
+    } else {
+        "not a socket"
+    }
+}
+
+impl Display {
+    /// Connects to the X server listening on the Unix socket `path`, waiting up to `timeout` for
+    /// it to appear and accept (polled every 100 ms). No authorization cookie is sent.
+    ///
+    /// Errors: [`X11Error::NotASocket`] at once when `path` exists and is not a socket;
+    /// [`X11Error::NeverCameUp`] when it is still missing or refusing after `timeout`;
+    /// [`X11Error::Setup`] when the X11 handshake fails.
+    pub fn connect(path: &Path, timeout: Duration) -> Result<Display> {
+        let start = Instant::now();
+        let stream = loop {
+            let last = match std::fs::symlink_metadata(path) {
+                Ok(m) if !m.file_type().is_socket() => {
+                    return Err(X11Error::NotASocket {
+                        path: path.to_path_buf(),
+                        kind: file_kind(m.file_type()).into(),
+                    });
+                }
+                Ok(_) => match UnixStream::connect(path) {
+                    Ok(s) => break s,
+                    Err(e) => format!("connect: {e}"),
+                },
+                Err(e) => format!("{e}"),
+            };
+            if start.elapsed() >= timeout {
+                return Err(X11Error::NeverCameUp {
+                    path: path.to_path_buf(),
+                    waited_ms: start.elapsed().as_millis() as u64,
+                    last,
+                });
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let setup_err = |reason: String| X11Error::Setup {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let (stream, _peer) =
+            DefaultStream::from_unix_stream(stream).map_err(|e| setup_err(e.to_string()))?;
+        let conn =
+            RustConnection::connect_to_stream(stream, 0).map_err(|e| setup_err(e.to_string()))?;
+        let root = conn
+            .setup()
+            .roots
+            .first()
+            .map(|s| s.root)
+            .ok_or_else(|| setup_err("the server reports no screen".into()))?;
+        Ok(Display {
+            conn,
+            path: path.to_path_buf(),
+            root,
+        })
+    }
+
+    /// The socket path this connection uses.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The root window's id (screen 0).
+    pub fn root(&self) -> xproto::Window {
+        self.root
+    }
+
+    /// The underlying x11rb connection (for callers that draw or create windows, e.g. tests).
+    pub fn connection(&self) -> &RustConnection {
+        &self.conn
+    }
+
+    fn req_err(&self, request: &'static str) -> impl Fn(String) -> X11Error + '_ {
+        move |reason| X11Error::Request {
+            path: self.path.clone(),
+            request,
+            reason,
+        }
+    }
+
+    /// Screen 0's root window size and depth, from `GetGeometry` on the root window (asked now,
+    /// not the cached connection setup, so a RandR change shows).
+    ///
+    /// Errors: [`X11Error::Request`].
+    pub fn geometry(&self) -> Result<Geometry> {
+        let e = self.req_err("GetGeometry");
+        let g = self
+            .conn
+            .get_geometry(self.root)
+            .map_err(|x| e(x.to_string()))?
+            .reply()
+            .map_err(|x| e(x.to_string()))?;
+        Ok(Geometry {
+            width: u32::from(g.width),
+            height: u32::from(g.height),
+            depth: g.depth,
+        })
+    }
+
+    /// A screenshot of the whole root window: `GetImage` (ZPixmap, all planes) decoded with the
+    /// root visual's colour masks into RGB. The cursor is not part of it (X servers exclude
+    /// sprites from GetImage).
+    ///
+    /// Errors: [`X11Error::Request`]; [`X11Error::Format`] for depths other than 24/32 at 32 bits
+    /// per pixel.
+    pub fn screenshot(&self) -> Result<Screenshot> {
+        let g = self.geometry()?;
+        let setup = self.conn.setup();
+        let bpp = setup
+            .pixmap_formats
+            .iter()
+            .find(|f| f.depth == g.depth)
+            .map(|f| f.bits_per_pixel)
+            .unwrap_or(0);
+        let fmt_err = || X11Error::Format {
+            path: self.path.clone(),
+            depth: g.depth,
+            bits_per_pixel: bpp,
+        };
+        if bpp != 32 || g.depth < 24 {
+            return Err(fmt_err());
+        }
+        let screen = &setup.roots[0];
+        let visual = screen
+            .allowed_depths
+            .iter()
+            .flat_map(|d| d.visuals.iter())
+            .find(|v| v.visual_id == screen.root_visual)
+            .ok_or_else(fmt_err)?;
+        let (rm, gm, bm) = (visual.red_mask, visual.green_mask, visual.blue_mask);
+        let e = self.req_err("GetImage");
+        let reply = self
+            .conn
+            .get_image(
+                ImageFormat::Z_PIXMAP,
+                self.root,
+                0,
+                0,
+                g.width as u16,
+                g.height as u16,
+                !0,
+            )
+            .map_err(|x| e(x.to_string()))?
+            .reply()
+            .map_err(|x| e(x.to_string()))?;
+        let need = (g.width * g.height * 4) as usize;
+        if reply.data.len() < need {
+            return Err(e(format!(
+                "{} bytes of image data for {}x{} at 32 bpp",
+                reply.data.len(),
+                g.width,
+                g.height
+            )));
+        }
+        let lsb = setup.image_byte_order == ImageOrder::LSB_FIRST;
+        let chan = |p: u32, m: u32| -> u8 {
+            if m == 0 {
+                0
+            } else {
+                ((p & m) >> m.trailing_zeros()) as u8
+            }
+        };
+        let mut rgb = Vec::with_capacity((g.width * g.height * 3) as usize);
+        for px in reply.data[..need].chunks_exact(4) {
+            let b = [px[0], px[1], px[2], px[3]];
+            let p = if lsb {
+                u32::from_le_bytes(b)
+            } else {
+                u32::from_be_bytes(b)
+            };
+            rgb.extend_from_slice(&[chan(p, rm), chan(p, gm), chan(p, bm)]);
+        }
+        Screenshot::new(g.width, g.height, rgb)
+    }
+
+    /// Takes two screenshots `interval` apart and diffs them.
+    ///
+    /// Errors: those of [`Display::screenshot`].
+    pub fn quiescence(&self, interval: Duration) -> Result<Quiescence> {
+        let first = self.screenshot()?;
+        std::thread::sleep(interval);
+        let second = self.screenshot()?;
+        let diff = diff(&first, &second)?;
+        Ok(Quiescence {
+            first,
+            second,
+            interval_ms: interval.as_millis() as u64,
+            diff,
+        })
+    }
+
+    /// The keycode the server maps to `keysym` (any column of `GetKeyboardMapping`).
+    ///
+    /// Errors: [`X11Error::Request`], [`X11Error::NoKeycode`].
+    pub fn keycode(&self, keysym: u32) -> Result<u8> {
+        let setup = self.conn.setup();
+        let (min, max) = (setup.min_keycode, setup.max_keycode);
+        let e = self.req_err("GetKeyboardMapping");
+        let map = self
+            .conn
+            .get_keyboard_mapping(min, max - min + 1)
+            .map_err(|x| e(x.to_string()))?
+            .reply()
+            .map_err(|x| e(x.to_string()))?;
+        let per = usize::from(map.keysyms_per_keycode.max(1));
+        map.keysyms
+            .chunks(per)
+            .position(|syms| syms.contains(&keysym))
+            .map(|i| min + i as u8)
+            .ok_or(X11Error::NoKeycode {
+                path: self.path.clone(),
+                keysym,
+            })
+    }
+
+    /// Sends a key press and release of `keysym` through XTEST `FakeInput` (delivered to the
+    /// window with the input focus, as from a real keyboard), then round-trips
+    /// (`GetInputFocus`) so the server has processed both.
+    ///
+    /// Errors: [`X11Error::Request`] (XTEST missing: "the server has no XTEST extension"),
+    /// [`X11Error::NoKeycode`].
+    pub fn press_key(&self, keysym: u32) -> Result<()> {
+        let e = self.req_err("XTestFakeInput");
+        let present = self
+            .conn
+            .extension_information(xtest::X11_EXTENSION_NAME)
+            .map_err(|x| e(x.to_string()))?
+            .is_some();
+        if !present {
+            return Err(e("the server has no XTEST extension; start the X server with it enabled (Xorg/Xvfb enable it by default)".into()));
+        }
+        let code = self.keycode(keysym)?;
+        for typ in [xproto::KEY_PRESS_EVENT, xproto::KEY_RELEASE_EVENT] {
+            self.conn
+                .xtest_fake_input(typ, code, x11rb::CURRENT_TIME, self.root, 0, 0, 0)
+                .map_err(|x| e(x.to_string()))?
+                .check()
+                .map_err(|x| e(x.to_string()))?;
+        }
+        self.sync()
+    }
+
+    /// Round-trip to the server (`GetInputFocus`), so every request sent before has been
+    /// processed.
+    ///
+    /// Errors: [`X11Error::Request`].
+    pub fn sync(&self) -> Result<()> {
+        let e = self.req_err("GetInputFocus");
+        self.conn
+            .get_input_focus()
+            .map_err(|x| e(x.to_string()))?
+            .reply()
+            .map_err(|x| e(x.to_string()))?;
+        Ok(())
+    }
+}
+
+/// The X keysym of a printable ASCII character (Latin-1 keysyms equal the code point), e.g.
+/// `'a'` → 0x61. None for other characters.
+pub fn ascii_keysym(c: char) -> Option<u32> {
+    (c.is_ascii_graphic() || c == ' ').then_some(c as u32)
+}

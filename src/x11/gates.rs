@@ -1,0 +1,224 @@
+//! The display gates as data in, record out: each takes an open [`Display`] (or screenshots),
+//! writes its PNGs into an evidence directory (temporary name + rename, never overwriting), and
+//! returns a serializable [`GateRecord`] whose `passed` says whether the fact was proven. The slot
+//! verbs decide what a failed record means (fail closed) and where the directory is.
+//!
+//! - provision: [`geometry_gate`] (the display answers with the profile's width, height, depth);
+//! - snapshot: [`quiescence_gate`] (two screenshots `interval` apart are equal, else "screen not
+//!   quiescent" with both PNGs), its second screenshot is the snapshot's reference;
+//! - restore/reset: [`pixel_gate`] (pixel-equal to the reference, else a diff PNG with the count
+//!   and bounding box), then [`input_gate`] (a key through XTEST changes the app's region).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::display::{Display, Geometry};
+use super::error::{Result, X11Error};
+use super::image::{PixelDiff, Rect, Screenshot, diff, diff_image, region_equal};
+
+/// One PNG a gate wrote: file name (relative to the evidence directory) and sha256 of its bytes.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PngArtifact {
+    /// File name inside the evidence directory, e.g. `screen-before.png`.
+    pub file: String,
+    /// Lower-case hex sha256 of the file's bytes.
+    pub sha256: String,
+}
+
+/// What a display gate observed.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct GateRecord {
+    /// The gate's name: `display-geometry`, `screen-quiescent`, `pixels-equal`, `input-reaches-app`.
+    pub gate: String,
+    /// True when the fact was proven.
+    pub passed: bool,
+    /// One sentence: the fact and what was observed.
+    pub detail: String,
+    /// The pixel diff behind the verdict, when one was computed.
+    pub diff: Option<PixelDiff>,
+    /// PNGs written for this gate.
+    pub pngs: Vec<PngArtifact>,
+    /// How long the gate took, milliseconds (monotonic clock).
+    pub elapsed_ms: u64,
+}
+
+/// Writes `shot` as `dir/name` (refusing to overwrite) and returns the artifact.
+///
+/// Errors: [`X11Error::Io`] (including "exists": evidence is never overwritten), PNG errors.
+pub fn write_artifact(dir: &Path, name: &str, shot: &Screenshot) -> Result<PngArtifact> {
+    let path: PathBuf = dir.join(name);
+    if path.exists() {
+        return Err(X11Error::Io {
+            what: "refusing to overwrite evidence",
+            path,
+            source: std::io::Error::from(std::io::ErrorKind::AlreadyExists),
+        });
+    }
+    let sha256 = shot.write_png(&path)?;
+    Ok(PngArtifact {
+        file: name.to_string(),
+        sha256,
+    })
+}
+
+fn ms(t: Instant) -> u64 {
+    t.elapsed().as_millis() as u64
+}
+
+/// Provision gate: the display's root window has `want`'s width, height and depth.
+///
+/// Errors: the X11 request failed (the caller treats it as "could not prove").
+pub fn geometry_gate(d: &Display, want: Geometry) -> Result<GateRecord> {
+    let t = Instant::now();
+    let got = d.geometry()?;
+    Ok(GateRecord {
+        gate: "display-geometry".into(),
+        passed: got == want,
+        detail: format!(
+            "display {} answers {}x{} depth {} (profile: {}x{} depth {})",
+            d.path().display(),
+            got.width,
+            got.height,
+            got.depth,
+            want.width,
+            want.height,
+            want.depth
+        ),
+        diff: None,
+        pngs: Vec::new(),
+        elapsed_ms: ms(t),
+    })
+}
+
+/// Snapshot gate: two screenshots `interval` apart must be equal. Writes
+/// `<prefix>-quiescent-1.png` and `-2.png` when they differ (both pictures are the evidence of
+/// "screen not quiescent"), else only `<prefix>.png` (the reference). Returns the record and the
+/// reference screenshot (the second one).
+///
+/// Errors: X11 or PNG/IO failures.
+pub fn quiescence_gate(
+    d: &Display,
+    interval: Duration,
+    dir: &Path,
+    prefix: &str,
+) -> Result<(GateRecord, Screenshot)> {
+    let t = Instant::now();
+    let q = d.quiescence(interval)?;
+    let mut pngs = Vec::new();
+    let passed = q.is_quiescent();
+    if passed {
+        pngs.push(write_artifact(dir, &format!("{prefix}.png"), &q.second)?);
+    } else {
+        pngs.push(write_artifact(
+            dir,
+            &format!("{prefix}-quiescent-1.png"),
+            &q.first,
+        )?);
+        pngs.push(write_artifact(
+            dir,
+            &format!("{prefix}-quiescent-2.png"),
+            &q.second,
+        )?);
+    }
+    let detail = if passed {
+        format!("two screenshots {} ms apart are pixel-equal", q.interval_ms)
+    } else {
+        format!(
+            "screen not quiescent: {} pixels changed within {} ms (bounding box {:?})",
+            q.diff.differing, q.interval_ms, q.diff.bbox
+        )
+    };
+    Ok((
+        GateRecord {
+            gate: "screen-quiescent".into(),
+            passed,
+            detail,
+            diff: Some(q.diff.clone()),
+            pngs,
+            elapsed_ms: ms(t),
+        },
+        q.second,
+    ))
+}
+
+/// Restore/reset gate: `actual` must equal `reference` pixel for pixel. Writes
+/// `<prefix>.png` (the actual screen) always and `<prefix>-diff.png` (changed pixels red, the
+/// rest dimmed) when they differ.
+///
+/// Errors: size mismatch ([`X11Error::SizeMismatch`]), PNG/IO failures.
+pub fn pixel_gate(
+    reference: &Screenshot,
+    actual: &Screenshot,
+    dir: &Path,
+    prefix: &str,
+) -> Result<GateRecord> {
+    let t = Instant::now();
+    let pd = diff(reference, actual)?;
+    let mut pngs = vec![write_artifact(dir, &format!("{prefix}.png"), actual)?];
+    if !pd.is_equal() {
+        let img = diff_image(reference, actual)?;
+        pngs.push(write_artifact(dir, &format!("{prefix}-diff.png"), &img)?);
+    }
+    let detail = if pd.is_equal() {
+        "the screen equals the snapshot's pixel for pixel".to_string()
+    } else {
+        format!(
+            "{} of {} pixels differ from the snapshot's, bounding box {:?}",
+            pd.differing, pd.total, pd.bbox
+        )
+    };
+    Ok(GateRecord {
+        gate: "pixels-equal".into(),
+        passed: pd.is_equal(),
+        detail,
+        diff: Some(pd),
+        pngs,
+        elapsed_ms: ms(t),
+    })
+}
+
+/// Input gate: sends `keysym` through XTEST and waits (polling every 100 ms, at most `timeout`)
+/// until the screen inside `region` differs from `baseline`. Writes `<prefix>.png` (the screen
+/// after the key). A change outside `region` is reported in the detail but does not pass.
+///
+/// Errors: X11 (XTEST missing, no keycode), PNG/IO failures.
+pub fn input_gate(
+    d: &Display,
+    keysym: u32,
+    region: Rect,
+    baseline: &Screenshot,
+    timeout: Duration,
+    dir: &Path,
+    prefix: &str,
+) -> Result<GateRecord> {
+    let t = Instant::now();
+    d.press_key(keysym)?;
+    let shot = loop {
+        let s = d.screenshot()?;
+        if !region_equal(baseline, &s, region)? || t.elapsed() >= timeout {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let pd = diff(baseline, &shot)?;
+    let changed_in_region = !region_equal(baseline, &shot, region)?;
+    let png = write_artifact(dir, &format!("{prefix}.png"), &shot)?;
+    Ok(GateRecord {
+        gate: "input-reaches-app".into(),
+        passed: changed_in_region,
+        detail: format!(
+            "key 0x{keysym:x} via XTEST: {} pixels changed (bounding box {:?}); app region {:?} {}",
+            pd.differing,
+            pd.bbox,
+            region,
+            if changed_in_region {
+                "changed"
+            } else {
+                "unchanged"
+            }
+        ),
+        diff: Some(pd),
+        pngs: vec![png],
+        elapsed_ms: ms(t),
+    })
+}

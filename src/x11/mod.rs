@@ -1,0 +1,27 @@
+//! netprobe looks at a guest's screen itself: X11 spoken directly to the guest's display socket
+//! with the x11rb crate (no tool inside the guest).
+//!
+//! - [`display`]: [`Display::connect`] (bounded wait, socket check), [`Display::geometry`],
+//!   [`Display::screenshot`] (root window, `GetImage`), [`Display::press_key`] (XTEST),
+//!   [`Display::quiescence`] (two screenshots an interval apart).
+//! - [`image`]: [`Screenshot`] ↔ PNG with sha256, [`diff`] (count + bounding box),
+//!   [`diff_image`] (changed pixels marked red), [`region_equal`].
+//! - [`gates`]: the display gates as data in, [`GateRecord`] out (geometry, quiescence,
+//!   pixel-equal, input), writing their PNGs with sha256 into an evidence directory.
+//!
+//! The socket of display `:N` is `<guest root>/tmp/.X11-unix/XN` ([`socket_under_root`]); with a
+//! tmpfs `/tmp` in the guest, the root is `/proc/<container init pid>/root`.
+
+pub mod display;
+pub mod error;
+pub mod gates;
+pub mod image;
+
+pub use display::{Display, Geometry, Quiescence, ascii_keysym, socket_under_root};
+pub use error::{Result, X11Error};
+pub use gates::{
+    GateRecord, PngArtifact, geometry_gate, input_gate, pixel_gate, quiescence_gate, write_artifact,
+};
+pub use image::{
+    DIFF_MARK, PixelDiff, Rect, Screenshot, diff, diff_image, region_equal, sha256_hex,
+};

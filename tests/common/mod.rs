@@ -1,0 +1,71 @@
+//! Shared helpers of the desktop-guest tests (slot_partition, x11_*): root check and the desktop
+//! guest image, built once per test binary by host/build-desktop-image.sh (cached on disk by its
+//! build key, so only the first run on a machine pays for mmdebstrap).
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+/// Fails (never skips) unless root: namespaces, mounts, runc and CRIU need it.
+pub fn require_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "these tests need root: run them as root after `bash host/setup.sh --test-deps`"
+    );
+}
+
+/// The desktop guest image as built by host/build-desktop-image.sh.
+#[derive(Debug, Clone)]
+pub struct DesktopImage {
+    /// The output directory (`$NETPROBE_CACHE/desktop`, default /var/cache/netprobe/desktop).
+    pub dir: PathBuf,
+    /// `desktop.qcow2`.
+    pub qcow2: PathBuf,
+    /// The sha256 from `desktop.qcow2.sha256`.
+    pub sha256: String,
+    /// The unpacked root filesystem the image was packed from.
+    pub rootfs: PathBuf,
+}
+
+/// Builds (or finds cached) the desktop guest image; panics with the script's output on failure.
+pub fn desktop_image() -> DesktopImage {
+    static IMG: OnceLock<DesktopImage> = OnceLock::new();
+    IMG.get_or_init(|| build("desktop")).clone()
+}
+
+/// Builds (or finds cached) the GNOME guest image (`--gnome`).
+pub fn gnome_image() -> DesktopImage {
+    static IMG: OnceLock<DesktopImage> = OnceLock::new();
+    IMG.get_or_init(|| build("gnome")).clone()
+}
+
+fn build(name: &str) -> DesktopImage {
+    let cache = std::env::var_os("NETPROBE_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/netprobe"));
+    let dir = cache.join(name);
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("host/build-desktop-image.sh");
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg(&script);
+    if name == "gnome" {
+        cmd.arg("--gnome");
+    }
+    let out = cmd
+        .arg(&dir)
+        .output()
+        .expect("run host/build-desktop-image.sh");
+    assert!(
+        out.status.success(),
+        "host/build-desktop-image.sh failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sha = std::fs::read_to_string(dir.join(format!("{name}.qcow2.sha256"))).unwrap();
+    DesktopImage {
+        qcow2: dir.join(format!("{name}.qcow2")),
+        sha256: sha.split_whitespace().next().unwrap().to_string(),
+        rootfs: dir.join("rootfs"),
+        dir,
+    }
+}
+
+pub mod guest;

@@ -1,0 +1,302 @@
+//! `netprobe matrix` for real (root): runc 1.4.3 and crun 1.28 × CRIU 4.2.1 and 4.3 — the kernel
+//! rung once, the criu rung once per CRIU, the runtime rungs per pair, side by side; matrix.json
+//! valid against its schema, the table, `verify` on the matrix folder (and on a tampered one),
+//! `--expect` per runtime, `--baseline` (exit 1 on a verdict change).
+
+use netprobe::evidence::result::VerdictCode;
+use netprobe::matrix::model::{MatrixResult, validate_matrix};
+use std::path::Path;
+use std::process::{Command, Output};
+
+const EXE: &str = env!("CARGO_BIN_EXE_netprobe");
+const RUNC: &str = "/opt/runc-1.4.3/sbin/runc";
+const CRUN: &str = "/opt/crun-1.28/bin/crun";
+const CRIU_4_2: &str = "/opt/criu-4.2.1/sbin/criu";
+const CRIU_4_3: &str = "/opt/criu-4.3/sbin/criu";
+
+fn netprobe(args: &[&str]) -> Output {
+    Command::new(EXE)
+        .args(args)
+        .env_remove("CRIU_CONFIG_FILE")
+        .output()
+        .expect("spawn netprobe")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn load(dir: &Path) -> MatrixResult {
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("matrix.json")).unwrap()).unwrap();
+    validate_matrix(&v).expect("matrix.json validates against its schema");
+    serde_json::from_value(v).unwrap()
+}
+
+#[test]
+fn two_by_two_matrix_runs_verifies_and_compares() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "needs root; CI runs as root"
+    );
+    for b in [RUNC, CRUN, CRIU_4_2, CRIU_4_3] {
+        assert!(
+            Path::new(b).is_file(),
+            "{b} missing: run sudo bash host/setup.sh"
+        );
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mx = tmp.path().join("mx");
+    let o = netprobe(&[
+        "matrix",
+        "--runtime",
+        RUNC,
+        "--runtime",
+        CRUN,
+        "--criu",
+        CRIU_4_2,
+        "--criu",
+        CRIU_4_3,
+        "--expect",
+        "runc=runtime-empty-ns",
+        "--expect",
+        &format!("{CRUN}=runtime-preserves-netns"),
+        "--evidence",
+        mx.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let m = load(&mx);
+    // Kernel once, criu per CRIU, runtime rungs per pair.
+    let phases: Vec<&str> = m.parts.iter().map(|p| p.phases.as_str()).collect();
+    assert_eq!(phases.iter().filter(|p| **p == "kernel").count(), 1);
+    assert_eq!(phases.iter().filter(|p| **p == "criu").count(), 2);
+    assert_eq!(
+        phases
+            .iter()
+            .filter(|p| **p == "oci,external-netns")
+            .count(),
+        4
+    );
+    for p in &m.parts {
+        assert_eq!(p.exit_code, Some(0), "{p:?}");
+        assert!(mx.join(&p.folder).join("netprobe-result.json").is_file());
+    }
+    assert_eq!(m.cells.len(), 4);
+    for c in &m.cells {
+        let want = if c.runtime == CRUN {
+            VerdictCode::RuntimePreservesNetns
+        } else {
+            VerdictCode::RuntimeEmptyNs
+        };
+        assert_eq!(c.verdict, want, "{c:?}");
+        assert_eq!(c.expected, Some(want));
+        assert!(
+            c.rests_on
+                .iter()
+                .any(|a| a.starts_with(&format!("{}:oci/", c.folder))),
+            "{c:?}"
+        );
+        assert!(c.rests_on.iter().any(|a| a.starts_with("kernel:kernel/")));
+    }
+    // Pin match per binary: only CRIU 4.3 matches its pin.
+    let matching: Vec<&str> = m
+        .binaries
+        .iter()
+        .filter(|b| b.pin_matches)
+        .map(|b| b.path.as_str())
+        .collect();
+    assert_eq!(matching, vec![CRIU_4_3]);
+    let md = std::fs::read_to_string(mx.join("matrix.md")).unwrap();
+    assert!(
+        md.contains("| runtime \\ CRIU | CRIU 4.2.1 | CRIU 4.3 |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| crun 1.28 | `runtime-preserves-netns` | `runtime-preserves-netns` |"),
+        "{md}"
+    );
+    assert!(md.contains("| runc 1.4.3+ds1 | `runtime-empty-ns` | `runtime-empty-ns` |"));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("| crun 1.28 |"));
+
+    // verify on the matrix folder reproduces every part and cell …
+    let v = netprobe(&["verify", mx.to_str().unwrap()]);
+    assert_eq!(v.status.code(), Some(0), "{}", text(&v));
+    // … and notices an edited part file.
+    let copy = tmp.path().join("mx-copy");
+    let cp = Command::new("cp")
+        .args(["-a", mx.to_str().unwrap(), copy.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    let cell = &m.cells.iter().find(|c| c.runtime == CRUN).unwrap().folder;
+    let log = copy.join(cell).join("oci/dump.log");
+    let t = std::fs::read_to_string(&log).unwrap();
+    std::fs::write(&log, t.replace("LD: Got link", "LD: lost link")).unwrap();
+    let v = netprobe(&["verify", copy.to_str().unwrap()]);
+    assert_eq!(v.status.code(), Some(1), "{}", text(&v));
+    assert!(String::from_utf8_lossy(&v.stdout).contains("MISMATCH"));
+
+    // --baseline: a baseline whose crun × CRIU 4.3 cell said runtime-empty-ns → exit 1.
+    let base = tmp.path().join("baseline");
+    std::fs::create_dir_all(&base).unwrap();
+    let mut b = m.clone();
+    for c in b.cells.iter_mut().filter(|c| c.runtime == CRUN) {
+        c.verdict = VerdictCode::RuntimeEmptyNs;
+    }
+    std::fs::write(
+        base.join("matrix.json"),
+        serde_json::to_vec_pretty(&b).unwrap(),
+    )
+    .unwrap();
+    let mx2 = tmp.path().join("mx2");
+    let o = netprobe(&[
+        "matrix",
+        "--runtime",
+        CRUN,
+        "--criu",
+        CRIU_4_3,
+        "--baseline",
+        base.to_str().unwrap(),
+        "--evidence",
+        mx2.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains(
+            "changed against the baseline: crun 1.28 × CRIU 4.3: runtime-empty-ns -> runtime-preserves-netns"
+        ),
+        "{}",
+        text(&o)
+    );
+    let m2 = load(&mx2);
+    assert_eq!(m2.cells[0].baseline, Some(VerdictCode::RuntimeEmptyNs));
+    // Against itself the same matrix is unchanged; an expectation for all that misses → exit 1.
+    let mx3 = tmp.path().join("mx3");
+    let o = netprobe(&[
+        "matrix",
+        "--runtime",
+        CRUN,
+        "--criu",
+        CRIU_4_3,
+        "--baseline",
+        mx.to_str().unwrap(),
+        "--expect",
+        "runtime-empty-ns",
+        "--evidence",
+        mx3.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("unexpected: crun 1.28 × CRIU 4.3"), "{out}");
+    assert!(!out.contains("changed against the baseline"), "{out}");
+}
+
+#[test]
+fn matrix_bad_input() {
+    // No runtime: usage (2), before anything runs.
+    let tmp = tempfile::tempdir().unwrap();
+    let o = netprobe(&[
+        "matrix",
+        "--criu",
+        CRIU_4_3,
+        "--evidence",
+        tmp.path().join("x").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("at least one --runtime"));
+    // Unknown verdict in --expect.
+    let o = netprobe(&[
+        "matrix",
+        "--runtime",
+        CRUN,
+        "--criu",
+        CRIU_4_3,
+        "--expect",
+        "crun=maybe",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    // A baseline folder without matrix.json.
+    let o = netprobe(&[
+        "matrix",
+        "--runtime",
+        CRUN,
+        "--criu",
+        CRIU_4_3,
+        "--baseline",
+        tmp.path().to_str().unwrap(),
+        "--evidence",
+        tmp.path().join("y").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("matrix.json"));
+    // Expectation parsing and precedence.
+    use netprobe::matrix::cli::parse_expect;
+    let e = parse_expect("runc=runtime-empty-ns").unwrap();
+    assert_eq!(e.runtime.as_deref(), Some("runc"));
+    assert_eq!(parse_expect("*=inconclusive").unwrap().runtime, None);
+    assert_eq!(parse_expect("kernel-netlink").unwrap().runtime, None);
+    assert!(parse_expect("x=nope").is_err());
+}
+
+#[test]
+fn a_hanging_cell_is_stopped_and_the_others_are_kept() {
+    use std::os::unix::fs::PermissionsExt;
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "needs root; CI runs as root"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    // A runc whose checkpoint hangs (its sleep's pid is written down so the test can end it).
+    let pidfile = tmp.path().join("hang.pid");
+    let wrapper = tmp.path().join("runc");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = checkpoint ] && {{ sleep 600 & echo $! > {}; wait; }}; done\nexec {RUNC} \"$@\"\n",
+            pidfile.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mx = tmp.path().join("mx");
+    let o = netprobe(&[
+        "matrix",
+        "--runtime",
+        wrapper.to_str().unwrap(),
+        "--criu",
+        CRIU_4_3,
+        "--cell-timeout",
+        "8",
+        "--evidence",
+        mx.to_str().unwrap(),
+    ]);
+    if let Ok(p) = std::fs::read_to_string(&pidfile) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(p.trim().parse().unwrap()),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    let m = load(&mx);
+    let cell = &m.cells[0];
+    assert_eq!(cell.verdict, VerdictCode::Inconclusive);
+    assert!(
+        cell.summary.contains("did not finish within 8 s"),
+        "{cell:?}"
+    );
+    let hung = m.parts.iter().find(|p| p.runtime.is_some()).unwrap();
+    assert_eq!(hung.exit_code, None, "{hung:?}");
+    // The kernel and criu parts' evidence is complete and verifies.
+    for p in m.parts.iter().filter(|p| p.runtime.is_none()) {
+        assert_eq!(p.exit_code, Some(0), "{p:?}");
+        let v = netprobe(&["verify", mx.join(&p.folder).to_str().unwrap()]);
+        assert_eq!(v.status.code(), Some(0), "{}", text(&v));
+    }
+    // The stopped part kept what it had gathered.
+    assert!(mx.join(&hung.folder).join("oci/config.json").is_file());
+}

@@ -1,0 +1,305 @@
+//! netprobe's X11 client against a real Xvfb (Debian 12's, started here at 1920x1080x24 on a
+//! free display number, killed on drop): geometry, screenshot → PNG with sha256, quiescence,
+//! XTEST key input reaching a focused window, the pixel diff of a drawn rectangle, and the errors
+//! for a display socket that is not a socket and a display that never comes up.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use netprobe::x11::{
+    DIFF_MARK, Display, Rect, Screenshot, X11Error, ascii_keysym, diff, diff_image, sha256_hex,
+};
+use x11rb::connection::Connection;
+use x11rb::protocol::Event;
+use x11rb::protocol::xproto::{
+    ConnectionExt as _, CreateGCAux, CreateWindowAux, EventMask, InputFocus, Rectangle, WindowClass,
+};
+
+/// A host Xvfb on display `:n`; killed and reaped on drop.
+struct Xvfb {
+    child: Child,
+    socket: PathBuf,
+}
+
+impl Drop for Xvfb {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_xvfb() -> Xvfb {
+    assert!(
+        Path::new("/usr/bin/Xvfb").exists(),
+        "Xvfb missing: run `bash host/setup.sh --test-deps` (host/install-test-deps.sh installs xvfb)"
+    );
+    let base = 300 + (std::process::id() % 400);
+    for n in base..base + 50 {
+        let socket = PathBuf::from(format!("/tmp/.X11-unix/X{n}"));
+        if socket.exists() || Path::new(&format!("/tmp/.X{n}-lock")).exists() {
+            continue;
+        }
+        let mut child = Command::new("/usr/bin/Xvfb")
+            .arg(format!(":{n}"))
+            .args([
+                "-screen",
+                "0",
+                "1920x1080x24",
+                "-nolisten",
+                "tcp",
+                "-noreset",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                break; // lost a race for this display number: try the next
+            }
+            if socket.exists() {
+                return Xvfb { child, socket };
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    panic!("no free X display number in {base}..{}", base + 50);
+}
+
+/// A mapped InputOutput window with a white background at (x, y), size w x h.
+fn white_window(d: &Display, x: i16, y: i16, w: u16, h: u16, events: EventMask) -> u32 {
+    let c = d.connection();
+    let screen = &c.setup().roots[0];
+    let win = c.generate_id().unwrap();
+    c.create_window(
+        screen.root_depth,
+        win,
+        d.root(),
+        x,
+        y,
+        w,
+        h,
+        0,
+        WindowClass::INPUT_OUTPUT,
+        0,
+        &CreateWindowAux::new()
+            .background_pixel(screen.white_pixel)
+            .override_redirect(1)
+            .event_mask(events),
+    )
+    .unwrap();
+    c.map_window(win).unwrap();
+    d.sync().unwrap();
+    win
+}
+
+#[test]
+fn geometry_screenshot_png_and_quiescence() {
+    let x = start_xvfb();
+    let d = Display::connect(&x.socket, Duration::from_secs(10)).unwrap();
+    let g = d.geometry().unwrap();
+    assert_eq!((g.width, g.height, g.depth), (1920, 1080, 24));
+    let s = d.screenshot().unwrap();
+    assert_eq!(
+        (s.width, s.height, s.rgb.len()),
+        (1920, 1080, 1920 * 1080 * 3)
+    );
+    let q = d.quiescence(Duration::from_millis(250)).unwrap();
+    assert!(q.is_quiescent(), "an idle Xvfb is still: {:?}", q.diff);
+    assert_eq!(q.interval_ms, 250);
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("root.png");
+    let sha = s.write_png(&p).unwrap();
+    assert_eq!(sha, sha256_hex(&std::fs::read(&p).unwrap()));
+    assert_eq!(Screenshot::read_png(&p).unwrap(), s);
+}
+
+#[test]
+fn xtest_key_press_reaches_the_focused_window() {
+    let x = start_xvfb();
+    let d = Display::connect(&x.socket, Duration::from_secs(10)).unwrap();
+    let win = white_window(&d, 10, 10, 200, 100, EventMask::KEY_PRESS);
+    d.connection()
+        .set_input_focus(InputFocus::POINTER_ROOT, win, x11rb::CURRENT_TIME)
+        .unwrap();
+    d.sync().unwrap();
+    let keysym = ascii_keysym('a').unwrap();
+    let code = d.keycode(keysym).unwrap();
+    d.press_key(keysym).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Some(Event::KeyPress(k)) = d.connection().poll_for_event().unwrap() {
+            assert_eq!((k.event, k.detail), (win, code));
+            break;
+        }
+        assert!(Instant::now() < deadline, "no KeyPress within 5 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let e = d.keycode(0x00ff_fff0).unwrap_err();
+    assert!(matches!(e, X11Error::NoKeycode { .. }), "{e}");
+}
+
+#[test]
+fn a_drawn_rectangle_is_counted_bounded_and_marked() {
+    let x = start_xvfb();
+    let d = Display::connect(&x.socket, Duration::from_secs(10)).unwrap();
+    let win = white_window(&d, 100, 50, 300, 200, EventMask::NO_EVENT);
+    let before = d.screenshot().unwrap();
+    assert_eq!(before.pixel(150, 100), [255, 255, 255]);
+    let c = d.connection();
+    let gc = c.generate_id().unwrap();
+    let black = c.setup().roots[0].black_pixel;
+    c.create_gc(gc, win, &CreateGCAux::new().foreground(black))
+        .unwrap();
+    c.poly_fill_rectangle(
+        win,
+        gc,
+        &[Rectangle {
+            x: 10,
+            y: 20,
+            width: 30,
+            height: 40,
+        }],
+    )
+    .unwrap();
+    d.sync().unwrap();
+    let after = d.screenshot().unwrap();
+    let pd = diff(&before, &after).unwrap();
+    assert_eq!(pd.differing, 30 * 40);
+    assert_eq!(
+        pd.bbox,
+        Some(Rect {
+            x: 110,
+            y: 70,
+            width: 30,
+            height: 40
+        })
+    );
+    let img = diff_image(&before, &after).unwrap();
+    assert_eq!(img.pixel(110, 70), DIFF_MARK);
+    assert_ne!(img.pixel(109, 70), DIFF_MARK);
+}
+
+#[test]
+fn a_regular_file_is_not_a_display_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("X0");
+    std::fs::write(&f, b"").unwrap();
+    let t = Instant::now();
+    let e = Display::connect(&f, Duration::from_secs(5)).unwrap_err();
+    assert!(t.elapsed() < Duration::from_secs(1), "refused at once");
+    let msg = e.to_string();
+    assert!(matches!(e, X11Error::NotASocket { .. }), "{msg}");
+    assert!(
+        msg.contains(&f.display().to_string()) && msg.contains("regular file"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_display_that_never_comes_up_fails_after_the_bounded_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("tmp/.X11-unix/X7");
+    let t = Instant::now();
+    let e = Display::connect(&f, Duration::from_millis(400)).unwrap_err();
+    let waited = t.elapsed();
+    assert!(
+        waited >= Duration::from_millis(400) && waited < Duration::from_secs(3),
+        "{waited:?}"
+    );
+    let msg = e.to_string();
+    match e {
+        X11Error::NeverCameUp { waited_ms, .. } => assert!(waited_ms >= 400),
+        other => panic!("{other}"),
+    }
+    assert!(
+        msg.contains(&f.display().to_string()) && msg.contains("did not come up"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn display_gates_record_pass_and_fail_with_pngs() {
+    use netprobe::x11::{Geometry, geometry_gate, input_gate, pixel_gate, quiescence_gate};
+    let x = start_xvfb();
+    let d = Display::connect(&x.socket, Duration::from_secs(10)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ev = dir.path();
+    let want = Geometry {
+        width: 1920,
+        height: 1080,
+        depth: 24,
+    };
+    assert!(geometry_gate(&d, want).unwrap().passed);
+    let wrong = geometry_gate(
+        &d,
+        Geometry {
+            width: 1280,
+            ..want
+        },
+    )
+    .unwrap();
+    assert!(
+        !wrong.passed && wrong.detail.contains("1920x1080"),
+        "{wrong:?}"
+    );
+
+    let win = white_window(&d, 100, 100, 200, 100, EventMask::KEY_PRESS);
+    let (q, reference) = quiescence_gate(&d, Duration::from_millis(250), ev, "snap").unwrap();
+    assert!(q.passed, "{q:?}");
+    assert_eq!(q.pngs.len(), 1);
+    assert_eq!(
+        q.pngs[0].sha256,
+        sha256_hex(&std::fs::read(ev.join("snap.png")).unwrap())
+    );
+    let same = pixel_gate(&reference, &d.screenshot().unwrap(), ev, "after").unwrap();
+    assert!(same.passed && same.pngs.len() == 1, "{same:?}");
+    assert!(
+        pixel_gate(&reference, &reference, ev, "after").is_err(),
+        "evidence is never overwritten"
+    );
+
+    // A moved window fails the pixel gate with a marked diff.
+    d.connection()
+        .configure_window(
+            win,
+            &x11rb::protocol::xproto::ConfigureWindowAux::new().x(400),
+        )
+        .unwrap();
+    d.sync().unwrap();
+    let moved = pixel_gate(&reference, &d.screenshot().unwrap(), ev, "moved").unwrap();
+    assert!(!moved.passed, "{moved:?}");
+    assert_eq!(moved.pngs[1].file, "moved-diff.png");
+    let dpng = Screenshot::read_png(&ev.join("moved-diff.png")).unwrap();
+    let pd = moved.diff.unwrap();
+    assert_eq!(
+        dpng.rgb.chunks(3).filter(|p| *p == DIFF_MARK).count() as u64,
+        pd.differing
+    );
+    assert_eq!(pd.bbox.unwrap().x, 100);
+
+    // The input gate: nothing in this window redraws on a key, so it must not pass.
+    let region = Rect {
+        x: 400,
+        y: 100,
+        width: 200,
+        height: 100,
+    };
+    let base = d.screenshot().unwrap();
+    let ig = input_gate(
+        &d,
+        ascii_keysym('z').unwrap(),
+        region,
+        &base,
+        Duration::from_millis(500),
+        ev,
+        "input",
+    )
+    .unwrap();
+    assert!(!ig.passed && ig.detail.contains("unchanged"), "{ig:?}");
+}
