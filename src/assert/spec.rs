@@ -466,9 +466,12 @@ impl At<'_> {
             "log" => self.log(a),
             "files" => self.files(a),
             "netstate" => self.netstate(a),
+            "equal-files" => self.equal_files(a),
             other => Err(self.err(
                 "kind",
-                format!("unknown kind {other:?}; one of \"log\", \"files\", \"netstate\""),
+                format!(
+                    "unknown kind {other:?}; one of \"log\", \"files\", \"netstate\", \"equal-files\""
+                ),
             )),
         }
     }
@@ -538,6 +541,26 @@ impl At<'_> {
             glob,
             count: self.bound("count", a.count)?,
             bytes,
+        })
+    }
+
+    /// `kind = "equal-files"`.
+    fn equal_files(&self, a: &RawAssertion) -> Result<Check, SpecError> {
+        self.forbid(&[
+            ("log", a.log.is_some()),
+            ("pattern", a.pattern.is_some()),
+            ("after", a.after.is_some()),
+            ("before", a.before.is_some()),
+            ("exclude", !a.exclude.is_empty()),
+            ("glob", a.glob.is_some()),
+            ("bytes", a.bytes.is_some()),
+            ("count", a.count.is_some()),
+            ("check", a.check.is_some()),
+            ("expect", a.expect.is_some()),
+        ])?;
+        Ok(Check::EqualFiles {
+            file: self.rel("file", self.need("file", &a.file)?)?,
+            other: self.rel("other", self.need("other", &a.other)?)?,
         })
     }
 
