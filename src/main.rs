@@ -1,12 +1,12 @@
-//! netprobe's command line: parse (clap derive, [`cli`]), dispatch, map usage errors to exit
-//! code 2. No logic lives here. Exit codes (README): 0 ran and matched, 1 verdict differs from
-//! `--expect` / a gate failed / verify did not reproduce, 2 usage, 3 host refused, 4 a phase
-//! could not run.
+//! netprobe's command line: parse (clap derive, [`cli`]), dispatch, map usage errors to
+//! [`ExitClass::Usage`]. No logic lives here; the exit-code table is documented on
+//! [`ExitClass`].
 
 mod cli;
 
 use clap::Parser;
 use cli::Execute;
+use netprobe::exit::ExitClass;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -21,9 +21,14 @@ fn main() -> ExitCode {
             if let Some(doc) = cli::slot::usage_json(&argv, &mut e) {
                 cli::out::line(serde_json::to_string_pretty(&doc).unwrap_or_default());
             }
-            let code = if e.use_stderr() { 2 } else { 0 };
+            // Help and version output go to stdout and are not errors.
+            let class = if e.use_stderr() {
+                ExitClass::Usage
+            } else {
+                ExitClass::Ok
+            };
             let _ = e.print();
-            ExitCode::from(code)
+            class.into()
         }
     }
 }

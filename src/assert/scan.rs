@@ -4,7 +4,7 @@
 //! front of the next one, so every search runs over whole lines only. All distinct needles
 //! (patterns, anchors, excludes) are compiled into one [`aho_corasick::AhoCorasick`]
 //! automaton, and a SIMD searcher over one rare infix per needle finds the next line that may
-//! hold a needle ([`Prefilter`]); only that line is then searched with an overlapping automaton to learn every
+//! hold a needle (`Prefilter`); only that line is then searched with an overlapping automaton to learn every
 //! needle it holds, and the line is applied to every query at once (a line counts once).
 //! So the cost per byte does not grow with the number of queries. Memory is the chunk plus the
 //! longest line, and a line longer than [`MAX_LINE`] is an error.

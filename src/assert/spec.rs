@@ -351,202 +351,20 @@ impl ProbeSpec {
                 ),
             )
         })?;
-        let mut assertions = Vec::with_capacity(raw.assertion.len());
+        let mut assertions: Vec<AssertionSpec> = Vec::with_capacity(raw.assertion.len());
         for (i, a) in raw.assertion.into_iter().enumerate() {
-            let at = format!("assertion #{} ({:?})", i + 1, a.id);
-            let err = |key, problem: String| SpecError::Key {
-                file: name.to_string(),
-                at: at.clone(),
-                key,
-                problem,
+            let cx = At {
+                file: name,
+                at: format!("assertion #{} ({:?})", i + 1, a.id),
+                kind: &a.kind,
             };
-            if a.id.is_empty()
-                || !a
-                    .id
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            {
-                return Err(err("id", "must be non-empty [a-z0-9-]".into()));
+            if !is_slug(&a.id) {
+                return Err(cx.err("id", "must be non-empty [a-z0-9-]".into()));
             }
-            if assertions.iter().any(|x: &AssertionSpec| x.id == a.id) {
-                return Err(err("id", "duplicate id in this file".into()));
+            if assertions.iter().any(|x| x.id == a.id) {
+                return Err(cx.err("id", "duplicate id in this file".into()));
             }
-            if a.role.is_empty()
-                || !a
-                    .role
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            {
-                return Err(err(
-                    "role",
-                    "must be `pass` or a [a-z0-9-] signature name".into(),
-                ));
-            }
-            let need = |key: &'static str, v: &Option<String>| -> Result<String, SpecError> {
-                v.clone()
-                    .ok_or_else(|| err(key, format!("required for kind = {:?}", a.kind)))
-            };
-            let forbid = |keys: &[(&'static str, bool)]| -> Result<(), SpecError> {
-                match keys.iter().find(|(_, set)| *set) {
-                    Some((k, _)) => Err(err(k, format!("not used by kind = {:?}", a.kind))),
-                    None => Ok(()),
-                }
-            };
-            let rel = |key: &'static str, p: String| -> Result<String, SpecError> {
-                if p.is_empty()
-                    || p.starts_with('/')
-                    || p.split('/').any(|c| c.is_empty() || c == "." || c == "..")
-                {
-                    return Err(err(
-                        key,
-                        format!("{p:?} must be a relative path inside the rung folder"),
-                    ));
-                }
-                Ok(p)
-            };
-            let needle = |key: &'static str, p: String| -> Result<String, SpecError> {
-                if p.is_empty() || p.contains('\n') {
-                    return Err(err(key, "must be non-empty and on one line".into()));
-                }
-                Ok(p)
-            };
-            let bound = |key: &'static str, b: Option<Bound>| -> Result<Bound, SpecError> {
-                let b = b.ok_or_else(|| err(key, format!("required for kind = {:?}", a.kind)))?;
-                b.check().map_err(|p| err(key, p.to_string()))?;
-                Ok(b)
-            };
-            let check = match a.kind.as_str() {
-                "log" => {
-                    forbid(&[
-                        ("glob", a.glob.is_some()),
-                        ("bytes", a.bytes.is_some()),
-                        ("file", a.file.is_some()),
-                        ("check", a.check.is_some()),
-                        ("expect", a.expect.is_some()),
-                        ("other", a.other.is_some()),
-                    ])?;
-                    Check::Log {
-                        log: rel("log", need("log", &a.log)?)?,
-                        query: LogQuery {
-                            pattern: needle("pattern", need("pattern", &a.pattern)?)?,
-                            after: a.after.clone().map(|s| needle("after", s)).transpose()?,
-                            before: a.before.clone().map(|s| needle("before", s)).transpose()?,
-                            exclude: a
-                                .exclude
-                                .iter()
-                                .cloned()
-                                .map(|s| needle("exclude", s))
-                                .collect::<Result<_, _>>()?,
-                        },
-                        count: bound("count", a.count)?,
-                    }
-                }
-                "files" => {
-                    forbid(&[
-                        ("log", a.log.is_some()),
-                        ("pattern", a.pattern.is_some()),
-                        ("after", a.after.is_some()),
-                        ("before", a.before.is_some()),
-                        ("exclude", !a.exclude.is_empty()),
-                        ("file", a.file.is_some()),
-                        ("check", a.check.is_some()),
-                        ("expect", a.expect.is_some()),
-                        ("other", a.other.is_some()),
-                    ])?;
-                    let glob = rel("glob", need("glob", &a.glob)?)?;
-                    if let Some((dir, _)) = glob.rsplit_once('/')
-                        && dir.contains(['*', '?', '['])
-                    {
-                        return Err(err(
-                            "glob",
-                            "wildcards are allowed only in the last path component".into(),
-                        ));
-                    }
-                    let bytes = match a.bytes {
-                        None => None,
-                        Some(b) => Some(bound("bytes", Some(b))?),
-                    };
-                    Check::Files {
-                        glob,
-                        count: bound("count", a.count)?,
-                        bytes,
-                    }
-                }
-                "netstate" => {
-                    forbid(&[
-                        ("log", a.log.is_some()),
-                        ("pattern", a.pattern.is_some()),
-                        ("after", a.after.is_some()),
-                        ("before", a.before.is_some()),
-                        ("exclude", !a.exclude.is_empty()),
-                        ("glob", a.glob.is_some()),
-                        ("bytes", a.bytes.is_some()),
-                        ("count", a.count.is_some()),
-                    ])?;
-                    let file = rel("file", need("file", &a.file)?)?;
-                    let check = match need("check", &a.check)?.as_str() {
-                        "lo-up-127" => {
-                            forbid(&[("other", a.other.is_some())])?;
-                            NetStateCheck::LoUp127 {
-                                expect: a.expect.ok_or_else(|| {
-                                    err(
-                                        "expect",
-                                        "required for check = \"lo-up-127\" (true or false)".into(),
-                                    )
-                                })?,
-                            }
-                        }
-                        "no-criu-lock" => {
-                            forbid(&[
-                                ("expect", a.expect.is_some()),
-                                ("other", a.other.is_some()),
-                            ])?;
-                            NetStateCheck::NoCriuLock
-                        }
-                        "equals" => {
-                            forbid(&[("expect", a.expect.is_some())])?;
-                            NetStateCheck::Equals {
-                                other: rel("other", need("other", &a.other)?)?,
-                            }
-                        }
-                        other => {
-                            return Err(err(
-                                "check",
-                                format!(
-                                    "unknown check {other:?}; one of \"lo-up-127\", \"no-criu-lock\", \"equals\""
-                                ),
-                            ));
-                        }
-                    };
-                    Check::NetState { file, check }
-                }
-                "equal-files" => {
-                    forbid(&[
-                        ("log", a.log.is_some()),
-                        ("pattern", a.pattern.is_some()),
-                        ("after", a.after.is_some()),
-                        ("before", a.before.is_some()),
-                        ("exclude", !a.exclude.is_empty()),
-                        ("glob", a.glob.is_some()),
-                        ("bytes", a.bytes.is_some()),
-                        ("count", a.count.is_some()),
-                        ("check", a.check.is_some()),
-                        ("expect", a.expect.is_some()),
-                    ])?;
-                    Check::EqualFiles {
-                        file: rel("file", need("file", &a.file)?)?,
-                        other: rel("other", need("other", &a.other)?)?,
-                    }
-                }
-                other => {
-                    return Err(err(
-                        "kind",
-                        format!(
-                            "unknown kind {other:?}; one of \"log\", \"files\", \"netstate\", \"equal-files\""
-                        ),
-                    ));
-                }
-            };
+            let check = cx.check(&a)?;
             assertions.push(AssertionSpec {
                 id: a.id,
                 role: a.role,
@@ -565,5 +383,231 @@ impl ProbeSpec {
             question: raw.question,
             assertions,
         })
+    }
+}
+
+/// Where a spec problem is (file, assertion, kind): builds the [`SpecError::Key`] of one
+/// assertion and checks its keys.
+struct At<'a> {
+    file: &'a str,
+    at: String,
+    kind: &'a str,
+}
+
+/// `s` is non-empty and only `[a-z0-9-]`.
+fn is_slug(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+impl At<'_> {
+    fn err(&self, key: &'static str, problem: String) -> SpecError {
+        SpecError::Key {
+            file: self.file.to_string(),
+            at: self.at.clone(),
+            key,
+            problem,
+        }
+    }
+
+    /// A key the kind requires.
+    fn need(&self, key: &'static str, v: &Option<String>) -> Result<String, SpecError> {
+        v.clone()
+            .ok_or_else(|| self.err(key, format!("required for kind = {:?}", self.kind)))
+    }
+
+    /// Keys the kind does not use must be unset (`(key, is set)`).
+    fn forbid(&self, keys: &[(&'static str, bool)]) -> Result<(), SpecError> {
+        match keys.iter().find(|(_, set)| *set) {
+            Some((k, _)) => Err(self.err(k, format!("not used by kind = {:?}", self.kind))),
+            None => Ok(()),
+        }
+    }
+
+    /// A relative path inside the rung folder.
+    fn rel(&self, key: &'static str, p: String) -> Result<String, SpecError> {
+        if p.is_empty()
+            || p.starts_with('/')
+            || p.split('/').any(|c| c.is_empty() || c == "." || c == "..")
+        {
+            return Err(self.err(
+                key,
+                format!("{p:?} must be a relative path inside the rung folder"),
+            ));
+        }
+        Ok(p)
+    }
+
+    /// A non-empty one-line search string.
+    fn needle(&self, key: &'static str, p: String) -> Result<String, SpecError> {
+        if p.is_empty() || p.contains('\n') {
+            return Err(self.err(key, "must be non-empty and on one line".into()));
+        }
+        Ok(p)
+    }
+
+    /// A required, well-formed bound.
+    fn bound(&self, key: &'static str, b: Option<Bound>) -> Result<Bound, SpecError> {
+        let b = b.ok_or_else(|| self.err(key, format!("required for kind = {:?}", self.kind)))?;
+        b.check().map_err(|p| self.err(key, p.to_string()))?;
+        Ok(b)
+    }
+
+    /// The role rule, then the check of the assertion's kind.
+    fn check(&self, a: &RawAssertion) -> Result<Check, SpecError> {
+        if !is_slug(&a.role) {
+            return Err(self.err(
+                "role",
+                "must be `pass` or a [a-z0-9-] signature name".into(),
+            ));
+        }
+        match a.kind.as_str() {
+            "log" => self.log(a),
+            "files" => self.files(a),
+            "netstate" => self.netstate(a),
+            "equal-files" => self.equal_files(a),
+            other => Err(self.err(
+                "kind",
+                format!(
+                    "unknown kind {other:?}; one of \"log\", \"files\", \"netstate\", \"equal-files\""
+                ),
+            )),
+        }
+    }
+
+    /// `kind = "log"`.
+    fn log(&self, a: &RawAssertion) -> Result<Check, SpecError> {
+        self.forbid(&[
+            ("glob", a.glob.is_some()),
+            ("bytes", a.bytes.is_some()),
+            ("file", a.file.is_some()),
+            ("check", a.check.is_some()),
+            ("expect", a.expect.is_some()),
+            ("other", a.other.is_some()),
+        ])?;
+        Ok(Check::Log {
+            log: self.rel("log", self.need("log", &a.log)?)?,
+            query: LogQuery {
+                pattern: self.needle("pattern", self.need("pattern", &a.pattern)?)?,
+                after: a
+                    .after
+                    .clone()
+                    .map(|s| self.needle("after", s))
+                    .transpose()?,
+                before: a
+                    .before
+                    .clone()
+                    .map(|s| self.needle("before", s))
+                    .transpose()?,
+                exclude: a
+                    .exclude
+                    .iter()
+                    .cloned()
+                    .map(|s| self.needle("exclude", s))
+                    .collect::<Result<_, _>>()?,
+            },
+            count: self.bound("count", a.count)?,
+        })
+    }
+
+    /// `kind = "files"`.
+    fn files(&self, a: &RawAssertion) -> Result<Check, SpecError> {
+        self.forbid(&[
+            ("log", a.log.is_some()),
+            ("pattern", a.pattern.is_some()),
+            ("after", a.after.is_some()),
+            ("before", a.before.is_some()),
+            ("exclude", !a.exclude.is_empty()),
+            ("file", a.file.is_some()),
+            ("check", a.check.is_some()),
+            ("expect", a.expect.is_some()),
+            ("other", a.other.is_some()),
+        ])?;
+        let glob = self.rel("glob", self.need("glob", &a.glob)?)?;
+        if let Some((dir, _)) = glob.rsplit_once('/')
+            && dir.contains(['*', '?', '['])
+        {
+            return Err(self.err(
+                "glob",
+                "wildcards are allowed only in the last path component".into(),
+            ));
+        }
+        let bytes = match a.bytes {
+            None => None,
+            Some(b) => Some(self.bound("bytes", Some(b))?),
+        };
+        Ok(Check::Files {
+            glob,
+            count: self.bound("count", a.count)?,
+            bytes,
+        })
+    }
+
+    /// `kind = "equal-files"`.
+    fn equal_files(&self, a: &RawAssertion) -> Result<Check, SpecError> {
+        self.forbid(&[
+            ("log", a.log.is_some()),
+            ("pattern", a.pattern.is_some()),
+            ("after", a.after.is_some()),
+            ("before", a.before.is_some()),
+            ("exclude", !a.exclude.is_empty()),
+            ("glob", a.glob.is_some()),
+            ("bytes", a.bytes.is_some()),
+            ("count", a.count.is_some()),
+            ("check", a.check.is_some()),
+            ("expect", a.expect.is_some()),
+        ])?;
+        Ok(Check::EqualFiles {
+            file: self.rel("file", self.need("file", &a.file)?)?,
+            other: self.rel("other", self.need("other", &a.other)?)?,
+        })
+    }
+
+    /// `kind = "netstate"`.
+    fn netstate(&self, a: &RawAssertion) -> Result<Check, SpecError> {
+        self.forbid(&[
+            ("log", a.log.is_some()),
+            ("pattern", a.pattern.is_some()),
+            ("after", a.after.is_some()),
+            ("before", a.before.is_some()),
+            ("exclude", !a.exclude.is_empty()),
+            ("glob", a.glob.is_some()),
+            ("bytes", a.bytes.is_some()),
+            ("count", a.count.is_some()),
+        ])?;
+        let file = self.rel("file", self.need("file", &a.file)?)?;
+        let check = match self.need("check", &a.check)?.as_str() {
+            "lo-up-127" => {
+                self.forbid(&[("other", a.other.is_some())])?;
+                NetStateCheck::LoUp127 {
+                    expect: a.expect.ok_or_else(|| {
+                        self.err(
+                            "expect",
+                            "required for check = \"lo-up-127\" (true or false)".into(),
+                        )
+                    })?,
+                }
+            }
+            "no-criu-lock" => {
+                self.forbid(&[("expect", a.expect.is_some()), ("other", a.other.is_some())])?;
+                NetStateCheck::NoCriuLock
+            }
+            "equals" => {
+                self.forbid(&[("expect", a.expect.is_some())])?;
+                NetStateCheck::Equals {
+                    other: self.rel("other", self.need("other", &a.other)?)?,
+                }
+            }
+            other => {
+                return Err(self.err(
+                    "check",
+                    format!(
+                        "unknown check {other:?}; one of \"lo-up-127\", \"no-criu-lock\", \"equals\""
+                    ),
+                ));
+            }
+        };
+        Ok(Check::NetState { file, check })
     }
 }

@@ -101,14 +101,20 @@ impl CgroupError {
     /// The CLI exit class (README's table): 3 (host refused) for a host that lacks cgroups,
     /// controllers or systemd as pid 1; 2 (usage) for a malformed driver name or path; 4 (a phase
     /// could not run) for everything else.
-    pub fn exit_code(&self) -> i32 {
+    pub fn exit_class(&self) -> crate::exit::ExitClass {
+        use crate::exit::ExitClass;
         match self {
             Self::NoCgroupMounts { .. }
             | Self::ControllersMissing { .. }
-            | Self::SystemdNotPid1 { .. } => 3,
-            Self::UnknownDriver(_) | Self::BadSystemdPath { .. } => 2,
-            _ => 4,
+            | Self::SystemdNotPid1 { .. } => ExitClass::HostRefused,
+            Self::UnknownDriver(_) | Self::BadSystemdPath { .. } => ExitClass::Usage,
+            _ => ExitClass::CouldNotRun,
         }
+    }
+
+    /// The process exit code of [`CgroupError::exit_class`]: 2, 3 or 4.
+    pub fn exit_code(&self) -> i32 {
+        i32::from(self.exit_class().code())
     }
 }
 

@@ -2,6 +2,7 @@
 //! files, v1 or v2, and with systemd from the scope unit; then nothing left).
 
 use super::{Execute, fail, out};
+use netprobe::exit::ExitClass;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -34,7 +35,7 @@ impl Execute for CgroupCmd {
         use netprobe::cgroup::{CgroupDriver, CgroupError, check};
         let driver = match self.driver.map(|d| d.parse::<CgroupDriver>()).transpose() {
             Ok(d) => d,
-            Err(e) => return fail(2, e),
+            Err(e) => return fail(ExitClass::Usage, e),
         };
         let runtime = self.runtime.unwrap_or_else(netprobe::host::default_runtime);
         let evidence = self.evidence;
@@ -70,14 +71,16 @@ impl Execute for CgroupCmd {
                     evidence.join("cgroup-check.json").display()
                 ));
                 if r.pass {
-                    ExitCode::SUCCESS
+                    ExitClass::Ok.into()
                 } else {
-                    ExitCode::from(1)
+                    ExitClass::Gate.into()
                 }
             }
             Err(e) => {
-                let code = e.downcast_ref::<CgroupError>().map_or(4, |c| c.exit_code());
-                fail(code as u8, format!("{e:#}"))
+                let class = e
+                    .downcast_ref::<CgroupError>()
+                    .map_or(ExitClass::CouldNotRun, CgroupError::exit_class);
+                fail(class, format!("{e:#}"))
             }
         }
     }

@@ -2,6 +2,7 @@
 
 use super::{Cli, Execute, fail};
 use clap::CommandFactory;
+use netprobe::exit::ExitClass;
 use std::process::ExitCode;
 
 /// Print shell completions.
@@ -18,7 +19,7 @@ impl Execute for CompletionsCmd {
         let mut buf = Vec::new();
         clap_complete::generate(self.shell, &mut Cli::command(), "netprobe", &mut buf);
         super::out::raw(String::from_utf8_lossy(&buf));
-        ExitCode::SUCCESS
+        ExitClass::Ok.into()
     }
 }
 
@@ -34,9 +35,9 @@ impl Execute for ManCmd {
         match man.render(&mut buf) {
             Ok(()) => {
                 super::out::raw(String::from_utf8_lossy(&buf));
-                ExitCode::SUCCESS
+                ExitClass::Ok.into()
             }
-            Err(e) => fail(4, e),
+            Err(e) => fail(ExitClass::CouldNotRun, e),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! `netprobe diff OLD NEW`: what moved between two runs.
 
 use super::{Execute, fail};
+use netprobe::exit::ExitClass;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -21,12 +22,12 @@ impl Execute for DiffCmd {
             Ok(d) => {
                 super::out::raw(render_diff(&d));
                 if d.verdict_changed() {
-                    ExitCode::from(1)
+                    ExitClass::Gate.into()
                 } else {
-                    ExitCode::SUCCESS
+                    ExitClass::Ok.into()
                 }
             }
-            Err(e) => fail(2, e),
+            Err(e) => fail(ExitClass::Usage, e),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! `netprobe doctor`: every prerequisite, found or missing, with the fix.
 
 use super::Execute;
+use netprobe::exit::ExitClass;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -27,9 +28,9 @@ impl Execute for DoctorCmd {
         let prereqs = netprobe::host::doctor(&criu, &runtime);
         super::out::raw(netprobe::report::console::doctor_text(&prereqs));
         if netprobe::host::doctor_ok(&prereqs) {
-            ExitCode::SUCCESS
+            ExitClass::Ok.into()
         } else {
-            ExitCode::from(3)
+            ExitClass::HostRefused.into()
         }
     }
 }

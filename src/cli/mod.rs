@@ -2,8 +2,9 @@
 //! arguments, help examples and the few lines that call the library and print. `main.rs` only
 //! parses, dispatches and maps errors to exit codes.
 //!
-//! Exit codes (README): 0 ran and matched, 1 verdict differs from `--expect` / a gate failed /
-//! verify did not reproduce, 2 usage, 3 host refused, 4 a phase could not run.
+//! Exit codes: every command returns an [`ExitClass`], whose docs hold the README's exit-code
+//! table (0 ran and matched, 1 gate / verdict differs / not reproduced, 2 usage, 3 host
+//! refused, 4 could not run).
 //!
 //! Adding a command: a new file `src/cli/NAME.rs` with a `#[derive(clap::Args)]` struct (its doc
 //! comment is the one-line help, `#[command(after_help = …)]` the example) implementing
@@ -11,6 +12,7 @@
 
 use clap::Parser;
 use netprobe::evidence::result::VerdictCode;
+use netprobe::exit::ExitClass;
 use std::process::ExitCode;
 
 mod cgroup;
@@ -90,17 +92,8 @@ pub fn parse_verdict(s: &str) -> Result<VerdictCode, String> {
     })
 }
 
-/// Prints `netprobe: MSG` on stderr and returns exit code `code`.
-pub fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
+/// Prints `netprobe: MSG` on stderr and returns the exit code of `class`.
+pub fn fail(class: ExitClass, msg: impl std::fmt::Display) -> ExitCode {
     eprintln!("netprobe: {msg}");
-    ExitCode::from(code)
-}
-
-/// Exit code of an error whose `exit_code()` is one of the README's codes (1 to 4); anything
-/// out of range becomes 4 (could not run).
-pub fn code(c: i32) -> u8 {
-    u8::try_from(c)
-        .ok()
-        .filter(|c| (1..=4).contains(c))
-        .unwrap_or(4)
+    class.into()
 }

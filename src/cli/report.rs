@@ -1,6 +1,7 @@
 //! `netprobe report DIR`: render a Markdown or HTML report into the evidence folder.
 
 use super::{Execute, fail};
+use netprobe::exit::ExitClass;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -33,9 +34,9 @@ impl Execute for ReportCmd {
         match netprobe::report::write_report(&self.dir, f) {
             Ok(p) => {
                 super::out::line(p.display().to_string());
-                ExitCode::SUCCESS
+                ExitClass::Ok.into()
             }
-            Err(e) => fail(2, e),
+            Err(e) => fail(ExitClass::Usage, e),
         }
     }
 }

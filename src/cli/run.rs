@@ -1,7 +1,8 @@
 //! `netprobe run`: climb the ladder, write evidence, print the verdict.
 
-use super::{Execute, code, fail, parse_verdict};
+use super::{Execute, fail, parse_verdict};
 use netprobe::evidence::result::VerdictCode;
+use netprobe::exit::ExitClass;
 use netprobe::probe::runner::{self, RunOptions};
 use netprobe::report::progress::{Progress, ProgressMode};
 use std::path::PathBuf;
@@ -58,7 +59,7 @@ impl Execute for RunCmd {
         let a = self;
         let phases = match runner::parse_phases(&a.phases) {
             Ok(p) => p,
-            Err(e) => return fail(code(e.exit_code()), e),
+            Err(e) => return fail(e.exit_class(), e),
         };
         let opts = RunOptions {
             phases,
@@ -83,19 +84,19 @@ impl Execute for RunCmd {
         let mut progress = Progress::new(mode);
         let (result, dir) = match runner::run(&opts, &mut progress) {
             Ok(r) => r,
-            Err(e) => return fail(code(e.exit_code()), e),
+            Err(e) => return fail(e.exit_class(), e),
         };
         if let Err(e) = progress.finished(&result, &dir)
             && e.kind() != std::io::ErrorKind::BrokenPipe
         {
             eprintln!("netprobe: printing the result: {e}");
         }
-        let c = runner::exit_code(&result, a.expect);
-        if c == 1
+        let class = runner::exit_class(&result, a.expect);
+        if class == ExitClass::Gate
             && let Some(e) = a.expect
         {
             return fail(
-                1,
+                class,
                 format!(
                     "verdict {} differs from --expect {e} (evidence: {})",
                     result.verdict.code,
@@ -103,6 +104,6 @@ impl Execute for RunCmd {
                 ),
             );
         }
-        ExitCode::from(u8::try_from(c).unwrap_or(4))
+        class.into()
     }
 }

@@ -2,12 +2,13 @@
 //! subcommand with only the flags it takes, so clap itself rejects a provision-only flag on
 //! another verb, `--no-probe-gate` without a non-blank `--reason`, `--no-probe-gate` with
 //! `--probe-evidence`, a malformed `--image-sha256` and `--image-sha256` without `--image`;
-//! [`check_image_pin`] adds the one rule clap cannot express (a `.qcow2` image needs the pin,
+//! [`netprobe::slot::checks::image_pin`] adds the one rule clap cannot express (a `.qcow2` image needs the pin,
 //! another image must not have one). Every usage error exits 2; with `--json` it is also
 //! printed on stdout as the slot error document ([`usage_json`]).
 
-use super::{Execute, code, fail};
-use netprobe::slot::{SlotArgs, SlotError, Verb};
+use super::{Execute, fail};
+use netprobe::exit::ExitClass;
+use netprobe::slot::{SlotArgs, SlotError, Verb, checks};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -148,16 +149,9 @@ fn parse_sha256(s: &str) -> Result<String, String> {
     }
 }
 
-/// `--reason`: not blank (it is recorded in the slot).
+/// `--reason`: not blank (it is recorded in the slot; [`checks::probe_gate_reason`]).
 fn parse_reason(s: &str) -> Result<String, String> {
-    if s.trim().is_empty() {
-        Err(
-            "--no-probe-gate needs --reason TEXT (recorded in the slot); it must not be blank"
-                .into(),
-        )
-    } else {
-        Ok(s.to_string())
-    }
+    checks::probe_gate_reason(Some(s)).map(|()| s.to_string())
 }
 
 impl SlotVerb {
@@ -202,23 +196,12 @@ fn args(
     a
 }
 
-/// The rule clap cannot express: a `.qcow2` `--image` must be pinned with `--image-sha256`,
-/// and a pin is only for a `.qcow2` image. Errors: the usage message (exit 2).
-pub fn check_image_pin(image: Option<&std::path::Path>, sha: Option<&str>) -> Result<(), String> {
-    let Some(img) = image else { return Ok(()) };
-    let is_qcow = img.extension().is_some_and(|e| e == "qcow2");
-    match (is_qcow, sha.is_some()) {
-        (true, false) => Err("a .qcow2 --image must be pinned with --image-sha256".into()),
-        (false, true) => Err("--image-sha256 applies to a .qcow2 image only".into()),
-        _ => Ok(()),
-    }
-}
-
 impl SlotCmd {
-    /// Checks what clap could not (see [`check_image_pin`]). Errors: a clap usage error.
+    /// Checks what clap could not ([`netprobe::slot::checks::image_pin`], which the library
+    /// applies again to every provision). Errors: a clap usage error.
     pub fn validate(&self) -> Result<(), clap::Error> {
         if let SlotVerb::Provision(p) = &self.verb
-            && let Err(m) = check_image_pin(p.image.as_deref(), p.image_sha256.as_deref())
+            && let Err(m) = checks::image_pin(p.image.as_deref(), p.image_sha256.as_deref())
         {
             let mut cmd = <super::Cli as clap::CommandFactory>::command();
             let cmd = cmd
@@ -254,7 +237,7 @@ impl Execute for SlotCmd {
                 } else {
                     super::out::line(o.render());
                 }
-                ExitCode::SUCCESS
+                ExitClass::Ok.into()
             }
             Err(e) => {
                 if args.json {
@@ -262,7 +245,7 @@ impl Execute for SlotCmd {
                         serde_json::to_string_pretty(&e.to_json()).unwrap_or_default(),
                     );
                 }
-                fail(code(e.exit_code()), e)
+                fail(e.exit_class(), e)
             }
         }
     }
@@ -329,25 +312,6 @@ pub fn usage_json(argv: &[String], err: &mut clap::Error) -> Option<serde_json::
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn image_pin_rule() {
-        let q = std::path::Path::new("/x.qcow2");
-        let d = std::path::Path::new("/rootfs");
-        assert!(
-            check_image_pin(Some(q), None)
-                .unwrap_err()
-                .contains("--image-sha256")
-        );
-        assert!(
-            check_image_pin(Some(d), Some("a"))
-                .unwrap_err()
-                .contains("qcow2 image only")
-        );
-        assert!(check_image_pin(Some(q), Some("a")).is_ok());
-        assert!(check_image_pin(Some(d), None).is_ok());
-        assert!(check_image_pin(None, None).is_ok());
-    }
 
     #[test]
     fn sha256_and_reason_parsers() {

@@ -2,6 +2,7 @@
 
 use super::{Execute, fail, parse_verdict};
 use netprobe::evidence::result::VerdictCode;
+use netprobe::exit::ExitClass;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -27,18 +28,21 @@ impl Execute for VerifyCmd {
         }
         let o = match netprobe::probe::verify::verify(&self.dir) {
             Ok(o) => o,
-            Err(e) => return fail(2, e),
+            Err(e) => return fail(ExitClass::Usage, e),
         };
         super::out::raw(netprobe::report::console::verify_text(&self.dir, &o));
         if !o.reproduced() {
-            return fail(1, "the evidence does not reproduce the recorded result");
+            return fail(
+                ExitClass::Gate,
+                "the evidence does not reproduce the recorded result",
+            );
         }
         match self.expect {
             Some(e) if e != o.verdict.code => fail(
-                1,
+                ExitClass::Gate,
                 format!("verdict {} differs from --expect {e}", o.verdict.code),
             ),
-            _ => ExitCode::SUCCESS,
+            _ => ExitClass::Ok.into(),
         }
     }
 }

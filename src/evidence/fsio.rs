@@ -16,11 +16,11 @@ use std::path::Path;
 pub fn replace_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let tmp = dir.join(format!(".{name}.tmp-{}-{nanos}", std::process::id()));
+    let tmp = dir.join(format!(
+        ".{name}.tmp-{}-{}",
+        std::process::id(),
+        unix_nanos()
+    ));
     let res = (|| {
         let mut f = OpenOptions::new()
             .write(true)
@@ -49,6 +49,14 @@ pub fn fsync_dir(dir: &Path) -> std::io::Result<()> {
 /// Lower-case hex SHA-256 of `bytes` (64 characters).
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
+}
+
+/// Nanoseconds since the Unix epoch (wall clock; 0 before 1970), for unique temporary names.
+pub fn unix_nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
 }
 
 /// Now, RFC 3339 UTC with milliseconds (e.g. `2026-12-01T02:20:49.123Z`), wall clock.

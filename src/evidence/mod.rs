@@ -3,7 +3,7 @@
 //!
 //! - [`dir`]: [`EvidenceDir`] (create / open / write / adopt / inventory / write_result),
 //!   [`sha256_file`], [`read_result`], [`default_path`].
-//! - [`fsio`]: [`replace_atomic`], [`fsync_dir`], [`sha256_hex`], [`now_rfc3339`] (the one copy
+//! - [`fsio`]: [`replace_atomic`], [`fsync_dir`], [`sha256_hex`], [`now_rfc3339`], [`unix_nanos`] (the one copy
 //!   of each, used by every module).
 //! - [`schema`]: the embedded JSON Schemas and [`validate_result`] / [`validate_holder`].
 //! - [`result`]: the shared result model.
@@ -14,5 +14,5 @@ pub mod result;
 pub mod schema;
 
 pub use dir::{EvidenceDir, EvidenceError, default_path, read_result, sha256_file, sha256_stream};
-pub use fsio::{fsync_dir, now_rfc3339, replace_atomic, sha256_hex};
+pub use fsio::{fsync_dir, now_rfc3339, replace_atomic, sha256_hex, unix_nanos};
 pub use schema::{validate_holder, validate_result};

@@ -286,3 +286,32 @@ impl RunResult {
         self.rungs.iter().find(|r| r.name == name)
     }
 }
+
+/// What `netprobe verify` found: the verdict recomputed from an evidence folder next to the
+/// recorded one. Source: [`crate::probe::verify::verify`]; printed by
+/// [`crate::report::console::verify_text`] (kept here, in the shared model, so that `report`
+/// does not depend on `probe`).
+#[derive(Debug)]
+pub struct VerifyOutcome {
+    /// The verdict recomputed from the files alone.
+    pub verdict: Verdict,
+    /// The verdict the result file recorded.
+    pub recorded: Verdict,
+    /// Every mismatch: an assertion whose outcome differs from the recorded one, a rung whose
+    /// recomputed status differs, an artifact that is missing or whose sha256 changed.
+    pub mismatches: Vec<String>,
+    /// Assertions (`<rung>/<id>: expected …, observed …`) that fail in the evidence; expected for
+    /// a failing rung, listed for people.
+    pub failing: Vec<String>,
+    /// Number of assertions re-evaluated.
+    pub assertions: usize,
+    /// Number of artifacts whose sha256 was checked.
+    pub artifacts: usize,
+}
+
+impl VerifyOutcome {
+    /// True when the evidence reproduces the recorded result exactly.
+    pub fn reproduced(&self) -> bool {
+        self.mismatches.is_empty() && self.verdict.code == self.recorded.code
+    }
+}

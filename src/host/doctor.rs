@@ -45,31 +45,138 @@ pub fn doctor(criu: &Path, runtime: &Path) -> Vec<Prereq> {
         format!("effective uid {}", nix::unistd::geteuid()),
         "run netprobe with sudo",
     ));
+    out.extend(criu_prereqs(criu));
+    out.push(criu_config_prereq());
+    out.push(tool_row(&IPTABLES));
+    out.push(tool_row(&NFT));
+    out.push(runtime_prereq(runtime));
+    out.push(busybox_static());
+    out.extend(BASE_TOOLS.iter().map(tool_row));
+    out.push(prereq(
+        "cgroup",
+        false,
+        true,
+        format!("cgroup {}", cgroup_mode()),
+        "",
+    ));
+    let fuse = Path::new("/dev/fuse").exists();
+    out.push(prereq(
+        "/dev/fuse",
+        false,
+        fuse,
+        if fuse {
+            "/dev/fuse present".to_string()
+        } else {
+            "/dev/fuse missing (slot driver images)".to_string()
+        },
+        "run: sudo modprobe fuse (and apt-get install fuse3)",
+    ));
+    out.extend(IMAGE_TOOLS.iter().map(tool_row));
+    out
+}
 
+/// A program found in `PATH`: name, required, the argument that prints its version (`None`:
+/// none), the fix.
+type ToolRow = (&'static str, bool, Option<&'static str>, &'static str);
+
+/// CRIU's default network lock.
+const IPTABLES: ToolRow = (
+    "iptables-restore",
+    true,
+    Some("--version"),
+    "run: sudo apt-get install iptables (CRIU's default network lock calls iptables-restore)",
+);
+
+/// The captured network state runs `nft list ruleset`.
+const NFT: ToolRow = (
+    "nft",
+    true,
+    Some("--version"),
+    "run: sudo apt-get install nftables (the captured network state runs nft list ruleset)",
+);
+
+/// The tools of the ladder, the tests and `--strace`, in the order `doctor` lists them.
+const BASE_TOOLS: [ToolRow; 4] = [
+    ("ip", true, Some("-V"), "run: sudo apt-get install iproute2"),
+    (
+        "unshare",
+        true,
+        Some("--version"),
+        "run: sudo apt-get install util-linux",
+    ),
+    (
+        "nsenter",
+        false,
+        Some("--version"),
+        "run: sudo apt-get install util-linux (used by the tests and the benchmarks' shell peer)",
+    ),
+    (
+        "strace",
+        false,
+        Some("-V"),
+        "run: sudo apt-get install strace (needed only for --strace)",
+    ),
+];
+
+/// The slot driver's image tools (not required by `netprobe run`).
+const IMAGE_TOOLS: [ToolRow; 4] = [
+    (
+        "losetup",
+        false,
+        Some("--version"),
+        "run: sudo apt-get install util-linux (slot driver images)",
+    ),
+    (
+        "qemu-storage-daemon",
+        false,
+        Some("--version"),
+        "run: sudo apt-get install qemu-utils (slot driver images)",
+    ),
+    (
+        "mkfs.ext4",
+        false,
+        Some("-V"),
+        "run: sudo apt-get install e2fsprogs (slot driver images)",
+    ),
+    (
+        "qemu-img",
+        false,
+        Some("--version"),
+        "run: sudo apt-get install qemu-utils (slot driver images)",
+    ),
+];
+
+fn tool_row(t: &ToolRow) -> Prereq {
+    tool(t.0, t.1, t.2, t.3)
+}
+
+/// `criu` (present, with its version) and `criu check` (passes).
+fn criu_prereqs(criu: &Path) -> [Prereq; 2] {
     match binary_facts(criu, BinaryKind::Criu) {
         Ok(f) => {
-            out.push(prereq(
-                "criu",
-                true,
-                true,
-                format!("{} version {}", f.path, f.version),
-                "",
-            ));
-            let check = Criu::new(&f.path).check();
-            let (ok, detail) = match check {
+            let (ok, detail) = match Criu::new(&f.path).check() {
                 Ok(o) => (true, one_line(&o.tail(1))),
                 Err(e) => (false, criu_check_detail(&e)),
             };
-            out.push(prereq(
-                "criu check",
-                true,
-                ok,
-                detail,
-                &format!("run: sudo {} check -v4 and fix what it names", f.path),
-            ));
+            [
+                prereq(
+                    "criu",
+                    true,
+                    true,
+                    format!("{} version {}", f.path, f.version),
+                    "",
+                ),
+                prereq(
+                    "criu check",
+                    true,
+                    ok,
+                    detail,
+                    &format!("run: sudo {} check -v4 and fix what it names", f.path),
+                ),
+            ]
         }
-        Err(e) => {
-            out.push(prereq(
+        Err(e) => [
+            prereq(
                 "criu",
                 true,
                 false,
@@ -77,17 +184,20 @@ pub fn doctor(criu: &Path, runtime: &Path) -> Vec<Prereq> {
                 &format!(
                     "{SETUP_FIX} (builds CRIU 4.2.1 into /opt/criu-4.2.1 and 4.1.1 into /opt/criu-4.1.1), or pass --criu PATH"
                 ),
-            ));
-            out.push(prereq(
+            ),
+            prereq(
                 "criu check",
                 true,
                 false,
                 "not run: CRIU is missing".to_string(),
                 SETUP_FIX,
-            ));
-        }
+            ),
+        ],
     }
+}
 
+/// No CRIU config file (they silently change checkpoint behaviour).
+fn criu_config_prereq() -> Prereq {
     let files = criu_config_files();
     let fix = files
         .iter()
@@ -100,7 +210,7 @@ pub fn doctor(criu: &Path, runtime: &Path) -> Vec<Prereq> {
         })
         .collect::<Vec<_>>()
         .join("; ");
-    out.push(prereq(
+    prereq(
         "no CRIU config file",
         true,
         files.is_empty(),
@@ -117,108 +227,27 @@ pub fn doctor(criu: &Path, runtime: &Path) -> Vec<Prereq> {
             )
         },
         &fix,
-    ));
+    )
+}
 
-    out.push(tool(
-        "iptables-restore",
-        true,
-        Some("--version"),
-        "run: sudo apt-get install iptables (CRIU's default network lock calls iptables-restore)",
-    ));
-    out.push(tool(
-        "nft",
-        true,
-        Some("--version"),
-        "run: sudo apt-get install nftables (the captured network state runs nft list ruleset)",
-    ));
-
+/// The OCI runtime at `runtime`, with its version.
+fn runtime_prereq(runtime: &Path) -> Prereq {
     match binary_facts(runtime, BinaryKind::Runtime) {
-        Ok(f) => out.push(prereq(
+        Ok(f) => prereq(
             "runtime",
             true,
             true,
             format!("{} version {}", f.path, f.version),
             "",
-        )),
-        Err(e) => out.push(prereq(
+        ),
+        Err(e) => prereq(
             "runtime",
             true,
             false,
             e.to_string(),
             &format!("{SETUP_FIX} (installs runc), or pass --runtime PATH"),
-        )),
+        ),
     }
-
-    out.push(busybox_static());
-    out.push(tool(
-        "ip",
-        true,
-        Some("-V"),
-        "run: sudo apt-get install iproute2",
-    ));
-    out.push(tool(
-        "unshare",
-        true,
-        Some("--version"),
-        "run: sudo apt-get install util-linux",
-    ));
-    out.push(tool(
-        "nsenter",
-        false,
-        Some("--version"),
-        "run: sudo apt-get install util-linux (used by the tests and the benchmarks' shell peer)",
-    ));
-    out.push(tool(
-        "strace",
-        false,
-        Some("-V"),
-        "run: sudo apt-get install strace (needed only for --strace)",
-    ));
-    out.push(prereq(
-        "cgroup",
-        false,
-        true,
-        format!("cgroup {}", cgroup_mode()),
-        "",
-    ));
-
-    let fuse = Path::new("/dev/fuse").exists();
-    out.push(prereq(
-        "/dev/fuse",
-        false,
-        fuse,
-        if fuse {
-            "/dev/fuse present".to_string()
-        } else {
-            "/dev/fuse missing (slot driver images)".to_string()
-        },
-        "run: sudo modprobe fuse (and apt-get install fuse3)",
-    ));
-    out.push(tool(
-        "losetup",
-        false,
-        Some("--version"),
-        "run: sudo apt-get install util-linux (slot driver images)",
-    ));
-    out.push(tool(
-        "qemu-storage-daemon",
-        false,
-        Some("--version"),
-        "run: sudo apt-get install qemu-utils (slot driver images)",
-    ));
-    out.push(tool(
-        "mkfs.ext4",
-        false,
-        Some("-V"),
-        "run: sudo apt-get install e2fsprogs (slot driver images)",
-    ));
-    out.push(tool(
-        "qemu-img",
-        false,
-        Some("--version"),
-        "run: sudo apt-get install qemu-utils (slot driver images)",
-    ));
-    out
 }
 
 /// True when every `required` prerequisite is `found`.

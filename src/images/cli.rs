@@ -1,6 +1,7 @@
 //! `netprobe images DIR [--json]`: the clap arguments and the handler, kept in one file so
 //! the command line can be moved without touching the decoder.
 
+use crate::exit::ExitClass;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -26,7 +27,7 @@ pub const IMAGES_EXAMPLES: &str = "Examples:
 Exit codes: 0 decoded, 2 the folder or an image is unreadable or malformed (file, offset, reason).";
 
 /// Runs `netprobe images`: decodes every network image of the folder and prints the tree or
-/// the JSON on stdout. Exit 0 on success, 2 (error on stderr naming file, offset, reason) when
+/// the JSON on stdout. Exit 0 ([`ExitClass::Ok`]) on success, 2 ([`ExitClass::Usage`]; error on stderr naming file, offset, reason) when
 /// the folder cannot be read or an image is malformed.
 pub fn run(args: &ImagesArgs) -> ExitCode {
     let dir = images_dir(&args.dir);
@@ -37,17 +38,17 @@ pub fn run(args: &ImagesArgs) -> ExitCode {
                     Ok(j) => println!("{j}"),
                     Err(e) => {
                         eprintln!("netprobe images: {e}");
-                        return ExitCode::from(2);
+                        return ExitClass::Usage.into();
                     }
                 }
             } else {
                 print!("{}", super::tree::render(&imgs, args.sysctls));
             }
-            ExitCode::SUCCESS
+            ExitClass::Ok.into()
         }
         Err(e) => {
             eprintln!("netprobe images: {e}");
-            ExitCode::from(2)
+            ExitClass::Usage.into()
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use super::{Expect, MatrixOptions, run_matrix, table};
 use crate::evidence::result::VerdictCode;
+use crate::exit::ExitClass;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -129,18 +130,18 @@ pub fn handle(a: MatrixArgs, exe: PathBuf) -> ExitCode {
         Ok(o) => o,
         Err(e) => {
             eprintln!("netprobe: {e}");
-            return ExitCode::from(2);
+            return ExitClass::Usage.into();
         }
     };
     let m = match run_matrix(&opts) {
         Ok(m) => m,
         Err(e) => {
             eprintln!("netprobe: {e}");
-            return ExitCode::from(e.exit_code());
+            return e.exit_class().into();
         }
     };
     print!("{}", table::render_markdown(&m));
-    let mut code = 0u8;
+    let mut class = ExitClass::Ok;
     for c in m.cells.iter().filter(|c| c.unexpected()) {
         println!(
             "unexpected: {}: {} (expected {})",
@@ -148,28 +149,28 @@ pub fn handle(a: MatrixArgs, exe: PathBuf) -> ExitCode {
             c.verdict.as_str(),
             c.expected.map(|v| v.as_str()).unwrap_or("")
         );
-        code = 1;
+        class = ExitClass::Gate;
     }
     for line in table::baseline_changes(&m) {
         println!("changed against the baseline: {line}");
-        code = 1;
+        class = ExitClass::Gate;
     }
-    if code == 0 {
+    if class == ExitClass::Ok {
         if m.parts.iter().any(|p| p.exit_code == Some(3)) {
-            code = 3;
+            class = ExitClass::HostRefused;
         } else if m
             .parts
             .iter()
             .any(|p| p.error.is_some() || p.exit_code == Some(4))
         {
-            code = 4;
+            class = ExitClass::CouldNotRun;
         }
     }
     println!(
         "matrix: {}",
         opts.evidence.join(super::model::MATRIX_FILE).display()
     );
-    ExitCode::from(code)
+    class.into()
 }
 
 /// `netprobe verify DIR` when DIR holds `matrix.json`: exit 0 reproduced, 1 not, 2 unreadable.
@@ -177,7 +178,7 @@ pub fn handle_verify(dir: &std::path::Path) -> ExitCode {
     match table::verify_matrix(dir) {
         Err(e) => {
             eprintln!("netprobe: {e}");
-            ExitCode::from(2)
+            ExitClass::Usage.into()
         }
         Ok((problems, parts)) => {
             println!(
@@ -189,9 +190,9 @@ pub fn handle_verify(dir: &std::path::Path) -> ExitCode {
             }
             if problems.is_empty() {
                 println!("reproduced: every part and every cell verdict");
-                ExitCode::SUCCESS
+                ExitClass::Ok.into()
             } else {
-                ExitCode::from(1)
+                ExitClass::Gate.into()
             }
         }
     }

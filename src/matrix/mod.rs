@@ -64,12 +64,17 @@ pub enum MatrixError {
 }
 
 impl MatrixError {
-    /// The README's exit class: 2 usage, 3 host refused.
-    pub fn exit_code(&self) -> u8 {
+    /// The README's exit class: usage, host refused.
+    pub fn exit_class(&self) -> crate::exit::ExitClass {
         match self {
-            MatrixError::Usage(_) => 2,
-            MatrixError::HostRefused(_) => 3,
+            MatrixError::Usage(_) => crate::exit::ExitClass::Usage,
+            MatrixError::HostRefused(_) => crate::exit::ExitClass::HostRefused,
         }
+    }
+
+    /// The process exit code of [`MatrixError::exit_class`]: 2 or 3.
+    pub fn exit_code(&self) -> u8 {
+        self.exit_class().code()
     }
 }
 

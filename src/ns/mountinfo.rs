@@ -25,6 +25,23 @@ pub fn mounts_under(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// Unmounts everything at or below `dir`, deepest first ([`mounts_under`]), each mount point
+/// with `unmount` (the caller's policy: a lazy detach, or an unmount that retries `EBUSY`).
+/// Returns the mount points `unmount` released and the errors it returned, in that order.
+pub fn unmount_under<E>(
+    dir: &Path,
+    mut unmount: impl FnMut(&Path) -> Result<(), E>,
+) -> (Vec<PathBuf>, Vec<E>) {
+    let (mut done, mut errors) = (Vec::new(), Vec::new());
+    for m in mounts_under(dir) {
+        match unmount(&m) {
+            Ok(()) => done.push(m),
+            Err(e) => errors.push(e),
+        }
+    }
+    (done, errors)
+}
+
 /// Decodes mountinfo's `\ooo` octal escapes.
 fn unescape(s: &str) -> String {
     let b = s.as_bytes();

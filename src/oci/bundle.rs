@@ -246,9 +246,4 @@ fn sort_capability_sets(value: &mut serde_json::Value) {
     }
 }
 
-pub(crate) fn now_nanos() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0)
-}
+pub(crate) use crate::evidence::unix_nanos as now_nanos;

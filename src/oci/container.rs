@@ -2,7 +2,7 @@
 //! (runtime, id, bundle, pid file, guard) with the steps create → start → checkpoint → prove
 //! gone → restore → release, over a small runtime trait ([`RuntimeOps`]: state, create, start,
 //! checkpoint, restore, kill, delete) that [`Runtime`] implements and a recording fake
-//! ([`fake::RecordingRuntime`], unit tests only) imitates, the way youki's `Syscall` trait
+//! (`fake::RecordingRuntime`, unit tests only) imitates, the way youki's `Syscall` trait
 //! separates its container logic from the system.
 
 use super::error::{OciError, Result};

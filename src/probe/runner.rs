@@ -503,11 +503,6 @@ pub fn exit_class(result: &RunResult, expect: Option<VerdictCode>) -> ExitClass 
     ExitClass::Ok
 }
 
-/// [`exit_class`] as the process exit code: 4, 1 or 0.
-pub fn exit_code(result: &RunResult, expect: Option<VerdictCode>) -> i32 {
-    i32::from(exit_class(result, expect).code())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

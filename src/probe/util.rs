@@ -21,7 +21,7 @@ const IP_VIEW_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 ///
 /// One process, `ip -j -force -batch -` started inside the netns (the child `setns`es into
 /// `/proc/PID/ns/net`, opened here, between fork and exec — what `nsenter -t PID -n` does, one
-/// exec fewer), fed the three commands of [`IP_VIEW_BATCH`] on stdin (one JSON line each). The
+/// exec fewer), fed the three commands of `IP_VIEW_BATCH` on stdin (one JSON line each). The
 /// text lists each command under a `$ …` header, then any stderr.
 ///
 /// Errors: opening the netns (the process is gone), the spawn error when `ip` cannot run, or
@@ -108,13 +108,10 @@ pub use crate::ns::mountinfo::mounts_under;
 /// those it detached. A runtime or CRIU that was killed mid-operation leaves mounts behind
 /// (runc's `criu-root`, CRIU's `.criu.cgyard.*` cgroup yard in its work directory).
 pub fn detach_mounts_under(dir: &Path) -> Vec<PathBuf> {
-    let mut done = Vec::new();
-    for m in mounts_under(dir) {
-        if nix::mount::umount2(&m, nix::mount::MntFlags::MNT_DETACH).is_ok() {
-            done.push(m);
-        }
-    }
-    done
+    crate::ns::mountinfo::unmount_under(dir, |m| {
+        nix::mount::umount2(m, nix::mount::MntFlags::MNT_DETACH)
+    })
+    .0
 }
 
 /// A private work area under `/var/tmp` (rootfs, bundle, the runtime's `--root`), removed on

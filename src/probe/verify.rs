@@ -4,36 +4,12 @@
 //! check a reviewer runs on someone else's evidence.
 
 use crate::assert;
-use crate::evidence::result::{RunResult, Status, Verdict};
+use crate::evidence::result::{AssertionResult, RunResult, RungResult, Status};
 use crate::evidence::{self, sha256_file};
 use crate::probe::verdict;
 use std::path::Path;
 
-/// What `verify` found.
-#[derive(Debug)]
-pub struct VerifyOutcome {
-    /// The verdict recomputed from the files alone.
-    pub verdict: Verdict,
-    /// The verdict the result file recorded.
-    pub recorded: Verdict,
-    /// Every mismatch: an assertion whose outcome differs from the recorded one, a rung whose
-    /// recomputed status differs, an artifact that is missing or whose sha256 changed.
-    pub mismatches: Vec<String>,
-    /// Assertions (`<rung>/<id>: expected …, observed …`) that fail in the evidence; expected for
-    /// a failing rung, listed for people.
-    pub failing: Vec<String>,
-    /// Number of assertions re-evaluated.
-    pub assertions: usize,
-    /// Number of artifacts whose sha256 was checked.
-    pub artifacts: usize,
-}
-
-impl VerifyOutcome {
-    /// True when the evidence reproduces the recorded result exactly.
-    pub fn reproduced(&self) -> bool {
-        self.mismatches.is_empty() && self.verdict.code == self.recorded.code
-    }
-}
+pub use crate::evidence::result::VerifyOutcome;
 
 /// Verifies the evidence folder `dir`.
 ///
@@ -41,10 +17,51 @@ impl VerifyOutcome {
 /// `netprobe-result.json` is missing, unreadable, or does not validate against the schema.
 pub fn verify(dir: &Path) -> Result<VerifyOutcome, evidence::EvidenceError> {
     let result: RunResult = evidence::read_result(dir)?;
-    let mut mismatches = Vec::new();
+    let mut mismatches = artifact_mismatches(dir, &result);
     let mut failing = Vec::new();
     let mut n_assert = 0;
+    let re = assert::reevaluate(dir, &result);
+    let mut rungs = result.rungs.clone();
+    for rung in rungs.iter_mut() {
+        let Some((_, fresh)) = re.iter().find(|(n, _)| *n == rung.name) else {
+            continue;
+        };
+        n_assert += fresh.len();
+        reverify_rung(rung, fresh, &mut mismatches, &mut failing);
+    }
+    // issue 14: the three-way attribution, recomputed from each rung folder.
+    for rung in &rungs {
+        if let Some(rec) = rung.facts.get("attribution") {
+            let dir = dir.join(rung.name.as_str());
+            mismatches.extend(crate::probe::attribution::verify_recorded(
+                rung.name.as_str(),
+                &dir,
+                rec,
+            ));
+        }
+    }
+    let v = verdict::compute(&rungs);
+    if v.code != result.verdict.code {
+        mismatches.push(format!(
+            "verdict: recorded {}, the evidence gives {}",
+            result.verdict.code, v.code
+        ));
+    }
+    Ok(VerifyOutcome {
+        verdict: v,
+        recorded: result.verdict.clone(),
+        mismatches,
+        failing,
+        assertions: n_assert,
+        artifacts: result.artifacts.len(),
+    })
+}
 
+/// Every artifact of `result` has its recorded sha256 and size, and every file in `dir` is one
+/// of them (an emptied or shortened artifact list would otherwise hide edited files; the reports
+/// `netprobe report` derives are exempt). Returns the mismatches.
+fn artifact_mismatches(dir: &Path, result: &RunResult) -> Vec<String> {
+    let mut mismatches = Vec::new();
     for a in &result.artifacts {
         let p = dir.join(&a.path);
         match sha256_file(&p) {
@@ -73,77 +90,54 @@ pub fn verify(dir: &Path) -> Result<VerifyOutcome, evidence::EvidenceError> {
         }
         Err(e) => mismatches.push(format!("cannot list {}: {e}", dir.display())),
     }
+    mismatches
+}
 
-    let re = assert::reevaluate(dir, &result);
-    let mut rungs = result.rungs.clone();
-    for rung in rungs.iter_mut() {
-        let Some((_, fresh)) = re.iter().find(|(n, _)| *n == rung.name) else {
-            continue;
-        };
-        n_assert += fresh.len();
-        for a in fresh {
-            let rec = rung.assertions.iter().find(|r| r.id == a.id);
-            match rec {
-                None => mismatches.push(format!(
-                    "{}/{}: not in the recorded result (observed {})",
-                    rung.name, a.id, a.observed
-                )),
-                Some(r) if r.passed != a.passed || r.observed != a.observed => {
-                    mismatches.push(format!(
-                        "{}/{}: recorded {} (observed {}), now {} (observed {})",
-                        rung.name,
-                        a.id,
-                        if r.passed { "pass" } else { "fail" },
-                        r.observed,
-                        if a.passed { "pass" } else { "fail" },
-                        a.observed
-                    ))
-                }
-                Some(_) => {}
-            }
-            if !a.passed {
-                failing.push(format!(
-                    "{}/{}: {} — expected {}, observed {}",
-                    rung.name, a.id, a.description, a.expected, a.observed
-                ));
-            }
-        }
-        if matches!(rung.status, Status::Pass | Status::Fail) {
-            let st = verdict::status_from_assertions(fresh);
-            if st != rung.status {
+/// Compares the re-evaluated assertions `fresh` of `rung` with the recorded ones and, for a
+/// rung that passed or failed, its recomputed status; pushes the differences to `mismatches`,
+/// the failing assertions to `failing`, and leaves `rung` as the evidence gives it.
+fn reverify_rung(
+    rung: &mut RungResult,
+    fresh: &[AssertionResult],
+    mismatches: &mut Vec<String>,
+    failing: &mut Vec<String>,
+) {
+    for a in fresh {
+        let rec = rung.assertions.iter().find(|r| r.id == a.id);
+        match rec {
+            None => mismatches.push(format!(
+                "{}/{}: not in the recorded result (observed {})",
+                rung.name, a.id, a.observed
+            )),
+            Some(r) if r.passed != a.passed || r.observed != a.observed => {
                 mismatches.push(format!(
-                    "rung {}: recorded {:?}, the evidence gives {:?}",
-                    rung.name, rung.status, st
-                ));
+                    "{}/{}: recorded {} (observed {}), now {} (observed {})",
+                    rung.name,
+                    a.id,
+                    if r.passed { "pass" } else { "fail" },
+                    r.observed,
+                    if a.passed { "pass" } else { "fail" },
+                    a.observed
+                ))
             }
-            rung.status = st;
+            Some(_) => {}
         }
-        rung.assertions = fresh.clone();
-    }
-    // issue 14: the three-way attribution, recomputed from each rung folder.
-    for rung in &rungs {
-        if let Some(rec) = rung.facts.get("attribution") {
-            let dir = dir.join(rung.name.as_str());
-            mismatches.extend(crate::probe::attribution::verify_recorded(
-                rung.name.as_str(),
-                &dir,
-                rec,
+        if !a.passed {
+            failing.push(format!(
+                "{}/{}: {} — expected {}, observed {}",
+                rung.name, a.id, a.description, a.expected, a.observed
             ));
         }
     }
-    let v = verdict::compute(&rungs);
-    if v.code != result.verdict.code {
-        mismatches.push(format!(
-            "verdict: recorded {}, the evidence gives {}",
-            result.verdict.code, v.code
-        ));
+    if matches!(rung.status, Status::Pass | Status::Fail) {
+        let st = verdict::status_from_assertions(fresh);
+        if st != rung.status {
+            mismatches.push(format!(
+                "rung {}: recorded {:?}, the evidence gives {:?}",
+                rung.name, rung.status, st
+            ));
+        }
+        rung.status = st;
     }
-    Ok(VerifyOutcome {
-        verdict: v,
-        recorded: result.verdict.clone(),
-        mismatches,
-        failing,
-        assertions: n_assert,
-        artifacts: result.artifacts.len(),
-    })
+    rung.assertions = fresh.to_vec();
 }

@@ -1,8 +1,8 @@
 //! What `netprobe verify` and `netprobe doctor` print on stdout: plain text for a terminal, one
 //! fact a line, every line produced by a check (nothing printed that no check found).
 
+use crate::evidence::result::VerifyOutcome;
 use crate::host::Prereq;
-use crate::probe::verify::VerifyOutcome;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -34,7 +34,7 @@ pub fn verify_text(dir: &Path, o: &VerifyOutcome) -> String {
 
 /// The report of `netprobe doctor`: one line per prerequisite (`found  ` or `MISSING`, name,
 /// `(slot driver / optional)` when not required, the first line of the detail with `…` when it
-/// had more), followed by `        fix: …` for each missing one. Source: [`crate::host::doctor`].
+/// had more), followed by `        fix: …` for each missing one. Source: [`crate::host::doctor()`].
 pub fn doctor_text(prereqs: &[Prereq]) -> String {
     let mut s = String::new();
     for p in prereqs {

@@ -2,7 +2,10 @@
 //! binaries and pins, host, declared differences, and timing ratios (new/old).
 
 use super::{Result, load_result, one_line, status_word};
-use crate::evidence::result::{BinaryFacts, RESULT_FILE, RunResult, RungName, Status, VerdictCode};
+use crate::evidence::result::{
+    AssertionResult, BinaryFacts, PinCheck, RESULT_FILE, RunResult, RungName, RungResult, Status,
+    VerdictCode,
+};
 use std::path::Path;
 
 /// A rung whose status differs (`None`: the rung is absent from that result).
@@ -145,67 +148,81 @@ pub fn diff_results(old: &RunResult, new: &RunResult) -> ResultDiff {
         }],
     };
     for name in RungName::ALL {
-        let (o, n) = (old.rung(name), new.rung(name));
-        if o.is_none() && n.is_none() {
-            continue;
-        }
-        let (os, ns) = (o.map(|r| r.status), n.map(|r| r.status));
+        diff_rung(name, old.rung(name), new.rung(name), &mut d);
+    }
+    d.facts = fact_changes(old, new);
+    d
+}
+
+/// The status, assertion and timing changes of rung `name` (`o`/`n`: the rung in the old and
+/// new result, if it ran), appended to `d`.
+fn diff_rung(name: RungName, o: Option<&RungResult>, n: Option<&RungResult>, d: &mut ResultDiff) {
+    if o.is_none() && n.is_none() {
+        return;
+    }
+    let (os, ns) = (o.map(|r| r.status), n.map(|r| r.status));
+    if os != ns {
+        d.rungs.push(RungChange {
+            rung: name,
+            old: os,
+            new: ns,
+            summary: n.or(o).map(|r| r.summary.clone()).unwrap_or_default(),
+        });
+    }
+    let empty = Vec::new();
+    let oa = o.map(|r| &r.assertions).unwrap_or(&empty);
+    let na = n.map(|r| &r.assertions).unwrap_or(&empty);
+    let mut ids: Vec<&String> = oa.iter().chain(na.iter()).map(|a| &a.id).collect();
+    ids.sort();
+    ids.dedup();
+    for id in ids {
+        let oa = oa.iter().find(|a| &a.id == id);
+        let na = na.iter().find(|a| &a.id == id);
+        let side = |a: &AssertionResult| AssertionSide {
+            observed: a.observed.clone(),
+            passed: a.passed,
+        };
+        let (os, ns) = (oa.map(side), na.map(side));
         if os != ns {
-            d.rungs.push(RungChange {
+            d.assertions.push(AssertionChange {
                 rung: name,
+                id: id.clone(),
+                expected: na.or(oa).map(|a| a.expected.clone()).unwrap_or_default(),
                 old: os,
                 new: ns,
-                summary: n.or(o).map(|r| r.summary.clone()).unwrap_or_default(),
             });
         }
-        let empty = Vec::new();
-        let oa = o.map(|r| &r.assertions).unwrap_or(&empty);
-        let na = n.map(|r| &r.assertions).unwrap_or(&empty);
-        let mut ids: Vec<&String> = oa.iter().chain(na.iter()).map(|a| &a.id).collect();
-        ids.sort();
-        ids.dedup();
-        for id in ids {
-            let oa = oa.iter().find(|a| &a.id == id);
-            let na = na.iter().find(|a| &a.id == id);
-            let side = |a: &crate::evidence::result::AssertionResult| AssertionSide {
-                observed: a.observed.clone(),
-                passed: a.passed,
-            };
-            let (os, ns) = (oa.map(side), na.map(side));
-            if os != ns {
-                d.assertions.push(AssertionChange {
-                    rung: name,
-                    id: id.clone(),
-                    expected: na.or(oa).map(|a| a.expected.clone()).unwrap_or_default(),
-                    old: os,
-                    new: ns,
+    }
+    if let (Some(o), Some(n)) = (o, n) {
+        d.timings.push(TimingRatio {
+            rung: Some(name),
+            step: None,
+            old_ms: o.duration_ms,
+            new_ms: n.duration_ms,
+        });
+        for (k, &nms) in &n.timings_ms {
+            if let Some(&oms) = o.timings_ms.get(k) {
+                d.timings.push(TimingRatio {
+                    rung: Some(name),
+                    step: Some(k.clone()),
+                    old_ms: oms,
+                    new_ms: nms,
                 });
             }
         }
-        if let (Some(o), Some(n)) = (o, n) {
-            d.timings.push(TimingRatio {
-                rung: Some(name),
-                step: None,
-                old_ms: o.duration_ms,
-                new_ms: n.duration_ms,
-            });
-            for (k, &nms) in &n.timings_ms {
-                if let Some(&oms) = o.timings_ms.get(k) {
-                    d.timings.push(TimingRatio {
-                        rung: Some(name),
-                        step: Some(k.clone()),
-                        old_ms: oms,
-                        new_ms: nms,
-                    });
-                }
-            }
-        }
     }
-    // Host.
+}
+
+/// A compared field: its name and how to show it.
+type Field<T> = (&'static str, fn(&T) -> String);
+
+/// The host, binary and pin facts that differ between `old` and `new`, in that order.
+fn fact_changes(old: &RunResult, new: &RunResult) -> Vec<FactChange> {
+    let mut facts = Vec::new();
     let (oh, nh) = (&old.host, &new.host);
     let mut fact = |subject: &str, field: &str, o: String, n: String| {
         if o != n {
-            d.facts.push(FactChange {
+            facts.push(FactChange {
                 subject: subject.into(),
                 field: field.into(),
                 old: o,
@@ -229,30 +246,15 @@ pub fn diff_results(old: &RunResult, new: &RunResult) -> ResultDiff {
         let get = |b: &Option<BinaryFacts>, f: fn(&BinaryFacts) -> String| {
             b.as_ref().map(f).unwrap_or_else(|| "absent".into())
         };
-        fact(
-            name,
-            "path",
-            get(ob, |b| b.path.clone()),
-            get(nb, |b| b.path.clone()),
-        );
-        fact(
-            name,
-            "version",
-            get(ob, |b| b.version.clone()),
-            get(nb, |b| b.version.clone()),
-        );
-        fact(
-            name,
-            "sha256",
-            get(ob, |b| b.sha256.clone()),
-            get(nb, |b| b.sha256.clone()),
-        );
-        fact(
-            name,
-            "bytes",
-            get(ob, |b| b.bytes.to_string()),
-            get(nb, |b| b.bytes.to_string()),
-        );
+        let fields: [Field<BinaryFacts>; 4] = [
+            ("path", |b| b.path.clone()),
+            ("version", |b| b.version.clone()),
+            ("sha256", |b| b.sha256.clone()),
+            ("bytes", |b| b.bytes.to_string()),
+        ];
+        for (field, f) in fields {
+            fact(name, field, get(ob, f), get(nb, f));
+        }
     }
     let mut pin_names: Vec<&String> = old.pins.iter().chain(&new.pins).map(|p| &p.name).collect();
     pin_names.sort();
@@ -261,30 +263,19 @@ pub fn diff_results(old: &RunResult, new: &RunResult) -> ResultDiff {
         let op = old.pins.iter().find(|p| &p.name == name);
         let np = new.pins.iter().find(|p| &p.name == name);
         let subject = format!("pin {name}");
-        let g = |p: Option<&crate::evidence::result::PinCheck>,
-                 f: fn(&crate::evidence::result::PinCheck) -> String| {
+        let g = |p: Option<&PinCheck>, f: fn(&PinCheck) -> String| {
             p.map(f).unwrap_or_else(|| "absent".into())
         };
-        fact(
-            &subject,
-            "pinned_version",
-            g(op, |p| p.pinned_version.clone()),
-            g(np, |p| p.pinned_version.clone()),
-        );
-        fact(
-            &subject,
-            "pinned_sha256",
-            g(op, |p| opt(&p.pinned_sha256)),
-            g(np, |p| opt(&p.pinned_sha256)),
-        );
-        fact(
-            &subject,
-            "matches",
-            g(op, |p| p.matches.to_string()),
-            g(np, |p| p.matches.to_string()),
-        );
+        let fields: [Field<PinCheck>; 3] = [
+            ("pinned_version", |p| p.pinned_version.clone()),
+            ("pinned_sha256", |p| opt(&p.pinned_sha256)),
+            ("matches", |p| p.matches.to_string()),
+        ];
+        for (field, f) in fields {
+            fact(&subject, field, g(op, f), g(np, f));
+        }
     }
-    d
+    facts
 }
 
 fn opt(s: &Option<String>) -> String {

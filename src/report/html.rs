@@ -1,7 +1,7 @@
 //! The HTML report (`netprobe report DIR --format html`): one self-contained page (inline CSS,
 //! inline SVG, no script, no external asset), rendered from `templates/report.html`. All text
 //! from the result or the evidence is HTML-escaped by the template engine on output
-//! ([`super::template`]); links are relative, percent-encoded and only to paths inside the
+//! (`super::template`); links are relative, percent-encoded and only to paths inside the
 //! evidence directory, so log content or file names cannot inject markup or script.
 
 use super::template;

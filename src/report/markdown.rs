@@ -1,6 +1,6 @@
 //! The Markdown report (`netprobe report DIR --format md`): fit to paste into an issue or PR,
 //! rendered from `templates/report.md`. All text from the result or the evidence is escaped by
-//! the template engine on output ([`super::template::escape_md`]): it can neither break a table
+//! the template engine on output (`super::template::escape_md`): it can neither break a table
 //! nor inject HTML; artifact links are relative to the evidence directory and percent-encoded.
 
 use super::template;

@@ -18,8 +18,6 @@ mod template;
 mod view;
 
 use crate::evidence::result::{Artifact, RESULT_FILE, RunResult, RungName, SCHEMA_VERSION};
-use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// Errors of the report module. Each names the input and says how to fix it.
@@ -185,7 +183,8 @@ fn result_file_of(path: &Path) -> PathBuf {
 /// Renders the report of evidence directory `dir` in `format` and writes it to
 /// `dir/report.md` or `dir/report.html`; returns that path.
 ///
-/// The write is atomic (a temporary file in `dir`, then rename). A report is derived data
+/// The write is atomic ([`crate::evidence::replace_atomic`]: a temporary file in `dir`, then
+/// rename). A report is derived data
 /// (it can always be regenerated from the evidence), so an existing report of the same format is
 /// **overwritten**; no other file in `dir` is touched. Errors: those of [`load_result`] and
 /// [`ReportError::Write`].
@@ -209,16 +208,8 @@ pub fn write_report(dir: &Path, format: Format) -> Result<PathBuf> {
         path: target.clone(),
         source,
     };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".report-")
-        .suffix(".tmp")
-        .tempfile_in(&dir)
-        .map_err(wr)?;
-    tmp.write_all(text.as_bytes()).map_err(wr)?;
-    tmp.as_file().sync_all().map_err(wr)?;
-    // World-readable like every other evidence file (tempfile creates 0600).
-    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o644)).map_err(wr)?;
-    tmp.persist(&target).map_err(|e| wr(e.error))?;
+    // Mode 0644 like every other evidence file.
+    crate::evidence::replace_atomic(&target, text.as_bytes()).map_err(wr)?;
     Ok(target)
 }
 

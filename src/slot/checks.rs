@@ -15,50 +15,52 @@ use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// The command-line checks done before anything else: provision-only flags, `--no-probe-gate`
-/// with a reason, the qcow2 pin.
+/// The argument rules of a provision that hold however [`SlotArgs`] was built (the CLI's clap
+/// subcommands already enforce which verb takes which flag, `--no-probe-gate` against
+/// `--probe-evidence` and the `--image-sha256` format): the override reason
+/// ([`probe_gate_reason`]) and the qcow2 pin ([`image_pin`]). Other verbs ignore the
+/// provision-only fields.
 ///
 /// Errors: a usage [`SlotError`] (exit 2) naming the flag and the fix.
 pub fn usage_checks(a: &SlotArgs, raw: &str) -> Result<(), SlotError> {
-    let prov = a.verb == Verb::Provision;
-    let usage = |m: String| Err(SlotError::usage(raw, m));
-    if !prov
-        && (a.image.is_some()
-            || a.image_sha256.is_some()
-            || a.probe_evidence.is_some()
-            || a.no_probe_gate)
-    {
-        return usage(
-            "--image, --image-sha256, --probe-evidence and --no-probe-gate are for provision only"
+    if a.verb != Verb::Provision {
+        return Ok(());
+    }
+    let reason = if a.no_probe_gate {
+        probe_gate_reason(a.reason.as_deref())
+    } else {
+        Ok(())
+    };
+    reason
+        .and_then(|()| image_pin(a.image.as_deref(), a.image_sha256.as_deref()))
+        .map_err(|m| SlotError::usage(raw, m))
+}
+
+/// `--no-probe-gate` needs a non-blank `--reason` (it is recorded in the slot). Errors: the
+/// usage message.
+pub fn probe_gate_reason(reason: Option<&str>) -> Result<(), String> {
+    if reason.map(str::trim).unwrap_or("").is_empty() {
+        return Err(
+            "--no-probe-gate needs --reason TEXT (recorded in the slot); it must not be blank"
                 .into(),
         );
     }
-    if a.no_probe_gate && a.reason.as_deref().map(str::trim).unwrap_or("").is_empty() {
-        return usage("--no-probe-gate needs --reason TEXT (recorded in the slot)".into());
-    }
-    if a.no_probe_gate && a.probe_evidence.is_some() {
-        return usage("--no-probe-gate and --probe-evidence exclude each other".into());
-    }
-    if let Some(h) = &a.image_sha256
-        && (h.len() != 64
-            || !h
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
-    {
-        return usage(format!(
-            "--image-sha256 {h:?}: expected 64 lower-case hex digits"
-        ));
-    }
-    if a.image.is_some() {
-        let is_qcow = ImageKind::of(a.image.as_deref()) == ImageKind::Qcow2;
-        if is_qcow && a.image_sha256.is_none() {
-            return usage("a .qcow2 --image must be pinned with --image-sha256".into());
-        }
-        if !is_qcow && a.image_sha256.is_some() {
-            return usage("--image-sha256 applies to a .qcow2 image only".into());
-        }
-    }
     Ok(())
+}
+
+/// The qcow2 pin rule: a `.qcow2` `--image` must be pinned with `--image-sha256`, and a pin is
+/// only for a `.qcow2` image (the format of the pin is the CLI's, and a pin that does not
+/// match fails the image gate). Errors: the usage message.
+pub fn image_pin(image: Option<&Path>, sha256: Option<&str>) -> Result<(), String> {
+    let Some(img) = image else { return Ok(()) };
+    match (
+        ImageKind::of(Some(img)) == ImageKind::Qcow2,
+        sha256.is_some(),
+    ) {
+        (true, false) => Err("a .qcow2 --image must be pinned with --image-sha256".into()),
+        (false, true) => Err("--image-sha256 applies to a .qcow2 image only".into()),
+        _ => Ok(()),
+    }
 }
 
 /// The sha256 of a file, as a gate detail error when it cannot be read.
@@ -441,26 +443,13 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn usage_checks_name_the_flag() {
+    fn usage_checks_keep_the_reason_and_pin_rules() {
         let mut a = SlotArgs::new(Verb::Restore, "1", "/tmp/x");
         assert!(usage_checks(&a, "1").is_ok());
+        a.verb = Verb::Provision;
         a.image = Some("/x.qcow2".into());
         let e = usage_checks(&a, "1").unwrap_err();
-        assert!(e.message.contains("provision only") && e.exit_code() == 2);
-        a.verb = Verb::Provision;
-        assert!(
-            usage_checks(&a, "1")
-                .unwrap_err()
-                .message
-                .contains("pinned with --image-sha256")
-        );
-        a.image_sha256 = Some("ABC".into());
-        assert!(
-            usage_checks(&a, "1")
-                .unwrap_err()
-                .message
-                .contains("64 lower-case hex")
-        );
+        assert!(e.message.contains("pinned with --image-sha256") && e.exit_code() == 2);
         a.image_sha256 = Some("a".repeat(64));
         assert!(usage_checks(&a, "1").is_ok());
         a.no_probe_gate = true;
@@ -470,13 +459,33 @@ pub(crate) mod tests {
                 .message
                 .contains("needs --reason")
         );
-        a.reason = Some("r".into());
-        a.probe_evidence = Some("/e".into());
+        a.reason = Some("  ".into());
         assert!(
             usage_checks(&a, "1")
                 .unwrap_err()
                 .message
-                .contains("exclude each other")
+                .contains("must not be blank")
         );
+        a.reason = Some("r".into());
+        assert!(usage_checks(&a, "1").is_ok());
+    }
+
+    #[test]
+    fn image_pin_rule() {
+        let q = Path::new("/x.qcow2");
+        let d = Path::new("/rootfs");
+        assert!(
+            image_pin(Some(q), None)
+                .unwrap_err()
+                .contains("--image-sha256")
+        );
+        assert!(
+            image_pin(Some(d), Some("a"))
+                .unwrap_err()
+                .contains("qcow2 image only")
+        );
+        assert!(image_pin(Some(q), Some("a")).is_ok());
+        assert!(image_pin(Some(d), None).is_ok());
+        assert!(image_pin(None, None).is_ok());
     }
 }

@@ -77,11 +77,8 @@ fn unmount_all(run: &VerbRun, st: &mut SlotState) -> Vec<String> {
             release_export(&img, export, &mut problems);
         }
     }
-    for m in crate::ns::mountinfo::mounts_under(&run.paths.root) {
-        if let Err(e) = mounts::unmount(&m) {
-            problems.push(e);
-        }
-    }
+    let (_, left) = crate::ns::mountinfo::unmount_under(&run.paths.root, mounts::unmount);
+    problems.extend(left);
     problems
 }
 

@@ -215,6 +215,19 @@ fn guest_gate(
 /// The container's `runtime state` answer and how long the query took (ms).
 pub(crate) type StateAnswer = (Result<Option<ContainerState>, OciError>, u64);
 
+/// The network state of holder `h`'s namespace ([`crate::ns::capture_netstate`]), its time
+/// recorded under `timing` (milliseconds).
+///
+/// Errors: step `netstate-capture` could not run.
+pub(crate) fn holder_netstate(
+    run: &mut VerbRun,
+    h: &ProcessIdentity,
+    timing: &str,
+) -> Result<NetState, SlotError> {
+    let cap = run.time(timing, || crate::ns::capture_netstate(&h.netns_path()));
+    cap.map_err(|e| run.step_err("netstate-capture", e))
+}
+
 /// Ready gates: lo UP with 127.0.0.1/8 in the container's netns, the guest server answers 200
 /// from inside the namespace, the container runs in the holder's netns (runtime state), cgroup
 /// limits read back. Returns the captured network state.
@@ -228,10 +241,7 @@ pub(crate) fn ready_gates(
     state: impl FnOnce() -> StateAnswer,
 ) -> Result<NetState, SlotError> {
     let h = holder_gate(run, st, &format!("{when} ready checks"))?;
-    let t = Instant::now();
-    let cap = crate::ns::capture_netstate(&h.netns_path());
-    run.took(&format!("{when}-netstate-capture"), t);
-    let cap = cap.map_err(|e| run.step_err("netstate-capture", e))?;
+    let cap = holder_netstate(run, &h, &format!("{when}-netstate-capture"))?;
     run.ev_write(
         &format!("netstate-{when}.json"),
         cap.to_canonical_json().as_bytes(),

@@ -161,7 +161,13 @@ impl SlotError {
         self
     }
 
-    /// The process exit code: 1 gate failed, 2 usage, 3 host refused, 4 could not run.
+    /// The exit class ([`SlotError::kind`]).
+    pub fn exit_class(&self) -> ExitClass {
+        self.kind
+    }
+
+    /// The process exit code of [`SlotError::exit_class`]: 1 gate failed, 2 usage, 3 host
+    /// refused, 4 could not run.
     pub fn exit_code(&self) -> i32 {
         i32::from(self.kind.code())
     }

@@ -46,7 +46,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// A slot verb.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verb {
     /// Create a fresh slot: image, overlay, holder, bundle, container, ready gates.
@@ -92,7 +92,11 @@ impl Verb {
     }
 }
 
-/// The arguments of `netprobe slot VERB`, as parsed by the CLI (no validation done there).
+/// The arguments of `netprobe slot VERB`. The CLI's clap subcommands decide which verb takes
+/// which flag and check the flags' shape (`--image-sha256` format, `--no-probe-gate` with
+/// `--reason`, not with `--probe-evidence`); [`run_verb`] checks, however the arguments were
+/// built, the slot number and the rules of [`checks::usage_checks`] (override reason, qcow2
+/// pin). Verbs other than provision ignore the provision-only fields.
 #[derive(Debug, Clone)]
 pub struct SlotArgs {
     /// The verb.
@@ -250,7 +254,8 @@ pub const DECLARED_DIFFERENCES: &[&str] = &[
 /// Runs one slot verb. See the module docs for the order of checks.
 ///
 /// Errors: [`SlotError`] naming the slot and the failed gate or step; exit codes from
-/// [`SlotError::exit_code`]: 1 a gate failed, 2 usage, 3 host refused, 4 could not run.
+/// [`SlotError::exit_class`] ([`crate::exit::ExitClass`]): 1 a gate failed, 2 usage, 3 host
+/// refused, 4 could not run.
 pub fn run_verb(args: &SlotArgs) -> Result<SlotOutcome, SlotError> {
     let env = run::SlotEnv {
         make_runtime: &run::real_runtime,

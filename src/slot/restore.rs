@@ -223,11 +223,7 @@ fn restored_gates(
     };
     // The snapshot's netstate.json was verified against its sha256 by `snapshot-complete`.
     let recorded = fs::read_to_string(snap_dir.join("netstate.json")).unwrap_or_default();
-    let cap = run.time("netstate-capture", || {
-        crate::ns::capture_netstate(&h.netns_path())
-    });
-    let checked = cap
-        .map_err(|e| run.step_err("netstate-capture", e))
+    let checked = common::holder_netstate(run, &h, "netstate-capture")
         .and_then(|observed| net_fidelity(run, &recorded, &observed));
     let bytes = match checked {
         Ok(n) => n,

@@ -76,10 +76,7 @@ fn checkpoint(
     tmp: &Path,
 ) -> Result<(crate::ns::ProcessIdentity, String), SlotError> {
     let h = holder_gate(run, st, "recording the network state")?;
-    let cap = run.time("netstate-capture", || {
-        crate::ns::capture_netstate(&h.netns_path())
-    });
-    let cap = cap.map_err(|e| run.step_err("netstate-capture", e))?;
+    let cap = common::holder_netstate(run, &h, "netstate-capture")?;
     common::lo_gate(run, &cap)?;
     let cap = cap.to_canonical_json();
     let path = tmp.join("netstate.json");

@@ -15,11 +15,7 @@ pub fn random_hex(n: usize) -> String {
         .and_then(|mut f| f.read_exact(&mut buf))
         .is_err()
     {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let s = format!("{t}-{}", std::process::id());
+        let s = format!("{}-{}", crate::evidence::unix_nanos(), std::process::id());
         return crate::evidence::sha256_hex(s.as_bytes())[..2 * n.min(32)].to_string();
     }
     hex::encode(buf)
