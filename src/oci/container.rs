@@ -104,6 +104,7 @@ impl RuntimeOps for Runtime {
             move || {
                 let _ = rt.kill(&cid, "KILL");
                 let _ = rt.delete(&cid, true);
+                super::cgroups::remove_leftover_cgroups(&cid);
             },
         ))
     }

@@ -4,6 +4,7 @@
 //! - [`bundle`]: [`BundleSpec`] → `config.json` ([`write_bundle`], atomic, sha256).
 //! - [`runtime`]: [`Runtime`] (create/start/state/kill/delete/checkpoint/restore), always with a
 //!   private `--root` and an explicit `--criu`; [`ContainerGuard`] so nothing leaks.
+//! - [`cgroups`]: a killed runtime's leftover `<hierarchy>/<id>` cgroups, removed at release.
 //! - [`container`]: [`Container`], the one container handle (create → start → checkpoint →
 //!   prove gone → restore → release) of the probe rungs and the slot, over [`RuntimeOps`].
 //!
@@ -12,6 +13,7 @@
 //! nor restored; a netns named by path is passed to CRIU as external (`extRootNetNS`).
 
 pub mod bundle;
+pub mod cgroups;
 pub mod container;
 pub mod error;
 pub mod rootfs;

@@ -660,6 +660,7 @@ impl ContainerGuard {
         let on_signal = crate::ns::cleanup::register(format!("container {id}"), move || {
             let _ = rt.kill(&cid, "KILL");
             let _ = rt.delete(&cid, true);
+            super::cgroups::remove_leftover_cgroups(&cid);
         });
         Self {
             runtime: runtime.clone(),
@@ -698,11 +699,17 @@ impl ContainerGuard {
             None => self.runtime.kill(&self.id, "KILL"),
         }
         .is_ok();
-        match self.runtime.delete_inner(&self.id, true, !killed) {
-            Ok(_) => {}
-            Err(OciError::Failed { stderr_tail, .. }) if says_does_not_exist(&stderr_tail) => {}
-            Err(e) => return Err(e),
-        }
+        let deleted = match self.runtime.delete_inner(&self.id, true, !killed) {
+            Ok(_) => Ok(()),
+            Err(OciError::Failed { stderr_tail, .. }) if says_does_not_exist(&stderr_tail) => {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        };
+        // A runtime killed mid-restore can leave the container's cgroups without any state
+        // to delete them by.
+        super::cgroups::remove_leftover_cgroups(&self.id);
+        deleted?;
         self.runtime.prove_gone(&self.id)
     }
 }
