@@ -274,8 +274,12 @@ impl<'r> Container<'r> {
     /// Errors: those of [`RuntimeOps::release`].
     pub fn release(&mut self) -> Result<()> {
         self.armed = false;
-        self.on_signal = None;
-        self.rt.release(&self.id, self.pid)
+        // The signal registration stays until the release is done: a signal that lands while
+        // the release's own runtime calls run (and kills them) still releases the container.
+        let registration = self.on_signal.take();
+        let r = self.rt.release(&self.id, self.pid);
+        drop(registration);
+        r
     }
 
     /// Lets the container outlive this handle (e.g. a provisioned slot).

@@ -690,7 +690,8 @@ impl ContainerGuard {
     /// [`Runtime::prove_gone`].
     pub fn release(&mut self) -> Result<()> {
         self.armed = false;
-        self.on_signal = None;
+        // Kept until the release is done (see Container::release).
+        let _registration = self.on_signal.take();
         // kill and delete reap the init when it is our child (see the type's doc).
         // With the pid known, no `runc state` before the kill; after a successful KILL (init
         // reaped) the delete needs no pid either. `prove_gone` below still asks `runc state`.
