@@ -77,7 +77,7 @@ fn checkpoint(
 ) -> Result<(crate::ns::ProcessIdentity, String), SlotError> {
     let h = holder_gate(run, st, "recording the network state")?;
     let cap = run.time("netstate-capture", || {
-        crate::ns::capture_netstate(&h.netns_path())
+        crate::ns::capture_netstate(&h.netns_path()).map(|(s, _)| s)
     });
     let cap = cap.map_err(|e| run.step_err("netstate-capture", e))?;
     common::lo_gate(run, &cap)?;

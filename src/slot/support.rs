@@ -6,7 +6,33 @@
 use std::fs::{self, File};
 use std::io::Read;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// The bound of a short helper run by the slot driver (`blkid`, `partx`, `losetup`,
+/// `qemu-storage-daemon --daemonize` until it has daemonized, `sync -f`).
+pub const TOOL_LIMIT: Duration = Duration::from_secs(60);
+
+/// The bound of `cp -a` of an upper tree.
+pub const COPY_LIMIT: Duration = Duration::from_secs(1800);
+
+/// Runs `cmd` as a bounded process tree ([`crate::proc::run_tree`]: its own process group,
+/// killed as a whole when `limit` fires or netprobe is interrupted), stdin from /dev/null;
+/// stdout and stderr are piped and returned unless the caller redirected them already (then
+/// pass `pipe` false).
+///
+/// Errors: the [`crate::proc::TreeError`] (spawn, wait, timeout, interruption) as text.
+pub fn run_bounded(
+    cmd: &mut Command,
+    limit: Duration,
+    pipe: bool,
+) -> Result<crate::proc::TreeOutput, String> {
+    cmd.stdin(Stdio::null());
+    if pipe {
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    }
+    crate::proc::run_tree(cmd, limit, None).map_err(|e| e.to_string())
+}
 
 /// `n` random bytes from `/dev/urandom`, hex encoded (falls back to time and pid).
 pub fn random_hex(n: usize) -> String {
@@ -64,17 +90,32 @@ pub enum TreeError {
     },
 }
 
-/// Runs `program args…`, its stderr captured. Errors: [`TreeError::Spawn`] or
+/// Runs `program args…` as a bounded process tree (at most `limit`), its stderr captured.
+/// Errors: [`TreeError::Spawn`] or
 /// [`TreeError::Failed`] naming `command`.
 fn run_tool(
     program: &'static str,
     args: &[&std::ffi::OsStr],
     command: String,
+    limit: Duration,
 ) -> Result<(), TreeError> {
-    let out = Command::new(program)
-        .args(args)
-        .output()
-        .map_err(|source| TreeError::Spawn { program, source })?;
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = match crate::proc::run_tree(&mut cmd, limit, None) {
+        Ok(o) => o,
+        Err(crate::proc::TreeError::Spawn { source, .. }) => {
+            return Err(TreeError::Spawn { program, source });
+        }
+        Err(e) => {
+            return Err(TreeError::Failed {
+                command,
+                stderr: e.to_string(),
+            });
+        }
+    };
     if out.status.success() {
         Ok(())
     } else {
@@ -101,6 +142,7 @@ pub fn copy_tree(src: &Path, dst: &Path) -> Result<(), TreeError> {
             dst.as_os_str(),
         ],
         command,
+        COPY_LIMIT,
     )?;
     sync_fs(dst)
 }
@@ -110,7 +152,12 @@ pub fn copy_tree(src: &Path, dst: &Path) -> Result<(), TreeError> {
 /// Errors: [`TreeError::Spawn`] or [`TreeError::Failed`].
 pub fn sync_fs(path: &Path) -> Result<(), TreeError> {
     let command = format!("sync -f {}", path.display());
-    run_tool("sync", &["-f".as_ref(), path.as_os_str()], command)
+    run_tool(
+        "sync",
+        &["-f".as_ref(), path.as_os_str()],
+        command,
+        TOOL_LIMIT,
+    )
 }
 
 /// Removes a directory tree that netprobe created inside the slot, refusing to cross a mount
