@@ -46,8 +46,17 @@ fn planted_criu_chain_and_deprecated_address_fail_the_gate_by_name() {
     in_holder(
         pid,
         &[
-            "ip", "addr", "add", "fd41::1/64", "dev", "lo", "nodad", "valid_lft", "3600",
-            "preferred_lft", "3600",
+            "ip",
+            "addr",
+            "add",
+            "fd41::1/64",
+            "dev",
+            "lo",
+            "nodad",
+            "valid_lft",
+            "3600",
+            "preferred_lft",
+            "3600",
         ],
     );
     let snap = ok(Verb::Snapshot, "41", &sd);
@@ -58,30 +67,49 @@ fn planted_criu_chain_and_deprecated_address_fail_the_gate_by_name() {
         "the slot records the full state: {rec}"
     );
 
-    // (a) A CRIU chain planted in the holder's netns: the restore fails the gate naming it.
-    in_holder(pid, &["iptables", "-w", "-N", "CRIU"]);
-    in_holder(pid, &["iptables", "-w", "-A", "CRIU", "-j", "DROP"]);
+    // (a) A CRIU chain planted in the holder's netns (table mangle: CRIU's own lock of the
+    // external netns, a CRIU chain in table filter from the dump on, is removed by the
+    // restore's unlock; this one survives it): the restore fails the gate naming it.
+    in_holder(pid, &["iptables", "-w", "-t", "mangle", "-N", "CRIU"]);
+    in_holder(
+        pid,
+        &["iptables", "-w", "-t", "mangle", "-A", "CRIU", "-j", "DROP"],
+    );
     let e = restore_err("41", &sd);
     assert_eq!(e.exit_code(), 1, "{e}");
     assert_eq!(e.gate.as_deref(), Some("net-fidelity"), "{e}");
     assert!(
-        e.message
-            .contains("CRIU's network lock left in the namespace: iptables: chain CRIU in table filter"),
+        e.message.contains(
+            "CRIU's network lock left in the namespace: iptables: chain CRIU in table mangle"
+        ),
         "{e}"
     );
     let diff = e.diff.clone().unwrap();
     assert!(diff.contains("/netfilter/iptables"), "{diff}");
-    assert!(!diff.lines().any(|l| l.starts_with("+ ") || l.starts_with("- ")), "{diff}");
+    assert!(
+        !diff
+            .lines()
+            .any(|l| l.starts_with("+ ") || l.starts_with("- ")),
+        "{diff}"
+    );
     assert_eq!(state(&sd, 41).phase, Phase::RestoreFailed);
-    in_holder(pid, &["iptables", "-w", "-F", "CRIU"]);
-    in_holder(pid, &["iptables", "-w", "-X", "CRIU"]);
+    in_holder(pid, &["iptables", "-w", "-t", "mangle", "-F", "CRIU"]);
+    in_holder(pid, &["iptables", "-w", "-t", "mangle", "-X", "CRIU"]);
 
     // (b) The address became deprecated (preferred lifetime 0): the gate names the flag.
     in_holder(
         pid,
         &[
-            "ip", "addr", "change", "fd41::1/64", "dev", "lo", "valid_lft", "3600",
-            "preferred_lft", "0",
+            "ip",
+            "addr",
+            "change",
+            "fd41::1/64",
+            "dev",
+            "lo",
+            "valid_lft",
+            "3600",
+            "preferred_lft",
+            "0",
         ],
     );
     let e = restore_err("41", &sd);
@@ -92,14 +120,25 @@ fn planted_criu_chain_and_deprecated_address_fail_the_gate_by_name() {
         "{e}"
     );
     let diff = e.diff.clone().unwrap();
-    assert!(diff.contains("/addresses/") && diff.contains("deprecated"), "{diff}");
+    assert!(
+        diff.contains("/addresses/") && diff.contains("deprecated"),
+        "{diff}"
+    );
 
     // Put back: the restore passes; its outcome says what each gate recorded, inodes side by side.
     in_holder(
         pid,
         &[
-            "ip", "addr", "change", "fd41::1/64", "dev", "lo", "valid_lft", "3600",
-            "preferred_lft", "3600",
+            "ip",
+            "addr",
+            "change",
+            "fd41::1/64",
+            "dev",
+            "lo",
+            "valid_lft",
+            "3600",
+            "preferred_lft",
+            "3600",
         ],
     );
     let r = ok(Verb::Restore, "41", &sd);
@@ -108,7 +147,9 @@ fn planted_criu_chain_and_deprecated_address_fail_the_gate_by_name() {
     assert_eq!(c, h, "{:?}", r.facts);
     let d = &gate(&r, "container-in-holder-netns").detail;
     assert!(
-        d.contains(&format!("netns inode {c} (container init's) == {h} (holder's)")),
+        d.contains(&format!(
+            "netns inode {c} (container init's) == {h} (holder's)"
+        )),
         "{d}"
     );
     assert!(r.summary.contains("net-fidelity: "), "{}", r.summary);
@@ -174,8 +215,8 @@ fn criu_reason_of_a_refused_checkpoint_is_a_field() {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
     let t = std::thread::spawn(move || {
         netprobe::ns::run_in_netns(std::path::Path::new(&netns), move || {
-            let s = std::net::TcpStream::connect(("127.0.0.1", netprobe::oci::INIT_HTTP_PORT))
-                .unwrap();
+            let s =
+                std::net::TcpStream::connect(("127.0.0.1", netprobe::oci::INIT_HTTP_PORT)).unwrap();
             ready_tx.send(()).unwrap();
             let _ = rx.recv();
             drop(s);

@@ -41,8 +41,10 @@ mod tests {
             .unwrap();
         log.record(
             GateId::GuestHttp,
-            Err("not applicable: the image declares no guest server (/etc/netprobe-guest-port)"
-                .into()),
+            Err(
+                "not applicable: the image declares no guest server (/etc/netprobe-guest-port)"
+                    .into(),
+            ),
         );
         let s = gate_claims(&log, &RESTORED_CLAIMS);
         assert_eq!(

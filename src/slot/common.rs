@@ -264,7 +264,11 @@ pub(crate) fn ready_gates(
                 if same { "==" } else { "!=" },
                 h.netns_inode
             );
-            if status == "running" && same { Ok(d) } else { Err(d) }
+            if status == "running" && same {
+                Ok(d)
+            } else {
+                Err(d)
+            }
         }
         Err(e) => Err(format!("status {status}: {e}")),
     };

@@ -111,7 +111,11 @@ mod tests {
         obs.links[0].mtu = Some(1500);
         let m = compare(&rec.to_canonical_json(), &obs, &obs.to_canonical_json()).unwrap_err();
         assert_eq!(m.diff, "/links/0/mtu: 65536 → 1500\n");
-        assert!(!m.diff.contains("+ ") && !m.diff.contains("- "), "{}", m.diff);
+        assert!(
+            !m.diff.contains("+ ") && !m.diff.contains("- "),
+            "{}",
+            m.diff
+        );
         assert!(m.detail.contains("1 field(s) differ"), "{}", m.detail);
     }
 

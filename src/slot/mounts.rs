@@ -119,9 +119,9 @@ pub fn mount_ro(dev: &Path, target: &Path) -> Result<(MountGuard, String), Strin
             .arg(dev),
     )
     .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "ext4".into());
+    .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    .filter(|s| !s.is_empty())
+    .unwrap_or_else(|| "ext4".into());
     let data = if fstype.starts_with("ext") {
         Some("noload")
     } else {
