@@ -88,10 +88,6 @@ pub struct SlotError {
     pub evidence: Option<Box<std::path::Path>>,
     /// The typed cause of a step that could not run.
     pub source: Option<Arc<StepError>>,
-    /// CRIU's deciding log lines with their line numbers ([`crate::criu::quote_log`]) when the
-    /// runtime's checkpoint or restore failed and CRIU's log names the reason (e.g. "Connected
-    /// TCP socket, consider using --tcp-established option"); also part of `message`.
-    pub criu_reason: Option<Box<str>>,
 }
 
 impl SlotError {
@@ -129,13 +125,6 @@ impl SlotError {
             src = s.source();
         }
         let mut e = Self::new(ExitClass::CouldNotRun, slot, Some(step), message);
-        if let StepError::Runtime(OciError::Failed {
-            criu_reason: Some(r),
-            ..
-        }) = &cause
-        {
-            e.criu_reason = Some(r.as_str().into());
-        }
         e.source = Some(Arc::new(cause));
         e
     }
@@ -149,7 +138,6 @@ impl SlotError {
             diff: None,
             evidence: None,
             source: None,
-            criu_reason: None,
         }
     }
 
@@ -173,6 +161,20 @@ impl SlotError {
         self
     }
 
+    /// CRIU's deciding log lines with their line numbers ([`crate::criu::quote_log`]) when the
+    /// step's cause is a failed runtime checkpoint or restore whose CRIU log names the reason
+    /// (e.g. "Connected TCP socket, consider using --tcp-established option"); also part of
+    /// `message`. Read from the `source` field (`OciError::Failed { criu_reason, .. }`).
+    pub fn criu_reason(&self) -> Option<&str> {
+        match self.source.as_deref() {
+            Some(StepError::Runtime(OciError::Failed {
+                criu_reason: Some(r),
+                ..
+            })) => Some(r.as_str()),
+            _ => None,
+        }
+    }
+
     /// The process exit code: 1 gate failed, 2 usage, 3 host refused, 4 could not run.
     pub fn exit_code(&self) -> i32 {
         i32::from(self.kind.code())
@@ -187,7 +189,7 @@ impl SlotError {
             "gate": self.gate,
             "message": self.message,
             "diff": self.diff,
-            "criu_reason": self.criu_reason,
+            "criu_reason": self.criu_reason(),
             "evidence": self.evidence,
             "exit_code": self.exit_code(),
         })
@@ -268,7 +270,7 @@ mod tests {
                 criu_reason: Some(why.into()),
             },
         );
-        assert_eq!(e.criu_reason.as_deref(), Some(why));
+        assert_eq!(e.criu_reason(), Some(why));
         assert_eq!(e.to_json()["criu_reason"], why);
         assert!(e.message.contains("Connected TCP socket"), "{e}");
         let u = SlotError::usage("x", "bad");
