@@ -191,3 +191,21 @@ pub fn timed<T>(f: impl FnOnce() -> T) -> (T, u64) {
     let out = f();
     (out, ms_since(t))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_helper_whose_child_holds_the_pipes_ends_at_its_bound() {
+        // The helper forks a grandchild that keeps stdout open and hangs: the bound ends both.
+        let t = std::time::Instant::now();
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "sleep 30 & echo started; sleep 30"]);
+        let e = run_bounded(&mut cmd, Duration::from_millis(500), true).unwrap_err();
+        assert!(t.elapsed() < Duration::from_secs(10), "{e}");
+        assert!(e.contains("sh"), "{e}");
+        let ok = run_bounded(Command::new("echo").arg("hi"), TOOL_LIMIT, true).unwrap();
+        assert_eq!(ok.stdout, b"hi\n");
+    }
+}
