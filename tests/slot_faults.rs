@@ -230,7 +230,17 @@ fn lifecycle_faults() {
     let e = err(&args(Verb::Reset, "11", &sd));
     assert_gate_err(&e, "11", "net-fidelity", 1);
     let diff = e.diff.clone().unwrap();
-    assert!(diff.contains("+ ") && diff.contains("10.77.0.1"), "{diff}");
+    // Field paths, the way `run` prints them, not whole JSON lines with "+" and "-".
+    assert!(
+        diff.contains("/addresses/") && diff.contains("10.77.0.1"),
+        "{diff}"
+    );
+    assert!(
+        !diff
+            .lines()
+            .any(|l| l.starts_with("+ ") || l.starts_with("- ")),
+        "{diff}"
+    );
     assert!(e.to_string().contains("10.77.0.1"));
     assert!(
         e.evidence

@@ -146,13 +146,23 @@ pub enum CaptureError {
     },
 }
 
-/// Captures the [`crate::netlink::NetState`] (links, addresses, routes of every table) of the
-/// network namespace at `netns` (`/proc/<pid>/ns/net`), entered by the calling thread for the
-/// capture only. The one state capture of the probe rungs and the slot driver.
+/// How long [`capture_netstate`] waits for `tentative` addresses (IPv6 DAD) to settle,
+/// milliseconds.
+pub const SETTLE_MS: u64 = 5000;
+
+/// The one state capture of the probe rungs and the slot driver: the full
+/// [`crate::netlink::NetState`] of the network namespace at `netns` (`/proc/<pid>/ns/net`) —
+/// links, addresses with their flags, routes of every table, policy rules, the sysctls CRIU
+/// saves and the canonical netfilter ruleset ([`crate::netlink::capture_full`], waiting at
+/// most [`SETTLE_MS`] for tentative addresses) — with the evidence beside it that is not
+/// compared ([`crate::netlink::CaptureExtras`]). The calling thread enters the namespace for
+/// the capture only; the netfilter tools it runs inherit that namespace.
 ///
 /// Errors: [`CaptureError::Enter`] or [`CaptureError::Netlink`], naming the namespace.
-pub fn capture_netstate(netns: &Path) -> Result<crate::netlink::NetState, CaptureError> {
-    run_in_netns(netns, crate::netlink::capture)
+pub fn capture_netstate(
+    netns: &Path,
+) -> Result<(crate::netlink::NetState, crate::netlink::CaptureExtras), CaptureError> {
+    run_in_netns(netns, || crate::netlink::capture_full(SETTLE_MS))
         .map_err(|source| CaptureError::Enter {
             path: netns.to_path_buf(),
             source,

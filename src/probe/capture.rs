@@ -5,11 +5,11 @@
 //! `netfilter-<when>.txt` (raw iptables-save / ip6tables-save / nft list ruleset output).
 
 use crate::evidence::EvidenceDir;
-use crate::netlink::{self, NetState};
+use crate::netlink::NetState;
 use std::path::Path;
 
 /// How long a capture waits for `tentative` addresses (IPv6 DAD) to settle, milliseconds.
-pub const SETTLE_MS: u64 = 5000;
+pub use crate::ns::SETTLE_MS;
 
 /// Captures the full state of the netns at `netns` and writes `<rung>/netstate-<when>.json`,
 /// `<rung>/sysctls-other-<when>.json` and `<rung>/netfilter-<when>.txt` (`when` is `before`
@@ -22,9 +22,7 @@ pub fn capture_and_write(
     netns: &Path,
     when: &str,
 ) -> Result<(NetState, u32), String> {
-    let (state, extras) = crate::ns::run_in_netns(netns, || netlink::capture_full(SETTLE_MS))
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
+    let (state, extras) = crate::ns::capture_netstate(netns).map_err(|e| e.to_string())?;
     let rel = |f: &str| format!("{rung}/{f}");
     ev.write(
         &rel(&format!("netstate-{when}.json")),

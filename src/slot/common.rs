@@ -224,7 +224,9 @@ pub(crate) fn holder_netstate(
     h: &ProcessIdentity,
     timing: &str,
 ) -> Result<NetState, SlotError> {
-    let cap = run.time(timing, || crate::ns::capture_netstate(&h.netns_path()));
+    let cap = run.time(timing, || {
+        crate::ns::capture_netstate(&h.netns_path()).map(|(s, _)| s)
+    });
     cap.map_err(|e| run.step_err("netstate-capture", e))
 }
 
@@ -262,15 +264,24 @@ pub(crate) fn ready_gates(
         .as_ref()
         .map(|s| s.status.clone())
         .unwrap_or_else(|| "absent".into());
+    // Both inodes side by side, as facts and in the gate's detail, compared here.
     let r = match ProcessIdentity::read(pid) {
-        Ok(c) if status == "running" && c.netns_inode == h.netns_inode => Ok(format!(
-            "runtime state running, init pid {pid}, netns inode {} = holder's",
-            c.netns_inode
-        )),
-        Ok(c) => Err(format!(
-            "status {status}, init pid {pid} netns inode {} vs holder {}",
-            c.netns_inode, h.netns_inode
-        )),
+        Ok(c) => {
+            run.fact(&format!("{when}_container_netns_inode"), c.netns_inode);
+            run.fact(&format!("{when}_holder_netns_inode"), h.netns_inode);
+            let same = c.netns_inode == h.netns_inode;
+            let d = format!(
+                "runtime state {status}, init pid {pid}, netns inode {} (container init's) {} {} (holder's)",
+                c.netns_inode,
+                if same { "==" } else { "!=" },
+                h.netns_inode
+            );
+            if status == "running" && same {
+                Ok(d)
+            } else {
+                Err(d)
+            }
+        }
         Err(e) => Err(format!("status {status}: {e}")),
     };
     run.gate(GateId::ContainerInHolderNetns, r)?;

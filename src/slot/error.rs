@@ -161,6 +161,20 @@ impl SlotError {
         self
     }
 
+    /// CRIU's deciding log lines with their line numbers ([`crate::criu::quote_log`]) when the
+    /// step's cause is a failed runtime checkpoint or restore whose CRIU log names the reason
+    /// (e.g. "Connected TCP socket, consider using --tcp-established option"); also part of
+    /// `message`. Read from the `source` field (`OciError::Failed { criu_reason, .. }`).
+    pub fn criu_reason(&self) -> Option<&str> {
+        match self.source.as_deref() {
+            Some(StepError::Runtime(OciError::Failed {
+                criu_reason: Some(r),
+                ..
+            })) => Some(r.as_str()),
+            _ => None,
+        }
+    }
+
     /// The exit class ([`SlotError::kind`]).
     pub fn exit_class(&self) -> ExitClass {
         self.kind
@@ -172,8 +186,8 @@ impl SlotError {
         i32::from(self.kind.code())
     }
 
-    /// The error as JSON (`kind`, `slot`, `gate`, `message`, `diff`, `evidence`, `exit_code`),
-    /// for `--json` output.
+    /// The error as JSON (`kind`, `slot`, `gate`, `message`, `diff`, `criu_reason`,
+    /// `evidence`, `exit_code`), for `--json` output and `verb.json`.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "kind": self.kind.as_str(),
@@ -181,6 +195,7 @@ impl SlotError {
             "gate": self.gate,
             "message": self.message,
             "diff": self.diff,
+            "criu_reason": self.criu_reason(),
             "evidence": self.evidence,
             "exit_code": self.exit_code(),
         })
@@ -212,7 +227,7 @@ impl fmt::Display for SlotError {
         if let Some(d) = &self.diff {
             write!(
                 f,
-                "\nnetwork state diff (- recorded at snapshot, + observed now):\n{d}"
+                "\nnetwork state diff (field: recorded at snapshot → observed now):\n{d}"
             )?;
         }
         if let Some(e) = &self.evidence {
@@ -247,6 +262,23 @@ mod tests {
         );
         assert!(std::error::Error::source(&e).is_some());
         assert_eq!(e.to_json()["kind"], "could-not-run");
+        assert!(e.to_json()["criu_reason"].is_null());
+        // A failed runtime checkpoint carries CRIU's reason as a field and in the message.
+        let why = "dump.log:12: Error (criu/sk-inet.c:199): inet: Connected TCP socket, consider using --tcp-established option.";
+        let e = SlotError::step(
+            "5",
+            "runtime-checkpoint",
+            OciError::Failed {
+                argv: vec!["runc".into(), "checkpoint".into()],
+                code: Some(1),
+                stderr_tail: "criu failed: type NOTIFY errno 0".into(),
+                log: Some("/w/dump.log".into()),
+                criu_reason: Some(why.into()),
+            },
+        );
+        assert_eq!(e.criu_reason(), Some(why));
+        assert_eq!(e.to_json()["criu_reason"], why);
+        assert!(e.message.contains("Connected TCP socket"), "{e}");
         let u = SlotError::usage("x", "bad");
         assert_eq!(
             (u.exit_code(), u.to_json()["kind"].clone()),

@@ -124,7 +124,7 @@ gates! {
     /// restore/reset: a complete snapshot exists.
     SnapshotComplete => ("snapshot-complete", Gate, "a complete snapshot exists (manifest and hashes verified)"),
     /// restore/reset: the network state is byte-equal to the recorded one.
-    NetFidelity => ("net-fidelity", Gate, "the network state after restore is byte-equal to the one recorded at snapshot"),
+    NetFidelity => ("net-fidelity", Gate, "the network state after restore is byte-equal to the one recorded at snapshot (full capture: netfilter, address flags), with no part of CRIU's network lock in it"),
     /// cleanup: everything is released.
     Released => ("released", Gate, "every resource of the slot is released"),
 }

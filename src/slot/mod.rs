@@ -18,9 +18,11 @@
 //! [`crate::oci::Container`], so the gate order is unit-tested with a recording fake.
 
 pub mod checks;
+mod claims;
 mod cleanup;
 mod common;
 pub mod error;
+mod fidelity;
 pub mod gate;
 pub mod layout;
 pub mod limits;

@@ -15,6 +15,12 @@ use std::time::{Duration, Instant};
 
 pub use crate::ns::mountinfo::mount_points;
 
+/// Runs a short helper as a bounded process tree, stdout and stderr piped
+/// ([`super::support::run_bounded`], [`super::support::TOOL_LIMIT`]).
+fn bounded(cmd: &mut Command) -> Result<crate::proc::TreeOutput, String> {
+    super::support::run_bounded(cmd, super::support::TOOL_LIMIT, true)
+}
+
 /// True when `path` is a mount point in this mount namespace.
 pub fn is_mounted(path: &Path) -> bool {
     mount_points().iter().any(|m| m == path)
@@ -107,14 +113,15 @@ pub fn mount_overlay(
 ///
 /// Errors: the mount failed.
 pub fn mount_ro(dev: &Path, target: &Path) -> Result<(MountGuard, String), String> {
-    let fstype = Command::new("blkid")
-        .args(["-p", "-o", "value", "-s", "TYPE"])
-        .arg(dev)
-        .output()
-        .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "ext4".into());
+    let fstype = bounded(
+        Command::new("blkid")
+            .args(["-p", "-o", "value", "-s", "TYPE"])
+            .arg(dev),
+    )
+    .ok()
+    .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    .filter(|s| !s.is_empty())
+    .unwrap_or_else(|| "ext4".into());
     let data = if fstype.starts_with("ext") {
         Some("noload")
     } else {
@@ -197,12 +204,13 @@ pub fn loop_attach_partition(
             p.size.to_string(),
         ];
     }
-    let out = Command::new("losetup")
-        .args(["--find", "--show", "--read-only"])
-        .args(&range)
-        .arg(file)
-        .output()
-        .map_err(|e| format!("cannot run losetup: {e}"))?;
+    let out = bounded(
+        Command::new("losetup")
+            .args(["--find", "--show", "--read-only"])
+            .args(&range)
+            .arg(file),
+    )
+    .map_err(|e| format!("cannot run losetup: {e}"))?;
     if !out.status.success() {
         return Err(format!(
             "losetup {}: {}",
@@ -250,10 +258,7 @@ pub fn loop_detach(device: &Path, expect_backing: Option<&Path>) -> Result<(), S
             exp.display()
         ));
     }
-    let out = Command::new("losetup")
-        .arg("-d")
-        .arg(device)
-        .output()
+    let out = bounded(Command::new("losetup").arg("-d").arg(device))
         .map_err(|e| format!("cannot run losetup: {e}"))?;
     if out.status.success() || loop_backing_file(device).is_none() {
         Ok(())
@@ -331,8 +336,10 @@ pub fn qsd_start(
     let _ = fs::remove_file(pidfile);
     let logf = fs::File::create(log).map_err(|e| format!("create {}: {e}", log.display()))?;
     let logf2 = logf.try_clone().map_err(|e| e.to_string())?;
-    let status = Command::new("qemu-storage-daemon")
-        .arg("--blockdev")
+    // Bounded until it has daemonized (the daemon itself setsid()s out of the group and keeps
+    // running; its output goes to `log`, not to pipes).
+    let mut qsd = Command::new("qemu-storage-daemon");
+    qsd.arg("--blockdev")
         .arg(format!(
             "driver=file,node-name=file0,filename={},read-only=on",
             qemu_opt_escape(qcow2)
@@ -349,9 +356,10 @@ pub fn qsd_start(
         .arg("--daemonize")
         .stdin(Stdio::null())
         .stdout(logf)
-        .stderr(logf2)
-        .status()
-        .map_err(|e| format!("cannot run qemu-storage-daemon: {e}"))?;
+        .stderr(logf2);
+    let status = super::support::run_bounded(&mut qsd, super::support::TOOL_LIMIT, false)
+        .map_err(|e| format!("cannot run qemu-storage-daemon: {e}"))?
+        .status;
     if !status.success() {
         let log_text = fs::read_to_string(log).unwrap_or_default();
         return Err(format!(
@@ -487,11 +495,12 @@ const LINUX_FS: [&str; 5] = ["ext4", "ext3", "ext2", "xfs", "btrfs"];
 ///
 /// Errors: partx could not run, or failed for another reason than a missing table.
 pub fn partitions(file: &Path) -> Result<Vec<PartitionInfo>, String> {
-    let out = Command::new("partx")
-        .args(["-g", "-b", "-P", "-o", "NR,START,SIZE,TYPE,NAME"])
-        .arg(file)
-        .output()
-        .map_err(|e| format!("cannot run partx (util-linux): {e}"))?;
+    let out = bounded(
+        Command::new("partx")
+            .args(["-g", "-b", "-P", "-o", "NR,START,SIZE,TYPE,NAME"])
+            .arg(file),
+    )
+    .map_err(|e| format!("cannot run partx (util-linux): {e}"))?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         if err.contains("failed to read partition table") {
@@ -532,11 +541,12 @@ pub fn parse_partx_pairs(text: &str) -> Vec<PartitionInfo> {
 
 /// The filesystem type at byte `offset` of `file` (`blkid -p -O offset -s TYPE`), if any.
 pub fn probe_fstype(file: &Path, offset: u64) -> Option<String> {
-    let out = Command::new("blkid")
-        .args(["-p", "-O", &offset.to_string(), "-o", "value", "-s", "TYPE"])
-        .arg(file)
-        .output()
-        .ok()?;
+    let out = bounded(
+        Command::new("blkid")
+            .args(["-p", "-O", &offset.to_string(), "-o", "value", "-s", "TYPE"])
+            .arg(file),
+    )
+    .ok()?;
     let t = String::from_utf8_lossy(&out.stdout).trim().to_string();
     (!t.is_empty()).then_some(t)
 }

@@ -6,6 +6,7 @@
 
 use super::Verb;
 use super::checks;
+use super::claims;
 use super::common::{self, StateAnswer, holder_gate, mkdirs, stop_container_proven};
 use super::error::{SlotError, StepError};
 use super::gate::{GateId, RESET_GATES, RESTORE_GATES};
@@ -165,8 +166,9 @@ fn reset_upper(
     Ok([ov.upper(&odir, ov.run), ov.work(&odir, ov.run)])
 }
 
-/// The `net-fidelity` gate: the captured state's canonical bytes equal the recorded ones; else
-/// the diff is saved (`netstate-diff.txt`) and attached to the error.
+/// The `net-fidelity` gate ([`super::fidelity::compare`]): the captured state's canonical
+/// bytes equal the recorded ones and nothing of CRIU's lock or a changed address flag is found;
+/// else the field-path diff is saved (`netstate-diff.txt`) and attached to the error.
 fn net_fidelity(
     run: &mut VerbRun,
     recorded: &str,
@@ -177,25 +179,9 @@ fn net_fidelity(
     run.ev_write("netstate-recorded.json", recorded.as_bytes());
     run.ev_write("netstate-after.json", cap.as_bytes());
     run.took("evidence-netstate", t);
-    if cap != recorded {
-        // NetState::diff: one `- kind: {json}` / `+ kind: {json}` line per differing element.
-        let diff = match NetState::from_json(recorded) {
-            Ok(rec) => {
-                let mut d = rec.diff(observed).join("\n");
-                if d.is_empty() {
-                    d = "(same elements, different bytes)".into();
-                }
-                d + "\n"
-            }
-            Err(e) => format!("recorded netstate.json is not a NetState: {e}\n"),
-        };
-        run.ev_write("netstate-diff.txt", diff.as_bytes());
-        let detail = format!(
-            "{} bytes recorded vs {} observed; diff saved as netstate-diff.txt",
-            recorded.len(),
-            cap.len()
-        );
-        return Err(run.fail(GateId::NetFidelity, detail).with_diff(diff));
+    if let Err(m) = super::fidelity::compare(recorded, observed, &cap) {
+        run.ev_write("netstate-diff.txt", m.diff.as_bytes());
+        return Err(run.fail(GateId::NetFidelity, m.detail).with_diff(m.diff));
     }
     let d = format!(
         "{} bytes, sha256 {}",
@@ -243,13 +229,15 @@ fn restored_gates(
     run.save(st)?;
     run.took("state-save-end", t);
     run.fact("restores", st.restores);
+    // Every sentence of the outcome is what a gate recorded ([`claims::gate_claims`]).
     Ok(format!(
-        "{} from {}: network state byte-equal ({bytes} bytes), container running, guest answers",
+        "{} from {} ({bytes} bytes of network state): {}",
         if reset { "reset" } else { "restored" },
         snap_dir
             .file_name()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default(),
+        claims::gate_claims(&run.gates, &claims::RESTORED_CLAIMS),
     ))
 }
 

@@ -6,7 +6,33 @@
 use std::fs::{self, File};
 use std::io::Read;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// The bound of a short helper run by the slot driver (`blkid`, `partx`, `losetup`,
+/// `qemu-storage-daemon --daemonize` until it has daemonized, `sync -f`).
+pub const TOOL_LIMIT: Duration = Duration::from_secs(60);
+
+/// The bound of `cp -a` of an upper tree.
+pub const COPY_LIMIT: Duration = Duration::from_secs(1800);
+
+/// Runs `cmd` as a bounded process tree ([`crate::proc::run_tree`]: its own process group,
+/// killed as a whole when `limit` fires or netprobe is interrupted), stdin from /dev/null;
+/// stdout and stderr are piped and returned unless the caller redirected them already (then
+/// pass `pipe` false).
+///
+/// Errors: the [`crate::proc::TreeError`] (spawn, wait, timeout, interruption) as text.
+pub fn run_bounded(
+    cmd: &mut Command,
+    limit: Duration,
+    pipe: bool,
+) -> Result<crate::proc::TreeOutput, String> {
+    cmd.stdin(Stdio::null());
+    if pipe {
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    }
+    crate::proc::run_tree(cmd, limit, None).map_err(|e| e.to_string())
+}
 
 /// `n` random bytes from `/dev/urandom`, hex encoded (falls back to time and pid).
 pub fn random_hex(n: usize) -> String {
@@ -60,17 +86,32 @@ pub enum TreeError {
     },
 }
 
-/// Runs `program args…`, its stderr captured. Errors: [`TreeError::Spawn`] or
+/// Runs `program args…` as a bounded process tree (at most `limit`), its stderr captured.
+/// Errors: [`TreeError::Spawn`] or
 /// [`TreeError::Failed`] naming `command`.
 fn run_tool(
     program: &'static str,
     args: &[&std::ffi::OsStr],
     command: String,
+    limit: Duration,
 ) -> Result<(), TreeError> {
-    let out = Command::new(program)
-        .args(args)
-        .output()
-        .map_err(|source| TreeError::Spawn { program, source })?;
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = match crate::proc::run_tree(&mut cmd, limit, None) {
+        Ok(o) => o,
+        Err(crate::proc::TreeError::Spawn { source, .. }) => {
+            return Err(TreeError::Spawn { program, source });
+        }
+        Err(e) => {
+            return Err(TreeError::Failed {
+                command,
+                stderr: e.to_string(),
+            });
+        }
+    };
     if out.status.success() {
         Ok(())
     } else {
@@ -97,6 +138,7 @@ pub fn copy_tree(src: &Path, dst: &Path) -> Result<(), TreeError> {
             dst.as_os_str(),
         ],
         command,
+        COPY_LIMIT,
     )?;
     sync_fs(dst)
 }
@@ -106,7 +148,12 @@ pub fn copy_tree(src: &Path, dst: &Path) -> Result<(), TreeError> {
 /// Errors: [`TreeError::Spawn`] or [`TreeError::Failed`].
 pub fn sync_fs(path: &Path) -> Result<(), TreeError> {
     let command = format!("sync -f {}", path.display());
-    run_tool("sync", &["-f".as_ref(), path.as_os_str()], command)
+    run_tool(
+        "sync",
+        &["-f".as_ref(), path.as_os_str()],
+        command,
+        TOOL_LIMIT,
+    )
 }
 
 /// Removes a directory tree that netprobe created inside the slot, refusing to cross a mount
@@ -139,4 +186,22 @@ pub fn timed<T>(f: impl FnOnce() -> T) -> (T, u64) {
     let t = std::time::Instant::now();
     let out = f();
     (out, ms_since(t))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_helper_whose_child_holds_the_pipes_ends_at_its_bound() {
+        // The helper forks a grandchild that keeps stdout open and hangs: the bound ends both.
+        let t = std::time::Instant::now();
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "sleep 30 & echo started; sleep 30"]);
+        let e = run_bounded(&mut cmd, Duration::from_millis(500), true).unwrap_err();
+        assert!(t.elapsed() < Duration::from_secs(10), "{e}");
+        assert!(e.contains("sh"), "{e}");
+        let ok = run_bounded(Command::new("echo").arg("hi"), TOOL_LIMIT, true).unwrap();
+        assert_eq!(ok.stdout, b"hi\n");
+    }
 }
