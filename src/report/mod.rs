@@ -13,6 +13,7 @@ pub mod console;
 pub mod diff;
 pub mod html;
 pub mod markdown;
+mod network_view;
 pub mod progress;
 mod template;
 mod view;
