@@ -20,6 +20,7 @@
 pub mod checks;
 mod cleanup;
 mod common;
+pub mod crun;
 pub mod error;
 pub mod gate;
 pub mod layout;
