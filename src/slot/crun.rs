@@ -151,6 +151,26 @@ pub fn release_cgroups(cgroups_path: &str, whole: bool) -> Result<Vec<PathBuf>, 
     }
 }
 
+/// The empty folder crun keeps in its state root for directory `maskedPaths`.
+pub const EMPTY_DIRECTORY: &str = ".empty-directory";
+
+/// Removes crun's `<root>/.empty-directory` (an empty folder crun creates in its state root
+/// for directory `maskedPaths`) once the container is proven gone. Returns whether it was there.
+///
+/// Errors: it is not empty (named), or `rmdir` failed.
+pub fn remove_empty_directory(root: &Path) -> Result<bool, String> {
+    let d = root.join(EMPTY_DIRECTORY);
+    if !d.is_dir() {
+        return Ok(false);
+    }
+    std::fs::remove_dir(&d).map(|()| true).map_err(|e| {
+        format!(
+            "rmdir {}: {e} (crun's folder for masked directories)",
+            d.display()
+        )
+    })
+}
+
 /// [`remove_half_state`] of the slot's container in its private runtime root, recorded in the
 /// journal and the facts (`crun_half_state`); a refusal is recorded, and the following
 /// `runtime state` then fails naming the folder.
