@@ -13,6 +13,8 @@ pub mod console;
 pub mod diff;
 pub mod html;
 pub mod markdown;
+mod matrix_view;
+mod network_view;
 pub mod progress;
 mod template;
 mod view;
@@ -93,6 +95,12 @@ pub enum ReportError {
         path: PathBuf,
         /// The I/O error.
         source: std::io::Error,
+    },
+    /// A matrix folder (it holds `matrix.json`) whose `matrix.json` cannot be read.
+    #[error("{detail}; run `netprobe matrix` again with a new --evidence folder")]
+    Matrix {
+        /// What is wrong, naming the file ([`crate::matrix::table::load_matrix`]).
+        detail: String,
     },
 }
 
@@ -188,7 +196,15 @@ fn result_file_of(path: &Path) -> PathBuf {
 /// (it can always be regenerated from the evidence), so an existing report of the same format is
 /// **overwritten**; no other file in `dir` is touched. Errors: those of [`load_result`] and
 /// [`ReportError::Write`].
+///
+/// A matrix folder (one holding `matrix.json`) gets the matrix report instead
+/// ([`matrix_report`]); its errors: [`ReportError::Matrix`].
 pub fn write_report(dir: &Path, format: Format) -> Result<PathBuf> {
+    if dir.is_dir() && dir.join(crate::matrix::model::MATRIX_FILE).is_file() {
+        let m = crate::matrix::table::load_matrix(dir)
+            .map_err(|detail| ReportError::Matrix { detail })?;
+        return write_atomic_report(dir, format, &matrix_report(&m, format));
+    }
     let result = load_result(dir)?;
     // A result file was given: the evidence directory is its parent.
     let dir = if dir.is_dir() {
@@ -203,6 +219,30 @@ pub fn write_report(dir: &Path, format: Format) -> Result<PathBuf> {
         Format::Markdown => markdown::render_markdown(&result, &dir),
         Format::Html => html::render_html(&result, &dir),
     };
+    write_atomic_report(&dir, format, &text)
+}
+
+/// The report of a matrix folder from its `matrix.json`: the table (runtimes × CRIUs, verdict
+/// per cell, `expected …`/`was …` where an expectation or the baseline differs), each cell's
+/// deciding assertions, the binaries with their pin match and every part, with relative links
+/// to each cell's result — from `templates/matrix.{md,html}`, escaped on output. Never fails
+/// (should the template ever fail, the text says so).
+pub fn matrix_report(m: &crate::matrix::model::MatrixResult, format: Format) -> String {
+    let page = matrix_view::MatrixPage::new(m);
+    let name = match format {
+        Format::Markdown => template::MATRIX_MD,
+        Format::Html => template::MATRIX_HTML,
+    };
+    template::render_matrix(name, &page).unwrap_or_else(|e| {
+        format!(
+            "netprobe: the matrix report template failed: {}\n",
+            template::escape_html(&e.to_string())
+        )
+    })
+}
+
+/// Writes `text` to `dir/report.{md,html}` atomically (world-readable); returns the path.
+fn write_atomic_report(dir: &Path, format: Format, text: &str) -> Result<PathBuf> {
     let target = dir.join(format.file_name());
     let wr = |source| ReportError::Write {
         path: target.clone(),

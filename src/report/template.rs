@@ -19,6 +19,10 @@ const MARKDOWN: &str = "markdown";
 pub(crate) const HTML: &str = "report.html";
 /// The Markdown report template.
 pub(crate) const MD: &str = "report.md";
+/// The HTML report of a matrix folder.
+pub(crate) const MATRIX_HTML: &str = "matrix.html";
+/// The Markdown report of a matrix folder.
+pub(crate) const MATRIX_MD: &str = "matrix.md";
 
 static ENV: LazyLock<Environment<'static>> = LazyLock::new(|| {
     let mut env = Environment::new();
@@ -47,6 +51,10 @@ static ENV: LazyLock<Environment<'static>> = LazyLock::new(|| {
         .expect("templates/report.html parses");
     env.add_template(MD, include_str!("../../templates/report.md"))
         .expect("templates/report.md parses");
+    env.add_template(MATRIX_HTML, include_str!("../../templates/matrix.html"))
+        .expect("templates/matrix.html parses");
+    env.add_template(MATRIX_MD, include_str!("../../templates/matrix.md"))
+        .expect("templates/matrix.md parses");
     env
 });
 
@@ -72,6 +80,16 @@ fn format_value(out: &mut Output, state: &mut State, value: &Value) -> Result<()
 /// Renders template `name` ([`HTML`] or [`MD`]) with `page`. Errors: only on a template bug (a
 /// missing field), which the report tests catch.
 pub(crate) fn render(name: &str, page: &super::view::Page) -> Result<String, Error> {
+    ENV.get_template(name)?
+        .render(minijinja::context! { page => Value::from(Serde(page)) })
+}
+
+/// Renders matrix template `name` ([`MATRIX_HTML`] or [`MATRIX_MD`]) with `page`. Errors: only
+/// on a template bug (a missing field), which the report tests catch.
+pub(crate) fn render_matrix(
+    name: &str,
+    page: &super::matrix_view::MatrixPage,
+) -> Result<String, Error> {
     ENV.get_template(name)?
         .render(minijinja::context! { page => Value::from(Serde(page)) })
 }
@@ -133,5 +151,7 @@ mod tests {
     fn templates_parse() {
         assert!(ENV.get_template(HTML).is_ok());
         assert!(ENV.get_template(MD).is_ok());
+        assert!(ENV.get_template(MATRIX_HTML).is_ok());
+        assert!(ENV.get_template(MATRIX_MD).is_ok());
     }
 }

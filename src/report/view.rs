@@ -103,6 +103,8 @@ pub(crate) struct Rung<'a> {
     pub assertions: Vec<Assertion<'a>>,
     /// Network state before/after, when the rung recorded it.
     pub netstate: Option<NetState>,
+    /// Three-way attribution and images tree (criu and runtime rungs that recorded them).
+    pub network: Option<super::network_view::Network>,
     /// Facts: key and compact JSON value.
     pub facts: Vec<KeyValue>,
     /// Step timings, milliseconds (monotonic clock).
@@ -296,7 +298,10 @@ impl<'a> Page<'a> {
                 os: h.os.as_deref().unwrap_or("unknown"),
             },
             binaries,
-            rungs: sorted.iter().map(|r| rung(r, Some(evidence_dir))).collect(),
+            rungs: with_networks(
+                sorted.iter().map(|r| rung(r, Some(evidence_dir))).collect(),
+                evidence_dir,
+            ),
             artifacts: super::all_artifacts(result)
                 .into_iter()
                 .map(|a| ArtifactRow {
@@ -309,6 +314,16 @@ impl<'a> Page<'a> {
             ladder: ladder(result, &sorted),
         }
     }
+}
+
+/// Puts each rung's network section ([`super::network_view::networks`]) into its rung.
+fn with_networks<'a>(mut rungs: Vec<Rung<'a>>, evidence_dir: &Path) -> Vec<Rung<'a>> {
+    for n in super::network_view::networks(evidence_dir) {
+        if let Some(r) = rungs.iter_mut().find(|r| r.name == n.rung) {
+            r.network = Some(n);
+        }
+    }
+    rungs
 }
 
 /// The view of one rung; the netstate diff is read only when `evidence_dir` is given.
@@ -333,6 +348,7 @@ fn rung<'a>(r: &'a RungResult, evidence_dir: Option<&Path>) -> Rung<'a> {
         netstate: evidence_dir
             .and_then(|d| netstate_diff(d, r.name))
             .map(netstate),
+        network: None,
         facts: r
             .facts
             .iter()

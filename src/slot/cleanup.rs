@@ -31,8 +31,17 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
     let id = st.container_id.clone();
 
     let t = Instant::now();
+    let crun = run.runtime_kind(&rt_path) == crate::oci::RuntimeKind::Crun;
+    if crun {
+        super::crun::half_state(run, st);
+    }
     stop_container_proven(run, &*rt, &id)?;
     run.took("container-stop", t);
+    // The container is proven gone: its cgroups (and crun's `.proxy-crun`) must be too.
+    let mut cgroup_problem = super::crun::cgroups(run, st, true);
+    if crun && let Err(e) = super::crun::remove_empty_directory(&st.runtime_root) {
+        cgroup_problem = Some(cgroup_problem.map_or(e.clone(), |p| format!("{p}; {e}")));
+    }
 
     run.clear("unmount", &UNMOUNT_GATES)?;
     let t = Instant::now();
@@ -43,6 +52,7 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
     let t = Instant::now();
     let holder_detail = stop_holder(run, st, holder_r, &mut problems);
     run.took("holder-stop", t);
+    problems.extend(cgroup_problem);
     let r = if problems.is_empty() {
         Ok("container gone, mounts released, FUSE export stopped, holder stopped".to_string())
     } else {

@@ -21,6 +21,7 @@ pub mod checks;
 mod claims;
 mod cleanup;
 mod common;
+pub mod crun;
 pub mod error;
 mod fidelity;
 pub mod gate;

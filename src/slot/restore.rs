@@ -250,7 +250,14 @@ fn restore_failed(
     e: SlotError,
 ) -> SlotError {
     let id = st.container_id.clone();
-    let _ = stop_container_proven(run, rt, &id);
+    let crun = run.runtime_kind(&st.runtime.path) == crate::oci::RuntimeKind::Crun;
+    if crun {
+        super::crun::half_state(run, st);
+    }
+    let gone = stop_container_proven(run, rt, &id).is_ok();
+    if crun {
+        super::crun::cgroups(run, st, gone);
+    }
     let end = VerbEnd::Failed {
         container_gone: true,
     };

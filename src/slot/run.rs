@@ -10,7 +10,7 @@ use super::state::SlotState;
 use super::support::ms_since;
 use super::{DECLARED_DIFFERENCES, SlotArgs, SlotOutcome};
 use crate::evidence::{EvidenceDir, now_rfc3339};
-use crate::oci::{OciError, Runtime, RuntimeOps};
+use crate::oci::{OciError, Runtime, RuntimeKind, RuntimeOps};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fs;
@@ -20,7 +20,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// Makes the runtime a verb drives: `(runtime binary, CRIU binary, runtime root)`.
-pub(crate) type MakeRuntime<'e> = &'e (dyn Fn(&Path, &Path, &Path) -> Box<dyn RuntimeOps> + Sync);
+pub(crate) type MakeRuntime<'e> =
+    &'e (dyn Fn(&Path, &Path, &Path, RuntimeKind) -> Box<dyn RuntimeOps> + Sync);
 
 /// What a verb runs against: the runtime factory, whether root is required, and (for unit
 /// tests) an event trace that records every gate and cleared step in order.
@@ -34,8 +35,15 @@ pub(crate) struct SlotEnv<'e> {
 }
 
 /// The real environment: runc/crun through [`Runtime`], root required.
-pub(crate) fn real_runtime(rt: &Path, cr: &Path, root: &Path) -> Box<dyn RuntimeOps> {
-    Box::new(Runtime::new(rt, root, Some(cr.to_path_buf())))
+/// `kind` (from `--version`, [`super::crun::detect_kind`]) gives crun its private mount
+/// namespace, the `--root /run/crun` bind and `--cgroup-manager` ([`crate::oci::crun_quirks`]).
+pub(crate) fn real_runtime(
+    rt: &Path,
+    cr: &Path,
+    root: &Path,
+    kind: RuntimeKind,
+) -> Box<dyn RuntimeOps> {
+    Box::new(Runtime::new(rt, root, Some(cr.to_path_buf())).with_kind(kind))
 }
 
 /// One verb's run (the successor of the old `Ctx`).
@@ -64,6 +72,8 @@ pub(crate) struct VerbRun<'a> {
     pub extra_diffs: Vec<String>,
     /// The runtime factory, root requirement and trace.
     pub env: &'a SlotEnv<'a>,
+    /// The runtime kind detected for a path ([`VerbRun::runtime_kind`]).
+    rt_kind: Option<(PathBuf, RuntimeKind)>,
 }
 
 impl<'a> VerbRun<'a> {
@@ -82,6 +92,7 @@ impl<'a> VerbRun<'a> {
             lock: None,
             extra_diffs: Vec::new(),
             env,
+            rt_kind: None,
         }
     }
 
@@ -90,9 +101,27 @@ impl<'a> VerbRun<'a> {
         self.args.verb.as_str()
     }
 
-    /// The runtime for binaries `rt`, `cr` under the slot's recorded runtime root.
-    pub fn runtime(&self, st: &SlotState, rt: &Path, cr: &Path) -> Box<dyn RuntimeOps> {
-        (self.env.make_runtime)(rt, cr, &st.runtime_root)
+    /// The runtime for binaries `rt`, `cr` under the slot's recorded runtime root, of the kind
+    /// its `--version` names (facts `runtime_kind`, `runtime_kind_from`).
+    pub fn runtime(&mut self, st: &SlotState, rt: &Path, cr: &Path) -> Box<dyn RuntimeOps> {
+        let kind = self.runtime_kind(rt);
+        (self.env.make_runtime)(rt, cr, &st.runtime_root, kind)
+    }
+
+    /// The kind of runtime `rt` (detected once per verb and path, [`super::crun::detect_kind`]),
+    /// recorded in the facts.
+    pub fn runtime_kind(&mut self, rt: &Path) -> RuntimeKind {
+        let kind = match &self.rt_kind {
+            Some((p, k)) if p == rt => *k,
+            _ => {
+                let (k, how) = super::crun::detect_kind(rt);
+                self.rt_kind = Some((rt.to_path_buf(), k));
+                self.fact("runtime_kind_from", how);
+                k
+            }
+        };
+        self.fact("runtime_kind", kind.as_str());
+        kind
     }
 
     /// Records fact `k`.
@@ -291,6 +320,12 @@ impl<'a> VerbRun<'a> {
             ));
         }
         v.extend(self.extra_diffs.iter().cloned());
+        if let Some((_, kind)) = &self.rt_kind {
+            v.extend(crate::oci::crun_quirks(*kind, crate::oci::host_is_hybrid()));
+            if *kind == RuntimeKind::Crun {
+                v.push(format!("A failed crun restore leaves a half-written state folder (config.json, no status) and an empty `{}` cgroup under the slot's cgroup in every hierarchy: the slot removes both when they are its own and empty, and fails closed naming them otherwise.", super::crun::PROXY_CGROUP));
+            }
+        }
         v
     }
 

@@ -80,7 +80,7 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
 
 /// What is alive now: holder, container (the runtime is run only if it is still the binary
 /// recorded at provision), overlay and image mounts, FUSE export, loop device.
-fn live_facts(run: &VerbRun, st: &SlotState) -> Value {
+fn live_facts(run: &mut VerbRun, st: &SlotState) -> Value {
     let holder = match checks::holder(st) {
         Ok(d) => json!({"alive": true, "detail": d}),
         Err(d) => json!({"alive": false, "detail": d}),

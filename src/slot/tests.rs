@@ -9,8 +9,8 @@ use super::layout::{self, SlotPaths, StateDirUse};
 use super::run::{SlotEnv, VerbRun};
 use super::state::*;
 use super::{SlotArgs, SlotError, SlotOutcome, Verb, run_with};
-use crate::oci::RuntimeOps;
 use crate::oci::container::fake::{Events, RecordingRuntime};
+use crate::oci::{RuntimeKind, RuntimeOps};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -59,15 +59,17 @@ impl Fixture {
     }
 }
 
-type Make = Box<dyn Fn(&Path, &Path, &Path) -> Box<dyn RuntimeOps> + Sync>;
+type Make = Box<dyn Fn(&Path, &Path, &Path, RuntimeKind) -> Box<dyn RuntimeOps> + Sync>;
 
 /// A recording fake runtime (every runtime a verb builds shares its events and status).
 fn fake(status: Option<&str>) -> (Events, Make) {
     let events = Events::default();
     let fake = RecordingRuntime::new(events.clone(), status);
-    let make: Make = Box::new(move |_: &Path, _: &Path, _: &Path| -> Box<dyn RuntimeOps> {
-        Box::new(fake.clone())
-    });
+    let make: Make = Box::new(
+        move |_: &Path, _: &Path, _: &Path, _: RuntimeKind| -> Box<dyn RuntimeOps> {
+            Box::new(fake.clone())
+        },
+    );
     (events, make)
 }
 

@@ -1,0 +1,177 @@
+//! `netprobe report MATRIX_DIR --format html|md` on a real matrix (root): runc 1.4.3 and the
+//! control runtime crun 1.28 × CRIU 4.3 — the table (runtimes × CRIUs) shows the control beside
+//! the runc run, each cell's verdict, deciding assertions and a link to its result, the binaries
+//! with pin match; and hostile labels are escaped in both formats.
+
+use netprobe::evidence::result::VerdictCode;
+use netprobe::matrix::model::{MatrixBinary, MatrixCell, MatrixResult};
+use netprobe::report::{Format, matrix_report};
+use std::process::{Command, Output};
+
+const EXE: &str = env!("CARGO_BIN_EXE_netprobe");
+const RUNC: &str = "/opt/runc-1.4.3/sbin/runc";
+const CRUN: &str = "/opt/crun-1.28/bin/crun";
+const CRIU_4_3: &str = "/opt/criu-4.3/sbin/criu";
+
+fn netprobe(args: &[&str]) -> Output {
+    Command::new(EXE)
+        .args(args)
+        .env_remove("CRIU_CONFIG_FILE")
+        .output()
+        .expect("spawn netprobe")
+}
+
+#[test]
+fn matrix_folder_report_shows_control_beside_runc() {
+    for b in [RUNC, CRUN, CRIU_4_3] {
+        assert!(
+            std::path::Path::new(b).is_file(),
+            "{b} missing: run sudo bash host/setup.sh"
+        );
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mx = tmp.path().join("mx");
+    let mxs = mx.to_str().unwrap();
+    let o = netprobe(&[
+        "matrix",
+        "--runtime",
+        RUNC,
+        "--runtime",
+        CRUN,
+        "--criu",
+        CRIU_4_3,
+        "--evidence",
+        mxs,
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+
+    let o = netprobe(&["report", mxs, "--format", "html"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        mx.join("report.html").to_str().unwrap()
+    );
+    let html = std::fs::read_to_string(mx.join("report.html")).unwrap();
+    assert!(
+        html.contains("<tr><th>runtime \\ CRIU</th><th>CRIU 4.3</th></tr>"),
+        "{html}"
+    );
+    let runc_row = html
+        .lines()
+        .find(|l| l.starts_with("<tr><th>runc 1.4.3"))
+        .expect("a runc row");
+    assert!(
+        runc_row.contains("data-verdict=\"runtime-empty-ns\""),
+        "{runc_row}"
+    );
+    assert!(
+        runc_row.contains("<a href=\"./cell-1-runc-1.4.3-ds1__1-criu-4.3/netprobe-result.json\">"),
+        "{runc_row}"
+    );
+    let crun_row = html
+        .lines()
+        .find(|l| l.starts_with("<tr><th>crun 1.28</th>"))
+        .expect("a crun row beside it");
+    assert!(
+        crun_row.contains("data-verdict=\"runtime-preserves-netns\""),
+        "{crun_row}"
+    );
+    assert!(
+        html.contains("<code>oci/lo-down-after-restore</code>"),
+        "deciding assertions: {html}"
+    );
+    assert!(html.contains("<code>oci/link-dumped-after-netns</code>"));
+    assert!(html.contains(
+        "<tr><td>runtime</td><td><code>/opt/crun-1.28/bin/crun</code></td><td>1.28</td>"
+    ));
+    assert!(
+        html.contains("<td>runc 1.5.2</td><td><strong class=\"bad\">no</strong></td>"),
+        "pin match: {html}"
+    );
+    assert!(html.contains("<td>CRIU 4.3</td><td>yes</td>"), "{html}");
+
+    let o = netprobe(&["report", mxs, "--format", "md"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let md = std::fs::read_to_string(mx.join("report.md")).unwrap();
+    assert!(
+        md.contains("| runtime \\ CRIU | CRIU 4.3 |\n|---|---|\n"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| runc 1.4.3+ds1 | `runtime-empty-ns` |\n"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| crun 1.28 | `runtime-preserves-netns` |\n"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| runtime | `/opt/crun-1.28/bin/crun` | 1.28 |"),
+        "{md}"
+    );
+    assert!(md.contains("| runc 1.5.2 | **no** |"), "{md}");
+    assert!(
+        !mx.join("netprobe-result.json").exists(),
+        "no other file written"
+    );
+}
+
+#[test]
+fn matrix_report_escapes_hostile_labels() {
+    let evil = "<script>alert(1)</script>|x";
+    let m = MatrixResult {
+        schema_version: 1,
+        tool_version: "0.1.0".into(),
+        started_at: "2026-12-01T00:00:00Z".into(),
+        finished_at: "2026-12-01T00:00:01Z".into(),
+        duration_ms: 1000,
+        jobs: 2,
+        binaries: vec![MatrixBinary {
+            role: "runtime".into(),
+            path: evil.into(),
+            version: Some(evil.into()),
+            sha256: None,
+            pin: "runc 1.5.2".into(),
+            pin_matches: false,
+            error: Some(evil.into()),
+        }],
+        parts: vec![],
+        cells: vec![MatrixCell {
+            runtime: evil.into(),
+            criu: "/opt/criu".into(),
+            label: format!("{evil} × CRIU 4.3"),
+            folder: "../outside".into(),
+            verdict: VerdictCode::RuntimeEmptyNs,
+            summary: evil.into(),
+            rests_on: vec![],
+            expected: Some(VerdictCode::RuntimePreservesNetns),
+            baseline: None,
+        }],
+        baseline: None,
+    };
+    let html = matrix_report(&m, Format::Html);
+    assert!(!html.contains("<script>"), "{html}");
+    assert!(
+        html.contains("&lt;script&gt;alert(1)&lt;/script&gt;|x"),
+        "{html}"
+    );
+    assert!(
+        html.contains("✗ expected <code>runtime-preserves-netns</code>"),
+        "{html}"
+    );
+    assert!(
+        !html.contains("href=\"./../outside"),
+        "no link outside: {html}"
+    );
+    let md = matrix_report(&m, Format::Markdown);
+    assert!(!md.contains("<script>"), "{md}");
+    assert!(
+        md.contains("&lt;script&gt;alert(1)&lt;/script&gt;\\|x"),
+        "{md}"
+    );
+}
