@@ -33,10 +33,16 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
     let t = Instant::now();
     stop_container_proven(run, &*rt, &id)?;
     run.took("container-stop", t);
+    // The container is proven gone: its scope (systemd) and cgroup directories must be too.
+    let t = Instant::now();
+    let mut cgroup_problems = Vec::new();
+    super::cgroups::cleanup(run, st, &mut cgroup_problems);
+    run.took("cgroup-release", t);
 
     run.clear("unmount", &UNMOUNT_GATES)?;
     let t = Instant::now();
     let mut problems = unmount_all(run, st);
+    problems.extend(cgroup_problems);
     run.took("unmount", t);
     let removed_detail = remove_stale_snapshots(run, &mut problems);
 

@@ -19,8 +19,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-/// Makes the runtime a verb drives: `(runtime binary, CRIU binary, runtime root)`.
-pub(crate) type MakeRuntime<'e> = &'e (dyn Fn(&Path, &Path, &Path) -> Box<dyn RuntimeOps> + Sync);
+/// Makes the runtime a verb drives: `(runtime binary, CRIU binary, runtime root, systemd cgroup
+/// driver)`.
+pub(crate) type MakeRuntime<'e> =
+    &'e (dyn Fn(&Path, &Path, &Path, bool) -> Box<dyn RuntimeOps> + Sync);
 
 /// What a verb runs against: the runtime factory, whether root is required, and (for unit
 /// tests) an event trace that records every gate and cleared step in order.
@@ -33,9 +35,15 @@ pub(crate) struct SlotEnv<'e> {
     pub trace: Option<Arc<Mutex<Vec<String>>>>,
 }
 
-/// The real environment: runc/crun through [`Runtime`], root required.
-pub(crate) fn real_runtime(rt: &Path, cr: &Path, root: &Path) -> Box<dyn RuntimeOps> {
-    Box::new(Runtime::new(rt, root, Some(cr.to_path_buf())))
+/// The real environment: runc/crun through [`Runtime`] (with `--systemd-cgroup` when
+/// `systemd`), root required.
+pub(crate) fn real_runtime(
+    rt: &Path,
+    cr: &Path,
+    root: &Path,
+    systemd: bool,
+) -> Box<dyn RuntimeOps> {
+    Box::new(Runtime::new(rt, root, Some(cr.to_path_buf())).with_systemd_cgroup(systemd))
 }
 
 /// One verb's run (the successor of the old `Ctx`).
@@ -90,9 +98,11 @@ impl<'a> VerbRun<'a> {
         self.args.verb.as_str()
     }
 
-    /// The runtime for binaries `rt`, `cr` under the slot's recorded runtime root.
+    /// The runtime for binaries `rt`, `cr` under the slot's recorded runtime root, with the
+    /// slot's recorded cgroup driver (`--systemd-cgroup` on every call for systemd).
     pub fn runtime(&self, st: &SlotState, rt: &Path, cr: &Path) -> Box<dyn RuntimeOps> {
-        (self.env.make_runtime)(rt, cr, &st.runtime_root)
+        let systemd = super::cgroups::uses_systemd(st);
+        (self.env.make_runtime)(rt, cr, &st.runtime_root, systemd)
     }
 
     /// Records fact `k`.

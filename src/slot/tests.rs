@@ -59,13 +59,13 @@ impl Fixture {
     }
 }
 
-type Make = Box<dyn Fn(&Path, &Path, &Path) -> Box<dyn RuntimeOps> + Sync>;
+type Make = Box<dyn Fn(&Path, &Path, &Path, bool) -> Box<dyn RuntimeOps> + Sync>;
 
 /// A recording fake runtime (every runtime a verb builds shares its events and status).
 fn fake(status: Option<&str>) -> (Events, Make) {
     let events = Events::default();
     let fake = RecordingRuntime::new(events.clone(), status);
-    let make: Make = Box::new(move |_: &Path, _: &Path, _: &Path| -> Box<dyn RuntimeOps> {
+    let make: Make = Box::new(move |_: &Path, _: &Path, _: &Path, _: bool| -> Box<dyn RuntimeOps> {
         Box::new(fake.clone())
     });
     (events, make)
