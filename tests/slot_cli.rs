@@ -118,7 +118,10 @@ fn cgroup_driver_bad_name_exit_2_and_systemd_not_pid1_exit_3() {
         &["--no-probe-gate", "--reason", "t", "--cgroup-driver", "sd"],
     );
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("--cgroup-driver") && err.contains("\"sd\""), "{err}");
+    assert!(
+        err.contains("--cgroup-driver") && err.contains("\"sd\""),
+        "{err}"
+    );
     assert!(!sd.exists(), "a usage error creates nothing");
     assert!(
         std::fs::metadata("/run/systemd/system").is_err(),
@@ -138,14 +141,24 @@ fn cgroup_driver_bad_name_exit_2_and_systemd_not_pid1_exit_3() {
         ],
     );
     assert_eq!(code, Some(3), "{err}{out}");
-    assert!(err.contains("slot 8") && err.contains("cgroup-host"), "{err}");
+    assert!(
+        err.contains("slot 8") && err.contains("cgroup-host"),
+        "{err}"
+    );
     assert!(err.contains("cgroupfs"), "names the fix: {err}");
     let e = json(&out);
     assert_eq!(
-        (e["kind"].as_str(), e["gate"].as_str(), e["exit_code"].as_i64()),
+        (
+            e["kind"].as_str(),
+            e["gate"].as_str(),
+            e["exit_code"].as_i64()
+        ),
         (Some("host-refused"), Some("cgroup-host"), Some(3))
     );
-    assert!(!sd.join("slot-8").exists(), "a host refusal creates no slot");
+    assert!(
+        !sd.join("slot-8").exists(),
+        "a host refusal creates no slot"
+    );
     assert_released(&sd, &[]);
 }
 

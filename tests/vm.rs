@@ -288,19 +288,29 @@ fn slot_cycle_systemd_v2(out: &Path) {
             .collect();
         for f in ["cpu.max", "memory.max", "memory.swap.max"] {
             assert!(
-                names.iter().any(|n| n.starts_with("/sys/fs/cgroup/system.slice/netprobe-slot-0-")
-                    && n.ends_with(f)),
+                names.iter().any(
+                    |n| n.starts_with("/sys/fs/cgroup/system.slice/netprobe-slot-0-")
+                        && n.ends_with(f)
+                ),
                 "{verb}: {f} not read from the scope: {names:?}"
             );
         }
         let unit: serde_json::Value =
             serde_json::from_str(&read(&ev.join(format!("cgroup-unit-{verb}.json")))).unwrap();
         assert_eq!(unit["checked"]["memory_swap_max"], 0, "{verb}: {unit}");
-        assert_eq!(unit["checked"]["cpu_quota_per_sec_us"], 4_000_000, "{verb}: {unit}");
+        assert_eq!(
+            unit["checked"]["cpu_quota_per_sec_us"], 4_000_000,
+            "{verb}: {unit}"
+        );
         if verb != "provision" {
             // runc 1.1.5 has no `ignore` mode: soft, recorded with its reason.
             assert_eq!(o["facts"]["manage_cgroups_mode"], "soft", "{verb}: {o}");
-            assert!(o["facts"]["manage_cgroups_reason"].as_str().unwrap().contains("systemd"));
+            assert!(
+                o["facts"]["manage_cgroups_reason"]
+                    .as_str()
+                    .unwrap()
+                    .contains("systemd")
+            );
         }
     }
     let s = slot_step(out, "snapshot");

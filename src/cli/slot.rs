@@ -121,7 +121,8 @@ struct ProvisionCmd {
 
 /// `--cgroup-driver`: `systemd` or `cgroupfs` (a bad name is a usage error, exit 2).
 fn parse_driver(s: &str) -> Result<netprobe::cgroup::CgroupDriver, String> {
-    s.parse().map_err(|e: netprobe::cgroup::CgroupError| e.to_string())
+    s.parse()
+        .map_err(|e: netprobe::cgroup::CgroupError| e.to_string())
 }
 
 /// `slot snapshot|restore|reset|cleanup`: the binaries default to those recorded at provision.

@@ -312,3 +312,153 @@ fn parents_left(cg: &SlotCgroup) -> Vec<PathBuf> {
     v.dedup();
     v
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cgroup::read_limits_at;
+    use std::fs;
+
+    const PID: i32 = 4242;
+
+    fn write(root: &Path, rel: &str, text: &str) {
+        let p = root.join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    }
+
+    /// A unified host with the slot's container in its systemd scope.
+    fn v2_tree() -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        let scope = "/system.slice/netprobe-slot-0-1a2b3c4d.scope";
+        write(
+            r,
+            "proc/self/mountinfo",
+            "25 22 0:23 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw\n",
+        );
+        write(r, &format!("proc/{PID}/cgroup"), &format!("0::{scope}\n"));
+        write(r, "sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids\n");
+        let dir = format!("sys/fs/cgroup{scope}");
+        write(r, &format!("{dir}/cpu.max"), "400000 100000\n");
+        write(r, &format!("{dir}/memory.max"), "4294967296\n");
+        write(r, &format!("{dir}/memory.swap.max"), "0\n");
+        d
+    }
+
+    /// This machine's kind: hybrid, the cgroupfs driver's `/netprobe/slot-N-<id8>`.
+    fn v1_tree() -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        write(
+            r,
+            "proc/self/mountinfo",
+            "30 25 0:26 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n\
+             31 25 0:27 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n\
+             32 25 0:28 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n",
+        );
+        write(
+            r,
+            &format!("proc/{PID}/cgroup"),
+            "4:memory:/netprobe/slot-0-1a2b3c4d\n2:cpu,cpuacct:/netprobe/slot-0-1a2b3c4d\n0::/\n",
+        );
+        let c = "sys/fs/cgroup/cpu,cpuacct/netprobe/slot-0-1a2b3c4d";
+        write(r, &format!("{c}/cpu.cfs_quota_us"), "400000\n");
+        write(r, &format!("{c}/cpu.cfs_period_us"), "100000\n");
+        let m = "sys/fs/cgroup/memory/netprobe/slot-0-1a2b3c4d";
+        write(r, &format!("{m}/memory.limit_in_bytes"), "4294967296\n");
+        d
+    }
+
+    fn cg(driver: CgroupDriver, rb: Option<LimitReadback>) -> SlotCgroup {
+        SlotCgroup {
+            mode: CgroupMode::Hybrid,
+            driver: DriverChoice {
+                driver,
+                source: "default".into(),
+                systemd_pid1: false,
+                pid1: "init".into(),
+            },
+            unit: None,
+            manage_cgroups_mode: ManageCgroupsMode::Soft,
+            manage_cgroups_reason: "test".into(),
+            last_readback: rb,
+        }
+    }
+
+    #[test]
+    fn gate_detail_names_v2_files_and_values() {
+        let d = v2_tree();
+        let rb = read_limits_at(d.path(), PID).unwrap();
+        let want = crate::slot::SLOT_RESOURCES;
+        let ok = limits_detail(&rb, rb.check(&want).unwrap());
+        for s in [
+            "cpu.max 400000 100000",
+            "memory.max 4294967296",
+            "memory.swap.max 0",
+            "netprobe-slot-0-1a2b3c4d.scope/memory.swap.max = \"0\"",
+            "cgroup unified",
+        ] {
+            assert!(ok.contains(s), "{s:?} in {ok}");
+        }
+        let mut other = want;
+        other.memory_limit = 1 << 30;
+        let e = limits_detail(&rb, rb.check(&other).unwrap_err());
+        assert!(e.contains("asked") && e.contains("memory.max 4294967296"), "{e}");
+    }
+
+    #[test]
+    fn gate_detail_names_v1_files_and_parents_left() {
+        let d = v1_tree();
+        let rb = read_limits_at(d.path(), PID).unwrap();
+        let ok = limits_detail(&rb, rb.check(&crate::slot::SLOT_RESOURCES).unwrap());
+        for s in [
+            "cpu.cfs_quota_us 400000",
+            "cpu.cfs_period_us 100000",
+            "memory.limit_in_bytes 4294967296",
+            "/cpu,cpuacct/netprobe/slot-0-1a2b3c4d/cpu.cfs_quota_us = \"400000\"",
+            "absent (no swap accounting)",
+        ] {
+            assert!(ok.contains(s), "{s:?} in {ok}");
+        }
+        // cgroupfs: the shared `netprobe` parents are listed (left, declared); systemd: none.
+        let c = cg(CgroupDriver::Cgroupfs, Some(rb.clone()));
+        let root = d.path().join("sys/fs/cgroup");
+        assert_eq!(
+            parents_left(&c),
+            [
+                root.join("cpu,cpuacct/netprobe"),
+                root.join("memory/netprobe")
+            ]
+        );
+        assert!(parents_left(&cg(CgroupDriver::Systemd, Some(rb))).is_empty());
+        assert!(parents_left(&cg(CgroupDriver::Cgroupfs, None)).is_empty());
+    }
+
+    #[test]
+    fn cgroups_path_per_driver() {
+        let p = SlotPaths::new(Path::new("/sd"), 3);
+        let (cf, u) = cgroups_path(&p, "1a2b3c4d5e6f", CgroupDriver::Cgroupfs);
+        assert_eq!((cf.as_str(), u), ("/netprobe/slot-3-1a2b3c4d", None));
+        let (sd, u) = cgroups_path(&p, "1a2b3c4d5e6f", CgroupDriver::Systemd);
+        assert_eq!(sd, "system.slice:netprobe:slot-3-1a2b3c4d");
+        assert_eq!(u.as_deref(), Some("netprobe-slot-3-1a2b3c4d.scope"));
+    }
+
+    #[test]
+    fn runtime_flag_follows_the_recorded_driver() {
+        let d = tempfile::tempdir().unwrap();
+        let (rt, cr) = (d.path().join("rt"), d.path().join("cr"));
+        fs::write(&rt, b"rt").unwrap();
+        fs::write(&cr, b"cr").unwrap();
+        let mut st = crate::slot::checks::tests::state_with_self_holder(d.path(), &rt, &cr);
+        assert!(!uses_systemd(&st), "a state without cgroup facts is cgroupfs");
+        st.cgroup = Some(cg(CgroupDriver::Systemd, None));
+        assert!(uses_systemd(&st));
+        // States written before the field existed still load (cgroup: None).
+        let mut v = serde_json::to_value(&st).unwrap();
+        v.as_object_mut().unwrap().remove("cgroup");
+        let old: SlotState = serde_json::from_value(v).unwrap();
+        assert_eq!(old.cgroup, None);
+    }
+}

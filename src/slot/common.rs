@@ -5,9 +5,9 @@
 use super::checks;
 use super::error::SlotError;
 use super::gate::GateId;
+use super::net;
 use super::run::VerbRun;
 use super::state::{ImageKind, SlotState};
-use super::net;
 use crate::host;
 use crate::netlink::NetState;
 use crate::ns::ProcessIdentity;

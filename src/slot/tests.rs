@@ -65,9 +65,11 @@ type Make = Box<dyn Fn(&Path, &Path, &Path, bool) -> Box<dyn RuntimeOps> + Sync>
 fn fake(status: Option<&str>) -> (Events, Make) {
     let events = Events::default();
     let fake = RecordingRuntime::new(events.clone(), status);
-    let make: Make = Box::new(move |_: &Path, _: &Path, _: &Path, _: bool| -> Box<dyn RuntimeOps> {
-        Box::new(fake.clone())
-    });
+    let make: Make = Box::new(
+        move |_: &Path, _: &Path, _: &Path, _: bool| -> Box<dyn RuntimeOps> {
+            Box::new(fake.clone())
+        },
+    );
     (events, make)
 }
 
