@@ -338,7 +338,11 @@ mod tests {
             "25 22 0:23 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw\n",
         );
         write(r, &format!("proc/{PID}/cgroup"), &format!("0::{scope}\n"));
-        write(r, "sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids\n");
+        write(
+            r,
+            "sys/fs/cgroup/cgroup.controllers",
+            "cpuset cpu io memory pids\n",
+        );
         let dir = format!("sys/fs/cgroup{scope}");
         write(r, &format!("{dir}/cpu.max"), "400000 100000\n");
         write(r, &format!("{dir}/memory.max"), "4294967296\n");
@@ -404,7 +408,10 @@ mod tests {
         let mut other = want;
         other.memory_limit = 1 << 30;
         let e = limits_detail(&rb, rb.check(&other).unwrap_err());
-        assert!(e.contains("asked") && e.contains("memory.max 4294967296"), "{e}");
+        assert!(
+            e.contains("asked") && e.contains("memory.max 4294967296"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -452,7 +459,10 @@ mod tests {
         fs::write(&rt, b"rt").unwrap();
         fs::write(&cr, b"cr").unwrap();
         let mut st = crate::slot::checks::tests::state_with_self_holder(d.path(), &rt, &cr);
-        assert!(!uses_systemd(&st), "a state without cgroup facts is cgroupfs");
+        assert!(
+            !uses_systemd(&st),
+            "a state without cgroup facts is cgroupfs"
+        );
         st.cgroup = Some(cg(CgroupDriver::Systemd, None));
         assert!(uses_systemd(&st));
         // States written before the field existed still load (cgroup: None).
