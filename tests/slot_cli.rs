@@ -103,6 +103,65 @@ fn criu_config_file_refused_exit_3() {
     assert_released(&sd, &[]);
 }
 
+/// `--cgroup-driver`: a bad name is a usage error (exit 2); systemd on this host (pid 1 is not
+/// systemd) is a host refusal (exit 3, gate `cgroup-host`, naming pid 1 and the fix); neither
+/// creates a slot.
+#[test]
+fn cgroup_driver_bad_name_exit_2_and_systemd_not_pid1_exit_3() {
+    require_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let sd = tmp.path().join("state");
+    let (code, _, err) = cli_slot(
+        "provision",
+        "8",
+        &sd,
+        &["--no-probe-gate", "--reason", "t", "--cgroup-driver", "sd"],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--cgroup-driver") && err.contains("\"sd\""),
+        "{err}"
+    );
+    assert!(!sd.exists(), "a usage error creates nothing");
+    assert!(
+        std::fs::metadata("/run/systemd/system").is_err(),
+        "this test needs a host whose pid 1 is not systemd"
+    );
+    let (code, out, err) = cli_slot(
+        "provision",
+        "8",
+        &sd,
+        &[
+            "--no-probe-gate",
+            "--reason",
+            "t",
+            "--cgroup-driver",
+            "systemd",
+            "--json",
+        ],
+    );
+    assert_eq!(code, Some(3), "{err}{out}");
+    assert!(
+        err.contains("slot 8") && err.contains("cgroup-host"),
+        "{err}"
+    );
+    assert!(err.contains("cgroupfs"), "names the fix: {err}");
+    let e = json(&out);
+    assert_eq!(
+        (
+            e["kind"].as_str(),
+            e["gate"].as_str(),
+            e["exit_code"].as_i64()
+        ),
+        (Some("host-refused"), Some("cgroup-host"), Some(3))
+    );
+    assert!(
+        !sd.join("slot-8").exists(),
+        "a host refusal creates no slot"
+    );
+    assert_released(&sd, &[]);
+}
+
 /// Exit 4: a step could not run (the holder executable is missing: `NETPROBE_EXE` names a file
 /// that does not exist). Provision releases what it started; `status --json` validates before,
 /// during and after; `cleanup` succeeds and nothing is left.

@@ -48,6 +48,23 @@ fn full_cycle_default_image_with_gates() {
     assert!(limits.contains("cfs_quota_us 400000"), "{limits}");
     assert!(limits.contains("cfs_period_us 100000"), "{limits}");
     assert!(limits.contains("limit_in_bytes 4294967296"), "{limits}");
+    // This host: hybrid v1, no systemd → the cgroupfs driver by default, v1 files named.
+    let host = &gate(&p, "cgroup-host").detail;
+    assert!(
+        gate(&p, "cgroup-host").proven
+            && host.contains("cgroup hybrid host")
+            && host.contains("driver cgroupfs (default"),
+        "{host}"
+    );
+    assert!(
+        limits.contains("/cpu.cfs_quota_us = \"400000\"")
+            && limits.contains("/memory.limit_in_bytes = \"4294967296\""),
+        "{limits}"
+    );
+    assert!(
+        p.gates.iter().all(|g| g.name != "cgroup-unit-limits"),
+        "no unit gate with cgroupfs"
+    );
     assert!(
         gate(&p, "lo-up-127").detail.contains("UP")
             && gate(&p, "lo-up-127").detail.contains("127.0.0.1/8"),
@@ -57,7 +74,23 @@ fn full_cycle_default_image_with_gates() {
     assert!(!gate(&p, "probe-verdict").proven && !gate(&p, "probe-verdict").blocking);
     // The default CRIU (4.2.1) was recorded, and runc is pointed at it.
     let st = state(&sd, 7);
-    assert_eq!(st.criu.path, netprobe::host::default_criu());
+    let cg = st.cgroup.clone().expect("cgroup facts in the state");
+    assert_eq!(cg.driver.driver, netprobe::cgroup::CgroupDriver::Cgroupfs);
+    assert_eq!(cg.mode, netprobe::cgroup::CgroupMode::Hybrid);
+    assert!(
+        st.cgroups_path.starts_with("/netprobe/slot-7-"),
+        "{}",
+        st.cgroups_path
+    );
+    let rb = cg.last_readback.expect("the read-back kept for cleanup");
+    assert!(rb.files.len() >= 4, "{rb:?}");
+    assert!(
+        p.evidence
+            .clone()
+            .unwrap()
+            .join("cgroup-limits-provision.json")
+            .exists()
+    );
     assert_eq!(st.criu.version.as_deref(), Some("4.2.1"));
     assert_eq!(st.image.as_ref().unwrap().kind, "embedded");
     assert_eq!(st.phase, Phase::Ready);
@@ -105,6 +138,7 @@ fn full_cycle_default_image_with_gates() {
 
     let s = ok(Verb::Snapshot, "7", &sd);
     assert!(gate(&s, "container-stopped").proven);
+    assert_eq!(s.facts["manage_cgroups_mode"], "soft", "{:?}", s.facts);
     assert!(gate(&s, "lo-up-127").proven);
     assert_eq!(state(&sd, 7).phase, Phase::Checkpointed);
 
@@ -137,6 +171,20 @@ fn full_cycle_default_image_with_gates() {
     let holders = holder_pids(&sd);
     let c = ok(Verb::Cleanup, "7", &sd);
     assert!(gate(&c, "released").proven);
+    let cr = gate(&c, "cgroup-released");
+    assert!(
+        cr.proven
+            && cr.detail.contains("cgroup directories gone: ")
+            && cr.detail.contains("/netprobe/slot-7-"),
+        "{cr:?}"
+    );
+    assert!(
+        c.declared_differences
+            .iter()
+            .any(|d| d.contains("parent cgroup directories")),
+        "{:?}",
+        c.declared_differences
+    );
     assert_eq!(state(&sd, 7).phase, Phase::Clean);
     assert_released(&sd, &holders);
     // Evidence kept: one folder per verb.

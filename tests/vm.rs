@@ -80,7 +80,7 @@ fn vm_ladder_and_systemd_cgroup_v2() {
     let bin = env!("CARGO_BIN_EXE_netprobe");
     let r = Command::new("bash")
         .arg(repo().join("host/vm/run.sh"))
-        .args(["--image", img.to_str().unwrap(), "--timeout", "480"])
+        .args(["--image", img.to_str().unwrap(), "--timeout", "720"])
         .args(["--put", bin, "--put"])
         .arg(repo().join("host/vm/suite.sh"))
         .arg("--out")
@@ -197,7 +197,10 @@ fn vm_ladder_and_systemd_cgroup_v2() {
     );
     assert!(so.contains("/cpu.max = \"400000 100000\""), "{so}");
 
-    // Nothing left in the VM's cgroup tree or among systemd's units.
+    slot_cycle_systemd_v2(&out);
+
+    // Nothing left in the VM's cgroup tree or among systemd's units (after the slot's cleanup
+    // too).
     let before = read(&out.join("cgroups-before.txt"));
     let after = read(&out.join("cgroups-after.txt"));
     let new: Vec<&str> = after
@@ -208,6 +211,128 @@ fn vm_ladder_and_systemd_cgroup_v2() {
     assert_eq!(
         read(&out.join("units-before.txt")),
         read(&out.join("units-after.txt"))
+    );
+}
+
+/// A slot verb's `--json` outcome from the VM run (its step must have exited 0).
+fn slot_step(out: &Path, verb: &str) -> serde_json::Value {
+    let (rc, so, se) = step(out, &format!("slot-{verb}"));
+    assert_eq!(rc, 0, "slot {verb} in the VM: {so}\n{se}");
+    serde_json::from_str(&so).unwrap_or_else(|e| panic!("slot {verb} --json: {e}: {so}"))
+}
+
+/// The gate `name` of an outcome: proven, with its detail.
+fn proven_gate(o: &serde_json::Value, name: &str) -> String {
+    let g = o["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|g| g["name"] == name)
+        .unwrap_or_else(|| panic!("no gate {name} in {o}"));
+    assert_eq!(g["proven"], true, "gate {name}: {g}");
+    g["detail"].as_str().unwrap().to_string()
+}
+
+/// The slot's whole cycle with the systemd driver on cgroup v2 (provision → snapshot → restore
+/// → reset → cleanup): limits read back from the v2 files and from the scope unit after
+/// provision, restore and reset; CRIU's manage-cgroups mode recorded; scope and cgroup
+/// directories gone after cleanup.
+fn slot_cycle_systemd_v2(out: &Path) {
+    let p = slot_step(out, "provision");
+    let host = proven_gate(&p, "cgroup-host");
+    assert!(
+        host.contains("cgroup unified host") && host.contains("driver systemd (requested"),
+        "{host}"
+    );
+    for (verb, o) in [
+        ("provision", p.clone()),
+        ("restore", serde_json::Value::Null),
+        ("reset", serde_json::Value::Null),
+    ] {
+        let o = if o.is_null() { slot_step(out, verb) } else { o };
+        let l = proven_gate(&o, "cgroup-limits");
+        for f in [
+            "cpu.max 400000 100000",
+            "memory.max 4294967296",
+            "memory.swap.max 0",
+            "/sys/fs/cgroup/system.slice/netprobe-slot-0-",
+        ] {
+            assert!(l.contains(f), "{verb}: cgroup-limits lacks {f:?}: {l}");
+        }
+        let u = proven_gate(&o, "cgroup-unit-limits");
+        assert!(
+            u.contains("netprobe-slot-0-") && u.contains("= the unit's ControlGroup"),
+            "{verb}: {u}"
+        );
+        // runc 1.1.5 leaves MemorySwapMax=infinity on the scope it (re)creates: set, declared.
+        assert!(
+            o["declared_differences"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|d| d.as_str().unwrap().contains("MemorySwapMax: infinity -> 0")),
+            "{verb}: {}",
+            o["declared_differences"]
+        );
+        let ev = o["evidence"].as_str().unwrap();
+        let ev = out.join(ev.strip_prefix("/io/out/").unwrap());
+        let rb: serde_json::Value =
+            serde_json::from_str(&read(&ev.join(format!("cgroup-limits-{verb}.json")))).unwrap();
+        assert_eq!(rb["mode"], "unified", "{verb}: {rb}");
+        let names: Vec<&str> = rb["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["path"].as_str().unwrap())
+            .collect();
+        for f in ["cpu.max", "memory.max", "memory.swap.max"] {
+            assert!(
+                names.iter().any(
+                    |n| n.starts_with("/sys/fs/cgroup/system.slice/netprobe-slot-0-")
+                        && n.ends_with(f)
+                ),
+                "{verb}: {f} not read from the scope: {names:?}"
+            );
+        }
+        let unit: serde_json::Value =
+            serde_json::from_str(&read(&ev.join(format!("cgroup-unit-{verb}.json")))).unwrap();
+        assert_eq!(unit["checked"]["memory_swap_max"], 0, "{verb}: {unit}");
+        assert_eq!(
+            unit["checked"]["cpu_quota_per_sec_us"], 4_000_000,
+            "{verb}: {unit}"
+        );
+        if verb != "provision" {
+            // runc 1.1.5 has no `ignore` mode: soft, recorded with its reason.
+            assert_eq!(o["facts"]["manage_cgroups_mode"], "soft", "{verb}: {o}");
+            assert!(
+                o["facts"]["manage_cgroups_reason"]
+                    .as_str()
+                    .unwrap()
+                    .contains("systemd")
+            );
+        }
+    }
+    let s = slot_step(out, "snapshot");
+    assert_eq!(s["facts"]["manage_cgroups_mode"], "soft", "{s}");
+    let c = slot_step(out, "cleanup");
+    proven_gate(&c, "released");
+    let r = proven_gate(&c, "cgroup-released");
+    assert!(
+        r.contains("netprobe-slot-0-") && r.contains("cgroup directories gone: "),
+        "{r}"
+    );
+    let st: serde_json::Value =
+        serde_json::from_str(&read(&out.join("slots/slot-0/state.json"))).unwrap();
+    assert_eq!(st["phase"], "clean");
+    assert_eq!(st["cgroup"]["driver"]["driver"], "systemd", "{st}");
+    assert_eq!(st["cgroup"]["mode"], "unified", "{st}");
+    assert!(
+        st["cgroups_path"]
+            .as_str()
+            .unwrap()
+            .starts_with("system.slice:netprobe:slot-0-"),
+        "{st}"
     );
 }
 

@@ -4,8 +4,8 @@
 #   bash host/vm/build-image.sh [--suite-kernel SUITE|""]   prints the image directory on stdout
 #
 # The image: Debian 12 (bookworm) by mmdebstrap with linux-image-amd64, systemd as pid 1, udev,
-# dbus (runc's systemd cgroup driver talks to systemd over the system bus), runc, iptables,
-# iproute2, busybox-static, strace, and the host's CRIU build (/opt/criu-4.2.1) copied in with the
+# dbus (runc's systemd cgroup driver talks to systemd over the system bus), runc, iptables, nftables (the
+# netfilter capture runs `nft`), iproute2, busybox-static, strace, and the host's CRIU build (/opt/criu-4.2.1) copied in with the
 # Debian packages of the libraries it links (found with ldd + dpkg -S at build time). The root
 # filesystem is a raw ext4 disk made with `mkfs.ext4 -d` (no loop mount); the kernel and initrd are
 # copied out of the tree's /boot for qemu's -kernel/-initrd. In the guest a oneshot unit
@@ -54,7 +54,7 @@ criu_lib_pkgs() {
 }
 mapfile -t LIBPKGS < <(criu_lib_pkgs)
 [ ${#LIBPKGS[@]} -gt 0 ] || die 3 "could not map CRIU's libraries to Debian packages (ldd/dpkg -S)"
-PKGS=(linux-image-amd64 systemd systemd-sysv udev dbus kmod runc iptables iproute2 busybox-static
+PKGS=(linux-image-amd64 systemd systemd-sysv udev dbus kmod runc iptables nftables iproute2 busybox-static
   strace procps util-linux e2fsprogs "${LIBPKGS[@]}")
 
 hash=$( {

@@ -32,5 +32,13 @@ step ladder "$NP" run --evidence ev-ladder --expect runtime-empty-ns
 step cgroup-systemd "$NP" cgroup --driver systemd --daemon-reload --evidence ev-cgroup-systemd
 step cgroup-default "$NP" cgroup --evidence ev-cgroup-default
 step cgroup-cgroupfs "$NP" cgroup --driver cgroupfs --evidence ev-cgroup-cgroupfs
+# The slot's whole cycle with the systemd driver on cgroup v2 (state under /io/out/slots, kept
+# as evidence; CRIU 4.2.1 is the slot's default).
+for v in provision snapshot restore reset cleanup; do
+  extra=""
+  [ "$v" = provision ] && extra="--cgroup-driver systemd --no-probe-gate --reason vm-slot-cycle"
+  # shellcheck disable=SC2086
+  step "slot-$v" "$NP" slot "$v" --slot 0 --state-dir /io/out/slots $extra --json
+done
 snapshot after
 exit 0

@@ -6,7 +6,8 @@
 //! Every function that touches the file system takes a root (`/` on a live host), so unit tests
 //! run over fixture trees for every mode without root.
 //!
-//! # Wiring into the slot (plan; `check::run_check` is the same sequence, proven in the VM)
+//! # Wiring into the slot (done in `crate::slot::cgroups`; `check::run_check` is the same
+//! sequence on its own)
 //! 1. Profile field / slot option `cgroup-driver = "systemd" | "cgroupfs"` parsed with
 //!    `CgroupDriver::from_str` (bad name: exit 2).
 //! 2. provision, before anything is started: `CgroupHost::detect("/")` +
@@ -30,6 +31,8 @@
 //!    (evidence; `stopped: true` means the runtime had left it); both drivers →
 //!    `LimitReadback::dirs_gone()` on the last readback. runc leaves the parent directories it
 //!    created for a cgroupfs path (`/netprobe`): shared by slots, left (declared).
+//!    The slot records it all as gate `cgroup-released` (recorded, not blocking) and a problem
+//!    of gate `released`.
 
 pub mod check;
 pub mod driver;

@@ -112,8 +112,18 @@ struct ProvisionCmd {
     /// CRIU binary. Default: as for `netprobe run`.
     #[arg(long)]
     criu: Option<PathBuf>,
+    /// cgroup driver: systemd (runc --systemd-cgroup, a scope unit; only where systemd is pid 1,
+    /// else exit 3) or cgroupfs. Default: systemd where systemd is pid 1, else cgroupfs.
+    #[arg(long, value_name = "systemd|cgroupfs", value_parser = parse_driver)]
+    cgroup_driver: Option<netprobe::cgroup::CgroupDriver>,
     #[command(flatten)]
     json: Json,
+}
+
+/// `--cgroup-driver`: `systemd` or `cgroupfs` (a bad name is a usage error, exit 2).
+fn parse_driver(s: &str) -> Result<netprobe::cgroup::CgroupDriver, String> {
+    s.parse()
+        .map_err(|e: netprobe::cgroup::CgroupError| e.to_string())
 }
 
 /// `slot snapshot|restore|reset|cleanup`: the binaries default to those recorded at provision.
@@ -165,6 +175,7 @@ impl SlotVerb {
                 a.probe_evidence = p.probe_evidence;
                 a.no_probe_gate = p.no_probe_gate;
                 a.reason = p.reason;
+                a.cgroup_driver = p.cgroup_driver;
                 a
             }
             SlotVerb::Snapshot(c) => c.into_args(Verb::Snapshot),

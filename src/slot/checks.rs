@@ -299,6 +299,7 @@ pub(crate) mod tests {
                 reason: Some("unit test".into()),
             },
             image: None,
+            cgroup: None,
             overlay: None,
             holder: Some(ProcessIdentity::read(std::process::id() as i32).unwrap()),
             config_sha256: None,

@@ -42,10 +42,16 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
     if crun && let Err(e) = super::crun::remove_empty_directory(&st.runtime_root) {
         cgroup_problem = Some(cgroup_problem.map_or(e.clone(), |p| format!("{p}; {e}")));
     }
+    // Then its scope (systemd), and the last limit read-back's directories proven gone.
+    let t = Instant::now();
+    let mut cgroup_problems = Vec::new();
+    super::cgroups::cleanup(run, st, &mut cgroup_problems);
+    run.took("cgroup-release", t);
 
     run.clear("unmount", &UNMOUNT_GATES)?;
     let t = Instant::now();
     let mut problems = unmount_all(run, st);
+    problems.extend(cgroup_problems);
     run.took("unmount", t);
     let removed_detail = remove_stale_snapshots(run, &mut problems);
 

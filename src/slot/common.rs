@@ -5,9 +5,9 @@
 use super::checks;
 use super::error::SlotError;
 use super::gate::GateId;
+use super::net;
 use super::run::VerbRun;
 use super::state::{ImageKind, SlotState};
-use super::{limits, net};
 use crate::host;
 use crate::netlink::NetState;
 use crate::ns::ProcessIdentity;
@@ -232,13 +232,14 @@ pub(crate) fn holder_netstate(
 
 /// Ready gates: lo UP with 127.0.0.1/8 in the container's netns, the guest server answers 200
 /// from inside the namespace, the container runs in the holder's netns (runtime state), cgroup
-/// limits read back. Returns the captured network state.
+/// limits read back (v1 or v2 files; with the systemd driver also from the scope unit,
+/// [`super::cgroups::limits_gates`]). Returns the captured network state.
 ///
 /// `state` yields the container's `runtime state` and how long that query took (ms); the
 /// caller may have started it on another thread so it overlaps the in-process checks before it.
 pub(crate) fn ready_gates(
     run: &mut VerbRun,
-    st: &SlotState,
+    st: &mut SlotState,
     when: &str,
     state: impl FnOnce() -> StateAnswer,
 ) -> Result<NetState, SlotError> {
@@ -287,9 +288,9 @@ pub(crate) fn ready_gates(
     run.gate(GateId::ContainerInHolderNetns, r)?;
     run.fact(&format!("{when}_container_pid"), pid);
     let t = Instant::now();
-    let r = limits::read_limits_of_pid(pid, &st.resources);
+    let r = super::cgroups::limits_gates(run, st, pid, when);
     run.took(&format!("{when}-cgroup-readback"), t);
-    run.gate(GateId::CgroupLimits, r)?;
+    r?;
     Ok(cap)
 }
 

@@ -119,8 +119,14 @@ gates! {
     GuestHttp => ("guest-http", Gate, "the guest server answers GET / with 200 on 127.0.0.1:<port> from inside the namespace"),
     /// The container runs in the holder's netns.
     ContainerInHolderNetns => ("container-in-holder-netns", Gate, "the container runs (runtime state) in the holder's network namespace"),
+    /// provision: the host has usable cgroups and the cgroup driver fits it.
+    CgroupHost => ("cgroup-host", Host, "the host has the cpu and memory cgroup controllers (v1 or v2) and the cgroup driver fits it (systemd only where systemd is pid 1)"),
     /// The cgroup limits read back equal config.json's.
-    CgroupLimits => ("cgroup-limits", Gate, "cpu quota/period and memory limit/memsw read back from the container's cgroup equal config.json"),
+    CgroupLimits => ("cgroup-limits", Gate, "cpu quota/period and memory limit/swap read back from the container's cgroup files (v1 or v2, every file named) equal config.json"),
+    /// systemd driver: the scope unit holds the limits and the container's cgroup.
+    CgroupUnitLimits => ("cgroup-unit-limits", Gate, "the systemd scope unit's CPUQuotaPerSecUSec, MemoryMax and MemorySwapMax equal config.json and its ControlGroup is the container's 0:: cgroup"),
+    /// cleanup: the scope and the container's cgroup directories are gone.
+    CgroupReleased => ("cgroup-released", Gate, "the container's cgroup directories are gone and (systemd driver) its scope unit is gone"),
     /// restore/reset: a complete snapshot exists.
     SnapshotComplete => ("snapshot-complete", Gate, "a complete snapshot exists (manifest and hashes verified)"),
     /// restore/reset: the network state is byte-equal to the recorded one.
@@ -166,12 +172,13 @@ macro_rules! concat_gates {
 }
 
 /// provision: before the slot directory is created (the first thing it creates).
-pub const PROVISION_GATES: [GateId; 5] = [
+pub const PROVISION_GATES: [GateId; 6] = [
     GateId::StateDir,
     GateId::CriuConfigAbsent,
     GateId::RuntimeBinaryFound,
     GateId::CriuBinaryFound,
     GateId::ProbeVerdict,
+    GateId::CgroupHost,
 ];
 /// provision: before `runtime create` (the container is started only after these).
 pub const PROVISION_CREATE_GATES: [GateId; 4] = [
@@ -338,7 +345,7 @@ mod tests {
         let before = names.len();
         names.dedup();
         assert_eq!(before - names.len(), 2);
-        assert_eq!(GateId::ALL.len(), 28);
+        assert_eq!(GateId::ALL.len(), 31);
     }
 
     #[test]

@@ -13,10 +13,12 @@
 //! `common` (gates and steps several verbs share), [`gate`] ([`GateId`]: name, fact, class;
 //! the per-verb lists of gates before the first destructive step), [`state`] (`state.json`,
 //! [`Phase::after`], the one table of phase transitions), [`checks`] (pure checks, unit-tested
-//! without root), [`limits`] (cgroup read-back from a given root), [`layout`], [`mounts`],
+//! without root), [`cgroups`] (the cgroup driver, the limit gates read back from v1 or v2 files
+//! and the scope unit, the cgroups' release), [`layout`], [`mounts`],
 //! [`net`], [`support`]. The runtime is reached only through [`crate::oci::RuntimeOps`] and
 //! [`crate::oci::Container`], so the gate order is unit-tested with a recording fake.
 
+pub mod cgroups;
 pub mod checks;
 mod claims;
 mod cleanup;
@@ -26,7 +28,6 @@ pub mod error;
 mod fidelity;
 pub mod gate;
 pub mod layout;
-pub mod limits;
 pub mod mounts;
 pub mod net;
 mod provision;
@@ -133,6 +134,10 @@ pub struct SlotArgs {
     /// must set it, e.g. to `env!("CARGO_BIN_EXE_netprobe")`. Provision only (later verbs never
     /// start a holder).
     pub holder_exe: Option<PathBuf>,
+    /// `--cgroup-driver`: `systemd` or `cgroupfs`. `None`: systemd where systemd is pid 1, else
+    /// cgroupfs ([`crate::cgroup::DriverChoice::choose`]). Provision only (later verbs use the
+    /// driver recorded in the state).
+    pub cgroup_driver: Option<crate::cgroup::CgroupDriver>,
     /// `--json`: the CLI prints [`SlotOutcome::to_json`] instead of [`SlotOutcome::render`].
     pub json: bool,
 }
@@ -152,6 +157,7 @@ impl SlotArgs {
             runtime: None,
             criu: None,
             holder_exe: None,
+            cgroup_driver: None,
             json: false,
         }
     }

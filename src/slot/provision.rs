@@ -3,6 +3,7 @@
 //! `config.json` and container, each step guarded (released on failure or panic) until the
 //! ready gates pass and the slot state records it all.
 
+use super::cgroups;
 use super::checks;
 use super::common::{self, holder_gate, mkdirs};
 use super::error::{SlotError, StepError};
@@ -31,6 +32,8 @@ pub(crate) fn provision(run: &mut VerbRun) -> Result<(String, Option<SlotState>)
     let probe = probe_gate(run, &rt_pin, &cr_pin)?;
     let kind = ImageKind::of(run.args.image.as_deref());
     image_gate(run, kind)?;
+    let rt_version = rt_pin.version.clone().unwrap_or_default();
+    let mut cgroup = cgroups::provision_gate(run, &rt_version)?;
 
     // Every check above created nothing; the slot directory is created only now.
     run.clear("slot-create", &PROVISION_GATES)?;
@@ -49,6 +52,8 @@ pub(crate) fn provision(run: &mut VerbRun) -> Result<(String, Option<SlotState>)
     };
     run.enter_slot()?;
 
+    let (cgroups_path, unit) = cgroups::cgroups_path(&run.paths, &marker.id, cgroup.driver.driver);
+    cgroup.unit = unit;
     let mut st = SlotState {
         schema_version: STATE_SCHEMA_VERSION,
         slot: run.paths.slot,
@@ -58,7 +63,7 @@ pub(crate) fn provision(run: &mut VerbRun) -> Result<(String, Option<SlotState>)
         updated_at: String::new(),
         container_id: run.paths.container_id(),
         runtime_root: run.paths.runtime_root(),
-        cgroups_path: run.paths.cgroups_path(&marker.id),
+        cgroups_path,
         runtime: rt_pin,
         criu: cr_pin,
         probe_gate: probe,
@@ -67,6 +72,7 @@ pub(crate) fn provision(run: &mut VerbRun) -> Result<(String, Option<SlotState>)
         holder: None,
         config_sha256: None,
         resources: SLOT_RESOURCES,
+        cgroup: Some(cgroup),
         snapshot: None,
         restores: 0,
         last_verb: Some("provision".into()),

@@ -63,7 +63,8 @@ pub(crate) fn restore(
         run.paths.root.join("container.pid"),
     );
     let images = snap_dir.join("checkpoint");
-    let r = run.time_with_lock_inherited("restore", || c.restore(&images, &work, &[]));
+    let extra = super::cgroups::manage_cgroups_args(run, st);
+    let r = run.time_with_lock_inherited("restore", || c.restore(&images, &work, &extra));
     run.rt_log("restore", r.as_ref());
     // A failed restore or gate stops the container itself ([`restore_failed`]).
     c.disarm();

@@ -19,9 +19,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-/// Makes the runtime a verb drives: `(runtime binary, CRIU binary, runtime root)`.
+/// Makes the runtime a verb drives: `(runtime binary, CRIU binary, runtime root, runtime kind,
+/// systemd cgroup driver)`.
 pub(crate) type MakeRuntime<'e> =
-    &'e (dyn Fn(&Path, &Path, &Path, RuntimeKind) -> Box<dyn RuntimeOps> + Sync);
+    &'e (dyn Fn(&Path, &Path, &Path, RuntimeKind, bool) -> Box<dyn RuntimeOps> + Sync);
 
 /// What a verb runs against: the runtime factory, whether root is required, and (for unit
 /// tests) an event trace that records every gate and cleared step in order.
@@ -36,14 +37,20 @@ pub(crate) struct SlotEnv<'e> {
 
 /// The real environment: runc/crun through [`Runtime`], root required.
 /// `kind` (from `--version`, [`super::crun::detect_kind`]) gives crun its private mount
-/// namespace, the `--root /run/crun` bind and `--cgroup-manager` ([`crate::oci::crun_quirks`]).
+/// namespace, the `--root /run/crun` bind and `--cgroup-manager` ([`crate::oci::crun_quirks`]);
+/// `systemd` adds the systemd cgroup driver (`--systemd-cgroup`) on every call.
 pub(crate) fn real_runtime(
     rt: &Path,
     cr: &Path,
     root: &Path,
     kind: RuntimeKind,
+    systemd: bool,
 ) -> Box<dyn RuntimeOps> {
-    Box::new(Runtime::new(rt, root, Some(cr.to_path_buf())).with_kind(kind))
+    Box::new(
+        Runtime::new(rt, root, Some(cr.to_path_buf()))
+            .with_kind(kind)
+            .with_systemd_cgroup(systemd),
+    )
 }
 
 /// One verb's run (the successor of the old `Ctx`).
@@ -102,10 +109,12 @@ impl<'a> VerbRun<'a> {
     }
 
     /// The runtime for binaries `rt`, `cr` under the slot's recorded runtime root, of the kind
-    /// its `--version` names (facts `runtime_kind`, `runtime_kind_from`).
+    /// its `--version` names (facts `runtime_kind`, `runtime_kind_from`), with the slot's
+    /// recorded cgroup driver (`--systemd-cgroup` on every call for systemd).
     pub fn runtime(&mut self, st: &SlotState, rt: &Path, cr: &Path) -> Box<dyn RuntimeOps> {
         let kind = self.runtime_kind(rt);
-        (self.env.make_runtime)(rt, cr, &st.runtime_root, kind)
+        let systemd = super::cgroups::uses_systemd(st);
+        (self.env.make_runtime)(rt, cr, &st.runtime_root, kind, systemd)
     }
 
     /// The kind of runtime `rt` (detected once per verb and path, [`super::crun::detect_kind`]),

@@ -90,7 +90,9 @@ fn checkpoint(
     let work = run.ev_path("criu-work");
     mkdirs(run, &[images.clone(), work.clone()])?;
     let mut c = Container::new(rt, &st.container_id, run.paths.bundle(), "");
-    let r = run.time_with_lock_inherited("checkpoint", || c.checkpoint(None, &images, &work, &[]));
+    let extra = super::cgroups::manage_cgroups_args(run, st);
+    let r =
+        run.time_with_lock_inherited("checkpoint", || c.checkpoint(None, &images, &work, &extra));
     run.rt_log("checkpoint", r.as_ref());
     if let Err(e) = r {
         let dump = fs::read_to_string(work.join("dump.log")).unwrap_or_default();

@@ -308,8 +308,12 @@ pub struct SlotState {
     pub holder: Option<ProcessIdentity>,
     /// sha256 of config.json (absent until written).
     pub config_sha256: Option<String>,
-    /// Resources asked for in config.json (cgroup v1 units: µs, bytes).
+    /// Resources asked for in config.json (OCI units: µs, bytes).
     pub resources: Resources,
+    /// The host's cgroup mode, the cgroup driver, CRIU's manage-cgroups mode and the last limit
+    /// read-back (absent in states written before the driver was chosen: cgroupfs).
+    #[serde(default)]
+    pub cgroup: Option<super::cgroups::SlotCgroup>,
     /// The complete snapshot in use.
     pub snapshot: Option<SnapshotRef>,
     /// Number of successful restores (restore + reset).

@@ -59,14 +59,14 @@ impl Fixture {
     }
 }
 
-type Make = Box<dyn Fn(&Path, &Path, &Path, RuntimeKind) -> Box<dyn RuntimeOps> + Sync>;
+type Make = Box<dyn Fn(&Path, &Path, &Path, RuntimeKind, bool) -> Box<dyn RuntimeOps> + Sync>;
 
 /// A recording fake runtime (every runtime a verb builds shares its events and status).
 fn fake(status: Option<&str>) -> (Events, Make) {
     let events = Events::default();
     let fake = RecordingRuntime::new(events.clone(), status);
     let make: Make = Box::new(
-        move |_: &Path, _: &Path, _: &Path, _: RuntimeKind| -> Box<dyn RuntimeOps> {
+        move |_: &Path, _: &Path, _: &Path, _: RuntimeKind, _: bool| -> Box<dyn RuntimeOps> {
             Box::new(fake.clone())
         },
     );
