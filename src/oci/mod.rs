@@ -16,6 +16,7 @@ pub mod bundle;
 pub mod cgroups;
 pub mod container;
 pub mod error;
+pub mod guard;
 pub mod rootfs;
 pub mod runtime;
 pub mod runtime_env;

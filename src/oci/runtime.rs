@@ -17,7 +17,6 @@ use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Instant;
 
 use super::bundle::now_nanos;
 use super::error::{OciError, Result, io_err};
@@ -214,7 +213,12 @@ impl Runtime {
 
     /// `runc kill ID SIGNAL`, then reap `pid` (the init's pid, already known from the pid
     /// file) if it is our child — without the extra `runc state` that [`Runtime::kill`] runs.
-    fn kill_reaping(&self, id: &str, signal: &str, pid: Option<i32>) -> Result<RuntimeOutcome> {
+    pub(crate) fn kill_reaping(
+        &self,
+        id: &str,
+        signal: &str,
+        pid: Option<i32>,
+    ) -> Result<RuntimeOutcome> {
         validate_id(id)?;
         let out = check(
             self.run_raw(
@@ -240,7 +244,12 @@ impl Runtime {
 
     /// `runc delete`; with `lookup_pid` the init's pid is read first (`runc state`) and reaped
     /// afterwards. Without it (the init was just killed and reaped) no `runc state` is run.
-    fn delete_inner(&self, id: &str, force: bool, lookup_pid: bool) -> Result<RuntimeOutcome> {
+    pub(crate) fn delete_inner(
+        &self,
+        id: &str,
+        force: bool,
+        lookup_pid: bool,
+    ) -> Result<RuntimeOutcome> {
         validate_id(id)?;
         let mut args: Vec<OsString> = vec!["delete".into()];
         if force {
@@ -421,17 +430,11 @@ impl Runtime {
         }
     }
 
-    /// Spawn the runtime (optionally under strace), wait, capture. Never fails on a non-zero
-    /// exit; only on spawn failure or I/O around the log file.
-    fn run_raw(
-        &self,
-        args: Vec<OsString>,
-        stdio: Stdio3,
-        strace_out: Option<PathBuf>,
-        with_globals: bool,
-    ) -> Result<RuntimeOutcome> {
+    /// The command line up to the runtime's own verb: `strace -f -b execve -tt -o OUT` when
+    /// traced, the runtime binary, and its global options when `with_globals`.
+    fn argv_prefix(&self, strace_out: Option<&Path>, with_globals: bool) -> Vec<OsString> {
         let mut argv: Vec<OsString> = Vec::new();
-        if let (Some(strace), Some(out)) = (&self.strace, &strace_out) {
+        if let (Some(strace), Some(out)) = (&self.strace, strace_out) {
             argv.extend([
                 strace.clone().into_os_string(),
                 // Follow the runtime's forks, but detach from a process when it execs: CRIU
@@ -443,13 +446,26 @@ impl Runtime {
                 "execve".into(),
                 "-tt".into(),
                 "-o".into(),
-                out.clone().into_os_string(),
+                out.as_os_str().to_os_string(),
             ]);
         }
         argv.push(self.path.clone().into_os_string());
         if with_globals {
             argv.extend(self.global_args());
         }
+        argv
+    }
+
+    /// Spawn the runtime (optionally under strace), wait, capture. Never fails on a non-zero
+    /// exit; only on spawn failure or I/O around the log file.
+    fn run_raw(
+        &self,
+        args: Vec<OsString>,
+        stdio: Stdio3,
+        strace_out: Option<PathBuf>,
+        with_globals: bool,
+    ) -> Result<RuntimeOutcome> {
+        let mut argv = self.argv_prefix(strace_out.as_deref(), with_globals);
         let log = match stdio {
             Stdio3::Detached => {
                 let f = tempfile::Builder::new()
@@ -551,7 +567,7 @@ fn check(out: RuntimeOutcome, criu_log: Option<PathBuf>) -> Result<RuntimeOutcom
 }
 
 /// Whether runc's stderr says the container is unknown ("container does not exist").
-fn says_does_not_exist(stderr: &str) -> bool {
+pub(crate) fn says_does_not_exist(stderr: &str) -> bool {
     stderr.contains("does not exist")
 }
 
@@ -628,127 +644,5 @@ pub fn read_pid_file(path: &Path) -> Result<i32> {
     }
 }
 
-/// Owns a container for its lifetime: on drop (success, error or panic) it runs
-/// `runc kill ID KILL` and `runc delete --force ID`, ignoring "does not exist", so nothing leaks.
-/// Create it right after [`refuse_existing`] and before `create`/`restore`.
-///
-/// Zombies: when runc exits, the container's init is re-parented to the nearest child subreaper,
-/// else to pid 1, which leaves a `[sleep] <defunct>` until pid 1 gets to it. A caller that has set
-/// `PR_SET_CHILD_SUBREAPER` inherits the init instead; [`Runtime::kill`] (KILL),
-/// [`Runtime::delete`] and [`Runtime::checkpoint`] (without `--leave-running`/`--pre-dump`) then
-/// reap that pid (waitpid on that pid only, at most 2 s), and so does this guard.
-#[derive(Debug)]
-pub struct ContainerGuard {
-    /// The runtime that owns the container.
-    pub runtime: Runtime,
-    /// The container id.
-    pub id: String,
-    armed: bool,
-    /// The container's init pid when the caller knows it (from the runtime's `--pid-file`, see
-    /// [`ContainerGuard::set_pid`]): cleanup then needs no `runc state` to find it.
-    pid: Option<i32>,
-    /// Kills and deletes the container if netprobe is interrupted by a signal
-    /// (see [`crate::ns::cleanup`]).
-    on_signal: Option<crate::ns::cleanup::Registration>,
-}
-
-impl ContainerGuard {
-    /// Guard container `id` of `runtime` (armed).
-    pub fn new(runtime: &Runtime, id: impl Into<String>) -> Self {
-        let id = id.into();
-        let (rt, cid) = (runtime.clone(), id.clone());
-        let on_signal = crate::ns::cleanup::register(format!("container {id}"), move || {
-            let _ = rt.kill(&cid, "KILL");
-            let _ = rt.delete(&cid, true);
-            super::cgroups::remove_leftover_cgroups(&cid);
-        });
-        Self {
-            runtime: runtime.clone(),
-            id,
-            armed: true,
-            pid: None,
-            on_signal: Some(on_signal),
-        }
-    }
-
-    /// Records the container's current init pid (read from the runtime's `--pid-file` after
-    /// `create`/`restore`), so [`release`](Self::release) kills and reaps it without asking
-    /// `runc state` first. Set it again after every restore (the pid changes).
-    pub fn set_pid(&mut self, pid: i32) {
-        self.pid = (pid > 0).then_some(pid);
-    }
-
-    /// Do not clean up on drop (the container outlives this guard, e.g. a provisioned slot).
-    pub fn disarm(&mut self) {
-        self.armed = false;
-        self.on_signal = None;
-    }
-
-    /// Kill and force-delete now; then prove it is gone.
-    ///
-    /// Errors: those of [`Runtime::delete`] other than "does not exist", and of
-    /// [`Runtime::prove_gone`].
-    pub fn release(&mut self) -> Result<()> {
-        self.armed = false;
-        // Kept until the release is done (see Container::release).
-        let _registration = self.on_signal.take();
-        // kill and delete reap the init when it is our child (see the type's doc).
-        // With the pid known, no `runc state` before the kill; after a successful KILL (init
-        // reaped) the delete needs no pid either. `prove_gone` below still asks `runc state`.
-        let killed = match self.pid {
-            Some(pid) => self.runtime.kill_reaping(&self.id, "KILL", Some(pid)),
-            None => self.runtime.kill(&self.id, "KILL"),
-        }
-        .is_ok();
-        let deleted = match self.runtime.delete_inner(&self.id, true, !killed) {
-            Ok(_) => Ok(()),
-            Err(OciError::Failed { stderr_tail, .. }) if says_does_not_exist(&stderr_tail) => {
-                Ok(())
-            }
-            Err(e) => Err(e),
-        };
-        // A runtime killed mid-restore can leave the container's cgroups without any state
-        // to delete them by.
-        super::cgroups::remove_leftover_cgroups(&self.id);
-        deleted?;
-        self.runtime.prove_gone(&self.id)
-    }
-}
-
-/// Reap `pid` if it is our child (it is when this process is a child subreaper,
-/// `prctl(PR_SET_CHILD_SUBREAPER)`: the runtime exits and the container's init is re-parented
-/// here). Otherwise (`ECHILD`) do nothing: pid 1 reaps it. Waits at most 2 s for the exit, on
-/// a pidfd (woken at the exit, no polling interval; 10 ms polling if pidfds are unavailable).
-fn reap_if_child(pid: i32) {
-    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-    let deadline = Instant::now() + std::time::Duration::from_secs(2);
-    let mut pidfd = None;
-    loop {
-        match waitpid(nix::unistd::Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::StillAlive) if Instant::now() < deadline => {
-                // Our child, still running: the pid cannot be reused before we reap it.
-                if pidfd.is_none() {
-                    pidfd = crate::ns::pidfd_open(pid).ok();
-                }
-                let left = deadline.saturating_duration_since(Instant::now());
-                let waited = pidfd
-                    .as_ref()
-                    .is_some_and(|fd| crate::ns::wait_pidfd_exit(fd, left).is_ok());
-                if !waited {
-                    std::thread::sleep(std::time::Duration::from_millis(10));
-                }
-            }
-            _ => return,
-        }
-    }
-}
-
-impl Drop for ContainerGuard {
-    fn drop(&mut self) {
-        if self.armed
-            && let Err(e) = self.release()
-        {
-            eprintln!("netprobe: cleaning up container {}: {e}", self.id);
-        }
-    }
-}
+pub use super::guard::ContainerGuard;
+use super::guard::reap_if_child;

@@ -207,19 +207,10 @@ pub fn run(
         .map_err(writing("writing host.json"))
         .map_err(noted)?;
     let pins = host::check_pins(&criu_facts, runtime_facts.as_ref());
-    let mut declared = host::pin_differences_with_paths(&pins, &host_facts);
-    declared.extend(standing_differences(
-        &opts.phases,
-        opts.rootfs.as_deref(),
-        opts.netns,
-    ));
     let runtime_kind = runtime_facts
         .as_ref()
         .and_then(|f| crate::oci::RuntimeKind::from_version_output(&f.version_output));
-    if let Some(kind) = runtime_kind {
-        declared.extend(crate::oci::crun_quirks(kind, crate::oci::host_is_hybrid()));
-    }
-    declared.extend(host::install_record_differences(&host_facts));
+    let mut declared = declared_differences(opts, &pins, &host_facts, runtime_kind);
 
     let ctx_base = RungCtx {
         evidence: &ev,
@@ -241,19 +232,7 @@ pub fn run(
             "netprobe could not install its signal handler ({e}): an interrupted run may leave processes behind"
         ));
     }
-    let note_dir = ev.clone();
-    let _note_on_signal = crate::ns::cleanup::register("interruption note", move || {
-        let by = crate::ns::cleanup::interrupted_by().unwrap_or("a signal");
-        let _ = note_dir.write(
-            evidence::dir::INTERRUPTED_FILE,
-            format!(
-                "netprobe run was interrupted by {by} at {}; what it had started was released; \
-                 no netprobe-result.json was written\n",
-                crate::evidence::now_rfc3339()
-            )
-            .as_bytes(),
-        );
-    });
+    let _note_on_signal = interruption_note(&ev);
     // Restored processes re-parent to us, so we can reap them after killing them.
     if let Err(e) = crate::probe::util::become_subreaper() {
         declared.push(format!(
@@ -282,6 +261,46 @@ pub fn run(
         "the result is written, but removing the incomplete marker",
     ))?;
     Ok((result, dir_path))
+}
+
+/// Every declared difference of the run: binaries vs the pins (with paths), what the phases
+/// run instead of production (`standing_differences`), crun's quirks, and the set-up's record
+/// of pins the archive no longer served.
+fn declared_differences(
+    opts: &RunOptions,
+    pins: &[crate::evidence::result::PinCheck],
+    host_facts: &crate::evidence::result::HostFacts,
+    runtime_kind: Option<crate::oci::RuntimeKind>,
+) -> Vec<String> {
+    let mut declared = host::pin_differences_with_paths(pins, host_facts);
+    declared.extend(standing_differences(
+        &opts.phases,
+        opts.rootfs.as_deref(),
+        opts.netns,
+    ));
+    if let Some(kind) = runtime_kind {
+        declared.extend(crate::oci::crun_quirks(kind, crate::oci::host_is_hybrid()));
+    }
+    declared.extend(host::install_record_differences(host_facts));
+    declared
+}
+
+/// Registers the note an interrupted run leaves (`interrupted.txt`, no result): a signal does
+/// not unwind, so the release writes it beside the evidence gathered so far.
+fn interruption_note(ev: &EvidenceDir) -> crate::ns::cleanup::Registration {
+    let note_dir = ev.clone();
+    crate::ns::cleanup::register("interruption note", move || {
+        let by = crate::ns::cleanup::interrupted_by().unwrap_or("a signal");
+        let _ = note_dir.write(
+            evidence::dir::INTERRUPTED_FILE,
+            format!(
+                "netprobe run was interrupted by {by} at {}; what it had started was released; \
+                 no netprobe-result.json was written\n",
+                crate::evidence::now_rfc3339()
+            )
+            .as_bytes(),
+        );
+    })
 }
 
 /// Host gates: root, no CRIU config file, CRIU present and `criu check` passes, the runtime

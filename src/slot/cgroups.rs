@@ -110,10 +110,22 @@ pub(crate) fn cgroups_path(
 /// `["--manage-cgroups-mode", MODE]` for the runtime's checkpoint and restore, recorded as the
 /// facts `manage_cgroups_mode` and `manage_cgroups_reason` (none for states without
 /// [`SlotCgroup`]: the runtime's default).
+///
+/// crun always checkpoints and restores with `--manage-cgroups-mode=ignore` (its own quirk,
+/// [`crate::oci::RuntimeKind::checkpoint_restore_args`]): no second, conflicting mode is passed
+/// for it, and the facts say so.
 pub(crate) fn manage_cgroups_args(run: &mut VerbRun, st: &SlotState) -> Vec<String> {
     let Some(cg) = &st.cgroup else {
         return Vec::new();
     };
+    if run.runtime_kind(&st.runtime.path) == crate::oci::RuntimeKind::Crun {
+        run.fact("manage_cgroups_mode", "ignore");
+        run.fact(
+            "manage_cgroups_reason",
+            "crun: checkpoint and restore always pass --manage-cgroups-mode=ignore (crun creates the container's cgroups at restore from config.json)",
+        );
+        return Vec::new();
+    }
     run.fact("manage_cgroups_mode", cg.manage_cgroups_mode.as_str());
     run.fact("manage_cgroups_reason", cg.manage_cgroups_reason.clone());
     vec![
