@@ -19,6 +19,7 @@ pub mod runtime;
 pub mod runtime_env;
 
 pub use bundle::{
+    write_spec,
     BundleInfo, BundleSpec, CONFIG_JSON, NetnsSpec, Resources, build_spec, config_sha256,
     read_bundle_spec, write_bundle,
 };
