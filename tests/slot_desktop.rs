@@ -42,18 +42,18 @@ fn verb(v: &str, sd: &Path, extra: &[&str]) -> Value {
     json_of(&out)
 }
 
-/// Waits (bounded) until the guest's screen is still, so the snapshot's quiescence gate sees a
-/// settled desktop (the typing app draws for a moment after the supervisor reports healthy).
+/// Waits (bounded) until the typing app is drawn (white at its centre, the profile's input
+/// region) and the screen is still, so the snapshot's quiescence gate sees a settled desktop.
 fn settle(pid: i64) {
     let sock = netprobe::slot::display::socket_of(pid as i32, 0);
     let d = Display::connect(&sock, Duration::from_secs(30)).unwrap();
     let deadline = Instant::now() + Duration::from_secs(90);
-    while !d
-        .quiescence(Duration::from_millis(500))
-        .unwrap()
-        .is_quiescent()
-    {
-        assert!(Instant::now() < deadline, "the desktop did not settle");
+    loop {
+        let q = d.quiescence(Duration::from_millis(500)).unwrap();
+        if q.is_quiescent() && q.second.pixel(650, 350) == [255, 255, 255] {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the desktop did not settle: {:?}", q.diff);
     }
 }
 
@@ -133,15 +133,15 @@ fn desktop_profile_provision_snapshot_restore_input_reset_cleanup() {
         assert_eq!(gate(&z, "pixels-equal")["proven"], true, "{z:#}");
         assert_eq!(gate(&z, "input-reaches-app")["proven"], true, "{z:#}");
 
-        // Tamper: the snapshot's reference screen with the app window moved 300 px right
-        // (its region painted elsewhere) must fail the pixel gate, with a diff PNG.
+        // Tamper: the snapshot's reference screen with a 100x50 block at (10,10) inverted
+        // (a window that was not there) must fail the pixel gate, with a diff PNG.
         let mut t = Screenshot::read_png(&snap_png).unwrap();
-        for y in 150..390u32 {
-            for x in (200..1100u32).rev() {
-                let src = ((y * t.width + x) * 3) as usize;
-                let dst = ((y * t.width + x + 300) * 3) as usize;
-                let px: [u8; 3] = t.rgb[src..src + 3].try_into().unwrap();
-                t.rgb[dst..dst + 3].copy_from_slice(&px);
+        for y in 10..60u32 {
+            for x in 10..110u32 {
+                let i = ((y * t.width + x) * 3) as usize;
+                for c in &mut t.rgb[i..i + 3] {
+                    *c = !*c;
+                }
             }
         }
         std::fs::remove_file(&snap_png).unwrap();
@@ -153,6 +153,7 @@ fn desktop_profile_provision_snapshot_restore_input_reset_cleanup() {
         assert!(doc.contains("pixels-equal"), "{doc}");
         assert!(doc.contains("pixels differ"), "{doc}");
         assert!(doc.contains("screen-after-diff.png"), "{doc}");
+        assert!(doc.contains("5000 of 2073600 pixels differ"), "{doc}");
         assert!(doc.contains("bounding box"), "{doc}");
     });
     let (code, out, err) = cli_slot("cleanup", "0", &sd, &[]);
