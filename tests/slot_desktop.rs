@@ -42,18 +42,22 @@ fn verb(v: &str, sd: &Path, extra: &[&str]) -> Value {
     json_of(&out)
 }
 
-/// Waits (bounded) until the typing app is drawn (white at its centre, the profile's input
-/// region) and the screen is still, so the snapshot's quiescence gate sees a settled desktop.
+/// Waits (bounded) until the screen is still (two screenshots 500 ms apart equal), so the
+/// snapshot's quiescence gate sees a settled desktop.
 fn settle(pid: i64) {
     let sock = netprobe::slot::display::socket_of(pid as i32, 0);
     let d = Display::connect(&sock, Duration::from_secs(30)).unwrap();
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         let q = d.quiescence(Duration::from_millis(500)).unwrap();
-        if q.is_quiescent() && q.second.pixel(650, 350) == [255, 255, 255] {
+        if q.is_quiescent() {
             return;
         }
-        assert!(Instant::now() < deadline, "the desktop did not settle: {:?}", q.diff);
+        assert!(
+            Instant::now() < deadline,
+            "the desktop did not settle: {:?}",
+            q.diff
+        );
     }
 }
 
@@ -62,7 +66,10 @@ fn assert_png(ev: &Path, o: &Value, file: &str) {
     let (sha, _) = netprobe::evidence::sha256_file(&p).unwrap_or_else(|e| panic!("{file}: {e}"));
     let doc = o.to_string();
     assert!(doc.contains(file), "the outcome does not name {file}");
-    assert!(doc.contains(&sha), "the outcome does not carry {file}'s sha256");
+    assert!(
+        doc.contains(&sha),
+        "the outcome does not carry {file}'s sha256"
+    );
 }
 
 #[test]
@@ -91,16 +98,22 @@ fn desktop_profile_provision_snapshot_restore_input_reset_cleanup() {
         assert_eq!(gate(&p, "display-geometry")["proven"], true, "{p:#}");
         assert_eq!(gate(&p, "image-sha256")["proven"], true);
         assert_eq!(gate(&p, "cgroup-limits")["proven"], true);
-        let g = gate(&p, "guest-http")["detail"].as_str().unwrap().to_string();
+        let g = gate(&p, "guest-http")["detail"]
+            .as_str()
+            .unwrap()
+            .to_string();
         assert!(g.contains("GET /health"), "{g}");
         let st = state(&sd, 0);
         let pr = st.profile.as_ref().expect("profile recorded");
         assert_eq!(pr.name, "desktop");
-        assert_eq!(
-            pr.sha256,
-            netprobe::evidence::sha256_file(&prof).unwrap().0
-        );
-        let part = st.image.as_ref().unwrap().partition.clone().expect("partition");
+        assert_eq!(pr.sha256, netprobe::evidence::sha256_file(&prof).unwrap().0);
+        let part = st
+            .image
+            .as_ref()
+            .unwrap()
+            .partition
+            .clone()
+            .expect("partition");
         assert_eq!(part.name, "root");
         let cfg: Value =
             serde_json::from_slice(&std::fs::read(sd.join("slot-0/bundle/config.json")).unwrap())
@@ -124,7 +137,11 @@ fn desktop_profile_provision_snapshot_restore_input_reset_cleanup() {
         assert_eq!(gate(&r, "pixels-equal")["proven"], true, "{r:#}");
         assert_eq!(gate(&r, "input-reaches-app")["proven"], true, "{r:#}");
         let ev = PathBuf::from(r["evidence"].as_str().unwrap());
-        for f in ["screen-snapshot.png", "screen-after.png", "screen-input.png"] {
+        for f in [
+            "screen-snapshot.png",
+            "screen-after.png",
+            "screen-input.png",
+        ] {
             assert_png(&ev, &r, f);
         }
 
@@ -186,21 +203,38 @@ fn bad_desktop_profiles_fail_with_their_exit_class_and_leave_nothing() {
             "provision",
             "0",
             &sd,
-            &["--profile", &ps, "--no-probe-gate", "--reason", "bad profile test"],
+            &[
+                "--profile",
+                &ps,
+                "--no-probe-gate",
+                "--reason",
+                "bad profile test",
+            ],
         )
     };
-    let unknown = edited(d, "unknown.toml", |t| t.replace("[network]", "[network]\ncolour = 1"));
+    let unknown = edited(d, "unknown.toml", |t| {
+        t.replace("[network]", "[network]\ncolour = 1")
+    });
     let (code, _, err) = go(&unknown);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("colour"), "{err}");
-    assert!(!sd.join("slot-0").exists(), "a bad profile created the slot");
+    assert!(
+        !sd.join("slot-0").exists(),
+        "a bad profile created the slot"
+    );
 
     let missing = edited(d, "missing.toml", |t| {
-        t.replace(&img.qcow2.to_string_lossy().to_string(), "/nonexistent/np.qcow2")
+        t.replace(
+            &img.qcow2.to_string_lossy().to_string(),
+            "/nonexistent/np.qcow2",
+        )
     });
     let (code, _, err) = go(&missing);
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("image.path") && err.contains("/nonexistent/np.qcow2"), "{err}");
+    assert!(
+        err.contains("image.path") && err.contains("/nonexistent/np.qcow2"),
+        "{err}"
+    );
     assert!(!sd.join("slot-0").exists());
 
     let pin = edited(d, "pin.toml", |t| {
@@ -217,20 +251,28 @@ fn bad_desktop_profiles_fail_with_their_exit_class_and_leave_nothing() {
     });
     let (code, _, err) = go(&pin);
     assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("image-sha256") && err.contains(&img.sha256), "{err}");
+    assert!(
+        err.contains("image-sha256") && err.contains(&img.sha256),
+        "{err}"
+    );
     assert!(!sd.join("slot-0").exists());
 
     // A display that never comes up (the guest's X server is on :0, the profile says :7):
     // bounded wait, clear message, everything released.
     let nodisp = edited(d, "nodisplay.toml", |t| {
-        t.replace("number = 0", "number = 7")
-            .replace("readiness_timeout_ms = 60000", "readiness_timeout_ms = 5000")
+        t.replace("number = 0", "number = 7").replace(
+            "readiness_timeout_ms = 60000",
+            "readiness_timeout_ms = 5000",
+        )
     });
     let t = Instant::now();
     let (code, _, err) = go(&nodisp);
     let holders = holder_pids(&sd);
     assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("display-geometry") && err.contains("X7"), "{err}");
+    assert!(
+        err.contains("display-geometry") && err.contains("X7"),
+        "{err}"
+    );
     assert!(t.elapsed() < Duration::from_secs(120), "{:?}", t.elapsed());
     assert_released(&sd, &holders);
     let (code, out, err) = cli_slot("cleanup", "0", &sd, &[]);

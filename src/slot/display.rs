@@ -111,7 +111,13 @@ pub(crate) fn provision_gate(run: &mut VerbRun, st: &SlotState, pid: i32) -> Res
         .map(|p| p.profile.readiness_timeout_ms)
         .unwrap_or(60_000);
     let t = std::time::Instant::now();
-    let d = connect(run, GateId::DisplayGeometry, pid, ds.number, Duration::from_millis(timeout))?;
+    let d = connect(
+        run,
+        GateId::DisplayGeometry,
+        pid,
+        ds.number,
+        Duration::from_millis(timeout),
+    )?;
     let want = Geometry {
         width: ds.width,
         height: ds.height,
@@ -168,8 +174,8 @@ pub(crate) fn restored_gates(
         )
     })?;
     let dir = ev_dir(run);
-    let before =
-        x11::write_artifact(&dir, "screen-snapshot.png", &reference).map_err(|e| x11_err(run, e))?;
+    let before = x11::write_artifact(&dir, "screen-snapshot.png", &reference)
+        .map_err(|e| x11_err(run, e))?;
     let d = connect(run, GateId::PixelsEqual, pid, ds.number, LATER_CONNECT)?;
     let shot = d.screenshot().map_err(|e| x11_err(run, e))?;
     let mut px =

@@ -349,7 +349,17 @@ mod tests {
         let before = names.len();
         names.dedup();
         assert_eq!(before - names.len(), 2);
-        assert_eq!(GateId::ALL.len(), 28);
+        assert_eq!(GateId::ALL.len(), 33);
+    }
+
+    #[test]
+    fn profile_hash_is_reproven_by_every_verb_on_a_running_slot() {
+        for v in [Verb::Snapshot, Verb::Restore, Verb::Reset] {
+            assert!(
+                GateId::required_before(v).contains(&GateId::ProfileHash),
+                "{v:?}"
+            );
+        }
     }
 
     #[test]

@@ -76,7 +76,8 @@ pub fn http_check_in_netns(
                     let _ = s.read_to_end(&mut buf);
                     let text = String::from_utf8_lossy(&buf);
                     let line = text.lines().next().unwrap_or("").to_string();
-                    if line.starts_with("HTTP/1.") && line.split_whitespace().nth(1) == Some(want.as_str())
+                    if line.starts_with("HTTP/1.")
+                        && line.split_whitespace().nth(1) == Some(want.as_str())
                     {
                         return Ok(line);
                     }

@@ -201,3 +201,66 @@ pub(crate) fn guest_check(st: &SlotState) -> Option<(u16, String, u16, Duration)
         None => (port, "/".into(), 200, timeout),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slot::checks::tests::state_with_self_holder;
+
+    fn state(dir: &Path) -> SlotState {
+        let sh = Path::new("/bin/sh");
+        state_with_self_holder(dir, sh, sh)
+    }
+
+    #[test]
+    fn profile_hash_proves_the_recorded_file_and_refuses_a_changed_one() {
+        let d = tempfile::tempdir().unwrap();
+        let mut st = state(d.path());
+        assert!(profile_hash(&st).unwrap().contains("no profile recorded"));
+        let lp = profile::builtin_default();
+        st.profile = Some(record(&lp));
+        assert!(profile_hash(&st).unwrap().contains("<built-in>"));
+        let f = d.path().join("p.toml");
+        std::fs::write(&f, profile::BUILTIN_DEFAULT_TOML).unwrap();
+        let lp = profile::load(&f).unwrap();
+        st.profile = Some(record(&lp));
+        assert!(profile_hash(&st).is_ok());
+        std::fs::write(&f, format!("{}\n", profile::BUILTIN_DEFAULT_TOML)).unwrap();
+        let e = profile_hash(&st).unwrap_err();
+        assert!(e.contains("changed since provision"), "{e}");
+        std::fs::remove_file(&f).unwrap();
+        assert!(profile_hash(&st).is_err());
+    }
+
+    #[test]
+    fn builtin_profile_gives_the_slot_resources_and_guest_check() {
+        let lp = profile::builtin_default();
+        assert_eq!(
+            resources(&lp.profile.resources),
+            crate::slot::SLOT_RESOURCES
+        );
+        let d = tempfile::tempdir().unwrap();
+        let mut st = state(d.path());
+        st.profile = Some(record(&lp));
+        let (port, path, status, _) = guest_check(&st).unwrap();
+        assert_eq!((port, path.as_str(), status), (5000, "/", 200));
+    }
+
+    #[test]
+    fn desktop_profile_names_its_partition_and_health_check() {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/desktop.toml");
+        let lp = profile::load(&p).unwrap();
+        let Image::Qcow2 { partition, .. } = &lp.profile.image else {
+            panic!("qcow2 expected")
+        };
+        assert_eq!(partition_of(partition), Partition::Label("root".into()));
+        assert_eq!(partition_of(&PartitionSel::Number(2)), Partition::Number(2));
+        assert_eq!(partition_of(&PartitionSel::default()), Partition::Auto);
+        let d = tempfile::tempdir().unwrap();
+        let mut st = state(d.path());
+        st.profile = Some(record(&lp));
+        let (port, path, status, t) = guest_check(&st).unwrap();
+        assert_eq!((port, path.as_str(), status), (5000, "/health", 200));
+        assert_eq!(t, Duration::from_secs(60));
+    }
+}

@@ -431,13 +431,13 @@ fn write_config(
         _ => None,
     };
     let bs = BundleSpec {
-            rootfs: p.rootfs(),
-            readonly_root: false,
-            args: vec!["/bin/sh".into(), "/init.sh".into()],
-            netns: NetnsSpec::Path(netns),
-            resources: Some(st.resources),
-            hostname: format!("slot-{}", p.slot),
-            cgroups_path: Some(st.cgroups_path.clone()),
+        rootfs: p.rootfs(),
+        readonly_root: false,
+        args: vec!["/bin/sh".into(), "/init.sh".into()],
+        netns: NetnsSpec::Path(netns),
+        resources: Some(st.resources),
+        hostname: format!("slot-{}", p.slot),
+        cgroups_path: Some(st.cgroups_path.clone()),
     };
     let info = match &profile {
         Some(pr) => profiled::write_bundle(&p.bundle(), &bs, pr)
