@@ -35,6 +35,7 @@ enum SlotVerb {
     /// Create a fresh slot: image, overlay, holder, bundle, container, ready gates.
     #[command(after_help = "Examples:
   sudo netprobe slot provision --slot 0 --state-dir /var/lib/netprobe/slots --probe-evidence evidence/last
+  sudo netprobe slot provision --slot 2 --state-dir /var/lib/netprobe/slots --profile profiles/desktop.toml --no-probe-gate --reason 'desktop guest'
   sudo netprobe slot provision --slot 1 --state-dir /var/lib/netprobe/slots --image desktop.qcow2 --image-sha256 <64 hex> --no-probe-gate --reason 'probe evidence on the other host'
 ")]
     Provision(ProvisionCmd),
@@ -92,8 +93,13 @@ struct ProvisionCmd {
     /// Image: a directory or a .qcow2 file. Default: the embedded busybox rootfs serving HTTP on :5000.
     /// An image declares its guest server's TCP port in /etc/netprobe-guest-port (one number);
     /// without that file the guest-http gate is "not applicable".
-    #[arg(long)]
+    #[arg(long, conflicts_with = "profile")]
     image: Option<PathBuf>,
+    /// Slot profile (TOML; evidence-schema/slot-profile.schema.json, examples in profiles/):
+    /// image, process, capabilities, resources, mounts, display and readiness checks. Default:
+    /// the built-in profile (the embedded busybox image).
+    #[arg(long)]
+    profile: Option<PathBuf>,
     /// sha256 pin of a .qcow2 --image.
     #[arg(long, requires = "image", value_parser = parse_sha256)]
     image_sha256: Option<String>,
@@ -172,6 +178,7 @@ impl SlotVerb {
                 let mut a = args(Verb::Provision, p.target, p.json, p.runtime, p.criu);
                 a.image = p.image;
                 a.image_sha256 = p.image_sha256;
+                a.profile = p.profile;
                 a.probe_evidence = p.probe_evidence;
                 a.no_probe_gate = p.no_probe_gate;
                 a.reason = p.reason;

@@ -195,13 +195,22 @@ pub fn build_spec(bundle_dir: &Path, spec: &BundleSpec) -> Result<Spec> {
 /// Errors: those of [`build_spec`]; [`OciError::Json`]; [`OciError::Io`].
 pub fn write_bundle(bundle_dir: &Path, spec: &BundleSpec) -> Result<BundleInfo> {
     let oci = build_spec(bundle_dir, spec)?;
+    write_spec(bundle_dir, &oci)
+}
+
+/// Writes an already built (and possibly edited, e.g. by [`crate::profile::apply_profile`])
+/// `oci` spec as `<bundle_dir>/config.json`, exactly as [`write_bundle`] does (capability sets
+/// sorted, pretty JSON + newline, atomic replace).
+///
+/// Errors: [`OciError::Io`] (folder or file), [`OciError::Json`].
+pub fn write_spec(bundle_dir: &Path, oci: &Spec) -> Result<BundleInfo> {
     fs::create_dir_all(bundle_dir).map_err(io_err("create directory", bundle_dir))?;
     let config_path = bundle_dir.join(CONFIG_JSON);
     let json_err = |source| OciError::Json {
         path: config_path.clone(),
         source,
     };
-    let mut value = serde_json::to_value(&oci).map_err(json_err)?;
+    let mut value = serde_json::to_value(oci).map_err(json_err)?;
     sort_capability_sets(&mut value);
     let mut bytes = serde_json::to_vec_pretty(&value).map_err(json_err)?;
     bytes.push(b'\n');

@@ -23,7 +23,7 @@ pub mod runtime_env;
 
 pub use bundle::{
     BundleInfo, BundleSpec, CONFIG_JSON, NetnsSpec, Resources, build_spec, config_sha256,
-    read_bundle_spec, write_bundle,
+    read_bundle_spec, write_bundle, write_spec,
 };
 pub use container::{Container, RuntimeOps};
 pub use error::{OciError, Result};

@@ -304,6 +304,7 @@ pub(crate) mod tests {
             holder: Some(ProcessIdentity::read(std::process::id() as i32).unwrap()),
             config_sha256: None,
             resources: crate::slot::SLOT_RESOURCES,
+            profile: None,
             snapshot: None,
             restores: 0,
             last_verb: None,
@@ -345,6 +346,7 @@ pub(crate) mod tests {
             dir: "snapshot-t".into(),
             created_at: String::new(),
             netstate_sha256: sha256_hex(net.as_bytes()),
+            screen: None,
         });
         dir
     }

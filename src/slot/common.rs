@@ -90,6 +90,8 @@ pub(crate) fn common_gates(
     let t = Instant::now();
     let r = checks::config_hash(&run.paths.bundle(), st);
     run.gate(GateId::ConfigHash, r)?;
+    let r = super::profiled::profile_hash(st);
+    run.gate(GateId::ProfileHash, r)?;
     let r = checks::holder(st);
     run.gate(GateId::HolderIdentity, r)?;
     run.took("gate-config-holder", t);
@@ -174,6 +176,9 @@ pub(crate) fn lo_gate(run: &mut VerbRun, cap: &NetState) -> Result<(), SlotError
 /// The guest server port: [`oci::INIT_HTTP_PORT`] for the embedded image, else the one the image
 /// declares in [`net::GUEST_PORT_FILE`], if any.
 pub(crate) fn guest_port(st: &SlotState) -> Option<u16> {
+    if let Some(p) = &st.profile {
+        return p.profile.network.guest_port;
+    }
     let img = st.image.as_ref()?;
     if img.kind == ImageKind::Embedded {
         return Some(oci::INIT_HTTP_PORT);
@@ -188,24 +193,24 @@ fn guest_gate(
     h: &ProcessIdentity,
     when: &str,
 ) -> Result<(), SlotError> {
-    let Some(port) = guest_port(st) else {
+    let Some((port, path, status, timeout)) = super::profiled::guest_check(st) else {
         run.record(
             GateId::GuestHttp,
             Err(format!(
-                "not applicable: the image declares no guest server (/{})",
+                "not applicable: the image declares no guest server (/{} or the profile's network.guest_port)",
                 net::GUEST_PORT_FILE
             )),
         );
         return Ok(());
     };
     let t = Instant::now();
-    let r = net::http_get_in_netns(&h.netns_path(), port, Duration::from_secs(20));
+    let r = net::http_check_in_netns(&h.netns_path(), port, &path, status, timeout);
     run.took(&format!("{when}-guest-http"), t);
     run.gate(
         GateId::GuestHttp,
         r.map(|l| {
             format!(
-                "127.0.0.1:{port}: {l} (new connection from a thread in netns {})",
+                "127.0.0.1:{port} GET {path}: {l} (new connection from a thread in netns {})",
                 h.netns_inode
             )
         }),

@@ -127,6 +127,16 @@ gates! {
     CgroupUnitLimits => ("cgroup-unit-limits", Gate, "the systemd scope unit's CPUQuotaPerSecUSec, MemoryMax and MemorySwapMax equal config.json and its ControlGroup is the container's 0:: cgroup"),
     /// cleanup: the scope and the container's cgroup directories are gone.
     CgroupReleased => ("cgroup-released", Gate, "the container's cgroup directories are gone and (systemd driver) its scope unit is gone"),
+    /// The slot profile is unchanged since provision.
+    ProfileHash => ("profile-hash", Gate, "the slot profile has the sha256 recorded at provision"),
+    /// provision: the display answers with the profile's geometry and depth.
+    DisplayGeometry => ("display-geometry", Gate, "the guest's X display answers with the profile's width, height and depth"),
+    /// snapshot: two screenshots 250 ms apart are equal.
+    ScreenQuiescent => ("screen-quiescent", Gate, "two screenshots 250 ms apart are pixel-equal (the screen is still)"),
+    /// restore/reset: the screen equals the snapshot's.
+    PixelsEqual => ("pixels-equal", Gate, "the screen after restore equals the snapshot's pixel for pixel"),
+    /// restore/reset: a key through XTEST changes the application's region.
+    InputReachesApp => ("input-reaches-app", Gate, "a key press sent through XTEST changes the application's region"),
     /// restore/reset: a complete snapshot exists.
     SnapshotComplete => ("snapshot-complete", Gate, "a complete snapshot exists (manifest and hashes verified)"),
     /// restore/reset: the network state is byte-equal to the recorded one.
@@ -145,11 +155,12 @@ const ENTER_EXISTING: [GateId; 5] = [
 ];
 
 /// The binaries, `config.json` and holder, re-proven by snapshot, restore and reset.
-const COMMON: [GateId; 5] = [
+const COMMON: [GateId; 6] = [
     GateId::CriuConfigAbsent,
     GateId::RuntimeBinaryPinned,
     GateId::CriuBinaryPinned,
     GateId::ConfigHash,
+    GateId::ProfileHash,
     GateId::HolderIdentity,
 ];
 
@@ -188,16 +199,16 @@ pub const PROVISION_CREATE_GATES: [GateId; 4] = [
     GateId::ContainerAbsent,
 ];
 /// snapshot: before the phase changes and the checkpoint stops the container.
-pub const SNAPSHOT_GATES: [GateId; 12] = concat_gates!(
-    ENTER_EXISTING, COMMON, [GateId::ContainerRunning, GateId::OverlayMounted]; 12);
+pub const SNAPSHOT_GATES: [GateId; 13] = concat_gates!(
+    ENTER_EXISTING, COMMON, [GateId::ContainerRunning, GateId::OverlayMounted]; 13);
 /// snapshot: before the checkpoint itself (network state recorded first).
 pub const CHECKPOINT_GATES: [GateId; 1] = [GateId::LoUp127];
 /// restore: before the phase changes, the overlay is reset and the runtime restores.
-pub const RESTORE_GATES: [GateId; 12] = concat_gates!(
-    ENTER_EXISTING, COMMON, [GateId::SnapshotComplete, GateId::ContainerAbsent]; 12);
+pub const RESTORE_GATES: [GateId; 13] = concat_gates!(
+    ENTER_EXISTING, COMMON, [GateId::SnapshotComplete, GateId::ContainerAbsent]; 13);
 /// reset: before the running container is killed.
-pub const RESET_GATES: [GateId; 11] =
-    concat_gates!(ENTER_EXISTING, COMMON, [GateId::SnapshotComplete]; 11);
+pub const RESET_GATES: [GateId; 12] =
+    concat_gates!(ENTER_EXISTING, COMMON, [GateId::SnapshotComplete]; 12);
 /// cleanup: before the phase changes and the container is stopped. The runtime binary is
 /// blocking (cleanup runs it); CRIU config, CRIU binary and config hash are recorded, not
 /// blocking: they protect no step cleanup takes.
@@ -345,7 +356,17 @@ mod tests {
         let before = names.len();
         names.dedup();
         assert_eq!(before - names.len(), 2);
-        assert_eq!(GateId::ALL.len(), 31);
+        assert_eq!(GateId::ALL.len(), 36);
+    }
+
+    #[test]
+    fn profile_hash_is_reproven_by_every_verb_on_a_running_slot() {
+        for v in [Verb::Snapshot, Verb::Restore, Verb::Reset] {
+            assert!(
+                GateId::required_before(v).contains(&GateId::ProfileHash),
+                "{v:?}"
+            );
+        }
     }
 
     #[test]

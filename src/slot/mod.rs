@@ -24,12 +24,14 @@ mod claims;
 mod cleanup;
 mod common;
 pub mod crun;
+pub mod display;
 pub mod error;
 mod fidelity;
 pub mod gate;
 pub mod layout;
 pub mod mounts;
 pub mod net;
+mod profiled;
 mod provision;
 mod restore;
 mod run;
@@ -114,6 +116,10 @@ pub struct SlotArgs {
     pub image: Option<PathBuf>,
     /// `--image-sha256`: lower-case hex sha256 of the qcow2. Provision only.
     pub image_sha256: Option<String>,
+    /// `--profile FILE`: the slot profile (TOML, `evidence-schema/slot-profile.schema.json`);
+    /// excludes `--image`. `None`: the built-in default profile (today's busybox slot) or the
+    /// `--image` flags. Provision only.
+    pub profile: Option<PathBuf>,
     /// `--probe-evidence DIR`: a netprobe evidence directory with a passing verdict. Provision only.
     pub probe_evidence: Option<PathBuf>,
     /// `--no-probe-gate`: provision without probe evidence (needs `reason`; recorded in the slot).
@@ -151,6 +157,7 @@ impl SlotArgs {
             state_dir: state_dir.into(),
             image: None,
             image_sha256: None,
+            profile: None,
             probe_evidence: None,
             no_probe_gate: false,
             reason: None,

@@ -44,6 +44,24 @@ pub fn lo_detail(st: &NetState) -> String {
 /// Errors: the namespace cannot be entered, or no `200` within `timeout` (the last connect
 /// error or status line is named).
 pub fn http_get_in_netns(netns: &Path, port: u16, timeout: Duration) -> Result<String, String> {
+    http_check_in_netns(netns, port, "/", 200, timeout)
+}
+
+/// HTTP `GET path` (HTTP/1.0) to `127.0.0.1:port` from a thread inside the network namespace
+/// at `netns`, retried every 100 ms until `timeout`, until the answer's status is `status` (a
+/// profile's `http` readiness check). Returns the matching status line.
+///
+/// Errors: the namespace cannot be entered, or no `status` answer within `timeout` (the last
+/// connect error or status line is named).
+pub fn http_check_in_netns(
+    netns: &Path,
+    port: u16,
+    path: &str,
+    status: u16,
+    timeout: Duration,
+) -> Result<String, String> {
+    let want = status.to_string();
+    let req = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
     ns::run_in_netns(netns, || {
         use std::io::{Read, Write};
         let deadline = Instant::now() + timeout;
@@ -53,12 +71,13 @@ pub fn http_get_in_netns(netns: &Path, port: u16, timeout: Duration) -> Result<S
             match std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
                 Ok(mut s) => {
                     let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-                    let _ = s.write_all(b"GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+                    let _ = s.write_all(req.as_bytes());
                     let mut buf = Vec::new();
                     let _ = s.read_to_end(&mut buf);
                     let text = String::from_utf8_lossy(&buf);
                     let line = text.lines().next().unwrap_or("").to_string();
-                    if line.starts_with("HTTP/1.") && line.split_whitespace().nth(1) == Some("200")
+                    if line.starts_with("HTTP/1.")
+                        && line.split_whitespace().nth(1) == Some(want.as_str())
                     {
                         return Ok(line);
                     }
@@ -68,7 +87,10 @@ pub fn http_get_in_netns(netns: &Path, port: u16, timeout: Duration) -> Result<S
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        Err(format!("no 200 within {} ms: {last}", timeout.as_millis()))
+        Err(format!(
+            "no {want} for GET {path} within {} ms: {last}",
+            timeout.as_millis()
+        ))
     })
     .map_err(|e| format!("enter {}: {e}", netns.display()))?
 }

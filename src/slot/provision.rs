@@ -10,6 +10,7 @@ use super::error::{SlotError, StepError};
 use super::gate::{GateId, PROVISION_CREATE_GATES, PROVISION_GATES};
 use super::layout::{self, StateDirUse};
 use super::mounts;
+use super::profiled::{self, ImageSource};
 use super::run::VerbRun;
 use super::state::*;
 use super::support::{ms_since, timed};
@@ -30,8 +31,25 @@ pub(crate) fn provision(run: &mut VerbRun) -> Result<(String, Option<SlotState>)
     common::criu_config_gate(run, true)?;
     let (rt_pin, cr_pin) = binary_gates(run)?;
     let probe = probe_gate(run, &rt_pin, &cr_pin)?;
-    let kind = ImageKind::of(run.args.image.as_deref());
-    image_gate(run, kind)?;
+    let prof = profiled::load_gate(run)?;
+    let src = match &prof {
+        Some((_, src)) => src.clone(),
+        None => {
+            let kind = ImageKind::of(run.args.image.as_deref());
+            image_gate(run, kind)?;
+            ImageSource {
+                kind,
+                path: run.args.image.clone(),
+                sha256: run.args.image_sha256.clone(),
+                partition: mounts::Partition::Auto,
+            }
+        }
+    };
+    // Only an explicit --profile shapes config.json; the built-in default keeps today's bytes.
+    let resources = match (&prof, run.args.profile.is_some()) {
+        (Some((lp, _)), true) => profiled::resources(&lp.profile.resources),
+        _ => SLOT_RESOURCES,
+    };
     let rt_version = rt_pin.version.clone().unwrap_or_default();
     let mut cgroup = cgroups::provision_gate(run, &rt_version)?;
 
@@ -71,8 +89,9 @@ pub(crate) fn provision(run: &mut VerbRun) -> Result<(String, Option<SlotState>)
         overlay: None,
         holder: None,
         config_sha256: None,
-        resources: SLOT_RESOURCES,
+        resources,
         cgroup: Some(cgroup),
+        profile: prof.as_ref().map(|(lp, _)| profiled::record(lp)),
         snapshot: None,
         restores: 0,
         last_verb: Some("provision".into()),
@@ -82,7 +101,7 @@ pub(crate) fn provision(run: &mut VerbRun) -> Result<(String, Option<SlotState>)
     st.phase = began.unwrap_or(st.phase);
     run.save(&mut st)?;
     run.journal("step", true, "state written: provisioning");
-    let r = provision_steps(run, &mut st, kind);
+    let r = provision_steps(run, &mut st, &src);
     let end = match &r {
         Ok(_) => VerbEnd::Succeeded,
         Err(_) => VerbEnd::Failed {
@@ -247,7 +266,7 @@ impl Started {
 fn provision_steps(
     run: &mut VerbRun,
     st: &mut SlotState,
-    kind: ImageKind,
+    src: &ImageSource,
 ) -> Result<String, SlotError> {
     let p = run.paths.clone();
     mkdirs(
@@ -262,7 +281,7 @@ fn provision_steps(
     )?;
     let mut started = Started::default();
     let t = Instant::now();
-    let image = mount_image(run, st, kind, &mut started)?;
+    let image = mount_image(run, st, src, &mut started)?;
     run.took("image", t);
     run.fact("image", serde_json::to_value(&image).unwrap_or_default());
     st.image = Some(image.clone());
@@ -303,12 +322,13 @@ fn provision_steps(
 fn mount_image(
     run: &mut VerbRun,
     st: &mut SlotState,
-    kind: ImageKind,
+    src: &ImageSource,
     started: &mut Started,
 ) -> Result<ImageState, SlotError> {
+    let kind = src.kind;
     let image_dir = run.paths.image_dir();
     let canonical = |run: &VerbRun| {
-        let img = run.args.image.clone().unwrap_or_default();
+        let img = src.path.clone().unwrap_or_default();
         fs::canonicalize(&img).map_err(|e| run.step_err("image", StepError::io(img)(e)))
     };
     match kind {
@@ -320,22 +340,23 @@ fn mount_image(
         ImageKind::Directory => return Ok(ImageState::plain_directory(kind, canonical(run)?)),
         ImageKind::Qcow2 => {}
     }
-    let src = canonical(run)?;
+    let file = canonical(run)?;
     let export = image_dir.join("export.raw");
     let lower = image_dir.join("lower");
     mkdirs(run, std::slice::from_ref(&lower))?;
     let mut img = ImageState {
         kind,
-        source: src.clone(),
-        sha256: run.args.image_sha256.clone(),
+        source: file.clone(),
+        sha256: src.sha256.clone(),
         lower: lower.clone(),
         export_file: Some(export.clone()),
         qsd_pid: None,
         loop_device: None,
         fstype: None,
+        partition: None,
     };
     let q = mounts::qsd_start(
-        &src,
+        &file,
         &export,
         &image_dir.join("qsd.pid"),
         &run.ev_path("qemu-storage-daemon.log"),
@@ -345,8 +366,10 @@ fn mount_image(
     started.qsd = Some(q);
     st.image = Some(img.clone());
     run.save(st)?;
-    let l = mounts::loop_attach(&export).map_err(|e| run.step_err("loop-attach", e))?;
+    let (l, part) = mounts::loop_attach_partition(&export, &src.partition)
+        .map_err(|e| run.step_err("loop-attach", e))?;
     img.loop_device = Some(l.device.clone());
+    img.partition = part;
     let dev = l.device.clone();
     started.loop_dev = Some(l);
     st.image = Some(img.clone());
@@ -409,19 +432,24 @@ fn write_config(
     netns: PathBuf,
 ) -> Result<String, SlotError> {
     let p = run.paths.clone();
-    let info = write_bundle(
-        &p.bundle(),
-        &BundleSpec {
-            rootfs: p.rootfs(),
-            readonly_root: false,
-            args: vec!["/bin/sh".into(), "/init.sh".into()],
-            netns: NetnsSpec::Path(netns),
-            resources: Some(st.resources),
-            hostname: format!("slot-{}", p.slot),
-            cgroups_path: Some(st.cgroups_path.clone()),
-        },
-    )
-    .map_err(|e| run.step_err("config.json", e))?;
+    let profile = match (&st.profile, run.args.profile.is_some()) {
+        (Some(r), true) => Some(r.profile.clone()),
+        _ => None,
+    };
+    let bs = BundleSpec {
+        rootfs: p.rootfs(),
+        readonly_root: false,
+        args: vec!["/bin/sh".into(), "/init.sh".into()],
+        netns: NetnsSpec::Path(netns),
+        resources: Some(st.resources),
+        hostname: format!("slot-{}", p.slot),
+        cgroups_path: Some(st.cgroups_path.clone()),
+    };
+    let info = match &profile {
+        Some(pr) => profiled::write_bundle(&p.bundle(), &bs, pr)
+            .map_err(|e| run.step_err("config.json", e))?,
+        None => write_bundle(&p.bundle(), &bs).map_err(|e| run.step_err("config.json", e))?,
+    };
     let sha = info.sha256;
     st.config_sha256 = Some(sha.clone());
     run.save(st)?;
@@ -459,6 +487,12 @@ fn start_container(run: &mut VerbRun, st: &mut SlotState) -> Result<String, Slot
     r.map_err(|e| run.step_err("runtime-start", e))?;
     run.timings.insert("create-start".into(), ms_since(t));
     common::ready_gates(run, st, "provision", || timed(|| c.state()))?;
+    let pid = run
+        .facts
+        .get("provision_container_pid")
+        .and_then(|v| v.as_i64())
+        .unwrap_or(0) as i32;
+    super::display::provision_gate(run, st, pid)?;
     c.disarm();
     Ok(id)
 }

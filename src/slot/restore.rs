@@ -222,6 +222,14 @@ fn restored_gates(
     if let Err(e) = ready {
         return Err(restore_failed(run, st, rt, e));
     }
+    let pid = run
+        .facts
+        .get(&format!("{}_container_pid", run.verb()))
+        .and_then(|v| v.as_i64())
+        .unwrap_or(0) as i32;
+    if let Err(e) = super::display::restored_gates(run, st, pid, snap_dir) {
+        return Err(restore_failed(run, st, rt, e));
+    }
     let t = Instant::now();
     st.phase = Phase::after(run.args.verb, VerbEnd::Succeeded, st.phase).unwrap_or(st.phase);
     st.restores += 1;

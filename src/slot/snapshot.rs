@@ -12,6 +12,7 @@ use super::{Verb, support};
 use crate::criu::inventory::inventory;
 use crate::evidence::{fsync_dir, now_rfc3339, replace_atomic, sha256_hex};
 use crate::oci::{Container, RuntimeOps};
+use crate::x11::PngArtifact;
 use serde_json::json;
 use std::fs;
 use std::path::Path;
@@ -74,7 +75,12 @@ fn checkpoint(
     st: &SlotState,
     rt: &dyn RuntimeOps,
     tmp: &Path,
-) -> Result<(crate::ns::ProcessIdentity, String), SlotError> {
+) -> Result<(crate::ns::ProcessIdentity, String, Option<PngArtifact>), SlotError> {
+    let pid = match rt.state(&st.container_id) {
+        Ok(Some(s)) => s.pid,
+        _ => 0,
+    };
+    let screen = super::display::snapshot_gate(run, st, pid, tmp)?;
     let h = holder_gate(run, st, "recording the network state")?;
     let cap = common::holder_netstate(run, &h, "netstate-capture")?;
     common::lo_gate(run, &cap)?;
@@ -103,7 +109,7 @@ fn checkpoint(
         };
         return Err(run.step_err("runtime-checkpoint", e).with_note(known));
     }
-    Ok((h, cap))
+    Ok((h, cap, screen))
 }
 
 fn snapshot_steps(
@@ -115,7 +121,7 @@ fn snapshot_steps(
     ov: &OverlayState,
 ) -> Result<String, SlotError> {
     mkdirs(run, &[tmp.to_path_buf()])?;
-    let (h, cap) = checkpoint(run, st, rt, tmp)?;
+    let (h, cap, screen) = checkpoint(run, st, rt, tmp)?;
     let id = st.container_id.clone();
     stop_container_proven(run, rt, &id)?;
 
@@ -137,6 +143,7 @@ fn snapshot_steps(
         "config_sha256": st.config_sha256,
         "netstate_sha256": sha256_hex(cap.as_bytes()),
         "upper_run": ov.run,
+        "screen": screen,
         "checkpoint_files": files,
         "runtime": st.runtime, "criu": st.criu,
     });
@@ -154,6 +161,7 @@ fn snapshot_steps(
         dir: name.clone(),
         created_at: now_rfc3339(),
         netstate_sha256: sha256_hex(cap.as_bytes()),
+        screen: screen.clone(),
     });
     st.phase = Phase::after(Verb::Snapshot, VerbEnd::Succeeded, st.phase).unwrap_or(st.phase);
     run.save(st)?;

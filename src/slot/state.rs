@@ -220,6 +220,10 @@ pub struct ImageState {
     pub loop_device: Option<PathBuf>,
     /// Filesystem type of the image (qcow2 only).
     pub fstype: Option<String>,
+    /// The partition mounted as the root filesystem (a partitioned qcow2 attached with a
+    /// profile; `None`: the whole device).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<super::mounts::PartitionInfo>,
 }
 
 impl ImageState {
@@ -235,6 +239,7 @@ impl ImageState {
             qsd_pid: None,
             loop_device: None,
             fstype: None,
+            partition: None,
         }
     }
 }
@@ -270,6 +275,24 @@ pub struct SnapshotRef {
     pub created_at: String,
     /// sha256 of the recorded network state (`netstate.json`).
     pub netstate_sha256: String,
+    /// The screen recorded before the checkpoint (`screen.png` in the snapshot folder), for a
+    /// profile with a display; the pixel gate of restore/reset compares against it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub screen: Option<crate::x11::PngArtifact>,
+}
+
+/// The slot profile a slot was provisioned with (`--profile FILE` or the built-in default),
+/// re-checked on every verb by the `profile-hash` gate like `config.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProfileRecord {
+    /// The profile's `name`.
+    pub name: String,
+    /// The profile file (absolute), or `None` for the built-in default.
+    pub source: Option<PathBuf>,
+    /// Lower-case hex sha256 of the profile's exact bytes.
+    pub sha256: String,
+    /// The profile as parsed at provision (paths resolved).
+    pub profile: crate::profile::Profile,
 }
 
 /// `slot-N/state.json`.
@@ -314,6 +337,9 @@ pub struct SlotState {
     /// read-back (absent in states written before the driver was chosen: cgroupfs).
     #[serde(default)]
     pub cgroup: Option<super::cgroups::SlotCgroup>,
+    /// The slot profile (`None`: a slot provisioned with `--image` flags or by an older netprobe).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<ProfileRecord>,
     /// The complete snapshot in use.
     pub snapshot: Option<SnapshotRef>,
     /// Number of successful restores (restore + reset).

@@ -1,0 +1,206 @@
+//! The display gates of a slot whose profile has a `[display]` (ARCHITECTURE.md section 5):
+//! netprobe speaks X11 to the guest's display itself ([`crate::x11`]) through the socket under
+//! `/proc/<container init pid>/root` (the guest's `/tmp` may be a tmpfs only its mount
+//! namespace sees).
+//!
+//! - provision: `display-geometry` (the display comes up within the readiness timeout and
+//!   answers with the profile's geometry and depth);
+//! - snapshot, before the checkpoint: `screen-quiescent` (two screenshots 250 ms apart equal,
+//!   else refused with both PNGs); the reference is stored as `screen.png` in the snapshot;
+//! - restore/reset, after the network gate: `pixels-equal` against the snapshot's screen (fail
+//!   closed with `screen-after-diff.png`, the count and bounding box), then `input-reaches-app`.
+//!
+//! Every PNG lands in the verb's evidence folder with its sha256 in `display-gates.json` and
+//! in the verb's facts.
+
+use super::error::{SlotError, StepError};
+use super::gate::GateId;
+use super::run::VerbRun;
+use super::state::SlotState;
+use crate::profile::DisplaySpec;
+use crate::x11::{self, Display, GateRecord, Geometry, PngArtifact, Rect, Screenshot, X11Error};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The quiescence interval of the snapshot gate, milliseconds.
+pub const QUIESCENCE_MS: u64 = 250;
+/// How long a later verb waits for the display socket to accept (it was up at provision).
+const LATER_CONNECT: Duration = Duration::from_secs(10);
+/// How long the input gate waits for the app's region to change.
+const INPUT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The snapshot's reference screen, inside the snapshot folder.
+pub const SNAPSHOT_SCREEN: &str = "screen.png";
+
+fn spec(st: &SlotState) -> Option<DisplaySpec> {
+    st.profile.as_ref().and_then(|p| p.profile.display)
+}
+
+/// The display socket of the container whose init is `pid`.
+pub fn socket_of(pid: i32, number: u32) -> PathBuf {
+    x11::socket_under_root(Path::new(&format!("/proc/{pid}/root")), number)
+}
+
+fn ev_dir(run: &VerbRun) -> PathBuf {
+    run.ev_path("display-gates.json")
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+fn connect(
+    run: &mut VerbRun,
+    id: GateId,
+    pid: i32,
+    n: u32,
+    t: Duration,
+) -> Result<Display, SlotError> {
+    let sock = socket_of(pid, n);
+    Display::connect(&sock, t).map_err(|e| {
+        let fix = match e {
+            X11Error::NotASocket { .. } => {
+                "the guest's /tmp/.X11-unix/X<N> must be the X server's socket; check display.number"
+            }
+            _ => {
+                "check that the image's init starts the X server on display.number (see the container's logs); raise readiness_timeout_ms if it is slow"
+            }
+        };
+        run.fail(id, format!("display :{n} at {}: {e}; fix: {fix}", sock.display()))
+    })
+}
+
+fn keep(run: &mut VerbRun, recs: &[&GateRecord]) {
+    let v = serde_json::to_value(recs).unwrap_or_default();
+    run.ev_write(
+        "display-gates.json",
+        serde_json::to_vec_pretty(&v).unwrap_or_default().as_slice(),
+    );
+    run.fact("display_gates", v);
+}
+
+fn gate_of(run: &mut VerbRun, id: GateId, r: &GateRecord) -> Result<(), SlotError> {
+    let files: Vec<String> = r
+        .pngs
+        .iter()
+        .map(|p| format!("{} (sha256 {})", p.file, p.sha256))
+        .collect();
+    let d = if files.is_empty() {
+        r.detail.clone()
+    } else {
+        format!("{}; {}", r.detail, files.join(", "))
+    };
+    if r.passed {
+        run.gate(id, Ok(d))
+    } else {
+        Err(run.fail(id, d))
+    }
+}
+
+fn x11_err(run: &VerbRun, e: X11Error) -> SlotError {
+    run.step_err("display", StepError::Tool(e.to_string()))
+}
+
+/// provision: waits (at most the profile's `readiness_timeout_ms`) for the display of the
+/// container `pid` and proves its geometry. Nothing when the profile has no display.
+///
+/// Errors: a failed `display-geometry` gate (never came up, not a socket, wrong geometry).
+pub(crate) fn provision_gate(run: &mut VerbRun, st: &SlotState, pid: i32) -> Result<(), SlotError> {
+    let Some(ds) = spec(st) else { return Ok(()) };
+    let timeout = st
+        .profile
+        .as_ref()
+        .map(|p| p.profile.readiness_timeout_ms)
+        .unwrap_or(60_000);
+    let t = std::time::Instant::now();
+    let d = connect(
+        run,
+        GateId::DisplayGeometry,
+        pid,
+        ds.number,
+        Duration::from_millis(timeout),
+    )?;
+    let want = Geometry {
+        width: ds.width,
+        height: ds.height,
+        depth: ds.depth,
+    };
+    let r = x11::geometry_gate(&d, want).map_err(|e| x11_err(run, e))?;
+    run.took("display-geometry", t);
+    keep(run, &[&r]);
+    gate_of(run, GateId::DisplayGeometry, &r)
+}
+
+/// snapshot, before the checkpoint: the `screen-quiescent` gate on the container `pid`; on
+/// success the reference screen is copied into `snap_tmp/screen.png` and returned (to be
+/// recorded in the snapshot). Nothing when the profile has no display.
+///
+/// Errors: "screen not quiescent" (both PNGs in the evidence), X11 or I/O failures.
+pub(crate) fn snapshot_gate(
+    run: &mut VerbRun,
+    st: &SlotState,
+    pid: i32,
+    snap_tmp: &Path,
+) -> Result<Option<PngArtifact>, SlotError> {
+    let Some(ds) = spec(st) else { return Ok(None) };
+    let t = std::time::Instant::now();
+    let d = connect(run, GateId::ScreenQuiescent, pid, ds.number, LATER_CONNECT)?;
+    let dir = ev_dir(run);
+    let interval = Duration::from_millis(QUIESCENCE_MS);
+    let (r, shot) =
+        x11::quiescence_gate(&d, interval, &dir, "screen").map_err(|e| x11_err(run, e))?;
+    run.took("screen-quiescent", t);
+    keep(run, &[&r]);
+    gate_of(run, GateId::ScreenQuiescent, &r)?;
+    let a = x11::write_artifact(snap_tmp, SNAPSHOT_SCREEN, &shot).map_err(|e| x11_err(run, e))?;
+    Ok(Some(a))
+}
+
+/// restore/reset, after the network gate: `pixels-equal` against the snapshot's
+/// `screen.png` (copied into the evidence as `screen-snapshot.png`), then `input-reaches-app`
+/// when the profile names an input probe. Nothing when the profile has no display.
+///
+/// Errors: a failed gate (diff PNG, count and bounding box in the detail), X11 or I/O failures.
+pub(crate) fn restored_gates(
+    run: &mut VerbRun,
+    st: &SlotState,
+    pid: i32,
+    snap_dir: &Path,
+) -> Result<(), SlotError> {
+    let Some(ds) = spec(st) else { return Ok(()) };
+    let t = std::time::Instant::now();
+    let reference = Screenshot::read_png(&snap_dir.join(SNAPSHOT_SCREEN)).map_err(|e| {
+        run.fail(
+            GateId::PixelsEqual,
+            format!("the snapshot has no readable {SNAPSHOT_SCREEN}: {e}"),
+        )
+    })?;
+    let dir = ev_dir(run);
+    let before = x11::write_artifact(&dir, "screen-snapshot.png", &reference)
+        .map_err(|e| x11_err(run, e))?;
+    let d = connect(run, GateId::PixelsEqual, pid, ds.number, LATER_CONNECT)?;
+    let shot = d.screenshot().map_err(|e| x11_err(run, e))?;
+    let mut px =
+        x11::pixel_gate(&reference, &shot, &dir, "screen-after").map_err(|e| x11_err(run, e))?;
+    px.pngs.insert(0, before);
+    run.took("pixels-equal", t);
+    keep(run, &[&px]);
+    gate_of(run, GateId::PixelsEqual, &px)?;
+    let Some(inp) = ds.input else { return Ok(()) };
+    let t = std::time::Instant::now();
+    let key = x11::ascii_keysym(inp.key).ok_or_else(|| {
+        run.fail(
+            GateId::InputReachesApp,
+            format!("display.input.key {:?} is not printable ASCII", inp.key),
+        )
+    })?;
+    let region = Rect {
+        x: inp.x,
+        y: inp.y,
+        width: inp.width,
+        height: inp.height,
+    };
+    let r = x11::input_gate(&d, key, region, &shot, INPUT_TIMEOUT, &dir, "screen-input")
+        .map_err(|e| x11_err(run, e))?;
+    run.took("input-reaches-app", t);
+    keep(run, &[&px, &r]);
+    gate_of(run, GateId::InputReachesApp, &r)
+}

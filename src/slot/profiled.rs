@@ -1,0 +1,266 @@
+//! The slot profile in the slot driver (`netprobe slot provision --profile FILE`): loaded and
+//! its image verified before anything is created, recorded in `state.json` with its sha256
+//! ([`ProfileRecord`]) and re-checked on every verb (`profile-hash`), applied to `config.json`
+//! ([`crate::profile::apply_profile`]), and asked for the guest check (port, HTTP path, status).
+//!
+//! A provision without `--profile` and without `--image` records the built-in default profile
+//! ([`crate::profile::builtin_default`]) but writes today's `config.json` unchanged.
+
+use super::common;
+use super::error::SlotError;
+use super::gate::{GateId, Observed};
+use super::mounts::Partition;
+use super::run::VerbRun;
+use super::state::{ImageKind, ProfileRecord, SlotState};
+use crate::oci::{self, BundleInfo, BundleSpec, Resources};
+use crate::profile::{self, Image, LoadedProfile, PartitionSel, Readiness, ResourceLimits};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Where provision takes its image from: the `--image` flags or a profile's `[image]`.
+#[derive(Debug, Clone)]
+pub(crate) struct ImageSource {
+    /// Embedded, directory or qcow2.
+    pub kind: ImageKind,
+    /// The directory or `.qcow2` (None: embedded).
+    pub path: Option<PathBuf>,
+    /// The verified sha256 of a qcow2.
+    pub sha256: Option<String>,
+    /// Which partition of a qcow2 holds the root filesystem.
+    pub partition: Partition,
+}
+
+/// provision's profile gate: `--profile FILE` loaded (exit 2 for a bad file or field, naming it
+/// and the fix) and its image verified (`image-present` / `image-sha256`, exit 1 on a pin
+/// mismatch) before anything is created. Without `--profile`: the built-in default when no
+/// `--image` is given (its image is built in the slot), else `None` (the `--image` flags).
+///
+/// Errors: a usage [`SlotError`] (profile unreadable, unknown key, bad field, missing image), a
+/// failed `image-sha256` gate (pin mismatch).
+pub(crate) fn load_gate(
+    run: &mut VerbRun,
+) -> Result<Option<(LoadedProfile, ImageSource)>, SlotError> {
+    let Some(path) = run.args.profile.clone() else {
+        if run.args.image.is_some() {
+            return Ok(None);
+        }
+        let lp = profile::builtin_default();
+        let src = image_source(&lp, None);
+        return Ok(Some((lp, src)));
+    };
+    let abs = std::fs::canonicalize(&path).unwrap_or(path);
+    let lp = profile::load(&abs).map_err(|e| SlotError::usage(&run.args.slot, e.to_string()))?;
+    let checked = profile::verify_image(&lp);
+    let id = match lp.profile.image {
+        Image::Qcow2 { .. } => GateId::ImageSha256,
+        _ => GateId::ImagePresent,
+    };
+    let check = match checked {
+        Ok(c) => c,
+        Err(e) if e.exit_code() == 1 => return Err(run.fail(id, e.to_string())),
+        Err(e) => return Err(SlotError::usage(&run.args.slot, e.to_string())),
+    };
+    let detail = match (&check.path, &check.sha256) {
+        (Some(p), Some(h)) => format!("{} sha256 {h} (profile pin)", p.display()),
+        (Some(p), None) => format!("{} is a directory, used as-is", p.display()),
+        _ => "embedded image".into(),
+    };
+    run.gate(id, Ok(detail))?;
+    run.fact(
+        "profile",
+        serde_json::json!({"name": lp.profile.name, "source": abs_display(&lp), "sha256": lp.sha256}),
+    );
+    let src = image_source(&lp, check.sha256);
+    Ok(Some((lp, src)))
+}
+
+fn abs_display(lp: &LoadedProfile) -> String {
+    lp.source
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "<built-in>".into())
+}
+
+fn image_source(lp: &LoadedProfile, sha256: Option<String>) -> ImageSource {
+    match &lp.profile.image {
+        Image::Embedded => ImageSource {
+            kind: ImageKind::Embedded,
+            path: None,
+            sha256: None,
+            partition: Partition::Auto,
+        },
+        Image::Directory { path } => ImageSource {
+            kind: ImageKind::Directory,
+            path: Some(path.clone()),
+            sha256: None,
+            partition: Partition::Auto,
+        },
+        Image::Qcow2 {
+            path, partition, ..
+        } => ImageSource {
+            kind: ImageKind::Qcow2,
+            path: Some(path.clone()),
+            sha256,
+            partition: partition_of(partition),
+        },
+    }
+}
+
+/// The mount layer's [`Partition`] for a profile's `image.partition`.
+pub(crate) fn partition_of(sel: &PartitionSel) -> Partition {
+    match sel {
+        PartitionSel::Number(n) => Partition::Number(*n),
+        s if s.is_auto() => Partition::Auto,
+        PartitionSel::Name(n) => Partition::Label(n.clone()),
+    }
+}
+
+/// The record kept in `state.json`.
+pub(crate) fn record(lp: &LoadedProfile) -> ProfileRecord {
+    ProfileRecord {
+        name: lp.profile.name.clone(),
+        source: lp.source.clone(),
+        sha256: lp.sha256.clone(),
+        profile: lp.profile.clone(),
+    }
+}
+
+/// A profile's cgroup limits as the slot's [`Resources`] (cgroup v1 units; `memory.swap` is
+/// memory + swap), what the `cgroup-limits` gate reads back.
+pub(crate) fn resources(r: &ResourceLimits) -> Resources {
+    Resources {
+        cpu_quota: r.cpu_quota,
+        cpu_period: r.cpu_period,
+        memory_limit: r.memory_bytes,
+        memory_swap: if r.memory_bytes < 0 {
+            -1
+        } else {
+            r.memory_bytes + r.swap_bytes
+        },
+    }
+}
+
+/// The `profile-hash` gate: the profile file still has the recorded sha256 (the built-in
+/// default: this netprobe's built-in text has it). A slot without a profile record (provisioned
+/// with `--image` flags) proves it trivially and says so.
+pub(crate) fn profile_hash(st: &SlotState) -> Observed {
+    let Some(p) = &st.profile else {
+        return Ok("no profile recorded (provisioned with --image flags)".into());
+    };
+    let now = match &p.source {
+        None => profile::builtin_default().sha256,
+        Some(f) => crate::evidence::sha256_file(f)
+            .map(|(h, _)| h)
+            .map_err(|e| format!("profile {}: {e}", f.display()))?,
+    };
+    let name = p
+        .source
+        .as_ref()
+        .map(|f| f.display().to_string())
+        .unwrap_or_else(|| "<built-in>".into());
+    if now == p.sha256 {
+        Ok(format!("profile {name} sha256 {now} (recorded)"))
+    } else {
+        Err(format!(
+            "profile {name} sha256 {now} != recorded {}; the profile changed since provision (provision a new slot)",
+            p.sha256
+        ))
+    }
+}
+
+/// `config.json` for a profile: [`oci::build_spec`] (rootfs, netns, hostname, cgroupsPath),
+/// then [`profile::apply_profile`] (process, capabilities, resources, mounts), written with
+/// [`oci::write_spec`].
+///
+/// Errors: the oci or profile error as text.
+pub(crate) fn write_bundle(
+    bundle: &Path,
+    spec: &BundleSpec,
+    lp: &profile::Profile,
+) -> Result<BundleInfo, String> {
+    let mut s = oci::build_spec(bundle, spec).map_err(|e| e.to_string())?;
+    profile::apply_profile(&mut s, lp).map_err(|e| e.to_string())?;
+    oci::write_spec(bundle, &s).map_err(|e| e.to_string())
+}
+
+/// The guest server check: `(port, path, status, timeout)`. A profile's first `http` readiness
+/// check (within its `readiness_timeout_ms`), else `GET /` → 200 on its `network.guest_port`;
+/// without a profile, the [`common::guest_port`] convention with 20 s. `None`: no server.
+pub(crate) fn guest_check(st: &SlotState) -> Option<(u16, String, u16, Duration)> {
+    let port = common::guest_port(st)?;
+    let Some(p) = &st.profile else {
+        return Some((port, "/".into(), 200, Duration::from_secs(20)));
+    };
+    let timeout = Duration::from_millis(p.profile.readiness_timeout_ms.max(20_000));
+    let http = p.profile.readiness.iter().find_map(|r| match r {
+        Readiness::Http { port, path, status } => Some((*port, path.clone(), *status)),
+        _ => None,
+    });
+    Some(match http {
+        Some((port, path, status)) => (port, path, status, timeout),
+        None => (port, "/".into(), 200, timeout),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slot::checks::tests::state_with_self_holder;
+
+    fn state(dir: &Path) -> SlotState {
+        let sh = Path::new("/bin/sh");
+        state_with_self_holder(dir, sh, sh)
+    }
+
+    #[test]
+    fn profile_hash_proves_the_recorded_file_and_refuses_a_changed_one() {
+        let d = tempfile::tempdir().unwrap();
+        let mut st = state(d.path());
+        assert!(profile_hash(&st).unwrap().contains("no profile recorded"));
+        let lp = profile::builtin_default();
+        st.profile = Some(record(&lp));
+        assert!(profile_hash(&st).unwrap().contains("<built-in>"));
+        let f = d.path().join("p.toml");
+        std::fs::write(&f, profile::BUILTIN_DEFAULT_TOML).unwrap();
+        let lp = profile::load(&f).unwrap();
+        st.profile = Some(record(&lp));
+        assert!(profile_hash(&st).is_ok());
+        std::fs::write(&f, format!("{}\n", profile::BUILTIN_DEFAULT_TOML)).unwrap();
+        let e = profile_hash(&st).unwrap_err();
+        assert!(e.contains("changed since provision"), "{e}");
+        std::fs::remove_file(&f).unwrap();
+        assert!(profile_hash(&st).is_err());
+    }
+
+    #[test]
+    fn builtin_profile_gives_the_slot_resources_and_guest_check() {
+        let lp = profile::builtin_default();
+        assert_eq!(
+            resources(&lp.profile.resources),
+            crate::slot::SLOT_RESOURCES
+        );
+        let d = tempfile::tempdir().unwrap();
+        let mut st = state(d.path());
+        st.profile = Some(record(&lp));
+        let (port, path, status, _) = guest_check(&st).unwrap();
+        assert_eq!((port, path.as_str(), status), (5000, "/", 200));
+    }
+
+    #[test]
+    fn desktop_profile_names_its_partition_and_health_check() {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/desktop.toml");
+        let lp = profile::load(&p).unwrap();
+        let Image::Qcow2 { partition, .. } = &lp.profile.image else {
+            panic!("qcow2 expected")
+        };
+        assert_eq!(partition_of(partition), Partition::Label("root".into()));
+        assert_eq!(partition_of(&PartitionSel::Number(2)), Partition::Number(2));
+        assert_eq!(partition_of(&PartitionSel::default()), Partition::Auto);
+        let d = tempfile::tempdir().unwrap();
+        let mut st = state(d.path());
+        st.profile = Some(record(&lp));
+        let (port, path, status, t) = guest_check(&st).unwrap();
+        assert_eq!((port, path.as_str(), status), (5000, "/health", 200));
+        assert_eq!(t, Duration::from_secs(60));
+    }
+}

@@ -1,0 +1,281 @@
+//! The desktop guest (host/build-desktop-image.sh, partitioned GPT qcow2) through the slot driver
+//! with `--profile profiles/desktop.toml`, every verb through the netprobe binary with real runc
+//! and CRIU: provision (display-geometry) → snapshot (screen-quiescent, screen.png recorded) →
+//! restore (pixels-equal, input-reaches-app) → reset (the snapshot's pixels back after that
+//! input) → a tampered reference fails the pixel gate with a diff PNG → cleanup, nothing left.
+//! Bad profiles (unknown key, missing image, sha256 mismatch, a display that never comes up)
+//! fail with their exit class and leave nothing behind.
+
+mod common;
+mod slot_support;
+
+use netprobe::x11::{Display, Screenshot};
+use serde_json::Value;
+use slot_support::*;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+fn desktop_profile() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/desktop.toml")
+}
+
+fn json_of(out: &str) -> Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// The named gate of an outcome document.
+fn gate<'a>(o: &'a Value, name: &str) -> &'a Value {
+    o["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|g| g["name"] == name)
+        .unwrap_or_else(|| panic!("no gate {name} in {o:#}"))
+}
+
+fn verb(v: &str, sd: &Path, extra: &[&str]) -> Value {
+    let mut a = extra.to_vec();
+    a.push("--json");
+    let (code, out, err) = cli_slot(v, "0", sd, &a);
+    assert_eq!(code, Some(0), "{v}: {out}\n{err}");
+    json_of(&out)
+}
+
+/// Waits (bounded) until the screen is still (two screenshots 500 ms apart equal), so the
+/// snapshot's quiescence gate sees a settled desktop.
+fn settle(pid: i64) {
+    let sock = netprobe::slot::display::socket_of(pid as i32, 0);
+    let d = Display::connect(&sock, Duration::from_secs(30)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let q = d.quiescence(Duration::from_millis(500)).unwrap();
+        if q.is_quiescent() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the desktop did not settle: {:?}",
+            q.diff
+        );
+    }
+}
+
+fn assert_png(ev: &Path, o: &Value, file: &str) {
+    let p = ev.join(file);
+    let (sha, _) = netprobe::evidence::sha256_file(&p).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let doc = o.to_string();
+    assert!(doc.contains(file), "the outcome does not name {file}");
+    assert!(
+        doc.contains(&sha),
+        "the outcome does not carry {file}'s sha256"
+    );
+}
+
+#[test]
+fn desktop_profile_provision_snapshot_restore_input_reset_cleanup() {
+    require_root();
+    let _s = serial();
+    let img = common::desktop_image();
+    assert!(img.qcow2.starts_with("/var/cache/netprobe"), "{img:?}");
+    let tmp = tempfile::tempdir().unwrap();
+    let sd = state_dir(&tmp);
+    let prof = desktop_profile();
+    let prof_s = prof.to_string_lossy().to_string();
+    let p = verb(
+        "provision",
+        &sd,
+        &[
+            "--profile",
+            &prof_s,
+            "--no-probe-gate",
+            "--reason",
+            "desktop test",
+        ],
+    );
+    let holders = holder_pids(&sd);
+    let result = std::panic::catch_unwind(|| {
+        assert_eq!(gate(&p, "display-geometry")["proven"], true, "{p:#}");
+        assert_eq!(gate(&p, "image-sha256")["proven"], true);
+        assert_eq!(gate(&p, "cgroup-limits")["proven"], true);
+        let g = gate(&p, "guest-http")["detail"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(g.contains("GET /health"), "{g}");
+        let st = state(&sd, 0);
+        let pr = st.profile.as_ref().expect("profile recorded");
+        assert_eq!(pr.name, "desktop");
+        assert_eq!(pr.sha256, netprobe::evidence::sha256_file(&prof).unwrap().0);
+        let part = st
+            .image
+            .as_ref()
+            .unwrap()
+            .partition
+            .clone()
+            .expect("partition");
+        assert_eq!(part.name, "root");
+        let cfg: Value =
+            serde_json::from_slice(&std::fs::read(sd.join("slot-0/bundle/config.json")).unwrap())
+                .unwrap();
+        assert_eq!(cfg["process"]["args"][1], "/opt/netprobe/supervisor.py");
+        settle(p["facts"]["provision_container_pid"].as_i64().unwrap());
+
+        let s = verb("snapshot", &sd, &[]);
+        assert_eq!(gate(&s, "screen-quiescent")["proven"], true, "{s:#}");
+        assert_eq!(gate(&s, "profile-hash")["proven"], true);
+        let st = state(&sd, 0);
+        let snap = st.snapshot.clone().unwrap();
+        let screen = snap.screen.clone().expect("screen recorded");
+        let snap_png = sd.join("slot-0").join(&snap.dir).join("screen.png");
+        assert_eq!(
+            netprobe::evidence::sha256_file(&snap_png).unwrap().0,
+            screen.sha256
+        );
+
+        let r = verb("restore", &sd, &[]);
+        assert_eq!(gate(&r, "pixels-equal")["proven"], true, "{r:#}");
+        assert_eq!(gate(&r, "input-reaches-app")["proven"], true, "{r:#}");
+        let ev = PathBuf::from(r["evidence"].as_str().unwrap());
+        for f in [
+            "screen-snapshot.png",
+            "screen-after.png",
+            "screen-input.png",
+        ] {
+            assert_png(&ev, &r, f);
+        }
+
+        // Reset after that input: the snapshot's pixels are back (and input works again).
+        let z = verb("reset", &sd, &[]);
+        assert_eq!(gate(&z, "pixels-equal")["proven"], true, "{z:#}");
+        assert_eq!(gate(&z, "input-reaches-app")["proven"], true, "{z:#}");
+
+        // Tamper: the snapshot's reference screen with a 100x50 block at (10,10) inverted
+        // (a window that was not there) must fail the pixel gate, with a diff PNG.
+        let mut t = Screenshot::read_png(&snap_png).unwrap();
+        for y in 10..60u32 {
+            for x in 10..110u32 {
+                let i = ((y * t.width + x) * 3) as usize;
+                for c in &mut t.rgb[i..i + 3] {
+                    *c = !*c;
+                }
+            }
+        }
+        std::fs::remove_file(&snap_png).unwrap();
+        t.write_png(&snap_png).unwrap();
+        let (code, out, err) = cli_slot("reset", "0", &sd, &["--json"]);
+        assert_eq!(code, Some(1), "{out}\n{err}");
+        let fail = json_of(&out);
+        let doc = fail.to_string();
+        assert!(doc.contains("pixels-equal"), "{doc}");
+        assert!(doc.contains("pixels differ"), "{doc}");
+        assert!(doc.contains("screen-after-diff.png"), "{doc}");
+        assert!(doc.contains("5000 of 2073600 pixels differ"), "{doc}");
+        assert!(doc.contains("bounding box"), "{doc}");
+    });
+    let (code, out, err) = cli_slot("cleanup", "0", &sd, &[]);
+    assert_eq!(code, Some(0), "cleanup: {out}\n{err}");
+    assert_released(&sd, &holders);
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}
+
+/// A copy of profiles/desktop.toml with `edit` applied, written to `dir/name`.
+fn edited(dir: &Path, name: &str, edit: impl Fn(String) -> String) -> PathBuf {
+    let text = std::fs::read_to_string(desktop_profile()).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, edit(text)).unwrap();
+    p
+}
+
+#[test]
+fn bad_desktop_profiles_fail_with_their_exit_class_and_leave_nothing() {
+    require_root();
+    let _s = serial();
+    let img = common::desktop_image();
+    let tmp = tempfile::tempdir().unwrap();
+    let sd = state_dir(&tmp);
+    let d = tmp.path();
+    let go = |p: &Path| {
+        let ps = p.to_string_lossy().to_string();
+        cli_slot(
+            "provision",
+            "0",
+            &sd,
+            &[
+                "--profile",
+                &ps,
+                "--no-probe-gate",
+                "--reason",
+                "bad profile test",
+            ],
+        )
+    };
+    let unknown = edited(d, "unknown.toml", |t| {
+        t.replace("[network]", "[network]\ncolour = 1")
+    });
+    let (code, _, err) = go(&unknown);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("colour"), "{err}");
+    assert!(
+        !sd.join("slot-0").exists(),
+        "a bad profile created the slot"
+    );
+
+    let missing = edited(d, "missing.toml", |t| {
+        t.replace(
+            &img.qcow2.to_string_lossy().to_string(),
+            "/nonexistent/np.qcow2",
+        )
+    });
+    let (code, _, err) = go(&missing);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("image.path") && err.contains("/nonexistent/np.qcow2"),
+        "{err}"
+    );
+    assert!(!sd.join("slot-0").exists());
+
+    let pin = edited(d, "pin.toml", |t| {
+        t.lines()
+            .map(|l| {
+                if l.starts_with("sha256_file") {
+                    format!("sha256 = \"{}\"", "0".repeat(64))
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    });
+    let (code, _, err) = go(&pin);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("image-sha256") && err.contains(&img.sha256),
+        "{err}"
+    );
+    assert!(!sd.join("slot-0").exists());
+
+    // A display that never comes up (the guest's X server is on :0, the profile says :7):
+    // bounded wait, clear message, everything released.
+    let nodisp = edited(d, "nodisplay.toml", |t| {
+        t.replace("number = 0", "number = 7").replace(
+            "readiness_timeout_ms = 60000",
+            "readiness_timeout_ms = 5000",
+        )
+    });
+    let t = Instant::now();
+    let (code, _, err) = go(&nodisp);
+    let holders = holder_pids(&sd);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("display-geometry") && err.contains("X7"),
+        "{err}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(120), "{:?}", t.elapsed());
+    assert_released(&sd, &holders);
+    let (code, out, err) = cli_slot("cleanup", "0", &sd, &[]);
+    assert_eq!(code, Some(0), "cleanup: {out}\n{err}");
+    assert_released(&sd, &holders);
+}
