@@ -154,7 +154,8 @@ fn planted_criu_chain_and_deprecated_address_fail_the_gate_by_name() {
     );
     assert!(r.summary.contains("net-fidelity: "), "{}", r.summary);
     assert!(
-        r.summary.contains("guest-http: 127.0.0.1:5000: HTTP/1."),
+        r.summary
+            .contains("guest-http: 127.0.0.1:5000 GET /: HTTP/1."),
         "{}",
         r.summary
     );

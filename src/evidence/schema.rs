@@ -13,7 +13,9 @@ pub const RESULT_SCHEMA: &str = include_str!("../../evidence-schema/netprobe-res
 /// Text of `evidence-schema/holder.schema.json` (a slot's `holder.json`).
 pub const HOLDER_SCHEMA: &str = include_str!("../../evidence-schema/holder.schema.json");
 
-fn compile(name: &str, text: &str) -> Validator {
+/// Compiles an embedded JSON Schema (draft 2020-12, formats asserted). Panics when the embedded
+/// text is not a schema: a build defect, proven absent by the tests.
+pub fn compile(name: &str, text: &str) -> Validator {
     // The schemas are embedded constants; tests prove they compile, so a failure here is a
     // build defect, not an input error.
     let schema: Value = serde_json::from_str(text)
@@ -30,7 +32,9 @@ static RESULT_VALIDATOR: LazyLock<Validator> =
 static HOLDER_VALIDATOR: LazyLock<Validator> =
     LazyLock::new(|| compile("holder.schema.json", HOLDER_SCHEMA));
 
-fn run(validator: &Validator, v: &Value) -> Result<(), Vec<String>> {
+/// Validates `v` with `validator`. Errors: every violation as `<JSON pointer>: <message>` (root
+/// written `(root)`).
+pub fn validate_with(validator: &Validator, v: &Value) -> Result<(), Vec<String>> {
     let errors: Vec<String> = validator
         .iter_errors(v)
         .map(|e| {
@@ -53,7 +57,7 @@ fn run(validator: &Validator, v: &Value) -> Result<(), Vec<String>> {
 /// `"/rungs/0/status: \"maybe\" is not one of ..."`; the pointer of the document root is
 /// written `(root)`.
 pub fn validate_result(v: &Value) -> Result<(), Vec<String>> {
-    run(&RESULT_VALIDATOR, v)
+    validate_with(&RESULT_VALIDATOR, v)
 }
 
 /// Validates a slot's `holder.json` (`{schema_version, pid, start_time, netns_inode,
@@ -61,5 +65,5 @@ pub fn validate_result(v: &Value) -> Result<(), Vec<String>> {
 ///
 /// Errors: every violation as `"<JSON pointer>: <message>"` (root written `(root)`).
 pub fn validate_holder(v: &Value) -> Result<(), Vec<String>> {
-    run(&HOLDER_VALIDATOR, v)
+    validate_with(&HOLDER_VALIDATOR, v)
 }

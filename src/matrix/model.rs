@@ -118,25 +118,7 @@ impl MatrixCell {
 /// Errors: every violation as `<JSON pointer>: <message>` (root written `(root)`).
 pub fn validate_matrix(v: &serde_json::Value) -> Result<(), Vec<String>> {
     static V: std::sync::LazyLock<jsonschema::Validator> = std::sync::LazyLock::new(|| {
-        let schema: serde_json::Value =
-            serde_json::from_str(MATRIX_SCHEMA).expect("embedded matrix schema is JSON");
-        jsonschema::options()
-            .with_draft(jsonschema::Draft::Draft202012)
-            .should_validate_formats(true)
-            .build(&schema)
-            .expect("embedded matrix schema compiles")
+        crate::evidence::schema::compile("matrix.schema.json", MATRIX_SCHEMA)
     });
-    let errors: Vec<String> = V
-        .iter_errors(v)
-        .map(|e| {
-            let ptr = e.instance_path().as_str();
-            let ptr = if ptr.is_empty() { "(root)" } else { ptr };
-            format!("{ptr}: {e}")
-        })
-        .collect();
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors)
-    }
+    crate::evidence::schema::validate_with(&V, v)
 }
