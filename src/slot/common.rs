@@ -242,14 +242,20 @@ pub(crate) fn holder_netstate(
 ///
 /// `state` yields the container's `runtime state` and how long that query took (ms); the
 /// caller may have started it on another thread so it overlaps the in-process checks before it.
+/// `captured`: the holder's network state when the caller has just captured it (restore and
+/// reset, for net-fidelity), so it is not captured a second time; `None` captures it here.
 pub(crate) fn ready_gates(
     run: &mut VerbRun,
     st: &mut SlotState,
     when: &str,
+    captured: Option<NetState>,
     state: impl FnOnce() -> StateAnswer,
 ) -> Result<NetState, SlotError> {
     let h = holder_gate(run, st, &format!("{when} ready checks"))?;
-    let cap = holder_netstate(run, &h, &format!("{when}-netstate-capture"))?;
+    let cap = match captured {
+        Some(c) => c,
+        None => holder_netstate(run, &h, &format!("{when}-netstate-capture"))?,
+    };
     run.ev_write(
         &format!("netstate-{when}.json"),
         cap.to_canonical_json().as_bytes(),

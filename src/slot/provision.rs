@@ -486,7 +486,7 @@ fn start_container(run: &mut VerbRun, st: &mut SlotState) -> Result<String, Slot
     run.rt_log("start", r.as_ref());
     r.map_err(|e| run.step_err("runtime-start", e))?;
     run.timings.insert("create-start".into(), ms_since(t));
-    common::ready_gates(run, st, "provision", || timed(|| c.state()))?;
+    common::ready_gates(run, st, "provision", None, || timed(|| c.state()))?;
     let pid = run
         .facts
         .get("provision_container_pid")

@@ -211,13 +211,15 @@ fn restored_gates(
     // The snapshot's netstate.json was verified against its sha256 by `snapshot-complete`.
     let recorded = fs::read_to_string(snap_dir.join("netstate.json")).unwrap_or_default();
     let checked = common::holder_netstate(run, &h, "netstate-capture")
-        .and_then(|observed| net_fidelity(run, &recorded, &observed));
-    let bytes = match checked {
-        Ok(n) => n,
+        .and_then(|observed| net_fidelity(run, &recorded, &observed).map(|n| (n, observed)));
+    let (bytes, observed) = match checked {
+        Ok(c) => c,
         Err(e) => return Err(restore_failed(run, st, rt, e)),
     };
     let t = Instant::now();
-    let ready = common::ready_gates(run, st, if reset { "reset" } else { "restore" }, state);
+    // The ready gates check the state net-fidelity just captured (nothing ran in between).
+    let when = if reset { "reset" } else { "restore" };
+    let ready = common::ready_gates(run, st, when, Some(observed), state);
     run.took("ready-gates", t);
     if let Err(e) = ready {
         return Err(restore_failed(run, st, rt, e));
