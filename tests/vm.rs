@@ -500,7 +500,10 @@ fn vm_guest_kernel_panic_is_booted_again_and_kept() {
         err.contains("the guest kernel panicked before the command reported (attempt 1)"),
         "{err}"
     );
-    assert!(err.contains("sysrq triggered crash"), "the panic's own lines are quoted: {err}");
+    assert!(
+        err.contains("sysrq triggered crash"),
+        "the panic's own lines are quoted: {err}"
+    );
     assert!(err.contains("(attempt 2)"), "{err}");
     assert!(
         err.contains("the guest kernel panicked in each of 2 boot(s)"),

@@ -188,7 +188,11 @@ impl PreparedUpper {
             Ok(()) if self.src == src => Ok(self.upper),
             Ok(()) => {
                 let _ = support::remove_tree_same_fs(&self.upper);
-                Err(format!("copied from {}, not {}", self.src.display(), src.display()))
+                Err(format!(
+                    "copied from {}, not {}",
+                    self.src.display(),
+                    src.display()
+                ))
             }
             Err(e) => Err(e),
         }
