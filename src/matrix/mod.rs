@@ -3,7 +3,8 @@
 //! `netprobe run` with its own evidence folder under one matrix folder — then every cell's
 //! verdict is computed from its three parts as `netprobe run` computes a whole ladder's
 //! ([`crate::probe::verdict::compute`]). Writes `matrix.json` (schema:
-//! `evidence-schema/matrix.schema.json`) and `matrix.md` (the table).
+//! `evidence-schema/matrix.schema.json`) and `matrix.md` (the Markdown matrix report, rendered
+//! by [`crate::report::matrix_report`] from `templates/matrix.md`, escaped on output).
 //!
 //! Parts run side by side (`--jobs`, default 2): each is a separate process with its own
 //! container ids (pid + nanoseconds), work area, holders and network namespaces, private runtime
@@ -99,7 +100,7 @@ pub fn run_matrix(opts: &MatrixOptions) -> Result<MatrixResult, MatrixError> {
     }
     crate::host::check_root().map_err(|e| MatrixError::HostRefused(e.to_string()))?;
     let baseline = match &opts.baseline {
-        Some(b) => Some(table::load_matrix(b).map_err(MatrixError::Usage)?),
+        Some(b) => Some(model::load_matrix(b).map_err(MatrixError::Usage)?),
         None => None,
     };
     if opts.evidence.exists()
