@@ -95,11 +95,29 @@ fn analyse(events: &[crate::procmon::Event], pid: i32, t0: u64, t1: u64, exe: &s
             - union_ns(parts.iter().map(|p| (p.exec_ns, p.exit_ns)).collect()).min(wall_ns),
         ..Sample::default()
     };
-    for (k, v) in all.by_program {
-        s.by_program.insert(k, v);
+    for (k, v) in &all.by_program {
+        s.by_program.insert(k.clone(), *v);
     }
     let timeline = std::env::var_os("NETPROBE_BENCH_TIMELINE").is_some();
     let rel = |t: u64| t.saturating_sub(t0) as f64 / 1e6;
+    if timeline {
+        // The matrix process's own children: those that ran while no part ran.
+        let (first, last) = (
+            parts.iter().map(|p| p.exec_ns).min().unwrap_or(t1),
+            parts.iter().map(|p| p.exit_ns).max().unwrap_or(t0),
+        );
+        let mut tl = all.timeline.clone();
+        tl.sort();
+        for (a, b, exe) in tl.into_iter().filter(|(a, _, _)| *a < first || *a > last) {
+            eprintln!("  {:8.1} .. {:8.1} ms  matrix: {exe}", rel(a), rel(b));
+        }
+        eprintln!(
+            "  first part at {:.1} ms, last part ended at {:.1} ms, matrix ended at {:.1} ms",
+            rel(first),
+            rel(last),
+            rel(t1)
+        );
+    }
     for p in &parts {
         let ct = child_time(events, p.pid, exe, &COUNTED);
         let pw = p.exit_ns.saturating_sub(p.exec_ns);
