@@ -86,7 +86,7 @@ fn analyse(events: &[crate::procmon::Event], pid: i32, t0: u64, t1: u64, exe: &s
     let wall_ns = t1.saturating_sub(t0).max(1);
     let counted: ChildTime = child_time(events, pid, exe, &COUNTED);
     let all = child_time(events, pid, exe, &["*"]);
-    let parts: Vec<NetprobeChild> = netprobe_children(events, pid);
+    let parts: Vec<NetprobeChild> = netprobe_children(events, pid, exe);
     let mut s = Sample {
         wall: Duration::from_nanos(wall_ns),
         share: 1.0 - counted.union_ns as f64 / wall_ns as f64,

@@ -27,7 +27,7 @@ pub enum Event {
     Fork { parent: i32, child: i32 },
     /// `pid` exec'd `exe` (read from `/proc/<pid>/exe` when the event arrived; `?` if gone).
     /// `args`: its `/proc/<pid>/cmdline` (arguments joined by spaces), read only when the
-    /// program is a `netprobe`, else empty.
+    /// program's file name starts with `netprobe`, else empty.
     Exec {
         ts: u64,
         pid: i32,
@@ -201,7 +201,11 @@ fn record(fd: i32, stop: &AtomicBool) -> io::Result<Vec<Event>> {
                         let exe = std::fs::read_link(format!("/proc/{}/exe", d(0)))
                             .map(|p| p.display().to_string())
                             .unwrap_or_else(|_| "?".into());
-                        let args = if exe.ends_with("/netprobe") {
+                        let named_netprobe = exe
+                            .rsplit('/')
+                            .next()
+                            .is_some_and(|b| b.starts_with("netprobe"));
+                        let args = if named_netprobe {
                             std::fs::read(format!("/proc/{}/cmdline", d(0)))
                                 .map(|b| {
                                     String::from_utf8_lossy(&b)
@@ -322,8 +326,9 @@ pub struct NetprobeChild {
     pub args: String,
 }
 
-/// The direct children of `root` that exec'd a `netprobe` and exited, in exec order.
-pub fn netprobe_children(events: &[Event], root: i32) -> Vec<NetprobeChild> {
+/// The direct children of `root` that exec'd netprobe (`netprobe_exe`, or a file named
+/// `netprobe`) and exited, in exec order.
+pub fn netprobe_children(events: &[Event], root: i32, netprobe_exe: &str) -> Vec<NetprobeChild> {
     let mut forked = std::collections::HashSet::new();
     let mut running: HashMap<i32, (u64, String)> = HashMap::new();
     let mut out = Vec::new();
@@ -333,7 +338,7 @@ pub fn netprobe_children(events: &[Event], root: i32) -> Vec<NetprobeChild> {
                 forked.insert(*child);
             }
             Event::Exec { ts, pid, exe, args }
-                if forked.contains(pid) && exe.ends_with("/netprobe") =>
+                if forked.contains(pid) && (exe == netprobe_exe || exe.ends_with("/netprobe")) =>
             {
                 running.insert(*pid, (*ts, args.clone()));
             }
