@@ -27,7 +27,7 @@ pub enum Event {
     Fork { parent: i32, child: i32 },
     /// `pid` exec'd `exe` (read from `/proc/<pid>/exe` when the event arrived; `?` if gone).
     /// `args`: its `/proc/<pid>/cmdline` (arguments joined by spaces), read only when the
-    /// program's file name starts with `netprobe`, else empty.
+    /// program's file name contains `netprobe`, else empty.
     Exec {
         ts: u64,
         pid: i32,
@@ -204,7 +204,7 @@ fn record(fd: i32, stop: &AtomicBool) -> io::Result<Vec<Event>> {
                         let named_netprobe = exe
                             .rsplit('/')
                             .next()
-                            .is_some_and(|b| b.starts_with("netprobe"));
+                            .is_some_and(|b| b.contains("netprobe"));
                         let args = if named_netprobe {
                             std::fs::read(format!("/proc/{}/cmdline", d(0)))
                                 .map(|b| {
