@@ -1,10 +1,12 @@
 //! `netprobe report MATRIX_DIR --format html|md` on a real matrix (root): runc 1.4.3 and the
 //! control runtime crun 1.28 × CRIU 4.3 — the table (runtimes × CRIUs) shows the control beside
 //! the runc run, each cell's verdict, deciding assertions and a link to its result, the binaries
-//! with pin match; and hostile labels are escaped in both formats.
+//! with pin match; and hostile labels are escaped in both formats, also in the `matrix.md`
+//! that `netprobe matrix` writes (the same template).
 
 use netprobe::evidence::result::VerdictCode;
-use netprobe::matrix::model::{MatrixBinary, MatrixCell, MatrixResult};
+use netprobe::matrix::model::{MatrixBinary, MatrixCell, MatrixPart, MatrixResult, load_matrix};
+use netprobe::matrix::table::write_matrix;
 use netprobe::report::{Format, matrix_report};
 use std::process::{Command, Output};
 
@@ -174,4 +176,92 @@ fn matrix_report_escapes_hostile_labels() {
         md.contains("&lt;script&gt;alert(1)&lt;/script&gt;\\|x"),
         "{md}"
     );
+}
+
+/// The `|` that separate cells in a Markdown table line (a `\|` is text, not a separator).
+fn separators(line: &str) -> usize {
+    let (mut n, mut escaped) = (0, false);
+    for c in line.chars() {
+        if escaped {
+            escaped = false;
+        } else if c == '\\' {
+            escaped = true;
+        } else if c == '|' {
+            n += 1;
+        }
+    }
+    n
+}
+
+#[test]
+fn matrix_md_written_by_netprobe_matrix_escapes_names_and_errors() {
+    // A runtime name, a CRIU name and errors with table, emphasis, HTML and line breaks in them.
+    let runtime = "runc|1 *bold*\n<b>x</b>";
+    let criu = "CRIU 4.3 <img src=x>|_y_";
+    let error = "refused: <script>alert(1)</script>\n| not | a | row |";
+    let m = MatrixResult {
+        schema_version: 1,
+        tool_version: "0.1.0".into(),
+        started_at: "2026-12-01T00:00:00Z".into(),
+        finished_at: "2026-12-01T00:00:01Z".into(),
+        duration_ms: 1000,
+        jobs: 2,
+        binaries: vec![MatrixBinary {
+            role: "runtime".into(),
+            path: "/opt/r|<u>".into(),
+            version: None,
+            sha256: None,
+            pin: "runc 1.5.2".into(),
+            pin_matches: false,
+            error: Some(error.into()),
+        }],
+        parts: vec![MatrixPart {
+            folder: "cell-1-r__1-c".into(),
+            phases: "oci,external-netns".into(),
+            criu: "/opt/c".into(),
+            runtime: Some("/opt/r|<u>".into()),
+            exit_code: Some(3),
+            error: Some(error.into()),
+            duration_ms: 7,
+        }],
+        cells: vec![MatrixCell {
+            runtime: "/opt/r|<u>".into(),
+            criu: "/opt/c".into(),
+            label: format!("{runtime} × {criu}"),
+            folder: "cell-1-r__1-c".into(),
+            verdict: VerdictCode::Inconclusive,
+            summary: error.into(),
+            rests_on: vec![],
+            expected: None,
+            baseline: None,
+        }],
+        baseline: None,
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    write_matrix(tmp.path(), &m).unwrap();
+    let md = std::fs::read_to_string(tmp.path().join("matrix.md")).unwrap();
+    // One renderer: exactly the Markdown matrix report.
+    assert_eq!(md, matrix_report(&m, Format::Markdown));
+    // No raw HTML, no unescaped emphasis, no line break out of a cell.
+    for raw in ["<b>", "<img", "<script>", "<u>", "*bold*", "_y_"] {
+        assert!(!md.contains(raw), "{raw} unescaped in:\n{md}");
+    }
+    assert!(
+        md.contains("| runc\\|1 \\*bold\\* &lt;b&gt;x&lt;/b&gt; | `inconclusive` |\n"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| runtime \\ CRIU | CRIU 4.3 &lt;img src=x&gt;\\|\\_y\\_ |\n"),
+        "{md}"
+    );
+    assert!(
+        md.contains("refused: &lt;script&gt;alert(1)&lt;/script&gt; \\| not \\| a \\| row \\|"),
+        "{md}"
+    );
+    // Every table line keeps its column count: the verdict table 2 columns, binaries 6, parts 5.
+    let table_lines: Vec<&str> = md.lines().filter(|l| l.starts_with('|')).collect();
+    let counts: Vec<usize> = table_lines.iter().map(|l| separators(l)).collect();
+    assert_eq!(counts, vec![3, 3, 3, 7, 7, 7, 6, 6, 6], "{md}");
+    // matrix.json unchanged by the hostile text: it reads back equal.
+    assert_eq!(load_matrix(tmp.path()).unwrap(), m);
 }

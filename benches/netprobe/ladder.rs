@@ -4,7 +4,7 @@
 //! from the kernel's process-events connector (see `procmon.rs`).
 
 use crate::Config;
-use crate::procmon::{Monitor, child_time};
+use crate::procmon::{Monitor, child_time, monotonic_ns};
 use crate::stats::{fmt_dur, median, median_f64, note, verdict};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -131,17 +131,6 @@ pub fn run(cfg: &Config) -> Result<(), String> {
         ),
     );
     Ok(())
-}
-
-/// `CLOCK_MONOTONIC` now, nanoseconds (the clock of the process-event timestamps).
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 fn read_verdict(ev: &Path, stdout: &[u8]) -> String {

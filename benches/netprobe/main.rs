@@ -11,7 +11,8 @@
 //! `ip -j link show`), `state` (NetState capture vs three `ip` processes), `ladder` (the whole
 //! `netprobe run` and netprobe's share of it), `slot` (slot driver restore/reset vs bare
 //! `runc restore`), `images` (`netprobe images` vs `crit show` of a 10,001-link netdev image),
-//! `matrix` (a 3×3 `netprobe matrix` side by side vs one cell after another).
+//! `matrix` (a 3×3 `netprobe matrix` side by side vs one cell after another, and netprobe's own
+//! share of it as `ladder` defines it).
 //! Needs root. Every line: what was measured, netprobe's median, the peer's
 //! median, the ratio netprobe/peer (lower is better), the runs per side. Times are wall times
 //! on the monotonic clock. Nothing here asserts a time: these are benchmarks, not tests.

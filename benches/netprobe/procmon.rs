@@ -1,6 +1,7 @@
 //! Child-process wall time without wrappers: the kernel's process-events connector
 //! (`NETLINK_CONNECTOR`, `CN_IDX_PROC`) reports every fork, exec and exit with a
-//! `CLOCK_MONOTONIC` timestamp (ns). The bench records them while `netprobe run` runs, then
+//! `CLOCK_MONOTONIC` timestamp (ns). The bench records them while `netprobe run` (or `netprobe
+//! matrix`) runs, then
 //! keeps the direct children of netprobe's own processes that exec'd another program: their
 //! exec → exit intervals are "time the child ran", the rest of the wall time is netprobe's.
 
@@ -25,7 +26,14 @@ pub enum Event {
     /// A new process (not thread): `parent` tgid, `child` pid.
     Fork { parent: i32, child: i32 },
     /// `pid` exec'd `exe` (read from `/proc/<pid>/exe` when the event arrived; `?` if gone).
-    Exec { ts: u64, pid: i32, exe: String },
+    /// `args`: its `/proc/<pid>/cmdline` (arguments joined by spaces), read only when the
+    /// program's file name contains `netprobe`, else empty.
+    Exec {
+        ts: u64,
+        pid: i32,
+        exe: String,
+        args: String,
+    },
     /// Process `pid` (thread-group leader) exited.
     Exit { ts: u64, pid: i32 },
 }
@@ -193,7 +201,27 @@ fn record(fd: i32, stop: &AtomicBool) -> io::Result<Vec<Event>> {
                         let exe = std::fs::read_link(format!("/proc/{}/exe", d(0)))
                             .map(|p| p.display().to_string())
                             .unwrap_or_else(|_| "?".into());
-                        out.push(Event::Exec { ts, pid: d(0), exe })
+                        let named_netprobe = exe
+                            .rsplit('/')
+                            .next()
+                            .is_some_and(|b| b.contains("netprobe"));
+                        let args = if named_netprobe {
+                            std::fs::read(format!("/proc/{}/cmdline", d(0)))
+                                .map(|b| {
+                                    String::from_utf8_lossy(&b)
+                                        .trim_end_matches('\0')
+                                        .replace('\0', " ")
+                                })
+                                .unwrap_or_default()
+                        } else {
+                            String::new()
+                        };
+                        out.push(Event::Exec {
+                            ts,
+                            pid: d(0),
+                            exe,
+                            args,
+                        })
                     }
                     PROC_EVENT_EXIT if d(0) == d(1) => out.push(Event::Exit { ts, pid: d(0) }),
                     _ => {}
@@ -219,7 +247,7 @@ pub struct ChildTime {
 /// netprobe's own processes (the root `root` and its non-exec'ing or netprobe-exec'ing
 /// descendants, e.g. the holder) ran, exec → exit. Every program is listed in
 /// [`ChildTime::by_program`]; only those whose basename is in `count` (the runtime and CRIU)
-/// enter [`ChildTime::union_ns`].
+/// enter [`ChildTime::union_ns`] (`count` holding `*`: every program).
 pub fn child_time(events: &[Event], root: i32, netprobe_exe: &str, count: &[&str]) -> ChildTime {
     // Netprobe processes: root, plus forks of netprobe processes until they exec non-netprobe.
     let mut np: HashMap<i32, bool> = HashMap::new(); // pid -> is netprobe
@@ -238,7 +266,7 @@ pub fn child_time(events: &[Event], root: i32, netprobe_exe: &str, count: &[&str
                     parent.insert(*child, *p);
                 }
             }
-            Event::Exec { ts, pid, exe } => {
+            Event::Exec { ts, pid, exe, .. } => {
                 if np.get(pid) == Some(&true) && *pid != root {
                     let is_np = exe == netprobe_exe || exe.ends_with("/netprobe");
                     if !is_np {
@@ -256,27 +284,89 @@ pub fn child_time(events: &[Event], root: i32, netprobe_exe: &str, count: &[&str
                     let ent = out.by_program.entry(base.clone()).or_default();
                     ent.0 += d;
                     ent.1 += 1;
-                    if count.contains(&base.as_str()) {
+                    if count.contains(&"*") || count.contains(&base.as_str()) {
                         intervals.push((t0, *ts));
                     }
                 }
             }
         }
     }
+    out.union_ns = union_ns(intervals);
+    out
+}
+
+/// Total length of the union of `[start, end)` intervals (ns).
+pub fn union_ns(mut intervals: Vec<(u64, u64)>) -> u64 {
     intervals.sort();
+    let mut total = 0;
     let mut cur: Option<(u64, u64)> = None;
     for (a, b) in intervals {
         match cur {
             Some((s, e)) if a <= e => cur = Some((s, e.max(b))),
             Some((s, e)) => {
-                out.union_ns += e - s;
+                total += e - s;
                 cur = Some((a, b));
             }
             None => cur = Some((a, b)),
         }
     }
     if let Some((s, e)) = cur {
-        out.union_ns += e - s;
+        total += e - s;
     }
+    total
+}
+
+/// One `netprobe` process that `root` started directly (a matrix part): its pid, exec and exit
+/// (ns, monotonic) and its command line.
+#[derive(Debug, Clone)]
+pub struct NetprobeChild {
+    pub pid: i32,
+    pub exec_ns: u64,
+    pub exit_ns: u64,
+    pub args: String,
+}
+
+/// The direct children of `root` that exec'd netprobe (`netprobe_exe`, or a file named
+/// `netprobe`) and exited, in exec order.
+pub fn netprobe_children(events: &[Event], root: i32, netprobe_exe: &str) -> Vec<NetprobeChild> {
+    let mut forked = std::collections::HashSet::new();
+    let mut running: HashMap<i32, (u64, String)> = HashMap::new();
+    let mut out = Vec::new();
+    for e in events {
+        match e {
+            Event::Fork { parent, child } if *parent == root => {
+                forked.insert(*child);
+            }
+            Event::Exec { ts, pid, exe, args }
+                if forked.contains(pid) && (exe == netprobe_exe || exe.ends_with("/netprobe")) =>
+            {
+                running.insert(*pid, (*ts, args.clone()));
+            }
+            Event::Exit { ts, pid } => {
+                forked.remove(pid);
+                if let Some((t0, args)) = running.remove(pid) {
+                    out.push(NetprobeChild {
+                        pid: *pid,
+                        exec_ns: t0,
+                        exit_ns: *ts,
+                        args,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    out.sort_by_key(|c| c.exec_ns);
     out
+}
+
+/// `CLOCK_MONOTONIC` now, nanoseconds (the clock of the process-event timestamps).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }

@@ -140,7 +140,10 @@ pub fn handle(a: MatrixArgs, exe: PathBuf) -> ExitCode {
             return e.exit_class().into();
         }
     };
-    print!("{}", table::render_markdown(&m));
+    print!(
+        "{}",
+        crate::report::matrix_report(&m, crate::report::Format::Markdown)
+    );
     let mut class = ExitClass::Ok;
     for c in m.cells.iter().filter(|c| c.unexpected()) {
         println!(

@@ -3,7 +3,8 @@
 //! `netprobe run` with its own evidence folder under one matrix folder — then every cell's
 //! verdict is computed from its three parts as `netprobe run` computes a whole ladder's
 //! ([`crate::probe::verdict::compute`]). Writes `matrix.json` (schema:
-//! `evidence-schema/matrix.schema.json`) and `matrix.md` (the table).
+//! `evidence-schema/matrix.schema.json`) and `matrix.md` (the Markdown matrix report, rendered
+//! by [`crate::report::matrix_report`] from `templates/matrix.md`, escaped on output).
 //!
 //! Parts run side by side (`--jobs`, default 2): each is a separate process with its own
 //! container ids (pid + nanoseconds), work area, holders and network namespaces, private runtime
@@ -99,7 +100,7 @@ pub fn run_matrix(opts: &MatrixOptions) -> Result<MatrixResult, MatrixError> {
     }
     crate::host::check_root().map_err(|e| MatrixError::HostRefused(e.to_string()))?;
     let baseline = match &opts.baseline {
-        Some(b) => Some(table::load_matrix(b).map_err(MatrixError::Usage)?),
+        Some(b) => Some(model::load_matrix(b).map_err(MatrixError::Usage)?),
         None => None,
     };
     if opts.evidence.exists()
@@ -212,7 +213,8 @@ fn expectation(expect: &[Expect], r: &Path) -> Option<VerdictCode> {
 }
 
 /// Facts and pin match of every runtime, then every CRIU (a binary that cannot be inspected is
-/// recorded with its error; its parts are refused by their own run).
+/// recorded with its error; its parts are refused by their own run). One thread per binary:
+/// each one's sha256 and `--version` overlap the others'.
 fn binaries(opts: &MatrixOptions) -> Vec<MatrixBinary> {
     use crate::host::{BinaryKind, binary_facts, check_pins, pins};
     let p = pins();
@@ -249,13 +251,23 @@ fn binaries(opts: &MatrixOptions) -> Vec<MatrixBinary> {
             },
         }
     };
-    let mut out: Vec<MatrixBinary> = opts
+    let all: Vec<(&PathBuf, BinaryKind)> = opts
         .runtimes
         .iter()
-        .map(|r| one(r, BinaryKind::Runtime))
+        .map(|r| (r, BinaryKind::Runtime))
+        .chain(opts.crius.iter().map(|c| (c, BinaryKind::Criu)))
         .collect();
-    out.extend(opts.crius.iter().map(|c| one(c, BinaryKind::Criu)));
-    out
+    std::thread::scope(|s| {
+        let handles: Vec<_> = all
+            .iter()
+            .map(|(path, kind)| s.spawn(|| one(path, *kind)))
+            .collect();
+        // A panic while inspecting is a bug: it ends the matrix as it would without threads.
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
 }
 
 /// `runc 1.4.3+ds1`, `CRIU 4.3`; the path when the binary could not be inspected.

@@ -1,12 +1,15 @@
 //! `matrix.json`: the model of one matrix run (serde), validated against
-//! `evidence-schema/matrix.schema.json`.
+//! `evidence-schema/matrix.schema.json`, and read back from a matrix folder ([`load_matrix`]:
+//! `--baseline`, `verify`, `report`).
 
 use crate::evidence::result::VerdictCode;
 use serde::{Deserialize, Serialize};
+use std::path::Path;
 
 /// File name of the matrix result inside the matrix folder.
 pub const MATRIX_FILE: &str = "matrix.json";
-/// File name of the Markdown table inside the matrix folder.
+/// File name of the Markdown matrix report inside the matrix folder (written by `netprobe
+/// matrix` from `templates/matrix.md`).
 pub const MATRIX_MD: &str = "matrix.md";
 /// `schema_version` written by this netprobe.
 pub const MATRIX_SCHEMA_VERSION: u32 = 1;
@@ -121,4 +124,22 @@ pub fn validate_matrix(v: &serde_json::Value) -> Result<(), Vec<String>> {
         crate::evidence::schema::compile("matrix.schema.json", MATRIX_SCHEMA)
     });
     crate::evidence::schema::validate_with(&V, v)
+}
+
+/// Reads and validates `<dir>/matrix.json`.
+///
+/// Errors: a sentence naming the file (missing, not JSON, schema violations).
+pub fn load_matrix(dir: &Path) -> Result<MatrixResult, String> {
+    let p = dir.join(MATRIX_FILE);
+    let text = std::fs::read_to_string(&p).map_err(|e| {
+        format!(
+            "{}: {e} (is {} a matrix folder?)",
+            p.display(),
+            dir.display()
+        )
+    })?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", p.display()))?;
+    validate_matrix(&v).map_err(|e| format!("{}: {}", p.display(), e.join("; ")))?;
+    serde_json::from_value(v).map_err(|e| format!("{}: {e}", p.display()))
 }

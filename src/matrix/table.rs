@@ -1,110 +1,14 @@
-//! The matrix's files: `matrix.json` (written atomically, validated), `matrix.md` (the table),
-//! loading an earlier matrix (`--baseline`), and `verify` of a whole matrix folder.
+//! The matrix's files: `matrix.json` (written atomically, validated) and `matrix.md` (the
+//! matrix report, rendered by [`crate::report::matrix_report`] from `templates/matrix.md`, so
+//! every name and error in it is escaped), the baseline comparison, and `verify` of a whole
+//! matrix folder.
 
-use super::model::{MATRIX_FILE, MATRIX_MD, MatrixResult, validate_matrix};
+use super::model::{MATRIX_FILE, MATRIX_MD, MatrixResult, load_matrix, validate_matrix};
 use crate::evidence::result::VerdictCode;
-use std::fmt::Write as _;
 use std::path::Path;
 
 fn verdict_str(v: VerdictCode) -> &'static str {
     v.as_str()
-}
-
-/// The Markdown table: verdict per cell (runtimes as rows, CRIUs as columns; `expected …` and
-/// `was …` when an expectation or the baseline differs), the deciding assertions of each cell,
-/// the binaries with their pin match, and every part with its exit code and milliseconds.
-pub fn render_markdown(m: &MatrixResult) -> String {
-    let mut crius: Vec<&str> = Vec::new();
-    let mut runtimes: Vec<&str> = Vec::new();
-    for c in &m.cells {
-        let (r, k) = c.label.split_once(" × ").unwrap_or((&c.label, ""));
-        if !runtimes.contains(&r) {
-            runtimes.push(r);
-        }
-        if !crius.contains(&k) {
-            crius.push(k);
-        }
-    }
-    let mut s = String::from("# netprobe matrix\n\n");
-    let _ = writeln!(s, "| runtime \\ CRIU | {} |", crius.join(" | "));
-    let _ = writeln!(s, "|---|{}", "---|".repeat(crius.len()));
-    for r in &runtimes {
-        let mut row = format!("| {r} |");
-        for k in &crius {
-            let label = format!("{r} × {k}");
-            let cell = m.cells.iter().find(|c| c.label == label);
-            let text = match cell {
-                Some(c) => {
-                    let mut t = format!("`{}`", verdict_str(c.verdict));
-                    if c.unexpected() {
-                        let _ = write!(
-                            t,
-                            " ✗ expected `{}`",
-                            verdict_str(c.expected.unwrap_or(c.verdict))
-                        );
-                    }
-                    if c.changed() {
-                        let _ = write!(
-                            t,
-                            " (was `{}`)",
-                            verdict_str(c.baseline.unwrap_or(c.verdict))
-                        );
-                    }
-                    t
-                }
-                None => "–".into(),
-            };
-            let _ = write!(row, " {text} |");
-        }
-        let _ = writeln!(s, "{row}");
-    }
-    s.push_str("\n## Deciding assertions\n\nThe cell's own runtime rungs (every cell also rests on the kernel part and its CRIU's criu part; all of them in matrix.json):\n\n");
-    for c in &m.cells {
-        let own: Vec<&str> = c
-            .rests_on
-            .iter()
-            .filter_map(|a| a.strip_prefix(&format!("{}:", c.folder)))
-            .collect();
-        let _ = writeln!(
-            s,
-            "- **{}** (`{}`): {} — {}",
-            c.label,
-            c.folder,
-            c.summary,
-            own.join(", ")
-        );
-    }
-    s.push_str("\n## Binaries\n\n| role | path | version | sha256 | pin | matches |\n|---|---|---|---|---|---|\n");
-    for b in &m.binaries {
-        let _ = writeln!(
-            s,
-            "| {} | `{}` | {} | {} | {} | {} |",
-            b.role,
-            b.path,
-            b.version.as_deref().unwrap_or("?"),
-            b.sha256
-                .as_deref()
-                .map(crate::host::pins::short_sha)
-                .unwrap_or_else(|| b.error.clone().unwrap_or_default()),
-            b.pin,
-            if b.pin_matches { "yes" } else { "no" }
-        );
-    }
-    s.push_str("\n## Parts\n\n| folder | phases | exit | ms | error |\n|---|---|---|---|---|\n");
-    for p in &m.parts {
-        let _ = writeln!(
-            s,
-            "| `{}` | {} | {} | {} | {} |",
-            p.folder,
-            p.phases,
-            p.exit_code
-                .map(|c| c.to_string())
-                .unwrap_or_else(|| "killed".into()),
-            p.duration_ms,
-            p.error.as_deref().unwrap_or("")
-        );
-    }
-    s
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -114,6 +18,8 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// Writes `matrix.json` (after validating it) and `matrix.md` into `dir`, each atomically.
+/// `matrix.md` is the Markdown matrix report ([`crate::report::matrix_report`]), the same text
+/// `netprobe report DIR --format md` writes: one renderer, auto-escaping.
 ///
 /// Errors: an I/O error, or `InvalidData` naming the schema violations.
 pub fn write_matrix(dir: &Path, m: &MatrixResult) -> std::io::Result<()> {
@@ -126,25 +32,8 @@ pub fn write_matrix(dir: &Path, m: &MatrixResult) -> std::io::Result<()> {
     }
     let text = serde_json::to_string_pretty(&v).map_err(std::io::Error::other)?;
     write_atomic(&dir.join(MATRIX_FILE), text.as_bytes())?;
-    write_atomic(&dir.join(MATRIX_MD), render_markdown(m).as_bytes())
-}
-
-/// Reads and validates `<dir>/matrix.json`.
-///
-/// Errors: a sentence naming the file (missing, not JSON, schema violations).
-pub fn load_matrix(dir: &Path) -> Result<MatrixResult, String> {
-    let p = dir.join(MATRIX_FILE);
-    let text = std::fs::read_to_string(&p).map_err(|e| {
-        format!(
-            "{}: {e} (is {} a matrix folder?)",
-            p.display(),
-            dir.display()
-        )
-    })?;
-    let v: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", p.display()))?;
-    validate_matrix(&v).map_err(|e| format!("{}: {}", p.display(), e.join("; ")))?;
-    serde_json::from_value(v).map_err(|e| format!("{}: {e}", p.display()))
+    let md = crate::report::matrix_report(m, crate::report::Format::Markdown);
+    write_atomic(&dir.join(MATRIX_MD), md.as_bytes())
 }
 
 /// Lines saying which cells changed verdict against the baseline (`label: old -> new`).

@@ -99,7 +99,7 @@ pub enum ReportError {
     /// A matrix folder (it holds `matrix.json`) whose `matrix.json` cannot be read.
     #[error("{detail}; run `netprobe matrix` again with a new --evidence folder")]
     Matrix {
-        /// What is wrong, naming the file ([`crate::matrix::table::load_matrix`]).
+        /// What is wrong, naming the file ([`crate::matrix::model::load_matrix`]).
         detail: String,
     },
 }
@@ -201,7 +201,7 @@ fn result_file_of(path: &Path) -> PathBuf {
 /// ([`matrix_report`]); its errors: [`ReportError::Matrix`].
 pub fn write_report(dir: &Path, format: Format) -> Result<PathBuf> {
     if dir.is_dir() && dir.join(crate::matrix::model::MATRIX_FILE).is_file() {
-        let m = crate::matrix::table::load_matrix(dir)
+        let m = crate::matrix::model::load_matrix(dir)
             .map_err(|detail| ReportError::Matrix { detail })?;
         return write_atomic_report(dir, format, &matrix_report(&m, format));
     }
