@@ -41,6 +41,9 @@ pub struct Profile {
     pub description: String,
     /// The guest's root filesystem.
     pub image: Image,
+    /// Mount options of the container's rootfs overlay over the image (default `index=off`).
+    #[serde(default)]
+    pub overlay: super::overlay::OverlaySpec,
     /// The container's init process.
     pub process: Process,
     /// Capabilities, seccomp, AppArmor.

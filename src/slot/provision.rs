@@ -287,16 +287,24 @@ fn provision_steps(
     st.image = Some(image.clone());
     run.save(st)?;
 
-    // Overlay: lower = image, upper/work per run.
+    // Overlay: lower = image, upper/work per run, the profile's options.
     let t = Instant::now();
+    let options = st
+        .profile
+        .as_ref()
+        .map(|r| r.profile.overlay.clone())
+        .unwrap_or_default()
+        .effective();
     let ov = OverlayState {
         merged: p.rootfs(),
         run: 1,
         mounted: false,
+        options,
     };
     let (upper, work) = (ov.upper(&p.overlay_dir(), 1), ov.work(&p.overlay_dir(), 1));
     mkdirs(run, &[upper.clone(), work.clone()])?;
-    let g = mounts::mount_overlay(&image.lower, &upper, &work, &ov.merged)
+    run.fact("overlay_options", ov.options.join(","));
+    let g = mounts::mount_overlay(&image.lower, &upper, &work, &ov.merged, &ov.options)
         .map_err(|e| run.step_err("overlay", e))?;
     started.overlay = Some(g);
     st.overlay = Some(OverlayState {

@@ -155,7 +155,7 @@ fn reset_upper(
     support::copy_tree(&snap_dir.join("upper"), &upper)
         .map_err(|e| run.step_err("upper-reset", e))?;
     mkdirs(run, std::slice::from_ref(&work))?;
-    let g = mounts::mount_overlay(&image.lower, &upper, &work, &ov.merged)
+    let g = mounts::mount_overlay(&image.lower, &upper, &work, &ov.merged, &ov.options)
         .map_err(|e| run.step_err("overlay", e))?;
     g.disarm();
     st.overlay = Some(OverlayState {

@@ -202,6 +202,7 @@ fn snapshot_never_checkpoints_an_unmounted_overlay() {
             merged,
             run: 1,
             mounted: true,
+            options: vec!["index=off".into()],
         })
     });
     let (r, trace) = drive(Verb::Snapshot, &f.sd, Some("running"), |_| {});
