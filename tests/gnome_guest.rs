@@ -22,8 +22,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::guest::{Guest, Overlay};
+use common::wm_name;
 use netprobe::x11::{Display, Rect, ascii_keysym, input_gate, pixel_gate, quiescence_gate};
-use x11rb::protocol::xproto::{AtomEnum, ConnectionExt as _};
 
 fn evidence(g: &Guest) -> PathBuf {
     let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
@@ -50,34 +50,6 @@ fn keep_logs(g: &Guest, ev: &Path) {
     ] {
         let _ = std::fs::copy(g.p(from), ev.join(to));
     }
-}
-
-/// The name of the window manager per EWMH (`_NET_SUPPORTING_WM_CHECK` → `_NET_WM_NAME`).
-fn wm_name(d: &Display) -> Option<String> {
-    let c = d.connection();
-    let atom = |n: &str| {
-        c.intern_atom(false, n.as_bytes())
-            .ok()?
-            .reply()
-            .ok()
-            .map(|r| r.atom)
-    };
-    let check = atom("_NET_SUPPORTING_WM_CHECK")?;
-    let name = atom("_NET_WM_NAME")?;
-    let utf8 = atom("UTF8_STRING")?;
-    let w = c
-        .get_property(false, d.root(), check, AtomEnum::WINDOW, 0, 1)
-        .ok()?
-        .reply()
-        .ok()?
-        .value32()?
-        .next()?;
-    let v = c
-        .get_property(false, w, name, utf8, 0, 64)
-        .ok()?
-        .reply()
-        .ok()?;
-    Some(String::from_utf8_lossy(&v.value).into_owned())
 }
 
 /// Runs the guest until GNOME Shell is the window manager and the screen is still.

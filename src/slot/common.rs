@@ -236,7 +236,8 @@ pub(crate) fn holder_netstate(
 }
 
 /// Ready gates: lo UP with 127.0.0.1/8 in the container's netns, the guest server answers 200
-/// from inside the namespace, the container runs in the holder's netns (runtime state), cgroup
+/// from inside the namespace (when `guest`; provision runs its guest checks afterwards as the
+/// profile's readiness checks, [`super::readiness`]), the container runs in the holder's netns (runtime state), cgroup
 /// limits read back (v1 or v2 files; with the systemd driver also from the scope unit,
 /// [`super::cgroups::limits_gates`]). Returns the captured network state.
 ///
@@ -249,6 +250,7 @@ pub(crate) fn ready_gates(
     st: &mut SlotState,
     when: &str,
     captured: Option<NetState>,
+    guest: bool,
     state: impl FnOnce() -> StateAnswer,
 ) -> Result<NetState, SlotError> {
     let h = holder_gate(run, st, &format!("{when} ready checks"))?;
@@ -261,7 +263,9 @@ pub(crate) fn ready_gates(
         cap.to_canonical_json().as_bytes(),
     );
     lo_gate(run, &cap)?;
-    guest_gate(run, st, &h, when)?;
+    if guest {
+        guest_gate(run, st, &h, when)?;
+    }
 
     // Container in the holder's netns, limits from its cgroup.
     let t = Instant::now();

@@ -99,25 +99,20 @@ fn x11_err(run: &VerbRun, e: X11Error) -> SlotError {
     run.step_err("display", StepError::Tool(e.to_string()))
 }
 
-/// provision: waits (at most the profile's `readiness_timeout_ms`) for the display of the
-/// container `pid` and proves its geometry. Nothing when the profile has no display.
+/// provision (a readiness check, [`super::readiness`]): waits at most `timeout` (what is left
+/// of the readiness budget) for the display of the container `pid` and proves its geometry.
+/// Nothing when the profile has no display.
 ///
 /// Errors: a failed `display-geometry` gate (never came up, not a socket, wrong geometry).
-pub(crate) fn provision_gate(run: &mut VerbRun, st: &SlotState, pid: i32) -> Result<(), SlotError> {
+pub(crate) fn provision_gate(
+    run: &mut VerbRun,
+    st: &SlotState,
+    pid: i32,
+    timeout: Duration,
+) -> Result<(), SlotError> {
     let Some(ds) = spec(st) else { return Ok(()) };
-    let timeout = st
-        .profile
-        .as_ref()
-        .map(|p| p.profile.readiness_timeout_ms)
-        .unwrap_or(60_000);
     let t = std::time::Instant::now();
-    let d = connect(
-        run,
-        GateId::DisplayGeometry,
-        pid,
-        ds.number,
-        Duration::from_millis(timeout),
-    )?;
+    let d = connect(run, GateId::DisplayGeometry, pid, ds.number, timeout)?;
     let want = Geometry {
         width: ds.width,
         height: ds.height,

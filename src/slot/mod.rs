@@ -33,6 +33,7 @@ pub mod mounts;
 pub mod net;
 mod profiled;
 mod provision;
+mod readiness;
 mod restore;
 mod run;
 mod snapshot;

@@ -494,13 +494,18 @@ fn start_container(run: &mut VerbRun, st: &mut SlotState) -> Result<String, Slot
     run.rt_log("start", r.as_ref());
     r.map_err(|e| run.step_err("runtime-start", e))?;
     run.timings.insert("create-start".into(), ms_since(t));
-    common::ready_gates(run, st, "provision", None, || timed(|| c.state()))?;
+    // The guest checks are the readiness checks, in the profile's order, once the container is
+    // proven in the holder's netns.
+    common::ready_gates(run, st, "provision", None, false, || timed(|| c.state()))?;
     let pid = run
         .facts
         .get("provision_container_pid")
         .and_then(|v| v.as_i64())
         .unwrap_or(0) as i32;
-    super::display::provision_gate(run, st, pid)?;
+    let h = st
+        .holder
+        .ok_or_else(|| run.step_err("readiness", StepError::Missing("no holder recorded")))?;
+    super::readiness::run_checks(run, st, &h, pid)?;
     c.disarm();
     Ok(id)
 }

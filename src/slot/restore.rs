@@ -219,7 +219,7 @@ fn restored_gates(
     let t = Instant::now();
     // The ready gates check the state net-fidelity just captured (nothing ran in between).
     let when = if reset { "reset" } else { "restore" };
-    let ready = common::ready_gates(run, st, when, Some(observed), state);
+    let ready = common::ready_gates(run, st, when, Some(observed), true, state);
     run.took("ready-gates", t);
     if let Err(e) = ready {
         return Err(restore_failed(run, st, rt, e));

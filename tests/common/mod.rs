@@ -69,3 +69,33 @@ fn build(name: &str) -> DesktopImage {
 }
 
 pub mod guest;
+
+/// The name of the window manager per EWMH (`_NET_SUPPORTING_WM_CHECK` → `_NET_WM_NAME`), e.g.
+/// `GNOME Shell`; None when no EWMH window manager runs.
+pub fn wm_name(d: &netprobe::x11::Display) -> Option<String> {
+    use x11rb::protocol::xproto::{AtomEnum, ConnectionExt as _};
+    let c = d.connection();
+    let atom = |n: &str| {
+        c.intern_atom(false, n.as_bytes())
+            .ok()?
+            .reply()
+            .ok()
+            .map(|r| r.atom)
+    };
+    let check = atom("_NET_SUPPORTING_WM_CHECK")?;
+    let name = atom("_NET_WM_NAME")?;
+    let utf8 = atom("UTF8_STRING")?;
+    let w = c
+        .get_property(false, d.root(), check, AtomEnum::WINDOW, 0, 1)
+        .ok()?
+        .reply()
+        .ok()?
+        .value32()?
+        .next()?;
+    let v = c
+        .get_property(false, w, name, utf8, 0, 64)
+        .ok()?
+        .reply()
+        .ok()?;
+    Some(String::from_utf8_lossy(&v.value).into_owned())
+}
