@@ -8,8 +8,9 @@
 //! The profile's `[overlay] options = ["index=on", "nfs_export=on"]` is what the slot mounts
 //! (recorded in state.json and in the mount table), so CRIU opens the system D-Bus's inotify
 //! watch by file handle; its session mode `netprobe` has no top-bar clock, so the restore is
-//! compared to the snapshot with no timing window. Evidence (the verbs' folders, PNGs included)
-//! stays in the slot's state dir until the test ends; on failure the outcome documents name it.
+//! compared to the snapshot with no timing window: the restore runs in a later wall-clock minute
+//! than the snapshot on purpose. The verbs' evidence folders (PNGs included) and the snapshot's
+//! screen are copied to `$CARGO_TARGET_TMPDIR/slot-gnome-evidence/<tmp dir>/` before cleanup.
 
 mod common;
 mod slot_support;
@@ -97,6 +98,31 @@ fn settle(pid: i64) {
     }
 }
 
+/// Copies the slot's evidence folders (gates, PNGs, logs) and the snapshot's `screen.png` to
+/// `$CARGO_TARGET_TMPDIR/slot-gnome-evidence/<state dir name>/` before cleanup.
+fn keep_evidence(sd: &Path) {
+    let name = sd.parent().unwrap().file_name().unwrap();
+    let to = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("slot-gnome-evidence")
+        .join(name);
+    std::fs::create_dir_all(&to).unwrap();
+    let slot = sd.join("slot-0");
+    let _ = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(slot.join("evidence"))
+        .arg(&to)
+        .status();
+    if let Ok(rd) = std::fs::read_dir(&slot) {
+        for e in rd.flatten() {
+            let png = e.path().join("screen.png");
+            if e.file_name().to_string_lossy().starts_with("snapshot-") && png.exists() {
+                let _ = std::fs::copy(&png, to.join("snapshot-screen.png"));
+            }
+        }
+    }
+    eprintln!("gnome: evidence kept in {}", to.display());
+}
+
 #[test]
 fn gnome_profile_provision_snapshot_restore_input_reset_cleanup() {
     require_root();
@@ -158,6 +184,19 @@ fn gnome_profile_provision_snapshot_restore_input_reset_cleanup() {
             screen.sha256
         );
         eprintln!("gnome: snapshot at {:?}", t0.elapsed());
+        // The restore happens in a later wall-clock minute than the snapshot: with GNOME's
+        // top-bar clock the screen would differ; the profile's session mode has none.
+        let minute = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs()
+                / 60
+        };
+        let snap_minute = minute();
+        while minute() == snap_minute {
+            std::thread::sleep(Duration::from_millis(250));
+        }
 
         let r = verb("restore", &sd, &[]);
         assert_eq!(gate(&r, "pixels-equal")["proven"], true, "{r:#}");
@@ -176,6 +215,7 @@ fn gnome_profile_provision_snapshot_restore_input_reset_cleanup() {
         assert_eq!(gate(&z, "input-reaches-app")["proven"], true, "{z:#}");
         eprintln!("gnome: reset at {:?}", t0.elapsed());
     });
+    keep_evidence(&sd);
     let (code, out, err) = cli_slot("cleanup", "0", &sd, &[]);
     assert_eq!(code, Some(0), "cleanup: {out}\n{err}");
     assert_released(&sd, &holders);

@@ -173,10 +173,11 @@ pub(crate) fn lo_gate(run: &mut VerbRun, cap: &NetState) -> Result<(), SlotError
     )
 }
 
-/// The guest server port: [`oci::INIT_HTTP_PORT`] for the embedded image, else the one the image
-/// declares in [`net::GUEST_PORT_FILE`], if any.
+/// The guest server port: a profile's `network.guest_port` (not for a record made from `--image`
+/// flags); else [`oci::INIT_HTTP_PORT`] for the embedded image, else the one the image declares
+/// in [`net::GUEST_PORT_FILE`], if any.
 pub(crate) fn guest_port(st: &SlotState) -> Option<u16> {
-    if let Some(p) = &st.profile {
+    if let Some(p) = st.profile.as_ref().filter(|p| !p.image_from_flags) {
         return p.profile.network.guest_port;
     }
     let img = st.image.as_ref()?;

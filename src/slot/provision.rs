@@ -1,5 +1,5 @@
-//! `provision`: a fresh slot only. Gates first (state dir, CRIU config, binaries, probe
-//! evidence, image pin) — none creates anything; then the slot folder, image, overlay, holder,
+//! `provision`: a fresh slot only. Gates first (state dir, the profile and its image pin, CRIU
+//! config, binaries, probe evidence) — none creates anything; then the slot folder, image, overlay, holder,
 //! `config.json` and container, each step guarded (released on failure or panic) until the
 //! ready gates pass and the slot state records it all.
 
@@ -28,21 +28,30 @@ use std::time::Instant;
 pub(crate) fn provision(run: &mut VerbRun) -> Result<(String, Option<SlotState>), SlotError> {
     let r = layout::check_state_dir(&run.paths.state_dir, StateDirUse::Create);
     run.gate(GateId::StateDir, r)?;
+    // The profile first: a bad file or field fails fast (exit 2) before any host check.
+    let prof = profiled::load_gate(run)?;
     common::criu_config_gate(run, true)?;
     let (rt_pin, cr_pin) = binary_gates(run)?;
     let probe = probe_gate(run, &rt_pin, &cr_pin)?;
-    let prof = profiled::load_gate(run)?;
-    let src = match &prof {
-        Some((_, src)) => src.clone(),
+    let (src, record) = match &prof {
+        Some((lp, src)) => (src.clone(), profiled::record(lp)),
         None => {
             let kind = ImageKind::of(run.args.image.as_deref());
             image_gate(run, kind)?;
-            ImageSource {
+            let src = ImageSource {
                 kind,
                 path: run.args.image.clone(),
                 sha256: run.args.image_sha256.clone(),
                 partition: mounts::Partition::Auto,
-            }
+            };
+            let img = src.path.clone().unwrap_or_default();
+            let abs = fs::canonicalize(&img).unwrap_or(img);
+            let r = profiled::record_for_image_flags(kind, &abs, src.sha256.as_deref());
+            run.fact(
+                "profile",
+                json!({"name": r.name, "source": null, "sha256": r.sha256, "image_from_flags": true}),
+            );
+            (src, r)
         }
     };
     // Only an explicit --profile shapes config.json; the built-in default keeps today's bytes.
@@ -91,7 +100,7 @@ pub(crate) fn provision(run: &mut VerbRun) -> Result<(String, Option<SlotState>)
         config_sha256: None,
         resources,
         cgroup: Some(cgroup),
-        profile: prof.as_ref().map(|(lp, _)| profiled::record(lp)),
+        profile: Some(record),
         snapshot: None,
         restores: 0,
         last_verb: Some("provision".into()),

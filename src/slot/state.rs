@@ -303,6 +303,12 @@ pub struct ProfileRecord {
     pub sha256: String,
     /// The profile as parsed at provision (paths resolved).
     pub profile: crate::profile::Profile,
+    /// True when provision got `--image` without `--profile`: the record is the built-in
+    /// default (its `sha256`) with `image` replaced by the flags' image and without the embedded
+    /// image's server facts (`network.guest_port`, its `tcp` check): such an image declares its
+    /// server in `/etc/netprobe-guest-port`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub image_from_flags: bool,
 }
 
 /// `slot-N/state.json`.

@@ -277,6 +277,33 @@ fn provision_creates_nothing_before_its_gates() {
 }
 
 #[test]
+fn a_bad_profile_fails_before_the_binary_and_probe_gates() {
+    let d = tempfile::tempdir().unwrap();
+    let sd = d.path().join("state");
+    let bad = d.path().join("bad.toml");
+    fs::write(
+        &bad,
+        format!("{}colour = 1\n", crate::profile::BUILTIN_DEFAULT_TOML),
+    )
+    .unwrap();
+    let (r, trace) = drive(Verb::Provision, &sd, None, |a| {
+        a.profile = Some(bad.clone());
+        a.runtime = Some("/nonexistent/runc".into());
+        a.criu = Some("/nonexistent/criu".into());
+    });
+    let e = r.unwrap_err();
+    assert_eq!(e.exit_code(), 2, "{e}");
+    assert!(e.to_string().contains("colour"), "{e}");
+    for g in ["runtime-binary", "criu-binary", "probe-verdict"] {
+        assert!(
+            !trace.iter().any(|t| t.contains(g)),
+            "{g} ran before the profile was loaded: {trace:#?}"
+        );
+    }
+    assert!(!sd.join("slot-1").exists());
+}
+
+#[test]
 fn a_step_cleared_before_its_gate_fails_closed() {
     let f = existing(false, Phase::Running);
     let (events, make) = fake(None);
