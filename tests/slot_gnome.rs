@@ -202,6 +202,23 @@ fn gnome_profile_provision_snapshot_restore_input_reset_cleanup() {
         assert_eq!(gate(&r, "pixels-equal")["proven"], true, "{r:#}");
         assert_eq!(gate(&r, "input-reaches-app")["proven"], true, "{r:#}");
         assert_eq!(gate(&r, "net-fidelity")["proven"], true, "{r:#}");
+        // The key reached the typing app (the profile's region is its window), and the verb's
+        // display-gates.json holds both records.
+        let input = gate(&r, "input-reaches-app")["detail"].as_str().unwrap();
+        assert!(
+            input.contains("x: 200, y: 187, width: 900, height: 240"),
+            "{input}"
+        );
+        let ev = PathBuf::from(r["evidence"].as_str().unwrap());
+        let recs: Value =
+            serde_json::from_slice(&std::fs::read(ev.join("display-gates.json")).unwrap()).unwrap();
+        let names: Vec<&str> = recs
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["gate"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["pixels-equal", "input-reaches-app"]);
         let ov = state(&sd, 0).overlay.unwrap();
         assert_eq!(
             (ov.run, ov.options.join(",")),
