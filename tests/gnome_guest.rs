@@ -11,8 +11,9 @@
 //!    file handle, and CRIU's path fallback (irmap) does not scan that directory:
 //!    `fsnotify: Can't dump that handle`.
 //!
-//! GNOME's top-bar clock shows the wall-clock minute, so each cycle starts early in a minute and
-//! must finish within it (a declared difference, not a masked region).
+//! The profile's session mode `netprobe` has no top-bar clock (README "GNOME"; tests/slot_gnome.rs
+//! restores in a later minute on purpose). This test still starts its cycle early in a minute and
+//! requires it to end within it, as it did when the clock was shown: a guard, not a need.
 //! Evidence (PNGs, the guests' logs, CRIU's logs) is kept under
 //! `$CARGO_TARGET_TMPDIR/gnome-evidence/<container id>/`.
 

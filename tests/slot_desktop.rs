@@ -2,7 +2,8 @@
 //! with `--profile profiles/desktop.toml`, every verb through the netprobe binary with real runc
 //! and CRIU: provision (display-geometry) → snapshot (screen-quiescent, screen.png recorded) →
 //! restore (pixels-equal, input-reaches-app) → reset (the snapshot's pixels back after that
-//! input) → a tampered reference fails the pixel gate with a diff PNG → cleanup, nothing left.
+//! input) → a tampered reference screen is refused by snapshot-complete (its sha256), and once
+//! recorded as the reference fails the pixel gate with a diff PNG → cleanup, nothing left.
 //! Bad profiles (unknown key, missing image, sha256 mismatch, a display that never comes up)
 //! fail with their exit class and leave nothing behind.
 
@@ -163,6 +164,31 @@ fn desktop_profile_provision_snapshot_restore_input_reset_cleanup() {
         }
         std::fs::remove_file(&snap_png).unwrap();
         t.write_png(&snap_png).unwrap();
+        // A reference screen that no longer has its recorded sha256 is refused before anything
+        // is touched (snapshot-complete hashes it like the checkpoint files).
+        let (code, out, err) = cli_slot("reset", "0", &sd, &["--json"]);
+        assert_eq!(code, Some(1), "{out}\n{err}");
+        let doc = json_of(&out).to_string();
+        assert!(
+            doc.contains("snapshot-complete") && doc.contains("reference screen changed"),
+            "{doc}"
+        );
+        // Recorded as the reference (state.json and manifest.json), the moved window must
+        // fail the pixel gate with a diff.
+        let tampered = netprobe::evidence::sha256_file(&snap_png).unwrap().0;
+        let mut st = state(&sd, 0);
+        st.snapshot
+            .as_mut()
+            .unwrap()
+            .screen
+            .as_mut()
+            .unwrap()
+            .sha256 = tampered.clone();
+        st.save(&sd.join("slot-0/state.json")).unwrap();
+        let mpath = snap_png.with_file_name("manifest.json");
+        let mut m = json_of(&std::fs::read_to_string(&mpath).unwrap());
+        m["screen"]["sha256"] = tampered.into();
+        std::fs::write(&mpath, m.to_string()).unwrap();
         let (code, out, err) = cli_slot("reset", "0", &sd, &["--json"]);
         assert_eq!(code, Some(1), "{out}\n{err}");
         let fail = json_of(&out);
