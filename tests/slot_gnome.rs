@@ -21,28 +21,6 @@ use slot_support::*;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// The shipped GNOME profile, pointed at the image `common::gnome_image()` built (a copy with
-/// the image paths replaced when `NETPROBE_CACHE` is not the shipped `/var/cache/netprobe`).
-fn gnome_profile(img: &common::DesktopImage, dir: &Path) -> PathBuf {
-    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/gnome.toml");
-    let default = Path::new("/var/cache/netprobe/gnome");
-    if img.dir == default {
-        return shipped;
-    }
-    let text = std::fs::read_to_string(&shipped).unwrap();
-    let p = dir.join("gnome.toml");
-    let moved = text.replace(
-        &default.to_string_lossy().to_string(),
-        &img.dir.to_string_lossy(),
-    );
-    assert_ne!(
-        moved, text,
-        "profiles/gnome.toml no longer names {default:?}"
-    );
-    std::fs::write(&p, moved).unwrap();
-    p
-}
-
 fn verb(v: &str, sd: &Path, extra: &[&str]) -> Value {
     let mut a = extra.to_vec();
     a.push("--json");
@@ -130,7 +108,7 @@ fn gnome_profile_provision_snapshot_restore_input_reset_cleanup() {
     let img = common::gnome_image();
     let tmp = tempfile::tempdir().unwrap();
     let sd = state_dir(&tmp);
-    let prof = gnome_profile(&img, tmp.path());
+    let prof = common::shipped_profile("gnome", &img, tmp.path());
     let prof_s = prof.to_string_lossy().to_string();
     let t0 = Instant::now();
     let p = verb(

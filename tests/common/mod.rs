@@ -70,6 +70,31 @@ fn build(name: &str) -> DesktopImage {
 
 pub mod guest;
 
+/// The shipped `profiles/<name>.toml`, pointed at `img` (built by [`desktop_image`] or
+/// [`gnome_image`]): the file itself when `img` is in the shipped `/var/cache/netprobe/<name>`,
+/// else a copy in `dir` with that folder replaced by `img.dir` (a private `NETPROBE_CACHE`).
+/// Panics when the shipped profile does not name the shipped folder.
+pub fn shipped_profile(name: &str, img: &DesktopImage, dir: &std::path::Path) -> PathBuf {
+    let shipped = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("profiles/{name}.toml"));
+    let default = PathBuf::from(format!("/var/cache/netprobe/{name}"));
+    let text = std::fs::read_to_string(&shipped).unwrap();
+    assert!(
+        text.contains(&format!("\"{}/{name}.qcow2\"", default.display())),
+        "profiles/{name}.toml no longer names {}",
+        default.display()
+    );
+    if img.dir == default {
+        return shipped;
+    }
+    let p = dir.join(format!("{name}.toml"));
+    let moved = text.replace(
+        &default.to_string_lossy().to_string(),
+        &img.dir.to_string_lossy(),
+    );
+    std::fs::write(&p, moved).unwrap();
+    p
+}
+
 /// The name of the window manager per EWMH (`_NET_SUPPORTING_WM_CHECK` → `_NET_WM_NAME`), e.g.
 /// `GNOME Shell`; None when no EWMH window manager runs.
 pub fn wm_name(d: &netprobe::x11::Display) -> Option<String> {
