@@ -147,6 +147,10 @@ fn gnome_profile_provision_snapshot_restore_input_reset_cleanup() {
         let at = |n: &str| names.iter().position(|g| g == n).unwrap();
         assert!(at("display-geometry") < at("guest-tcp"), "{names:?}");
         assert!(at("guest-tcp") < at("guest-http"), "{names:?}");
+        assert_eq!(
+            p["facts"]["readiness_order"],
+            serde_json::json!(["x-display", "tcp 5000", "http 5000 GET /health -> 200"])
+        );
         settle(p["facts"]["provision_container_pid"].as_i64().unwrap());
         eprintln!("gnome: provisioned and settled in {:?}", t0.elapsed());
 

@@ -39,6 +39,21 @@ pub(crate) enum ReadyCheck {
     NoGuestServer,
 }
 
+impl ReadyCheck {
+    /// The check as the `readiness_order` fact names it: `x-display`, `tcp 5000`,
+    /// `http 5000 GET /health -> 200`, `no guest server`.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            ReadyCheck::Display => "x-display".into(),
+            ReadyCheck::Tcp(p) => format!("tcp {p}"),
+            ReadyCheck::Http { port, path, status } => {
+                format!("http {port} GET {path} -> {status}")
+            }
+            ReadyCheck::NoGuestServer => "no guest server".into(),
+        }
+    }
+}
+
 /// The checks provision runs, in order (see the module docs), and their shared time budget.
 pub(crate) fn plan(st: &SlotState) -> (Vec<ReadyCheck>, Duration) {
     let mut v = Vec::new();
@@ -73,7 +88,8 @@ pub(crate) fn plan(st: &SlotState) -> (Vec<ReadyCheck>, Duration) {
 
 /// Runs [`plan`]'s checks in order against the container whose init is `pid`, in holder `h`'s
 /// netns; the first that fails ends provision (its gate names what was seen). Timings are
-/// recorded as `provision-ready-<n>-<gate>`.
+/// recorded as `provision-ready-<n>-<gate>`, the order as the fact `readiness_order`
+/// ([`ReadyCheck::describe`]).
 ///
 /// Errors: the failed gate ([`SlotError`], exit 1) or a display step that could not run.
 pub(crate) fn run_checks(
@@ -86,7 +102,7 @@ pub(crate) fn run_checks(
     let deadline = Instant::now() + budget;
     run.fact(
         "readiness_order",
-        checks.iter().map(|c| format!("{c:?}")).collect::<Vec<_>>(),
+        checks.iter().map(ReadyCheck::describe).collect::<Vec<_>>(),
     );
     for (i, c) in checks.iter().enumerate() {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -214,5 +230,7 @@ mod tests {
         let (p, budget) = plan(&st);
         assert_eq!(p, [ReadyCheck::Tcp(5000), http(5000, "/", 200)]);
         assert_eq!(budget, Duration::from_secs(20));
+        let named: Vec<String> = p.iter().map(ReadyCheck::describe).collect();
+        assert_eq!(named, ["tcp 5000", "http 5000 GET / -> 200"]);
     }
 }
