@@ -304,6 +304,49 @@ fn a_bad_profile_fails_before_the_binary_and_probe_gates() {
 }
 
 #[test]
+fn declared_differences_name_the_slots_image() {
+    let f = existing(false, Phase::Running);
+    let (events, make) = fake(None);
+    let env = fake_env(&events, &make);
+    let args = SlotArgs::new(Verb::Status, "1", &f.sd);
+    let run = VerbRun::new(&args, "1".into(), f.paths.clone(), &env);
+    let mut st = f.state();
+    st.image = Some(crate::slot::state::ImageState::plain_directory(
+        ImageKind::Embedded,
+        f.paths.root.join("image/rootfs"),
+    ));
+    let embedded = super::EMBEDDED_IMAGE_DIFFERENCE.to_string();
+    assert!(run.declared(Some(&st)).contains(&embedded));
+    assert!(run.declared(None).contains(&embedded));
+    st.image.as_mut().unwrap().kind = ImageKind::Qcow2;
+    st.image.as_mut().unwrap().source = "/x/gnome.qcow2".into();
+    let lp = crate::profile::parse(
+        &crate::profile::BUILTIN_DEFAULT_TOML.replace("embedded-busybox", "gnome"),
+        Path::new("/p.toml"),
+        Path::new("/"),
+    )
+    .unwrap();
+    st.profile = Some(super::profiled::record(&lp));
+    let d = run.declared(Some(&st));
+    assert!(!d.contains(&embedded), "{d:#?}");
+    assert!(
+        d.iter()
+            .any(|l| l.ends_with("rootfs: qcow2 /x/gnome.qcow2 (profile gnome).")),
+        "{d:#?}"
+    );
+    st.profile = Some(super::profiled::record_for_image_flags(
+        ImageKind::Qcow2,
+        Path::new("/x/gnome.qcow2"),
+        None,
+    ));
+    assert!(
+        run.declared(Some(&st))
+            .iter()
+            .any(|l| l.ends_with("(--image).")),
+    );
+}
+
+#[test]
 fn a_step_cleared_before_its_gate_fails_closed() {
     let f = existing(false, Phase::Running);
     let (events, make) = fake(None);
