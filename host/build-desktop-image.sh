@@ -8,8 +8,10 @@
 #
 # Usage: build-desktop-image.sh [--gnome] [OUT_DIR]
 #   default OUT_DIR ${NETPROBE_CACHE:-/var/cache/netprobe}/desktop (with --gnome: .../gnome)
-#   --gnome adds desktop-image/packages-gnome.txt (GNOME Shell 43, D-Bus, upower, Mesa): the
-#   GNOME guest, image gnome.qcow2.
+#   --gnome adds desktop-image/packages-gnome.txt (GNOME Shell 43, D-Bus, upower, Mesa) and
+#   desktop-image/gnome/ (the "netprobe" GNOME Shell session mode without the top-bar clock, and a
+#   gschema override stopping animations, cursor blink and idle blanking: a screen that changes
+#   by itself can never pass the pixels-equal gate): the GNOME guest, image gnome.qcow2.
 # Output: OUT_DIR/NAME.qcow2 (NAME = desktop or gnome), OUT_DIR/NAME.qcow2.sha256 (sha256sum
 # format: the pin a profile references), OUT_DIR/rootfs/ (the unpacked root, for tests),
 # OUT_DIR/packages.lock (name=version of every installed package), OUT_DIR/build-key.
@@ -31,9 +33,11 @@ log() { printf 'build-desktop-image: %s\n' "$*" >&2; }
 
 name=desktop
 lists=("$here/desktop-image/packages.txt")
+extra=()
 if [ "${1:-}" = "--gnome" ]; then
   name=gnome
   lists+=("$here/desktop-image/packages-gnome.txt")
+  extra=("$here"/desktop-image/gnome/*)
   shift
 fi
 out=${1:-${NETPROBE_CACHE:-/var/cache/netprobe}/$name}
@@ -41,7 +45,7 @@ mkdir -p "$out"
 exec 9>"$out/.lock"
 flock 9
 
-key=$( (echo "$name"; cat "$0" "${lists[@]}" "$here"/desktop-image/files/*) | sha256sum | cut -d' ' -f1)
+key=$( (echo "$name"; cat "$0" "${lists[@]}" "$here"/desktop-image/files/* "${extra[@]}") | sha256sum | cut -d' ' -f1)
 img=$name.qcow2
 if [ -f "$out/build-key" ] && [ "$(cat "$out/build-key")" = "$key" ] && [ -f "$out/$img.sha256" ] \
   && (cd "$out" && sha256sum --quiet -c "$img.sha256") && [ -f "$out/rootfs/etc/os-release" ]; then
@@ -71,6 +75,17 @@ apt-get indextargets --format '$(REPO_URI) $(RELEASE) $(TARGET_OF)' \
 grep -q . "$out/build/sources.list" || { log "no apt sources (run apt-get update)"; exit 3; }
 
 pkgs=$(cat "${lists[@]}" | grep -v '^\s*#' | xargs | tr ' ' ',')
+# The GNOME guest's settings (nothing for the desktop guest): the session mode and the schema
+# override, compiled into the image's gschemas.compiled.
+gnome_hooks=()
+if [ "$name" = gnome ]; then
+  gnome_hooks=(
+    --customize-hook='mkdir -p "$1/usr/share/gnome-shell/modes"'
+    --customize-hook="copy-in $here/desktop-image/gnome/netprobe.json /usr/share/gnome-shell/modes"
+    --customize-hook="copy-in $here/desktop-image/gnome/90_netprobe.gschema.override /usr/share/glib-2.0/schemas"
+    --customize-hook='chroot "$1" glib-compile-schemas --strict /usr/share/glib-2.0/schemas'
+  )
+fi
 # Downloaded .debs are kept between builds (apt re-verifies them against the signed indices).
 debs=${NETPROBE_CACHE:-/var/cache/netprobe}/debs
 mkdir -p "$debs"
@@ -85,6 +100,7 @@ mmdebstrap --mode=root --variant=apt --include="$pkgs" --skip=download/empty \
   --customize-hook="copy-in $here/desktop-image/files/supervisor.py $here/desktop-image/files/typing.py /opt/netprobe" \
   --customize-hook="copy-in $here/desktop-image/files/xorg-dummy.conf /etc/X11" \
   --customize-hook='mv "$1/etc/X11/xorg-dummy.conf" "$1/etc/X11/netprobe-dummy.conf"; chmod 755 "$1"/opt/netprobe/*.py' \
+  "${gnome_hooks[@]}" \
   --customize-hook='chroot "$1" env -u SOURCE_DATE_EPOCH fc-cache -s' \
   --customize-hook='chroot "$1" dpkg-query -W -f "\${Package}=\${Version}\n" > "$1/opt/netprobe/packages.lock"' \
   --customize-hook="sync-out /var/cache/apt/archives $debs" \

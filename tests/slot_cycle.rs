@@ -44,6 +44,20 @@ fn full_cycle_default_image_with_gates() {
         assert!(gate(&p, g).proven, "provision gate {g}: {:?}", gate(&p, g));
     }
     assert_guest(&p, "provision");
+    // The built-in default profile's readiness: its tcp check (a real connect inside the
+    // holder's netns), then GET / (not listed in the profile, still checked) — in that order.
+    let tcp = gate(&p, "guest-tcp");
+    assert!(
+        tcp.proven && tcp.detail.contains("connected to 127.0.0.1:5000"),
+        "{tcp:?}"
+    );
+    let order: Vec<&str> = p.gates.iter().map(|g| g.name.as_str()).collect();
+    let at = |n: &str| order.iter().position(|g| *g == n).unwrap();
+    assert!(at("guest-tcp") < at("guest-http"), "{order:?}");
+    assert_eq!(
+        p.facts["readiness_order"],
+        serde_json::json!(["tcp 5000", "http 5000 GET / -> 200"])
+    );
     let limits = &gate(&p, "cgroup-limits").detail;
     assert!(limits.contains("cfs_quota_us 400000"), "{limits}");
     assert!(limits.contains("cfs_period_us 100000"), "{limits}");

@@ -2,7 +2,8 @@
 //! with `--profile profiles/desktop.toml`, every verb through the netprobe binary with real runc
 //! and CRIU: provision (display-geometry) → snapshot (screen-quiescent, screen.png recorded) →
 //! restore (pixels-equal, input-reaches-app) → reset (the snapshot's pixels back after that
-//! input) → a tampered reference fails the pixel gate with a diff PNG → cleanup, nothing left.
+//! input) → a tampered reference screen is refused by snapshot-complete (its sha256), and once
+//! recorded as the reference fails the pixel gate with a diff PNG → cleanup, nothing left.
 //! Bad profiles (unknown key, missing image, sha256 mismatch, a display that never comes up)
 //! fail with their exit class and leave nothing behind.
 
@@ -14,10 +15,6 @@ use serde_json::Value;
 use slot_support::*;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-fn desktop_profile() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/desktop.toml")
-}
 
 fn json_of(out: &str) -> Value {
     serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
@@ -77,10 +74,9 @@ fn desktop_profile_provision_snapshot_restore_input_reset_cleanup() {
     require_root();
     let _s = serial();
     let img = common::desktop_image();
-    assert!(img.qcow2.starts_with("/var/cache/netprobe"), "{img:?}");
     let tmp = tempfile::tempdir().unwrap();
     let sd = state_dir(&tmp);
-    let prof = desktop_profile();
+    let prof = common::shipped_profile("desktop", &img, tmp.path());
     let prof_s = prof.to_string_lossy().to_string();
     let p = verb(
         "provision",
@@ -163,6 +159,31 @@ fn desktop_profile_provision_snapshot_restore_input_reset_cleanup() {
         }
         std::fs::remove_file(&snap_png).unwrap();
         t.write_png(&snap_png).unwrap();
+        // A reference screen that no longer has its recorded sha256 is refused before anything
+        // is touched (snapshot-complete hashes it like the checkpoint files).
+        let (code, out, err) = cli_slot("reset", "0", &sd, &["--json"]);
+        assert_eq!(code, Some(1), "{out}\n{err}");
+        let doc = json_of(&out).to_string();
+        assert!(
+            doc.contains("snapshot-complete") && doc.contains("reference screen changed"),
+            "{doc}"
+        );
+        // Recorded as the reference (state.json and manifest.json), the moved window must
+        // fail the pixel gate with a diff.
+        let tampered = netprobe::evidence::sha256_file(&snap_png).unwrap().0;
+        let mut st = state(&sd, 0);
+        st.snapshot
+            .as_mut()
+            .unwrap()
+            .screen
+            .as_mut()
+            .unwrap()
+            .sha256 = tampered.clone();
+        st.save(&sd.join("slot-0/state.json")).unwrap();
+        let mpath = snap_png.with_file_name("manifest.json");
+        let mut m = json_of(&std::fs::read_to_string(&mpath).unwrap());
+        m["screen"]["sha256"] = tampered.into();
+        std::fs::write(&mpath, m.to_string()).unwrap();
         let (code, out, err) = cli_slot("reset", "0", &sd, &["--json"]);
         assert_eq!(code, Some(1), "{out}\n{err}");
         let fail = json_of(&out);
@@ -181,9 +202,16 @@ fn desktop_profile_provision_snapshot_restore_input_reset_cleanup() {
     }
 }
 
-/// A copy of profiles/desktop.toml with `edit` applied, written to `dir/name`.
-fn edited(dir: &Path, name: &str, edit: impl Fn(String) -> String) -> PathBuf {
-    let text = std::fs::read_to_string(desktop_profile()).unwrap();
+/// A copy of profiles/desktop.toml (pointed at `img`) with `edit` applied, written to
+/// `dir/name`.
+fn edited(
+    img: &common::DesktopImage,
+    dir: &Path,
+    name: &str,
+    edit: impl Fn(String) -> String,
+) -> PathBuf {
+    let base = common::shipped_profile("desktop", img, dir);
+    let text = std::fs::read_to_string(base).unwrap();
     let p = dir.join(name);
     std::fs::write(&p, edit(text)).unwrap();
     p
@@ -212,7 +240,7 @@ fn bad_desktop_profiles_fail_with_their_exit_class_and_leave_nothing() {
             ],
         )
     };
-    let unknown = edited(d, "unknown.toml", |t| {
+    let unknown = edited(&img, d, "unknown.toml", |t| {
         t.replace("[network]", "[network]\ncolour = 1")
     });
     let (code, _, err) = go(&unknown);
@@ -223,7 +251,7 @@ fn bad_desktop_profiles_fail_with_their_exit_class_and_leave_nothing() {
         "a bad profile created the slot"
     );
 
-    let missing = edited(d, "missing.toml", |t| {
+    let missing = edited(&img, d, "missing.toml", |t| {
         t.replace(
             &img.qcow2.to_string_lossy().to_string(),
             "/nonexistent/np.qcow2",
@@ -237,7 +265,7 @@ fn bad_desktop_profiles_fail_with_their_exit_class_and_leave_nothing() {
     );
     assert!(!sd.join("slot-0").exists());
 
-    let pin = edited(d, "pin.toml", |t| {
+    let pin = edited(&img, d, "pin.toml", |t| {
         t.lines()
             .map(|l| {
                 if l.starts_with("sha256_file") {
@@ -259,7 +287,7 @@ fn bad_desktop_profiles_fail_with_their_exit_class_and_leave_nothing() {
 
     // A display that never comes up (the guest's X server is on :0, the profile says :7):
     // bounded wait, clear message, everything released.
-    let nodisp = edited(d, "nodisplay.toml", |t| {
+    let nodisp = edited(&img, d, "nodisplay.toml", |t| {
         t.replace("number = 0", "number = 7").replace(
             "readiness_timeout_ms = 60000",
             "readiness_timeout_ms = 5000",

@@ -56,6 +56,17 @@ fn qcow2_image_cycle_and_wrong_pin() {
     assert!(gate(&p, "image-sha256").proven);
     let img = state(&sd, 21).image.unwrap();
     assert_eq!(img.kind, "qcow2");
+    // --image without --profile: the built-in default profile with this image, recorded so.
+    let pr = state(&sd, 21).profile.expect("a profile record");
+    assert!(pr.image_from_flags && pr.source.is_none(), "{pr:?}");
+    assert_eq!(pr.sha256, netprobe::profile::builtin_default().sha256);
+    match &pr.profile.image {
+        netprobe::profile::Image::Qcow2 { path, sha256, .. } => {
+            assert_eq!(path, &std::fs::canonicalize(&q).unwrap());
+            assert_eq!(sha256.as_deref(), Some(sha.as_str()));
+        }
+        other => panic!("{other:?}"),
+    }
     assert_eq!(img.sha256.as_deref(), Some(sha.as_str()));
     let dev = img.loop_device.clone().unwrap();
     let ro = std::fs::read_to_string(format!(
@@ -82,7 +93,12 @@ fn qcow2_image_cycle_and_wrong_pin() {
         "{:?}",
         gate(&p, "guest-http")
     );
-    ok(Verb::Snapshot, "21", &sd);
+    let snap = ok(Verb::Snapshot, "21", &sd);
+    let ph = gate(&snap, "profile-hash");
+    assert!(
+        ph.proven && ph.detail.contains("<built-in> (with the --image image)"),
+        "{ph:?}"
+    );
     let r = ok(Verb::Restore, "21", &sd);
     assert!(
         gate(&r, "guest-http").proven,

@@ -1,5 +1,6 @@
 //! Slot profiles: a TOML file naming everything about a guest that the slot driver must not
-//! guess (image, process, capabilities, resources, mounts, display, readiness, cgroup driver).
+//! guess (image, rootfs overlay options, process, capabilities, resources, mounts, display,
+//! readiness, cgroup driver).
 //!
 //! - [`model`]: the data model ([`Profile`], serde, `deny_unknown_fields`); JSON Schema
 //!   `evidence-schema/slot-profile.schema.json`.
@@ -9,10 +10,12 @@
 //! - [`builtin_default`]: the embedded busybox image as a profile ([`BUILTIN_DEFAULT_TOML`]).
 //! - [`verify_image`]: the image exists and (qcow2) its sha256 equals the pin.
 //! - [`apply`]: a profile applied to an oci-spec [`oci_spec::runtime::Spec`].
+//! - [`overlay`]: the `[overlay]` table (the rootfs overlay's mount options) and its checks.
 
 pub mod apply;
 pub mod error;
 pub mod model;
+pub mod overlay;
 
 use std::path::{Path, PathBuf};
 
@@ -25,6 +28,7 @@ pub use model::{
     Network, PROFILE_SCHEMA_VERSION, PartitionSel, Process, Profile, Readiness, ResourceLimits,
     Security, Tmpfs, UserSpec,
 };
+pub use overlay::{DEFAULT_OVERLAY_OPTIONS, OverlaySpec};
 
 /// The built-in default profile: netprobe's embedded busybox image, its `/init.sh` (busybox
 /// httpd on 0.0.0.0:5000) as init, and exactly today's slot `config.json` otherwise (runc's
@@ -148,7 +152,8 @@ fn is_sha256_hex(s: &str) -> bool {
 
 /// Checks what serde cannot: `schema_version`, non-empty args, absolute cwd and mount paths,
 /// capability names, limits, the qcow2 pin (exactly one of `sha256`/`sha256_file`, 64 hex
-/// digits), the display, and that an `x-display` readiness check has a `[display]`.
+/// digits), the overlay options ([`overlay::validate`]), the display, and that an `x-display`
+/// readiness check has a `[display]`.
 ///
 /// Errors: [`ProfileError::Field`] naming the field and the fix.
 pub fn validate(p: &Profile, name: &Path) -> Result<()> {
@@ -233,6 +238,7 @@ pub fn validate(p: &Profile, name: &Path) -> Result<()> {
         ));
     }
     validate_image(p, name)?;
+    overlay::validate(&p.overlay, name)?;
     validate_display(p, name)
 }
 

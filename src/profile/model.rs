@@ -41,6 +41,9 @@ pub struct Profile {
     pub description: String,
     /// The guest's root filesystem.
     pub image: Image,
+    /// Mount options of the container's rootfs overlay over the image (default `index=off`).
+    #[serde(default)]
+    pub overlay: super::overlay::OverlaySpec,
     /// The container's init process.
     pub process: Process,
     /// Capabilities, seccomp, AppArmor.
@@ -58,10 +61,12 @@ pub struct Profile {
     /// The guest's X display, if it has one (enables the display gates).
     #[serde(default)]
     pub display: Option<DisplaySpec>,
-    /// Checks that must pass before provision reports ready, in order.
+    /// Checks that must pass before provision reports ready, run in this order (a display or
+    /// guest port not listed here is still checked after them).
     #[serde(default)]
     pub readiness: Vec<Readiness>,
-    /// How long all readiness checks together may take, milliseconds (default 60000).
+    /// How long all readiness checks together may take, milliseconds (default 60000; the slot
+    /// uses at least 20000).
     #[serde(default = "default_readiness_timeout_ms")]
     pub readiness_timeout_ms: u64,
     /// The cgroup driver the runtime is told to use; None: the runtime's default.

@@ -338,3 +338,45 @@ fn display_input_probe_is_checked() {
     .unwrap_err();
     assert!(matches!(e, ProfileError::Parse { .. }), "{e}");
 }
+
+#[test]
+fn overlay_options_default_to_index_off_and_are_checked_at_load() {
+    assert_eq!(p(MINIMAL).unwrap().profile.overlay, OverlaySpec::default());
+    let l = p(&format!(
+        "{MINIMAL}[overlay]\noptions = [\"index=on\", \"nfs_export=on\"]\n"
+    ))
+    .unwrap();
+    assert_eq!(l.profile.overlay.effective(), ["index=on", "nfs_export=on"]);
+    let e = p(&format!(
+        "{MINIMAL}[overlay]\noptions = [\"nfs_export=on\"]\n"
+    ))
+    .unwrap_err();
+    assert!(matches!(e, ProfileError::Field { ref field, .. } if field == "overlay.options"));
+    assert_eq!(e.exit_code(), 2);
+    let e = p(&format!("{MINIMAL}[overlay]\nopts = []\n")).unwrap_err();
+    assert!(matches!(e, ProfileError::Parse { .. }), "{e}");
+    let v = schema();
+    for (text, valid) in [
+        ("options = [\"index=on\", \"nfs_export=on\"]", true),
+        ("options = [\"index=maybe\"]", false),
+        ("options = [\"upperdir=/x\"]", false),
+        ("opts = []", false),
+    ] {
+        let j = as_json(&format!("{MINIMAL}[overlay]\n{text}\n"));
+        assert_eq!(v.is_valid(&j), valid, "{text}");
+    }
+}
+
+#[test]
+fn gnome_profile_mounts_its_overlay_with_file_handles_and_hides_the_clock() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles");
+    let g = load(&dir.join("gnome.toml")).unwrap().profile;
+    assert_eq!(g.overlay.effective(), ["index=on", "nfs_export=on"]);
+    assert!(
+        g.process
+            .env
+            .contains(&"GNOME_SHELL_SESSION_MODE=netprobe".to_string())
+    );
+    let d = load(&dir.join("desktop.toml")).unwrap().profile;
+    assert_eq!(d.overlay.effective(), ["index=off"]);
+}

@@ -147,8 +147,10 @@ pub fn stale_tmp(root: &Path) -> Vec<String> {
 }
 
 /// The `snapshot-complete` gate: the snapshot `st` references (in the slot folder `root`) has a
-/// manifest, every checkpoint file as recorded, the network state with its recorded hash and a
-/// saved upper. Returns the snapshot folder and the detail.
+/// manifest, every checkpoint file as recorded, the network state with its recorded hash, the
+/// reference screen (`screen.png`, a profile with a display) with the sha256 recorded in
+/// `state.json` and in the manifest, and a saved upper. Returns the snapshot folder and the
+/// detail.
 pub fn snapshot_complete(root: &Path, st: &SlotState) -> Result<(PathBuf, String), String> {
     let Some(s) = &st.snapshot else {
         let tmps = stale_tmp(root);
@@ -187,13 +189,27 @@ pub fn snapshot_complete(root: &Path, st: &SlotState) -> Result<(PathBuf, String
             "checkpoint images differ from the manifest: recorded but not found {missing:?}; found but not recorded {extra:?}"
         ));
     }
+    let screen = match &s.screen {
+        None => String::new(),
+        Some(a) => {
+            let (now, _) = crate::evidence::sha256_file(&dir.join(&a.file))
+                .map_err(|e| format!("{}/{}: {e}", dir.display(), a.file))?;
+            if now != a.sha256 || m["screen"]["sha256"] != a.sha256.as_str() {
+                return Err(format!(
+                    "{} has sha256 {now}, recorded {} (state.json) and {} (manifest.json): the reference screen changed since the snapshot",
+                    a.file, a.sha256, m["screen"]["sha256"]
+                ));
+            }
+            format!(", {} sha256 {now}", a.file)
+        }
+    };
     if !dir.join("upper").is_dir() {
         return Err("snapshot has no saved upper".into());
     }
     Ok((
         dir.clone(),
         format!(
-            "{}: manifest, {} checkpoint files and netstate verified",
+            "{}: manifest, {} checkpoint files and netstate verified{screen}",
             dir.display(),
             files.len()
         ),
@@ -430,6 +446,37 @@ pub(crate) mod tests {
             "{e}"
         );
         fs::remove_file(dir.join("checkpoint/extra.img")).unwrap();
+        // The reference screen: hashed like the rest.
+        let png = dir.join("screen.png");
+        fs::write(&png, b"png bytes").unwrap();
+        let sha = sha256_hex(b"png bytes");
+        let a = crate::x11::PngArtifact {
+            file: "screen.png".into(),
+            sha256: sha.clone(),
+        };
+        st.snapshot.as_mut().unwrap().screen = Some(a.clone());
+        let mut m: serde_json::Value =
+            serde_json::from_slice(&fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+        m["screen"] = serde_json::to_value(&a).unwrap();
+        fs::write(dir.join("manifest.json"), m.to_string()).unwrap();
+        let (_, detail) = snapshot_complete(d.path(), &st).unwrap();
+        assert!(
+            detail.contains(&format!("screen.png sha256 {sha}")),
+            "{detail}"
+        );
+        fs::write(&png, b"other bytes").unwrap();
+        let e = snapshot_complete(d.path(), &st).unwrap_err();
+        assert!(e.contains("reference screen changed"), "{e}");
+        fs::remove_file(&png).unwrap();
+        assert!(
+            snapshot_complete(d.path(), &st)
+                .unwrap_err()
+                .contains("screen.png")
+        );
+        fs::write(&png, b"png bytes").unwrap();
+        m["screen"]["sha256"] = "0".repeat(64).into();
+        fs::write(dir.join("manifest.json"), m.to_string()).unwrap();
+        assert!(snapshot_complete(d.path(), &st).is_err());
         fs::write(dir.join("netstate.json"), b"{}").unwrap();
         assert!(
             snapshot_complete(d.path(), &st)

@@ -173,10 +173,11 @@ pub(crate) fn lo_gate(run: &mut VerbRun, cap: &NetState) -> Result<(), SlotError
     )
 }
 
-/// The guest server port: [`oci::INIT_HTTP_PORT`] for the embedded image, else the one the image
-/// declares in [`net::GUEST_PORT_FILE`], if any.
+/// The guest server port: a profile's `network.guest_port` (not for a record made from `--image`
+/// flags); else [`oci::INIT_HTTP_PORT`] for the embedded image, else the one the image declares
+/// in [`net::GUEST_PORT_FILE`], if any.
 pub(crate) fn guest_port(st: &SlotState) -> Option<u16> {
-    if let Some(p) = &st.profile {
+    if let Some(p) = st.profile.as_ref().filter(|p| !p.image_from_flags) {
         return p.profile.network.guest_port;
     }
     let img = st.image.as_ref()?;
@@ -255,7 +256,8 @@ pub(crate) fn holder_netstate(
 }
 
 /// Ready gates: lo UP with 127.0.0.1/8 in the container's netns, the guest server answers 200
-/// from inside the namespace, the container runs in the holder's netns (runtime state), cgroup
+/// from inside the namespace (when `guest`; provision runs its guest checks afterwards as the
+/// profile's readiness checks, [`super::readiness`]), the container runs in the holder's netns (runtime state), cgroup
 /// limits read back (v1 or v2 files; with the systemd driver also from the scope unit,
 /// [`super::cgroups::limits_gates`]). Returns the captured network state.
 ///
@@ -268,6 +270,7 @@ pub(crate) fn ready_gates(
     st: &mut SlotState,
     when: &str,
     captured: Option<NetState>,
+    guest: bool,
     state: impl FnOnce() -> StateAnswer,
 ) -> Result<NetState, SlotError> {
     let h = holder_gate(run, st, &format!("{when} ready checks"))?;
@@ -280,7 +283,9 @@ pub(crate) fn ready_gates(
         cap.to_canonical_json().as_bytes(),
     );
     lo_gate(run, &cap)?;
-    guest_gate(run, st, &h, when)?;
+    if guest {
+        guest_gate(run, st, &h, when)?;
+    }
 
     // Container in the holder's netns, limits from its cgroup.
     let t = Instant::now();

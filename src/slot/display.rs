@@ -99,25 +99,20 @@ fn x11_err(run: &VerbRun, e: X11Error) -> SlotError {
     run.step_err("display", StepError::Tool(e.to_string()))
 }
 
-/// provision: waits (at most the profile's `readiness_timeout_ms`) for the display of the
-/// container `pid` and proves its geometry. Nothing when the profile has no display.
+/// provision (a readiness check, [`super::readiness`]): waits at most `timeout` (what is left
+/// of the readiness budget) for the display of the container `pid` and proves its geometry.
+/// Nothing when the profile has no display.
 ///
 /// Errors: a failed `display-geometry` gate (never came up, not a socket, wrong geometry).
-pub(crate) fn provision_gate(run: &mut VerbRun, st: &SlotState, pid: i32) -> Result<(), SlotError> {
+pub(crate) fn provision_gate(
+    run: &mut VerbRun,
+    st: &SlotState,
+    pid: i32,
+    timeout: Duration,
+) -> Result<(), SlotError> {
     let Some(ds) = spec(st) else { return Ok(()) };
-    let timeout = st
-        .profile
-        .as_ref()
-        .map(|p| p.profile.readiness_timeout_ms)
-        .unwrap_or(60_000);
     let t = std::time::Instant::now();
-    let d = connect(
-        run,
-        GateId::DisplayGeometry,
-        pid,
-        ds.number,
-        Duration::from_millis(timeout),
-    )?;
+    let d = connect(run, GateId::DisplayGeometry, pid, ds.number, timeout)?;
     let want = Geometry {
         width: ds.width,
         height: ds.height,
@@ -182,24 +177,37 @@ pub(crate) fn restored_gates(
         x11::pixel_gate(&reference, &shot, &dir, "screen-after").map_err(|e| x11_err(run, e))?;
     px.pngs.insert(0, before);
     run.took("pixels-equal", t);
-    keep(run, &[&px]);
+    // display-gates.json is written once (evidence is never overwritten): with every record
+    // this verb produced, also when the input gate does not get to run.
+    let inp = match ds.input {
+        Some(i) if px.passed => i,
+        _ => {
+            keep(run, &[&px]);
+            return gate_of(run, GateId::PixelsEqual, &px);
+        }
+    };
     gate_of(run, GateId::PixelsEqual, &px)?;
-    let Some(inp) = ds.input else { return Ok(()) };
     let t = std::time::Instant::now();
-    let key = x11::ascii_keysym(inp.key).ok_or_else(|| {
-        run.fail(
+    let Some(key) = x11::ascii_keysym(inp.key) else {
+        keep(run, &[&px]);
+        return Err(run.fail(
             GateId::InputReachesApp,
             format!("display.input.key {:?} is not printable ASCII", inp.key),
-        )
-    })?;
+        ));
+    };
     let region = Rect {
         x: inp.x,
         y: inp.y,
         width: inp.width,
         height: inp.height,
     };
-    let r = x11::input_gate(&d, key, region, &shot, INPUT_TIMEOUT, &dir, "screen-input")
-        .map_err(|e| x11_err(run, e))?;
+    let r = match x11::input_gate(&d, key, region, &shot, INPUT_TIMEOUT, &dir, "screen-input") {
+        Ok(r) => r,
+        Err(e) => {
+            keep(run, &[&px]);
+            return Err(x11_err(run, e));
+        }
+    };
     run.took("input-reaches-app", t);
     keep(run, &[&px, &r]);
     gate_of(run, GateId::InputReachesApp, &r)

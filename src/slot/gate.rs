@@ -117,6 +117,8 @@ gates! {
     LoUp127 => ("lo-up-127", Gate, "lo is UP with 127.0.0.1/8 in the container's network namespace"),
     /// The guest server answers 200.
     GuestHttp => ("guest-http", Gate, "the guest server answers GET / with 200 on 127.0.0.1:<port> from inside the namespace"),
+    /// provision: a profile's `tcp` readiness check: the port accepts a connection.
+    GuestTcp => ("guest-tcp", Gate, "a TCP connection to 127.0.0.1:<port> from inside the namespace is accepted (the profile's tcp readiness check)"),
     /// The container runs in the holder's netns.
     ContainerInHolderNetns => ("container-in-holder-netns", Gate, "the container runs (runtime state) in the holder's network namespace"),
     /// provision: the host has usable cgroups and the cgroup driver fits it.
@@ -356,7 +358,7 @@ mod tests {
         let before = names.len();
         names.dedup();
         assert_eq!(before - names.len(), 2);
-        assert_eq!(GateId::ALL.len(), 36);
+        assert_eq!(GateId::ALL.len(), 37);
     }
 
     #[test]

@@ -33,6 +33,7 @@ pub mod mounts;
 pub mod net;
 mod profiled;
 mod provision;
+mod readiness;
 mod restore;
 mod run;
 mod snapshot;
@@ -264,8 +265,13 @@ pub const DECLARED_DIFFERENCES: &[&str] = &[
     "The holder's memory and CPU are outside the container's cgroup: they are costs of the harness and are NOT inside the container's limits.",
     "TCP connections inside the namespace are not preserved across a restore (--tcp-established is not used); the guest server is checked with a new connection.",
     "snapshot stops the container (runtime checkpoint without --leave-running) so that the overlay upper is saved exactly as it was at checkpoint time.",
-    "The default image is netprobe's embedded busybox rootfs (init: busybox httpd on 0.0.0.0:5000), a stand-in for the image's own server.",
+    EMBEDDED_IMAGE_DIFFERENCE,
 ];
+
+/// The declared difference of a slot on the embedded image (and of a verb that has no slot state
+/// to say otherwise); a slot on another image declares that image instead
+/// (`VerbRun::declared`).
+pub const EMBEDDED_IMAGE_DIFFERENCE: &str = "The default image is netprobe's embedded busybox rootfs (init: busybox httpd on 0.0.0.0:5000), a stand-in for the image's own server.";
 
 /// Runs one slot verb. See the module docs for the order of checks.
 ///

@@ -72,14 +72,18 @@ pub fn unmount(target: &Path) -> Result<(), String> {
     }
 }
 
-/// Mounts an overlay at `merged`: `lowerdir=lower,upperdir=upper,workdir=work,index=off`.
+/// Mounts an overlay at `merged`: `lowerdir=lower,upperdir=upper,workdir=work` followed by
+/// `options` (the profile's `[overlay] options` as [`crate::profile::OverlaySpec::effective`]
+/// gives them, recorded in the slot state; today's default `index=off`).
 ///
-/// Errors: a path containing `,` `:` or `\` (overlay option syntax), or the mount failed.
+/// Errors: a path containing `,` `:` or `\` (overlay option syntax), an option containing `,`,
+/// or the mount failed (the message names the whole option string).
 pub fn mount_overlay(
     lower: &Path,
     upper: &Path,
     work: &Path,
     merged: &Path,
+    options: &[String],
 ) -> Result<MountGuard, String> {
     for p in [lower, upper, work] {
         let s = p.to_string_lossy();
@@ -87,12 +91,19 @@ pub fn mount_overlay(
             return Err(format!("overlay path {s:?} contains ',' ':' or '\\'"));
         }
     }
-    let opts = format!(
-        "lowerdir={},upperdir={},workdir={},index=off",
+    if let Some(o) = options.iter().find(|o| o.contains(',') || o.is_empty()) {
+        return Err(format!("overlay option {o:?} is empty or contains ','"));
+    }
+    let mut opts = format!(
+        "lowerdir={},upperdir={},workdir={}",
         lower.display(),
         upper.display(),
         work.display()
     );
+    for o in options {
+        opts.push(',');
+        opts.push_str(o);
+    }
     nix::mount::mount(
         Some("overlay"),
         merged,

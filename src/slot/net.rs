@@ -94,3 +94,40 @@ pub fn http_check_in_netns(
     })
     .map_err(|e| format!("enter {}: {e}", netns.display()))?
 }
+
+/// A TCP connect to `127.0.0.1:port` from a thread inside the network namespace at `netns`
+/// (a profile's `tcp` readiness check), retried every 100 ms until `timeout`; the connection is
+/// closed at once. Returns `"connected to 127.0.0.1:<port> after <n> attempt(s)"`.
+///
+/// Errors: the namespace cannot be entered, or no connection within `timeout` (the last connect
+/// error is named).
+pub fn tcp_connect_in_netns(netns: &Path, port: u16, timeout: Duration) -> Result<String, String> {
+    ns::run_in_netns(netns, || {
+        let deadline = Instant::now() + timeout;
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            let left = deadline.saturating_duration_since(Instant::now());
+            let r = std::net::TcpStream::connect_timeout(
+                &addr,
+                left.clamp(Duration::from_millis(1), Duration::from_secs(1)),
+            );
+            match r {
+                Ok(_) => {
+                    return Ok(format!(
+                        "connected to 127.0.0.1:{port} after {attempts} attempt(s)"
+                    ));
+                }
+                Err(e) if Instant::now() + Duration::from_millis(100) >= deadline => {
+                    return Err(format!(
+                        "no TCP connection to 127.0.0.1:{port} within {} ms ({attempts} attempts): {e}",
+                        timeout.as_millis()
+                    ));
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    })
+    .map_err(|e| format!("enter {}: {e}", netns.display()))?
+}

@@ -3,8 +3,10 @@
 //! ([`ProfileRecord`]) and re-checked on every verb (`profile-hash`), applied to `config.json`
 //! ([`crate::profile::apply_profile`]), and asked for the guest check (port, HTTP path, status).
 //!
-//! A provision without `--profile` and without `--image` records the built-in default profile
-//! ([`crate::profile::builtin_default`]) but writes today's `config.json` unchanged.
+//! A provision without `--profile` records the built-in default profile
+//! ([`crate::profile::builtin_default`]) — with `--image X` the default with its image replaced
+//! ([`record_for_image_flags`], `image_from_flags` in `state.json`) — but writes today's
+//! `config.json` unchanged.
 
 use super::common;
 use super::error::SlotError;
@@ -33,7 +35,8 @@ pub(crate) struct ImageSource {
 /// provision's profile gate: `--profile FILE` loaded (exit 2 for a bad file or field, naming it
 /// and the fix) and its image verified (`image-present` / `image-sha256`, exit 1 on a pin
 /// mismatch) before anything is created. Without `--profile`: the built-in default when no
-/// `--image` is given (its image is built in the slot), else `None` (the `--image` flags).
+/// `--image` is given (its image is built in the slot), else `None` (the `--image` flags, which
+/// provision records with [`record_for_image_flags`]).
 ///
 /// Errors: a usage [`SlotError`] (profile unreadable, unknown key, bad field, missing image), a
 /// failed `image-sha256` gate (pin mismatch).
@@ -122,6 +125,43 @@ pub(crate) fn record(lp: &LoadedProfile) -> ProfileRecord {
         source: lp.source.clone(),
         sha256: lp.sha256.clone(),
         profile: lp.profile.clone(),
+        image_from_flags: false,
+    }
+}
+
+/// `provision --image X` without `--profile`: the built-in default profile with its image
+/// replaced by `X` (a directory, or a qcow2 pinned by `--image-sha256`, root filesystem found
+/// automatically) and without the embedded image's server facts (`network.guest_port` and its
+/// `tcp` readiness check: the image declares its server in `/etc/netprobe-guest-port`),
+/// recorded with `image_from_flags`. Its sha256 stays the built-in text's (the `profile-hash`
+/// gate re-proves that); `config.json` keeps today's bytes.
+pub(crate) fn record_for_image_flags(
+    kind: ImageKind,
+    path: &Path,
+    sha256: Option<&str>,
+) -> ProfileRecord {
+    let base = profile::builtin_default();
+    let mut p = base.profile.clone();
+    p.image = match kind {
+        ImageKind::Embedded => Image::Embedded,
+        ImageKind::Directory => Image::Directory {
+            path: path.to_path_buf(),
+        },
+        ImageKind::Qcow2 => Image::Qcow2 {
+            path: path.to_path_buf(),
+            sha256: sha256.map(str::to_string),
+            sha256_file: None,
+            partition: PartitionSel::default(),
+        },
+    };
+    p.network.guest_port = None;
+    p.readiness.retain(|r| !matches!(r, Readiness::Tcp { .. }));
+    ProfileRecord {
+        name: base.profile.name.clone(),
+        source: None,
+        sha256: base.sha256,
+        profile: p,
+        image_from_flags: true,
     }
 }
 
@@ -145,7 +185,9 @@ pub(crate) fn resources(r: &ResourceLimits) -> Resources {
 /// with `--image` flags) proves it trivially and says so.
 pub(crate) fn profile_hash(st: &SlotState) -> Observed {
     let Some(p) = &st.profile else {
-        return Ok("no profile recorded (provisioned with --image flags)".into());
+        return Ok(
+            "no profile recorded (provisioned with --image flags by an older netprobe)".into(),
+        );
     };
     let now = match &p.source {
         None => profile::builtin_default().sha256,
@@ -158,6 +200,11 @@ pub(crate) fn profile_hash(st: &SlotState) -> Observed {
         .as_ref()
         .map(|f| f.display().to_string())
         .unwrap_or_else(|| "<built-in>".into());
+    let name = if p.image_from_flags {
+        format!("{name} (with the --image image)")
+    } else {
+        name
+    };
     if now == p.sha256 {
         Ok(format!("profile {name} sha256 {now} (recorded)"))
     } else {
@@ -262,5 +309,60 @@ mod tests {
         let (port, path, status, t) = guest_check(&st).unwrap();
         assert_eq!((port, path.as_str(), status), (5000, "/health", 200));
         assert_eq!(t, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn image_flags_map_onto_the_default_profile_with_the_image_replaced() {
+        let d = tempfile::tempdir().unwrap();
+        let mut st = state(d.path());
+        let img = d.path().join("img");
+        std::fs::create_dir_all(img.join("etc")).unwrap();
+        let r = record_for_image_flags(ImageKind::Directory, &img, None);
+        let def = profile::builtin_default();
+        assert!(r.image_from_flags && r.source.is_none());
+        assert_eq!(
+            (r.name.as_str(), r.sha256.as_str()),
+            ("embedded-busybox", def.sha256.as_str())
+        );
+        assert_eq!(r.profile.image, Image::Directory { path: img.clone() });
+        assert_eq!(r.profile.network.guest_port, None);
+        assert!(r.profile.readiness.is_empty(), "{:?}", r.profile.readiness);
+        assert_eq!(r.profile.process, def.profile.process);
+        assert_eq!(r.profile.resources, def.profile.resources);
+        assert_eq!(r.profile.overlay.effective(), ["index=off"]);
+        st.profile = Some(r.clone());
+        assert!(
+            profile_hash(&st)
+                .unwrap()
+                .contains("with the --image image")
+        );
+        // The image's own declaration decides the guest server, as before.
+        st.image = Some(crate::slot::state::ImageState::plain_directory(
+            ImageKind::Directory,
+            img.clone(),
+        ));
+        assert_eq!(guest_check(&st), None);
+        std::fs::write(img.join(crate::slot::net::GUEST_PORT_FILE), "8081\n").unwrap();
+        assert_eq!(guest_check(&st).map(|c| c.0), Some(8081));
+        let j = serde_json::to_value(&r).unwrap();
+        assert_eq!(j["image_from_flags"], true);
+        let q = record_for_image_flags(
+            ImageKind::Qcow2,
+            Path::new("/i.qcow2"),
+            Some(&"a".repeat(64)),
+        );
+        let Image::Qcow2 {
+            sha256, partition, ..
+        } = &q.profile.image
+        else {
+            panic!("qcow2 expected")
+        };
+        assert_eq!(
+            (sha256.as_deref(), partition.is_auto()),
+            (Some("a".repeat(64).as_str()), true)
+        );
+        // A --profile record does not carry the flag in state.json.
+        let j = serde_json::to_value(record(&def)).unwrap();
+        assert!(j.get("image_from_flags").is_none(), "{j}");
     }
 }

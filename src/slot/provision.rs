@@ -1,5 +1,5 @@
-//! `provision`: a fresh slot only. Gates first (state dir, CRIU config, binaries, probe
-//! evidence, image pin) — none creates anything; then the slot folder, image, overlay, holder,
+//! `provision`: a fresh slot only. Gates first (state dir, the profile and its image pin, CRIU
+//! config, binaries, probe evidence) — none creates anything; then the slot folder, image, overlay, holder,
 //! `config.json` and container, each step guarded (released on failure or panic) until the
 //! ready gates pass and the slot state records it all.
 
@@ -28,21 +28,30 @@ use std::time::Instant;
 pub(crate) fn provision(run: &mut VerbRun) -> Result<(String, Option<SlotState>), SlotError> {
     let r = layout::check_state_dir(&run.paths.state_dir, StateDirUse::Create);
     run.gate(GateId::StateDir, r)?;
+    // The profile first: a bad file or field fails fast (exit 2) before any host check.
+    let prof = profiled::load_gate(run)?;
     common::criu_config_gate(run, true)?;
     let (rt_pin, cr_pin) = binary_gates(run)?;
     let probe = probe_gate(run, &rt_pin, &cr_pin)?;
-    let prof = profiled::load_gate(run)?;
-    let src = match &prof {
-        Some((_, src)) => src.clone(),
+    let (src, record) = match &prof {
+        Some((lp, src)) => (src.clone(), profiled::record(lp)),
         None => {
             let kind = ImageKind::of(run.args.image.as_deref());
             image_gate(run, kind)?;
-            ImageSource {
+            let src = ImageSource {
                 kind,
                 path: run.args.image.clone(),
                 sha256: run.args.image_sha256.clone(),
                 partition: mounts::Partition::Auto,
-            }
+            };
+            let img = src.path.clone().unwrap_or_default();
+            let abs = fs::canonicalize(&img).unwrap_or(img);
+            let r = profiled::record_for_image_flags(kind, &abs, src.sha256.as_deref());
+            run.fact(
+                "profile",
+                json!({"name": r.name, "source": null, "sha256": r.sha256, "image_from_flags": true}),
+            );
+            (src, r)
         }
     };
     // Only an explicit --profile shapes config.json; the built-in default keeps today's bytes.
@@ -91,7 +100,7 @@ pub(crate) fn provision(run: &mut VerbRun) -> Result<(String, Option<SlotState>)
         config_sha256: None,
         resources,
         cgroup: Some(cgroup),
-        profile: prof.as_ref().map(|(lp, _)| profiled::record(lp)),
+        profile: Some(record),
         snapshot: None,
         restores: 0,
         last_verb: Some("provision".into()),
@@ -287,16 +296,24 @@ fn provision_steps(
     st.image = Some(image.clone());
     run.save(st)?;
 
-    // Overlay: lower = image, upper/work per run.
+    // Overlay: lower = image, upper/work per run, the profile's options.
     let t = Instant::now();
+    let options = st
+        .profile
+        .as_ref()
+        .map(|r| r.profile.overlay.clone())
+        .unwrap_or_default()
+        .effective();
     let ov = OverlayState {
         merged: p.rootfs(),
         run: 1,
         mounted: false,
+        options,
     };
     let (upper, work) = (ov.upper(&p.overlay_dir(), 1), ov.work(&p.overlay_dir(), 1));
     mkdirs(run, &[upper.clone(), work.clone()])?;
-    let g = mounts::mount_overlay(&image.lower, &upper, &work, &ov.merged)
+    run.fact("overlay_options", ov.options.join(","));
+    let g = mounts::mount_overlay(&image.lower, &upper, &work, &ov.merged, &ov.options)
         .map_err(|e| run.step_err("overlay", e))?;
     started.overlay = Some(g);
     st.overlay = Some(OverlayState {
@@ -486,13 +503,18 @@ fn start_container(run: &mut VerbRun, st: &mut SlotState) -> Result<String, Slot
     run.rt_log("start", r.as_ref());
     r.map_err(|e| run.step_err("runtime-start", e))?;
     run.timings.insert("create-start".into(), ms_since(t));
-    common::ready_gates(run, st, "provision", None, || timed(|| c.state()))?;
+    // The guest checks are the readiness checks, in the profile's order, once the container is
+    // proven in the holder's netns.
+    common::ready_gates(run, st, "provision", None, false, || timed(|| c.state()))?;
     let pid = run
         .facts
         .get("provision_container_pid")
         .and_then(|v| v.as_i64())
         .unwrap_or(0) as i32;
-    super::display::provision_gate(run, st, pid)?;
+    let h = st
+        .holder
+        .ok_or_else(|| run.step_err("readiness", StepError::Missing("no holder recorded")))?;
+    super::readiness::run_checks(run, st, &h, pid)?;
     c.disarm();
     Ok(id)
 }

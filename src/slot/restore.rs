@@ -246,7 +246,7 @@ fn reset_upper(
     }
     let _ = support::remove_tree_same_fs(&work);
     mkdirs(run, std::slice::from_ref(&work))?;
-    let g = mounts::mount_overlay(&image.lower, &upper, &work, &ov.merged)
+    let g = mounts::mount_overlay(&image.lower, &upper, &work, &ov.merged, &ov.options)
         .map_err(|e| run.step_err("overlay", e))?;
     g.disarm();
     st.overlay = Some(OverlayState {
@@ -310,7 +310,7 @@ fn restored_gates(
     let t = Instant::now();
     // The ready gates check the state net-fidelity just captured (nothing ran in between).
     let when = if reset { "reset" } else { "restore" };
-    let ready = common::ready_gates(run, st, when, Some(observed), state);
+    let ready = common::ready_gates(run, st, when, Some(observed), true, state);
     run.took("ready-gates", t);
     if let Err(e) = ready {
         return Err(restore_failed(run, st, rt, e));

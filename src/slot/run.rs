@@ -6,7 +6,7 @@
 use super::error::{SlotError, StepError};
 use super::gate::{GateId, GateLog, Observed};
 use super::layout::{self, SlotLock, SlotPaths, StateDirUse};
-use super::state::SlotState;
+use super::state::{ImageKind, SlotState};
 use super::support::ms_since;
 use super::{DECLARED_DIFFERENCES, SlotArgs, SlotOutcome};
 use crate::evidence::{EvidenceDir, now_rfc3339};
@@ -339,6 +339,25 @@ impl<'a> VerbRun<'a> {
     /// The declared differences, with the binaries recorded at provision.
     pub fn declared(&self, st: Option<&SlotState>) -> Vec<String> {
         let mut v: Vec<String> = DECLARED_DIFFERENCES.iter().map(|s| s.to_string()).collect();
+        if let Some(img) = st.and_then(|s| s.image.as_ref())
+            && img.kind != ImageKind::Embedded
+        {
+            let profile = st
+                .and_then(|s| s.profile.as_ref())
+                .filter(|p| !p.image_from_flags)
+                .map(|p| format!("profile {}", p.name))
+                .unwrap_or_else(|| "--image".into());
+            v.retain(|d| d != super::EMBEDDED_IMAGE_DIFFERENCE);
+            let kind = if img.kind == ImageKind::Qcow2 {
+                "qcow2"
+            } else {
+                "directory"
+            };
+            v.push(format!(
+                "The image is not netprobe's embedded busybox rootfs: {kind} {} ({profile}).",
+                img.source.display()
+            ));
+        }
         if let Some(st) = st {
             v.push(format!(
                 "Binaries are those recorded at provision, not the reference arm's pins (runc 1.5.2, CRIU 4.3): runtime {} sha256 {}, CRIU {} sha256 {}.",

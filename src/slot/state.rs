@@ -253,6 +253,16 @@ pub struct OverlayState {
     pub run: u32,
     /// Whether the overlay was mounted when the state was written.
     pub mounted: bool,
+    /// The overlayfs options after `lowerdir,upperdir,workdir` that provision mounted with and
+    /// every restore/reset mounts with again (the profile's `[overlay]`, see
+    /// [`crate::profile::OverlaySpec::effective`]); states written before the field:
+    /// `index=off`.
+    #[serde(default = "default_overlay_options")]
+    pub options: Vec<String>,
+}
+
+fn default_overlay_options() -> Vec<String> {
+    crate::profile::OverlaySpec::default().effective()
 }
 
 impl OverlayState {
@@ -293,6 +303,12 @@ pub struct ProfileRecord {
     pub sha256: String,
     /// The profile as parsed at provision (paths resolved).
     pub profile: crate::profile::Profile,
+    /// True when provision got `--image` without `--profile`: the record is the built-in
+    /// default (its `sha256`) with `image` replaced by the flags' image and without the embedded
+    /// image's server facts (`network.guest_port`, its `tcp` check): such an image declares its
+    /// server in `/etc/netprobe-guest-port`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub image_from_flags: bool,
 }
 
 /// `slot-N/state.json`.
@@ -443,5 +459,22 @@ mod tests {
         );
         assert_eq!(Phase::after(Verb::Cleanup, Succeeded, Running), Some(Clean));
         assert_eq!(Phase::after(Verb::Status, Began, Ready), None);
+    }
+
+    #[test]
+    fn overlay_options_are_recorded_and_older_states_mean_index_off() {
+        let old: OverlayState =
+            serde_json::from_str(r#"{"merged": "/s/rootfs", "run": 2, "mounted": true}"#).unwrap();
+        assert_eq!(old.options, ["index=off"]);
+        let ov = OverlayState {
+            options: vec!["index=on".into(), "nfs_export=on".into()],
+            ..old
+        };
+        let j = serde_json::to_value(&ov).unwrap();
+        assert_eq!(
+            j["options"],
+            serde_json::json!(["index=on", "nfs_export=on"])
+        );
+        assert_eq!(serde_json::from_value::<OverlayState>(j).unwrap(), ov);
     }
 }

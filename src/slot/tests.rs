@@ -202,6 +202,7 @@ fn snapshot_never_checkpoints_an_unmounted_overlay() {
             merged,
             run: 1,
             mounted: true,
+            options: vec!["index=off".into()],
         })
     });
     let (r, trace) = drive(Verb::Snapshot, &f.sd, Some("running"), |_| {});
@@ -273,6 +274,76 @@ fn provision_creates_nothing_before_its_gates() {
         "{trace:#?}"
     );
     assert_eq!(fs::read_dir(sd.join("slot-1")).unwrap().count(), 0);
+}
+
+#[test]
+fn a_bad_profile_fails_before_the_binary_and_probe_gates() {
+    let d = tempfile::tempdir().unwrap();
+    let sd = d.path().join("state");
+    let bad = d.path().join("bad.toml");
+    fs::write(
+        &bad,
+        format!("{}colour = 1\n", crate::profile::BUILTIN_DEFAULT_TOML),
+    )
+    .unwrap();
+    let (r, trace) = drive(Verb::Provision, &sd, None, |a| {
+        a.profile = Some(bad.clone());
+        a.runtime = Some("/nonexistent/runc".into());
+        a.criu = Some("/nonexistent/criu".into());
+    });
+    let e = r.unwrap_err();
+    assert_eq!(e.exit_code(), 2, "{e}");
+    assert!(e.to_string().contains("colour"), "{e}");
+    for g in ["runtime-binary", "criu-binary", "probe-verdict"] {
+        assert!(
+            !trace.iter().any(|t| t.contains(g)),
+            "{g} ran before the profile was loaded: {trace:#?}"
+        );
+    }
+    assert!(!sd.join("slot-1").exists());
+}
+
+#[test]
+fn declared_differences_name_the_slots_image() {
+    let f = existing(false, Phase::Running);
+    let (events, make) = fake(None);
+    let env = fake_env(&events, &make);
+    let args = SlotArgs::new(Verb::Status, "1", &f.sd);
+    let run = VerbRun::new(&args, "1".into(), f.paths.clone(), &env);
+    let mut st = f.state();
+    st.image = Some(crate::slot::state::ImageState::plain_directory(
+        ImageKind::Embedded,
+        f.paths.root.join("image/rootfs"),
+    ));
+    let embedded = super::EMBEDDED_IMAGE_DIFFERENCE.to_string();
+    assert!(run.declared(Some(&st)).contains(&embedded));
+    assert!(run.declared(None).contains(&embedded));
+    st.image.as_mut().unwrap().kind = ImageKind::Qcow2;
+    st.image.as_mut().unwrap().source = "/x/gnome.qcow2".into();
+    let lp = crate::profile::parse(
+        &crate::profile::BUILTIN_DEFAULT_TOML.replace("embedded-busybox", "gnome"),
+        Path::new("/p.toml"),
+        Path::new("/"),
+    )
+    .unwrap();
+    st.profile = Some(super::profiled::record(&lp));
+    let d = run.declared(Some(&st));
+    assert!(!d.contains(&embedded), "{d:#?}");
+    assert!(
+        d.iter()
+            .any(|l| l.ends_with("rootfs: qcow2 /x/gnome.qcow2 (profile gnome).")),
+        "{d:#?}"
+    );
+    st.profile = Some(super::profiled::record_for_image_flags(
+        ImageKind::Qcow2,
+        Path::new("/x/gnome.qcow2"),
+        None,
+    ));
+    assert!(
+        run.declared(Some(&st))
+            .iter()
+            .any(|l| l.ends_with("(--image).")),
+    );
 }
 
 #[test]

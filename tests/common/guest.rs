@@ -20,7 +20,7 @@ pub const CRIU: &str = netprobe::host::PRIVATE_CRIU;
 /// How the overlay is mounted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Overlay {
-    /// As the slot mounts it today (`mounts::mount_overlay`: `index=off`): overlayfs then cannot
+    /// As the slot mounts it by default (`[overlay]` absent: `index=off`): overlayfs then cannot
     /// open file handles, so CRIU resolves inotify watches by path (irmap).
     Slot,
     /// `index=on,nfs_export=on`: overlayfs serves file handles, CRIU opens inotify watches by
@@ -113,27 +113,13 @@ impl Guest {
             self.p("work"),
             self.p("merged"),
         );
-        match self.overlay {
-            Overlay::Slot => mounts::mount_overlay(&lower, &upper, &work, &merged)
-                .unwrap()
-                .disarm(),
-            Overlay::NfsExport => {
-                let opts = format!(
-                    "lowerdir={},upperdir={},workdir={},index=on,nfs_export=on",
-                    lower.display(),
-                    upper.display(),
-                    work.display()
-                );
-                nix::mount::mount(
-                    Some("overlay"),
-                    &merged,
-                    Some("overlay"),
-                    nix::mount::MsFlags::empty(),
-                    Some(opts.as_str()),
-                )
-                .unwrap();
-            }
-        }
+        let options: Vec<String> = match self.overlay {
+            Overlay::Slot => netprobe::profile::OverlaySpec::default().effective(),
+            Overlay::NfsExport => vec!["index=on".into(), "nfs_export=on".into()],
+        };
+        mounts::mount_overlay(&lower, &upper, &work, &merged, &options)
+            .unwrap()
+            .disarm();
         self.mounted = true;
     }
 

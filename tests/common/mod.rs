@@ -69,3 +69,58 @@ fn build(name: &str) -> DesktopImage {
 }
 
 pub mod guest;
+
+/// The shipped `profiles/<name>.toml`, pointed at `img` (built by [`desktop_image`] or
+/// [`gnome_image`]): the file itself when `img` is in the shipped `/var/cache/netprobe/<name>`,
+/// else a copy in `dir` with that folder replaced by `img.dir` (a private `NETPROBE_CACHE`).
+/// Panics when the shipped profile does not name the shipped folder.
+pub fn shipped_profile(name: &str, img: &DesktopImage, dir: &std::path::Path) -> PathBuf {
+    let shipped = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("profiles/{name}.toml"));
+    let default = PathBuf::from(format!("/var/cache/netprobe/{name}"));
+    let text = std::fs::read_to_string(&shipped).unwrap();
+    assert!(
+        text.contains(&format!("\"{}/{name}.qcow2\"", default.display())),
+        "profiles/{name}.toml no longer names {}",
+        default.display()
+    );
+    if img.dir == default {
+        return shipped;
+    }
+    let p = dir.join(format!("{name}.toml"));
+    let moved = text.replace(
+        &default.to_string_lossy().to_string(),
+        &img.dir.to_string_lossy(),
+    );
+    std::fs::write(&p, moved).unwrap();
+    p
+}
+
+/// The name of the window manager per EWMH (`_NET_SUPPORTING_WM_CHECK` → `_NET_WM_NAME`), e.g.
+/// `GNOME Shell`; None when no EWMH window manager runs.
+pub fn wm_name(d: &netprobe::x11::Display) -> Option<String> {
+    use x11rb::protocol::xproto::{AtomEnum, ConnectionExt as _};
+    let c = d.connection();
+    let atom = |n: &str| {
+        c.intern_atom(false, n.as_bytes())
+            .ok()?
+            .reply()
+            .ok()
+            .map(|r| r.atom)
+    };
+    let check = atom("_NET_SUPPORTING_WM_CHECK")?;
+    let name = atom("_NET_WM_NAME")?;
+    let utf8 = atom("UTF8_STRING")?;
+    let w = c
+        .get_property(false, d.root(), check, AtomEnum::WINDOW, 0, 1)
+        .ok()?
+        .reply()
+        .ok()?
+        .value32()?
+        .next()?;
+    let v = c
+        .get_property(false, w, name, utf8, 0, 64)
+        .ok()?
+        .reply()
+        .ok()?;
+    Some(String::from_utf8_lossy(&v.value).into_owned())
+}

@@ -7,7 +7,9 @@ default, or gnome-shell: then a system D-Bus and upowerd are started first and G
 as an X11 compositor in a session D-Bus with software rendering, no logind) and the typing app,
 reaps every child, and serves HTTP on 0.0.0.0:$NETPROBE_PORT (default 5000):
   GET /health -> 200 {"x":true,"wm":true,"app":true} when all three live, else 503.
-Environment: DISPLAY (default :0), NETPROBE_GEOMETRY (WxHxD, default 1920x1080x24, Xvfb only).
+Environment: DISPLAY (default :0), NETPROBE_GEOMETRY (WxHxD, default 1920x1080x24, Xvfb only),
+GNOME_SHELL_SESSION_MODE (gnome-shell only, default "user"; the GNOME image ships "netprobe",
+the user mode without the top-bar clock).
 """
 import http.server
 import json
@@ -89,7 +91,8 @@ def gnome_shell():
     os.makedirs(runtime, mode=0o700, exist_ok=True)
     spawn("wm", ["dbus-run-session", "--", "gnome-shell", "--x11", "--replace"],
           XDG_SESSION_TYPE="x11", XDG_RUNTIME_DIR=runtime, LIBGL_ALWAYS_SOFTWARE="1",
-          HOME="/root", XDG_CURRENT_DESKTOP="GNOME", GNOME_SHELL_SESSION_MODE="user")
+          HOME="/root", XDG_CURRENT_DESKTOP="GNOME",
+          GNOME_SHELL_SESSION_MODE=os.environ.get("GNOME_SHELL_SESSION_MODE", "user"))
 
 
 def main():

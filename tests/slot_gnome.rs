@@ -1,0 +1,224 @@
+//! GNOME through the slot driver: the GNOME guest (host/build-desktop-image.sh --gnome,
+//! partitioned GPT qcow2) with `--profile profiles/gnome.toml`, every verb through the netprobe
+//! binary with real runc and CRIU, the same display gates as the desktop guest:
+//! provision (display-geometry, readiness in the profile's order) → snapshot (screen-quiescent,
+//! screen.png) → restore (pixels-equal, input-reaches-app) → reset (the snapshot's pixels back
+//! after that input) → cleanup, nothing left.
+//!
+//! The profile's `[overlay] options = ["index=on", "nfs_export=on"]` is what the slot mounts
+//! (recorded in state.json and in the mount table), so CRIU opens the system D-Bus's inotify
+//! watch by file handle; its session mode `netprobe` has no top-bar clock, so the restore is
+//! compared to the snapshot with no timing window: the restore runs in a later wall-clock minute
+//! than the snapshot on purpose. The verbs' evidence folders (PNGs included) and the snapshot's
+//! screen are copied to `$CARGO_TARGET_TMPDIR/slot-gnome-evidence/<tmp dir>/` before cleanup.
+
+mod common;
+mod slot_support;
+
+use netprobe::x11::Display;
+use serde_json::Value;
+use slot_support::*;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+fn verb(v: &str, sd: &Path, extra: &[&str]) -> Value {
+    let mut a = extra.to_vec();
+    a.push("--json");
+    let (code, out, err) = cli_slot(v, "0", sd, &a);
+    assert_eq!(code, Some(0), "{v}: {out}\n{err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// The named gate of an outcome document.
+fn gate<'a>(o: &'a Value, name: &str) -> &'a Value {
+    o["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|g| g["name"] == name)
+        .unwrap_or_else(|| panic!("no gate {name} in {o:#}"))
+}
+
+/// The gate names of an outcome, in the order they were recorded.
+fn gate_names(o: &Value) -> Vec<String> {
+    o["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Waits (bounded) until GNOME Shell is the window manager and the screen is still (two
+/// screenshots 500 ms apart equal), so the snapshot's quiescence gate sees a settled desktop.
+fn settle(pid: i64) {
+    let sock = netprobe::slot::display::socket_of(pid as i32, 0);
+    let d = Display::connect(&sock, Duration::from_secs(30)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(150);
+    while common::wm_name(&d).as_deref() != Some("GNOME Shell") {
+        assert!(
+            Instant::now() < deadline,
+            "GNOME Shell did not become the window manager"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    loop {
+        let q = d.quiescence(Duration::from_millis(500)).unwrap();
+        if q.is_quiescent() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "GNOME did not settle: {:?}",
+            q.diff
+        );
+    }
+}
+
+/// Copies the slot's evidence folders (gates, PNGs, logs) and the snapshot's `screen.png` to
+/// `$CARGO_TARGET_TMPDIR/slot-gnome-evidence/<state dir name>/` before cleanup.
+fn keep_evidence(sd: &Path) {
+    let name = sd.parent().unwrap().file_name().unwrap();
+    let to = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("slot-gnome-evidence")
+        .join(name);
+    std::fs::create_dir_all(&to).unwrap();
+    let slot = sd.join("slot-0");
+    let _ = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(slot.join("evidence"))
+        .arg(&to)
+        .status();
+    if let Ok(rd) = std::fs::read_dir(&slot) {
+        for e in rd.flatten() {
+            let png = e.path().join("screen.png");
+            if e.file_name().to_string_lossy().starts_with("snapshot-") && png.exists() {
+                let _ = std::fs::copy(&png, to.join("snapshot-screen.png"));
+            }
+        }
+    }
+    eprintln!("gnome: evidence kept in {}", to.display());
+}
+
+#[test]
+fn gnome_profile_provision_snapshot_restore_input_reset_cleanup() {
+    require_root();
+    let _s = serial();
+    let img = common::gnome_image();
+    let tmp = tempfile::tempdir().unwrap();
+    let sd = state_dir(&tmp);
+    let prof = common::shipped_profile("gnome", &img, tmp.path());
+    let prof_s = prof.to_string_lossy().to_string();
+    let t0 = Instant::now();
+    let p = verb(
+        "provision",
+        &sd,
+        &[
+            "--profile",
+            &prof_s,
+            "--no-probe-gate",
+            "--reason",
+            "gnome slot test",
+        ],
+    );
+    let holders = holder_pids(&sd);
+    let result = std::panic::catch_unwind(|| {
+        assert_eq!(gate(&p, "image-sha256")["proven"], true, "{p:#}");
+        assert_eq!(gate(&p, "display-geometry")["proven"], true, "{p:#}");
+        assert_eq!(gate(&p, "cgroup-limits")["proven"], true);
+        // The overlay as the profile says, in state.json and in the mount table.
+        let st = state(&sd, 0);
+        assert_eq!(st.profile.as_ref().unwrap().name, "gnome");
+        let ov = st.overlay.clone().unwrap();
+        assert_eq!(ov.options, ["index=on", "nfs_export=on"]);
+        assert_eq!(p["facts"]["overlay_options"], "index=on,nfs_export=on");
+        let mi = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let line = mi
+            .lines()
+            .find(|l| l.split(' ').nth(4) == Some(ov.merged.to_str().unwrap()))
+            .expect("the overlay is mounted");
+        assert!(
+            line.contains("index=on") && line.contains("nfs_export=on"),
+            "{line}"
+        );
+        // Readiness in the profile's order: x-display, tcp 5000, http /health.
+        let names = gate_names(&p);
+        let at = |n: &str| names.iter().position(|g| g == n).unwrap();
+        assert!(at("display-geometry") < at("guest-tcp"), "{names:?}");
+        assert!(at("guest-tcp") < at("guest-http"), "{names:?}");
+        assert_eq!(
+            p["facts"]["readiness_order"],
+            serde_json::json!(["x-display", "tcp 5000", "http 5000 GET /health -> 200"])
+        );
+        settle(p["facts"]["provision_container_pid"].as_i64().unwrap());
+        eprintln!("gnome: provisioned and settled in {:?}", t0.elapsed());
+
+        let s = verb("snapshot", &sd, &[]);
+        assert_eq!(gate(&s, "screen-quiescent")["proven"], true, "{s:#}");
+        assert_eq!(gate(&s, "profile-hash")["proven"], true);
+        let st = state(&sd, 0);
+        let snap = st.snapshot.clone().unwrap();
+        let screen = snap.screen.clone().expect("screen recorded");
+        let snap_png = sd.join("slot-0").join(&snap.dir).join("screen.png");
+        assert_eq!(
+            netprobe::evidence::sha256_file(&snap_png).unwrap().0,
+            screen.sha256
+        );
+        eprintln!("gnome: snapshot at {:?}", t0.elapsed());
+        // The restore happens in a later wall-clock minute than the snapshot: with GNOME's
+        // top-bar clock the screen would differ; the profile's session mode has none.
+        let minute = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs()
+                / 60
+        };
+        let snap_minute = minute();
+        while minute() == snap_minute {
+            std::thread::sleep(Duration::from_millis(250));
+        }
+
+        let r = verb("restore", &sd, &[]);
+        assert_eq!(gate(&r, "pixels-equal")["proven"], true, "{r:#}");
+        assert_eq!(gate(&r, "input-reaches-app")["proven"], true, "{r:#}");
+        assert_eq!(gate(&r, "net-fidelity")["proven"], true, "{r:#}");
+        // The key reached the typing app (the profile's region is its window), and the verb's
+        // display-gates.json holds both records.
+        let input = gate(&r, "input-reaches-app")["detail"].as_str().unwrap();
+        assert!(
+            input.contains("x: 200, y: 187, width: 900, height: 240"),
+            "{input}"
+        );
+        let ev = PathBuf::from(r["evidence"].as_str().unwrap());
+        let recs: Value =
+            serde_json::from_slice(&std::fs::read(ev.join("display-gates.json")).unwrap()).unwrap();
+        let names: Vec<&str> = recs
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["gate"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["pixels-equal", "input-reaches-app"]);
+        let ov = state(&sd, 0).overlay.unwrap();
+        assert_eq!(
+            (ov.run, ov.options.join(",")),
+            (2, "index=on,nfs_export=on".into())
+        );
+        eprintln!("gnome: restored at {:?}", t0.elapsed());
+
+        // Reset after that input: the snapshot's pixels are back, and input works again.
+        let z = verb("reset", &sd, &[]);
+        assert_eq!(gate(&z, "pixels-equal")["proven"], true, "{z:#}");
+        assert_eq!(gate(&z, "input-reaches-app")["proven"], true, "{z:#}");
+        eprintln!("gnome: reset at {:?}", t0.elapsed());
+    });
+    keep_evidence(&sd);
+    let (code, out, err) = cli_slot("cleanup", "0", &sd, &[]);
+    assert_eq!(code, Some(0), "cleanup: {out}\n{err}");
+    assert_released(&sd, &holders);
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}
