@@ -14,7 +14,9 @@ mod tree;
 
 pub use signals::install_tree_killer;
 
-pub use tree::{TreeError, TreeOutput, kill_running_trees, run_tree, running_trees};
+pub use tree::{
+    TreeError, TreeOutput, kill_running_trees, run_tree, running_trees, with_inherited_fd,
+};
 
 use std::time::Duration;
 

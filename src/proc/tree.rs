@@ -81,6 +81,27 @@ struct Running {
     interrupted: Arc<AtomicBool>,
 }
 
+thread_local! {
+    /// The descriptor [`with_inherited_fd`] hands to the trees this thread starts.
+    static INHERITED_FD: std::cell::Cell<Option<std::os::fd::RawFd>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` so that every process tree [`run_tree`] starts on this thread during `f` inherits
+/// `fd` (its close-on-exec flag cleared in the child between fork and exec, never in netprobe):
+/// e.g. the slot lock, held by the runtime and CRIU until they exit even when netprobe is
+/// killed. Children started by other threads meanwhile do not get it.
+pub fn with_inherited_fd<T>(fd: std::os::fd::BorrowedFd<'_>, f: impl FnOnce() -> T) -> T {
+    struct Restore(Option<std::os::fd::RawFd>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            INHERITED_FD.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(INHERITED_FD.with(|c| c.replace(Some(fd.as_raw_fd()))));
+    f()
+}
+
 /// The trees being waited for now. An entry's `pid` is the unreaped child (so neither the pid
 /// nor the process group id can be reused while it is listed).
 static TREES: Mutex<Vec<Running>> = Mutex::new(Vec::new());
@@ -131,8 +152,16 @@ pub fn run_tree(
     let program = cmd.get_program().to_string_lossy().into_owned();
     // SAFETY: setpgid(2) is async-signal-safe and touches no memory.
     unsafe {
-        cmd.pre_exec(|| {
+        let inherit = INHERITED_FD.with(|c| c.get());
+        cmd.pre_exec(move || {
             if libc::setpgid(0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // Only in this child: the descriptor stays close-on-exec in netprobe, so a child
+            // another thread starts at the same moment does not inherit it.
+            if let Some(fd) = inherit
+                && libc::fcntl(fd, libc::F_SETFD, 0) != 0
+            {
                 return Err(io::Error::last_os_error());
             }
             Ok(())

@@ -455,17 +455,14 @@ impl SlotLock {
         Ok(SlotLock { file })
     }
 
-    /// Runs `f` with the lock's file descriptor inheritable, so that every process `f` starts (the
-    /// runtime and CRIU during checkpoint and restore) keeps the slot locked until it exits, even
-    /// when netprobe itself is killed.
+    /// Runs `f` so that every process tree `f` starts on this thread (the runtime and CRIU during
+    /// checkpoint and restore, through [`crate::proc::run_tree`]) inherits the lock's file
+    /// descriptor and keeps the slot locked until it exits, even when netprobe itself is killed
+    /// ([`crate::proc::with_inherited_fd`]: only those children; the descriptor stays
+    /// close-on-exec in netprobe, so a child another thread starts meanwhile does not hold it).
     pub fn inherited_by_children<T>(&self, f: impl FnOnce() -> T) -> T {
-        let fd = self.file.as_raw_fd();
-        // SAFETY: F_SETFD on a valid descriptor we own.
-        unsafe { libc::fcntl(fd, libc::F_SETFD, 0) };
-        let out = f();
-        // SAFETY: as above.
-        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
-        out
+        use std::os::fd::AsFd;
+        crate::proc::with_inherited_fd(self.file.as_fd(), f)
     }
 }
 
