@@ -10,8 +10,8 @@
 //! - restore/reset, after the network gate: `pixels-equal` against the snapshot's screen (fail
 //!   closed with `screen-after-diff.png`, the count and bounding box), then `input-reaches-app`.
 //!
-//! Every PNG lands in the verb's evidence folder with its sha256 in `display-gates.json` and
-//! in the verb's facts.
+//! Every PNG lands in the verb's evidence folder with its sha256 in `display-gates.json` (written
+//! once per verb, with every record of the verb) and in the verb's facts (`display_gates`).
 
 use super::error::{SlotError, StepError};
 use super::gate::GateId;
@@ -182,9 +182,35 @@ pub(crate) fn restored_gates(
         x11::pixel_gate(&reference, &shot, &dir, "screen-after").map_err(|e| x11_err(run, e))?;
     px.pngs.insert(0, before);
     run.took("pixels-equal", t);
-    keep(run, &[&px]);
+    // `display-gates.json` is written once, with every record of this verb (evidence is never
+    // overwritten): after the pixel gate when it failed or there is no input probe, else after
+    // the input gate.
+    let input = ds.input.filter(|_| px.passed);
+    let Some(inp) = input else {
+        keep(run, &[&px]);
+        return gate_of(run, GateId::PixelsEqual, &px);
+    };
     gate_of(run, GateId::PixelsEqual, &px)?;
-    let Some(inp) = ds.input else { return Ok(()) };
+    match input_gate(run, &d, inp, &shot, &dir) {
+        Ok(r) => {
+            keep(run, &[&px, &r]);
+            gate_of(run, GateId::InputReachesApp, &r)
+        }
+        Err(e) => {
+            keep(run, &[&px]);
+            Err(e)
+        }
+    }
+}
+
+/// `input-reaches-app`: the profile's key through XTEST must change its region of `shot`.
+fn input_gate(
+    run: &mut VerbRun,
+    d: &Display,
+    inp: crate::profile::InputProbe,
+    shot: &Screenshot,
+    dir: &Path,
+) -> Result<GateRecord, SlotError> {
     let t = std::time::Instant::now();
     let key = x11::ascii_keysym(inp.key).ok_or_else(|| {
         run.fail(
@@ -198,9 +224,8 @@ pub(crate) fn restored_gates(
         width: inp.width,
         height: inp.height,
     };
-    let r = x11::input_gate(&d, key, region, &shot, INPUT_TIMEOUT, &dir, "screen-input")
+    let r = x11::input_gate(d, key, region, shot, INPUT_TIMEOUT, dir, "screen-input")
         .map_err(|e| x11_err(run, e))?;
     run.took("input-reaches-app", t);
-    keep(run, &[&px, &r]);
-    gate_of(run, GateId::InputReachesApp, &r)
+    Ok(r)
 }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::display::{Display, Geometry};
 use super::error::{Result, X11Error};
-use super::image::{PixelDiff, Rect, Screenshot, diff, diff_image, region_equal};
+use super::image::{PixelDiff, Rect, Screenshot, diff, diff_image, rect_text, region_equal};
 
 /// One PNG a gate wrote: file name (relative to the evidence directory) and sha256 of its bytes.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -124,8 +124,10 @@ pub fn quiescence_gate(
         format!("two screenshots {} ms apart are pixel-equal", q.interval_ms)
     } else {
         format!(
-            "screen not quiescent: {} pixels changed within {} ms (bounding box {:?})",
-            q.diff.differing, q.interval_ms, q.diff.bbox
+            "screen not quiescent: {} pixels changed within {} ms (bounding box {})",
+            q.diff.differing,
+            q.interval_ms,
+            rect_text(q.diff.bbox)
         )
     };
     Ok((
@@ -163,8 +165,10 @@ pub fn pixel_gate(
         "the screen equals the snapshot's pixel for pixel".to_string()
     } else {
         format!(
-            "{} of {} pixels differ from the snapshot's, bounding box {:?}",
-            pd.differing, pd.total, pd.bbox
+            "{} of {} pixels differ from the snapshot's, bounding box {}",
+            pd.differing,
+            pd.total,
+            rect_text(pd.bbox)
         )
     };
     Ok(GateRecord {
@@ -207,9 +211,9 @@ pub fn input_gate(
         gate: "input-reaches-app".into(),
         passed: changed_in_region,
         detail: format!(
-            "key 0x{keysym:x} via XTEST: {} pixels changed (bounding box {:?}); app region {:?} {}",
+            "key 0x{keysym:x} via XTEST: {} pixels changed (bounding box {}); app region {} {}",
             pd.differing,
-            pd.bbox,
+            rect_text(pd.bbox),
             region,
             if changed_in_region {
                 "changed"
