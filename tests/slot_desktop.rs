@@ -2,7 +2,8 @@
 //! with `--profile profiles/desktop.toml`, every verb through the netprobe binary with real runc
 //! and CRIU: provision (display-geometry) → snapshot (screen-quiescent, screen.png recorded) →
 //! restore (pixels-equal, input-reaches-app) → reset (the snapshot's pixels back after that
-//! input) → a tampered reference fails the pixel gate with a diff PNG → cleanup, nothing left.
+//! input) → a tampered reference fails the pixel gate with a diff PNG → `netprobe report` of
+//! the slot shows that reset's before, after and diff pictures → cleanup, nothing left.
 //! Bad profiles (unknown key, missing image, sha256 mismatch, a display that never comes up)
 //! fail with their exit class and leave nothing behind.
 
@@ -172,6 +173,41 @@ fn desktop_profile_provision_snapshot_restore_input_reset_cleanup() {
         assert!(doc.contains("screen-after-diff.png"), "{doc}");
         assert!(doc.contains("5000 of 2073600 pixels differ"), "{doc}");
         assert!(doc.contains("bounding box"), "{doc}");
+
+        // The slot's report shows that failed reset's before, after and diff pictures (by
+        // relative path, each file present, sha256 re-checked), the count and bounding box.
+        let slot_dir = sd.join("slot-0");
+        let fail_ev = PathBuf::from(fail["evidence"].as_str().expect("evidence folder"));
+        let rel = fail_ev
+            .strip_prefix(&slot_dir)
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
+        let sd0 = slot_dir.to_string_lossy().to_string();
+        for (fmt, img) in [("html", "<img src=\"./"), ("md", "](./")] {
+            let (code, out, err) = cli(&["report", &sd0, "--format", fmt], &[]);
+            assert_eq!(code, Some(0), "report {fmt}: {out}\n{err}");
+            let page = std::fs::read_to_string(slot_dir.join(format!("report.{fmt}"))).unwrap();
+            for f in [
+                "screen-snapshot.png",
+                "screen-after.png",
+                "screen-after-diff.png",
+            ] {
+                let p = format!("{rel}/{f}");
+                assert!(page.contains(&format!("{img}{p}")), "{fmt}: {p} not shown");
+                assert!(slot_dir.join(&p).is_file(), "{p} does not exist");
+                let sha = netprobe::evidence::sha256_file(&slot_dir.join(&p))
+                    .unwrap()
+                    .0;
+                assert!(page.contains(&sha), "{fmt}: {p}'s sha256 not shown");
+            }
+            assert!(
+                !page.contains("DIFFERS") && !page.contains("<script"),
+                "{fmt}"
+            );
+            assert!(page.contains("2073600 pixels differ"), "{fmt}");
+            assert!(page.contains("bounding box x 10 y 10, 100x50"), "{fmt}");
+        }
     });
     let (code, out, err) = cli_slot("cleanup", "0", &sd, &[]);
     assert_eq!(code, Some(0), "cleanup: {out}\n{err}");
