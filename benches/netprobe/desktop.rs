@@ -53,14 +53,23 @@ fn tree_bytes(p: &Path) -> (u64, u64) {
     total
 }
 
+/// Bytes as MiB, or KiB below 1 MiB.
 fn mib(b: u64) -> String {
-    format!("{:.1} MiB", b as f64 / 1048576.0)
+    if b < 1 << 20 {
+        format!("{:.1} KiB", b as f64 / 1024.0)
+    } else {
+        format!("{:.1} MiB", b as f64 / 1048576.0)
+    }
 }
 
-/// Waits (at most 90 s) until two screenshots 500 ms apart are equal, so the snapshot's
-/// `screen-quiescent` gate sees a settled desktop.
-fn settle_screen(pid: i32, number: u32) -> Result<(), String> {
-    let sock = netprobe::slot::display::socket_of(pid, number);
+/// Waits (at most 90 s) until two screenshots 500 ms apart are equal and the app is drawn
+/// (the centre of the profile's `display.input` region is not black), so the snapshot's
+/// `screen-quiescent` gate sees the settled desktop, not the black screen before the app maps.
+fn settle_screen(pid: i32, profile: &Path) -> Result<(), String> {
+    let lp = netprobe::profile::load(profile).map_err(|e| e.to_string())?;
+    let ds = lp.profile.display.ok_or("the profile has no [display]")?;
+    let centre = ds.input.map(|i| (i.x + i.width / 2, i.y + i.height / 2));
+    let sock = netprobe::slot::display::socket_of(pid, ds.number);
     let d = netprobe::x11::Display::connect(&sock, Duration::from_secs(30))
         .map_err(|e| format!("display {}: {e}", sock.display()))?;
     let deadline = Instant::now() + Duration::from_secs(90);
@@ -68,7 +77,8 @@ fn settle_screen(pid: i32, number: u32) -> Result<(), String> {
         let q = d
             .quiescence(Duration::from_millis(500))
             .map_err(|e| format!("quiescence: {e}"))?;
-        if q.is_quiescent() {
+        let drawn = centre.is_none_or(|(x, y)| q.second.pixel(x, y) != [0, 0, 0]);
+        if q.is_quiescent() && drawn {
             return Ok(());
         }
         if Instant::now() > deadline {
@@ -121,7 +131,7 @@ pub fn run(cfg: &Config) -> Result<(), String> {
         .pointer("/facts/provision_container_pid")
         .and_then(|v| v.as_i64())
         .ok_or("provision --json names no provision_container_pid")?;
-    settle_screen(pid as i32, 0)?;
+    settle_screen(pid as i32, &prof)?;
     let (ck, d2) = snapshot(&mut slot)?;
     let snap = ck.parent().unwrap_or(&ck).to_path_buf();
     let (ck_b, ck_n) = tree_bytes(&ck);
