@@ -174,8 +174,7 @@ pub(crate) fn restored_gates(
         )
     })?;
     let dir = ev_dir(run);
-    let before = x11::write_artifact(&dir, "screen-snapshot.png", &reference)
-        .map_err(|e| x11_err(run, e))?;
+    let before = copy_reference(run, &snap_dir.join(SNAPSHOT_SCREEN), &dir)?;
     let d = connect(run, GateId::PixelsEqual, pid, ds.number, LATER_CONNECT)?;
     let shot = d.screenshot().map_err(|e| x11_err(run, e))?;
     let mut px =
@@ -201,6 +200,21 @@ pub(crate) fn restored_gates(
             Err(e)
         }
     }
+}
+
+/// The snapshot's reference PNG copied byte for byte into the verb's evidence as
+/// `screen-snapshot.png` (atomic, never overwriting; same sha256 as the snapshot's file).
+///
+/// Errors: step `display` could not run (read or write failed).
+fn copy_reference(run: &VerbRun, src: &Path, dir: &Path) -> Result<PngArtifact, SlotError> {
+    let bytes = std::fs::read(src).map_err(|e| run.step_err("display", StepError::io(src)(e)))?;
+    let a = crate::evidence::EvidenceDir::open(dir)
+        .and_then(|d| d.write("screen-snapshot.png", &bytes))
+        .map_err(|e| run.step_err("display", StepError::Tool(e.to_string())))?;
+    Ok(PngArtifact {
+        file: a.path,
+        sha256: a.sha256,
+    })
 }
 
 /// `input-reaches-app`: the profile's key through XTEST must change its region of `shot`.

@@ -61,6 +61,10 @@ pub fn write_artifact(dir: &Path, name: &str, shot: &Screenshot) -> Result<PngAr
     })
 }
 
+/// How often the input gate looks at the screen again after the key (a screenshot of
+/// 1920x1080 takes ~20-40 ms, so the app's redraw is seen within one frame of it).
+pub const INPUT_POLL: Duration = Duration::from_millis(20);
+
 fn ms(t: Instant) -> u64 {
     t.elapsed().as_millis() as u64
 }
@@ -181,7 +185,7 @@ pub fn pixel_gate(
     })
 }
 
-/// Input gate: sends `keysym` through XTEST and waits (polling every 100 ms, at most `timeout`)
+/// Input gate: sends `keysym` through XTEST and waits (polling every [`INPUT_POLL`], at most `timeout`)
 /// until the screen inside `region` differs from `baseline`. Writes `<prefix>.png` (the screen
 /// after the key). A change outside `region` is reported in the detail but does not pass.
 ///
@@ -202,7 +206,7 @@ pub fn input_gate(
         if !region_equal(baseline, &s, region)? || t.elapsed() >= timeout {
             break s;
         }
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(INPUT_POLL);
     };
     let pd = diff(baseline, &shot)?;
     let changed_in_region = !region_equal(baseline, &shot, region)?;
