@@ -113,6 +113,8 @@ fn full_cycle_default_image_with_gates() {
         "config.json",
         "runtime.log",
         "netstate-provision.json",
+        "netfilter-provision.txt",
+        "sysctls-other-provision.json",
     ] {
         assert!(ev.join(f).exists(), "{f} in evidence");
     }
@@ -150,6 +152,18 @@ fn full_cycle_default_image_with_gates() {
     );
     assert!(gate(&r, "snapshot-complete").proven);
     assert_guest(&r, "restore");
+    // The capture's side evidence is kept beside netstate-after.json, as the rungs keep it.
+    let rev = r.evidence.clone().unwrap();
+    let nf = std::fs::read_to_string(rev.join("netfilter.txt")).unwrap();
+    for tool in ["$ iptables-save", "$ ip6tables-save", "$ nft list ruleset"] {
+        assert!(nf.contains(tool), "{tool} in netfilter.txt: {nf}");
+    }
+    let other: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(rev.join("sysctls-other.json")).unwrap()).unwrap();
+    assert!(
+        other.is_object() && !other.as_object().unwrap().is_empty(),
+        "{other}"
+    );
     assert_eq!(state(&sd, 7).phase, Phase::Running);
 
     for i in 0..3 {

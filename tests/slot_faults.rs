@@ -376,6 +376,14 @@ fn binary_swapped_after_provision() {
         assert_gate_err(&e, "13", "runtime-binary", 1);
         assert!(e.message.contains("swapped"), "{e}");
     }
+    // The next run's upper, copied while the gates ran, is removed when a gate fails: only the
+    // live run's folders are left.
+    let mut left: Vec<String> = std::fs::read_dir(sd.join("slot-13/overlay"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["upper-1", "work-1"], "after refused restore/reset");
     // The original binary (same sha256 as the provisioned copy) is accepted.
     let mut c = args(Verb::Restore, "13", &sd);
     c.runtime = Some("/usr/bin/runc".into());

@@ -467,6 +467,60 @@ fn vm_that_does_not_finish_is_killed_and_reported() {
     assert!(String::from_utf8_lossy(&r.stderr).contains("exists"));
 }
 
+/// A guest kernel panic before the command reports is the emulator's or the guest kernel's
+/// failure, not the command's: run.sh boots again (NETPROBE_VM_PANIC_RETRIES, default 1), keeps
+/// each panicked attempt's console in `attempt-N/`, counts them in vm.json, and when every boot
+/// panicked says so with exit 4. The panic here is the guest's own `sysrq` crash.
+#[test]
+fn vm_guest_kernel_panic_is_booted_again_and_kept() {
+    let img = image();
+    let _vm = one_vm();
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |out: &Path, retries: &str| {
+        Command::new("bash")
+            .arg(repo().join("host/vm/run.sh"))
+            .args(["--image", img.to_str().unwrap(), "--accel", "tcg"])
+            .args(["--timeout", "300", "--out"])
+            .arg(out)
+            .args(["--", "echo c >/proc/sysrq-trigger; sleep 30"])
+            .env("TMPDIR", tmp.path())
+            .env("NETPROBE_VM_PANIC_RETRIES", retries)
+            .output()
+            .unwrap()
+    };
+    let bad = run(&tmp.path().join("bad"), "x");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("NETPROBE_VM_PANIC_RETRIES"));
+
+    let out = tmp.path().join("out");
+    let r = run(&out, "1");
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains("the guest kernel panicked before the command reported (attempt 1)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("sysrq triggered crash"),
+        "the panic's own lines are quoted: {err}"
+    );
+    assert!(err.contains("(attempt 2)"), "{err}");
+    assert!(
+        err.contains("the guest kernel panicked in each of 2 boot(s)"),
+        "{err}"
+    );
+    let vm: serde_json::Value = serde_json::from_str(&read(&out.join("vm.json"))).unwrap();
+    assert_eq!(vm["attempts"], 2, "{vm}");
+    assert_eq!(vm["guest_kernel_panics"], 2, "{vm}");
+    assert!(read(&out.join("attempt-1/console.log")).contains("Kernel panic - not syncing"));
+    assert!(read(&out.join("console.log")).contains("Kernel panic - not syncing"));
+    assert!(!out.join("rc").exists());
+    assert!(
+        procs_mentioning(tmp.path().to_str().unwrap()).is_empty(),
+        "qemu left running"
+    );
+}
+
 #[test]
 fn systemd_driver_refused_where_systemd_is_not_pid1() {
     // This machine kind has no systemd (DESIGN.md §2).

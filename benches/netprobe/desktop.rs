@@ -167,7 +167,7 @@ pub fn run(cfg: &Config) -> Result<(), String> {
     );
     let bench = Bench {
         section: "desktop",
-        target: 1.1,
+        targets: (1.1, 1.1),
         stop_slot_before_peer: true,
     };
     let r = compare(cfg, &slot, &ck, &slot.slot_dir.join("bundle"), &bench);

@@ -57,8 +57,11 @@ pub fn median(v: &[Duration]) -> Duration {
     }
 }
 
-/// Median of plain numbers (e.g. shares). `v` must not be empty.
+/// Median of plain numbers (e.g. shares); NaN (printed `NaN`) when `v` is empty.
 pub fn median_f64(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
     let n = s.len();

@@ -12,7 +12,7 @@
 //!   their order.
 
 use serde::{Deserialize, Serialize};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 /// Canonical netfilter ruleset of one netns.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -36,13 +36,24 @@ pub struct NetfilterRaw {
     pub nftables: String,
 }
 
+/// How long one netfilter tool may take (default 30 s; `NETPROBE_STEP_TIMEOUT_S` overrides it
+/// like every bounded step).
+const TOOL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Runs one tool as a bounded process tree ([`crate::proc::run_tree`]) in the calling thread's
+/// netns; its stdout.
 fn run(program: &str, args: &[&str]) -> Result<String, String> {
-    let o = Command::new(program)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| {
-            format!("{program}: cannot run ({e}); install iptables and nftables (host/setup.sh)")
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let o = crate::proc::run_tree(&mut cmd, crate::proc::step_timeout(TOOL_TIMEOUT), None)
+        .map_err(|e| match e {
+            crate::proc::TreeError::Spawn { source, .. } => format!(
+                "{program}: cannot run ({source}); install iptables and nftables (host/setup.sh)"
+            ),
+            other => other.to_string(),
         })?;
     if !o.status.success() {
         return Err(format!(
@@ -56,14 +67,26 @@ fn run(program: &str, args: &[&str]) -> Result<String, String> {
 }
 
 /// Captures the ruleset of the calling thread's netns: runs `iptables-save`,
-/// `ip6tables-save` and `nft list ruleset` there.
+/// `ip6tables-save` and `nft list ruleset` there, side by side (two on scoped threads, which
+/// start in the calling thread's netns: a new thread shares its creator's namespaces), each a
+/// bounded process tree.
 ///
-/// Errors: a text naming the tool that could not run or failed, with its stderr.
+/// Errors: a text naming the tool that could not run, failed or timed out, with its stderr;
+/// the first of them in the order above.
 pub fn capture() -> Result<(NetfilterState, NetfilterRaw), String> {
+    let (v4, v6, nft) = std::thread::scope(|s| {
+        let v4 = s.spawn(|| run("iptables-save", &[]));
+        let v6 = s.spawn(|| run("ip6tables-save", &[]));
+        let nft = run("nft", &["list", "ruleset"]);
+        let join = |h: std::thread::ScopedJoinHandle<'_, Result<String, String>>| {
+            h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
+        };
+        (join(v4), join(v6), nft)
+    });
     let raw = NetfilterRaw {
-        iptables: run("iptables-save", &[])?,
-        ip6tables: run("ip6tables-save", &[])?,
-        nftables: run("nft", &["list", "ruleset"])?,
+        iptables: v4?,
+        ip6tables: v6?,
+        nftables: nft?,
     };
     Ok((canonical(&raw), raw))
 }

@@ -139,6 +139,23 @@ pub struct CaptureExtras {
     pub settle_retries: u32,
 }
 
+impl CaptureExtras {
+    /// The evidence text of the raw netfilter output: each tool's command line (`$ iptables-save`,
+    /// `$ ip6tables-save`, `$ nft list ruleset`) followed by its stdout, in that order.
+    pub fn netfilter_text(&self) -> String {
+        let raw = &self.netfilter_raw;
+        format!(
+            "$ iptables-save\n{}\n$ ip6tables-save\n{}\n$ nft list ruleset\n{}",
+            raw.iptables, raw.ip6tables, raw.nftables
+        )
+    }
+
+    /// The sysctls CRIU does not save, as pretty JSON (an object: dotted name → value).
+    pub fn uncovered_sysctls_json(&self) -> String {
+        serde_json::to_string_pretty(&self.uncovered_sysctls).unwrap_or_else(|_| "{}".into())
+    }
+}
+
 /// [`capture`] plus the sysctls CRIU saves and the canonical netfilter ruleset, for the
 /// rungs: the state is re-captured (100 ms apart, for at most `settle_ms` milliseconds) while
 /// any address is `tentative`, so a link that just came up is compared after its DAD.

@@ -29,19 +29,15 @@ pub fn capture_and_write(
         state.to_canonical_json().as_bytes(),
     )
     .map_err(|e| format!("evidence: {e}"))?;
-    let other = serde_json::to_string_pretty(&extras.uncovered_sysctls)
-        .map_err(|e| format!("evidence: {e}"))?;
     ev.write(
         &rel(&format!("sysctls-other-{when}.json")),
-        other.as_bytes(),
+        extras.uncovered_sysctls_json().as_bytes(),
     )
     .map_err(|e| format!("evidence: {e}"))?;
-    let raw = &extras.netfilter_raw;
-    let text = format!(
-        "$ iptables-save\n{}\n$ ip6tables-save\n{}\n$ nft list ruleset\n{}",
-        raw.iptables, raw.ip6tables, raw.nftables
-    );
-    ev.write(&rel(&format!("netfilter-{when}.txt")), text.as_bytes())
-        .map_err(|e| format!("evidence: {e}"))?;
+    ev.write(
+        &rel(&format!("netfilter-{when}.txt")),
+        extras.netfilter_text().as_bytes(),
+    )
+    .map_err(|e| format!("evidence: {e}"))?;
     Ok((state, extras.settle_retries))
 }

@@ -221,7 +221,10 @@ fn guest_gate(
 pub(crate) type StateAnswer = (Result<Option<ContainerState>, OciError>, u64);
 
 /// The network state of holder `h`'s namespace ([`crate::ns::capture_netstate`]), its time
-/// recorded under `timing` (milliseconds).
+/// recorded under `timing` (milliseconds). What the capture saw beside the compared state is
+/// written into the verb's evidence, as the rungs do: `netfilter[-<when>].txt` (the raw
+/// iptables-save / ip6tables-save / nft output) and `sysctls-other[-<when>].json` (the sysctls
+/// CRIU does not save), `<when>` being `timing` without its `netstate-capture` suffix.
 ///
 /// Errors: step `netstate-capture` could not run.
 pub(crate) fn holder_netstate(
@@ -229,10 +232,26 @@ pub(crate) fn holder_netstate(
     h: &ProcessIdentity,
     timing: &str,
 ) -> Result<NetState, SlotError> {
-    let cap = run.time(timing, || {
-        crate::ns::capture_netstate(&h.netns_path()).map(|(s, _)| s)
-    });
-    cap.map_err(|e| run.step_err("netstate-capture", e))
+    let cap = run.time(timing, || crate::ns::capture_netstate(&h.netns_path()));
+    let (state, extras) = cap.map_err(|e| run.step_err("netstate-capture", e))?;
+    let when = timing
+        .strip_suffix("netstate-capture")
+        .unwrap_or(timing)
+        .trim_end_matches('-');
+    let sfx = if when.is_empty() {
+        String::new()
+    } else {
+        format!("-{when}")
+    };
+    run.ev_write_beside(
+        &format!("netfilter{sfx}.txt"),
+        extras.netfilter_text().into(),
+    );
+    run.ev_write_beside(
+        &format!("sysctls-other{sfx}.json"),
+        extras.uncovered_sysctls_json().into(),
+    );
+    Ok(state)
 }
 
 /// Ready gates: lo UP with 127.0.0.1/8 in the container's netns, the guest server answers 200

@@ -26,7 +26,16 @@ pub(crate) fn restore(
     st: &mut SlotState,
     reset: bool,
 ) -> Result<String, SlotError> {
-    let (rt, snap_dir) = gates(run, st, reset)?;
+    let prep = PreparedUpper::start(run, st);
+    let (rt, snap_dir) = match gates(run, st, reset) {
+        Ok(g) => g,
+        Err(e) => {
+            if let Some(p) = prep {
+                p.discard();
+            }
+            return Err(e);
+        }
+    };
     let t = Instant::now();
     let verb = run.args.verb;
     st.phase = Phase::after(verb, VerbEnd::Began, st.phase).unwrap_or(st.phase);
@@ -38,7 +47,7 @@ pub(crate) fn restore(
         .clone()
         .ok_or_else(|| run.step_err("overlay", StepError::Missing("no overlay recorded")))?;
     let t = Instant::now();
-    let old_run = reset_upper(run, st, &ov, &snap_dir)?;
+    let old_run = reset_upper(run, st, &ov, &snap_dir, prep)?;
     let remove_old_run = || {
         for old in &old_run {
             let _ = support::remove_tree_same_fs(old);
@@ -134,26 +143,108 @@ fn gates(
     Ok((rt, snap_dir))
 }
 
-/// The upper reset to the snapshot's, as a new overlay run (unmount, copy, mount). Returns the
-/// previous run's upper and work folders, to be removed off the critical path.
+/// The next overlay run's upper, copied from the recorded snapshot's saved upper on its own
+/// thread while the gates run. Not destructive: a new folder (`overlay/upper-<run+1>`; not made
+/// when that folder exists already); the live upper is untouched until
+/// [`reset_upper`], after every gate passed. A copy that failed, or made from another folder than
+/// the one the snapshot gate proved, is not used.
+struct PreparedUpper {
+    /// `<snapshot>/upper`, copied from.
+    src: PathBuf,
+    /// `overlay/upper-<run+1>`, copied to.
+    upper: PathBuf,
+    copy: std::thread::JoinHandle<Result<(), String>>,
+}
+
+impl PreparedUpper {
+    /// Starts the copy; `None` when the state records no snapshot or no overlay (the gates
+    /// then fail, or the upper is copied in [`reset_upper`]).
+    fn start(run: &VerbRun, st: &SlotState) -> Option<PreparedUpper> {
+        let (snap, ov) = (st.snapshot.as_ref()?, st.overlay.as_ref()?);
+        let src = run.paths.root.join(&snap.dir).join("upper");
+        let upper = ov.upper(&run.paths.overlay_dir(), ov.run + 1);
+        let (s, u) = (src.clone(), upper.clone());
+        let copy = std::thread::spawn(move || {
+            if u.exists() {
+                // Left by an interrupted attempt, and maybe the upper of the overlay mounted
+                // now: removed only after the unmount, in `reset_upper`.
+                return Err(format!("{} exists", u.display()));
+            }
+            support::copy_tree_unsynced(&s, &u).map_err(|e| {
+                let _ = support::remove_tree_same_fs(&u);
+                e.to_string()
+            })
+        });
+        Some(PreparedUpper { src, upper, copy })
+    }
+
+    /// Waits for the copy; the upper it made when it succeeded from `src`.
+    fn take(self, src: &Path) -> Result<PathBuf, String> {
+        let r = self
+            .copy
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        match r {
+            Ok(()) if self.src == src => Ok(self.upper),
+            Ok(()) => {
+                let _ = support::remove_tree_same_fs(&self.upper);
+                Err(format!(
+                    "copied from {}, not {}",
+                    self.src.display(),
+                    src.display()
+                ))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Waits for the copy and removes what it made (a gate failed).
+    fn discard(self) {
+        let made = matches!(self.copy.join(), Ok(Ok(())));
+        if made {
+            let _ = support::remove_tree_same_fs(&self.upper);
+        }
+    }
+}
+
+/// The upper reset to the snapshot's, as a new overlay run (unmount, the prepared copy — or a
+/// copy now when it is missing or failed —, mount). Returns the previous run's upper and work
+/// folders, to be removed off the critical path.
 fn reset_upper(
     run: &mut VerbRun,
     st: &mut SlotState,
     ov: &OverlayState,
     snap_dir: &Path,
+    prep: Option<PreparedUpper>,
 ) -> Result<[PathBuf; 2], SlotError> {
     let image = st
         .image
         .clone()
         .ok_or_else(|| run.step_err("image", StepError::Missing("no image recorded")))?;
     let odir = run.paths.overlay_dir();
-    mounts::unmount(&ov.merged).map_err(|e| run.step_err("overlay-unmount", e))?;
     let next = ov.run + 1;
     let (upper, work) = (ov.upper(&odir, next), ov.work(&odir, next));
-    let _ = support::remove_tree_same_fs(&upper);
+    let src = snap_dir.join("upper");
+    let t = Instant::now();
+    let prepared = match prep.map(|p| p.take(&src)) {
+        Some(Ok(u)) if u == upper => true,
+        Some(Ok(u)) => {
+            let _ = support::remove_tree_same_fs(&u);
+            false
+        }
+        Some(Err(e)) => {
+            run.fact("upper_prepared_copy_unused", e);
+            false
+        }
+        None => false,
+    };
+    run.took("upper-copy-wait", t);
+    mounts::unmount(&ov.merged).map_err(|e| run.step_err("overlay-unmount", e))?;
+    if !prepared {
+        let _ = support::remove_tree_same_fs(&upper);
+        support::copy_tree_unsynced(&src, &upper).map_err(|e| run.step_err("upper-reset", e))?;
+    }
     let _ = support::remove_tree_same_fs(&work);
-    support::copy_tree(&snap_dir.join("upper"), &upper)
-        .map_err(|e| run.step_err("upper-reset", e))?;
     mkdirs(run, std::slice::from_ref(&work))?;
     let g = mounts::mount_overlay(&image.lower, &upper, &work, &ov.merged)
         .map_err(|e| run.step_err("overlay", e))?;

@@ -81,6 +81,9 @@ pub(crate) struct VerbRun<'a> {
     pub env: &'a SlotEnv<'a>,
     /// The runtime kind detected for a path ([`VerbRun::runtime_kind`]).
     rt_kind: Option<(PathBuf, RuntimeKind)>,
+    /// Evidence files being written on their own threads ([`VerbRun::ev_write_beside`]);
+    /// joined by [`VerbRun::finish`] before the verb's own evidence is written.
+    pending: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl<'a> VerbRun<'a> {
@@ -100,6 +103,7 @@ impl<'a> VerbRun<'a> {
             extra_diffs: Vec::new(),
             env,
             rt_kind: None,
+            pending: Vec::new(),
         }
     }
 
@@ -243,6 +247,22 @@ impl<'a> VerbRun<'a> {
             .join(name)
     }
 
+    /// [`VerbRun::ev_write`] on a thread of its own, for evidence beside a gate's facts that the
+    /// gate does not read (the raw netfilter text, the sysctls CRIU does not save): its atomic
+    /// write and fsync stay off the verb's critical path. [`VerbRun::finish`] waits for it, so the
+    /// folder is complete when the verb ends, also when it fails.
+    pub fn ev_write_beside(&mut self, name: &str, bytes: Vec<u8>) {
+        let Some(d) = self.ev.clone() else {
+            return;
+        };
+        let name = name.to_string();
+        self.pending.push(std::thread::spawn(move || {
+            if let Ok(dir) = EvidenceDir::open(&d) {
+                let _ = dir.write(&name, &bytes);
+            }
+        }));
+    }
+
     /// Writes one file of this verb's evidence folder through [`EvidenceDir::write`] (atomic,
     /// never overwrites). Best effort: a failed write never changes the verb's outcome.
     pub fn ev_write(&self, name: &str, bytes: &[u8]) {
@@ -378,6 +398,9 @@ impl<'a> VerbRun<'a> {
         mut self,
         res: Result<(String, Option<SlotState>), SlotError>,
     ) -> Result<SlotOutcome, SlotError> {
+        for w in std::mem::take(&mut self.pending) {
+            let _ = w.join();
+        }
         self.timings.insert("total".into(), ms_since(self.started));
         let st = match &res {
             Ok((_, s)) => s.clone(),

@@ -128,6 +128,16 @@ fn run_tool(
 ///
 /// Errors: `cp` or `sync` could not run or failed ([`TreeError`], their stderr kept).
 pub fn copy_tree(src: &Path, dst: &Path) -> Result<(), TreeError> {
+    copy_tree_unsynced(src, dst)?;
+    sync_fs(dst)
+}
+
+/// `cp -a SRC DST` as a bounded process tree, without the `sync -f` of [`copy_tree`]: for a
+/// working copy that nothing needs after a crash (the next overlay run's upper: a crashed host
+/// loses the running container with it, and the snapshot's saved upper is the durable copy).
+///
+/// Errors: [`TreeError::Spawn`] or [`TreeError::Failed`] naming the `cp` command.
+pub fn copy_tree_unsynced(src: &Path, dst: &Path) -> Result<(), TreeError> {
     let command = format!("cp -a {} {}", src.display(), dst.display());
     run_tool(
         "cp",
@@ -139,8 +149,7 @@ pub fn copy_tree(src: &Path, dst: &Path) -> Result<(), TreeError> {
         ],
         command,
         COPY_LIMIT,
-    )?;
-    sync_fs(dst)
+    )
 }
 
 /// `sync -f PATH`: flushes the filesystem holding `path`.
