@@ -4,19 +4,22 @@
 //! ```text
 //! cargo bench --bench netprobe                      # every section
 //! cargo bench --bench netprobe -- logs links        # some sections
+//! cargo bench --bench netprobe -- desktop           # the desktop guest only
 //! cargo bench --bench netprobe -- --quick --runs 5  # small sizes (development)
 //! ```
 //!
 //! Sections: `logs` (assertions vs `grep -c -F`), `links` (CRIU-exact link dump vs
 //! `ip -j link show`), `state` (NetState capture vs three `ip` processes), `ladder` (the whole
 //! `netprobe run` and netprobe's share of it), `slot` (slot driver restore/reset vs bare
-//! `runc restore`), `images` (`netprobe images` vs `crit show` of a 10,001-link netdev image),
-//! `matrix` (a 3×3 `netprobe matrix` side by side vs one cell after another, and netprobe's own
-//! share of it as `ladder` defines it).
+//! `runc restore`), `desktop` (the same for the desktop guest of `profiles/desktop.toml`,
+//! display gates included, with the image and snapshot sizes), `images` (`netprobe images` vs
+//! `crit show` of a 10,001-link netdev image), `matrix` (a 3×3 `netprobe matrix` side by side
+//! vs one cell after another, and netprobe's own share of it as `ladder` defines it).
 //! Needs root. Every line: what was measured, netprobe's median, the peer's
 //! median, the ratio netprobe/peer (lower is better), the runs per side. Times are wall times
 //! on the monotonic clock. Nothing here asserts a time: these are benchmarks, not tests.
 
+mod desktop;
 mod images;
 mod ladder;
 mod links;
@@ -40,8 +43,8 @@ pub struct Config {
 }
 
 /// All sections, in run order.
-const SECTIONS: [&str; 7] = [
-    "logs", "links", "state", "ladder", "slot", "images", "matrix",
+const SECTIONS: [&str; 8] = [
+    "logs", "links", "state", "ladder", "slot", "desktop", "images", "matrix",
 ];
 
 /// The netprobe binary the ladder and slot sections run: `$NETPROBE_EXE`, else the one cargo
@@ -115,6 +118,7 @@ fn main() {
             "state" => state::run(&cfg),
             "ladder" => ladder::run(&cfg),
             "slot" => slot::run(&cfg),
+            "desktop" => desktop::run(&cfg),
             "images" => images::run(&cfg),
             "matrix" => matrix::run(&cfg),
             _ => unreachable!(),

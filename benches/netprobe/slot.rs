@@ -52,10 +52,11 @@ fn run_ok(cmd: &mut Command, what: &str) -> Result<(), String> {
 }
 
 /// The slot under test and its cleanup.
-struct Slot {
+pub(crate) struct Slot {
     exe: PathBuf,
     state_dir: tempfile::TempDir,
-    slot_dir: PathBuf,
+    /// `<state dir>/slot-0`.
+    pub slot_dir: PathBuf,
     container_id: String,
     criu: Option<PathBuf>,
 }
@@ -76,7 +77,7 @@ impl Slot {
     }
 
     /// Stops the slot's container if it runs (kill + force delete; errors ignored: absent).
-    fn stop_container(&self) {
+    pub(crate) fn stop_container(&self) {
         let _ = run_ok(
             self.runc().args(["kill", &self.container_id, "KILL"]),
             "kill",
@@ -156,27 +157,51 @@ fn checkpoint_dir(slot_dir: &Path) -> Option<PathBuf> {
         .map(|p| p.join("checkpoint"))
 }
 
-/// Runs the section.
-pub fn run(cfg: &Config) -> Result<(), String> {
+/// A fresh private state dir and the slot in it (nothing provisioned yet).
+pub(crate) fn new_slot() -> Result<Slot, String> {
     let state_dir = tempfile::Builder::new()
         .prefix("netprobe-bench-slot-")
         .tempdir()
         .map_err(|e| format!("temp dir: {e}"))?;
-    let mut slot = Slot {
+    Ok(Slot {
         exe: crate::netprobe_exe(),
         slot_dir: state_dir.path().join(format!("slot-{SLOT}")),
         state_dir,
         container_id: format!("netprobe-slot-{SLOT}"),
         criu: crate::criu_path(),
-    };
+    })
+}
+
+/// `provision` with `extra` flags (after `--no-probe-gate --reason bench` and `--criu`); its
+/// `--json` outcome and wall time.
+pub(crate) fn provision(
+    slot: &Slot,
+    extra: &[&str],
+) -> Result<(serde_json::Value, std::time::Duration), String> {
     let mut prov = slot.verb("provision");
-    prov.args(["--no-probe-gate", "--reason", "bench"]);
+    prov.args(["--no-probe-gate", "--reason", "bench", "--json"]);
     if let Some(c) = &slot.criu {
         prov.arg("--criu").arg(c);
     }
-    let (r, d) = timed(|| run_ok(&mut prov, "slot provision"));
-    r?;
-    let (r, d2) = timed(|| run_ok(&mut slot.verb("snapshot"), "slot snapshot"));
+    prov.args(extra);
+    let (o, d) = timed(|| prov.stdin(Stdio::null()).output());
+    let o = o.map_err(|e| format!("slot provision: {e}"))?;
+    if !o.status.success() {
+        return Err(format!(
+            "slot provision: exit {}: {}{}",
+            o.status,
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ));
+    }
+    let v = serde_json::from_slice(&o.stdout).map_err(|e| format!("provision --json: {e}"))?;
+    Ok((v, d))
+}
+
+/// `snapshot` (timed), then the container id from `status`; returns the snapshot's
+/// `checkpoint` folder and the wall time.
+pub(crate) fn snapshot(slot: &mut Slot) -> Result<(PathBuf, std::time::Duration), String> {
+    let (r, d) = timed(|| run_ok(&mut slot.verb("snapshot"), "slot snapshot"));
     r?;
     // The container id from the slot state (the CLI's `status` JSON), in case it differs.
     if let Ok(o) = slot.verb("status").output()
@@ -186,6 +211,14 @@ pub fn run(cfg: &Config) -> Result<(), String> {
         slot.container_id = id.to_string();
     }
     let ck = checkpoint_dir(&slot.slot_dir).ok_or("no snapshot-*/checkpoint in the slot")?;
+    Ok((ck, d))
+}
+
+/// Runs the section.
+pub fn run(cfg: &Config) -> Result<(), String> {
+    let mut slot = new_slot()?;
+    let (_, d) = provision(&slot, &[])?;
+    let (ck, d2) = snapshot(&mut slot)?;
     let bundle = slot.slot_dir.join("bundle");
     note(
         "slot",
@@ -198,6 +231,51 @@ pub fn run(cfg: &Config) -> Result<(), String> {
             bundle.display()
         ),
     );
+    // Issue 10's targets: restore <= 1.15x, reset <= 1.1x of the bare restore.
+    let bench = Bench {
+        section: "slot",
+        targets: (1.15, 1.1),
+        stop_slot_before_peer: false,
+    };
+    compare(cfg, &slot, &ck, &bundle, &bench)?;
+    slot.stop_container();
+    drop(slot);
+    Ok(())
+}
+
+/// How [`compare`] runs and reports.
+pub(crate) struct Bench {
+    /// Section name on every line.
+    pub section: &'static str,
+    /// Target ratios netprobe/peer for `restore` and `reset` (printed as met or missed).
+    pub targets: (f64, f64),
+    /// Stop the slot's container before each peer restore (untimed): a guest that binds
+    /// something per netns (the X server's abstract socket, a TCP port) cannot be restored a
+    /// second time beside itself in the holder's netns.
+    pub stop_slot_before_peer: bool,
+}
+
+impl Bench {
+    /// The target ratio of `verb` (`restore` or `reset`).
+    fn target(&self, verb: &str) -> f64 {
+        if verb == "restore" {
+            self.targets.0
+        } else {
+            self.targets.1
+        }
+    }
+}
+
+/// The timed part: `netprobe slot restore` and `reset` (gates included) against bare `runc
+/// restore -d` of the slot's checkpoint `ck` with its bundle, alternating, then each verb's
+/// per-step medians from its `timings.json`.
+pub(crate) fn compare(
+    cfg: &Config,
+    slot: &Slot,
+    ck: &Path,
+    bundle: &Path,
+    b: &Bench,
+) -> Result<(), String> {
     let peer_root = tempfile::Builder::new()
         .prefix("netprobe-bench-peer-runc-")
         .tempdir()
@@ -207,6 +285,9 @@ pub fn run(cfg: &Config) -> Result<(), String> {
     let peer_criu: std::cell::RefCell<Vec<f64>> = std::cell::RefCell::new(Vec::new());
     let mut peer = || {
         peer_n += 1;
+        if b.stop_slot_before_peer {
+            slot.stop_container();
+        }
         let id = format!("netprobe-bench-peer-{}-{peer_n}", std::process::id());
         let work = tempfile::Builder::new()
             .prefix("netprobe-bench-peer-work-")
@@ -218,11 +299,11 @@ pub fn run(cfg: &Config) -> Result<(), String> {
             c.arg("--criu").arg(criu);
         }
         c.args(["restore", "--image-path"])
-            .arg(&ck)
+            .arg(ck)
             .arg("--work-path")
             .arg(work.path())
             .arg("--bundle")
-            .arg(&bundle)
+            .arg(bundle)
             .args(["-d", &id]);
         settle();
         let (r, d) = timed(|| run_ok(&mut c, "runc restore"));
@@ -268,7 +349,7 @@ pub fn run(cfg: &Config) -> Result<(), String> {
             return Err(format!("peer: {e}"));
         }
         let c = Comparison {
-            section: "slot",
+            section: b.section,
             what: format!(
                 "`netprobe slot {verb}` (gates included) vs bare runc restore of the same images"
             ),
@@ -277,70 +358,81 @@ pub fn run(cfg: &Config) -> Result<(), String> {
             peer: &pr,
             notes: String::new(),
         };
-        // Issue 10's targets: restore <= 1.15x, reset <= 1.1x of the bare restore.
-        let target = if verb == "restore" { 1.15 } else { 1.1 };
+        let target = b.target(verb);
         let ok = c.ratio() <= target;
         Comparison {
             notes: format!("target ratio <= {target}: {}", verdict(ok)),
             ..c
         }
         .print();
-        // Median per step over the timed runs (the warm-up is steps[0]).
-        let timed_steps = &steps[steps.len().saturating_sub(cfg.runs)..];
-        let mut keys: Vec<&String> = timed_steps.iter().flat_map(|m| m.keys()).collect();
-        keys.sort();
-        keys.dedup();
-        let med = |k: &str| {
-            let v: Vec<f64> = timed_steps
-                .iter()
-                .filter_map(|m| m.get(k).copied())
-                .collect();
-            crate::stats::median_f64(&v)
-        };
-        let total = med("total");
-        // Where the runtime step's time goes: CRIU's own restore time on each side (the
-        // rest of a `restore` step is the runtime around CRIU: spawn, cgroups, hooks, state).
         let peer_criu_ms = {
             let mut v = std::mem::take(&mut *peer_criu.borrow_mut());
             let n = v.len();
             let v = v.split_off(n.saturating_sub(cfg.runs));
             crate::stats::median_f64(&v)
         };
-        note(
-            "slot",
-            format!(
-                "{verb}: CRIU's own restore time (last stamp of restore.log, medians): slot {:.0} ms \
-                 of its `restore` step {:.0} ms | peer {:.0} ms of its bare restore {:.0} ms",
-                med(CRIU_KEY),
-                med("restore"),
-                peer_criu_ms,
-                crate::stats::median(&pr).as_secs_f64() * 1e3,
-            ),
-        );
-        // `*-runtime-state-query` steps run on a second thread beside others (their waits are
-        // named `*-runtime-state` / `runtime-state-wait`): not part of the sequential sum.
-        let named: f64 = keys
-            .iter()
-            .filter(|k| k.as_str() != "total" && !k.ends_with("-query") && k.as_str() != CRIU_KEY)
-            .map(|k| med(k))
-            .sum();
-        note(
-            "slot",
-            format!(
-                "{verb} breakdown (medians from each run's timings.json, ms; *-query ran beside \
-                 the others on a second thread): {} | unnamed (holder verify, snapshot verify, \
-                 evidence, journal; sums of medians, so ±2) {:.0} | process wall {:.0}",
-                keys.iter()
-                    .map(|k| format!("{k} {:.0}", med(k)))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                total - named,
-                crate::stats::median(&np).as_secs_f64() * 1e3,
-            ),
-        );
+        breakdown(b.section, verb, &steps, cfg.runs, (&np, &pr), peer_criu_ms);
     }
-    slot.stop_container();
-    drop(slot);
     drop(peer_root);
     Ok(())
+}
+
+/// Prints CRIU's own share of the runtime step on each side, then the median per step over the
+/// timed runs (the warm-up is `steps[0]`). `sides` are netprobe's and the peer's wall times,
+/// `peer_criu_ms` the peer's median CRIU time.
+fn breakdown(
+    section: &str,
+    verb: &str,
+    steps: &[BTreeMap<String, f64>],
+    runs: usize,
+    sides: (&[std::time::Duration], &[std::time::Duration]),
+    peer_criu_ms: f64,
+) {
+    let (np, pr) = sides;
+    let timed_steps = &steps[steps.len().saturating_sub(runs)..];
+    let mut keys: Vec<&String> = timed_steps.iter().flat_map(|m| m.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let med = |k: &str| {
+        let v: Vec<f64> = timed_steps
+            .iter()
+            .filter_map(|m| m.get(k).copied())
+            .collect();
+        crate::stats::median_f64(&v)
+    };
+    let total = med("total");
+    // Where the runtime step's time goes: CRIU's own restore time on each side (the
+    // rest of a `restore` step is the runtime around CRIU: spawn, cgroups, hooks, state).
+    note(
+        section,
+        format!(
+            "{verb}: CRIU's own restore time (last stamp of restore.log, medians): slot {:.0} ms \
+             of its `restore` step {:.0} ms | peer {:.0} ms of its bare restore {:.0} ms",
+            med(CRIU_KEY),
+            med("restore"),
+            peer_criu_ms,
+            crate::stats::median(pr).as_secs_f64() * 1e3,
+        ),
+    );
+    // `*-runtime-state-query` steps run on a second thread beside others (their waits are
+    // named `*-runtime-state` / `runtime-state-wait`): not part of the sequential sum.
+    let named: f64 = keys
+        .iter()
+        .filter(|k| k.as_str() != "total" && !k.ends_with("-query") && k.as_str() != CRIU_KEY)
+        .map(|k| med(k))
+        .sum();
+    note(
+        section,
+        format!(
+            "{verb} breakdown (medians from each run's timings.json, ms; *-query ran beside \
+             the others on a second thread): {} | unnamed (holder verify, snapshot verify, \
+             evidence, journal; sums of medians, so ±2) {:.0} | process wall {:.0}",
+            keys.iter()
+                .map(|k| format!("{k} {:.0}", med(k)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            total - named,
+            crate::stats::median(np).as_secs_f64() * 1e3,
+        ),
+    );
 }

@@ -1,4 +1,5 @@
-//! `netprobe report DIR`: render a Markdown or HTML report into the evidence folder.
+//! `netprobe report DIR`: render a Markdown or HTML report into the evidence folder (a `run`
+//! evidence folder, a matrix folder, a slot folder or one slot verb's evidence folder).
 
 use super::{Execute, fail};
 use netprobe::exit::ExitClass;
@@ -13,12 +14,16 @@ enum Format {
 }
 
 /// Render a report of an evidence folder (DIR/report.md or DIR/report.html).
+///
+/// DIR is a `netprobe run` evidence folder, a `netprobe matrix` folder, a slot folder
+/// (STATE_DIR/slot-N: every verb, with the display gates' before/after/diff screenshots) or one
+/// slot verb's evidence folder (STATE_DIR/slot-N/evidence/NNNN-verb).
 #[derive(clap::Args)]
 #[command(
-    after_help = "Example:\n  netprobe report evidence/20261130T013419Z-4242 --format html\n"
+    after_help = "Examples:\n  netprobe report evidence/20261130T013419Z-4242 --format html\n  netprobe report /var/lib/netprobe/slot-0 --format html\n"
 )]
 pub struct ReportCmd {
-    /// Evidence folder.
+    /// Evidence folder, matrix folder, slot folder or slot verb folder.
     dir: PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Md)]

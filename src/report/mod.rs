@@ -16,6 +16,7 @@ pub mod markdown;
 mod matrix_view;
 mod network_view;
 pub mod progress;
+mod slot_view;
 mod template;
 mod view;
 
@@ -95,6 +96,14 @@ pub enum ReportError {
         path: PathBuf,
         /// The I/O error.
         source: std::io::Error,
+    },
+    /// A slot state directory was given: its reports are per slot.
+    #[error(
+        "{dir}: a slot state directory; pass one of its slot folders ({dir}/slot-N) or one verb's evidence folder ({dir}/slot-N/evidence/NNNN-verb)"
+    )]
+    StateDir {
+        /// The state directory as given.
+        dir: PathBuf,
     },
     /// A matrix folder (it holds `matrix.json`) whose `matrix.json` cannot be read.
     #[error("{detail}; run `netprobe matrix` again with a new --evidence folder")]
@@ -198,12 +207,22 @@ fn result_file_of(path: &Path) -> PathBuf {
 /// [`ReportError::Write`].
 ///
 /// A matrix folder (one holding `matrix.json`) gets the matrix report instead
-/// ([`matrix_report`]); its errors: [`ReportError::Matrix`].
+/// ([`matrix_report`]); its errors: [`ReportError::Matrix`]. A slot folder
+/// (`<state dir>/slot-N`) or one slot verb's evidence folder (it holds `verb.json`) gets the
+/// slot report ([`slot_report`]); a state directory is refused with [`ReportError::StateDir`].
 pub fn write_report(dir: &Path, format: Format) -> Result<PathBuf> {
     if dir.is_dir() && dir.join(crate::matrix::model::MATRIX_FILE).is_file() {
         let m = crate::matrix::model::load_matrix(dir)
             .map_err(|detail| ReportError::Matrix { detail })?;
         return write_atomic_report(dir, format, &matrix_report(&m, format));
+    }
+    if dir.is_dir() && slot_view::SlotSource::detect(dir).is_some() {
+        return write_atomic_report(dir, format, &slot_report(dir, format));
+    }
+    if dir.join(slot_view::STATE_DIR_MARKER).is_file() {
+        return Err(ReportError::StateDir {
+            dir: dir.to_path_buf(),
+        });
     }
     let result = load_result(dir)?;
     // A result file was given: the evidence directory is its parent.
@@ -236,6 +255,31 @@ pub fn matrix_report(m: &crate::matrix::model::MatrixResult, format: Format) -> 
     template::render_matrix(name, &page).unwrap_or_else(|e| {
         format!(
             "netprobe: the matrix report template failed: {}\n",
+            template::escape_html(&e.to_string())
+        )
+    })
+}
+
+/// The report of a slot's evidence: `dir` is a slot folder (`<state dir>/slot-N`: every verb
+/// folder under `evidence/`, oldest first) or one verb's evidence folder (it holds
+/// `verb.json`). Per verb: its outcome (summary or error, the failed gate), every gate with
+/// the fact it must prove, proven or not and what it observed, the step timings; for a guest
+/// with a display, each display gate with its pictures — at restore/reset the snapshot's screen
+/// (before), the screen after the restore (after) and, when `pixels-equal` failed, the diff PNG,
+/// with the differing-pixel count and bounding box — each picture linked by its path relative
+/// to `dir` (never copied) with the sha256 its gate recorded, checked again against the file.
+/// From `templates/slot.{md,html}`, escaped on output. Never fails: an unreadable `verb.json`
+/// shows as an incomplete verb (should the template ever fail, the text says so).
+pub fn slot_report(dir: &Path, format: Format) -> String {
+    let source = slot_view::SlotSource::detect(dir).unwrap_or(slot_view::SlotSource::Slot);
+    let page = slot_view::SlotPage::new(dir, source);
+    let name = match format {
+        Format::Markdown => template::SLOT_MD,
+        Format::Html => template::SLOT_HTML,
+    };
+    template::render_slot(name, &page).unwrap_or_else(|e| {
+        format!(
+            "netprobe: the slot report template failed: {}\n",
             template::escape_html(&e.to_string())
         )
     })

@@ -23,6 +23,10 @@ pub(crate) const MD: &str = "report.md";
 pub(crate) const MATRIX_HTML: &str = "matrix.html";
 /// The Markdown report of a matrix folder.
 pub(crate) const MATRIX_MD: &str = "matrix.md";
+/// The HTML report of a slot's evidence.
+pub(crate) const SLOT_HTML: &str = "slot.html";
+/// The Markdown report of a slot's evidence.
+pub(crate) const SLOT_MD: &str = "slot.md";
 
 static ENV: LazyLock<Environment<'static>> = LazyLock::new(|| {
     let mut env = Environment::new();
@@ -55,6 +59,10 @@ static ENV: LazyLock<Environment<'static>> = LazyLock::new(|| {
         .expect("templates/matrix.html parses");
     env.add_template(MATRIX_MD, include_str!("../../templates/matrix.md"))
         .expect("templates/matrix.md parses");
+    env.add_template(SLOT_HTML, include_str!("../../templates/slot.html"))
+        .expect("templates/slot.html parses");
+    env.add_template(SLOT_MD, include_str!("../../templates/slot.md"))
+        .expect("templates/slot.md parses");
     env
 });
 
@@ -90,6 +98,13 @@ pub(crate) fn render_matrix(
     name: &str,
     page: &super::matrix_view::MatrixPage,
 ) -> Result<String, Error> {
+    ENV.get_template(name)?
+        .render(minijinja::context! { page => Value::from(Serde(page)) })
+}
+
+/// Renders slot template `name` ([`SLOT_HTML`] or [`SLOT_MD`]) with `page`. Errors: only on a
+/// template bug (a missing field), which the report tests catch.
+pub(crate) fn render_slot(name: &str, page: &super::slot_view::SlotPage) -> Result<String, Error> {
     ENV.get_template(name)?
         .render(minijinja::context! { page => Value::from(Serde(page)) })
 }
@@ -153,5 +168,7 @@ mod tests {
         assert!(ENV.get_template(MD).is_ok());
         assert!(ENV.get_template(MATRIX_HTML).is_ok());
         assert!(ENV.get_template(MATRIX_MD).is_ok());
+        assert!(ENV.get_template(SLOT_HTML).is_ok());
+        assert!(ENV.get_template(SLOT_MD).is_ok());
     }
 }

@@ -10,8 +10,8 @@
 //! - restore/reset, after the network gate: `pixels-equal` against the snapshot's screen (fail
 //!   closed with `screen-after-diff.png`, the count and bounding box), then `input-reaches-app`.
 //!
-//! Every PNG lands in the verb's evidence folder with its sha256 in `display-gates.json` and
-//! in the verb's facts.
+//! Every PNG lands in the verb's evidence folder with its sha256 in `display-gates.json` (written
+//! once per verb, with every record of the verb) and in the verb's facts (`display_gates`).
 
 use super::error::{SlotError, StepError};
 use super::gate::GateId;
@@ -169,27 +169,59 @@ pub(crate) fn restored_gates(
         )
     })?;
     let dir = ev_dir(run);
-    let before = x11::write_artifact(&dir, "screen-snapshot.png", &reference)
-        .map_err(|e| x11_err(run, e))?;
+    let before = copy_reference(run, &snap_dir.join(SNAPSHOT_SCREEN), &dir)?;
     let d = connect(run, GateId::PixelsEqual, pid, ds.number, LATER_CONNECT)?;
     let shot = d.screenshot().map_err(|e| x11_err(run, e))?;
     let mut px =
         x11::pixel_gate(&reference, &shot, &dir, "screen-after").map_err(|e| x11_err(run, e))?;
     px.pngs.insert(0, before);
     run.took("pixels-equal", t);
-    // display-gates.json is written once (evidence is never overwritten): with every record
-    // this verb produced, also when the input gate does not get to run.
-    let inp = match ds.input {
-        Some(i) if px.passed => i,
-        _ => {
-            keep(run, &[&px]);
-            return gate_of(run, GateId::PixelsEqual, &px);
-        }
+    // `display-gates.json` is written once, with every record of this verb (evidence is never
+    // overwritten): after the pixel gate when it failed or there is no input probe, else after
+    // the input gate.
+    let input = ds.input.filter(|_| px.passed);
+    let Some(inp) = input else {
+        keep(run, &[&px]);
+        return gate_of(run, GateId::PixelsEqual, &px);
     };
     gate_of(run, GateId::PixelsEqual, &px)?;
+    match input_gate(run, &d, inp, &shot, &dir) {
+        Ok(r) => {
+            keep(run, &[&px, &r]);
+            gate_of(run, GateId::InputReachesApp, &r)
+        }
+        Err(e) => {
+            keep(run, &[&px]);
+            Err(e)
+        }
+    }
+}
+
+/// The snapshot's reference PNG copied byte for byte into the verb's evidence as
+/// `screen-snapshot.png` (atomic, never overwriting; same sha256 as the snapshot's file).
+///
+/// Errors: step `display` could not run (read or write failed).
+fn copy_reference(run: &VerbRun, src: &Path, dir: &Path) -> Result<PngArtifact, SlotError> {
+    let bytes = std::fs::read(src).map_err(|e| run.step_err("display", StepError::io(src)(e)))?;
+    let a = crate::evidence::EvidenceDir::open(dir)
+        .and_then(|d| d.write("screen-snapshot.png", &bytes))
+        .map_err(|e| run.step_err("display", StepError::Tool(e.to_string())))?;
+    Ok(PngArtifact {
+        file: a.path,
+        sha256: a.sha256,
+    })
+}
+
+/// `input-reaches-app`: the profile's key through XTEST must change its region of `shot`.
+fn input_gate(
+    run: &mut VerbRun,
+    d: &Display,
+    inp: crate::profile::InputProbe,
+    shot: &Screenshot,
+    dir: &Path,
+) -> Result<GateRecord, SlotError> {
     let t = std::time::Instant::now();
     let Some(key) = x11::ascii_keysym(inp.key) else {
-        keep(run, &[&px]);
         return Err(run.fail(
             GateId::InputReachesApp,
             format!("display.input.key {:?} is not printable ASCII", inp.key),
@@ -201,14 +233,8 @@ pub(crate) fn restored_gates(
         width: inp.width,
         height: inp.height,
     };
-    let r = match x11::input_gate(&d, key, region, &shot, INPUT_TIMEOUT, &dir, "screen-input") {
-        Ok(r) => r,
-        Err(e) => {
-            keep(run, &[&px]);
-            return Err(x11_err(run, e));
-        }
-    };
+    let r = x11::input_gate(d, key, region, shot, INPUT_TIMEOUT, dir, "screen-input")
+        .map_err(|e| x11_err(run, e))?;
     run.took("input-reaches-app", t);
-    keep(run, &[&px, &r]);
-    gate_of(run, GateId::InputReachesApp, &r)
+    Ok(r)
 }

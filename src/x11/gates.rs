@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::display::{Display, Geometry};
 use super::error::{Result, X11Error};
-use super::image::{PixelDiff, Rect, Screenshot, diff, diff_image, region_equal};
+use super::image::{PixelDiff, Rect, Screenshot, diff, diff_image, rect_text, region_equal};
 
 /// One PNG a gate wrote: file name (relative to the evidence directory) and sha256 of its bytes.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -60,6 +60,10 @@ pub fn write_artifact(dir: &Path, name: &str, shot: &Screenshot) -> Result<PngAr
         sha256,
     })
 }
+
+/// How often the input gate looks at the screen again after the key (a screenshot of
+/// 1920x1080 takes ~20-40 ms, so the app's redraw is seen within one frame of it).
+pub const INPUT_POLL: Duration = Duration::from_millis(20);
 
 fn ms(t: Instant) -> u64 {
     t.elapsed().as_millis() as u64
@@ -124,8 +128,10 @@ pub fn quiescence_gate(
         format!("two screenshots {} ms apart are pixel-equal", q.interval_ms)
     } else {
         format!(
-            "screen not quiescent: {} pixels changed within {} ms (bounding box {:?})",
-            q.diff.differing, q.interval_ms, q.diff.bbox
+            "screen not quiescent: {} pixels changed within {} ms (bounding box {})",
+            q.diff.differing,
+            q.interval_ms,
+            rect_text(q.diff.bbox)
         )
     };
     Ok((
@@ -163,8 +169,10 @@ pub fn pixel_gate(
         "the screen equals the snapshot's pixel for pixel".to_string()
     } else {
         format!(
-            "{} of {} pixels differ from the snapshot's, bounding box {:?}",
-            pd.differing, pd.total, pd.bbox
+            "{} of {} pixels differ from the snapshot's, bounding box {}",
+            pd.differing,
+            pd.total,
+            rect_text(pd.bbox)
         )
     };
     Ok(GateRecord {
@@ -177,7 +185,7 @@ pub fn pixel_gate(
     })
 }
 
-/// Input gate: sends `keysym` through XTEST and waits (polling every 100 ms, at most `timeout`)
+/// Input gate: sends `keysym` through XTEST and waits (polling every [`INPUT_POLL`], at most `timeout`)
 /// until the screen inside `region` differs from `baseline`. Writes `<prefix>.png` (the screen
 /// after the key). A change outside `region` is reported in the detail but does not pass.
 ///
@@ -198,7 +206,7 @@ pub fn input_gate(
         if !region_equal(baseline, &s, region)? || t.elapsed() >= timeout {
             break s;
         }
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(INPUT_POLL);
     };
     let pd = diff(baseline, &shot)?;
     let changed_in_region = !region_equal(baseline, &shot, region)?;
@@ -207,9 +215,9 @@ pub fn input_gate(
         gate: "input-reaches-app".into(),
         passed: changed_in_region,
         detail: format!(
-            "key 0x{keysym:x} via XTEST: {} pixels changed (bounding box {:?}); app region {:?} {}",
+            "key 0x{keysym:x} via XTEST: {} pixels changed (bounding box {}); app region {} {}",
             pd.differing,
-            pd.bbox,
+            rect_text(pd.bbox),
             region,
             if changed_in_region {
                 "changed"

@@ -44,6 +44,22 @@ pub struct Rect {
     pub height: u32,
 }
 
+impl std::fmt::Display for Rect {
+    /// `x 30 y 5, 20x10`: top-left corner, then width x height, pixels.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "x {} y {}, {}x{}",
+            self.x, self.y, self.width, self.height
+        )
+    }
+}
+
+/// `r` as [`Rect`]'s `Display` writes it, or `none` (nothing differs).
+pub fn rect_text(r: Option<Rect>) -> String {
+    r.map_or_else(|| "none".to_string(), |r| r.to_string())
+}
+
 /// The outcome of comparing two screenshots of the same size.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PixelDiff {

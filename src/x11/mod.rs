@@ -23,5 +23,5 @@ pub use gates::{
     GateRecord, PngArtifact, geometry_gate, input_gate, pixel_gate, quiescence_gate, write_artifact,
 };
 pub use image::{
-    DIFF_MARK, PixelDiff, Rect, Screenshot, diff, diff_image, region_equal, sha256_hex,
+    DIFF_MARK, PixelDiff, Rect, Screenshot, diff, diff_image, rect_text, region_equal, sha256_hex,
 };

@@ -1,0 +1,417 @@
+//! The report of a slot's evidence (`netprobe report SLOT_DIR` or `netprobe report
+//! SLOT_DIR/evidence/NNNN-verb`, issue 13): the data `templates/slot.{md,html}` see.
+//!
+//! Source, per verb folder `evidence/NNNN-verb/` (written by the slot driver, ARCHITECTURE.md
+//! section 5): `verb.json` (outcome, gates with their facts, timings, facts), and the display
+//! gates' records (`facts.display_gates` of `verb.json`, else `display-gates.json`) with the PNGs
+//! they name. Pictures are referenced by their path relative to the report's folder, never
+//! copied; each PNG is hashed again and compared with the sha256 its gate recorded. The slot
+//! folder's layout (`owner.json`, `state.json`, `evidence/`) is the one `src/slot/layout.rs`
+//! writes; this module reads the files and imports nothing of `slot`. Plain text only: the
+//! templates escape it on output.
+
+use crate::x11::{GateRecord, PixelDiff, PngArtifact};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// A verb's outcome document in its evidence folder.
+pub(crate) const VERB_FILE: &str = "verb.json";
+/// The slot's ownership marker (a slot folder holds it).
+pub(crate) const OWNER_FILE: &str = "owner.json";
+/// The state directory's marker (a state directory holds it).
+pub(crate) const STATE_DIR_MARKER: &str = ".netprobe-state-dir";
+/// The display gates' records in a verb's evidence folder.
+const DISPLAY_FILE: &str = "display-gates.json";
+/// Files of a verb folder linked from the report when present.
+const VERB_FILES: [&str; 6] = [
+    VERB_FILE,
+    "gates.json",
+    "timings.json",
+    DISPLAY_FILE,
+    "runtime.log",
+    "netstate-diff.txt",
+];
+
+/// What a folder given to `netprobe report` is, for the slot report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SlotSource {
+    /// A slot folder (`<state dir>/slot-N`: `owner.json` and `evidence/`): every verb.
+    Slot,
+    /// One verb's evidence folder (it holds `verb.json`).
+    Verb,
+}
+
+impl SlotSource {
+    /// `Some` when `dir` is a slot folder or a verb's evidence folder.
+    pub(crate) fn detect(dir: &Path) -> Option<SlotSource> {
+        if dir.join(VERB_FILE).is_file() {
+            Some(SlotSource::Verb)
+        } else if dir.join(OWNER_FILE).is_file() && dir.join("evidence").is_dir() {
+            Some(SlotSource::Slot)
+        } else {
+            None
+        }
+    }
+}
+
+/// One evaluated gate as `verb.json` carries it (the slot's `Gate` row).
+#[derive(Debug, Deserialize)]
+struct GateDoc {
+    name: String,
+    fact: String,
+    proven: bool,
+    detail: String,
+    blocking: bool,
+    class: String,
+}
+
+/// `verb.json`, the fields the report shows.
+#[derive(Debug, Deserialize)]
+struct VerbDoc {
+    verb: String,
+    slot: u32,
+    ok: bool,
+    summary: Option<String>,
+    error: Option<Value>,
+    started_at: String,
+    finished_at: String,
+    #[serde(default)]
+    timings_ms: BTreeMap<String, u64>,
+    #[serde(default)]
+    gates: Vec<GateDoc>,
+    #[serde(default)]
+    facts: BTreeMap<String, Value>,
+    phase: Option<String>,
+    #[serde(default)]
+    declared_differences: Vec<String>,
+}
+
+/// The slot page.
+#[derive(Debug, Serialize)]
+pub(crate) struct SlotPage {
+    /// The slot number (from `verb.json`; `None` when no verb could be read).
+    pub slot: Option<u32>,
+    /// The slot's phase now (`state.json`), when the report is of a slot folder.
+    pub phase: Option<String>,
+    /// The slot profile's name (`state.json`), if any.
+    pub profile: Option<String>,
+    /// The verbs, oldest first.
+    pub verbs: Vec<VerbView>,
+    /// Declared differences of the last readable verb.
+    pub declared: Vec<String>,
+}
+
+/// One verb's evidence folder.
+#[derive(Debug, Serialize)]
+pub(crate) struct VerbView {
+    /// Folder name, e.g. `0003-restore`.
+    pub name: String,
+    /// The folder relative to the report's folder (`evidence/0003-restore`, or `` for a
+    /// report written into the verb's own folder).
+    pub folder: String,
+    /// `provision`, `snapshot`, `restore`, …
+    pub verb: String,
+    /// `ok`, `FAILED` or `incomplete` (no readable `verb.json`).
+    pub outcome: &'static str,
+    /// The verb's summary (success) or error message (failure), or why `verb.json` is unreadable.
+    pub text: String,
+    /// The gate an error names, if any.
+    pub failed_gate: Option<String>,
+    /// RFC 3339.
+    pub started_at: String,
+    /// RFC 3339.
+    pub finished_at: String,
+    /// Whole verb, milliseconds (`timings_ms.total`).
+    pub total_ms: Option<u64>,
+    /// Phase after the verb.
+    pub phase: Option<String>,
+    /// Gates in evaluation order.
+    pub gates: Vec<GateRow>,
+    /// Display gates with their pictures.
+    pub display: Vec<DisplayRow>,
+    /// Named step timings, milliseconds, longest first.
+    pub timings: Vec<(String, u64)>,
+    /// Evidence files present, relative to the report's folder.
+    pub files: Vec<String>,
+}
+
+/// One gate row.
+#[derive(Debug, Serialize)]
+pub(crate) struct GateRow {
+    pub name: String,
+    pub fact: String,
+    pub proven: bool,
+    /// `blocking` or `recorded`.
+    pub kind: &'static str,
+    /// `gate` (exit 1) or `host` (exit 3).
+    pub class: String,
+    pub detail: String,
+}
+
+/// One display gate.
+#[derive(Debug, Serialize)]
+pub(crate) struct DisplayRow {
+    pub gate: String,
+    pub passed: bool,
+    pub detail: String,
+    /// Differing pixels, of `total`, when a diff was computed.
+    pub differing: Option<u64>,
+    pub total: Option<u64>,
+    /// The differing pixels' bounding box (`x 30 y 5, 20x10`), when any differ.
+    pub bbox: Option<String>,
+    pub pictures: Vec<Picture>,
+}
+
+/// One PNG a display gate wrote.
+#[derive(Debug, Serialize)]
+pub(crate) struct Picture {
+    /// What the picture shows, e.g. `before (the snapshot's screen)`.
+    pub role: String,
+    /// Path relative to the report's folder.
+    pub path: String,
+    /// sha256 recorded by the gate.
+    pub sha256: String,
+    /// `matches`, `missing` or `DIFFERS: <sha256 on disk>`.
+    pub check: String,
+    /// True when the file exists with the recorded sha256.
+    pub ok: bool,
+}
+
+/// The role of a display gate's PNG, from the names `src/slot/display.rs` and `src/x11/gates.rs`
+/// give them.
+fn role(file: &str) -> String {
+    match file {
+        "screen-snapshot.png" => "before (the snapshot's screen)".into(),
+        "screen-after.png" => "after (the screen after the restore)".into(),
+        "screen-after-diff.png" => "diff (differing pixels red, the rest dimmed)".into(),
+        "screen-input.png" => "after the key press (input gate)".into(),
+        "screen.png" => "the snapshot's reference screen (before)".into(),
+        "screen-quiescent-1.png" => "quiescence, first screenshot".into(),
+        "screen-quiescent-2.png" => "quiescence, second screenshot".into(),
+        other => other.to_string(),
+    }
+}
+
+/// `rel` joined under `prefix` (`""` or `evidence/0003-restore`).
+fn under(prefix: &str, rel: &str) -> String {
+    if prefix.is_empty() {
+        rel.to_string()
+    } else {
+        format!("{prefix}/{rel}")
+    }
+}
+
+fn picture(verb_dir: &Path, prefix: &str, a: &PngArtifact) -> Picture {
+    // A name from the record that would leave the folder is shown, never opened.
+    let (check, ok) = if !super::is_inside(&a.file) || a.file.contains('/') {
+        (
+            "not a file name inside the verb's folder; not opened".into(),
+            false,
+        )
+    } else {
+        match crate::evidence::sha256_file(&verb_dir.join(&a.file)) {
+            Ok((sha, _)) if sha == a.sha256 => ("matches".into(), true),
+            Ok((sha, _)) => (format!("DIFFERS: {sha} on disk"), false),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => ("missing".into(), false),
+            Err(e) => (format!("unreadable: {e}"), false),
+        }
+    };
+    Picture {
+        role: role(&a.file),
+        path: under(prefix, &a.file),
+        sha256: a.sha256.clone(),
+        check,
+        ok,
+    }
+}
+
+fn display_row(verb_dir: &Path, prefix: &str, r: GateRecord) -> DisplayRow {
+    let (differing, total, bbox) = match &r.diff {
+        Some(PixelDiff {
+            differing,
+            total,
+            bbox,
+        }) => (Some(*differing), Some(*total), bbox.map(|b| b.to_string())),
+        None => (None, None, None),
+    };
+    DisplayRow {
+        pictures: r
+            .pngs
+            .iter()
+            .map(|a| picture(verb_dir, prefix, a))
+            .collect(),
+        gate: r.gate,
+        passed: r.passed,
+        detail: r.detail,
+        differing,
+        total,
+        bbox,
+    }
+}
+
+/// The display gates' records: `facts.display_gates` of `verb.json` (the last and fullest), else
+/// `display-gates.json`. Unreadable records are skipped (the gates table still shows them).
+fn display_records(verb_dir: &Path, doc: Option<&VerbDoc>) -> Vec<GateRecord> {
+    let from_facts = doc
+        .and_then(|d| d.facts.get("display_gates"))
+        .and_then(|v| serde_json::from_value::<Vec<GateRecord>>(v.clone()).ok());
+    from_facts
+        .or_else(|| {
+            let bytes = std::fs::read(verb_dir.join(DISPLAY_FILE)).ok()?;
+            serde_json::from_slice(&bytes).ok()
+        })
+        .unwrap_or_default()
+}
+
+fn gate_row(g: GateDoc) -> GateRow {
+    GateRow {
+        name: g.name,
+        fact: g.fact,
+        proven: g.proven,
+        kind: if g.blocking { "blocking" } else { "recorded" },
+        class: g.class,
+        detail: g.detail,
+    }
+}
+
+/// The view of the verb folder `verb_dir` (named `name`), its paths under `prefix`; the
+/// parsed `verb.json` is returned too (for the page's slot number and declared differences).
+fn verb_view(verb_dir: &Path, name: &str, prefix: &str) -> (VerbView, Option<VerbDoc>) {
+    let read = std::fs::read(verb_dir.join(VERB_FILE))
+        .map_err(|e| format!("{VERB_FILE}: {e} (the verb did not finish)"))
+        .and_then(|b| {
+            serde_json::from_slice::<VerbDoc>(&b).map_err(|e| format!("{VERB_FILE}: {e}"))
+        });
+    let (doc, why) = match read {
+        Ok(d) => (Some(d), None),
+        Err(e) => (None, Some(e)),
+    };
+    let display = display_records(verb_dir, doc.as_ref())
+        .into_iter()
+        .map(|r| display_row(verb_dir, prefix, r))
+        .collect();
+    let files = VERB_FILES
+        .iter()
+        .filter(|f| verb_dir.join(f).is_file())
+        .map(|f| under(prefix, f))
+        .collect();
+    let fallback_verb = name.split_once('-').map_or(name, |(_, v)| v).to_string();
+    let mut v = VerbView {
+        name: name.to_string(),
+        folder: prefix.to_string(),
+        verb: fallback_verb,
+        outcome: "incomplete",
+        text: why.unwrap_or_default(),
+        failed_gate: None,
+        started_at: String::new(),
+        finished_at: String::new(),
+        total_ms: None,
+        phase: None,
+        gates: Vec::new(),
+        display,
+        timings: Vec::new(),
+        files,
+    };
+    let Some(d) = doc else { return (v, None) };
+    let err = d.error.as_ref();
+    v.verb = d.verb.clone();
+    v.outcome = if d.ok { "ok" } else { "FAILED" };
+    v.text = match (&d.summary, err) {
+        (Some(s), _) if d.ok => s.clone(),
+        (_, Some(e)) => e["message"].as_str().unwrap_or_default().to_string(),
+        _ => String::new(),
+    };
+    v.failed_gate = err.and_then(|e| e["gate"].as_str()).map(str::to_string);
+    v.started_at = d.started_at.clone();
+    v.finished_at = d.finished_at.clone();
+    v.total_ms = d.timings_ms.get("total").copied();
+    v.phase = d.phase.clone();
+    let mut t: Vec<(String, u64)> = d
+        .timings_ms
+        .iter()
+        .filter(|(k, _)| k.as_str() != "total")
+        .map(|(k, ms)| (k.clone(), *ms))
+        .collect();
+    t.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    v.timings = t;
+    let mut d = d;
+    v.gates = std::mem::take(&mut d.gates)
+        .into_iter()
+        .map(gate_row)
+        .collect();
+    (v, Some(d))
+}
+
+/// The verb folders of `evidence/` (`NNNN-verb`), oldest first.
+fn verb_folders(evidence: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(evidence)
+        .map(|r| {
+            r.flatten()
+                .filter(|e| e.path().is_dir())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| {
+                    n.split_once('-').is_some_and(|(seq, _)| {
+                        !seq.is_empty() && seq.bytes().all(|b| b.is_ascii_digit())
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// `phase` and `profile.name` of the slot folder's `state.json`, when readable.
+fn slot_state(dir: &Path) -> (Option<String>, Option<String>) {
+    let v: Option<Value> = std::fs::read(dir.join("state.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    let get = |p: &str| {
+        v.as_ref()
+            .and_then(|v| v.pointer(p))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    (get("/phase"), get("/profile/name"))
+}
+
+impl SlotPage {
+    /// The page of `dir`, a slot folder or one verb's evidence folder (`source`).
+    pub(crate) fn new(dir: &Path, source: SlotSource) -> SlotPage {
+        let (folders, (phase, profile)) = match source {
+            SlotSource::Verb => {
+                let name = dir
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                (vec![(dir.to_path_buf(), name, String::new())], (None, None))
+            }
+            SlotSource::Slot => {
+                let ev = dir.join("evidence");
+                let f = verb_folders(&ev)
+                    .into_iter()
+                    .map(|n| (ev.join(&n), n.clone(), format!("evidence/{n}")))
+                    .collect();
+                (f, slot_state(dir))
+            }
+        };
+        let mut page = SlotPage {
+            slot: None,
+            phase,
+            profile,
+            verbs: Vec::new(),
+            declared: Vec::new(),
+        };
+        for (path, name, prefix) in folders {
+            let (v, doc) = verb_view(&path, &name, &prefix);
+            if let Some(d) = doc {
+                page.slot = Some(d.slot);
+                page.declared = d.declared_differences;
+            }
+            page.verbs.push(v);
+        }
+        page
+    }
+}

@@ -1,0 +1,278 @@
+//! `netprobe report SLOT_DIR` (and a verb's evidence folder) on a slot folder the test makes
+//! itself, with real PNGs written by netprobe's own display gates (`x11::pixel_gate`): the
+//! report shows per verb the gates with their facts and outcome, and for the failed restore the
+//! before, after and diff pictures by relative path with their sha256 (checked again: a PNG
+//! changed after its gate wrote it shows as DIFFERS), the differing-pixel count and bounding
+//! box; hostile text is escaped in both formats; no evidence file is touched (only
+//! `report.{html,md}` appear); a state directory is refused. The same report on a real desktop
+//! slot run is asserted in tests/slot_desktop.rs.
+
+use netprobe::report::{Format, write_report};
+use netprobe::x11::{GateRecord, Screenshot, pixel_gate, write_artifact};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+const HOSTILE: &str = "<script>alert(1)</script>|`x`";
+
+fn screen(w: u32, h: u32, f: impl Fn(u32, u32) -> [u8; 3]) -> Screenshot {
+    let mut rgb = Vec::with_capacity((w * h * 3) as usize);
+    for y in 0..h {
+        for x in 0..w {
+            rgb.extend_from_slice(&f(x, y));
+        }
+    }
+    Screenshot::new(w, h, rgb).unwrap()
+}
+
+fn gate(name: &str, proven: bool, detail: &str) -> Value {
+    json!({"name": name, "fact": format!("the fact of {name}"), "proven": proven,
+           "detail": detail, "blocking": true, "class": "gate"})
+}
+
+fn verb_doc(verb: &str, ok: bool, gates: Vec<Value>, display: &[&GateRecord]) -> Value {
+    let error = (!ok).then(|| {
+        json!({"kind": "gate", "slot": "4", "gate": "pixels-equal",
+               "message": format!("slot 4: gate `pixels-equal` failed: {HOSTILE}"),
+               "exit_code": 1})
+    });
+    json!({
+        "tool": "netprobe", "tool_version": "test", "verb": verb, "slot": 4, "ok": ok,
+        "summary": ok.then(|| format!("{verb} done")), "error": error,
+        "started_at": "2026-12-01T05:00:00Z", "finished_at": "2026-12-01T05:00:01Z",
+        "timings_ms": {"total": 321, "restore": 200, "pixels-equal": 40},
+        "gates": gates, "facts": {"display_gates": display}, "phase": "running",
+        "declared_differences": [format!("declared {HOSTILE}")],
+    })
+}
+
+fn write_json(p: &Path, v: &Value) {
+    std::fs::write(p, serde_json::to_vec_pretty(v).unwrap()).unwrap();
+}
+
+/// Every file under `dir` with its bytes.
+fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut m = BTreeMap::new();
+    for e in walk(dir) {
+        m.insert(e.clone(), std::fs::read(&e).unwrap());
+    }
+    m
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            v.extend(walk(&p));
+        } else {
+            v.push(p);
+        }
+    }
+    v
+}
+
+/// A slot folder: provision (ok), snapshot (ok, the reference screen), restore (FAILED: a
+/// 20x10 block differs at (30,5)), and a verb folder without `verb.json` (interrupted).
+fn make_slot(root: &Path) -> PathBuf {
+    std::fs::write(root.join(".netprobe-state-dir"), "marker\n").unwrap();
+    let slot = root.join("slot-4");
+    let ev = slot.join("evidence");
+    for d in [
+        "0001-provision",
+        "0002-snapshot",
+        "0003-restore",
+        "0004-reset",
+    ] {
+        std::fs::create_dir_all(ev.join(d)).unwrap();
+    }
+    write_json(
+        &slot.join("owner.json"),
+        &json!({"tool": "netprobe", "slot": 4}),
+    );
+    write_json(
+        &slot.join("state.json"),
+        &json!({"phase": "restore-failed", "profile": {"name": "desk<top>"}}),
+    );
+    write_json(
+        &ev.join("0001-provision/verb.json"),
+        &verb_doc(
+            "provision",
+            true,
+            vec![gate("display-geometry", true, "1920x1080")],
+            &[],
+        ),
+    );
+    let before = screen(64, 32, |x, y| [x as u8, y as u8, 7]);
+    let snap = write_artifact(&ev.join("0002-snapshot"), "screen.png", &before).unwrap();
+    let q = GateRecord {
+        gate: "screen-quiescent".into(),
+        passed: true,
+        detail: "two screenshots 250 ms apart are pixel-equal".into(),
+        diff: None,
+        pngs: vec![snap],
+        elapsed_ms: 260,
+    };
+    write_json(
+        &ev.join("0002-snapshot/verb.json"),
+        &verb_doc(
+            "snapshot",
+            true,
+            vec![gate("screen-quiescent", true, "still")],
+            &[&q],
+        ),
+    );
+    let after = screen(64, 32, |x, y| {
+        if (30..50).contains(&x) && (5..15).contains(&y) {
+            [255, 255, 255]
+        } else {
+            [x as u8, y as u8, 7]
+        }
+    });
+    let rd = ev.join("0003-restore");
+    let b = write_artifact(&rd, "screen-snapshot.png", &before).unwrap();
+    let mut px = pixel_gate(&before, &after, &rd, "screen-after").unwrap();
+    px.pngs.insert(0, b);
+    assert!(!px.passed);
+    let gates = vec![
+        gate("net-fidelity", true, "byte-equal"),
+        gate("pixels-equal", false, &px.detail),
+        gate("config-hash", true, HOSTILE),
+    ];
+    write_json(
+        &rd.join("verb.json"),
+        &verb_doc("restore", false, gates, &[&px]),
+    );
+    std::fs::write(rd.join("runtime.log"), "restore ok\n").unwrap();
+    slot
+}
+
+#[test]
+fn slot_report_shows_before_after_diff_gates_and_escapes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let slot = make_slot(tmp.path());
+    let evidence_before = files(&slot.join("evidence"));
+    let html_path = write_report(&slot, Format::Html).unwrap();
+    assert_eq!(html_path, slot.join("report.html"));
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    for f in [
+        "screen-snapshot.png",
+        "screen-after.png",
+        "screen-after-diff.png",
+    ] {
+        let rel = format!("evidence/0003-restore/{f}");
+        assert!(
+            html.contains(&format!("<img src=\"./{rel}\"")),
+            "{f} not shown: {html}"
+        );
+        assert!(slot.join(&rel).is_file(), "{rel} does not exist");
+        let sha = netprobe::evidence::sha256_file(&slot.join(&rel)).unwrap().0;
+        assert!(html.contains(&sha), "{f}'s sha256 not shown");
+    }
+    assert!(html.contains("<img src=\"./evidence/0002-snapshot/screen.png\""));
+    assert!(
+        html.contains("<strong>200</strong> of 2048 pixels differ"),
+        "{html}"
+    );
+    assert!(html.contains("bounding box x 30 y 5, 20x10"), "{html}");
+    assert!(html.contains("the fact of pixels-equal") && html.contains("NOT PROVEN"));
+    assert!(html.contains("(matches)") && !html.contains("DIFFERS"));
+    assert!(html.contains("0004-reset") && html.contains("incomplete"));
+    assert!(html.contains("restore-failed") && html.contains("desk&lt;top&gt;"));
+    // Escaping: no markup from the evidence reaches the page.
+    assert!(!html.contains("<script>"), "unescaped script");
+    assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+
+    let md = std::fs::read_to_string(write_report(&slot, Format::Markdown).unwrap()).unwrap();
+    for f in [
+        "screen-snapshot.png",
+        "screen-after.png",
+        "screen-after-diff.png",
+    ] {
+        assert!(
+            md.contains(&format!("](./evidence/0003-restore/{f})")),
+            "{f} not in the Markdown"
+        );
+    }
+    assert!(
+        !md.contains("<script>") && md.contains("&lt;script&gt;"),
+        "{md}"
+    );
+    assert!(
+        md.contains(r"\|"),
+        "a table-breaking | must be escaped: {md}"
+    );
+
+    // No evidence file was touched; only the two reports appeared beside it.
+    assert_eq!(files(&slot.join("evidence")), evidence_before);
+    let mut top: Vec<String> = std::fs::read_dir(&slot)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    top.sort();
+    assert_eq!(
+        top,
+        [
+            "evidence",
+            "owner.json",
+            "report.html",
+            "report.md",
+            "state.json"
+        ]
+    );
+
+    // A PNG changed after its gate recorded it is flagged on the next report.
+    let diff_png = slot.join("evidence/0003-restore/screen-after-diff.png");
+    std::fs::write(&diff_png, b"not the recorded bytes").unwrap();
+    let html = std::fs::read_to_string(write_report(&slot, Format::Html).unwrap()).unwrap();
+    assert!(html.contains("DIFFERS"), "a changed PNG was not flagged");
+}
+
+#[test]
+fn verb_folder_report_and_state_dir_refusal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let slot = make_slot(tmp.path());
+    let rd = slot.join("evidence/0003-restore");
+    let html = std::fs::read_to_string(write_report(&rd, Format::Html).unwrap()).unwrap();
+    for f in [
+        "screen-snapshot.png",
+        "screen-after.png",
+        "screen-after-diff.png",
+    ] {
+        assert!(html.contains(&format!("<img src=\"./{f}\"")), "{f}: {html}");
+    }
+    assert!(html.contains("./runtime.log"));
+    assert!(rd.join("report.html").is_file());
+
+    let e = write_report(tmp.path(), Format::Html)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("state directory") && e.contains("slot-N"), "{e}");
+    assert!(!tmp.path().join("report.html").exists());
+}
+
+#[test]
+fn a_png_name_leaving_the_folder_is_neither_opened_nor_linked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let slot = make_slot(tmp.path());
+    let rd = slot.join("evidence/0004-reset");
+    let rec = GateRecord {
+        gate: "pixels-equal".into(),
+        passed: false,
+        detail: "x".into(),
+        diff: None,
+        pngs: vec![netprobe::x11::PngArtifact {
+            file: "../../../owner.json".into(),
+            sha256: "0".repeat(64),
+        }],
+        elapsed_ms: 1,
+    };
+    write_json(
+        &rd.join("verb.json"),
+        &verb_doc("reset", false, vec![], &[&rec]),
+    );
+    let html = std::fs::read_to_string(write_report(&slot, Format::Html).unwrap()).unwrap();
+    assert!(html.contains("not a file name inside the verb"), "{html}");
+    assert!(!html.contains("src=\"./evidence/0004-reset/../"), "{html}");
+}
