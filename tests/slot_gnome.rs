@@ -187,10 +187,7 @@ fn gnome_profile_provision_snapshot_restore_input_reset_cleanup() {
         // The key reached the typing app (the profile's region is its window), and the verb's
         // display-gates.json holds both records.
         let input = gate(&r, "input-reaches-app")["detail"].as_str().unwrap();
-        assert!(
-            input.contains("x: 200, y: 187, width: 900, height: 240"),
-            "{input}"
-        );
+        assert!(input.contains("app region x 200 y 187, 900x240"), "{input}");
         let ev = PathBuf::from(r["evidence"].as_str().unwrap());
         let recs: Value =
             serde_json::from_slice(&std::fs::read(ev.join("display-gates.json")).unwrap()).unwrap();
