@@ -173,6 +173,7 @@ fn hung_runtime_and_criu_in_snapshot_and_restore_are_bounded() {
     assert_eq!(code, Some(0), "snapshot after the hung ones: {err}{out}");
     hung_verb(&wdir, &sd, "restore", "runc", "restore");
     hung_verb(&wdir, &sd, "restore", "criu", "swrk");
+    sigint_mid_restore(&wdir, &sd);
     let (code, out, err) = cli_slot("restore", "47", &sd, &[]);
     assert_eq!(code, Some(0), "restore after the hung ones: {err}{out}");
 
@@ -180,4 +181,78 @@ fn hung_runtime_and_criu_in_snapshot_and_restore_are_bounded() {
     let (code, out, err) = cli_slot("cleanup", "47", &sd, &[]);
     assert_eq!(code, Some(0), "cleanup: {err}{out}");
     assert_released(&sd, &holders);
+}
+
+/// SIGINT to `netprobe slot restore` while CRIU hangs inside runc's restore (default bound):
+/// runc has made its state directory (no `state.json` yet, `criu-root` mounted in it). The verb
+/// ends with 130, and the release leaves nothing of the step: the half-made state directory and
+/// its mounts are gone (else every later restore of the id fails "already exists"), no mount is
+/// left in the slot but its overlay, `interrupted.txt` is in the verb's evidence and the journal
+/// ends the verb (not ok). The restore run next by the caller proves the slot can be retried.
+fn sigint_mid_restore(wdir: &Path, sd: &Path) {
+    let _ = std::fs::remove_file(wdir.join("gc.pid"));
+    std::fs::write(wdir.join("criu.hang"), "swrk").unwrap();
+    let errf = wdir.join("sigint-stderr.txt");
+    let mut child = std::process::Command::new(EXE)
+        .args(["slot", "restore", "--slot=47", "--state-dir"])
+        .arg(sd)
+        .env_remove("NETPROBE_STEP_TIMEOUT_S")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&errf).unwrap())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(60);
+    while !wdir.join("gc.pid").is_file() {
+        assert!(
+            Instant::now() < until,
+            "CRIU never hung in the restore: {}",
+            std::fs::read_to_string(&errf).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let id = state(sd, 47).container_id;
+    let half_made = sd.join("slot-47/runc-root").join(&id);
+    assert!(half_made.is_dir(), "runc made its state directory first");
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let t0 = Instant::now();
+    let code = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st.code();
+        }
+        if t0.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("slot restore still running 30 s after SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::fs::remove_file(wdir.join("criu.hang")).unwrap();
+    let err = std::fs::read_to_string(&errf).unwrap_or_default();
+    assert_eq!(code, Some(130), "{err}");
+    assert!(err.contains("interrupted by SIGINT"), "{err}");
+    assert!(err.contains(&format!("released container {id}")), "{err}");
+    assert!(!half_made.exists(), "half-made runtime state left: {err}");
+    let slot = std::fs::canonicalize(sd.join("slot-47")).unwrap();
+    let merged = slot.join("bundle/rootfs");
+    let mi = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let left: Vec<&str> = mi
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|m| Path::new(m).starts_with(&slot) && Path::new(m) != merged)
+        .collect();
+    assert!(left.is_empty(), "mounts left in the slot: {left:?}");
+    let newest = std::fs::read_dir(slot.join("evidence"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with("-restore"))
+        .max()
+        .unwrap();
+    let note = std::fs::read_to_string(newest.join("interrupted.txt")).unwrap();
+    assert!(note.contains("interrupted by SIGINT"), "{note}");
+    let journal = std::fs::read_to_string(slot.join("journal.jsonl")).unwrap();
+    let last: serde_json::Value = serde_json::from_str(journal.lines().last().unwrap()).unwrap();
+    assert_eq!(last["event"], "end", "{last}");
+    assert_eq!(last["ok"], false, "{last}");
 }

@@ -100,13 +100,13 @@ fn status_validates_and_probe_gate() {
             variant(&ev, &tmp.path().join("runtime-sha"), |d| {
                 edit_result(d, |r| r["host"]["runtime"]["sha256"] = zeros.clone().into())
             }),
-            "probe ran runtime sha256",
+            "probe ran runtime ",
         ),
         (
             variant(&ev, &tmp.path().join("criu-sha"), |d| {
                 edit_result(d, |r| r["host"]["criu"]["sha256"] = zeros.clone().into())
             }),
-            "probe ran CRIU sha256",
+            "probe ran CRIU ",
         ),
         (
             // Not valid against netprobe-result.schema.json: never trusted.
@@ -166,4 +166,88 @@ fn status_validates_and_probe_gate() {
     assert_valid(&v, &doc);
     assert_eq!(doc["state"]["phase"], "clean");
     assert_released(&sd, &holders);
+}
+
+/// The README's order through the binary: `netprobe run` with its own defaults (the pinned pair),
+/// then `slot provision --probe-evidence` without `--runtime`/`--criu`: the slot takes the pair
+/// the probe ran (fact `binaries_from`), so the probe gate proves it by sha256. A different
+/// `--runtime` is refused naming both paths and the fix.
+#[test]
+fn provision_takes_the_probed_pair_by_default() {
+    require_root();
+    let _s = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let sd = state_dir(&tmp);
+    let _c = CleanupOnDrop(sd.clone(), vec![57, 58]);
+    let ev = tmp.path().join("probe");
+    let (code, out, err) = cli(&["run", "--evidence", ev.to_str().unwrap(), "--quiet"], &[]);
+    assert_eq!(code, Some(0), "netprobe run: {out}{err}");
+    let res: Value =
+        serde_json::from_slice(&std::fs::read(ev.join("netprobe-result.json")).unwrap()).unwrap();
+    let (rt, cr) = (
+        res["host"]["runtime"]["path"].as_str().unwrap().to_string(),
+        res["host"]["criu"]["path"].as_str().unwrap().to_string(),
+    );
+    let sds = sd.to_string_lossy().to_string();
+    let evs = ev.to_string_lossy().to_string();
+    let (code, out, err) = cli(
+        &[
+            "slot",
+            "provision",
+            "--slot",
+            "57",
+            "--state-dir",
+            &sds,
+            "--probe-evidence",
+            &evs,
+            "--json",
+        ],
+        &[],
+    );
+    assert_eq!(code, Some(0), "provision: {out}{err}");
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        doc["facts"]["binaries_from"]["runtime"], "probe evidence",
+        "{doc}"
+    );
+    assert_eq!(
+        doc["facts"]["binaries_from"]["criu"], "probe evidence",
+        "{doc}"
+    );
+    let st = state(&sd, 57);
+    assert_eq!(st.runtime.path.to_string_lossy(), rt);
+    assert_eq!(st.criu.path.to_string_lossy(), cr);
+    let holders = holder_pids(&sd);
+    let (code, out, err) = cli(
+        &["slot", "cleanup", "--slot", "57", "--state-dir", &sds],
+        &[],
+    );
+    assert_eq!(code, Some(0), "cleanup: {out}{err}");
+    assert_released(&sd, &holders);
+
+    // Another runtime than the probe's: refused, both paths and the fix named.
+    let other = netprobe::host::default_runtime();
+    if other.to_string_lossy() != rt {
+        let (code, out, err) = cli(
+            &[
+                "slot",
+                "provision",
+                "--slot",
+                "58",
+                "--state-dir",
+                &sds,
+                "--probe-evidence",
+                &evs,
+                "--runtime",
+                other.to_str().unwrap(),
+            ],
+            &[],
+        );
+        assert_eq!(code, Some(1), "{out}{err}");
+        assert!(
+            err.contains(&format!("probe ran runtime {rt}"))
+                && err.contains(&format!("fix: provision with `--runtime {rt}`")),
+            "{err}"
+        );
+    }
 }

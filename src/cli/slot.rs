@@ -112,10 +112,10 @@ struct ProvisionCmd {
     /// Why the probe gate is skipped.
     #[arg(long, value_parser = parse_reason)]
     reason: Option<String>,
-    /// OCI runtime binary. Default: runc in PATH.
+    /// OCI runtime binary. Default: the one the --probe-evidence run used, else runc in PATH.
     #[arg(long)]
     runtime: Option<PathBuf>,
-    /// CRIU binary. Default: as for `netprobe run`.
+    /// CRIU binary. Default: the one the --probe-evidence run used, else /opt/criu-4.2.1 (set-up's build), else criu in PATH.
     #[arg(long)]
     criu: Option<PathBuf>,
     /// cgroup driver: systemd (runc --systemd-cgroup, a scope unit; only where systemd is pid 1,
@@ -237,10 +237,11 @@ impl SlotCmd {
 
 impl Execute for SlotCmd {
     fn execute(self) -> ExitCode {
-        // A signal kills the step's process tree (the runtime, CRIU) and ends the verb (128+N);
-        // the slot's own state tolerates a verb killed at any point, and its holder is meant to
-        // outlive the verb.
-        if let Err(e) = netprobe::proc::install_tree_killer() {
+        // A signal kills the step's process tree (the runtime, CRIU), releases what the step had
+        // registered (a half-made container, CRIU's leftover mounts, the CRIU PATH folder, the
+        // runtime's log; a provision's holder), writes `interrupted.txt` and the journal's end,
+        // and ends the verb (128+N). The slot's recorded state is kept: the verb can be run again.
+        if let Err(e) = netprobe::ns::cleanup::install_signal_handler() {
             eprintln!(
                 "netprobe: could not install the signal handler ({e}); a signal may leave the current step's processes running"
             );

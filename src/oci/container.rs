@@ -104,6 +104,10 @@ impl RuntimeOps for Runtime {
             move || {
                 let _ = rt.kill(&cid, "KILL");
                 let _ = rt.delete(&cid, true);
+                // A runtime killed before it recorded the container leaves a state directory
+                // (with runc's criu-root mounted) that `delete` cannot remove and that makes
+                // the next restore of the same id fail ("already exists").
+                rt.discard_half_made(&cid);
                 super::cgroups::remove_leftover_cgroups(&cid);
             },
         ))

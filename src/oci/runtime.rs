@@ -304,8 +304,12 @@ impl Runtime {
             .iter()
             .any(|a| a == "--leave-running" || a == "--pre-dump");
         let pid = if stops { self.init_pid(id) } else { None };
-        let out = self.run_raw(args, Stdio3::Piped, strace, true)?;
-        let out = check(out, Some(work_path.join("dump.log")))?;
+        let _mounts = work_mounts_on_signal(work_path);
+        let out = self.run_raw(args, Stdio3::Piped, strace, true);
+        if !matches!(&out, Ok(o) if o.code == Some(0)) {
+            detach_mounts_under(work_path);
+        }
+        let out = check(out?, Some(work_path.join("dump.log")))?;
         if let Some(pid) = pid {
             reap_if_child(pid);
         }
@@ -353,13 +357,18 @@ impl Runtime {
             .strace
             .as_ref()
             .map(|_| work_path.join("strace-restore.txt"));
+        let _mounts = work_mounts_on_signal(work_path);
         let out = match self.run_raw(args, Stdio3::Detached, strace, true) {
             Ok(out) => out,
             Err(e) => {
                 self.discard_half_made(id);
+                detach_mounts_under(work_path);
                 return Err(e);
             }
         };
+        if out.code != Some(0) {
+            detach_mounts_under(work_path);
+        }
         check(out, Some(work_path.join("restore.log")))
     }
 
@@ -368,17 +377,10 @@ impl Runtime {
     /// recorded the container — `runc state` then says "does not exist" and `runc delete`
     /// cannot remove it. Its mounts are detached and it is removed; a directory with a
     /// `state.json` is left to the runtime (kill + delete).
-    fn discard_half_made(&self, id: &str) {
+    pub(crate) fn discard_half_made(&self, id: &str) {
         let dir = self.root.join(id);
         if dir.is_dir() && !dir.join("state.json").exists() {
-            let mut mounts: Vec<PathBuf> = crate::ns::mountinfo::mount_points()
-                .into_iter()
-                .filter(|m| m.starts_with(&dir))
-                .collect();
-            mounts.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
-            for m in &mounts {
-                let _ = nix::mount::umount2(m, nix::mount::MntFlags::MNT_DETACH);
-            }
+            detach_mounts_under(&dir);
             let _ = fs::remove_dir_all(&dir);
         }
     }
@@ -548,6 +550,24 @@ impl Runtime {
             strace_path: strace_out.filter(|_| self.strace.is_some()),
         })
     }
+}
+
+/// Lazily unmounts (`MNT_DETACH`) everything at or below `dir`, deepest first: what a runtime or
+/// CRIU killed mid-step leaves mounted there (runc's `criu-root` in its state directory, CRIU's
+/// cgroup yard `.criu.cgyard.*` in its work directory).
+fn detach_mounts_under(dir: &Path) {
+    crate::ns::mountinfo::unmount_under(dir, |m| {
+        nix::mount::umount2(m, nix::mount::MntFlags::MNT_DETACH)
+    });
+}
+
+/// While a checkpoint or restore runs: on a signal, CRIU's leftover mounts in its work directory
+/// are detached ([`detach_mounts_under`]) by the release, after the tree was killed.
+fn work_mounts_on_signal(work_path: &Path) -> crate::ns::cleanup::Registration {
+    let w = work_path.to_path_buf();
+    crate::ns::cleanup::register(format!("CRIU mounts under {}", w.display()), move || {
+        detach_mounts_under(&w)
+    })
 }
 
 /// Turn a non-zero exit into [`OciError::Failed`] (with the CRIU log path, and CRIU's deciding

@@ -264,8 +264,17 @@ pub fn probe_evidence(
     ] {
         let sha = ran.map(|b| b.sha256.as_str()).unwrap_or_default();
         if sha != now.sha256 {
+            let flag = if what == "CRIU" {
+                "--criu"
+            } else {
+                "--runtime"
+            };
+            let probe_path = ran.map(|b| b.path.as_str()).unwrap_or("(none recorded)");
             return Err(format!(
-                "{shown}: probe ran {what} sha256 {sha:?}, now {} ({})",
+                "{shown}: probe ran {what} {probe_path} sha256 {sha:?}, the slot would run {} \
+                 sha256 {}; fix: provision with `{flag} {probe_path}`, or probe the slot's binary \
+                 (`netprobe run {flag} {}`)",
+                now.path.display(),
                 now.sha256,
                 now.path.display()
             ));

@@ -137,14 +137,47 @@ pub(crate) fn provision(run: &mut VerbRun) -> Result<(String, Option<SlotState>)
 }
 
 /// Runtime and CRIU binaries: must exist and be recognised (host refusal otherwise); their
-/// facts are recorded as the slot's pins.
+/// facts are recorded as the slot's pins. Not given, each is the one the `--probe-evidence` run
+/// used (its `netprobe-result.json`, `host.runtime.path` / `host.criu.path`: the pair the probe
+/// gate then proves by sha256), else runc in PATH and [`host::default_criu`]; where each came
+/// from is the fact `binaries_from`.
 fn binary_gates(run: &mut VerbRun) -> Result<(BinaryPin, BinaryPin), SlotError> {
+    let probed = run
+        .args
+        .probe_evidence
+        .as_deref()
+        .and_then(|d| crate::evidence::read_result(d).ok())
+        .map(|r| {
+            let path = |b: Option<&crate::evidence::result::BinaryFacts>| {
+                b.map(|b| PathBuf::from(&b.path))
+            };
+            (path(r.host.runtime.as_ref()), path(r.host.criu.as_ref()))
+        })
+        .unwrap_or((None, None));
+    let from = |given: bool, probed: bool| match (given, probed) {
+        (true, _) => "given",
+        (false, true) => "probe evidence",
+        (false, false) => "default",
+    };
+    run.fact(
+        "binaries_from",
+        json!({
+            "runtime": from(run.args.runtime.is_some(), probed.0.is_some()),
+            "criu": from(run.args.criu.is_some(), probed.1.is_some()),
+        }),
+    );
     let rt_path = run
         .args
         .runtime
         .clone()
+        .or(probed.0)
         .unwrap_or_else(host::default_runtime);
-    let cr_path = run.args.criu.clone().unwrap_or_else(host::default_criu);
+    let cr_path = run
+        .args
+        .criu
+        .clone()
+        .or(probed.1)
+        .unwrap_or_else(host::default_criu);
     let rt = binary_found(
         run,
         GateId::RuntimeBinaryFound,

@@ -84,6 +84,9 @@ pub(crate) struct VerbRun<'a> {
     /// Evidence files being written on their own threads ([`VerbRun::ev_write_beside`]);
     /// joined by [`VerbRun::finish`] before the verb's own evidence is written.
     pending: Vec<std::thread::JoinHandle<()>>,
+    /// The interruption note registered once the evidence folder exists
+    /// ([`VerbRun::interruption_note`]); dropped with the run.
+    interruption: Option<crate::ns::cleanup::Registration>,
 }
 
 impl<'a> VerbRun<'a> {
@@ -104,6 +107,7 @@ impl<'a> VerbRun<'a> {
             env,
             rt_kind: None,
             pending: Vec::new(),
+            interruption: None,
         }
     }
 
@@ -328,12 +332,41 @@ impl<'a> VerbRun<'a> {
                 Ok(()) => {
                     self.ev = Some(d.clone());
                     self.journal("start", true, &format!("evidence {}", d.display()));
+                    self.interruption = Some(self.interruption_note(&d));
                     return Ok(());
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => seq += 1,
                 Err(e) => return Err(self.step_err("evidence", StepError::io(&d)(e))),
             }
         }
+    }
+
+    /// Registers what an interrupted verb leaves (a signal does not unwind): `interrupted.txt`
+    /// in its evidence folder and the journal's `end` entry (not ok), written by the release
+    /// after the step's process tree was killed and what it started was released
+    /// ([`crate::ns::cleanup`]). Dropped when the verb finishes.
+    fn interruption_note(&self, ev: &std::path::Path) -> crate::ns::cleanup::Registration {
+        let (ev, journal) = (ev.to_path_buf(), self.paths.journal());
+        let verb = self.verb().to_string();
+        crate::ns::cleanup::register(format!("slot {verb} interruption note"), move || {
+            let by = crate::ns::cleanup::interrupted_by().unwrap_or("a signal");
+            let text = format!(
+                "netprobe slot {verb} was interrupted by {by} at {}; the step's process tree was \
+                 killed and the runtime's half-made container released; the slot's state is as \
+                 the journal's last step left it (run the verb again, or `slot cleanup`)\n",
+                crate::evidence::now_rfc3339()
+            );
+            if let Ok(d) = EvidenceDir::open(&ev) {
+                let _ = d.write(crate::evidence::dir::INTERRUPTED_FILE, text.as_bytes());
+            }
+            let _ = layout::journal_append(
+                &journal,
+                &verb,
+                "end",
+                false,
+                &format!("interrupted by {by}"),
+            );
+        })
     }
 
     /// The declared differences, with the binaries recorded at provision.
