@@ -249,6 +249,8 @@ fn verb_folder_report_and_state_dir_refusal() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("state directory") && e.contains("slot-N"), "{e}");
+    // The state directory's own slot folders are named, not only the pattern.
+    assert!(e.contains(&slot.display().to_string()), "{e}");
     assert!(!tmp.path().join("report.html").exists());
 }
 

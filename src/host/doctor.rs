@@ -202,7 +202,9 @@ fn criu_config_prereq() -> Prereq {
     let fix = files
         .iter()
         .map(|f| {
-            if f.exists() {
+            let from_env = std::env::var_os(crate::criu::CRIU_CONFIG_ENV)
+                .is_some_and(|v| std::path::Path::new(&v) == f.as_path());
+            if f.exists() && !from_env {
                 format!("mv {0} {0}.disabled", f.display())
             } else {
                 "unset CRIU_CONFIG_FILE".to_string()

@@ -97,14 +97,16 @@ fn config_message(files: &[PathBuf]) -> String {
     let mut parts = Vec::new();
     for f in files {
         let d = f.display();
-        if f.exists() {
+        let from_env = std::env::var_os(crate::criu::CRIU_CONFIG_ENV)
+            .is_some_and(|v| std::path::Path::new(&v) == f.as_path());
+        if f.exists() && !from_env {
             parts.push(format!(
                 "CRIU config file {d} is present: move it away, e.g. mv {d} {d}.disabled: \
                  CRIU config files silently change checkpoint behaviour"
             ));
         } else {
             parts.push(format!(
-                "CRIU_CONFIG_FILE={d} is set: unset it (env -u CRIU_CONFIG_FILE), \
+                "CRIU_CONFIG_FILE={d} is set in the environment: unset it (env -u CRIU_CONFIG_FILE), \
                  CRIU config files silently change checkpoint behaviour"
             ));
         }

@@ -12,11 +12,11 @@ use std::process::{Command, Output, Stdio};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum NetnsContent {
     /// `lo` up with 127.0.0.1/8 only (the ladder's historic probe; cheapest, and what the
-    /// verdict table of DESIGN.md was established with).
+    /// verdict table of docs/ARCHITECTURE.md was established with).
     #[default]
     Lo,
-    /// [`RICH_SCRIPT`]: a veth pair, IPv4/IPv6 addresses, routes in `main` and table 100, a
-    /// policy rule, non-default sysctls, an iptables rule and an nftables table.
+    /// A veth pair, IPv4/IPv6 addresses, routes in `main` and table 100, a policy rule,
+    /// non-default sysctls, an iptables rule and an nftables table (the script `RICH_SCRIPT`).
     Rich,
 }
 

@@ -99,11 +99,13 @@ pub enum ReportError {
     },
     /// A slot state directory was given: its reports are per slot.
     #[error(
-        "{dir}: a slot state directory; pass one of its slot folders ({dir}/slot-N) or one verb's evidence folder ({dir}/slot-N/evidence/NNNN-verb)"
+        "{dir}: a slot state directory; pass one of its slot folders ({slots}) or one verb's evidence folder ({dir}/slot-N/evidence/NNNN-verb)"
     )]
     StateDir {
         /// The state directory as given.
         dir: PathBuf,
+        /// Its slot folders, comma-separated (`<dir>/slot-N` when it has none yet).
+        slots: String,
     },
     /// A matrix folder (it holds `matrix.json`) whose `matrix.json` cannot be read.
     #[error("{detail}; run `netprobe matrix` again with a new --evidence folder")]
@@ -220,8 +222,25 @@ pub fn write_report(dir: &Path, format: Format) -> Result<PathBuf> {
         return write_atomic_report(dir, format, &slot_report(dir, format));
     }
     if dir.join(slot_view::STATE_DIR_MARKER).is_file() {
+        let mut slots: Vec<String> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.is_dir()
+                    && p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with("slot-"))
+            })
+            .map(|p| p.display().to_string())
+            .collect();
+        slots.sort();
+        if slots.is_empty() {
+            slots.push(format!("{}/slot-N", dir.display()));
+        }
         return Err(ReportError::StateDir {
             dir: dir.to_path_buf(),
+            slots: slots.join(", "),
         });
     }
     let result = load_result(dir)?;

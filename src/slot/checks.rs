@@ -155,7 +155,7 @@ pub fn snapshot_complete(root: &Path, st: &SlotState) -> Result<(PathBuf, String
     let Some(s) = &st.snapshot else {
         let tmps = stale_tmp(root);
         return Err(format!(
-            "no complete snapshot recorded{}",
+            "no complete snapshot recorded (run `netprobe slot snapshot` first){}",
             if tmps.is_empty() {
                 String::new()
             } else {
