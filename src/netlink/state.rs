@@ -176,10 +176,17 @@ pub fn capture_full(settle_ms: u64) -> Result<(NetState, CaptureExtras), Netlink
         retries += 1;
         std::thread::sleep(std::time::Duration::from_millis(100));
     };
-    let (covered, uncovered) = super::sysctl::capture_sysctls()
-        .map_err(|e| NetlinkError::decode("capture: /proc/sys/net", 0, e.to_string()))?;
-    let (nf, raw) = super::netfilter::capture()
-        .map_err(|e| NetlinkError::decode("capture: netfilter", 0, e))?;
+    // The netfilter tools run on a scoped thread (created here, so in this thread's netns)
+    // while this thread reads the sysctls (`/proc/sys/net` answers for the reader's netns).
+    let (sysctls, netfilter) = std::thread::scope(|s| {
+        let nf = s.spawn(super::netfilter::capture);
+        let sysctls = super::sysctl::capture_sysctls();
+        let nf = nf.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+        (sysctls, nf)
+    });
+    let (covered, uncovered) =
+        sysctls.map_err(|e| NetlinkError::decode("capture: /proc/sys/net", 0, e.to_string()))?;
+    let (nf, raw) = netfilter.map_err(|e| NetlinkError::decode("capture: netfilter", 0, e))?;
     state.sysctls = covered;
     state.netfilter = nf;
     Ok((
