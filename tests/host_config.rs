@@ -30,6 +30,8 @@ fn config_files_are_refused() {
     );
 
     // The real process environment: a temp $CRIU_CONFIG_FILE that exists, then one that does not.
+    // Either way the fix is to unset the variable (the file is not in a place CRIU reads by
+    // itself).
     let before = criu_config_files();
     let dir = tempfile::tempdir().unwrap();
     let conf = dir.path().join("netprobe-test.conf");
@@ -44,7 +46,7 @@ fn config_files_are_refused() {
     let msg = e.to_string();
     let c = conf.display();
     assert!(
-        msg.contains(&format!("move it away, e.g. mv {c} {c}.disabled: CRIU config files silently change checkpoint behaviour")),
+        msg.contains(&format!("CRIU_CONFIG_FILE={c} is set in the environment: unset it (env -u CRIU_CONFIG_FILE), CRIU config files silently change checkpoint behaviour")),
         "{msg}"
     );
 
