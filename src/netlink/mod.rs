@@ -11,6 +11,7 @@
 pub mod criu_dump;
 mod error;
 pub mod fidelity;
+mod full;
 pub mod mutate;
 pub mod netfilter;
 pub mod rules;
@@ -23,11 +24,10 @@ pub use criu_dump::{
     criu_link_dump_request, decode_link_replies, dump_links_criu,
 };
 pub use error::NetlinkError;
+pub use full::{CaptureExtras, capture_full};
 pub use mutate::{
     add_address, create_veth_pair, create_veth_pairs, delete_link, delete_links, link_index,
     set_link_up,
 };
 pub use rules::RuleState;
-pub use state::{
-    AddrState, CaptureExtras, LinkState, NetState, RouteState, capture, capture_full, dump_addrs,
-};
+pub use state::{AddrState, LinkState, NetState, RouteState, capture, dump_addrs};

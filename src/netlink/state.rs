@@ -14,7 +14,7 @@ use netlink_packet_route::{
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-use super::netfilter::{NetfilterRaw, NetfilterState};
+use super::netfilter::NetfilterState;
 use super::rules::{RuleState, rule_state_from};
 
 use super::NetlinkError;
@@ -117,86 +117,14 @@ pub struct NetState {
     #[serde(default)]
     pub rules: Vec<RuleState>,
     /// Sysctls under `/proc/sys/net` that CRIU saves (see [`super::sysctl::criu_saves`]),
-    /// dotted name → value. Filled by [`capture_full`] only; the others are returned beside
+    /// dotted name → value. Filled by [`super::capture_full`] only; the others are returned beside
     /// the state, not compared. Added field (empty in older files).
     #[serde(default)]
     pub sysctls: BTreeMap<String, String>,
-    /// Canonical netfilter ruleset (see [`super::netfilter`]). Filled by [`capture_full`]
+    /// Canonical netfilter ruleset (see [`super::netfilter`]). Filled by [`super::capture_full`]
     /// only. Added field (empty in older files).
     #[serde(default)]
     pub netfilter: NetfilterState,
-}
-
-/// What [`capture_full`] saw beside the compared [`NetState`]: evidence, not compared.
-#[derive(Debug, Clone, Default)]
-pub struct CaptureExtras {
-    /// Sysctls under `/proc/sys/net` that CRIU does not save (dotted name → value).
-    pub uncovered_sysctls: BTreeMap<String, String>,
-    /// The raw `iptables-save` / `ip6tables-save` / `nft list ruleset` output.
-    pub netfilter_raw: NetfilterRaw,
-    /// How many extra captures were needed until no address was `tentative` (IPv6 DAD of a
-    /// link that just came up), 100 ms apart.
-    pub settle_retries: u32,
-}
-
-impl CaptureExtras {
-    /// The evidence text of the raw netfilter output: each tool's command line (`$ iptables-save`,
-    /// `$ ip6tables-save`, `$ nft list ruleset`) followed by its stdout, in that order.
-    pub fn netfilter_text(&self) -> String {
-        let raw = &self.netfilter_raw;
-        format!(
-            "$ iptables-save\n{}\n$ ip6tables-save\n{}\n$ nft list ruleset\n{}",
-            raw.iptables, raw.ip6tables, raw.nftables
-        )
-    }
-
-    /// The sysctls CRIU does not save, as pretty JSON (an object: dotted name → value).
-    pub fn uncovered_sysctls_json(&self) -> String {
-        serde_json::to_string_pretty(&self.uncovered_sysctls).unwrap_or_else(|_| "{}".into())
-    }
-}
-
-/// [`capture`] plus the sysctls CRIU saves and the canonical netfilter ruleset, for the
-/// rungs: the state is re-captured (100 ms apart, for at most `settle_ms` milliseconds) while
-/// any address is `tentative`, so a link that just came up is compared after its DAD.
-///
-/// Errors: as [`capture`]; `Decode` naming `/proc/sys/net` or the netfilter tool that failed.
-pub fn capture_full(settle_ms: u64) -> Result<(NetState, CaptureExtras), NetlinkError> {
-    let start = std::time::Instant::now();
-    let mut retries = 0;
-    let mut state = loop {
-        let s = capture()?;
-        let tentative = s
-            .addresses
-            .iter()
-            .any(|a| a.flags.iter().any(|f| f == "tentative"));
-        if !tentative || start.elapsed().as_millis() as u64 >= settle_ms {
-            break s;
-        }
-        retries += 1;
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
-    // The netfilter tools run on a scoped thread (created here, so in this thread's netns)
-    // while this thread reads the sysctls (`/proc/sys/net` answers for the reader's netns).
-    let (sysctls, netfilter) = std::thread::scope(|s| {
-        let nf = s.spawn(super::netfilter::capture);
-        let sysctls = super::sysctl::capture_sysctls();
-        let nf = nf.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-        (sysctls, nf)
-    });
-    let (covered, uncovered) =
-        sysctls.map_err(|e| NetlinkError::decode("capture: /proc/sys/net", 0, e.to_string()))?;
-    let (nf, raw) = netfilter.map_err(|e| NetlinkError::decode("capture: netfilter", 0, e))?;
-    state.sysctls = covered;
-    state.netfilter = nf;
-    Ok((
-        state,
-        CaptureExtras {
-            uncovered_sysctls: uncovered,
-            netfilter_raw: raw,
-            settle_retries: retries,
-        },
-    ))
 }
 
 /// Capture the [`NetState`] of the calling thread's netns: one `NETLINK_ROUTE` socket, three

@@ -205,8 +205,25 @@ fn guest_gate(
         return Ok(());
     };
     let t = Instant::now();
-    let r = net::http_check_in_netns(&h.netns_path(), port, &path, status, timeout);
+    let r = guest_http_gate(run, h, port, &path, status, timeout);
     run.took(&format!("{when}-guest-http"), t);
+    r
+}
+
+/// The `guest-http` gate: `GET path` on 127.0.0.1:`port` from a thread in holder `h`'s netns
+/// must answer `status` within `timeout` ([`net::http_check_in_netns`]); the detail names the
+/// netns inode.
+///
+/// Errors: the gate's error when it is not proven.
+pub(crate) fn guest_http_gate(
+    run: &mut VerbRun,
+    h: &ProcessIdentity,
+    port: u16,
+    path: &str,
+    status: u16,
+    timeout: std::time::Duration,
+) -> Result<(), SlotError> {
+    let r = net::http_check_in_netns(&h.netns_path(), port, path, status, timeout);
     run.gate(
         GateId::GuestHttp,
         r.map(|l| {

@@ -123,16 +123,7 @@ pub(crate) fn run_checks(
                 GateId::GuestTcp
             }
             ReadyCheck::Http { port, path, status } => {
-                let r = net::http_check_in_netns(&h.netns_path(), *port, path, *status, left);
-                run.gate(
-                    GateId::GuestHttp,
-                    r.map(|l| {
-                        format!(
-                            "127.0.0.1:{port} GET {path}: {l} (new connection from a thread in netns {})",
-                            h.netns_inode
-                        )
-                    }),
-                )?;
+                super::common::guest_http_gate(run, h, *port, path, *status, left)?;
                 GateId::GuestHttp
             }
             ReadyCheck::NoGuestServer => {
