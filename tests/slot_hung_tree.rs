@@ -86,6 +86,62 @@ fn hung_verb(dir: &Path, sd: &Path, verb: &str, name: &str, step: &str) {
     }
 }
 
+/// `netprobe slot VERB --slot=47` started while `NAME.hang` names `step` (default bound), sent
+/// `signal` once the wrapper hangs (its grandchild's pid in `gc.pid`), and waited for (at most
+/// `wait_s` seconds). Returns the exit code, the time from the signal to the exit, and stderr;
+/// `before_signal` runs while the step hangs.
+fn interrupt_hung(
+    wdir: &Path,
+    sd: &Path,
+    (verb, name, step): (&str, &str, &str),
+    signal: i32,
+    wait_s: u64,
+    before_signal: impl FnOnce(),
+) -> (Option<i32>, Duration, String) {
+    let _ = std::fs::remove_file(wdir.join("gc.pid"));
+    std::fs::write(wdir.join(format!("{name}.hang")), step).unwrap();
+    let errf = wdir.join(format!("{verb}-signal-stderr.txt"));
+    let mut child = std::process::Command::new(EXE)
+        .args(["slot", verb, "--slot=47", "--state-dir"])
+        .arg(sd)
+        .env_remove("NETPROBE_STEP_TIMEOUT_S")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&errf).unwrap())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(60);
+    while !wdir.join("gc.pid").is_file() {
+        assert!(
+            Instant::now() < until,
+            "{name} never hung at {step}: {}",
+            std::fs::read_to_string(&errf).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    before_signal();
+    let t0 = Instant::now();
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(child.id() as i32, signal) };
+    let code = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st.code();
+        }
+        if t0.elapsed() > Duration::from_secs(wait_s) {
+            let _ = child.kill();
+            panic!("slot {verb} still running {wait_s} s after signal {signal}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::fs::remove_file(wdir.join(format!("{name}.hang"))).unwrap();
+    let took = t0.elapsed();
+    (
+        code,
+        took,
+        std::fs::read_to_string(&errf).unwrap_or_default(),
+    )
+}
+
 #[test]
 fn hung_runtime_and_criu_in_snapshot_and_restore_are_bounded() {
     require_root();
@@ -117,42 +173,16 @@ fn hung_runtime_and_criu_in_snapshot_and_restore_are_bounded() {
 
     // SIGTERM to `netprobe slot snapshot` while the runtime's checkpoint hangs (default bound):
     // the verb ends within seconds (143) and the hung tree dies with it.
-    let _ = std::fs::remove_file(wdir.join("gc.pid"));
-    std::fs::write(wdir.join("runc.hang"), "checkpoint").unwrap();
-    let mut child = std::process::Command::new(EXE)
-        .args(["slot", "snapshot", "--slot=47", "--state-dir"])
-        .arg(&sd)
-        .env_remove("NETPROBE_STEP_TIMEOUT_S")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(wdir.join("sigterm-stderr.txt")).unwrap())
-        .spawn()
-        .unwrap();
-    let until = Instant::now() + Duration::from_secs(60);
-    while !wdir.join("gc.pid").is_file() {
-        assert!(
-            Instant::now() < until,
-            "the checkpoint never hung: {}",
-            std::fs::read_to_string(wdir.join("sigterm-stderr.txt")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(200));
-    let t0 = Instant::now();
-    // SAFETY: kill(2) of our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let code = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st.code();
-        }
-        if t0.elapsed() > Duration::from_secs(20) {
-            let _ = child.kill();
-            panic!("slot snapshot still running 20 s after SIGTERM");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    std::fs::remove_file(wdir.join("runc.hang")).unwrap();
+    let (code, took, _) = interrupt_hung(
+        &wdir,
+        &sd,
+        ("snapshot", "runc", "checkpoint"),
+        libc::SIGTERM,
+        20,
+        || {},
+    );
     assert_eq!(code, Some(143));
-    assert!(t0.elapsed() < Duration::from_secs(8), "{:?}", t0.elapsed());
+    assert!(took < Duration::from_secs(8), "{took:?}");
     let gc: i32 = std::fs::read_to_string(wdir.join("gc.pid"))
         .unwrap()
         .trim()
@@ -190,45 +220,16 @@ fn hung_runtime_and_criu_in_snapshot_and_restore_are_bounded() {
 /// left in the slot but its overlay, `interrupted.txt` is in the verb's evidence and the journal
 /// ends the verb (not ok). The restore run next by the caller proves the slot can be retried.
 fn sigint_mid_restore(wdir: &Path, sd: &Path) {
-    let _ = std::fs::remove_file(wdir.join("gc.pid"));
-    std::fs::write(wdir.join("criu.hang"), "swrk").unwrap();
-    let errf = wdir.join("sigint-stderr.txt");
-    let mut child = std::process::Command::new(EXE)
-        .args(["slot", "restore", "--slot=47", "--state-dir"])
-        .arg(sd)
-        .env_remove("NETPROBE_STEP_TIMEOUT_S")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&errf).unwrap())
-        .spawn()
-        .unwrap();
-    let until = Instant::now() + Duration::from_secs(60);
-    while !wdir.join("gc.pid").is_file() {
-        assert!(
-            Instant::now() < until,
-            "CRIU never hung in the restore: {}",
-            std::fs::read_to_string(&errf).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(200));
     let id = state(sd, 47).container_id;
     let half_made = sd.join("slot-47/runc-root").join(&id);
-    assert!(half_made.is_dir(), "runc made its state directory first");
-    // SAFETY: kill(2) of our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let t0 = Instant::now();
-    let code = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st.code();
-        }
-        if t0.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
-            panic!("slot restore still running 30 s after SIGINT");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    std::fs::remove_file(wdir.join("criu.hang")).unwrap();
-    let err = std::fs::read_to_string(&errf).unwrap_or_default();
+    let (code, _, err) = interrupt_hung(
+        wdir,
+        sd,
+        ("restore", "criu", "swrk"),
+        libc::SIGINT,
+        30,
+        || assert!(half_made.is_dir(), "runc made its state directory first"),
+    );
     assert_eq!(code, Some(130), "{err}");
     assert!(err.contains("interrupted by SIGINT"), "{err}");
     assert!(err.contains(&format!("released container {id}")), "{err}");
