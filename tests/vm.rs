@@ -57,6 +57,22 @@ fn procs_mentioning(needle: &str) -> Vec<String> {
     v
 }
 
+/// Nothing of run.sh is left under `tmp` (its TMPDIR): no process mentions it (qemu) and the
+/// folder holds exactly `results` (the `--out` folders).
+fn assert_only_results_left(tmp: &Path, results: &[&str]) {
+    assert!(
+        procs_mentioning(tmp.to_str().unwrap()).is_empty(),
+        "qemu left running"
+    );
+    let mut left: Vec<String> = fs::read_dir(tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, results, "temporary files left");
+}
+
 fn read(p: &Path) -> String {
     fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
@@ -91,17 +107,7 @@ fn vm_ladder_and_systemd_cgroup_v2() {
         .unwrap();
     let err = String::from_utf8_lossy(&r.stderr);
     assert_eq!(r.status.code(), Some(0), "run.sh: {err}");
-    assert!(procs_mentioning(tmp.path().to_str().unwrap()).is_empty());
-    let left: Vec<_> = fs::read_dir(tmp.path())
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name())
-        .collect();
-    assert_eq!(
-        left,
-        [std::ffi::OsString::from("out")],
-        "temporary files left"
-    );
+    assert_only_results_left(tmp.path(), &["out"]);
 
     // The guest is the host kind we claim: systemd pid 1, cgroup v2 only, all controllers.
     let facts = read(&out.join("facts.txt"));
@@ -439,22 +445,9 @@ fn vm_that_does_not_finish_is_killed_and_reported() {
     let err = String::from_utf8_lossy(&r.stderr);
     assert_eq!(r.status.code(), Some(4), "{err}");
     assert!(err.contains("did not power off within 4s: killed"), "{err}");
-    assert!(
-        procs_mentioning(tmp.path().to_str().unwrap()).is_empty(),
-        "qemu left running"
-    );
+    assert_only_results_left(tmp.path(), &["out"]);
     let vm: serde_json::Value = serde_json::from_str(&read(&out.join("vm.json"))).unwrap();
     assert_eq!(vm["qemu_exit"], 124);
-    let left: Vec<_> = fs::read_dir(tmp.path())
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name())
-        .collect();
-    assert_eq!(
-        left,
-        [std::ffi::OsString::from("out")],
-        "temporary files left"
-    );
     // Results are never written over.
     let r = Command::new("bash")
         .arg(repo().join("host/vm/run.sh"))
@@ -515,10 +508,8 @@ fn vm_guest_kernel_panic_is_booted_again_and_kept() {
     assert!(read(&out.join("attempt-1/console.log")).contains("Kernel panic - not syncing"));
     assert!(read(&out.join("console.log")).contains("Kernel panic - not syncing"));
     assert!(!out.join("rc").exists());
-    assert!(
-        procs_mentioning(tmp.path().to_str().unwrap()).is_empty(),
-        "qemu left running"
-    );
+    // Both attempts' qemu and temporary disks are gone; the refused run wrote nothing.
+    assert_only_results_left(tmp.path(), &["out"]);
 }
 
 #[test]
