@@ -22,9 +22,15 @@ pub struct CaptureExtras {
 
 impl CaptureExtras {
     /// The evidence text of the raw netfilter output: each tool's command line (`$ iptables-save`,
-    /// `$ ip6tables-save`, `$ nft list ruleset`) followed by its stdout, in that order.
+    /// `$ ip6tables-save`, `$ nft list ruleset`) followed by its stdout, in that order; or, when
+    /// the tools were not run because the netns holds no table, that sentence and its proof.
     pub fn netfilter_text(&self) -> String {
         let raw = &self.netfilter_raw;
+        if let Some(proof) = &raw.no_tables {
+            return format!(
+                "# not run: iptables-save, ip6tables-save, nft list ruleset: the netfilter of this netns filters nothing (below), so the canonical ruleset is empty\n{proof}"
+            );
+        }
         format!(
             "$ iptables-save\n{}\n$ ip6tables-save\n{}\n$ nft list ruleset\n{}",
             raw.iptables, raw.ip6tables, raw.nftables

@@ -14,6 +14,7 @@ pub mod fidelity;
 mod full;
 pub mod mutate;
 pub mod netfilter;
+pub mod nft_tables;
 pub mod rules;
 pub mod state;
 pub mod sysctl;

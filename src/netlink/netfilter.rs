@@ -28,6 +28,9 @@ pub struct NetfilterState {
 /// The raw tool output a [`NetfilterState`] was made from (evidence, not compared).
 #[derive(Debug, Clone, Default)]
 pub struct NetfilterRaw {
+    /// Set when the tools were not run because the netns provably filters nothing: the proof
+    /// ([`super::nft_tables::TablesSeen::proof_lines`]); the three outputs are then empty.
+    pub no_tables: Option<String>,
     /// `iptables-save` stdout.
     pub iptables: String,
     /// `ip6tables-save` stdout.
@@ -66,14 +69,33 @@ fn run(program: &str, args: &[&str]) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&o.stdout).into_owned())
 }
 
-/// Captures the ruleset of the calling thread's netns: runs `iptables-save`,
+/// Captures the ruleset of the calling thread's netns. When [`super::nft_tables::tables`]
+/// proves the canonical ruleset empty ([`super::nft_tables::TablesSeen::filters_nothing`]: no
+/// table, or only tables that filter nothing), it is returned without a process (the proof is
+/// kept in [`NetfilterRaw::no_tables`]); otherwise [`capture_with_tools`].
+///
+/// Errors: as [`capture_with_tools`].
+pub fn capture() -> Result<(NetfilterState, NetfilterRaw), String> {
+    match super::nft_tables::tables() {
+        Ok(seen) if seen.filters_nothing() => Ok((
+            NetfilterState::default(),
+            NetfilterRaw {
+                no_tables: Some(seen.proof_lines()),
+                ..Default::default()
+            },
+        )),
+        _ => capture_with_tools(),
+    }
+}
+
+/// Captures the ruleset of the calling thread's netns with the tools: runs `iptables-save`,
 /// `ip6tables-save` and `nft list ruleset` there, side by side (two on scoped threads, which
 /// start in the calling thread's netns: a new thread shares its creator's namespaces), each a
 /// bounded process tree.
 ///
 /// Errors: a text naming the tool that could not run, failed or timed out, with its stderr;
 /// the first of them in the order above.
-pub fn capture() -> Result<(NetfilterState, NetfilterRaw), String> {
+pub fn capture_with_tools() -> Result<(NetfilterState, NetfilterRaw), String> {
     let (v4, v6, nft) = std::thread::scope(|s| {
         let v4 = s.spawn(|| run("iptables-save", &[]));
         let v6 = s.spawn(|| run("ip6tables-save", &[]));
@@ -84,6 +106,7 @@ pub fn capture() -> Result<(NetfilterState, NetfilterRaw), String> {
         (join(v4), join(v6), nft)
     });
     let raw = NetfilterRaw {
+        no_tables: None,
         iptables: v4?,
         ip6tables: v6?,
         nftables: nft?,
