@@ -97,7 +97,9 @@ pub(crate) fn restore(
 /// Every gate before the first destructive step. The container's `runtime state` is read-only,
 /// so it is queried on a second thread while the gates hash the binaries; its answer is used
 /// only after the runtime-binary gate has proven the binary that gave it (same path, same
-/// sha256). For reset, the running container is then stopped and proven gone.
+/// sha256). The snapshot's files are re-hashed on a third thread at the same time (read-only
+/// too); `snapshot-complete` is decided and recorded after the common gates, in its place. For
+/// reset, the running container is then stopped and proven gone.
 fn gates(
     run: &mut VerbRun,
     st: &SlotState,
@@ -106,12 +108,15 @@ fn gates(
     let id = st.container_id.clone();
     let (paths_rt, paths_cr) = common::binary_paths(run, st);
     let query_rt = run.runtime(st, &paths_rt, &paths_cr);
+    let root = run.paths.root.clone();
     let (gates, (before, before_ms)) = std::thread::scope(|s| {
         let q = s.spawn(|| timed(|| common::container_status(&*query_rt, &id)));
+        let snap = s.spawn(|| timed(|| checks::snapshot_complete(&root, st)));
         let gates = common::common_gates(run, st).and_then(|rt| {
             let t = Instant::now();
-            let snap = checks::snapshot_complete(&run.paths.root, st);
-            run.took("gate-snapshot", t);
+            let (snap, snap_ms) = snap.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+            run.took("gate-snapshot-wait", t);
+            run.timings.insert("gate-snapshot".into(), snap_ms);
             let (dir, d) = snap.map_err(|e| run.fail(GateId::SnapshotComplete, e))?;
             run.gate(GateId::SnapshotComplete, Ok(d))?;
             Ok((rt, dir))
