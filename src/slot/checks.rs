@@ -304,6 +304,7 @@ pub(crate) mod tests {
             path: p.to_path_buf(),
             sha256: file_sha256(p).unwrap(),
             version: None,
+            kind: None,
         };
         SlotState {
             schema_version: STATE_SCHEMA_VERSION,

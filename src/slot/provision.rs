@@ -208,6 +208,7 @@ fn binary_found(
         path: PathBuf::from(&f.path),
         sha256: f.sha256,
         version: Some(f.version),
+        kind: None,
     })
 }
 
@@ -517,6 +518,8 @@ fn write_config(
 fn start_container(run: &mut VerbRun, st: &mut SlotState) -> Result<String, SlotError> {
     let p = run.paths.clone();
     let rt = run.runtime(st, &st.runtime.path, &st.criu.path);
+    // Detected just now (cached for this verb); recorded for the later verbs.
+    st.runtime.kind = Some(run.runtime_kind(&st.runtime.path));
     let id = st.container_id.clone();
     let mut c = Container::new(&*rt, &id, p.bundle(), p.root.join("container.pid"));
     let r = c.refuse_existing();

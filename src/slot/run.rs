@@ -117,9 +117,23 @@ impl<'a> VerbRun<'a> {
     }
 
     /// The runtime for binaries `rt`, `cr` under the slot's recorded runtime root, of the kind
-    /// its `--version` names (facts `runtime_kind`, `runtime_kind_from`), with the slot's
+    /// its `--version` names (facts `runtime_kind`, `runtime_kind_from`; recorded at provision
+    /// in `state.json` `runtime.kind` and taken from there for the recorded path), with the slot's
     /// recorded cgroup driver (`--systemd-cgroup` on every call for systemd).
     pub fn runtime(&mut self, st: &SlotState, rt: &Path, cr: &Path) -> Box<dyn RuntimeOps> {
+        if let (None, Some(k)) = (&self.rt_kind, st.runtime.kind)
+            && st.runtime.path == rt
+        {
+            self.rt_kind = Some((rt.to_path_buf(), k));
+            self.fact(
+                "runtime_kind_from",
+                format!(
+                    "state.json runtime.kind, detected from {} --version at provision; the same binary while its sha256 pin holds (gate {})",
+                    rt.display(),
+                    super::gate::GateId::RuntimeBinaryPinned.name()
+                ),
+            );
+        }
         let kind = self.runtime_kind(rt);
         let systemd = super::cgroups::uses_systemd(st);
         (self.env.make_runtime)(rt, cr, &st.runtime_root, kind, systemd)

@@ -141,6 +141,13 @@ pub struct BinaryPin {
     /// Version parsed from `--version` at provision (e.g. `1.1.5+ds1`, `4.2.1`).
     #[serde(default)]
     pub version: Option<String>,
+    /// For the runtime: which CLI it speaks (`runc` or `crun`), detected from its `--version`
+    /// at provision ([`super::crun::detect_kind`]). Later verbs take it from here instead of
+    /// running `--version` again: the binary is the same one while its sha256 pin holds (a
+    /// verb uses nothing the runtime answers before that gate passed). Absent in states
+    /// written before it was recorded (then detected per verb) and for CRIU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<crate::oci::RuntimeKind>,
 }
 
 /// How the probe-verdict gate was satisfied (`mode` in `state.json`).

@@ -380,3 +380,49 @@ fn every_required_gate_is_evaluated_by_its_verb() {
         }
     }
 }
+
+/// The kinds every runtime the verb built was made for, and the verb's `runtime_kind_from` fact.
+fn kinds_and_source(f: &Fixture, verb: Verb) -> (Vec<RuntimeKind>, String) {
+    let events = Events::default();
+    let kinds = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (k2, fake) = (kinds.clone(), RecordingRuntime::new(events.clone(), None));
+    let make: Make = Box::new(
+        move |_: &Path, _: &Path, _: &Path, k: RuntimeKind, _: bool| -> Box<dyn RuntimeOps> {
+            k2.lock().unwrap().push(k);
+            Box::new(fake.clone())
+        },
+    );
+    let env = fake_env(&events, &make);
+    let e = run_with(&SlotArgs::new(verb, "1", &f.sd), &env).unwrap_err();
+    let ev = e.evidence.clone().expect("evidence folder");
+    let doc: serde_json::Value =
+        serde_json::from_slice(&fs::read(ev.join("verb.json")).unwrap()).unwrap();
+    let from = doc["facts"]["runtime_kind_from"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let k = kinds.lock().unwrap().clone();
+    (k, from)
+}
+
+#[test]
+fn the_runtime_kind_recorded_at_provision_is_taken_without_running_version() {
+    // The fixture's runtime is a plain file named `runc`: `--version` cannot run, so detection
+    // would guess runc from the name. Recorded as crun, crun it is, and the fact says why.
+    let f = existing(true, Phase::Checkpointed);
+    f.edit(|st| st.runtime.kind = Some(RuntimeKind::Crun));
+    let (kinds, from) = kinds_and_source(&f, Verb::Restore);
+    assert!(
+        !kinds.is_empty() && kinds.iter().all(|k| *k == RuntimeKind::Crun),
+        "{kinds:?}"
+    );
+    assert!(
+        from.starts_with("state.json runtime.kind") && from.ends_with("(gate runtime-binary)"),
+        "{from}"
+    );
+    // Not recorded (a state written before the field): detected per verb, as before.
+    let f = existing(true, Phase::Checkpointed);
+    let (kinds, from) = kinds_and_source(&f, Verb::Restore);
+    assert!(kinds.iter().all(|k| *k == RuntimeKind::Runc), "{kinds:?}");
+    assert!(from.contains("guessed runc from the file name"), "{from}");
+}
