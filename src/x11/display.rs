@@ -13,7 +13,7 @@ use x11rb::protocol::xtest::{self, ConnectionExt as _};
 use x11rb::rust_connection::{DefaultStream, RustConnection};
 
 use super::error::{Result, X11Error};
-use super::image::{PixelDiff, Screenshot, diff};
+use super::image::{PixelDiff, Rect, Screenshot, diff};
 
 /// The socket of display `:number` under a guest's root directory:
 /// `<root>/tmp/.X11-unix/X<number>`. `root` is the container's rootfs (overlay merged dir) or,
@@ -184,19 +184,45 @@ impl Display {
     /// per pixel.
     pub fn screenshot(&self) -> Result<Screenshot> {
         let g = self.geometry()?;
+        let all = Rect {
+            x: 0,
+            y: 0,
+            width: g.width,
+            height: g.height,
+        };
+        self.image(all, g.depth)
+    }
+
+    /// A screenshot of `rect` of the root window (clipped to the screen), as [`Display::screenshot`]
+    /// takes the whole one: what the input gate polls, a few KB instead of 8 MB per look.
+    ///
+    /// Errors: as [`Display::screenshot`]; [`X11Error::Request`] for an empty clipped rectangle.
+    pub fn region(&self, rect: Rect) -> Result<Screenshot> {
+        let g = self.geometry()?;
+        let clipped = Rect {
+            x: rect.x.min(g.width),
+            y: rect.y.min(g.height),
+            width: rect.width.min(g.width.saturating_sub(rect.x)),
+            height: rect.height.min(g.height.saturating_sub(rect.y)),
+        };
+        self.image(clipped, g.depth)
+    }
+
+    /// `GetImage` of `r` at the root's `depth`, decoded into RGB.
+    fn image(&self, r: Rect, depth: u8) -> Result<Screenshot> {
         let setup = self.conn.setup();
         let bpp = setup
             .pixmap_formats
             .iter()
-            .find(|f| f.depth == g.depth)
+            .find(|f| f.depth == depth)
             .map(|f| f.bits_per_pixel)
             .unwrap_or(0);
         let fmt_err = || X11Error::Format {
             path: self.path.clone(),
-            depth: g.depth,
+            depth,
             bits_per_pixel: bpp,
         };
-        if bpp != 32 || g.depth < 24 {
+        if bpp != 32 || depth < 24 {
             return Err(fmt_err());
         }
         let screen = &setup.roots[0];
@@ -208,27 +234,30 @@ impl Display {
             .ok_or_else(fmt_err)?;
         let (rm, gm, bm) = (visual.red_mask, visual.green_mask, visual.blue_mask);
         let e = self.req_err("GetImage");
+        if r.width == 0 || r.height == 0 {
+            return Err(e(format!("empty rectangle {r}")));
+        }
         let reply = self
             .conn
             .get_image(
                 ImageFormat::Z_PIXMAP,
                 self.root,
-                0,
-                0,
-                g.width as u16,
-                g.height as u16,
+                r.x as i16,
+                r.y as i16,
+                r.width as u16,
+                r.height as u16,
                 !0,
             )
             .map_err(|x| e(x.to_string()))?
             .reply()
             .map_err(|x| e(x.to_string()))?;
-        let need = (g.width * g.height * 4) as usize;
+        let need = (r.width * r.height * 4) as usize;
         if reply.data.len() < need {
             return Err(e(format!(
                 "{} bytes of image data for {}x{} at 32 bpp",
                 reply.data.len(),
-                g.width,
-                g.height
+                r.width,
+                r.height
             )));
         }
         let lsb = setup.image_byte_order == ImageOrder::LSB_FIRST;
@@ -239,7 +268,7 @@ impl Display {
                 ((p & m) >> m.trailing_zeros()) as u8
             }
         };
-        let mut rgb = Vec::with_capacity((g.width * g.height * 3) as usize);
+        let mut rgb = Vec::with_capacity((r.width * r.height * 3) as usize);
         for px in reply.data[..need].chunks_exact(4) {
             let b = [px[0], px[1], px[2], px[3]];
             let p = if lsb {
@@ -249,7 +278,7 @@ impl Display {
             };
             rgb.extend_from_slice(&[chan(p, rm), chan(p, gm), chan(p, bm)]);
         }
-        Screenshot::new(g.width, g.height, rgb)
+        Screenshot::new(r.width, r.height, rgb)
     }
 
     /// Takes two screenshots `interval` apart and diffs them.

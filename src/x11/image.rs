@@ -103,6 +103,21 @@ impl Screenshot {
         [self.rgb[i], self.rgb[i + 1], self.rgb[i + 2]]
     }
 
+    /// The pixels of `rect` (clipped to the image) as an image of their own, as
+    /// [`super::Display::region`] reads the same rectangle from a display.
+    pub fn crop(&self, rect: Rect) -> Result<Screenshot> {
+        let x = rect.x.min(self.width);
+        let y = rect.y.min(self.height);
+        let w = rect.width.min(self.width - x);
+        let h = rect.height.min(self.height - y);
+        let mut rgb = Vec::with_capacity((w * h * 3) as usize);
+        for row in y..y + h {
+            let s = ((row * self.width + x) * 3) as usize;
+            rgb.extend_from_slice(&self.rgb[s..s + (w * 3) as usize]);
+        }
+        Screenshot::new(w, h, rgb)
+    }
+
     /// sha256 of the raw RGB bytes (independent of PNG encoding).
     pub fn pixel_sha256(&self) -> String {
         sha256_hex(&self.rgb)
@@ -277,6 +292,26 @@ mod tests {
     fn set(s: &mut Screenshot, x: u32, y: u32, c: [u8; 3]) {
         let i = ((y * s.width + x) * 3) as usize;
         s.rgb[i..i + 3].copy_from_slice(&c);
+    }
+
+    #[test]
+    fn crop_takes_the_clipped_rectangle() {
+        let mut a = solid(10, 6, [0, 0, 0]);
+        set(&mut a, 8, 4, [7, 7, 7]);
+        let r = |x, y, width, height| Rect {
+            x,
+            y,
+            width,
+            height,
+        };
+        let c = a.crop(r(7, 3, 2, 2)).unwrap();
+        assert_eq!((c.width, c.height), (2, 2));
+        assert_eq!(c.pixel(1, 1), [7, 7, 7]);
+        assert_eq!(c.pixel(0, 0), [0, 0, 0]);
+        // Clipped at the right and bottom edges, as the display clips a region.
+        let c = a.crop(r(8, 4, 5, 5)).unwrap();
+        assert_eq!((c.width, c.height), (2, 2));
+        assert_eq!(c.pixel(0, 0), [7, 7, 7]);
     }
 
     #[test]
