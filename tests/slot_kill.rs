@@ -80,6 +80,19 @@ fn sigkill_mid_snapshot_then_every_verb() {
         std::os::unix::process::ExitStatusExt::signal(&st),
         Some(libc::SIGKILL)
     );
+    // A SIGKILL runs no clean-up: the CRIU PATH folder of the killed verb's runtime call is
+    // left in the temporary folder until `cleanup` sweeps it (its process no longer exists).
+    let killed_path_dirs = || -> Vec<String> {
+        let prefix = format!("netprobe-criu-path-{}-", child.id());
+        std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(&prefix))
+            .collect()
+    };
+    let left = killed_path_dirs();
+    assert!(!left.is_empty(), "the killed verb left no CRIU PATH folder");
 
     // Status works at once and validates; the runtime/CRIU the killed verb started keep the
     // slot locked until they exit (the lock is inherited), then the lock is free again.
@@ -128,6 +141,13 @@ fn sigkill_mid_snapshot_then_every_verb() {
     let (code, out, err) = cli_slot("cleanup", "31", &sd, &[]);
     assert_eq!(code, Some(0), "cleanup: {err}{out}");
     assert_released(&sd, &holders);
+    assert_eq!(killed_path_dirs(), Vec::<String>::new(), "swept by cleanup");
+    for d in &left {
+        assert!(
+            out.contains(d.as_str()),
+            "cleanup output does not name {d}: {out}"
+        );
+    }
     // The interrupted snapshot's folder is removed by cleanup (never evidence), which says so
     // in its output and in the journal.
     let journal = std::fs::read_to_string(slot.join("journal.jsonl")).unwrap();

@@ -36,3 +36,4 @@ pub use runtime::{
     RuntimeOutcome, crun_quirks, host_is_hybrid, read_pid_file, refuse_existing,
     unique_container_id,
 };
+pub use runtime_env::{CRIU_PATH_PREFIX, sweep_stale_criu_path_dirs};

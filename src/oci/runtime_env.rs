@@ -5,7 +5,7 @@
 
 use std::ffi::OsString;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::error::{Result, io_err};
@@ -97,8 +97,50 @@ pub fn host_is_hybrid() -> bool {
         .unwrap_or(false)
 }
 
+/// The name of every [`CriuPathDir`] in the temporary folder starts with this, then the pid of
+/// the netprobe process that made it and `-`.
+pub const CRIU_PATH_PREFIX: &str = "netprobe-criu-path-";
+
+/// Removes the CRIU PATH folders ([`CriuPathDir`]) in `tmp` that a netprobe process killed with
+/// SIGKILL left behind: a folder named `netprobe-criu-path-<pid>-…` whose pid no longer exists
+/// (`kill(pid, 0)` answers `ESRCH`) and that holds nothing but the `criu` symlink. A folder of a
+/// live process, an unexpected content or a name without a pid is left alone. Returns the
+/// folders removed.
+pub fn sweep_stale_criu_path_dirs(tmp: &Path) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    let Ok(entries) = fs::read_dir(tmp) else {
+        return removed;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(CRIU_PATH_PREFIX)
+            .and_then(|r| r.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<i32>().ok())
+            .filter(|p| *p > 0)
+        else {
+            continue;
+        };
+        let dead = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+            == Err(nix::errno::Errno::ESRCH);
+        let dir = e.path();
+        let only_criu_link = fs::read_dir(&dir).is_ok_and(|d| {
+            let v: Vec<_> = d.flatten().collect();
+            v.len() == 1
+                && v[0].file_name() == "criu"
+                && v[0].file_type().is_ok_and(|t| t.is_symlink())
+        });
+        if dead && only_criu_link && fs::remove_dir_all(&dir).is_ok() {
+            removed.push(dir);
+        }
+    }
+    removed
+}
+
 /// A private folder holding only `criu` (a symlink to the requested CRIU), put first in the
-/// spawned runtime's `PATH`; removed when dropped (and on interruption).
+/// spawned runtime's `PATH`; removed when dropped (and on interruption). Named
+/// `netprobe-criu-path-<pid>-…` so that one left by a killed process is found
+/// ([`sweep_stale_criu_path_dirs`]).
 pub(crate) struct CriuPathDir {
     _dir: tempfile::TempDir,
     _on_signal: crate::ns::cleanup::Registration,
@@ -113,7 +155,7 @@ impl CriuPathDir {
         let target = crate::host::find_in_path(criu).unwrap_or_else(|| criu.to_path_buf());
         let target = std::path::absolute(&target).unwrap_or(target);
         let dir = tempfile::Builder::new()
-            .prefix("netprobe-criu-path-")
+            .prefix(&format!("{CRIU_PATH_PREFIX}{}-", std::process::id()))
             .tempdir()
             .map_err(io_err(
                 "create the CRIU PATH folder in",
@@ -203,5 +245,35 @@ impl CrunNamespace {
                 Ok(())
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_folders_of_dead_processes_holding_only_criu_are_swept() {
+        let tmp = tempfile::tempdir().unwrap();
+        // A pid above the kernel's largest pid_max (4194304) never exists.
+        let mk = |name: &str, extra: bool| {
+            let d = tmp.path().join(name);
+            fs::create_dir(&d).unwrap();
+            std::os::unix::fs::symlink("/nonexistent/criu", d.join("criu")).unwrap();
+            if extra {
+                fs::write(d.join("other"), b"x").unwrap();
+            }
+            d
+        };
+        let dead = mk("netprobe-criu-path-99999999-abc", false);
+        let alive = mk(
+            &format!("netprobe-criu-path-{}-abc", std::process::id()),
+            false,
+        );
+        let unexpected = mk("netprobe-criu-path-99999998-abc", true);
+        let no_pid = mk("netprobe-criu-path-abcdef", false);
+        assert_eq!(sweep_stale_criu_path_dirs(tmp.path()), vec![dead.clone()]);
+        assert!(!dead.exists());
+        assert!(alive.exists() && unexpected.exists() && no_pid.exists());
     }
 }

@@ -53,7 +53,18 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
     let mut problems = unmount_all(run, st);
     problems.extend(cgroup_problems);
     run.took("unmount", t);
-    let removed_detail = remove_stale_snapshots(run, &mut problems);
+    let mut removed_detail = remove_stale_snapshots(run, &mut problems);
+    let swept = crate::oci::sweep_stale_criu_path_dirs(&std::env::temp_dir());
+    if !swept.is_empty() {
+        let names: Vec<String> = swept.iter().map(|p| p.display().to_string()).collect();
+        let d = format!(
+            "removed the CRIU PATH folders of netprobe processes that no longer exist (killed before they could remove them): {}",
+            names.join(", ")
+        );
+        run.journal("step", true, &d);
+        run.fact("stale_criu_path_dirs_removed", names);
+        removed_detail.push_str(&format!("; {d}"));
+    }
 
     let t = Instant::now();
     let holder_detail = stop_holder(run, st, holder_r, &mut problems);
