@@ -52,6 +52,17 @@ fn malformed_slot_numbers_are_usage_errors() {
     let mut a = SlotArgs::new(Verb::Provision, "1", tmp.path().join("s"));
     a.image = Some(tmp.path().join("x.qcow2"));
     assert_eq!(err(&a).exit_code(), 2);
+    // A missing --image is bad input too (exit 2, named with the fix), as a profile's is.
+    let mut a = SlotArgs::new(Verb::Provision, "1", tmp.path().join("s"));
+    a.image = Some(tmp.path().join("no-such-rootfs"));
+    a.no_probe_gate = true;
+    a.reason = Some("usage test".into());
+    let e = err(&a);
+    assert_eq!(e.exit_code(), 2, "{e}");
+    assert!(
+        e.to_string().contains("--image") && e.to_string().contains("no-such-rootfs"),
+        "{e}"
+    );
     assert!(
         !tmp.path().join("s").exists(),
         "a usage error creates nothing"

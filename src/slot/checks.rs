@@ -33,7 +33,30 @@ pub fn usage_checks(a: &SlotArgs, raw: &str) -> Result<(), SlotError> {
     };
     reason
         .and_then(|()| image_pin(a.image.as_deref(), a.image_sha256.as_deref()))
+        .and_then(|()| image_exists(a.image.as_deref()))
         .map_err(|m| SlotError::usage(raw, m))
+}
+
+/// An `--image` must be there before anything is made: a directory (a root filesystem used
+/// as-is), or a regular file for a `.qcow2` disk (its pin is checked by the `image-sha256` gate).
+/// Errors: the usage message naming the path, what is wrong and what to give instead.
+pub fn image_exists(image: Option<&Path>) -> Result<(), String> {
+    let Some(img) = image else { return Ok(()) };
+    let fix =
+        "give --image an existing root filesystem directory, or a .qcow2 disk with --image-sha256";
+    let qcow2 = ImageKind::of(Some(img)) == ImageKind::Qcow2;
+    match std::fs::metadata(img) {
+        Err(e) => Err(format!("--image {}: {e}; {fix}", img.display())),
+        Ok(m) if qcow2 && !m.is_file() => Err(format!(
+            "--image {} is not a regular file (a .qcow2 disk is one); {fix}",
+            img.display()
+        )),
+        Ok(m) if !qcow2 && !m.is_dir() => Err(format!(
+            "--image {} is neither a directory nor a .qcow2 file; {fix}",
+            img.display()
+        )),
+        Ok(_) => Ok(()),
+    }
 }
 
 /// `--no-probe-gate` needs a non-blank `--reason` (it is recorded in the slot). Errors: the
@@ -507,11 +530,49 @@ pub(crate) mod tests {
         let mut a = SlotArgs::new(Verb::Restore, "1", "/tmp/x");
         assert!(usage_checks(&a, "1").is_ok());
         a.verb = Verb::Provision;
-        a.image = Some("/x.qcow2".into());
+        let d = tempfile::tempdir().unwrap();
+        let q = d.path().join("x.qcow2");
+        a.image = Some(q.clone());
         let e = usage_checks(&a, "1").unwrap_err();
         assert!(e.message.contains("pinned with --image-sha256") && e.exit_code() == 2);
         a.image_sha256 = Some("a".repeat(64));
+        // Pinned but missing: named, with the fix, before anything is made.
+        let e = usage_checks(&a, "1").unwrap_err();
+        assert!(
+            e.exit_code() == 2
+                && e.message.contains(&format!("--image {}: ", q.display()))
+                && e.message
+                    .contains("give --image an existing root filesystem directory"),
+            "{}",
+            e.message
+        );
+        fs::create_dir(&q).unwrap();
+        assert!(
+            usage_checks(&a, "1")
+                .unwrap_err()
+                .message
+                .contains("not a regular file")
+        );
+        fs::remove_dir(&q).unwrap();
+        fs::write(&q, b"disk").unwrap();
         assert!(usage_checks(&a, "1").is_ok());
+        // A directory image: there and a directory, or named.
+        let (mut b, f) = (a.clone(), d.path().join("rootfs"));
+        b.image_sha256 = None;
+        b.image = Some(f.clone());
+        assert!(
+            usage_checks(&b, "1")
+                .unwrap_err()
+                .message
+                .contains("No such file")
+        );
+        fs::write(&f, b"x").unwrap();
+        assert!(
+            usage_checks(&b, "1")
+                .unwrap_err()
+                .message
+                .contains("neither a directory")
+        );
         a.no_probe_gate = true;
         assert!(
             usage_checks(&a, "1")
