@@ -221,3 +221,29 @@ fn images_decodes_every_network_image_of_a_real_rich_dump() {
         }
     }
 }
+
+#[test]
+fn a_folder_without_any_criu_image_is_a_usage_error() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("readme.txt"), b"not an image").unwrap();
+    let o = netprobe(&["images", d.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&d.path().display().to_string())
+            && err.contains("holds no CRIU image")
+            && err.contains("--image-path"),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty());
+    // An inventory alone (a dump without network images) is still decoded: exit 0.
+    std::fs::write(d.path().join("inventory.img"), [0x16u8, 0x31, 0x31, 0x58]).unwrap();
+    let o = netprobe(&["images", d.path().to_str().unwrap()]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains("inventory.img: present"));
+}

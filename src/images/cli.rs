@@ -24,14 +24,22 @@ pub struct ImagesArgs {
 pub const IMAGES_EXAMPLES: &str = "Examples:
   netprobe images evidence/20261201T021500Z-4242/criu          # a rung folder: reads its images/
   netprobe images /tmp/dump --json | jq '.namespaces[0].devices'
-Exit codes: 0 decoded, 2 the folder or an image is unreadable or malformed (file, offset, reason).";
+Exit codes: 0 decoded, 2 the folder is unreadable or holds no CRIU image, or an image is malformed (file, offset, reason).";
 
 /// Runs `netprobe images`: decodes every network image of the folder and prints the tree or
 /// the JSON on stdout. Exit 0 ([`ExitClass::Ok`]) on success, 2 ([`ExitClass::Usage`]; error on stderr naming file, offset, reason) when
-/// the folder cannot be read or an image is malformed.
+/// the folder cannot be read or holds no CRIU image at all (neither `inventory.img` nor a network
+/// image: not a CRIU images folder), or an image is malformed.
 pub fn run(args: &ImagesArgs) -> ExitCode {
     let dir = images_dir(&args.dir);
     match read_dir(&dir) {
+        Ok(imgs) if !imgs.inventory && imgs.namespaces.is_empty() => {
+            eprintln!(
+                "netprobe images: {} holds no CRIU image (no inventory.img, no netns-/netdev-/ifaddr-/route-… file): give the folder CRIU wrote (runc checkpoint --image-path, criu dump --images-dir) or a rung folder of an evidence folder",
+                dir.display()
+            );
+            ExitClass::Usage.into()
+        }
         Ok(imgs) => {
             if args.json {
                 match serde_json::to_string_pretty(&imgs) {
