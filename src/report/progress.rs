@@ -171,6 +171,9 @@ impl Drop for Progress {
 
 fn rung_line(r: &RungResult) -> String {
     let fact = match (&r.status, &r.error) {
+        // The error once: a rung that could not run often says it in its summary already.
+        (Status::Error, Some(e)) if r.summary.contains(e.as_str()) => r.summary.clone(),
+        (Status::Error, Some(e)) if e.contains(r.summary.as_str()) => e.clone(),
         (Status::Error, Some(e)) => format!("{} — {}", r.summary, e),
         _ => r.summary.clone(),
     };
@@ -236,4 +239,38 @@ pub fn ladder_text(result: &RunResult) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::result::RungName;
+
+    fn errored(summary: &str, error: &str) -> RungResult {
+        RungResult {
+            name: RungName::Criu,
+            status: Status::Error,
+            summary: summary.into(),
+            started_at: String::new(),
+            duration_ms: 3,
+            timings_ms: Default::default(),
+            facts: Default::default(),
+            assertions: vec![],
+            artifacts: vec![],
+            error: Some(error.into()),
+        }
+    }
+
+    #[test]
+    fn a_failed_rung_says_its_error_once() {
+        let e = "evidence: write criu/dump.log: No space left on device (os error 28)";
+        // The summary already holds the error, or is a part of it: printed once.
+        let line = rung_line(&errored(e, e));
+        assert_eq!(line.matches("No space left").count(), 1, "{line}");
+        let line = rung_line(&errored("could not run", &format!("could not run: {e}")));
+        assert_eq!(line.matches("could not run").count(), 1, "{line}");
+        // Different texts: both, summary first.
+        let line = rung_line(&errored("criu dump failed", e));
+        assert!(line.contains(&format!("criu dump failed — {e}")), "{line}");
+    }
 }
