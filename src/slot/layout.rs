@@ -187,9 +187,14 @@ pub fn check_state_dir(dir: &Path, how: StateDirUse) -> Result<String, String> {
                     dir.display()
                 ));
             }
-            fs::create_dir(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-            fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
-                .map_err(|e| format!("chmod {}: {e}", dir.display()))?;
+            // A concurrent provision may create it between the stat and here: then it is
+            // checked below like any existing folder.
+            match fs::create_dir(dir) {
+                Ok(()) => fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+                    .map_err(|e| format!("chmod {}: {e}", dir.display()))?,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
+            }
         }
         Err(e) => return Err(format!("cannot stat {}: {e}", dir.display())),
         Ok(_) => {}
@@ -233,6 +238,15 @@ pub fn check_state_dir(dir: &Path, how: StateDirUse) -> Result<String, String> {
                 .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
                 .next()
                 .is_none();
+            // A concurrent provision may have written the marker since it was looked for.
+            let marked_since = fs::symlink_metadata(&marker).is_ok_and(|m| m.is_file());
+            if !empty && marked_since {
+                return Ok(format!(
+                    "{}: directory, uid {euid}, mode {:o}, marker present (written by a concurrent provision)",
+                    dir.display(),
+                    md.mode() & 0o7777
+                ));
+            }
             if !empty {
                 return Err(format!(
                     "{} is not empty and has no {STATE_DIR_MARKER} marker: not ours",
@@ -251,13 +265,38 @@ pub fn check_state_dir(dir: &Path, how: StateDirUse) -> Result<String, String> {
                     dir.display()
                 ));
             }
-            crate::evidence::replace_atomic(&marker, b"netprobe slot state directory\n")
-                .map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
+            write_marker(dir, &marker)?;
             Ok(format!(
                 "{}: created, uid {euid}, marker written",
                 dir.display()
             ))
         }
+    }
+}
+
+/// Creates the state folder's marker in place (`O_CREAT|O_EXCL`, never through a symlink, then
+/// `fsync` of the file and the folder): no temporary name ever shows in the folder, so a
+/// concurrent provision into the same new folder never sees a foreign entry, and the one that
+/// finds the marker made by the other takes it (readers check only that it is a regular file).
+///
+/// Errors: the marker cannot be created or synced (named).
+fn write_marker(dir: &Path, marker: &Path) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let made = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(marker);
+    match made {
+        Ok(mut f) => f
+            .write_all(b"netprobe slot state directory\n")
+            .and_then(|()| f.sync_all())
+            .and_then(|()| crate::evidence::fsync_dir(dir))
+            .map_err(|e| format!("cannot write {}: {e}", marker.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(format!("cannot write {}: {e}", marker.display())),
     }
 }
 
@@ -519,4 +558,32 @@ pub fn journal_read(path: &Path) -> Vec<JournalEntry> {
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn concurrent_creations_of_one_new_state_dir_all_take_it() {
+        for round in 0..40 {
+            let tmp = tempfile::tempdir().unwrap();
+            let sd = tmp.path().join("state");
+            let results: Vec<Result<String, String>> = std::thread::scope(|s| {
+                let hs: Vec<_> = (0..4)
+                    .map(|_| s.spawn(|| check_state_dir(&sd, StateDirUse::Create)))
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            for r in &results {
+                assert!(r.is_ok(), "round {round}: {results:?}");
+            }
+            let names: Vec<_> = fs::read_dir(&sd)
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert_eq!(names, vec![std::ffi::OsString::from(STATE_DIR_MARKER)]);
+            assert!(check_state_dir(&sd, StateDirUse::Existing).is_ok());
+        }
+    }
 }
