@@ -15,7 +15,13 @@ fn main() -> ExitCode {
         _ => Ok(c),
     });
     match parsed {
-        Ok(c) => c.cmd.execute(),
+        Ok(c) => match netprobe::proc::check_step_timeout_env() {
+            Ok(()) => c.cmd.execute(),
+            Err(m) => {
+                eprintln!("netprobe: {m}");
+                ExitClass::Usage.into()
+            }
+        },
         Err(mut e) => {
             let argv: Vec<String> = std::env::args().skip(1).collect();
             if let Some(doc) = cli::slot::usage_json(&argv, &mut e) {

@@ -231,3 +231,30 @@ fn slot_verbs_take_only_their_own_flags() {
         "a usage error creates nothing"
     );
 }
+
+#[test]
+fn a_step_timeout_that_is_not_a_number_is_refused_before_anything_runs() {
+    for bad in ["abc", "0", "-5", "1e99999"] {
+        let o = Command::new(EXE)
+            .args(["completions", "bash"])
+            .env("NETPROBE_STEP_TIMEOUT_S", bad)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {err}");
+        assert!(
+            err.contains(&format!("NETPROBE_STEP_TIMEOUT_S={bad}"))
+                && err.contains("not a positive number of seconds"),
+            "{err}"
+        );
+        assert!(o.stdout.is_empty(), "nothing ran");
+    }
+    for good in ["", "30", "0.5"] {
+        let o = Command::new(EXE)
+            .args(["completions", "bash"])
+            .env("NETPROBE_STEP_TIMEOUT_S", good)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{good:?}");
+    }
+}

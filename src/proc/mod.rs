@@ -21,7 +21,9 @@ pub use tree::{
 use std::time::Duration;
 
 /// Environment variable overriding the bound of every runtime / CRIU step, in seconds (a
-/// positive number, fractions allowed: `0.5`). Unset, empty or unparsable: the caller's default.
+/// positive number, fractions allowed: `0.5`). Unset or empty: the caller's default; any other
+/// value that is not a positive number is refused before a command runs
+/// ([`check_step_timeout_env`], exit 2).
 pub const STEP_TIMEOUT_ENV: &str = "NETPROBE_STEP_TIMEOUT_S";
 
 /// The bound of one step: `NETPROBE_STEP_TIMEOUT_S` seconds when set to a positive number, else
@@ -31,6 +33,24 @@ pub fn step_timeout(default: Duration) -> Duration {
         .ok()
         .and_then(|v| parse_seconds(&v))
         .unwrap_or(default)
+}
+
+/// Checks `NETPROBE_STEP_TIMEOUT_S` once, before a command runs: unset or empty is fine (each
+/// step keeps its default); anything else must be a positive number of seconds.
+///
+/// Errors: the usage message naming the variable, its value and the fix.
+pub fn check_step_timeout_env() -> Result<(), String> {
+    match std::env::var_os(STEP_TIMEOUT_ENV) {
+        None => Ok(()),
+        Some(v) if v.is_empty() => Ok(()),
+        Some(v) => match v.to_str().and_then(parse_seconds) {
+            Some(_) => Ok(()),
+            None => Err(format!(
+                "{STEP_TIMEOUT_ENV}={}: not a positive number of seconds (e.g. 30 or 0.5); fix it, or unset it to keep each step's own bound",
+                v.to_string_lossy()
+            )),
+        },
+    }
 }
 
 /// `"2"` → 2 s, `"0.5"` → 500 ms; `None` for empty, negative, zero, non-finite or non-numbers.
