@@ -204,7 +204,18 @@ fn full_cycle_default_image_with_gates() {
 
     let holders = holder_pids(&sd);
     let c = ok(Verb::Cleanup, "7", &sd);
-    assert!(gate(&c, "released").proven);
+    // Every part of the `released` detail is something cleanup checked, nothing it did not do.
+    let rel = gate(&c, "released");
+    assert!(
+        rel.proven
+            && rel.detail.contains("proven gone (runtime state)")
+            && rel.detail.contains("nothing mounted under")
+            && rel
+                .detail
+                .contains("no FUSE export (the image is not a qcow2 disk)")
+            && rel.detail.contains("stopped through its pidfd"),
+        "{rel:?}"
+    );
     let cr = gate(&c, "cgroup-released");
     assert!(
         cr.proven
@@ -221,12 +232,19 @@ fn full_cycle_default_image_with_gates() {
     );
     assert_eq!(state(&sd, 7).phase, Phase::Clean);
     assert_released(&sd, &holders);
+    // A second cleanup finds nothing to stop, and says so.
+    let c2 = ok(Verb::Cleanup, "7", &sd);
+    let rel = gate(&c2, "released");
+    assert!(
+        rel.proven && rel.detail.contains("no holder recorded") && !rel.detail.contains("stopped"),
+        "{rel:?}"
+    );
     // Evidence kept: one folder per verb.
     let n = std::fs::read_dir(sd.join("slot-7/evidence"))
         .unwrap()
         .count();
     assert_eq!(
-        n, 7,
+        n, 8,
         "one evidence folder per verb run (status writes none)"
     );
 }

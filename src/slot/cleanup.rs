@@ -71,7 +71,7 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
     run.took("holder-stop", t);
     problems.extend(cgroup_problem);
     let r = if problems.is_empty() {
-        Ok("container gone, mounts released, FUSE export stopped, holder stopped".to_string())
+        Ok(released_detail(run, st, &holder_detail))
     } else {
         Err(problems.join("; "))
     };
@@ -82,6 +82,31 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
         "slot clean ({holder_detail}){removed_detail}; evidence kept in {}",
         run.paths.evidence().display()
     ))
+}
+
+/// The `released` gate's detail, each part from what was just checked: the container (proven
+/// gone by `runtime state` above), what is still mounted under the slot (mountinfo, now), the
+/// FUSE export (a qcow2 image only; else said to be none), and the holder (`holder_detail`).
+fn released_detail(run: &VerbRun, st: &SlotState, holder_detail: &str) -> String {
+    let left = crate::ns::mountinfo::mounts_under(&run.paths.root);
+    let mounts = if left.is_empty() {
+        format!(
+            "nothing mounted under {} (mountinfo)",
+            run.paths.root.display()
+        )
+    } else {
+        let l: Vec<String> = left.iter().map(|p| p.display().to_string()).collect();
+        format!("still mounted: {}", l.join(", "))
+    };
+    let export = match st.image.as_ref().and_then(|i| i.export_file.as_ref()) {
+        Some(e) if !mounts::is_mounted(e) => format!("FUSE export {} stopped", e.display()),
+        Some(e) => format!("FUSE export {} still mounted", e.display()),
+        None => "no FUSE export (the image is not a qcow2 disk)".to_string(),
+    };
+    format!(
+        "container {} proven gone (runtime state); {mounts}; {export}; {holder_detail}",
+        st.container_id
+    )
 }
 
 /// Overlay, image mount, loop device, FUSE export, then anything else still mounted inside the
