@@ -258,3 +258,31 @@ fn a_step_timeout_that_is_not_a_number_is_refused_before_anything_runs() {
         assert_eq!(o.status.code(), Some(0), "{good:?}");
     }
 }
+
+#[test]
+fn verify_of_a_slot_folder_points_to_report() {
+    let d = tempfile::tempdir().unwrap();
+    let sd = d.path().join("state");
+    let slot = sd.join("slot-3");
+    let verb = slot.join("evidence/0001-provision");
+    std::fs::create_dir_all(&verb).unwrap();
+    std::fs::write(
+        sd.join(".netprobe-state-dir"),
+        b"netprobe slot state directory\n",
+    )
+    .unwrap();
+    std::fs::write(slot.join("owner.json"), b"{}").unwrap();
+    std::fs::write(verb.join("verb.json"), b"{}").unwrap();
+    for (dir, kind) in [
+        (&slot, "is a slot folder"),
+        (&verb, "is one slot verb's evidence folder"),
+        (&sd, "is a slot state directory"),
+    ] {
+        let (code, _, err) = run(&["verify", dir.to_str().unwrap()]);
+        assert_eq!(code, Some(2), "{err}");
+        assert!(
+            err.contains(kind) && err.contains(&format!("netprobe report {}", dir.display())),
+            "{err}"
+        );
+    }
+}

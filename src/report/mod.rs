@@ -208,6 +208,18 @@ fn result_file_of(path: &Path) -> PathBuf {
 /// **overwritten**; no other file in `dir` is touched. Errors: those of [`load_result`] and
 /// [`ReportError::Write`].
 ///
+/// What slot folder `dir` is, when it is one (`"a slot folder"`, `"one slot verb's evidence
+/// folder"`, `"a slot state directory"`): for commands that take a run's evidence folder and
+/// must point elsewhere (`verify`).
+pub fn slot_folder_kind(dir: &Path) -> Option<&'static str> {
+    match slot_view::SlotSource::detect(dir) {
+        Some(slot_view::SlotSource::Slot) => Some("a slot folder"),
+        Some(slot_view::SlotSource::Verb) => Some("one slot verb's evidence folder"),
+        None if dir.join(slot_view::STATE_DIR_MARKER).is_file() => Some("a slot state directory"),
+        None => None,
+    }
+}
+
 /// A matrix folder (one holding `matrix.json`) gets the matrix report instead
 /// ([`matrix_report`]); its errors: [`ReportError::Matrix`]. A slot folder
 /// (`<state dir>/slot-N`) or one slot verb's evidence folder (it holds `verb.json`) gets the
