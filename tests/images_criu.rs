@@ -246,4 +246,14 @@ fn a_folder_without_any_criu_image_is_a_usage_error() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(String::from_utf8_lossy(&o.stdout).contains("inventory.img: present"));
+    // A path that is not a folder: named, no byte offset, the same fix.
+    let o = netprobe(&["images", "/nonexistent/np-images"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("/nonexistent/np-images: cannot list it as a folder")
+            && !err.contains("offset")
+            && err.contains("--image-path"),
+        "{err}"
+    );
 }

@@ -26,16 +26,26 @@ pub const IMAGES_EXAMPLES: &str = "Examples:
   netprobe images /tmp/dump --json | jq '.namespaces[0].devices'
 Exit codes: 0 decoded, 2 the folder is unreadable or holds no CRIU image, or an image is malformed (file, offset, reason).";
 
+/// The fix named by every "wrong folder" error of `netprobe images`.
+const WHAT_TO_GIVE: &str = "give the folder CRIU wrote (runc checkpoint --image-path, criu dump --images-dir) or a rung folder of an evidence folder";
+
 /// Runs `netprobe images`: decodes every network image of the folder and prints the tree or
 /// the JSON on stdout. Exit 0 ([`ExitClass::Ok`]) on success, 2 ([`ExitClass::Usage`]; error on stderr naming file, offset, reason) when
 /// the folder cannot be read or holds no CRIU image at all (neither `inventory.img` nor a network
 /// image: not a CRIU images folder), or an image is malformed.
 pub fn run(args: &ImagesArgs) -> ExitCode {
     let dir = images_dir(&args.dir);
+    if let Err(e) = std::fs::read_dir(&dir) {
+        eprintln!(
+            "netprobe images: {}: cannot list it as a folder: {e}; {WHAT_TO_GIVE}",
+            dir.display()
+        );
+        return ExitClass::Usage.into();
+    }
     match read_dir(&dir) {
         Ok(imgs) if !imgs.inventory && imgs.namespaces.is_empty() => {
             eprintln!(
-                "netprobe images: {} holds no CRIU image (no inventory.img, no netns-/netdev-/ifaddr-/route-… file): give the folder CRIU wrote (runc checkpoint --image-path, criu dump --images-dir) or a rung folder of an evidence folder",
+                "netprobe images: {} holds no CRIU image (no inventory.img, no netns-/netdev-/ifaddr-/route-… file); {WHAT_TO_GIVE}",
                 dir.display()
             );
             ExitClass::Usage.into()
