@@ -29,8 +29,13 @@ pub(crate) fn snapshot(run: &mut VerbRun, st: &mut SlotState) -> Result<String, 
         Ok(Some(s)) if s == "running" => Ok(format!("runtime state {id}: running")),
         Ok(Some(s)) => Err(format!("runtime state {id}: {s}, need running")),
         Ok(None) => Err(format!(
-            "runtime state {id}: does not exist (nothing to snapshot; phase {:?})",
-            st.phase
+            "runtime state {id}: does not exist (nothing to snapshot; phase {:?}): {}",
+            st.phase,
+            if st.snapshot.is_some() {
+                "run `netprobe slot restore` (or `reset`) first, then snapshot the running container"
+            } else {
+                "the container is gone without a snapshot; `netprobe slot cleanup` this slot and provision another"
+            }
         )),
         Err(e) => Err(e),
     };

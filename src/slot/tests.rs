@@ -214,6 +214,23 @@ fn snapshot_never_checkpoints_an_unmounted_overlay() {
     // A stopped container: container-running fails first.
     let (r, _) = drive(Verb::Snapshot, &f.sd, Some("stopped"), |_| {});
     assert_eq!(r.unwrap_err().gate.as_deref(), Some("container-running"));
+    // No container (a second snapshot after the first checkpointed it): the way on is named.
+    let (r, _) = drive(Verb::Snapshot, &f.sd, None, |_| {});
+    let e = r.unwrap_err();
+    assert_eq!(e.gate.as_deref(), Some("container-running"));
+    assert!(
+        e.to_string()
+            .contains("the container is gone without a snapshot"),
+        "{e}"
+    );
+    let f = existing(true, Phase::Checkpointed);
+    let (r, _) = drive(Verb::Snapshot, &f.sd, None, |_| {});
+    let e = r.unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("run `netprobe slot restore` (or `reset`) first"),
+        "{e}"
+    );
 }
 
 #[test]
