@@ -161,3 +161,46 @@ fn desktop_guest_image_mounts_its_ext4_root() {
     drop(qsd);
     assert!(!mounts::is_mounted(&export));
 }
+
+/// `losetup -d` of a device someone still holds open only marks it for detach (autoclear):
+/// `loop_detach` returns once the device is really gone, so "no loop left" is true when a guard
+/// was dropped.
+#[test]
+fn a_deferred_loop_detach_is_waited_for() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("blob");
+    std::fs::write(&f, vec![0u8; 1 << 20]).unwrap();
+    let out = Command::new("losetup")
+        .args(["--find", "--show", "--read-only"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dev = std::path::PathBuf::from(String::from_utf8_lossy(&out.stdout).trim().to_string());
+    let held = std::fs::File::open(&dev).unwrap();
+    let release = std::thread::spawn(move || {
+        // Longer than losetup's own retries on a busy device.
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        drop(held);
+    });
+    let t = std::time::Instant::now();
+    let r = mounts::loop_detach(&dev, Some(&f));
+    // Looked at the moment loop_detach returned, before the holder thread is joined.
+    let (attached, waited) = (mounts::loop_backing_file(&dev), t.elapsed());
+    release.join().unwrap();
+    assert!(r.is_ok(), "{r:?}");
+    assert!(
+        attached.is_none(),
+        "{} still attached when loop_detach returned",
+        dev.display()
+    );
+    assert!(
+        waited >= std::time::Duration::from_millis(1400),
+        "waited for the close"
+    );
+    assert!(mounts::loops_backed_by(&f).is_empty());
+}

@@ -254,7 +254,8 @@ pub fn loop_backing_file(device: &Path) -> Option<PathBuf> {
 /// Detaches a loop device; when `expect_backing` is given, only if it is still backed by that
 /// file (a loop device re-used by someone else is never detached).
 ///
-/// Errors: losetup -d failed, or the device is backed by another file.
+/// Errors: losetup -d failed, the device is backed by another file, or it is still attached
+/// [`LOOP_DETACH_WAIT`] later (open elsewhere: the kernel defers its detach).
 pub fn loop_detach(device: &Path, expect_backing: Option<&Path>) -> Result<(), String> {
     let Some(back) = loop_backing_file(device) else {
         return Ok(());
@@ -269,18 +270,39 @@ pub fn loop_detach(device: &Path, expect_backing: Option<&Path>) -> Result<(), S
             exp.display()
         ));
     }
-    let out = bounded(Command::new("losetup").arg("-d").arg(device))
-        .map_err(|e| format!("cannot run losetup: {e}"))?;
-    if out.status.success() || loop_backing_file(device).is_none() {
-        Ok(())
-    } else {
-        Err(format!(
-            "losetup -d {}: {}",
-            device.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
+    // A device still open elsewhere (a probe, a scan) is busy: `losetup -d` fails or the
+    // kernel defers the detach. Retried, bounded, until the device is really gone, so the
+    // caller's "released" is true.
+    // Gone, or already re-used for another file by someone else (never detached by us then).
+    let gone = || loop_backing_file(device).is_none_or(|b| b != back);
+    let deadline = std::time::Instant::now() + LOOP_DETACH_WAIT;
+    loop {
+        let out = bounded(Command::new("losetup").arg("-d").arg(device))
+            .map_err(|e| format!("cannot run losetup: {e}"))?;
+        if gone() {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(format!(
+                "losetup -d {}: still attached after {} ms ({}): the device is open elsewhere",
+                device.display(),
+                LOOP_DETACH_WAIT.as_millis(),
+                if out.status.success() {
+                    "detach deferred until closed".to_string()
+                } else {
+                    String::from_utf8_lossy(&out.stderr).trim().to_string()
+                }
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        if gone() {
+            return Ok(());
+        }
     }
 }
+
+/// How long [`loop_detach`] waits for a deferred detach to complete.
+pub const LOOP_DETACH_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Loop devices currently backed by `file`.
 pub fn loops_backed_by(file: &Path) -> Vec<PathBuf> {
