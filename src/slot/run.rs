@@ -406,13 +406,7 @@ impl<'a> VerbRun<'a> {
             ));
         }
         if let Some(st) = st {
-            v.push(format!(
-                "Binaries are those recorded at provision, not the reference arm's pins (runc 1.5.2, CRIU 4.3): runtime {} sha256 {}, CRIU {} sha256 {}.",
-                st.runtime.path.display(),
-                st.runtime.sha256,
-                st.criu.path.display(),
-                st.criu.sha256
-            ));
+            v.push(binaries_difference(st));
         }
         v.extend(self.extra_diffs.iter().cloned());
         if let Some((_, kind)) = &self.rt_kind {
@@ -524,4 +518,34 @@ impl RtLogged for () {
     fn logged(&self) -> String {
         "ok".into()
     }
+}
+
+/// The declared difference about the slot's binaries: each recorded binary (path, version,
+/// sha256) against the reference arm's pin of `host/pins.toml` ([`crate::host::pins`]): the
+/// pinned one when its version (and sha256, where pinned) match, else named as not the pin.
+fn binaries_difference(st: &SlotState) -> String {
+    let pins = crate::host::pins::pins();
+    let one = |what: &str, b: &super::state::BinaryPin, pin: &crate::host::pins::Pin| {
+        let version = b.version.as_deref().unwrap_or("unknown");
+        let same = b.version.as_deref() == Some(pin.version.as_str())
+            && pin
+                .sha256
+                .as_ref()
+                .is_none_or(|s| s.eq_ignore_ascii_case(&b.sha256));
+        format!(
+            "{what} {} (version {version}, sha256 {}): {}",
+            b.path.display(),
+            b.sha256,
+            if same {
+                format!("the reference arm's pin ({} {})", pin.name, pin.version)
+            } else {
+                format!("not the reference arm's pin ({} {})", pin.name, pin.version)
+            }
+        )
+    };
+    format!(
+        "Binaries are those recorded at provision: {}; {}.",
+        one("runtime", &st.runtime, &pins.runtime),
+        one("CRIU", &st.criu, &pins.criu)
+    )
 }

@@ -443,3 +443,36 @@ fn the_runtime_kind_recorded_at_provision_is_taken_without_running_version() {
     assert!(kinds.iter().all(|k| *k == RuntimeKind::Runc), "{kinds:?}");
     assert!(from.contains("guessed runc from the file name"), "{from}");
 }
+
+#[test]
+fn the_binaries_difference_names_each_binary_against_its_pin() {
+    let f = existing(false, Phase::Running);
+    let (events, make) = fake(None);
+    let env = fake_env(&events, &make);
+    let args = SlotArgs::new(Verb::Status, "1", &f.sd);
+    let run = VerbRun::new(&args, "1".into(), f.paths.clone(), &env);
+    let mut st = f.state();
+    let pins = crate::host::pins::pins();
+    st.runtime.version = Some("1.1.5+ds1".into());
+    st.criu.version = Some(pins.criu.version.clone());
+    let d = run.declared(Some(&st));
+    let line = d
+        .iter()
+        .find(|l| l.starts_with("Binaries are those recorded at provision"))
+        .unwrap_or_else(|| panic!("{d:#?}"));
+    assert!(
+        line.contains(&format!(
+            "version 1.1.5+ds1, sha256 {}): not the reference arm's pin (runc {})",
+            st.runtime.sha256, pins.runtime.version
+        )),
+        "{line}"
+    );
+    // CRIU's pin names a version only: the same version is the pin, and said so.
+    assert!(
+        line.contains(&format!(
+            "): the reference arm's pin (CRIU {})",
+            pins.criu.version
+        )),
+        "{line}"
+    );
+}
