@@ -51,6 +51,14 @@ fn gate_failure_exits_1() {
         err.contains("slot 5") && err.contains("gate `state-dir`"),
         "{err}"
     );
+    // The way on is named: provision creates the state directory.
+    assert!(
+        err.contains(&format!(
+            "`netprobe slot provision --state-dir {}` creates it",
+            sd.display()
+        )),
+        "{err}"
+    );
     let (code, out, _) = cli_slot("restore", "5", &sd, &["--json"]);
     assert_eq!(code, Some(1));
     let e = json(&out);

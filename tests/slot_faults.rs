@@ -153,6 +153,16 @@ fn state_dir_symlink_or_not_ours() {
     }
     assert_gate_err(&err(&args(Verb::Provision, "4", &sd)), "4", "slot-fresh", 1);
     assert_eq!(std::fs::read(sd.join("slot-4/data")).unwrap(), b"keep");
+    // A slot number never provisioned: provision is named as the way on.
+    let e = err(&args(Verb::Restore, "5", &sd));
+    assert_gate_err(&e, "5", "ownership-marker", 1);
+    assert!(
+        e.to_string().contains(&format!(
+            "run `netprobe slot provision --slot 5 --state-dir {}` first",
+            sd.display()
+        )),
+        "{e}"
+    );
     assert_eq!(std::fs::read_dir(sd.join("slot-4")).unwrap().count(), 1);
 }
 

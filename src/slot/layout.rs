@@ -183,7 +183,8 @@ pub fn check_state_dir(dir: &Path, how: StateDirUse) -> Result<String, String> {
             }
             if !create {
                 return Err(format!(
-                    "{} does not exist (no slot was provisioned here)",
+                    "{} does not exist (no slot was provisioned here; `netprobe slot provision --state-dir {}` creates it)",
+                    dir.display(),
                     dir.display()
                 ));
             }
@@ -388,9 +389,11 @@ pub fn check_owner(paths: &SlotPaths) -> Result<(OwnerMarker, String), (bool, St
             return Err((
                 false,
                 format!(
-                    "{} does not exist: slot {} was never provisioned",
+                    "{} does not exist: slot {} was never provisioned (run `netprobe slot provision --slot {} --state-dir {}` first)",
                     paths.root.display(),
-                    paths.slot
+                    paths.slot,
+                    paths.slot,
+                    paths.root.parent().unwrap_or(&paths.root).display()
                 ),
             ));
         }
