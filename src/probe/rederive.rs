@@ -48,9 +48,9 @@ pub fn rung(dir: &Path, rung: &RungResult, host: &HostFacts) -> Rederived {
         let name = field(&format!("facts.{key}"));
         match (rung.facts.get(*key), d) {
             (Some(rec), Ok(v)) if rec == v => out.checked.push(name),
-            (Some(rec), Ok(v)) => out.mismatches.push(format!(
-                "{name}: recorded {rec}, the evidence gives {v}"
-            )),
+            (Some(rec), Ok(v)) => out
+                .mismatches
+                .push(format!("{name}: recorded {rec}, the evidence gives {v}")),
             (Some(rec), Err(why)) => out.mismatches.push(format!(
                 "{name}: recorded {rec}, but it cannot be re-derived: {why}"
             )),

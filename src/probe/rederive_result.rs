@@ -97,8 +97,8 @@ fn compare_pins(recorded: &[PinCheck], fresh: &[PinCheck], out: &mut Rederived) 
     }
 }
 
-/// Pushes one mismatch per top-level key of the objects `rec` and `got` that differs, naming
-/// `<what>.<key>` and the `source` of `got`.
+/// Pushes one mismatch per leaf where `rec` and `got` differ, descending into objects both
+/// sides have, naming `<what>.<key>…` and the `source` of `got`.
 fn diff_values(what: &str, rec: &Value, got: &Value, source: &str, out: &mut Rederived) {
     let (Some(r), Some(g)) = (rec.as_object(), got.as_object()) else {
         if rec != got {
@@ -110,7 +110,12 @@ fn diff_values(what: &str, rec: &Value, got: &Value, source: &str, out: &mut Red
     let keys: std::collections::BTreeSet<&String> = r.keys().chain(g.keys()).collect();
     for k in keys {
         let (a, b) = (r.get(k), g.get(k));
-        if a != b {
+        if let (Some(x), Some(y)) = (a, b)
+            && x.is_object()
+            && y.is_object()
+        {
+            diff_values(&format!("{what}.{k}"), x, y, source, out);
+        } else if a != b {
             let show = |v: Option<&Value>| v.map_or("nothing".to_string(), |v| v.to_string());
             out.mismatches.push(format!(
                 "{what}.{k}: recorded {}, {source} gives {}",
@@ -285,5 +290,22 @@ mod tests {
         assert!(!is_pin_sentence(
             "runtime /opt/runc: set-up installed Debian runc 1.4.4 from experimental, not the pinned 1.4.3"
         ));
+    }
+}
+
+#[cfg(test)]
+mod diff_tests {
+    use super::*;
+
+    #[test]
+    fn nested_differences_name_the_leaf() {
+        let mut out = Rederived::default();
+        let a = serde_json::json!({"runtime": {"sha256": "00", "bytes": 1}, "os": "x"});
+        let b = serde_json::json!({"runtime": {"sha256": "ab", "bytes": 1}, "os": "x"});
+        diff_values("host", &a, &b, "host.json", &mut out);
+        assert_eq!(
+            out.mismatches,
+            vec!["host.runtime.sha256: recorded \"00\", host.json gives \"ab\""]
+        );
     }
 }
