@@ -100,13 +100,14 @@ fn status_validates_and_probe_gate() {
             variant(&ev, &tmp.path().join("runtime-sha"), |d| {
                 edit_result(d, |r| r["host"]["runtime"]["sha256"] = zeros.clone().into())
             }),
-            "probe ran runtime ",
+            // verify re-derives the host facts from host.json (hashed): the edit is caught there.
+            "host.runtime.sha256: recorded ",
         ),
         (
             variant(&ev, &tmp.path().join("criu-sha"), |d| {
                 edit_result(d, |r| r["host"]["criu"]["sha256"] = zeros.clone().into())
             }),
-            "probe ran CRIU ",
+            "host.criu.sha256: recorded ",
         ),
         (
             // Not valid against netprobe-result.schema.json: never trusted.

@@ -4,6 +4,9 @@ use super::run::CriuError;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
+/// A file's name with its sha256 and size, or why it could not be hashed.
+type Hashed = (String, Result<(String, u64), CriuError>);
+
 /// One file of a CRIU images directory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ImageFile {
@@ -54,7 +57,7 @@ pub fn inventory(images_dir: &Path) -> Result<Vec<ImageFile>, CriuError> {
             out.push((name.clone(), sha256_file(&path).map_err(io(&path))));
         }
     };
-    let mut hashed: Vec<(String, Result<(String, u64), CriuError>)> = std::thread::scope(|s| {
+    let mut hashed: Vec<Hashed> = std::thread::scope(|s| {
         let others: Vec<_> = (1..threads).map(|_| s.spawn(hash_some)).collect();
         let mut all = hash_some();
         for h in others {

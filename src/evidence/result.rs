@@ -307,6 +307,12 @@ pub struct VerifyOutcome {
     pub assertions: usize,
     /// Number of artifacts whose sha256 was checked.
     pub artifacts: usize,
+    /// The fields re-derived from the files and compared with the recorded ones, e.g.
+    /// `rungs[criu].facts.image_files`, `pins`, `verdict (code, summary, rests_on, reason)`.
+    pub rederived: Vec<String>,
+    /// The recorded fields `verify` did not re-derive (clock readings, facts only the live run
+    /// saw such as `rungs[oci].facts.work_area`), so that it never implies it checked them.
+    pub not_rederived: Vec<String>,
 }
 
 impl VerifyOutcome {

@@ -80,13 +80,17 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     crate::probe::attribution::record(&dir, &mut out);
     let equal = before.to_canonical_json() == after.to_canonical_json();
     out.fact("state_byte_equal", equal);
-    out.summary = format!(
-        "CRIU dumped and restored the netns: {} image files, lo UP with 127.0.0.1/8 after restore: {}, state byte-equal: {}",
-        inv.len(),
-        after.lo_up_with_127(),
-        equal
-    );
+    out.summary = summary(inv.len(), after.lo_up_with_127(), equal);
     Ok(out)
+}
+
+/// The rung's deciding fact from the number of image files (`images.json`), whether `lo` is UP
+/// with 127.0.0.1/8 after restore and whether the states are byte-equal (`netstate-*.json`).
+/// Pure: `verify` rebuilds it from the files.
+pub fn summary(image_files: usize, lo_up_after: bool, state_byte_equal: bool) -> String {
+    format!(
+        "CRIU dumped and restored the netns: {image_files} image files, lo UP with 127.0.0.1/8 after restore: {lo_up_after}, state byte-equal: {state_byte_equal}"
+    )
 }
 
 /// `criu restore -d` of the dumped images, the restored process adopted (killed on drop) and

@@ -68,17 +68,32 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
         .facts
         .get("container_netns_inode_after")
         .and_then(|v| v.as_u64());
-    out.summary = format!(
-        "restored init's netns inode {} vs the holder's {} ({}); lo UP with 127.0.0.1/8 after restore: {}, state byte-equal: {}",
-        restored.map_or("unknown".into(), |i| i.to_string()),
+    out.summary = summary(
+        restored,
         id.netns_inode,
-        if restored == Some(id.netns_inode) {
+        states.after.lo_up_with_127(),
+        states.before.to_canonical_json() == states.after.to_canonical_json(),
+    );
+    Ok(out)
+}
+
+/// The rung's deciding fact from the restored init's netns inode (`netns-inode-restored.txt`;
+/// `None` when unknown), the holder's (`netns-inode-holder.txt`), whether `lo` is UP with
+/// 127.0.0.1/8 after restore and whether the states are byte-equal (`netstate-*.json`).
+/// Pure: `verify` rebuilds it from the files.
+pub fn summary(
+    restored: Option<u64>,
+    holder: u64,
+    lo_up_after: bool,
+    state_byte_equal: bool,
+) -> String {
+    format!(
+        "restored init's netns inode {} vs the holder's {holder} ({}); lo UP with 127.0.0.1/8 after restore: {lo_up_after}, state byte-equal: {state_byte_equal}",
+        restored.map_or("unknown".into(), |i| i.to_string()),
+        if restored == Some(holder) {
             "equal"
         } else {
             "DIFFERENT"
         },
-        states.after.lo_up_with_127(),
-        states.before.to_canonical_json() == states.after.to_canonical_json()
-    );
-    Ok(out)
+    )
 }

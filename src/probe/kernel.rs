@@ -86,20 +86,24 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     out.fact("links_fresh", fresh.links.len());
     out.fact("reply_bytes_fresh", fresh.reply.len());
     out.fact("lo_up_with_127_after", after.lo_up_with_127());
-    let lo_type = fresh
-        .links
-        .iter()
-        .find(|l| l.name == "lo")
-        .map(|l| l.link_type);
-    out.summary = format!(
+    out.summary = summary(&fresh.links, after.lo_up_with_127());
+    Ok(out)
+}
+
+/// The rung's deciding fact from the links of the fresh-netns dump (`links-fresh.json`) and
+/// whether `lo` is UP with 127.0.0.1/8 after bring-up (`netstate-after.json`), e.g.
+/// `RTM_GETLINK answered: 1 link(s), lo type 772; after bring-up lo UP with 127.0.0.1/8: true`.
+/// Pure: `verify` rebuilds it from the files.
+pub fn summary(fresh: &[netlink::CriuLink], lo_up_after: bool) -> String {
+    let lo_type = fresh.iter().find(|l| l.name == "lo").map(|l| l.link_type);
+    format!(
         "RTM_GETLINK answered: {} link(s), lo type {}; after bring-up lo UP with 127.0.0.1/8: {}",
-        fresh.links.len(),
+        fresh.len(),
         lo_type
             .map(|t| t.to_string())
             .unwrap_or_else(|| "missing".into()),
-        after.lo_up_with_127()
-    );
-    Ok(out)
+        lo_up_after
+    )
 }
 
 /// Why the kernel rung's dumps inside the holder's netns failed.

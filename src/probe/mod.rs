@@ -9,6 +9,8 @@ pub mod external_netns;
 pub mod kernel;
 pub mod netns_content;
 pub mod oci_rung;
+pub mod rederive;
+pub mod rederive_result;
 pub mod rung;
 pub mod runner;
 pub mod runtime_cycle;

@@ -4,6 +4,7 @@
 //! The cycle and its files: [`crate::probe::runtime_cycle`].
 
 use crate::evidence::result::RungName;
+use crate::netlink::NetState;
 use crate::oci::NetnsSpec;
 use crate::probe::rung::{RungCtx, RungError, RungOutput};
 use crate::probe::runtime_cycle::run_cycle;
@@ -15,7 +16,16 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
         Ok(s) => s,
         Err(e) => return Err(e.with(out)),
     };
-    let lo = |s: &crate::netlink::NetState| match s.lo() {
+    out.summary = summary(&states.before, &states.after, states.netns_images);
+    Ok(out)
+}
+
+/// The rung's deciding fact from the states before checkpoint and after restore
+/// (`netstate-*.json`) and the number of `netns-*` images (`images.json`), e.g. `before
+/// checkpoint lo UP with 2 address(es); after restore lo DOWN with 0 address(es); 0 netns
+/// image(s)`. Pure: `verify` rebuilds it from the files.
+pub fn summary(before: &NetState, after: &NetState, netns_images: usize) -> String {
+    let lo = |s: &NetState| match s.lo() {
         None => "no lo".to_string(),
         Some(l) => {
             let addrs = s
@@ -30,11 +40,9 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
             )
         }
     };
-    out.summary = format!(
-        "before checkpoint {}; after restore {}; {} netns image(s)",
-        lo(&states.before),
-        lo(&states.after),
-        states.netns_images
-    );
-    Ok(out)
+    format!(
+        "before checkpoint {}; after restore {}; {netns_images} netns image(s)",
+        lo(before),
+        lo(after)
+    )
 }

@@ -452,7 +452,7 @@ fn run_one(name: RungName, ctx: &RungCtx) -> RungResult {
         Ok(o) => {
             let assertions = assert::evaluate(&spec, &rung_dir);
             let status = verdict::status_from_assertions(&assertions);
-            let summary = summarize(status, &o, &assertions);
+            let summary = summarize(status, &o.summary, &assertions);
             RungResult {
                 name,
                 status,
@@ -485,24 +485,26 @@ fn run_one(name: RungName, ctx: &RungCtx) -> RungResult {
     }
 }
 
-/// The deciding fact of a rung, one line.
-fn summarize(
+/// The summary of a rung that ran to the end, one line: the rung's deciding fact (`summary`),
+/// followed for a failing rung by `<id> failed` for each failing pass-role assertion. Pure:
+/// `verify` rebuilds it from the files.
+pub fn summarize(
     status: Status,
-    out: &RungOutput,
+    summary: &str,
     assertions: &[crate::evidence::result::AssertionResult],
 ) -> String {
     match status {
-        Status::Pass => out.summary.clone(),
+        Status::Pass => summary.to_string(),
         _ => {
             let failed: Vec<String> = assertions
                 .iter()
                 .filter(|a| a.role == verdict::ROLE_PASS && !a.passed)
                 .map(|a| format!("{} failed", a.id))
                 .collect();
-            if out.summary.is_empty() {
+            if summary.is_empty() {
                 failed.join("; ")
             } else {
-                format!("{}; {}", out.summary, failed.join("; "))
+                format!("{summary}; {}", failed.join("; "))
             }
         }
     }

@@ -1,12 +1,14 @@
 //! `netprobe verify DIR`: re-runs every assertion of every rung that ran over the preserved
-//! evidence (no root needed), checks every artifact's sha256, recomputes the rung statuses and
-//! the verdict, and compares them with what `netprobe-result.json` recorded. The falsifiable
-//! check a reviewer runs on someone else's evidence.
+//! evidence (no root needed), checks every artifact's sha256, recomputes the rung statuses,
+//! facts and summaries ([`crate::probe::rederive`]), the host facts, pins, declared differences
+//! and the whole verdict ([`crate::probe::rederive_result`]), and compares them with what
+//! `netprobe-result.json` recorded; what it cannot re-derive it names. The falsifiable check a
+//! reviewer runs on someone else's evidence.
 
 use crate::assert;
 use crate::evidence::result::{AssertionResult, RunResult, RungResult, Status};
 use crate::evidence::{self, sha256_file};
-use crate::probe::verdict;
+use crate::probe::{rederive, rederive_result, verdict};
 use std::path::Path;
 
 pub use crate::evidence::result::VerifyOutcome;
@@ -47,6 +49,21 @@ pub fn verify(dir: &Path) -> Result<VerifyOutcome, evidence::EvidenceError> {
             result.verdict.code, v.code
         ));
     }
+    // Every other field: re-derived from the files where it can be, named where it cannot.
+    let mut parts = vec![rederive_result::run_fields(dir, &result, &v)];
+    for rung in &rungs {
+        parts.push(rederive::rung(
+            &dir.join(rung.name.as_str()),
+            rung,
+            &result.host,
+        ));
+    }
+    let (mut rederived, mut not_rederived) = (Vec::new(), Vec::new());
+    for p in parts {
+        mismatches.extend(p.mismatches);
+        rederived.extend(p.checked);
+        not_rederived.extend(p.not_rederived);
+    }
     Ok(VerifyOutcome {
         verdict: v,
         recorded: result.verdict.clone(),
@@ -54,6 +71,8 @@ pub fn verify(dir: &Path) -> Result<VerifyOutcome, evidence::EvidenceError> {
         failing,
         assertions: n_assert,
         artifacts: result.artifacts.len(),
+        rederived,
+        not_rederived,
     })
 }
 

@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 /// The report of `netprobe verify DIR`: counts of assertions re-evaluated and artifacts checked,
-/// each assertion failing as recorded, each mismatch (`MISMATCH: …`), and the verdict recomputed
+/// the fields re-derived from the files and those recorded but not re-derived, each assertion
+/// failing as recorded, each mismatch (`MISMATCH: …`), and the verdict recomputed
 /// from the evidence next to the recorded one. Source: [`crate::probe::verify::verify`].
 pub fn verify_text(dir: &Path, o: &VerifyOutcome) -> String {
     let mut s = String::new();
@@ -18,6 +19,19 @@ pub fn verify_text(dir: &Path, o: &VerifyOutcome) -> String {
         o.assertions,
         o.artifacts
     );
+    let _ = writeln!(
+        s,
+        "re-derived from the files and compared: {} field(s): {}",
+        o.rederived.len(),
+        o.rederived.join(", ")
+    );
+    if !o.not_rederived.is_empty() {
+        let _ = writeln!(
+            s,
+            "recorded, not re-derived: {}",
+            o.not_rederived.join(", ")
+        );
+    }
     for f in &o.failing {
         let _ = writeln!(s, "  failing (as recorded): {f}");
     }

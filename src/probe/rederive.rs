@@ -1,0 +1,328 @@
+//! `verify`'s re-derivation of each rung's facts and summary from the rung's hashed files: the
+//! facts a rung computes from what it wrote (image counts, byte-equality of the states, inode
+//! and pid files, log versions, `lo`'s state) are computed again from those files, and the
+//! summary is rebuilt by the rung's own summary function. Facts that only the live run saw
+//! (work area, container id, pids with no file) are named as recorded, not re-derived.
+
+use crate::criu;
+use crate::evidence::result::{HostFacts, RungName, RungResult, Status};
+use crate::netlink::{CriuLink, NetState};
+use crate::probe::{criu_rung, external_netns, kernel, oci_rung, runner, runtime_cycle};
+use serde_json::{Value, json};
+use std::path::Path;
+
+/// What re-deriving one part of a result found.
+#[derive(Debug, Default)]
+pub struct Rederived {
+    /// Each field that differs from what the files give, or cannot be re-derived although the
+    /// rung ran to the end (fail closed), e.g. `rungs[criu].facts.image_files: recorded 22, the
+    /// evidence gives 21`.
+    pub mismatches: Vec<String>,
+    /// Each field re-derived from the files and compared, e.g. `rungs[criu].facts.image_files`.
+    pub checked: Vec<String>,
+    /// Each field present in the result that was not re-derived, e.g. `rungs[criu].facts.dumped_pid`.
+    pub not_rederived: Vec<String>,
+}
+
+/// A fact's value as the files give it, or why they cannot.
+type Derived = Result<Value, String>;
+
+/// Facts a rung records that are re-derived elsewhere in `verify` (the attribution is
+/// recomputed by [`crate::probe::attribution::verify_recorded`]).
+const CHECKED_ELSEWHERE: &[&str] = &["attribution"];
+
+/// Re-derives the facts and the summary of `rung` (as `verify` left it: re-evaluated assertions
+/// and recomputed status) from its folder `dir`; `host` gives the runtime kind (the result's
+/// host facts, which `verify` compares with `host.json`). A skipped rung must say so; an
+/// errored rung's summary must be the one its recorded error gives, and its facts are compared
+/// where recorded.
+pub fn rung(dir: &Path, rung: &RungResult, host: &HostFacts) -> Rederived {
+    let mut out = Rederived::default();
+    let field = |f: &str| format!("rungs[{}].{f}", rung.name);
+    let derived: Vec<(&str, Derived)> = match rung.status {
+        Status::Skipped => vec![],
+        _ => facts(dir, rung.name, host),
+    };
+    let ran_to_end = matches!(rung.status, Status::Pass | Status::Fail);
+    for (key, d) in &derived {
+        let name = field(&format!("facts.{key}"));
+        match (rung.facts.get(*key), d) {
+            (Some(rec), Ok(v)) if rec == v => out.checked.push(name),
+            (Some(rec), Ok(v)) => out
+                .mismatches
+                .push(format!("{name}: recorded {rec}, the evidence gives {v}")),
+            (Some(rec), Err(why)) => out.mismatches.push(format!(
+                "{name}: recorded {rec}, but it cannot be re-derived: {why}"
+            )),
+            (None, Ok(v)) if ran_to_end => out.mismatches.push(format!(
+                "{name}: missing from the result, the evidence gives {v}"
+            )),
+            (None, Err(why)) if ran_to_end => out
+                .mismatches
+                .push(format!("{name}: missing, and cannot be re-derived: {why}")),
+            (None, _) => {}
+        }
+    }
+    for key in rung.facts.keys() {
+        let known = derived.iter().any(|(k, _)| k == key) || CHECKED_ELSEWHERE.contains(&&**key);
+        if !known {
+            out.not_rederived.push(field(&format!("facts.{key}")));
+        }
+    }
+    let summary = match rung.status {
+        Status::Skipped => Ok("not requested with --phases".to_string()),
+        Status::Error => Ok(error_summary(rung.error.as_deref().unwrap_or(""))),
+        Status::Pass | Status::Fail => deciding_fact(dir, rung.name)
+            .map(|core| runner::summarize(rung.status, &core, &rung.assertions)),
+    };
+    let name = field("summary");
+    match summary {
+        Ok(s) if s == rung.summary => out.checked.push(name),
+        Ok(s) => out.mismatches.push(format!(
+            "{name}: recorded {:?}, the evidence gives {s:?}",
+            rung.summary
+        )),
+        Err(why) => out
+            .mismatches
+            .push(format!("{name}: cannot be re-derived: {why}")),
+    }
+    if rung.status == Status::Error {
+        out.not_rederived.push(field("error"));
+    }
+    out
+}
+
+/// The summary the runner writes for a rung that could not run, from its recorded `error`.
+fn error_summary(error: &str) -> String {
+    if error.starts_with("probes/") {
+        format!("could not load {error}")
+    } else {
+        format!("could not run: {error}")
+    }
+}
+
+/// The facts of rung `name` that its files give, by fact name.
+fn facts(dir: &Path, name: RungName, host: &HostFacts) -> Vec<(&'static str, Derived)> {
+    match name {
+        RungName::Kernel => {
+            let log = kernel_log_ids(dir);
+            vec![
+                ("links_fresh", links_fresh(dir).map(|l| json!(l.len()))),
+                ("reply_bytes_fresh", file_len(&dir.join("reply-fresh.bin"))),
+                ("lo_up_with_127_after", lo_up_after(dir)),
+                ("netns_inode", log.clone().map(|(inode, _)| json!(inode))),
+                ("holder_pid", log.map(|(_, pid)| json!(pid))),
+            ]
+        }
+        RungName::Criu => vec![
+            ("image_files", images(dir).map(|i| json!(i.len()))),
+            ("state_byte_equal", states_equal(dir).map(Value::Bool)),
+            (
+                "restored_pid",
+                criu::read_pidfile(&dir.join("restore.pid"))
+                    .map(|p| json!(p))
+                    .map_err(|e| e.to_string()),
+            ),
+        ],
+        RungName::Oci | RungName::ExternalNetns => {
+            let mut f = cycle_facts(dir, host);
+            if name == RungName::ExternalNetns {
+                let h = holder(dir);
+                for (k, key) in [
+                    ("holder_pid", "pid"),
+                    ("holder_start_time", "start_time"),
+                    ("holder_netns_inode", "netns_inode"),
+                ] {
+                    let v = h.clone().and_then(|h| {
+                        h.get(key)
+                            .cloned()
+                            .ok_or_else(|| format!("holder.json has no {key}"))
+                    });
+                    f.push((k, v));
+                }
+            }
+            f
+        }
+    }
+}
+
+/// The facts the runtime cycle ([`runtime_cycle::run_cycle`]) records from its files.
+fn cycle_facts(dir: &Path, host: &HostFacts) -> Vec<(&'static str, Derived)> {
+    let log_version = |log: &str| -> Derived {
+        let text = read_text(&dir.join(log))?;
+        runtime_cycle::criu_version_in_log(&text)
+            .map(|v| json!(v))
+            .ok_or_else(|| format!("{log} names no CRIU version"))
+    };
+    let kind = host
+        .runtime
+        .as_ref()
+        .and_then(|r| crate::oci::RuntimeKind::from_version_output(&r.version_output))
+        .map(|k| json!(k.as_str()))
+        .ok_or_else(|| "the host facts name no recognised runtime".to_string());
+    vec![
+        ("image_files", images(dir).map(|i| json!(i.len()))),
+        (
+            "netns_images",
+            images(dir).map(|i| {
+                json!(
+                    i.iter()
+                        .filter(|f| f.name.starts_with("netns-"))
+                        .map(|f| format!("{} ({} bytes)", f.name, f.bytes))
+                        .collect::<Vec<_>>()
+                )
+            }),
+        ),
+        ("state_byte_equal", states_equal(dir).map(Value::Bool)),
+        ("lo_up_with_127_after", lo_up_after(dir)),
+        (
+            "container_netns_inode_after",
+            inode_file(&dir.join("netns-inode-restored.txt")).map(|i| json!(i)),
+        ),
+        (
+            "config_sha256",
+            crate::evidence::sha256_file(&dir.join("config.json"))
+                .map(|(s, _)| json!(s))
+                .map_err(|e| format!("config.json: {e}")),
+        ),
+        ("criu_version_dump_log", log_version("dump.log")),
+        ("criu_version_restore_log", log_version("restore.log")),
+        ("runtime_kind", kind),
+    ]
+}
+
+/// The deciding fact the rung's own summary function gives from its files (before the runner
+/// appends the failing assertions).
+fn deciding_fact(dir: &Path, name: RungName) -> Result<String, String> {
+    match name {
+        RungName::Kernel => Ok(kernel::summary(
+            &links_fresh(dir)?,
+            state(dir, "after")?.lo_up_with_127(),
+        )),
+        RungName::Criu => Ok(criu_rung::summary(
+            images(dir)?.len(),
+            state(dir, "after")?.lo_up_with_127(),
+            states_equal(dir)?,
+        )),
+        RungName::Oci => {
+            let netns = images(dir)?
+                .iter()
+                .filter(|f| f.name.starts_with("netns-"))
+                .count();
+            Ok(oci_rung::summary(
+                &state(dir, "before")?,
+                &state(dir, "after")?,
+                netns,
+            ))
+        }
+        RungName::ExternalNetns => {
+            let holder_inode = holder(dir)?
+                .get("netns_inode")
+                .and_then(Value::as_u64)
+                .ok_or("holder.json has no netns_inode")?;
+            Ok(external_netns::summary(
+                inode_file(&dir.join("netns-inode-restored.txt")).ok(),
+                holder_inode,
+                state(dir, "after")?.lo_up_with_127(),
+                states_equal(dir)?,
+            ))
+        }
+    }
+}
+
+fn read_text(p: &Path) -> Result<String, String> {
+    std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))
+}
+
+fn file_len(p: &Path) -> Derived {
+    std::fs::metadata(p)
+        .map(|m| json!(m.len()))
+        .map_err(|e| format!("{}: {e}", p.display()))
+}
+
+/// The files of `dir/images` (read from the folder itself), which must also be exactly what
+/// `images.json` lists.
+fn images(dir: &Path) -> Result<Vec<criu::ImageFile>, String> {
+    let inv = criu::inventory(&dir.join("images")).map_err(|e| e.to_string())?;
+    let listed: Vec<criu::ImageFile> = serde_json::from_str(&read_text(&dir.join("images.json"))?)
+        .map_err(|e| format!("images.json: {e}"))?;
+    if listed != inv {
+        return Err("images.json does not list the files of images/".into());
+    }
+    Ok(inv)
+}
+
+/// Whether `netstate-before.json` and `netstate-after.json` are byte-equal (both are written
+/// canonical, so bytes equal exactly when the states do).
+fn states_equal(dir: &Path) -> Result<bool, String> {
+    let read = |f: &str| std::fs::read(dir.join(f)).map_err(|e| format!("{f}: {e}"));
+    Ok(read("netstate-before.json")? == read("netstate-after.json")?)
+}
+
+fn state(dir: &Path, when: &str) -> Result<NetState, String> {
+    let f = format!("netstate-{when}.json");
+    NetState::from_json(&read_text(&dir.join(&f))?).map_err(|e| format!("{f}: {e}"))
+}
+
+fn lo_up_after(dir: &Path) -> Derived {
+    state(dir, "after").map(|s| json!(s.lo_up_with_127()))
+}
+
+fn links_fresh(dir: &Path) -> Result<Vec<CriuLink>, String> {
+    serde_json::from_str(&read_text(&dir.join("links-fresh.json"))?)
+        .map_err(|e| format!("links-fresh.json: {e}"))
+}
+
+/// The netns inode and holder pid `kernel.log` names: `Dump NET namespace info <inode> via <pid>`.
+fn kernel_log_ids(dir: &Path) -> Result<(u64, i64), String> {
+    let text = read_text(&dir.join("kernel.log"))?;
+    text.lines()
+        .find_map(|l| {
+            let rest = l.strip_prefix("Dump NET namespace info ")?;
+            let mut w = rest.split_whitespace();
+            let inode = w.next()?.parse().ok()?;
+            (w.next()? == "via").then_some(())?;
+            Some((inode, w.next()?.parse().ok()?))
+        })
+        .ok_or_else(|| "kernel.log has no 'Dump NET namespace info <inode> via <pid>' line".into())
+}
+
+fn inode_file(p: &Path) -> Result<u64, String> {
+    read_text(p)?
+        .trim()
+        .parse()
+        .map_err(|e| format!("{}: {e}", p.display()))
+}
+
+fn holder(dir: &Path) -> Result<Value, String> {
+    serde_json::from_str(&read_text(&dir.join("holder.json"))?)
+        .map_err(|e| format!("holder.json: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_summaries_follow_the_runner() {
+        assert_eq!(
+            error_summary("criu dump: exited 1"),
+            "could not run: criu dump: exited 1"
+        );
+        assert_eq!(
+            error_summary("probes/oci.toml: bad"),
+            "could not load probes/oci.toml: bad"
+        );
+    }
+
+    #[test]
+    fn kernel_log_names_inode_and_pid() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(
+            d.path().join("kernel.log"),
+            "netprobe kernel rung: x\nDump NET namespace info 4026532322 via 28057 (fresh netns)\n",
+        )
+        .unwrap();
+        assert_eq!(kernel_log_ids(d.path()).unwrap(), (4026532322, 28057));
+    }
+}

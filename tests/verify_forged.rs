@@ -1,0 +1,142 @@
+//! `netprobe verify` on a real evidence folder (one full ladder run on runc and CRIU, root)
+//! whose `netprobe-result.json` is edited in fields no artifact hash covers: a pin's `matches`
+//! with its declared difference deleted, the verdict's summary, a rung's summary, a rung's
+//! facts. Each edit must make verify exit 1 naming the field; the unedited folder verifies
+//! (exit 0) and says what it did not re-derive.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+
+const EXE: &str = env!("CARGO_BIN_EXE_netprobe");
+
+fn netprobe(args: &[&str]) -> Output {
+    Command::new(EXE)
+        .args(args)
+        .env_remove("CRIU_CONFIG_FILE")
+        .output()
+        .expect("spawn netprobe")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Writes `edit(result)` as the folder's result, runs verify, restores the original bytes.
+fn verify_edited(ev: &Path, original: &[u8], edit: impl FnOnce(&mut Value)) -> Output {
+    let path = ev.join("netprobe-result.json");
+    let mut v: Value = serde_json::from_slice(original).unwrap();
+    edit(&mut v);
+    std::fs::write(&path, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+    let o = netprobe(&["verify", ev.to_str().unwrap()]);
+    std::fs::write(&path, original).unwrap();
+    o
+}
+
+fn rung<'a>(v: &'a mut Value, name: &str) -> &'a mut Value {
+    v["rungs"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|r| r["name"] == name)
+        .unwrap()
+}
+
+/// Asserts verify failed (exit 1) with a mismatch line naming `field`.
+fn assert_caught(o: &Output, field: &str) {
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{field}: {}", text(o));
+    assert!(
+        out.lines()
+            .any(|l| l.trim_start().starts_with(&format!("MISMATCH: {field}"))),
+        "no mismatch naming {field}: {}",
+        text(o)
+    );
+}
+
+#[test]
+fn edits_of_unhashed_result_fields_are_caught() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test makes a real evidence folder: it needs root (namespaces, CRIU, runc)"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let ev = tmp.path().join("ev");
+    let o = netprobe(&["run", "--quiet", "--evidence", ev.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let original = std::fs::read(ev.join("netprobe-result.json")).unwrap();
+
+    // Unedited: reproduced, and it says what it did not re-derive.
+    let o = netprobe(&["verify", ev.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("recorded, not re-derived: "), "{out}");
+    assert!(out.contains("rungs[oci].facts.work_area"), "{out}");
+    assert!(out.contains("rungs[criu].facts.image_files"), "{out}");
+
+    // A pin made to match, and the declared difference that said otherwise deleted (host.json
+    // still records the real runtime).
+    let o = verify_edited(&ev, &original, |v| {
+        let pin = v["pins"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .find(|p| p["name"] == "runtime")
+            .unwrap();
+        let was = pin["matches"].as_bool().unwrap();
+        pin["matches"] = Value::Bool(!was);
+        if !was {
+            v["declared_differences"]
+                .as_array_mut()
+                .unwrap()
+                .retain(|d| !d.as_str().unwrap().starts_with("runtime "));
+        }
+    });
+    assert_caught(&o, "pins[runtime].matches");
+
+    // The declared difference alone deleted.
+    let o = verify_edited(&ev, &original, |v| {
+        v["declared_differences"].as_array_mut().unwrap().remove(0);
+    });
+    assert_caught(&o, "declared_differences");
+
+    // The verdict's sentence.
+    let o = verify_edited(&ev, &original, |v| {
+        v["verdict"]["summary"] = Value::from("all fine");
+    });
+    assert_caught(&o, "verdict.summary");
+
+    // A rung's summary: the holder's netns inode changed.
+    let o = verify_edited(&ev, &original, |v| {
+        let r = rung(v, "external-netns");
+        let inode = r["facts"]["holder_netns_inode"].as_u64().unwrap();
+        let s = r["summary"].as_str().unwrap().replace(
+            &format!("holder's {inode}"),
+            &format!("holder's {}", inode + 1),
+        );
+        assert_ne!(r["summary"].as_str().unwrap(), s);
+        r["summary"] = Value::from(s);
+    });
+    assert_caught(&o, "rungs[external-netns].summary");
+
+    // Rung facts.
+    let o = verify_edited(&ev, &original, |v| {
+        let f = &mut rung(v, "criu")["facts"];
+        f["image_files"] = Value::from(f["image_files"].as_u64().unwrap() + 1);
+    });
+    assert_caught(&o, "rungs[criu].facts.image_files");
+    let o = verify_edited(&ev, &original, |v| {
+        let f = &mut rung(v, "criu")["facts"];
+        f["state_byte_equal"] = Value::Bool(!f["state_byte_equal"].as_bool().unwrap());
+    });
+    assert_caught(&o, "rungs[criu].facts.state_byte_equal");
+
+    // Restored: reproduced again.
+    let o = netprobe(&["verify", ev.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
