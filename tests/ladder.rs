@@ -2,35 +2,18 @@
 //! fact it rests on, `--expect`, `verify` (without root, and on tampered evidence), bad input
 //! with its exit codes, and that nothing is left behind — also after a rung fails.
 
+mod common;
+use common::cli::{EXE, netprobe, text};
 use netprobe::evidence::result::{RunResult, RungName, Status, VerdictCode};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const EXE: &str = env!("CARGO_BIN_EXE_netprobe");
+use std::process::Command;
 
 fn require_root() {
     assert!(
         nix::unistd::geteuid().is_root(),
         "the ladder tests need root (namespaces, CRIU, runc); CI runs them as root"
     );
-}
-
-fn netprobe(args: &[&str]) -> Output {
-    Command::new(EXE)
-        .args(args)
-        .env_remove("CRIU_CONFIG_FILE")
-        .output()
-        .expect("spawn netprobe")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn read_result(dir: &Path) -> RunResult {

@@ -3,33 +3,17 @@
 //! valid against its schema, the table, `verify` on the matrix folder (and on a tampered one),
 //! `--expect` per runtime, `--baseline` (exit 1 on a verdict change).
 
+mod common;
+use common::cli::{netprobe, text};
 use netprobe::evidence::result::VerdictCode;
 use netprobe::matrix::model::{MatrixResult, validate_matrix};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
-const EXE: &str = env!("CARGO_BIN_EXE_netprobe");
 const RUNC: &str = "/opt/runc-1.4.3/sbin/runc";
 const CRUN: &str = "/opt/crun-1.28/bin/crun";
 const CRIU_4_2: &str = "/opt/criu-4.2.1/sbin/criu";
 const CRIU_4_3: &str = "/opt/criu-4.3/sbin/criu";
-
-fn netprobe(args: &[&str]) -> Output {
-    Command::new(EXE)
-        .args(args)
-        .env_remove("CRIU_CONFIG_FILE")
-        .output()
-        .expect("spawn netprobe")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 fn load(dir: &Path) -> MatrixResult {
     let v: serde_json::Value =

@@ -5,53 +5,12 @@
 //! without them; a rule, a user chain, a drop policy, a set, a named object, a dormant table or a
 //! legacy table sends the capture back to the tools.
 
+mod common;
+use common::netns::sleeper_in_own_netns;
 use netprobe::netlink::netfilter::{self, NetfilterState};
 use netprobe::netlink::nft_tables;
 use netprobe::probe::netns_content::run_in;
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A `sleep` in a netns of its own (its own session), killed on drop; the netns path.
-fn sleeper_in_own_netns() -> (ChildGuard, PathBuf) {
-    let mut cmd = Command::new("/usr/bin/unshare");
-    cmd.args(["--net", "--", "sleep", "1000"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    // SAFETY: setsid(2) is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::unistd::setsid()
-                .map(|_| ())
-                .map_err(std::io::Error::from)
-        });
-    }
-    let c = ChildGuard(cmd.spawn().expect("spawn unshare"));
-    let pid = c.0.id();
-    let ours = std::fs::read_link("/proc/self/ns/net").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        let ns = std::fs::read_link(format!("/proc/{pid}/ns/net")).ok();
-        if comm.trim() == "sleep" && ns.is_some_and(|n| n != ours) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "no own netns");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (c, PathBuf::from(format!("/proc/{pid}/ns/net")))
-}
+use std::path::Path;
 
 fn sh(netns: &Path, script: &str) {
     let o = run_in(netns, "/bin/sh", &["-e", "-s"], script.as_bytes()).unwrap();

@@ -3,52 +3,12 @@
 //! the canonical netfilter ruleset; and the fidelity comparison naming a planted `CRIU` chain
 //! and an address that became `deprecated` (what a slot's restore gate must catch).
 
+mod common;
+use common::netns::sleeper_in_own_netns;
 use netprobe::netlink::fidelity::fidelity_failures;
 use netprobe::netlink::{CaptureExtras, NetState, capture_full};
 use netprobe::probe::netns_content::{self, NetnsContent, RICH_UNCOVERED_SYSCTLS, run_in};
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn sleeper_in_own_netns() -> (ChildGuard, PathBuf) {
-    let mut cmd = Command::new("/usr/bin/unshare");
-    cmd.args(["--net", "--", "sleep", "1000"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    // SAFETY: setsid(2) is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::unistd::setsid()
-                .map(|_| ())
-                .map_err(std::io::Error::from)
-        });
-    }
-    let c = ChildGuard(cmd.spawn().expect("spawn unshare"));
-    let pid = c.0.id();
-    let ours = std::fs::read_link("/proc/self/ns/net").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        let ns = std::fs::read_link(format!("/proc/{pid}/ns/net")).ok();
-        if comm.trim() == "sleep" && ns.is_some_and(|n| n != ours) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "no own netns");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (c, PathBuf::from(format!("/proc/{pid}/ns/net")))
-}
+use std::path::Path;
 
 fn full(netns: &Path) -> (NetState, CaptureExtras) {
     netprobe::ns::run_in_netns(netns, || capture_full(5000))

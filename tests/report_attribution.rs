@@ -5,17 +5,8 @@
 //! images tree (`netprobe images`) — in Markdown (bold) and HTML (`class="differs"`, escaped,
 //! the tree in a `<pre>`).
 
-use std::process::{Command, Output};
-
-const EXE: &str = env!("CARGO_BIN_EXE_netprobe");
-
-fn netprobe(args: &[&str]) -> Output {
-    Command::new(EXE)
-        .args(args)
-        .env_remove("CRIU_CONFIG_FILE")
-        .output()
-        .expect("spawn netprobe")
-}
+mod common;
+use common::cli::netprobe;
 
 #[test]
 fn report_shows_three_way_attribution_and_images_tree_per_rung() {

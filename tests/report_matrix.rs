@@ -4,24 +4,16 @@
 //! with pin match; and hostile labels are escaped in both formats, also in the `matrix.md`
 //! that `netprobe matrix` writes (the same template).
 
+mod common;
+use common::cli::netprobe;
 use netprobe::evidence::result::VerdictCode;
 use netprobe::matrix::model::{MatrixBinary, MatrixCell, MatrixPart, MatrixResult, load_matrix};
 use netprobe::matrix::table::write_matrix;
 use netprobe::report::{Format, matrix_report};
-use std::process::{Command, Output};
 
-const EXE: &str = env!("CARGO_BIN_EXE_netprobe");
 const RUNC: &str = "/opt/runc-1.4.3/sbin/runc";
 const CRUN: &str = "/opt/crun-1.28/bin/crun";
 const CRIU_4_3: &str = "/opt/criu-4.3/sbin/criu";
-
-fn netprobe(args: &[&str]) -> Output {
-    Command::new(EXE)
-        .args(args)
-        .env_remove("CRIU_CONFIG_FILE")
-        .output()
-        .expect("spawn netprobe")
-}
 
 #[test]
 fn matrix_folder_report_shows_control_beside_runc() {

@@ -7,18 +7,9 @@
 //! choice. The external-netns rung keeps everything. `verify` recomputes all of it, and
 //! `netprobe images` reads every network image of the criu rung.
 
+mod common;
+use common::cli::netprobe;
 use serde_json::Value;
-use std::process::{Command, Output};
-
-const EXE: &str = env!("CARGO_BIN_EXE_netprobe");
-
-fn netprobe(args: &[&str]) -> Output {
-    Command::new(EXE)
-        .args(args)
-        .env_remove("CRIU_CONFIG_FILE")
-        .output()
-        .expect("spawn netprobe")
-}
 
 fn attribution<'a>(result: &'a Value, rung: &str) -> &'a Value {
     let r = result["rungs"]

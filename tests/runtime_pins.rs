@@ -4,11 +4,12 @@
 //! PATH and the rung fails when CRIU's own log names another; runc 1.1.5 keeps working; an
 //! unknown runtime and a runtime whose loader or library is missing are refused with exit 3.
 
+mod common;
+use common::cli::{netprobe, text};
 use netprobe::evidence::result::{RunResult, RungName, Status, VerdictCode};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const EXE: &str = env!("CARGO_BIN_EXE_netprobe");
 const CRIU_4_3: &str = "/opt/criu-4.3/sbin/criu";
 const CRIU_4_2: &str = "/opt/criu-4.2.1/sbin/criu";
 const RUNC_1_4: &str = "/opt/runc-1.4.3/sbin/runc";
@@ -25,23 +26,6 @@ fn require_pins() {
             "{b} is missing: run sudo bash host/setup.sh"
         );
     }
-}
-
-fn netprobe(args: &[&str]) -> Output {
-    Command::new(EXE)
-        .args(args)
-        .env_remove("CRIU_CONFIG_FILE")
-        .output()
-        .expect("spawn netprobe")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn read_result(dir: &Path) -> RunResult {

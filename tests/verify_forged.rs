@@ -4,28 +4,11 @@
 //! facts. Each edit must make verify exit 1 naming the field; the unedited folder verifies
 //! (exit 0) and says what it did not re-derive.
 
+mod common;
+use common::cli::{netprobe, text};
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Output};
-
-const EXE: &str = env!("CARGO_BIN_EXE_netprobe");
-
-fn netprobe(args: &[&str]) -> Output {
-    Command::new(EXE)
-        .args(args)
-        .env_remove("CRIU_CONFIG_FILE")
-        .output()
-        .expect("spawn netprobe")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use std::process::Output;
 
 /// Writes `edit(result)` as the folder's result, runs verify, restores the original bytes.
 fn verify_edited(ev: &Path, original: &[u8], edit: impl FnOnce(&mut Value)) -> Output {

@@ -1,7 +1,11 @@
-//! Shared helpers of the desktop-guest tests (slot_partition, x11_*): root check and the desktop
+//! Shared helpers of the tests: a process in a netns of its own ([`netns`]); for the desktop-guest
+//! tests (slot_partition, x11_*) the root check and the desktop
 //! guest image, built once per test binary by host/build-desktop-image.sh (cached on disk by its
 //! build key, so only the first run on a machine pays for mmdebstrap).
 #![allow(dead_code)]
+
+pub mod cli;
+pub mod netns;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
