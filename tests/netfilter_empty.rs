@@ -6,20 +6,10 @@
 //! legacy table sends the capture back to the tools.
 
 mod common;
-use common::netns::sleeper_in_own_netns;
+use common::netns::{sh, sleeper_in_own_netns};
 use netprobe::netlink::netfilter::{self, NetfilterState};
 use netprobe::netlink::nft_tables;
-use netprobe::probe::netns_content::run_in;
 use std::path::Path;
-
-fn sh(netns: &Path, script: &str) {
-    let o = run_in(netns, "/bin/sh", &["-e", "-s"], script.as_bytes()).unwrap();
-    assert!(
-        o.status.success(),
-        "{script}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
 
 fn in_ns<T: Send>(netns: &Path, f: impl FnOnce() -> T + Send) -> T {
     netprobe::ns::run_in_netns(netns, f).expect("setns")

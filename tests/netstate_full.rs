@@ -4,25 +4,16 @@
 //! and an address that became `deprecated` (what a slot's restore gate must catch).
 
 mod common;
-use common::netns::sleeper_in_own_netns;
+use common::netns::{sh, sleeper_in_own_netns};
 use netprobe::netlink::fidelity::fidelity_failures;
 use netprobe::netlink::{CaptureExtras, NetState, capture_full};
-use netprobe::probe::netns_content::{self, NetnsContent, RICH_UNCOVERED_SYSCTLS, run_in};
+use netprobe::probe::netns_content::{self, NetnsContent, RICH_UNCOVERED_SYSCTLS};
 use std::path::Path;
 
 fn full(netns: &Path) -> (NetState, CaptureExtras) {
     netprobe::ns::run_in_netns(netns, || capture_full(5000))
         .expect("setns")
         .expect("capture_full")
-}
-
-fn sh(netns: &Path, script: &str) {
-    let o = run_in(netns, "/bin/sh", &["-e", "-s"], script.as_bytes()).unwrap();
-    assert!(
-        o.status.success(),
-        "{script}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
 }
 
 #[test]

@@ -47,3 +47,16 @@ pub fn sleeper_in_own_netns() -> (ChildGuard, PathBuf) {
     }
     (c, PathBuf::from(format!("/proc/{pid}/ns/net")))
 }
+
+/// Runs `script` with `sh -e` inside `netns`; panics naming the script and its stderr when it
+/// fails.
+pub fn sh(netns: &std::path::Path, script: &str) {
+    let o =
+        netprobe::probe::netns_content::run_in(netns, "/bin/sh", &["-e", "-s"], script.as_bytes())
+            .unwrap();
+    assert!(
+        o.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
