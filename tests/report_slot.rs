@@ -278,3 +278,52 @@ fn a_png_name_leaving_the_folder_is_neither_opened_nor_linked() {
     assert!(html.contains("not a file name inside the verb"), "{html}");
     assert!(!html.contains("src=\"./evidence/0004-reset/../"), "{html}");
 }
+
+/// A verb folder holding `interrupted.txt` and no `verb.json` (the verb was stopped by a signal)
+/// is shown as interrupted, quoting the note's first line (escaped), in both formats; a folder
+/// with neither stays incomplete.
+#[test]
+fn an_interrupted_verb_is_shown_as_interrupted_with_its_note() {
+    let tmp = tempfile::tempdir().unwrap();
+    let slot = make_slot(tmp.path());
+    let d = slot.join("evidence/0005-restore");
+    std::fs::create_dir_all(&d).unwrap();
+    let first =
+        "netprobe slot restore was interrupted by SIGINT at 2026-12-01T10:00:00Z; <b>x</b> | y";
+    std::fs::write(d.join("interrupted.txt"), format!("{first}\nsecond line\n")).unwrap();
+    let html = std::fs::read_to_string(write_report(&slot, Format::Html).unwrap()).unwrap();
+    assert!(
+        html.contains("<span class=\"badge warn\">interrupted</span>"),
+        "{html}"
+    );
+    assert!(
+        html.contains("interrupted by SIGINT at 2026-12-01T10:00:00Z; &lt;b&gt;x&lt;/b&gt;"),
+        "{html}"
+    );
+    assert!(!html.contains("second line"), "{html}");
+    assert!(
+        html.contains("./evidence/0005-restore/interrupted.txt"),
+        "{html}"
+    );
+    // Only the folder without a note says its verb.json is missing.
+    assert_eq!(
+        html.matches("verb.json: No such file").count(),
+        2,
+        "0004-reset (row and section) only: {html}"
+    );
+    let md = std::fs::read_to_string(write_report(&slot, Format::Markdown).unwrap()).unwrap();
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| 0005-restore"))
+        .unwrap_or_else(|| panic!("no row for 0005-restore: {md}"));
+    assert!(
+        row.contains("**interrupted**")
+            && row.contains("interrupted.txt: “netprobe slot restore was interrupted by SIGINT"),
+        "{row}"
+    );
+    assert!(!row.contains("verb.json"), "{row}");
+    assert!(
+        md.contains("| 0004-reset | reset | ❌ **incomplete**"),
+        "{md}"
+    );
+}

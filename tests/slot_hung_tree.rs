@@ -7,47 +7,8 @@
 //! with the hung tree killed; and `cleanup` then releases everything.
 mod slot_support;
 use slot_support::*;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
-
-/// A wrapper `name` in `dir` around `real`: when `dir/NAME.hang` exists and an argument equals
-/// its content, it forks `sleep 1000` (pid to `dir/gc.pid`) and waits; otherwise execs `real`.
-fn flagged_wrapper(dir: &Path, name: &str, real: &Path) -> PathBuf {
-    let path = dir.join(name);
-    let flag = dir.join(format!("{name}.hang"));
-    std::fs::write(
-        &path,
-        format!(
-            "#!/bin/sh\n\
-             if [ -e {flag} ]; then\n\
-               step=$(cat {flag})\n\
-               for a in \"$@\"; do\n\
-                 if [ \"$a\" = \"$step\" ]; then\n\
-                   sleep 1000 &\n\
-                   echo $! > {dir}/gc.pid\n\
-                   wait\n\
-                 fi\n\
-               done\n\
-             fi\n\
-             exec {real} \"$@\"\n",
-            flag = flag.display(),
-            dir = dir.display(),
-            real = real.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path
-}
-
-fn gone(pid: i32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    stat.is_empty()
-        || stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, r)| r.starts_with('Z'))
-}
 
 /// `slot VERB` with `NAME.hang` = `step`: fails within 60 s naming the 3 s bound; the grandchild
 /// is dead (given up to 5 s: an orphan is reaped by pid 1).
@@ -86,62 +47,6 @@ fn hung_verb(dir: &Path, sd: &Path, verb: &str, name: &str, step: &str) {
     }
 }
 
-/// `netprobe slot VERB --slot=47` started while `NAME.hang` names `step` (default bound), sent
-/// `signal` once the wrapper hangs (its grandchild's pid in `gc.pid`), and waited for (at most
-/// `wait_s` seconds). Returns the exit code, the time from the signal to the exit, and stderr;
-/// `before_signal` runs while the step hangs.
-fn interrupt_hung(
-    wdir: &Path,
-    sd: &Path,
-    (verb, name, step): (&str, &str, &str),
-    signal: i32,
-    wait_s: u64,
-    before_signal: impl FnOnce(),
-) -> (Option<i32>, Duration, String) {
-    let _ = std::fs::remove_file(wdir.join("gc.pid"));
-    std::fs::write(wdir.join(format!("{name}.hang")), step).unwrap();
-    let errf = wdir.join(format!("{verb}-signal-stderr.txt"));
-    let mut child = std::process::Command::new(EXE)
-        .args(["slot", verb, "--slot=47", "--state-dir"])
-        .arg(sd)
-        .env_remove("NETPROBE_STEP_TIMEOUT_S")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&errf).unwrap())
-        .spawn()
-        .unwrap();
-    let until = Instant::now() + Duration::from_secs(60);
-    while !wdir.join("gc.pid").is_file() {
-        assert!(
-            Instant::now() < until,
-            "{name} never hung at {step}: {}",
-            std::fs::read_to_string(&errf).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(200));
-    before_signal();
-    let t0 = Instant::now();
-    // SAFETY: kill(2) of our own child.
-    unsafe { libc::kill(child.id() as i32, signal) };
-    let code = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st.code();
-        }
-        if t0.elapsed() > Duration::from_secs(wait_s) {
-            let _ = child.kill();
-            panic!("slot {verb} still running {wait_s} s after signal {signal}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    std::fs::remove_file(wdir.join(format!("{name}.hang"))).unwrap();
-    let took = t0.elapsed();
-    (
-        code,
-        took,
-        std::fs::read_to_string(&errf).unwrap_or_default(),
-    )
-}
-
 #[test]
 fn hung_runtime_and_criu_in_snapshot_and_restore_are_bounded() {
     require_root();
@@ -176,6 +81,7 @@ fn hung_runtime_and_criu_in_snapshot_and_restore_are_bounded() {
     let (code, took, _) = interrupt_hung(
         &wdir,
         &sd,
+        ("47", &[]),
         ("snapshot", "runc", "checkpoint"),
         libc::SIGTERM,
         20,
@@ -225,6 +131,7 @@ fn sigint_mid_restore(wdir: &Path, sd: &Path) {
     let (code, _, err) = interrupt_hung(
         wdir,
         sd,
+        ("47", &[]),
         ("restore", "criu", "swrk"),
         libc::SIGINT,
         30,

@@ -3,32 +3,6 @@
 mod slot_support;
 use netprobe::slot::{SlotArgs, Verb, run_verb};
 use slot_support::*;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn build_qcow2(dir: &Path) -> (PathBuf, String) {
-    let root = http_image(dir);
-    let raw = dir.join("image.ext4");
-    let q = dir.join("image.qcow2");
-    let st = Command::new("mkfs.ext4")
-        .args(["-q", "-F", "-d"])
-        .arg(&root)
-        .arg(&raw)
-        .arg("64M")
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let st = Command::new("qemu-img")
-        .args(["convert", "-f", "raw", "-O", "qcow2"])
-        .arg(&raw)
-        .arg(&q)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    std::fs::remove_file(&raw).unwrap();
-    let (sha, _) = netprobe::evidence::sha256_file(&q).unwrap();
-    (q, sha)
-}
 
 #[test]
 fn qcow2_image_cycle_and_wrong_pin() {

@@ -3,8 +3,10 @@
 #![allow(dead_code)]
 
 use netprobe::slot::{SlotArgs, SlotOutcome, SlotState, Verb, run_verb};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// Serializes the heavy tests (2 cores shared).
 pub static SERIAL: Mutex<()> = Mutex::new(());
@@ -258,4 +260,127 @@ pub fn provision_dir(
     let mut a = args(Verb::Provision, slot, sd);
     a.image = Some(image.to_path_buf());
     run_verb(&a)
+}
+
+/// A wrapper `name` in `dir` around `real`: when `dir/NAME.hang` exists and an argument equals
+/// its content, it forks `sleep 1000` (pid to `dir/gc.pid`) and waits; otherwise execs `real`.
+pub fn flagged_wrapper(dir: &Path, name: &str, real: &Path) -> PathBuf {
+    let path = dir.join(name);
+    let flag = dir.join(format!("{name}.hang"));
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\n\
+             if [ -e {flag} ]; then\n\
+               step=$(cat {flag})\n\
+               for a in \"$@\"; do\n\
+                 if [ \"$a\" = \"$step\" ]; then\n\
+                   sleep 1000 &\n\
+                   echo $! > {dir}/gc.pid\n\
+                   wait\n\
+                 fi\n\
+               done\n\
+             fi\n\
+             exec {real} \"$@\"\n",
+            flag = flag.display(),
+            dir = dir.display(),
+            real = real.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// True when `pid` is gone or a zombie.
+pub fn gone(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.is_empty()
+        || stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, r)| r.starts_with('Z'))
+}
+
+/// `netprobe slot VERB --slot=SLOT EXTRA…` started while `NAME.hang` in `wdir` names `step`
+/// (default bound; see [`flagged_wrapper`]), sent `signal` once the wrapper hangs (its
+/// grandchild's pid in `gc.pid`), and waited for (at most `wait_s` seconds). Returns the exit
+/// code, the time from the signal to the exit, and stderr; `before_signal` runs while the step
+/// hangs.
+pub fn interrupt_hung(
+    wdir: &Path,
+    sd: &Path,
+    (slot, extra): (&str, &[&str]),
+    (verb, name, step): (&str, &str, &str),
+    signal: i32,
+    wait_s: u64,
+    before_signal: impl FnOnce(),
+) -> (Option<i32>, Duration, String) {
+    let _ = std::fs::remove_file(wdir.join("gc.pid"));
+    std::fs::write(wdir.join(format!("{name}.hang")), step).unwrap();
+    let errf = wdir.join(format!("{verb}-signal-stderr.txt"));
+    let mut child = std::process::Command::new(EXE)
+        .args(["slot", verb, &format!("--slot={slot}"), "--state-dir"])
+        .arg(sd)
+        .args(extra)
+        .env_remove("NETPROBE_STEP_TIMEOUT_S")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&errf).unwrap())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(60);
+    while !wdir.join("gc.pid").is_file() {
+        assert!(
+            Instant::now() < until,
+            "{name} never hung at {step}: {}",
+            std::fs::read_to_string(&errf).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    before_signal();
+    let t0 = Instant::now();
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(child.id() as i32, signal) };
+    let code = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st.code();
+        }
+        if t0.elapsed() > Duration::from_secs(wait_s) {
+            let _ = child.kill();
+            panic!("slot {verb} still running {wait_s} s after signal {signal}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::fs::remove_file(wdir.join(format!("{name}.hang"))).unwrap();
+    let took = t0.elapsed();
+    (
+        code,
+        took,
+        std::fs::read_to_string(&errf).unwrap_or_default(),
+    )
+}
+
+/// A qcow2 image of [`http_image`] (mkfs.ext4 -d, qemu-img convert) and its sha256.
+pub fn build_qcow2(dir: &Path) -> (PathBuf, String) {
+    let root = http_image(dir);
+    let raw = dir.join("image.ext4");
+    let q = dir.join("image.qcow2");
+    let st = std::process::Command::new("mkfs.ext4")
+        .args(["-q", "-F", "-d"])
+        .arg(&root)
+        .arg(&raw)
+        .arg("64M")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let st = std::process::Command::new("qemu-img")
+        .args(["convert", "-f", "raw", "-O", "qcow2"])
+        .arg(&raw)
+        .arg(&q)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::fs::remove_file(&raw).unwrap();
+    let (sha, _) = netprobe::evidence::sha256_file(&q).unwrap();
+    (q, sha)
 }

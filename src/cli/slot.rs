@@ -239,8 +239,10 @@ impl Execute for SlotCmd {
     fn execute(self) -> ExitCode {
         // A signal kills the step's process tree (the runtime, CRIU), releases what the step had
         // registered (a half-made container, CRIU's leftover mounts, the CRIU PATH folder, the
-        // runtime's log; a provision's holder), writes `interrupted.txt` and the journal's end,
-        // and ends the verb (128+N). The slot's recorded state is kept: the verb can be run again.
+        // runtime's log; CRIU's network lock after a restore or reset; a provision's holder,
+        // overlay, image mount, loop device and FUSE export), writes `interrupted.txt` and the
+        // journal's end, and ends the verb (128+N). The slot's recorded state is kept: the verb
+        // can be run again (a provision: `slot cleanup`, then another slot number).
         if let Err(e) = netprobe::ns::cleanup::install_signal_handler() {
             eprintln!(
                 "netprobe: could not install the signal handler ({e}); a signal may leave the current step's processes running"

@@ -9,6 +9,7 @@
 //! - [`mutate`]: link lookup, link up, address add, veth create/delete (ACK-checked, batched).
 
 pub mod criu_dump;
+pub mod criu_unlock;
 mod error;
 pub mod fidelity;
 mod full;

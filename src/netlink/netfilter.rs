@@ -114,6 +114,21 @@ pub fn capture_with_tools() -> Result<(NetfilterState, NetfilterRaw), String> {
     Ok((canonical(&raw), raw))
 }
 
+/// [`capture_with_tools`] with the three tools run one after the other on the calling thread:
+/// for the signal thread's release actions ([`crate::ns::cleanup`]), where a helper thread
+/// running a tool would stop for good at [`crate::proc::run_tree`].
+///
+/// Errors: as [`capture_with_tools`].
+pub fn capture_with_tools_here() -> Result<(NetfilterState, NetfilterRaw), String> {
+    let raw = NetfilterRaw {
+        no_tables: None,
+        iptables: run("iptables-save", &[])?,
+        ip6tables: run("ip6tables-save", &[])?,
+        nftables: run("nft", &["list", "ruleset"])?,
+    };
+    Ok((canonical(&raw), raw))
+}
+
 /// The canonical form of `raw` (see the module documentation).
 pub fn canonical(raw: &NetfilterRaw) -> NetfilterState {
     NetfilterState {

@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 /// [`checkpoint`] before it exits anyway (a child process such as CRIU may still be finishing).
 pub const STOP_WAIT: Duration = Duration::from_secs(10);
 
-type Action = Box<dyn FnOnce() + Send>;
+/// A release action; what it returns (if anything) is added to the release list's line.
+type Action = Box<dyn FnOnce() -> Option<String> + Send>;
 
 struct Entry {
     id: u64,
@@ -119,8 +120,23 @@ impl Drop for Registration {
 /// before the returned [`Registration`] is dropped. Once a signal has been seen, a thread other
 /// than the signal thread runs `action` at once and stops here for good.
 pub fn register(what: impl Into<String>, action: impl FnOnce() + Send + 'static) -> Registration {
-    if closing() && !on_signal_thread() {
+    register_reporting(what, move || {
         action();
+        None
+    })
+}
+
+/// [`register`] for an action that says what it found and did (e.g. `removed …`, `none found`):
+/// [`release_all`] lists it as `what: detail`.
+pub fn register_reporting(
+    what: impl Into<String>,
+    action: impl FnOnce() -> Option<String> + Send + 'static,
+) -> Registration {
+    if closing() && !on_signal_thread() {
+        let what = what.into();
+        if let Some(d) = action() {
+            eprintln!("netprobe:   released {what}: {d}");
+        }
         stop_here();
     }
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
@@ -139,7 +155,8 @@ pub fn registered() -> Vec<String> {
     r.iter().map(|e| e.what.clone()).collect()
 }
 
-/// Runs every registered action, newest first, and returns what each released. Actions
+/// Runs every registered action, newest first, and returns what each released (`what`, or
+/// `what: detail` for a [`register_reporting`] action that said something). Actions
 /// registered while this runs are released too.
 pub fn release_all() -> Vec<String> {
     let mut done = Vec::new();
@@ -149,8 +166,10 @@ pub fn release_all() -> Vec<String> {
             return done;
         }
         for e in entries.into_iter().rev() {
-            (e.action)();
-            done.push(e.what);
+            match (e.action)() {
+                Some(d) => done.push(format!("{}: {d}", e.what)),
+                None => done.push(e.what),
+            }
         }
     }
 }
@@ -168,8 +187,8 @@ pub fn interrupted_by() -> Option<&'static str> {
 
 /// Starts a thread that waits for SIGINT, SIGTERM or SIGHUP; on the first one it says so on
 /// stderr, runs [`release_all`] (naming each thing released), and exits with `128 + signal`.
-/// Call once, early (`netprobe run` does; slot verbs do not: their holder is meant to outlive
-/// the process).
+/// Call once, early (`netprobe run` and `netprobe slot` do; a slot verb registers only what
+/// must not outlive an interrupted verb, never a holder it keeps).
 ///
 /// Errors: the handler could not be installed (signal-hook's error).
 pub fn install_signal_handler() -> std::io::Result<()> {
@@ -227,6 +246,11 @@ mod tests {
         let b = register("unit-b", move || l2.lock().unwrap().push("b"));
         let l3 = log.clone();
         let c = register("unit-c", move || l3.lock().unwrap().push("c"));
+        let l4 = log.clone();
+        let d = register_reporting("unit-d", move || {
+            l4.lock().unwrap().push("d");
+            Some("said what it did".into())
+        });
         drop(b);
         assert!(registered().contains(&"unit-a".to_string()));
         assert!(!registered().contains(&"unit-b".to_string()));
@@ -234,8 +258,8 @@ mod tests {
             .into_iter()
             .filter(|w| w.starts_with("unit-"))
             .collect();
-        assert_eq!(released, ["unit-c", "unit-a"]);
-        assert_eq!(*log.lock().unwrap(), ["c", "a"]);
-        drop((a, c)); // already released: deregistering is a no-op
+        assert_eq!(released, ["unit-d: said what it did", "unit-c", "unit-a"]);
+        assert_eq!(*log.lock().unwrap(), ["d", "c", "a"]);
+        drop((a, c, d)); // already released: deregistering is a no-op
     }
 }

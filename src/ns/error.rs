@@ -13,7 +13,8 @@ pub enum NsError {
     /// The process no longer exists (no `/proc/<pid>`, or it is a zombie / dead task).
     #[error(
         "process {pid} is gone (no /proc/{pid}, or it has exited); a holder that is gone cannot be \
-         re-verified: re-provision the slot"
+         re-verified, and a slot is never re-provisioned in place: `netprobe slot cleanup` this \
+         slot, then provision another slot number"
     )]
     Gone {
         /// The pid that was expected to be alive.
@@ -24,7 +25,7 @@ pub enum NsError {
     /// or the process moved to another network namespace.
     #[error(
         "process identity changed: expected {expected}, found {found}; refusing to act on a process \
-         that is not ours — re-provision instead"
+         that is not ours — `netprobe slot cleanup` this slot, then provision another slot number"
     )]
     IdentityChanged {
         /// What was recorded (handshake / `holder.json`).

@@ -25,14 +25,30 @@ pub(crate) const STATE_DIR_MARKER: &str = ".netprobe-state-dir";
 /// The display gates' records in a verb's evidence folder.
 const DISPLAY_FILE: &str = "display-gates.json";
 /// Files of a verb folder linked from the report when present.
-const VERB_FILES: [&str; 6] = [
+const VERB_FILES: [&str; 8] = [
     VERB_FILE,
     "gates.json",
     "timings.json",
     DISPLAY_FILE,
     "runtime.log",
     "netstate-diff.txt",
+    crate::evidence::dir::INTERRUPTED_FILE,
+    "criu-lock-released.txt",
 ];
+
+/// Why a verb folder has no readable `verb.json`: interrupted (outcome `interrupted`, the first
+/// line of its `interrupted.txt`, which the verb's release writes on a signal), else
+/// `incomplete` with the read error.
+fn unfinished(verb_dir: &Path, why: String) -> (&'static str, String) {
+    let note = std::fs::read_to_string(verb_dir.join(crate::evidence::dir::INTERRUPTED_FILE));
+    match note {
+        Ok(t) if !t.trim().is_empty() => (
+            "interrupted",
+            t.lines().next().unwrap_or_default().trim().to_string(),
+        ),
+        _ => ("incomplete", why),
+    }
+}
 
 /// What a folder given to `netprobe report` is, for the slot report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -298,12 +314,16 @@ fn verb_view(verb_dir: &Path, name: &str, prefix: &str) -> (VerbView, Option<Ver
         .map(|f| under(prefix, f))
         .collect();
     let fallback_verb = name.split_once('-').map_or(name, |(_, v)| v).to_string();
+    let (outcome, text) = match why {
+        Some(why) => unfinished(verb_dir, why),
+        None => ("incomplete", String::new()),
+    };
     let mut v = VerbView {
         name: name.to_string(),
         folder: prefix.to_string(),
         verb: fallback_verb,
-        outcome: "incomplete",
-        text: why.unwrap_or_default(),
+        outcome,
+        text,
         failed_gate: None,
         started_at: String::new(),
         finished_at: String::new(),

@@ -23,6 +23,7 @@ pub mod checks;
 mod claims;
 mod cleanup;
 mod common;
+pub mod criu_lock;
 pub mod crun;
 pub mod display;
 pub mod error;

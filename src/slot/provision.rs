@@ -283,16 +283,33 @@ fn image_gate(run: &mut VerbRun, kind: ImageKind) -> Result<(), SlotError> {
     }
 }
 
-/// What provision started, each released on drop (failure, panic) until [`Started::keep`].
+/// What provision started, each released on drop (failure, panic; fields drop in order: the
+/// overlay first, the FUSE export last) until [`Started::keep`]. A signal does not unwind, so
+/// each is also registered for release on an interruption ([`Started::on_signal`]).
 #[derive(Default)]
 struct Started {
-    qsd: Option<mounts::QsdGuard>,
-    loop_dev: Option<mounts::LoopGuard>,
-    lower: Option<mounts::MountGuard>,
+    on_signal: Vec<crate::ns::cleanup::Registration>,
     overlay: Option<mounts::MountGuard>,
+    lower: Option<mounts::MountGuard>,
+    loop_dev: Option<mounts::LoopGuard>,
+    qsd: Option<mounts::QsdGuard>,
 }
 
 impl Started {
+    /// Registers `release` of `what` for an interruption ([`crate::ns::cleanup`]; newest first,
+    /// so the overlay goes before the image mount, the loop device and the FUSE export under
+    /// it); its error, if any, is added to the release list. Dropped by [`Started::keep`].
+    fn on_signal(
+        &mut self,
+        what: String,
+        release: impl FnOnce() -> Result<(), String> + Send + 'static,
+    ) {
+        let r = crate::ns::cleanup::register_reporting(what, move || {
+            release().err().map(|e| format!("FAILED: {e}"))
+        });
+        self.on_signal.push(r);
+    }
+
     fn keep(self) {
         for g in [self.overlay, self.lower].into_iter().flatten() {
             g.disarm();
@@ -349,6 +366,10 @@ fn provision_steps(
     run.fact("overlay_options", ov.options.join(","));
     let g = mounts::mount_overlay(&image.lower, &upper, &work, &ov.merged, &ov.options)
         .map_err(|e| run.step_err("overlay", e))?;
+    let merged = ov.merged.clone();
+    started.on_signal(format!("overlay {}", merged.display()), move || {
+        mounts::unmount(&merged)
+    });
     started.overlay = Some(g);
     st.overlay = Some(OverlayState {
         mounted: true,
@@ -414,6 +435,14 @@ fn mount_image(
     )
     .map_err(|e| run.step_err("fuse-export", e))?;
     img.qsd_pid = Some(q.pid);
+    let (pid, file) = (q.pid, q.export_file.clone());
+    started.on_signal(
+        format!(
+            "FUSE export {} (qemu-storage-daemon pid {pid})",
+            file.display()
+        ),
+        move || mounts::qsd_stop(pid, &file),
+    );
     started.qsd = Some(q);
     st.image = Some(img.clone());
     run.save(st)?;
@@ -422,10 +451,18 @@ fn mount_image(
     img.loop_device = Some(l.device.clone());
     img.partition = part;
     let dev = l.device.clone();
+    let (d, back) = (dev.clone(), export.clone());
+    started.on_signal(format!("loop device {}", d.display()), move || {
+        mounts::loop_detach(&d, Some(&back))
+    });
     started.loop_dev = Some(l);
     st.image = Some(img.clone());
     run.save(st)?;
     let (g, fstype) = mounts::mount_ro(&dev, &lower).map_err(|e| run.step_err("image-mount", e))?;
+    let l = lower.clone();
+    started.on_signal(format!("image mount {}", l.display()), move || {
+        mounts::unmount(&l)
+    });
     started.lower = Some(g);
     img.fstype = Some(fstype);
     Ok(img)

@@ -73,6 +73,11 @@ pub(crate) fn restore(
     );
     let images = snap_dir.join("checkpoint");
     let extra = super::cgroups::manage_cgroups_args(run, st);
+    // Registered before the container (released after it, newest first): an interrupted restore
+    // leaves CRIU's network lock in the holder's netns otherwise.
+    let _unlock = st
+        .holder
+        .map(|h| super::criu_lock::on_signal(h, run.ev.clone()));
     let r = run.time_with_lock_inherited("restore", || c.restore(&images, &work, &extra));
     run.rt_log("restore", r.as_ref());
     // A failed restore or gate stops the container itself ([`restore_failed`]).
@@ -365,6 +370,13 @@ fn restore_failed(
     if crun {
         super::crun::cgroups(run, st, gone);
     }
+    // CRIU's network lock, left by a CRIU that failed before its unlock (or the dump's, when
+    // the restore never got to it): removed only once the container is proven gone.
+    let lock_note = if gone {
+        super::criu_lock::after_failure(run, st)
+    } else {
+        None
+    };
     let end = VerbEnd::Failed {
         container_gone: true,
     };
@@ -380,5 +392,8 @@ fn restore_failed(
         false,
         "restore failed closed; holder kept for a retry",
     );
-    e
+    match lock_note {
+        Some(n) => e.with_note(&n),
+        None => e,
+    }
 }

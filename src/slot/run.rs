@@ -362,12 +362,18 @@ impl<'a> VerbRun<'a> {
     fn interruption_note(&self, ev: &std::path::Path) -> crate::ns::cleanup::Registration {
         let (ev, journal) = (ev.to_path_buf(), self.paths.journal());
         let verb = self.verb().to_string();
+        let next = if self.args.verb == super::Verb::Provision {
+            super::status::unfinished_provision_advice(&self.paths)
+        } else {
+            "run the verb again, or `slot cleanup`".to_string()
+        };
         crate::ns::cleanup::register(format!("slot {verb} interruption note"), move || {
             let by = crate::ns::cleanup::interrupted_by().unwrap_or("a signal");
             let text = format!(
                 "netprobe slot {verb} was interrupted by {by} at {}; the step's process tree was \
-                 killed and the runtime's half-made container released; the slot's state is as \
-                 the journal's last step left it (run the verb again, or `slot cleanup`)\n",
+                 killed and what the verb had started released (netprobe's release list on \
+                 stderr names each); the slot's state is as the journal's last step left it \
+                 ({next})\n",
                 crate::evidence::now_rfc3339()
             );
             if let Ok(d) = EvidenceDir::open(&ev) {

@@ -5,7 +5,7 @@
 use super::checks;
 use super::error::SlotError;
 use super::gate::GateId;
-use super::layout::{self, SlotLock, StateDirUse};
+use super::layout::{self, SlotLock, SlotPaths, StateDirUse};
 use super::mounts;
 use super::run::VerbRun;
 use super::state::*;
@@ -63,6 +63,7 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
         "journal_entries": journal.len(),
         "last_journal_entry": journal.last(),
         "declared_differences": declared,
+        "advice": st.as_ref().and_then(|s| advice(s, &p)),
     });
     Ok(SlotOutcome {
         verb: Verb::Status,
@@ -112,4 +113,33 @@ fn live_facts(run: &mut VerbRun, st: &SlotState) -> Value {
         "fuse_export_running": img.and_then(|i| i.qsd_pid.zip(i.export_file.clone())).is_some_and(|(pid, f)| mounts::qsd_is_ours(pid, &f)),
         "loop_attached": img.and_then(|i| i.loop_device.clone().zip(i.export_file.clone())).is_some_and(|(d, f)| mounts::loop_backing_file(&d).as_deref() == Some(f.as_path())),
     })
+}
+
+/// What to do with a slot whose provision did not finish (interrupted or failed): a slot is
+/// never re-provisioned in place (gate `slot-fresh`), so `slot cleanup` of this slot (it
+/// releases what is left and marks the slot clean), then another slot number.
+pub(crate) fn unfinished_provision_advice(p: &SlotPaths) -> String {
+    format!(
+        "a slot is never re-provisioned in place: run `netprobe slot cleanup --slot {} \
+         --state-dir {}` (it releases whatever is left and marks the slot clean), then provision \
+         another slot number, or move {} away after keeping its evidence ({})",
+        p.slot,
+        p.state_dir.display(),
+        p.root.display(),
+        p.evidence().display()
+    )
+}
+
+/// The status document's `advice`: set for the phases whose next step is not the obvious one
+/// (a provision that did not finish: [`unfinished_provision_advice`]), else `None`.
+fn advice(st: &SlotState, p: &SlotPaths) -> Option<String> {
+    let phase = match st.phase {
+        Phase::Provisioning => "provisioning",
+        Phase::ProvisionFailed => "provision-failed",
+        _ => return None,
+    };
+    Some(format!(
+        "provision did not finish (phase {phase}); {}",
+        unfinished_provision_advice(p)
+    ))
 }

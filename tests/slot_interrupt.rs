@@ -1,0 +1,240 @@
+//! Interrupting slot verbs through the binary (root, real runc and CRIU, wrappers that hang a
+//! chosen step: [`flagged_wrapper`]):
+//! - SIGINT while `provision` of a qcow2 image hangs in `runc create`: the overlay, the image
+//!   mount, the loop device and the FUSE export are released with the container and the holder,
+//!   `interrupted.txt` and `slot status` say `slot cleanup` then another slot number (a slot is
+//!   never re-provisioned in place), and that cleanup works.
+//! - CRIU's network lock in the holder's netns (the dump's, plus CRIU's exact lock planted again
+//!   as a restore killed after its own lock leaves it): an interrupted restore and a failed one
+//!   each remove it once the container is stopped (named in the release list and the evidence),
+//!   and the next restore succeeds at its first attempt.
+mod slot_support;
+use netprobe::netlink::criu_unlock::IPTABLES_LOCK;
+use netprobe::ns::ProcessIdentity;
+use slot_support::*;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn newest(slot_dir: &Path, verb: &str) -> PathBuf {
+    std::fs::read_dir(slot_dir.join("evidence"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(&format!("-{verb}")))
+        .max()
+        .unwrap()
+}
+
+#[test]
+fn interrupted_provision_releases_its_mounts_and_says_cleanup_then_another_slot() {
+    require_root();
+    let _s = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let sd = state_dir(&tmp);
+    let _c = CleanupOnDrop(sd.clone(), vec![74]);
+    let (img, sha) = build_qcow2(tmp.path());
+    let wdir = tmp.path().join("wrappers");
+    std::fs::create_dir(&wdir).unwrap();
+    let runc = netprobe::host::find_in_path(Path::new("runc")).expect("runc in PATH");
+    let rw = flagged_wrapper(&wdir, "runc", &runc);
+    let (rw, img) = (rw.to_string_lossy(), img.to_string_lossy());
+    let extra = [
+        "--no-probe-gate",
+        "--reason",
+        "interrupt test",
+        "--runtime",
+        &rw,
+        "--image",
+        &img,
+        "--image-sha256",
+        &sha,
+    ];
+    let (code, _, err) = interrupt_hung(
+        &wdir,
+        &sd,
+        ("74", &extra),
+        ("provision", "runc", "create"),
+        libc::SIGINT,
+        30,
+        || {},
+    );
+    assert_eq!(code, Some(130), "{err}");
+    for what in [
+        "released overlay ",
+        "released image mount ",
+        "released loop device /dev/loop",
+        "released FUSE export ",
+        "released holder pid ",
+    ] {
+        assert!(
+            err.contains(what),
+            "{what:?} not in the release list: {err}"
+        );
+    }
+    assert!(!err.contains("FAILED"), "{err}");
+    // Nothing of the slot is left: mounts, FUSE export, loop device, container, holder.
+    assert_released(&sd, &holder_pids(&sd));
+
+    let slot = sd.join("slot-74");
+    let note = std::fs::read_to_string(newest(&slot, "provision").join("interrupted.txt")).unwrap();
+    let cleanup = format!(
+        "netprobe slot cleanup --slot 74 --state-dir {}",
+        sd.display()
+    );
+    for said in [
+        "interrupted by SIGINT",
+        cleanup.as_str(),
+        "provision another slot number",
+    ] {
+        assert!(
+            note.contains(said),
+            "{said:?} not in interrupted.txt: {note}"
+        );
+    }
+    assert!(!note.contains("run the verb again"), "{note}");
+    let (code, out, err) = cli_slot("status", "74", &sd, &["--json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_valid(&slot_state_validator(), &doc);
+    let advice = doc["advice"].as_str().unwrap_or_default();
+    assert!(
+        advice.contains(&cleanup) && advice.contains("provision another slot number"),
+        "{doc:#}"
+    );
+    assert!(!out.contains("re-provision the slot"), "{out}");
+    // What the note says works: cleanup, and the slot is clean.
+    let (code, out, err) = cli_slot("cleanup", "74", &sd, &[]);
+    assert_eq!(code, Some(0), "cleanup: {err}{out}");
+    assert_eq!(state(&sd, 74).phase, netprobe::slot::state::Phase::Clean);
+    let (_, out, _) = cli_slot("status", "74", &sd, &["--json"]);
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(doc["advice"].is_null(), "{doc:#}");
+}
+
+fn holder(sd: &Path, slot: u32) -> ProcessIdentity {
+    state(sd, slot).holder.expect("a holder recorded")
+}
+
+/// Plants CRIU's exact iptables lock (IPv4 and IPv6) once more in the holder's netns.
+fn plant_lock(h: &ProcessIdentity) {
+    netprobe::ns::run_in_netns(&h.netns_path(), || {
+        for tool in ["iptables-restore", "ip6tables-restore"] {
+            let mut c = Command::new(tool)
+                .args(["-w", "--noflush"])
+                .stdin(Stdio::piped())
+                .spawn()
+                .unwrap();
+            c.stdin
+                .take()
+                .unwrap()
+                .write_all(IPTABLES_LOCK.as_bytes())
+                .unwrap();
+            assert!(c.wait().unwrap().success(), "{tool}");
+        }
+    })
+    .unwrap();
+}
+
+/// CRIU's lock as a capture in the holder's netns shows it.
+fn lock_in(h: &ProcessIdentity) -> Vec<String> {
+    netprobe::ns::run_in_netns(&h.netns_path(), || {
+        let (s, _) = netprobe::netlink::netfilter::capture_with_tools_here().unwrap();
+        netprobe::netlink::netfilter::criu_lock(&s)
+    })
+    .unwrap()
+}
+
+/// `criu-lock-released.txt` in the newest `restore` evidence folder names the lock removed.
+fn assert_lock_evidence(slot: &Path) {
+    let ev = newest(slot, "restore");
+    let t = std::fs::read_to_string(ev.join("criu-lock-released.txt"))
+        .unwrap_or_else(|e| panic!("{}: {e}", ev.display()));
+    assert!(
+        t.contains("found: iptables: chain CRIU in table filter")
+            && t.contains("ran: iptables-restore -w --noflush")
+            && t.contains("result: removed"),
+        "{t}"
+    );
+}
+
+#[test]
+fn interrupted_or_failed_restore_removes_criu_lock_and_the_retry_succeeds() {
+    require_root();
+    let _s = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let sd = state_dir(&tmp);
+    let _c = CleanupOnDrop(sd.clone(), vec![75]);
+    let wdir = tmp.path().join("wrappers");
+    std::fs::create_dir(&wdir).unwrap();
+    let cw = flagged_wrapper(&wdir, "criu", &netprobe::host::default_criu());
+    let cw = cw.to_string_lossy();
+    let (code, out, err) = cli_slot(
+        "provision",
+        "75",
+        &sd,
+        &[
+            "--no-probe-gate",
+            "--reason",
+            "interrupt test",
+            "--criu",
+            &cw,
+        ],
+    );
+    assert_eq!(code, Some(0), "provision: {err}{out}");
+    let h = holder(&sd, 75);
+    let slot = sd.join("slot-75");
+
+    // Interrupted: SIGINT while CRIU hangs in the restore, after a killed restore's lock was
+    // added to the dump's (two jumps per chain: more than CRIU's own unlock removes).
+    let (code, out, err) = cli_slot("snapshot", "75", &sd, &[]);
+    assert_eq!(code, Some(0), "snapshot: {err}{out}");
+    let (code, _, err) = interrupt_hung(
+        &wdir,
+        &sd,
+        ("75", &[]),
+        ("restore", "criu", "swrk"),
+        libc::SIGINT,
+        30,
+        || plant_lock(&h),
+    );
+    assert_eq!(code, Some(130), "{err}");
+    let line = format!(
+        "released CRIU's network lock in the netns of holder pid {}: removed iptables: chain CRIU in table filter",
+        h.pid
+    );
+    assert!(err.contains(&line), "{err}");
+    let container = err.find("released container").expect("container released");
+    assert!(
+        container < err.find(&line).unwrap(),
+        "container first: {err}"
+    );
+    assert_eq!(lock_in(&h), Vec::<String>::new());
+    assert_lock_evidence(&slot);
+    let (code, out, err) = cli_slot("restore", "75", &sd, &[]);
+    assert_eq!(code, Some(0), "the retry after the interrupt: {err}{out}");
+
+    // Failed: the restore's CRIU hangs past a 3 s bound, with the lock planted beforehand.
+    let (code, out, err) = cli_slot("snapshot", "75", &sd, &[]);
+    assert_eq!(code, Some(0), "snapshot: {err}{out}");
+    plant_lock(&h);
+    std::fs::write(wdir.join("criu.hang"), "swrk").unwrap();
+    let (code, out, err) = cli_slot_env(
+        "restore",
+        "75",
+        &sd,
+        &[],
+        &[("NETPROBE_STEP_TIMEOUT_S", "3")],
+    );
+    std::fs::remove_file(wdir.join("criu.hang")).unwrap();
+    assert_ne!(code, Some(0), "{out}{err}");
+    assert_eq!(lock_in(&h), Vec::<String>::new(), "{err}");
+    assert_lock_evidence(&slot);
+    let (code, out, err) = cli_slot("restore", "75", &sd, &[]);
+    assert_eq!(code, Some(0), "the retry after the failure: {err}{out}");
+
+    let holders = holder_pids(&sd);
+    let (code, out, err) = cli_slot("cleanup", "75", &sd, &[]);
+    assert_eq!(code, Some(0), "cleanup: {err}{out}");
+    assert_released(&sd, &holders);
+}
