@@ -32,6 +32,7 @@ pub mod gate;
 pub mod layout;
 pub mod mounts;
 pub mod net;
+pub mod partition;
 mod profiled;
 mod provision;
 mod readiness;
