@@ -234,45 +234,57 @@ pub fn check_state_dir(dir: &Path, how: StateDirUse) -> Result<String, String> {
             md.mode() & 0o7777
         )),
         Ok(_) => Err(format!("{} is not a regular file", marker.display())),
-        Err(_) => {
-            let empty = fs::read_dir(dir)
-                .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
-                .next()
-                .is_none();
-            // A concurrent provision may have written the marker since it was looked for.
-            let marked_since = fs::symlink_metadata(&marker).is_ok_and(|m| m.is_file());
-            if !empty && marked_since {
-                return Ok(format!(
-                    "{}: directory, uid {euid}, mode {:o}, marker present (written by a concurrent provision)",
-                    dir.display(),
-                    md.mode() & 0o7777
-                ));
-            }
-            if !empty {
-                return Err(format!(
-                    "{} is not empty and has no {STATE_DIR_MARKER} marker: not ours",
-                    dir.display()
-                ));
-            }
-            if how == StateDirUse::Inspect {
-                return Ok(format!(
-                    "{}: empty directory, uid {euid}, no marker yet (nothing written)",
-                    dir.display()
-                ));
-            }
-            if !create {
-                return Err(format!(
-                    "{} has no {STATE_DIR_MARKER} marker",
-                    dir.display()
-                ));
-            }
-            write_marker(dir, &marker)?;
-            Ok(format!(
-                "{}: created, uid {euid}, marker written",
-                dir.display()
-            ))
-        }
+        Err(_) => unmarked(dir, how, &md, euid, &marker),
     }
+}
+
+/// A state folder without its marker: a concurrent provision's marker written meanwhile is
+/// accepted; an empty folder is adopted (`Create`: the marker is written) or proven empty
+/// (`Inspect`); anything else is not ours.
+fn unmarked(
+    dir: &Path,
+    how: StateDirUse,
+    md: &fs::Metadata,
+    euid: u32,
+    marker: &Path,
+) -> Result<String, String> {
+    let create = how == StateDirUse::Create;
+    let empty = fs::read_dir(dir)
+        .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
+        .next()
+        .is_none();
+    // A concurrent provision may have written the marker since it was looked for.
+    let marked_since = fs::symlink_metadata(marker).is_ok_and(|m| m.is_file());
+    if !empty && marked_since {
+        return Ok(format!(
+            "{}: directory, uid {euid}, mode {:o}, marker present (written by a concurrent provision)",
+            dir.display(),
+            md.mode() & 0o7777
+        ));
+    }
+    if !empty {
+        return Err(format!(
+            "{} is not empty and has no {STATE_DIR_MARKER} marker: not ours",
+            dir.display()
+        ));
+    }
+    if how == StateDirUse::Inspect {
+        return Ok(format!(
+            "{}: empty directory, uid {euid}, no marker yet (nothing written)",
+            dir.display()
+        ));
+    }
+    if !create {
+        return Err(format!(
+            "{} has no {STATE_DIR_MARKER} marker",
+            dir.display()
+        ));
+    }
+    write_marker(dir, marker)?;
+    Ok(format!(
+        "{}: created, uid {euid}, marker written",
+        dir.display()
+    ))
 }
 
 /// Creates the state folder's marker in place (`O_CREAT|O_EXCL`, never through a symlink, then

@@ -35,24 +35,7 @@ pub(crate) fn provision(run: &mut VerbRun) -> Result<(String, Option<SlotState>)
     let probe = probe_gate(run, &rt_pin, &cr_pin)?;
     let (src, record) = match &prof {
         Some((lp, src)) => (src.clone(), profiled::record(lp)),
-        None => {
-            let kind = ImageKind::of(run.args.image.as_deref());
-            image_gate(run, kind)?;
-            let src = ImageSource {
-                kind,
-                path: run.args.image.clone(),
-                sha256: run.args.image_sha256.clone(),
-                partition: mounts::Partition::Auto,
-            };
-            let img = src.path.clone().unwrap_or_default();
-            let abs = fs::canonicalize(&img).unwrap_or(img);
-            let r = profiled::record_for_image_flags(kind, &abs, src.sha256.as_deref());
-            run.fact(
-                "profile",
-                json!({"name": r.name, "source": null, "sha256": r.sha256, "image_from_flags": true}),
-            );
-            (src, r)
-        }
+        None => image_from_flags(run)?,
     };
     // Only an explicit --profile shapes config.json; the built-in default keeps today's bytes.
     let resources = match (&prof, run.args.profile.is_some()) {
@@ -134,6 +117,27 @@ pub(crate) fn provision(run: &mut VerbRun) -> Result<(String, Option<SlotState>)
             Err(e)
         }
     }
+}
+
+/// `--image` (and `--image-sha256`) without `--profile`: the image gate, then the image source
+/// and the built-in default profile recorded with this image (fact `profile`).
+fn image_from_flags(run: &mut VerbRun) -> Result<(ImageSource, ProfileRecord), SlotError> {
+    let kind = ImageKind::of(run.args.image.as_deref());
+    image_gate(run, kind)?;
+    let src = ImageSource {
+        kind,
+        path: run.args.image.clone(),
+        sha256: run.args.image_sha256.clone(),
+        partition: mounts::Partition::Auto,
+    };
+    let img = src.path.clone().unwrap_or_default();
+    let abs = fs::canonicalize(&img).unwrap_or(img);
+    let r = profiled::record_for_image_flags(kind, &abs, src.sha256.as_deref());
+    run.fact(
+        "profile",
+        json!({"name": r.name, "source": null, "sha256": r.sha256, "image_from_flags": true}),
+    );
+    Ok((src, r))
 }
 
 /// Runtime and CRIU binaries: must exist and be recognised (host refusal otherwise); their
