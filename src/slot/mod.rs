@@ -314,6 +314,28 @@ fn run_with(args: &SlotArgs, env: &run::SlotEnv) -> Result<SlotOutcome, SlotErro
     vr.finish(res)
 }
 
+/// When `state.json` does not exist: the slot's provision ended before it recorded anything
+/// (its journal's last provision `end`, quoted) and what to do; `None` when the file exists.
+fn missing_state_why(paths: &SlotPaths) -> Option<String> {
+    if paths.state().exists() {
+        return None;
+    }
+    let last_end = layout::journal_read(&paths.journal())
+        .into_iter()
+        .rev()
+        .find(|e| e.verb == "provision" && e.event == "end");
+    let ended = match last_end {
+        Some(e) => format!("its provision ended at {} ({})", e.at, e.detail),
+        None => "no provision of it recorded an end".to_string(),
+    };
+    Some(format!(
+        ": slot {} has no state: {ended} before recording anything, so there is nothing to release or restore; keep its evidence ({}), move {} away, and provision another slot number",
+        paths.slot,
+        paths.evidence().display(),
+        paths.root.display()
+    ))
+}
+
 /// Enter an existing slot (state dir, marker, lock, evidence), load and check its state, run
 /// `f`, record the verb's end in the state.
 fn with_existing(
@@ -331,7 +353,10 @@ fn with_existing(
                 format!("state.json names slot {}", s.slot),
             ));
         }
-        Err(e) => return Err(vr.fail(GateId::SlotState, e.to_string())),
+        Err(e) => {
+            let why = missing_state_why(&vr.paths).unwrap_or_default();
+            return Err(vr.fail(GateId::SlotState, format!("{e}{why}")));
+        }
     };
     vr.gate(GateId::SlotState, Ok(format!("phase {:?}", st.phase)))?;
     if vr.args.verb != Verb::Cleanup {

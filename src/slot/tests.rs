@@ -476,3 +476,37 @@ fn the_binaries_difference_names_each_binary_against_its_pin() {
         "{line}"
     );
 }
+
+#[test]
+fn a_slot_whose_provision_stopped_before_its_state_says_what_to_do() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sd = tmp.path().join("state");
+    layout::check_state_dir(&sd, StateDirUse::Create).unwrap();
+    let paths = SlotPaths::new(&sd, 1);
+    layout::create_slot(&paths).unwrap();
+    layout::journal_append(
+        &paths.journal(),
+        "provision",
+        "end",
+        false,
+        "interrupted by SIGINT",
+    )
+    .unwrap();
+    for verb in [Verb::Cleanup, Verb::Restore] {
+        let (r, trace) = drive(verb, &sd, None, |_| {});
+        let e = r.unwrap_err();
+        assert_eq!(
+            (e.exit_code(), e.gate.as_deref()),
+            (1, Some("slot-state")),
+            "{e}"
+        );
+        let m = e.to_string();
+        assert!(
+            m.contains("slot 1 has no state: its provision ended at")
+                && m.contains("(interrupted by SIGINT) before recording anything")
+                && m.contains("provision another slot number"),
+            "{m}"
+        );
+        assert!(!trace.iter().any(|e| destructive(e)), "{trace:#?}");
+    }
+}
