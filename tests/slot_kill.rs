@@ -80,8 +80,9 @@ fn sigkill_mid_snapshot_then_every_verb() {
         std::os::unix::process::ExitStatusExt::signal(&st),
         Some(libc::SIGKILL)
     );
-    // A SIGKILL runs no clean-up: the CRIU PATH folder of the killed verb's runtime call is
-    // left in the temporary folder until `cleanup` sweeps it (its process no longer exists).
+    // A SIGKILL runs no clean-up: the CRIU PATH folder of the killed verb's runtime call (if the
+    // kill came after the call made it) is left in the temporary folder until `cleanup` sweeps
+    // it (its process no longer exists).
     let killed_path_dirs = || -> Vec<String> {
         let prefix = format!("netprobe-criu-path-{}-", child.id());
         std::fs::read_dir(std::env::temp_dir())
@@ -92,7 +93,6 @@ fn sigkill_mid_snapshot_then_every_verb() {
             .collect()
     };
     let left = killed_path_dirs();
-    assert!(!left.is_empty(), "the killed verb left no CRIU PATH folder");
 
     // Status works at once and validates; the runtime/CRIU the killed verb started keep the
     // slot locked until they exit (the lock is inherited), then the lock is free again.
