@@ -16,7 +16,12 @@ fn main() -> ExitCode {
     });
     match parsed {
         Ok(c) => match netprobe::proc::check_step_timeout_env() {
-            Ok(()) => c.cmd.execute(),
+            Ok(()) => {
+                let code = c.cmd.execute();
+                // A signal seen before this point is being handled (exit 128 + signal).
+                netprobe::ns::cleanup::command_finished();
+                code
+            }
             Err(m) => {
                 eprintln!("netprobe: {m}");
                 ExitClass::Usage.into()

@@ -47,6 +47,30 @@ fn on_signal_thread() -> bool {
     SIGNAL_THREAD.get() == Some(&std::thread::current().id())
 }
 
+/// Set by [`command_finished`]: the command has done its work and printed its outcome.
+static FINISHED: AtomicBool = AtomicBool::new(false);
+
+/// Called by `main` once the command has done its work (its outcome printed), before it
+/// returns its exit code. When the signal thread has already seen a signal: if nothing is
+/// registered any more (the command released everything itself as it ended), the command's
+/// exit code stands and this says so; else this thread stops here for good and the process
+/// exits with `128 + signal` once every registered release ran. A signal seen after this call
+/// finds the command finished: the signal thread says so and interrupts nothing (see
+/// [`install_signal_handler`]).
+pub fn command_finished() {
+    FINISHED.store(true, Ordering::SeqCst);
+    if CLOSING.load(Ordering::SeqCst) && !on_signal_thread() {
+        if registered().is_empty() {
+            eprintln!(
+                "netprobe: the {} came as the command ended: nothing was left to release; the outcome above and its exit code stand",
+                interrupted_by().unwrap_or("signal")
+            );
+            return;
+        }
+        stop_here();
+    }
+}
+
 /// Parks the calling thread for good (the process is exiting).
 fn stop_here() -> ! {
     STOPPED_THREADS.fetch_add(1, Ordering::SeqCst);
@@ -206,6 +230,13 @@ pub fn install_signal_handler() -> std::io::Result<()> {
                 INTERRUPTED_BY.store(sig, Ordering::SeqCst);
                 CLOSING.store(true, Ordering::SeqCst);
                 let name = interrupted_by().unwrap_or("a signal");
+                if FINISHED.load(Ordering::SeqCst) {
+                    // The command's work was done and its outcome printed: nothing to stop.
+                    eprintln!(
+                        "netprobe: {name} arrived after the command had finished: nothing was interrupted"
+                    );
+                    return;
+                }
                 eprintln!(
                     "netprobe: interrupted by {name}: stopping the current step, then releasing what this run started"
                 );
