@@ -103,7 +103,8 @@ pub const CRIU_PATH_PREFIX: &str = "netprobe-criu-path-";
 
 /// Removes the CRIU PATH folders ([`CriuPathDir`]) in `tmp` that a netprobe process killed with
 /// SIGKILL left behind: a folder named `netprobe-criu-path-<pid>-…` whose pid no longer exists
-/// (`kill(pid, 0)` answers `ESRCH`) and that holds nothing but the `criu` symlink. A folder of a
+/// (`kill(pid, 0)` answers `ESRCH`) and that holds nothing but the `criu` symlink, or nothing
+/// (killed before it made the symlink). A folder of a
 /// live process, an unexpected content or a name without a pid is left alone. Returns the
 /// folders removed.
 pub fn sweep_stale_criu_path_dirs(tmp: &Path) -> Vec<PathBuf> {
@@ -124,11 +125,13 @@ pub fn sweep_stale_criu_path_dirs(tmp: &Path) -> Vec<PathBuf> {
         let dead = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
             == Err(nix::errno::Errno::ESRCH);
         let dir = e.path();
+        // Empty when the process was killed between making the folder and the symlink.
         let only_criu_link = fs::read_dir(&dir).is_ok_and(|d| {
             let v: Vec<_> = d.flatten().collect();
-            v.len() == 1
-                && v[0].file_name() == "criu"
-                && v[0].file_type().is_ok_and(|t| t.is_symlink())
+            v.is_empty()
+                || (v.len() == 1
+                    && v[0].file_name() == "criu"
+                    && v[0].file_type().is_ok_and(|t| t.is_symlink()))
         });
         if dead && only_criu_link && fs::remove_dir_all(&dir).is_ok() {
             removed.push(dir);
@@ -272,8 +275,12 @@ mod tests {
         );
         let unexpected = mk("netprobe-criu-path-99999998-abc", true);
         let no_pid = mk("netprobe-criu-path-abcdef", false);
-        assert_eq!(sweep_stale_criu_path_dirs(tmp.path()), vec![dead.clone()]);
-        assert!(!dead.exists());
+        let empty = tmp.path().join("netprobe-criu-path-99999997-abc");
+        fs::create_dir(&empty).unwrap();
+        let mut swept = sweep_stale_criu_path_dirs(tmp.path());
+        swept.sort();
+        assert_eq!(swept, vec![empty.clone(), dead.clone()]);
+        assert!(!dead.exists() && !empty.exists());
         assert!(alive.exists() && unexpected.exists() && no_pid.exists());
     }
 }
