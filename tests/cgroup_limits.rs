@@ -225,3 +225,73 @@ fn dirs_gone_after_cleanup() {
     fs::remove_dir_all(d.path().join(format!("sys/fs/cgroup{SCOPE}"))).unwrap();
     assert!(l.dirs_gone().unwrap().contains(SCOPE));
 }
+
+/// Hybrid, as on this machine kind: runc places the container in every hierarchy (controllers,
+/// the named `name=systemd` one and the unified one) under one path; `dirs_gone` checks them
+/// all, not only the cpu and memory directories the limits came from.
+#[test]
+fn dirs_gone_checks_every_hierarchy_of_the_container() {
+    let d = tempfile::tempdir().unwrap();
+    let r = d.path();
+    let c = "/netprobe/slot-0-1a2b3c4d";
+    write(
+        r,
+        "proc/self/mountinfo",
+        "30 25 0:26 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n\
+         31 25 0:27 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n\
+         33 25 0:29 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids\n\
+         34 25 0:30 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,xattr,name=systemd\n\
+         35 25 0:31 / /sys/fs/cgroup/freezer rw - cgroup cgroup rw,freezer\n\
+         32 25 0:28 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n",
+    );
+    write(
+        r,
+        &format!("proc/{PID}/cgroup"),
+        &format!(
+            "9:name=systemd:{c}\n8:pids:{c}\n6:freezer:/other\n4:memory:{c}\n1:cpu:{c}\n3:blkio:{c}\n0::{c}\n"
+        ),
+    );
+    write(
+        r,
+        &format!("sys/fs/cgroup/cpu{c}/cpu.cfs_quota_us"),
+        "400000\n",
+    );
+    write(
+        r,
+        &format!("sys/fs/cgroup/cpu{c}/cpu.cfs_period_us"),
+        "100000\n",
+    );
+    write(
+        r,
+        &format!("sys/fs/cgroup/memory{c}/memory.limit_in_bytes"),
+        "4294967296\n",
+    );
+    for h in ["pids", "systemd", "unified", "freezer"] {
+        fs::create_dir_all(r.join(format!("sys/fs/cgroup/{h}{c}"))).unwrap();
+    }
+    let l = read_limits_at(r, PID).unwrap();
+    let e = l.dirs_gone().unwrap_err();
+    for h in ["cpu", "memory", "pids", "systemd", "unified"] {
+        assert!(
+            e.contains(&format!("/sys/fs/cgroup/{h}{c}")),
+            "{h} not checked: {e}"
+        );
+    }
+    // freezer: the process sat in another cgroup there; blkio: not mounted in this tree.
+    assert!(!e.contains("freezer") && !e.contains("blkio"), "{e}");
+    for h in ["cpu", "memory", "systemd", "unified"] {
+        fs::remove_dir_all(r.join(format!("sys/fs/cgroup/{h}{c}"))).unwrap();
+    }
+    let e = l.dirs_gone().unwrap_err();
+    assert!(
+        e.contains("pids") && !e.contains("cpu"),
+        "only pids left: {e}"
+    );
+    fs::remove_dir_all(r.join(format!("sys/fs/cgroup/pids{c}"))).unwrap();
+    let ok = l.dirs_gone().unwrap();
+    assert_eq!(ok.matches(c).count(), 5, "{ok}");
+    // The mounts cannot be read again: nothing proven.
+    fs::remove_file(r.join("proc/self/mountinfo")).unwrap();
+    let e = l.dirs_gone().unwrap_err();
+    assert!(e.contains("cannot list"), "{e}");
+}

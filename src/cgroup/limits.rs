@@ -88,19 +88,68 @@ impl LimitReadback {
 }
 
 impl LimitReadback {
-    /// After cleanup: the directories of every limit file read (not `/proc`) no longer exist.
-    /// Ok/Err name them.
-    pub fn dirs_gone(&self) -> std::result::Result<String, String> {
+    /// The container's cgroup directories in every hierarchy: the directories of the limit
+    /// files read, and those of each line of the recorded `/proc/PID/cgroup` (`files[0]`) whose
+    /// path is the container's (the cpu line's on v1, the `0::` line's on v2; `/` never is),
+    /// mapped through the mounts of the host the read-back was taken under (its root is where
+    /// `files[0]` lies; `<root>/proc/self/mountinfo` read again). Hierarchies where the process
+    /// sat in another cgroup are not the container's and are left out.
+    ///
+    /// Errors: a sentence when the recorded `/proc/PID/cgroup` or the host's mounts cannot be
+    /// read (then the other hierarchies cannot be checked).
+    pub fn container_dirs(&self) -> std::result::Result<Vec<PathBuf>, String> {
         let mut dirs: Vec<PathBuf> = self
             .files
             .iter()
             .skip(1)
             .filter_map(|f| f.path.parent().map(Path::to_path_buf))
             .collect();
-        dirs.dedup();
+        let first = self.files.first().ok_or("no /proc/PID/cgroup recorded")?;
+        let root = first
+            .path
+            .ends_with(format!("proc/{}/cgroup", self.pid))
+            .then(|| first.path.ancestors().nth(3))
+            .flatten()
+            .ok_or_else(|| format!("{} is not a /proc/PID/cgroup", first.path.display()))?;
+        let host = CgroupHost::detect(root).map_err(|e| e.to_string())?;
+        let lines: Vec<(&str, &str, &str)> = first
+            .value
+            .lines()
+            .filter_map(|l| {
+                let mut it = l.splitn(3, ':');
+                Some((it.next()?, it.next()?, it.next()?.trim()))
+            })
+            .collect();
+        let own = lines
+            .iter()
+            .find(|(h, c, _)| match self.mode {
+                CgroupMode::Unified => *h == "0" && c.is_empty(),
+                _ => c.split(',').any(|c| c == "cpu"),
+            })
+            .map(|(_, _, p)| *p)
+            .filter(|p| *p != "/");
+        for (h, c, p) in &lines {
+            if Some(*p) != own {
+                continue;
+            }
+            if let Some(m) = host.mount_of_line(h, c) {
+                dirs.push(host.cgroup_dir(m, p));
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        dirs.retain(|d| seen.insert(d.clone()));
+        Ok(dirs)
+    }
+
+    /// After cleanup: every directory of [`LimitReadback::container_dirs`] no longer exists.
+    /// Ok/Err name them (Err: those still there, or why they cannot be listed).
+    pub fn dirs_gone(&self) -> std::result::Result<String, String> {
+        let dirs = self
+            .container_dirs()
+            .map_err(|e| format!("cannot list the container's cgroup directories: {e}"))?;
         let left: Vec<String> = dirs
             .iter()
-            .filter(|d| d.exists())
+            .filter(|d| d.symlink_metadata().is_ok())
             .map(|d| d.display().to_string())
             .collect();
         let all: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();

@@ -63,6 +63,9 @@ pub struct CgroupMount {
     /// v1: the controllers of the hierarchy (super options without `rw`/`ro`/`name=`…); v2: empty
     /// (read `cgroup.controllers`).
     pub controllers: Vec<String>,
+    /// v1: the hierarchy's `name=` super option (`systemd` for `name=systemd`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 /// The host's cgroup layout, read under a file-system root (`/` on a live host, a fixture tree
@@ -125,11 +128,19 @@ pub fn parse_mountinfo(text: &str) -> Vec<CgroupMount> {
                 .map(str::to_string)
                 .collect(),
         };
+        let name = match version {
+            CgroupVersion::V2 => None,
+            CgroupVersion::V1 => post[2]
+                .split(',')
+                .find_map(|o| o.strip_prefix("name="))
+                .map(str::to_string),
+        };
         v.push(CgroupMount {
             mount_point: PathBuf::from(unescape(pre[4])),
             mount_root: unescape(pre[3]),
             version,
             controllers,
+            name,
         });
     }
     v
@@ -190,6 +201,26 @@ impl CgroupHost {
         self.mounts.iter().find(|m| {
             m.version == CgroupVersion::V1 && m.controllers.iter().any(|c| c == controller)
         })
+    }
+
+    /// The named v1 hierarchy `name` (`systemd` for a `name=systemd` mount), if mounted.
+    pub fn v1_named_mount(&self, name: &str) -> Option<&CgroupMount> {
+        self.mounts
+            .iter()
+            .find(|m| m.version == CgroupVersion::V1 && m.name.as_deref() == Some(name))
+    }
+
+    /// The mount of one `/proc/PID/cgroup` line's hierarchy: `0::` → the cgroup2 mount;
+    /// `N:name=X:` → the named v1 hierarchy; `N:a,b:` → the v1 hierarchy of its first
+    /// mounted controller. `None` when that hierarchy is not mounted here.
+    pub fn mount_of_line(&self, hierarchy: &str, controllers: &str) -> Option<&CgroupMount> {
+        if hierarchy == "0" && controllers.is_empty() {
+            return self.v2_mount();
+        }
+        if let Some(name) = controllers.strip_prefix("name=") {
+            return self.v1_named_mount(name);
+        }
+        controllers.split(',').find_map(|c| self.v1_mount(c))
     }
 
     /// The cgroup2 mount, preferring `/sys/fs/cgroup` when there are several.

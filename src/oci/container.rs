@@ -15,6 +15,26 @@ use std::path::{Path, PathBuf};
 pub trait RuntimeOps: Send + Sync + std::fmt::Debug {
     /// The runtime's private state root (`--root`).
     fn root(&self) -> &Path;
+    /// The proof that the runtime does not know `id` without running it: `<root>/<id>` does not
+    /// exist (`lstat` says `ENOENT`). runc (libcontainer's `Create`/`Load`, 1.x) and crun
+    /// (`libcrun_container_*`, 1.x) keep a container's state only in `<root>/<id>`, and netprobe
+    /// always passes a private `--root`, so no entry there means `runtime state` would answer
+    /// "does not exist". `None` when the entry exists or `lstat` fails otherwise (then only
+    /// `runtime state` can tell).
+    fn absent_by_root(&self, id: &str) -> Option<String> {
+        let path = self.root().join(id);
+        match std::fs::symlink_metadata(&path) {
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    && super::runtime::validate_id(id).is_ok()
+                    && id != "."
+                    && id != ".." =>
+            {
+                Some(format!("{} does not exist (lstat: ENOENT)", path.display()))
+            }
+            _ => None,
+        }
+    }
     /// `runtime state ID`; `Ok(None)` when the container does not exist.
     fn state(&self, id: &str) -> Result<Option<ContainerState>>;
     /// `runtime create --bundle B --pid-file P ID` (detached).
@@ -360,6 +380,10 @@ pub mod fake {
         fn root(&self) -> &Path {
             &self.root
         }
+        /// The fake keeps no state folder: its recorded status is the only answer.
+        fn absent_by_root(&self, _id: &str) -> Option<String> {
+            None
+        }
         fn state(&self, id: &str) -> Result<Option<ContainerState>> {
             self.log(format!("runtime state {id}"));
             Ok(self
@@ -469,5 +493,35 @@ mod tests {
         c.disarm();
         drop(c);
         assert_eq!(ev.lock().unwrap().last().unwrap(), "runtime create c2");
+    }
+
+    #[test]
+    fn absence_is_proven_only_by_a_missing_entry_under_the_root() {
+        let root = tempfile::tempdir().unwrap();
+        let rt = Runtime::new("/nonexistent/runc", root.path(), None);
+        let p = rt.absent_by_root("c1").expect("no entry: absent");
+        assert!(p.contains("c1") && p.contains("ENOENT"), "{p}");
+        std::fs::create_dir(root.path().join("c1")).unwrap();
+        assert_eq!(
+            rt.absent_by_root("c1"),
+            None,
+            "a state folder: ask the runtime"
+        );
+        std::fs::write(root.path().join("c2"), b"").unwrap();
+        assert_eq!(rt.absent_by_root("c2"), None, "any entry: ask the runtime");
+        std::os::unix::fs::symlink("/nonexistent", root.path().join("c3")).unwrap();
+        assert_eq!(
+            rt.absent_by_root("c3"),
+            None,
+            "a dangling symlink is an entry"
+        );
+        for bad in ["", "a/b", "..", ".", "c 1"] {
+            assert_eq!(rt.absent_by_root(bad), None, "invalid id {bad:?}");
+        }
+        let gone = Runtime::new("/nonexistent/runc", root.path().join("never-made"), None);
+        assert!(
+            gone.absent_by_root("c1").is_some(),
+            "no root at all: absent"
+        );
     }
 }

@@ -603,7 +603,7 @@ fn truncate_tail(s: &str, max: usize) -> String {
 }
 
 /// runc's id rule (`^[\w+-\.]+$`): non-empty, ASCII letters, digits and `_+-.`.
-fn validate_id(id: &str) -> Result<()> {
+pub(crate) fn validate_id(id: &str) -> Result<()> {
     let ok = !id.is_empty()
         && id
             .bytes()

@@ -305,7 +305,9 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &SlotState, problems: &mut Vec<Stri
     run.record(GateId::CgroupReleased, if ok { Ok(d) } else { Err(d) });
 }
 
-/// cgroupfs: the existing parents of the last read-back's directories (`…/netprobe`).
+/// cgroupfs: the existing parents (`…/netprobe`) of the container's directories in every
+/// hierarchy ([`LimitReadback::container_dirs`]; those of the limit files when it cannot list
+/// them).
 fn parents_left(cg: &SlotCgroup) -> Vec<PathBuf> {
     if cg.systemd() {
         return Vec::new();
@@ -313,11 +315,16 @@ fn parents_left(cg: &SlotCgroup) -> Vec<PathBuf> {
     let Some(rb) = &cg.last_readback else {
         return Vec::new();
     };
-    let mut v: Vec<PathBuf> = rb
-        .files
+    let dirs = rb.container_dirs().unwrap_or_else(|_| {
+        rb.files
+            .iter()
+            .skip(1)
+            .filter_map(|f| f.path.parent().map(Path::to_path_buf))
+            .collect()
+    });
+    let mut v: Vec<PathBuf> = dirs
         .iter()
-        .skip(1)
-        .filter_map(|f| f.path.parent()?.parent().map(Path::to_path_buf))
+        .filter_map(|d| d.parent().map(Path::to_path_buf))
         .filter(|p| p.ends_with("netprobe") && p.is_dir())
         .collect();
     v.sort();

@@ -113,7 +113,7 @@ pub(crate) fn stop_container_proven(
     id: &str,
 ) -> Result<(), SlotError> {
     let before = container_status(rt, id);
-    stop_container_proven_from(run, rt, id, before)
+    stop_container_proven_from(run, rt, id, before, None)
 }
 
 /// [`stop_container_proven`] from a `runtime state` answer (`before`) this verb already has,
@@ -126,12 +126,17 @@ pub(crate) fn stop_container_proven_from(
     rt: &dyn RuntimeOps,
     id: &str,
     before: Result<Option<String>, String>,
+    absent: Option<String>,
 ) -> Result<(), SlotError> {
     if let Ok(None) = &before {
+        let proof = match absent {
+            Some(p) => format!("{p}: no container {id} under the runtime root"),
+            None => format!("runtime state {id}: does not exist"),
+        };
         return run.gate(
             GateId::ContainerStopped,
             Ok(format!(
-                "runtime state {id}: does not exist (queried under the slot lock; nothing to stop)"
+                "{proof} (seen under the slot lock; nothing to stop)"
             )),
         );
     }

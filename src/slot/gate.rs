@@ -106,11 +106,11 @@ gates! {
     /// `config.json` is unchanged since provision and names the holder's netns.
     ConfigHash => ("config-hash", Gate, "config.json has the sha256 recorded at provision"),
     /// No container of the slot exists (before create or restore).
-    ContainerAbsent => ("container-absent", Gate, "no container with this slot's id exists under its runtime root (runtime state)"),
+    ContainerAbsent => ("container-absent", Gate, "no container with this slot's id exists under its runtime root (no <root>/<id> entry, or runtime state)"),
     /// snapshot: the container is running.
     ContainerRunning => ("container-running", Gate, "the container is running (runtime state)"),
     /// The container was stopped and is proven gone.
-    ContainerStopped => ("container-stopped", Gate, "the container is proven gone by runtime state"),
+    ContainerStopped => ("container-stopped", Gate, "the container is proven gone (no <root>/<id> entry under its runtime root, or runtime state)"),
     /// snapshot: the rootfs overlay is mounted.
     OverlayMounted => ("overlay-mounted", Gate, "the container rootfs overlay is mounted"),
     /// `lo` is UP with 127.0.0.1/8 in the holder's netns.

@@ -114,8 +114,14 @@ fn gates(
     let (paths_rt, paths_cr) = common::binary_paths(run, st);
     let query_rt = run.runtime(st, &paths_rt, &paths_cr);
     let root = run.paths.root.clone();
+    // No `<root>/<id>` under the slot lock is the proof of absence without starting the runtime
+    // (a Go process on the 2 cores the hashes need); else `runtime state` tells.
+    let absent = query_rt.absent_by_root(&id);
     let (gates, (before, before_ms)) = std::thread::scope(|s| {
-        let q = s.spawn(|| timed(|| common::container_status(&*query_rt, &id)));
+        let q = s.spawn(|| match absent {
+            Some(_) => (Ok(None), 0),
+            None => timed(|| common::container_status(&*query_rt, &id)),
+        });
         let snap = s.spawn(|| timed(|| checks::snapshot_complete(&root, st)));
         let gates = common::common_gates(run, st).and_then(|rt| {
             let t = Instant::now();
@@ -132,15 +138,23 @@ fn gates(
         (gates, before)
     });
     let (rt, snap_dir) = gates?;
-    run.timings.insert("runtime-state-query".into(), before_ms);
+    match &absent {
+        Some(_) => run.fact("container_absence_proof", "runtime-root-entry"),
+        None => {
+            run.timings.insert("runtime-state-query".into(), before_ms);
+        }
+    }
     let t = Instant::now();
     if reset {
         // Destructive: stop the current container (proven), after every gate above passed.
         run.clear("container-stop", &RESET_GATES)?;
-        common::stop_container_proven_from(run, &*rt, &id, before)?;
+        common::stop_container_proven_from(run, &*rt, &id, before, absent)?;
     } else {
         let r = match before {
-            Ok(None) => Ok(format!("runtime state {id}: does not exist")),
+            Ok(None) => Ok(match absent {
+                Some(p) => format!("{p}: no container {id} under the runtime root"),
+                None => format!("runtime state {id}: does not exist"),
+            }),
             Ok(Some(s)) => Err(format!(
                 "runtime state {id}: {s}; restore needs no container (use reset)"
             )),
