@@ -36,9 +36,20 @@ impl Execute for ReportCmd {
             Format::Md => netprobe::report::Format::Markdown,
             Format::Html => netprobe::report::Format::Html,
         };
-        match netprobe::report::write_report(&self.dir, f) {
-            Ok(p) => {
+        let verify = |d: &std::path::Path| {
+            Some(netprobe::probe::verify::verify(d).map_err(|e| e.to_string()))
+        };
+        match netprobe::report::write_report_verified(&self.dir, f, verify) {
+            Ok((p, reproduced)) => {
                 super::out::line(p.display().to_string());
+                if reproduced == Some(false) {
+                    eprintln!(
+                        "netprobe: the evidence in {} does not reproduce its netprobe-result.json; the report says NOT VERIFIED (see `netprobe verify {}`)",
+                        self.dir.display(),
+                        self.dir.display()
+                    );
+                    return ExitClass::Gate.into();
+                }
                 ExitClass::Ok.into()
             }
             Err(e) => fail(ExitClass::Usage, e),

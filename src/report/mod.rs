@@ -20,7 +20,9 @@ mod slot_view;
 mod template;
 mod view;
 
-use crate::evidence::result::{Artifact, RESULT_FILE, RunResult, RungName, SCHEMA_VERSION};
+use crate::evidence::result::{
+    Artifact, RESULT_FILE, RunResult, RungName, SCHEMA_VERSION, VerifyOutcome,
+};
 use std::path::{Path, PathBuf};
 
 /// Errors of the report module. Each names the input and says how to fix it.
@@ -225,13 +227,28 @@ pub fn slot_folder_kind(dir: &Path) -> Option<&'static str> {
 /// (`<state dir>/slot-N`) or one slot verb's evidence folder (it holds `verb.json`) gets the
 /// slot report ([`slot_report`]); a state directory is refused with [`ReportError::StateDir`].
 pub fn write_report(dir: &Path, format: Format) -> Result<PathBuf> {
+    write_report_verified(dir, format, |_| None).map(|(p, _)| p)
+}
+
+/// [`write_report`], and for a `netprobe run` evidence folder `verify` (the caller's
+/// `netprobe verify`: `Some(Ok)` its outcome, `Some(Err)` why it could not run, `None` not
+/// asked) is run on the folder first and its outcome shown under the verdict. Returns the
+/// report's path and whether the evidence reproduced the recorded result (`None`: not a run
+/// folder, or not verified).
+///
+/// Errors: those of [`write_report`].
+pub fn write_report_verified(
+    dir: &Path,
+    format: Format,
+    verify: impl FnOnce(&Path) -> Option<std::result::Result<VerifyOutcome, String>>,
+) -> Result<(PathBuf, Option<bool>)> {
     if dir.is_dir() && dir.join(crate::matrix::model::MATRIX_FILE).is_file() {
         let m = crate::matrix::model::load_matrix(dir)
             .map_err(|detail| ReportError::Matrix { detail })?;
-        return write_atomic_report(dir, format, &matrix_report(&m, format));
+        return write_atomic_report(dir, format, &matrix_report(&m, format)).map(|p| (p, None));
     }
     if dir.is_dir() && slot_view::SlotSource::detect(dir).is_some() {
-        return write_atomic_report(dir, format, &slot_report(dir, format));
+        return write_atomic_report(dir, format, &slot_report(dir, format)).map(|p| (p, None));
     }
     if dir.join(slot_view::STATE_DIR_MARKER).is_file() {
         let mut slots: Vec<String> = std::fs::read_dir(dir)
@@ -265,11 +282,14 @@ pub fn write_report(dir: &Path, format: Format) -> Result<PathBuf> {
             .unwrap_or(Path::new("."))
             .to_path_buf()
     };
+    let v = verify(&dir);
+    let reproduced = v.as_ref().map(|v| v.as_ref().is_ok_and(|o| o.reproduced()));
+    let v = v.as_ref().map(|v| v.as_ref().map_err(String::clone));
     let text = match format {
-        Format::Markdown => markdown::render_markdown(&result, &dir),
-        Format::Html => html::render_html(&result, &dir),
+        Format::Markdown => markdown::render_markdown_verified(&result, &dir, v),
+        Format::Html => html::render_html_verified(&result, &dir, v),
     };
-    write_atomic_report(&dir, format, &text)
+    write_atomic_report(&dir, format, &text).map(|p| (p, reproduced))
 }
 
 /// The report of a matrix folder from its `matrix.json`: the table (runtimes × CRIUs, verdict

@@ -52,6 +52,61 @@ pub(crate) struct Page<'a> {
     pub artifacts: Vec<ArtifactRow<'a>>,
     /// Geometry of the HTML ladder SVG.
     pub ladder: Ladder,
+    /// What `netprobe verify` found when the report was rendered; `None` when the page was
+    /// rendered without it ([`Page::new`] alone).
+    pub verification: Option<Verification>,
+}
+
+/// The outcome of `netprobe verify` on the evidence folder at render time, as the report
+/// shows it. Source: [`crate::evidence::result::VerifyOutcome`] (computed by the caller: the
+/// report imports no probe code).
+#[derive(Debug, Serialize)]
+pub(crate) struct Verification {
+    /// The evidence reproduces the recorded result (no mismatch, same verdict).
+    pub reproduced: bool,
+    /// Assertions re-evaluated.
+    pub assertions: usize,
+    /// Artifacts whose sha256 was checked.
+    pub artifacts: usize,
+    /// Fields re-derived from the files and compared.
+    pub rederived: usize,
+    /// Recorded fields not re-derived (clock readings, live-only facts).
+    pub not_rederived: usize,
+    /// Every mismatch, as `netprobe verify` prints it.
+    pub mismatches: Vec<String>,
+    /// The verdict the evidence gives, when it differs from the recorded one.
+    pub verdict_from_evidence: Option<&'static str>,
+    /// Why verification could not run (then nothing above was checked).
+    pub error: Option<String>,
+}
+
+impl Verification {
+    /// The view of a verify run (`Ok`) or of its failure (`Err`: the error's text).
+    pub(crate) fn of(v: Result<&crate::evidence::result::VerifyOutcome, String>) -> Self {
+        match v {
+            Ok(o) => Verification {
+                reproduced: o.reproduced(),
+                assertions: o.assertions,
+                artifacts: o.artifacts,
+                rederived: o.rederived.len(),
+                not_rederived: o.not_rederived.len(),
+                mismatches: o.mismatches.clone(),
+                verdict_from_evidence: (o.verdict.code != o.recorded.code)
+                    .then(|| o.verdict.code.as_str()),
+                error: None,
+            },
+            Err(e) => Verification {
+                reproduced: false,
+                assertions: 0,
+                artifacts: 0,
+                rederived: 0,
+                not_rederived: 0,
+                mismatches: Vec::new(),
+                verdict_from_evidence: None,
+                error: Some(e),
+            },
+        }
+    }
 }
 
 /// Host facts as printed.
@@ -312,6 +367,7 @@ impl<'a> Page<'a> {
                 })
                 .collect(),
             ladder: ladder(result, &sorted),
+            verification: None,
         }
     }
 }

@@ -1,0 +1,75 @@
+//! `netprobe report` runs `netprobe verify` on a run's evidence folder first and says what it
+//! found under the verdict: on a real `netprobe run --phases kernel` folder (root, real
+//! `unshare`) the page says the evidence reproduces the result, with its counts, and exits 0;
+//! after one artifact is edited the page says NOT VERIFIED with the mismatch on that file, in
+//! Markdown and HTML, and the command exits 1 (the evidence does not hold).
+
+mod common;
+use common::cli::netprobe;
+
+#[test]
+fn report_shows_whether_the_evidence_reproduces_the_result() {
+    let t = tempfile::tempdir().unwrap();
+    let ev = t.path().join("ev");
+    let evs = ev.to_str().unwrap();
+    let o = netprobe(&["run", "--phases", "kernel", "--evidence", evs, "--quiet"]);
+    assert!(
+        ev.join("kernel/netstate-after.json").is_file(),
+        "the kernel rung ran: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+
+    let o = netprobe(&["report", evs, "--format", "md"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let md = std::fs::read_to_string(ev.join("report.md")).unwrap();
+    assert!(
+        md.contains("Verified when this report was written: the evidence reproduces this result (`netprobe verify`: "),
+        "{md}"
+    );
+    assert!(!md.contains("NOT VERIFIED"), "{md}");
+
+    // Edit one artifact: its sha256 no longer matches the recorded one.
+    let f = ev.join("kernel/netstate-after.json");
+    let mut s = std::fs::read_to_string(&f).unwrap();
+    s.push('\n');
+    std::fs::write(&f, s).unwrap();
+
+    let o = netprobe(&["report", evs, "--format", "md"]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("does not reproduce"), "{err}");
+    assert!(err.contains("netprobe verify"), "{err}");
+    let md = std::fs::read_to_string(ev.join("report.md")).unwrap();
+    assert!(
+        md.contains("**NOT VERIFIED**: the evidence does not reproduce this result"),
+        "{md}"
+    );
+    assert!(
+        !md.contains("Verified when this report was written"),
+        "{md}"
+    );
+    let line = md
+        .lines()
+        .find(|l| l.starts_with("- MISMATCH ") && l.contains("kernel/netstate-after.json"))
+        .unwrap_or_else(|| panic!("a MISMATCH line on the edited file: {md}"));
+    assert!(line.contains("sha256"), "{line}");
+
+    let o = netprobe(&["report", evs, "--format", "html"]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let html = std::fs::read_to_string(ev.join("report.html")).unwrap();
+    assert!(
+        html.contains("<div class=\"notverified\"><p><strong>NOT VERIFIED</strong>"),
+        "{html}"
+    );
+    assert!(html.contains("<li>MISMATCH "), "{html}");
+}
