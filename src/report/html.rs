@@ -5,8 +5,8 @@
 //! evidence directory, so log content or file names cannot inject markup or script.
 
 use super::template;
-use super::view::{Page, Verification};
-use crate::evidence::result::{RunResult, VerifyOutcome};
+use super::view::Page;
+use crate::evidence::result::RunResult;
 use std::path::Path;
 
 /// Escapes `& < > " '` for HTML text and attribute values; control characters other than
@@ -23,20 +23,13 @@ pub fn escape(s: &str) -> String {
 /// declared differences and relative links to every artifact. Never fails (the template is
 /// checked by the tests; should it ever fail, the page says so).
 pub fn render_html(result: &RunResult, evidence_dir: &Path) -> String {
-    render_html_verified(result, evidence_dir, None)
+    render_page(&Page::new(result, evidence_dir))
 }
 
-/// [`render_html`] with what `netprobe verify` found at render time (`Some(Ok)`: its outcome;
-/// `Some(Err)`: why it could not run), shown under the verdict: reproduced with its counts, or
-/// NOT VERIFIED with every mismatch.
-pub fn render_html_verified(
-    result: &RunResult,
-    evidence_dir: &Path,
-    verify: Option<Result<&VerifyOutcome, String>>,
-) -> String {
-    let mut page = Page::new(result, evidence_dir);
-    page.verification = verify.map(Verification::of);
-    template::render(template::HTML, &page).unwrap_or_else(|e| {
+/// Renders a built page (e.g. one carrying what `netprobe verify` found, shown under the
+/// verdict). Never fails, as [`render_html`].
+pub(crate) fn render_page(page: &Page) -> String {
+    template::render(template::HTML, page).unwrap_or_else(|e| {
         format!(
             "<!DOCTYPE html><html><body><p>netprobe: the report template failed: {}</p></body></html>\n",
             escape(&e.to_string())

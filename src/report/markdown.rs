@@ -4,8 +4,8 @@
 //! nor inject HTML; artifact links are relative to the evidence directory and percent-encoded.
 
 use super::template;
-use super::view::{Page, Verification};
-use crate::evidence::result::{RunResult, VerifyOutcome};
+use super::view::Page;
+use crate::evidence::result::RunResult;
 use std::path::Path;
 
 /// Renders the run as GitHub-flavoured Markdown: verdict, ladder table, host and binaries with
@@ -15,20 +15,13 @@ use std::path::Path;
 /// (`netprobe-result.json` or an artifact path). Never fails: unreadable netstate files are
 /// reported in the text (and a template failure, which the tests rule out, is too).
 pub fn render_markdown(result: &RunResult, evidence_dir: &Path) -> String {
-    render_markdown_verified(result, evidence_dir, None)
+    render_page(&Page::new(result, evidence_dir))
 }
 
-/// [`render_markdown`] with what `netprobe verify` found at render time (`Some(Ok)`: its outcome;
-/// `Some(Err)`: why it could not run), shown under the verdict: reproduced with its counts, or
-/// NOT VERIFIED with every mismatch.
-pub fn render_markdown_verified(
-    result: &RunResult,
-    evidence_dir: &Path,
-    verify: Option<Result<&VerifyOutcome, String>>,
-) -> String {
-    let mut page = Page::new(result, evidence_dir);
-    page.verification = verify.map(Verification::of);
-    template::render(template::MD, &page).unwrap_or_else(|e| {
+/// Renders a built page (e.g. one carrying what `netprobe verify` found, shown under the
+/// verdict). Never fails, as [`render_markdown`].
+pub(crate) fn render_page(page: &Page) -> String {
+    template::render(template::MD, page).unwrap_or_else(|e| {
         format!(
             "netprobe: the report template failed: {}\n",
             template::escape_md(&e.to_string())

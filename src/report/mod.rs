@@ -284,10 +284,11 @@ pub fn write_report_verified(
     };
     let v = verify(&dir);
     let reproduced = v.as_ref().map(|v| v.as_ref().is_ok_and(|o| o.reproduced()));
-    let v = v.as_ref().map(|v| v.as_ref().map_err(String::clone));
+    let mut page = view::Page::new(&result, &dir);
+    page.verification = v.map(|v| view::Verification::of(v.as_ref().map_err(String::clone)));
     let text = match format {
-        Format::Markdown => markdown::render_markdown_verified(&result, &dir, v),
-        Format::Html => html::render_html_verified(&result, &dir, v),
+        Format::Markdown => markdown::render_page(&page),
+        Format::Html => html::render_page(&page),
     };
     write_atomic_report(&dir, format, &text).map(|p| (p, reproduced))
 }
