@@ -113,6 +113,54 @@ fn matrix_folder_report_shows_control_beside_runc() {
         !mx.join("netprobe-result.json").exists(),
         "no other file written"
     );
+    assert!(
+        md.contains("Verified when this report was written: every part and every cell verdict reproduce (`netprobe verify`: "),
+        "report verifies the folder first: {md}"
+    );
+
+    // One part's artifact edited: the report says NOT VERIFIED, names the part, exits 1.
+    let edited = find_file(&mx, "netstate-after.json").expect("a part with a netstate capture");
+    let mut s = std::fs::read_to_string(&edited).unwrap();
+    s.push('\n');
+    std::fs::write(&edited, s).unwrap();
+    for (format, file) in [("md", "report.md"), ("html", "report.html")] {
+        let o = netprobe(&["report", mxs, "--format", format]);
+        assert_eq!(
+            o.status.code(),
+            Some(1),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("NOT VERIFIED"), "{err}");
+        let text = std::fs::read_to_string(mx.join(file)).unwrap();
+        assert!(text.contains("NOT VERIFIED"), "{text}");
+        assert!(
+            !text.contains("Verified when this report was written"),
+            "{text}"
+        );
+        assert!(text.contains("MISMATCH part "), "{text}");
+    }
+}
+
+/// The first file named `name` under `dir` (depth first, sorted).
+fn find_file(dir: &std::path::Path, name: &str) -> Option<std::path::PathBuf> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            if let Some(f) = find_file(&p, name) {
+                return Some(f);
+            }
+        } else if p.file_name().is_some_and(|n| n == name) {
+            return Some(p);
+        }
+    }
+    None
 }
 
 #[test]

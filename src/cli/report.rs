@@ -36,15 +36,22 @@ impl Execute for ReportCmd {
             Format::Md => netprobe::report::Format::Markdown,
             Format::Html => netprobe::report::Format::Html,
         };
-        let verify = |d: &std::path::Path| {
-            Some(netprobe::probe::verify::verify(d).map_err(|e| e.to_string()))
+        use netprobe::report::{Verified, VerifyKind};
+        let verify = |d: &std::path::Path, kind| {
+            Some(match kind {
+                VerifyKind::Run => netprobe::probe::verify::verify(d)
+                    .map(|o| Verified::Run(Box::new(o)))
+                    .map_err(|e| e.to_string()),
+                VerifyKind::Matrix => netprobe::matrix::table::verify_matrix(d)
+                    .map(|(problems, parts)| Verified::Matrix { problems, parts }),
+            })
         };
         match netprobe::report::write_report_verified(&self.dir, f, verify) {
             Ok((p, reproduced)) => {
                 super::out::line(p.display().to_string());
                 if reproduced == Some(false) {
                     eprintln!(
-                        "netprobe: the evidence in {} does not reproduce its netprobe-result.json; the report says NOT VERIFIED (see `netprobe verify {}`)",
+                        "netprobe: the evidence in {} does not reproduce what it records; the report says NOT VERIFIED (see `netprobe verify {}`)",
                         self.dir.display(),
                         self.dir.display()
                     );

@@ -34,6 +34,51 @@ pub(crate) struct MatrixPage<'a> {
     pub parts: Vec<Part<'a>>,
     /// `matrix.json`.
     pub matrix_file: &'static str,
+    /// What `netprobe verify` found on the folder when the report was rendered (`None`: not
+    /// asked, e.g. the `matrix.md` that `netprobe matrix` writes as it ends).
+    pub verification: Option<MatrixVerification>,
+}
+
+/// The outcome of `netprobe verify` on a matrix folder at render time. Source: the caller's
+/// verify (every part folder verified as a run folder, every cell verdict recomputed).
+#[derive(Debug, Serialize)]
+pub(crate) struct MatrixVerification {
+    /// No problem found.
+    pub reproduced: bool,
+    /// Part folders verified.
+    pub parts: usize,
+    /// Every problem, as `netprobe verify` prints it after `MISMATCH`.
+    pub problems: Vec<String>,
+    /// Why verification could not run (then nothing was checked).
+    pub error: Option<String>,
+}
+
+impl MatrixVerification {
+    /// The view of a matrix verify run (`Ok`) or of its failure (`Err`: the error's text); a
+    /// run outcome (which a matrix page never gets) shows as not verified, naming why.
+    pub(crate) fn of(v: Result<super::Verified, String>) -> Self {
+        match v {
+            Ok(super::Verified::Matrix { problems, parts }) => MatrixVerification {
+                reproduced: problems.is_empty(),
+                parts,
+                problems,
+                error: None,
+            },
+            Ok(super::Verified::Run(_)) => {
+                Self::failed("a run outcome was given for a matrix folder".into())
+            }
+            Err(e) => Self::failed(e),
+        }
+    }
+
+    fn failed(error: String) -> Self {
+        MatrixVerification {
+            reproduced: false,
+            parts: 0,
+            problems: Vec::new(),
+            error: Some(error),
+        }
+    }
 }
 
 /// One table row: a runtime and its cells per CRIU column (`None`: no such cell).
@@ -189,6 +234,7 @@ impl<'a> MatrixPage<'a> {
             binaries: m.binaries.iter().map(binary).collect(),
             parts: m.parts.iter().map(part).collect(),
             matrix_file: crate::matrix::model::MATRIX_FILE,
+            verification: None,
         }
     }
 }

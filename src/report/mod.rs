@@ -227,25 +227,65 @@ pub fn slot_folder_kind(dir: &Path) -> Option<&'static str> {
 /// (`<state dir>/slot-N`) or one slot verb's evidence folder (it holds `verb.json`) gets the
 /// slot report ([`slot_report`]); a state directory is refused with [`ReportError::StateDir`].
 pub fn write_report(dir: &Path, format: Format) -> Result<PathBuf> {
-    write_report_verified(dir, format, |_| None).map(|(p, _)| p)
+    write_report_verified(dir, format, |_, _| None).map(|(p, _)| p)
 }
 
-/// [`write_report`], and for a `netprobe run` evidence folder `verify` (the caller's
-/// `netprobe verify`: `Some(Ok)` its outcome, `Some(Err)` why it could not run, `None` not
-/// asked) is run on the folder first and its outcome shown under the verdict. Returns the
-/// report's path and whether the evidence reproduced the recorded result (`None`: not a run
-/// folder, or not verified).
+/// The kind of folder [`write_report_verified`] asks its caller to verify.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VerifyKind {
+    /// A `netprobe run` evidence folder (`netprobe verify DIR`).
+    Run,
+    /// A `netprobe matrix` folder (`netprobe verify MATRIX_DIR`: every part and cell verdict).
+    Matrix,
+}
+
+/// What the caller's `netprobe verify` found for the folder being reported.
+#[derive(Debug)]
+pub enum Verified {
+    /// A run folder: `verify`'s outcome.
+    Run(Box<VerifyOutcome>),
+    /// A matrix folder: every problem found (empty: reproduced) and the parts verified.
+    Matrix {
+        /// One line per problem, as `netprobe verify` prints them after `MISMATCH`.
+        problems: Vec<String>,
+        /// Part folders verified as run folders.
+        parts: usize,
+    },
+}
+
+impl Verified {
+    /// The evidence reproduces what was recorded.
+    pub fn reproduced(&self) -> bool {
+        match self {
+            Verified::Run(o) => o.reproduced(),
+            Verified::Matrix { problems, .. } => problems.is_empty(),
+        }
+    }
+}
+
+/// [`write_report`], verifying first: for a `netprobe run` evidence folder or a matrix folder
+/// `verify(folder, kind)` (the caller's `netprobe verify`: `Some(Ok)` what it found,
+/// `Some(Err)` why it could not run, `None` not asked) runs before rendering and the page says
+/// what it found — reproduced, with what was checked, or NOT VERIFIED with every mismatch.
+/// Slot folders are not verified (their report re-checks each picture's sha256 itself).
+/// Returns the report's path and whether the evidence reproduced the recorded result
+/// (`None`: a slot folder, or not verified).
 ///
 /// Errors: those of [`write_report`].
 pub fn write_report_verified(
     dir: &Path,
     format: Format,
-    verify: impl FnOnce(&Path) -> Option<std::result::Result<VerifyOutcome, String>>,
+    verify: impl FnOnce(&Path, VerifyKind) -> Option<std::result::Result<Verified, String>>,
 ) -> Result<(PathBuf, Option<bool>)> {
     if dir.is_dir() && dir.join(crate::matrix::model::MATRIX_FILE).is_file() {
         let m = crate::matrix::model::load_matrix(dir)
             .map_err(|detail| ReportError::Matrix { detail })?;
-        return write_atomic_report(dir, format, &matrix_report(&m, format)).map(|p| (p, None));
+        let v = verify(dir, VerifyKind::Matrix);
+        let reproduced = v
+            .as_ref()
+            .map(|v| v.as_ref().is_ok_and(Verified::reproduced));
+        let text = matrix_text(&m, format, v.map(matrix_view::MatrixVerification::of));
+        return write_atomic_report(dir, format, &text).map(|p| (p, reproduced));
     }
     if dir.is_dir() && slot_view::SlotSource::detect(dir).is_some() {
         return write_atomic_report(dir, format, &slot_report(dir, format)).map(|p| (p, None));
@@ -282,10 +322,12 @@ pub fn write_report_verified(
             .unwrap_or(Path::new("."))
             .to_path_buf()
     };
-    let v = verify(&dir);
-    let reproduced = v.as_ref().map(|v| v.as_ref().is_ok_and(|o| o.reproduced()));
+    let v = verify(&dir, VerifyKind::Run);
+    let reproduced = v
+        .as_ref()
+        .map(|v| v.as_ref().is_ok_and(Verified::reproduced));
     let mut page = view::Page::new(&result, &dir);
-    page.verification = v.map(|v| view::Verification::of(v.as_ref().map_err(String::clone)));
+    page.verification = v.map(view::Verification::of);
     let text = match format {
         Format::Markdown => markdown::render_page(&page),
         Format::Html => html::render_page(&page),
@@ -299,7 +341,17 @@ pub fn write_report_verified(
 /// to each cell's result — from `templates/matrix.{md,html}`, escaped on output. Never fails
 /// (should the template ever fail, the text says so).
 pub fn matrix_report(m: &crate::matrix::model::MatrixResult, format: Format) -> String {
-    let page = matrix_view::MatrixPage::new(m);
+    matrix_text(m, format, None)
+}
+
+/// [`matrix_report`] with what `netprobe verify` found on the matrix folder, if asked.
+fn matrix_text(
+    m: &crate::matrix::model::MatrixResult,
+    format: Format,
+    verification: Option<matrix_view::MatrixVerification>,
+) -> String {
+    let mut page = matrix_view::MatrixPage::new(m);
+    page.verification = verification;
     let name = match format {
         Format::Markdown => template::MATRIX_MD,
         Format::Html => template::MATRIX_HTML,

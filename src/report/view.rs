@@ -82,8 +82,16 @@ pub(crate) struct Verification {
 
 impl Verification {
     /// The view of a verify run (`Ok`) or of its failure (`Err`: the error's text).
-    pub(crate) fn of(v: Result<&crate::evidence::result::VerifyOutcome, String>) -> Self {
-        match v {
+    /// A matrix outcome (which a run page never gets) shows as not verified, naming why.
+    pub(crate) fn of(v: Result<super::Verified, String>) -> Self {
+        let v = match v {
+            Ok(super::Verified::Run(o)) => Ok(*o),
+            Ok(super::Verified::Matrix { .. }) => {
+                Err("a matrix outcome was given for a run folder".to_string())
+            }
+            Err(e) => Err(e),
+        };
+        match v.as_ref() {
             Ok(o) => Verification {
                 reproduced: o.reproduced(),
                 assertions: o.assertions,
@@ -103,7 +111,7 @@ impl Verification {
                 not_rederived: 0,
                 mismatches: Vec::new(),
                 verdict_from_evidence: None,
-                error: Some(e),
+                error: Some(e.clone()),
             },
         }
     }
