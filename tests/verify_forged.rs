@@ -58,9 +58,28 @@ fn edits_of_unhashed_result_fields_are_caught() {
     let o = netprobe(&["verify", ev.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("recorded, not re-derived: "), "{out}");
-    assert!(out.contains("rungs[oci].facts.work_area"), "{out}");
-    assert!(out.contains("rungs[criu].facts.image_files"), "{out}");
+    let not_rederived = out
+        .lines()
+        .find(|l| l.starts_with("recorded, not re-derived: "))
+        .unwrap_or_else(|| panic!("a not-re-derived line: {out}"));
+    assert!(
+        not_rederived.contains("rungs[oci].facts.container_pid_after"),
+        "{not_rederived}"
+    );
+    let checked = out
+        .lines()
+        .find(|l| l.starts_with("re-derived from the files and compared: "))
+        .unwrap_or_else(|| panic!("a re-derived line: {out}"));
+    for f in [
+        "rungs[criu].facts.image_files",
+        "rungs[criu].facts.dumped_pid",
+        "rungs[oci].facts.work_area",
+        "rungs[oci].facts.container_id",
+        "rungs[oci].facts.container_pid_before",
+    ] {
+        assert!(checked.contains(f), "{f} re-derived: {checked}");
+        assert!(!not_rederived.contains(f), "{f}: {not_rederived}");
+    }
 
     // A pin made to match, and the declared difference that said otherwise deleted (host.json
     // still records the real runtime).
@@ -118,6 +137,25 @@ fn edits_of_unhashed_result_fields_are_caught() {
         f["state_byte_equal"] = Value::Bool(!f["state_byte_equal"].as_bool().unwrap());
     });
     assert_caught(&o, "rungs[criu].facts.state_byte_equal");
+    // Facts from dump.log and runtime-restore.json.
+    let o = verify_edited(&ev, &original, |v| {
+        let f = &mut rung(v, "criu")["facts"];
+        f["dumped_pid"] = Value::from(f["dumped_pid"].as_u64().unwrap() + 1);
+    });
+    assert_caught(&o, "rungs[criu].facts.dumped_pid");
+    let o = verify_edited(&ev, &original, |v| {
+        let f = &mut rung(v, "external-netns")["facts"];
+        f["container_pid_before"] = Value::from(f["container_pid_before"].as_u64().unwrap() + 1);
+    });
+    assert_caught(&o, "rungs[external-netns].facts.container_pid_before");
+    let o = verify_edited(&ev, &original, |v| {
+        rung(v, "oci")["facts"]["container_id"] = Value::from("netprobe-oci-forged");
+    });
+    assert_caught(&o, "rungs[oci].facts.container_id");
+    let o = verify_edited(&ev, &original, |v| {
+        rung(v, "oci")["facts"]["work_area"] = Value::from("/var/tmp/elsewhere");
+    });
+    assert_caught(&o, "rungs[oci].facts.work_area");
 
     // Restored: reproduced again.
     let o = netprobe(&["verify", ev.to_str().unwrap()]);

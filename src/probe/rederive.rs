@@ -2,7 +2,7 @@
 //! facts a rung computes from what it wrote (image counts, byte-equality of the states, inode
 //! and pid files, log versions, `lo`'s state) are computed again from those files, and the
 //! summary is rebuilt by the rung's own summary function. Facts that only the live run saw
-//! (work area, container id, pids with no file) are named as recorded, not re-derived.
+//! (pids and inodes with no file behind them) are named as recorded, not re-derived.
 
 use crate::criu;
 use crate::evidence::result::{HostFacts, RungName, RungResult, Status};
@@ -51,6 +51,8 @@ pub fn rung(dir: &Path, rung: &RungResult, host: &HostFacts) -> Rederived {
             (Some(rec), Ok(v)) => out
                 .mismatches
                 .push(format!("{name}: recorded {rec}, the evidence gives {v}")),
+            // A rung that stopped early may lack the file behind a fact it recorded first.
+            (Some(_), Err(_)) if !ran_to_end => out.not_rederived.push(name),
             (Some(rec), Err(why)) => out.mismatches.push(format!(
                 "{name}: recorded {rec}, but it cannot be re-derived: {why}"
             )),
@@ -115,6 +117,7 @@ fn facts(dir: &Path, name: RungName, host: &HostFacts) -> Vec<(&'static str, Der
             ]
         }
         RungName::Criu => vec![
+            ("dumped_pid", dump_log_pid(dir)),
             ("image_files", images(dir).map(|i| json!(i.len()))),
             ("state_byte_equal", states_equal(dir).map(Value::Bool)),
             (
@@ -160,7 +163,18 @@ fn cycle_facts(dir: &Path, host: &HostFacts) -> Vec<(&'static str, Derived)> {
         .and_then(|r| crate::oci::RuntimeKind::from_version_output(&r.version_output))
         .map(|k| json!(k.as_str()))
         .ok_or_else(|| "the host facts name no recognised runtime".to_string());
+    let argv = restore_argv(dir);
     vec![
+        ("container_pid_before", dump_log_pid(dir)),
+        (
+            "container_id",
+            argv.clone().and_then(|a| {
+                a.last()
+                    .map(|id| json!(id))
+                    .ok_or_else(|| "runtime-restore.json: empty argv".to_string())
+            }),
+        ),
+        ("work_area", argv.and_then(|a| work_area(&a))),
         ("image_files", images(dir).map(|i| json!(i.len()))),
         (
             "netns_images",
@@ -287,6 +301,51 @@ fn kernel_log_ids(dir: &Path) -> Result<(u64, i64), String> {
         .ok_or_else(|| "kernel.log has no 'Dump NET namespace info <inode> via <pid>' line".into())
 }
 
+/// The pid CRIU dumped: the number after `Dumping processes (pid: ` in `dump.log`, the line
+/// `cr_dump_tasks()` in criu/cr-dump.c logs first (`(pid: %d)` in CRIU 3.x, `(pid: %d comm:
+/// %s)` in 4.x). For the criu rung the dumped task, for a runtime rung the container's init
+/// (the pid the runtime handed to CRIU).
+fn dump_log_pid(dir: &Path) -> Derived {
+    const MARK: &str = "Dumping processes (pid: ";
+    let text = read_text(&dir.join("dump.log"))?;
+    let rest = text
+        .split_once(MARK)
+        .map(|(_, r)| r)
+        .ok_or_else(|| format!("dump.log has no {MARK:?} line"))?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits
+        .parse::<u64>()
+        .map(|p| json!(p))
+        .map_err(|_| format!("dump.log: no pid after {MARK:?}"))
+}
+
+/// The runtime's restore argv as `runtime-restore.json` records it
+/// ([`crate::oci::RuntimeOutcome`]`.argv`, binary first; the container id last).
+fn restore_argv(dir: &Path) -> Result<Vec<String>, String> {
+    let v: Value = serde_json::from_str(&read_text(&dir.join("runtime-restore.json"))?)
+        .map_err(|e| format!("runtime-restore.json: {e}"))?;
+    serde_json::from_value(v.get("argv").cloned().unwrap_or(Value::Null))
+        .map_err(|e| format!("runtime-restore.json: argv: {e}"))
+}
+
+/// The work area: the folder holding the OCI bundle (`--bundle <work area>/bundle`, as
+/// [`runtime_cycle`] lays it out for runc and crun alike).
+fn work_area(argv: &[String]) -> Derived {
+    let bundle = argv
+        .iter()
+        .position(|a| a == "--bundle")
+        .and_then(|i| argv.get(i + 1))
+        .ok_or_else(|| "runtime-restore.json: no --bundle in argv".to_string())?;
+    let bundle = Path::new(bundle);
+    match (bundle.file_name(), bundle.parent()) {
+        (Some(n), Some(p)) if n == "bundle" => Ok(json!(p.display().to_string())),
+        _ => Err(format!(
+            "runtime-restore.json: --bundle {} is not <work area>/bundle",
+            bundle.display()
+        )),
+    }
+}
+
 fn inode_file(p: &Path) -> Result<u64, String> {
     read_text(p)?
         .trim()
@@ -324,5 +383,56 @@ mod tests {
         )
         .unwrap();
         assert_eq!(kernel_log_ids(d.path()).unwrap(), (4026532322, 28057));
+    }
+
+    #[test]
+    fn dump_log_names_the_dumped_pid_in_both_formats() {
+        let d = tempfile::tempdir().unwrap();
+        let log = d.path().join("dump.log");
+        for (line, pid) in [
+            (
+                "(00.026567) Dumping processes (pid: 24855 comm: netprobe)\n",
+                24855,
+            ),
+            ("(00.000100) Dumping processes (pid: 7)\n", 7),
+        ] {
+            std::fs::write(
+                &log,
+                format!("(00.000001) ====\n{line}(00.1) Seized task\n"),
+            )
+            .unwrap();
+            assert_eq!(dump_log_pid(d.path()).unwrap(), json!(pid));
+        }
+        std::fs::write(&log, "(00.000100) Dumping processes (pid: x)\n").unwrap();
+        assert!(dump_log_pid(d.path()).is_err());
+        std::fs::write(&log, "no such line\n").unwrap();
+        assert!(
+            dump_log_pid(d.path())
+                .unwrap_err()
+                .contains("Dumping processes")
+        );
+    }
+
+    #[test]
+    fn work_area_is_the_parent_of_the_bundle() {
+        let argv = |bundle: &str| -> Vec<String> {
+            [
+                "crun",
+                "--root",
+                "/run/crun",
+                "restore",
+                "--bundle",
+                bundle,
+                "id-1",
+            ]
+            .map(String::from)
+            .to_vec()
+        };
+        assert_eq!(
+            work_area(&argv("/var/tmp/netprobe-x/bundle")).unwrap(),
+            json!("/var/tmp/netprobe-x")
+        );
+        assert!(work_area(&argv("/srv/b")).is_err());
+        assert!(work_area(&["crun".to_string()]).is_err());
     }
 }
