@@ -278,6 +278,75 @@ fn lifecycle_faults() {
     ok(Verb::Restore, "11", &sd);
     ok(Verb::Reset, "11", &sd);
 
+    // The snapshot's saved upper or manifest edited: refused before anything changes, and a
+    // copy of the upper is proven before it is mounted.
+    let snap = sd
+        .join("slot-11")
+        .join(state(&sd, 11).snapshot.unwrap().dir);
+    std::fs::write(snap.join("upper/evil"), b"hacked").unwrap();
+    for verb in [Verb::Reset, Verb::Restore] {
+        let e = err(&args(verb, "11", &sd));
+        assert_gate_err(&e, "11", "snapshot-complete", 1);
+        assert!(
+            e.message
+                .contains("the saved upper changed since the snapshot"),
+            "{e}"
+        );
+    }
+    std::fs::remove_file(snap.join("upper/evil")).unwrap();
+    let manifest = snap.join("manifest.json");
+    let orig_manifest = std::fs::read(&manifest).unwrap();
+    let edited = String::from_utf8(orig_manifest.clone()).unwrap().replacen(
+        "\"upper_run\"",
+        "\"edited\": 1, \"upper_run\"",
+        1,
+    );
+    std::fs::write(&manifest, edited).unwrap();
+    let e = err(&args(Verb::Reset, "11", &sd));
+    assert_gate_err(&e, "11", "snapshot-complete", 1);
+    assert!(
+        e.message
+            .contains("the manifest changed since the snapshot"),
+        "{e}"
+    );
+    std::fs::write(&manifest, &orig_manifest).unwrap();
+    let o = ok(Verb::Reset, "11", &sd);
+    assert!(gate(&o, "upper-copy").proven);
+    assert!(gate(&o, "cgroup-empty").proven);
+
+    // The runtime loses track of the running container (its root entry moved away): restore
+    // and reset refuse to bring up a second one beside it, naming its pid.
+    let s = state(&sd, 11);
+    let entry = s.runtime_root.join(&s.container_id);
+    let aside = s.runtime_root.join("aside");
+    std::fs::rename(&entry, &aside).unwrap();
+    let init = std::fs::read_to_string(sd.join("slot-11/container.pid")).unwrap();
+    for verb in [Verb::Restore, Verb::Reset] {
+        let e = err(&args(verb, "11", &sd));
+        assert_gate_err(&e, "11", "cgroup-empty", 1);
+        assert!(
+            e.message
+                .contains(&format!("processes {} still run", init.trim())),
+            "{e}"
+        );
+    }
+    std::fs::rename(&aside, &entry).unwrap();
+
+    // state.json's overlay run out of step with the mount: snapshot refuses before the
+    // checkpoint, the container keeps running.
+    let mut s = state(&sd, 11);
+    let mut good = s.clone();
+    s.overlay.as_mut().unwrap().run += 1;
+    s.save(&sd.join("slot-11/state.json")).unwrap();
+    let e = err(&args(Verb::Snapshot, "11", &sd));
+    assert_gate_err(&e, "11", "overlay-mounted", 1);
+    assert!(e.message.contains("but state.json records run"), "{e}");
+    good.save(&sd.join("slot-11/state.json")).unwrap();
+    assert_eq!(
+        ok(Verb::Status, "11", &sd).to_json()["live"]["container"]["status"],
+        "running"
+    );
+
     // Killed holder.
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(holder.pid),

@@ -42,6 +42,31 @@ pub fn unmount_under<E>(
     (done, errors)
 }
 
+/// The `upperdir` of the overlay mounted on top at `mount_point` (the last mountinfo line with
+/// that mount point, of filesystem type `overlay`), from `/proc/self/mountinfo`. `None` when
+/// nothing, or something other than an overlay, is mounted there, or the file cannot be read.
+pub fn overlay_upper(mount_point: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    overlay_upper_in(&text, mount_point)
+}
+
+/// [`overlay_upper`] over a mountinfo text (`ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS
+/// [OPTIONAL…] - FSTYPE SOURCE SUPER_OPTIONS`, proc(5)).
+fn overlay_upper_in(text: &str, mount_point: &Path) -> Option<PathBuf> {
+    let line = text
+        .lines()
+        .rfind(|l| l.split(' ').nth(4).map(unescape).as_deref() == mount_point.to_str())?;
+    let (_, tail) = line.split_once(" - ")?;
+    let mut f = tail.split(' ');
+    if f.next()? != "overlay" {
+        return None;
+    }
+    let opts = f.nth(1)?;
+    opts.split(',')
+        .find_map(|o| o.strip_prefix("upperdir="))
+        .map(|u| PathBuf::from(unescape(u)))
+}
+
 /// Decodes mountinfo's `\ooo` octal escapes.
 fn unescape(s: &str) -> String {
     let b = s.as_bytes();
@@ -64,6 +89,20 @@ fn unescape(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_top_overlay_names_its_upper() {
+        use std::path::{Path, PathBuf};
+        let text = "36 25 0:31 / /s/rootfs rw - overlay overlay rw,lowerdir=/i,upperdir=/s/overlay/upper-1,workdir=/s/overlay/work-1\n\
+                    37 36 0:32 / /s/rootfs rw - overlay overlay rw,lowerdir=/i,upperdir=/s/overlay/upper\\0402,workdir=/s/w\n\
+                    38 25 0:33 / /s/other rw - tmpfs tmpfs rw\n";
+        assert_eq!(
+            super::overlay_upper_in(text, Path::new("/s/rootfs")),
+            Some(PathBuf::from("/s/overlay/upper 2"))
+        );
+        assert_eq!(super::overlay_upper_in(text, Path::new("/s/other")), None);
+        assert_eq!(super::overlay_upper_in(text, Path::new("/s/none")), None);
+    }
+
     #[test]
     fn octal_escapes_are_decoded() {
         assert_eq!(super::unescape(r"/tmp/a\040b\011c"), "/tmp/a b\tc");

@@ -187,9 +187,27 @@ pub fn snapshot_complete(root: &Path, st: &SlotState) -> Result<(PathBuf, String
         ));
     };
     let dir = root.join(&s.dir);
-    let m: Value = fs::read(dir.join("manifest.json"))
-        .map_err(|e| format!("{}/manifest.json: {e}", dir.display()))
-        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))?;
+    let mbytes = fs::read(dir.join("manifest.json"))
+        .map_err(|e| format!("{}/manifest.json: {e}", dir.display()))?;
+    let retake = "this snapshot cannot be used: while the container runs (`netprobe slot status`), `netprobe slot snapshot` takes a new one; otherwise `netprobe slot cleanup` this slot and provision another";
+    match &s.manifest_sha256 {
+        None => {
+            return Err(format!(
+                "state.json records no sha256 of {}/manifest.json nor of its saved upper (a snapshot taken before they were recorded): not proven; {retake}",
+                dir.display()
+            ));
+        }
+        Some(want) if *want != sha256_hex(&mbytes) => {
+            return Err(format!(
+                "{}/manifest.json has sha256 {}, recorded {want}: the manifest changed since the snapshot; {retake}",
+                dir.display(),
+                sha256_hex(&mbytes)
+            ));
+        }
+        Some(_) => {}
+    }
+    let m: Value = serde_json::from_slice(&mbytes)
+        .map_err(|e| format!("{}/manifest.json: {e}", dir.display()))?;
     let net =
         fs::read_to_string(dir.join("netstate.json")).map_err(|e| format!("netstate.json: {e}"))?;
     if sha256_hex(net.as_bytes()) != s.netstate_sha256 || m["netstate_sha256"] != s.netstate_sha256
@@ -226,16 +244,46 @@ pub fn snapshot_complete(root: &Path, st: &SlotState) -> Result<(PathBuf, String
             format!(", {} sha256 {now}", a.file)
         }
     };
-    if !dir.join("upper").is_dir() {
-        return Err("snapshot has no saved upper".into());
-    }
+    let upper = saved_upper(&dir, s.upper.as_ref(), &m).map_err(|e| format!("{e}; {retake}"))?;
     Ok((
         dir.clone(),
         format!(
-            "{}: manifest, {} checkpoint files and netstate verified{screen}",
+            "{}: manifest (sha256 as recorded), {} checkpoint files, netstate{screen} and the saved upper ({upper}) verified",
             dir.display(),
             files.len()
         ),
+    ))
+}
+
+/// The saved upper of the snapshot folder `dir` proven unchanged: its tree digest now equals the
+/// one `state.json` recorded (`want`) and the manifest's. Returns the detail.
+fn saved_upper(
+    dir: &Path,
+    want: Option<&crate::evidence::TreeDigest>,
+    m: &Value,
+) -> Result<String, String> {
+    let Some(want) = want else {
+        return Err("state.json records no digest of the saved upper".into());
+    };
+    let upper = dir.join("upper");
+    let now = crate::evidence::tree_digest(&upper)
+        .map_err(|e| format!("the snapshot's saved upper cannot be hashed: {e}"))?;
+    if now != *want || m["upper"]["sha256"] != want.sha256.as_str() {
+        return Err(format!(
+            "{} has tree sha256 {} ({} entries, {} bytes), recorded {} ({} entries, {} bytes) in state.json and {} in manifest.json: the saved upper changed since the snapshot",
+            upper.display(),
+            now.sha256,
+            now.entries,
+            now.bytes,
+            want.sha256,
+            want.entries,
+            want.bytes,
+            m["upper"]["sha256"]
+        ));
+    }
+    Ok(format!(
+        "tree sha256 {}, {} entries, {} bytes",
+        now.sha256, now.entries, now.bytes
     ))
 }
 
@@ -384,20 +432,31 @@ pub(crate) mod tests {
     pub(crate) fn snapshot_for(st: &mut SlotState, root: &Path) -> PathBuf {
         let dir = root.join("snapshot-t");
         fs::create_dir_all(dir.join("checkpoint")).unwrap();
-        fs::create_dir_all(dir.join("upper")).unwrap();
+        fs::create_dir_all(dir.join("upper/etc")).unwrap();
+        fs::write(dir.join("upper/etc/hostname"), b"guest").unwrap();
         fs::write(dir.join("checkpoint/core-1.img"), b"core").unwrap();
         let net = "{\"links\":[]}";
         fs::write(dir.join("netstate.json"), net).unwrap();
         let files = inventory(&dir.join("checkpoint")).unwrap();
-        let m = serde_json::json!({"netstate_sha256": sha256_hex(net.as_bytes()), "checkpoint_files": files});
-        fs::write(dir.join("manifest.json"), m.to_string()).unwrap();
+        let upper = crate::evidence::tree_digest(&dir.join("upper")).unwrap();
+        let m = serde_json::json!({"netstate_sha256": sha256_hex(net.as_bytes()), "checkpoint_files": files, "upper": upper});
         st.snapshot = Some(SnapshotRef {
             dir: "snapshot-t".into(),
             created_at: String::new(),
             netstate_sha256: sha256_hex(net.as_bytes()),
             screen: None,
+            upper: Some(upper),
+            manifest_sha256: None,
         });
+        write_manifest(st, &dir, &m);
         dir
+    }
+
+    /// Writes the snapshot's manifest and records its sha256 in `st`, as `snapshot` does.
+    pub(crate) fn write_manifest(st: &mut SlotState, dir: &Path, m: &serde_json::Value) {
+        let b = m.to_string();
+        fs::write(dir.join("manifest.json"), &b).unwrap();
+        st.snapshot.as_mut().unwrap().manifest_sha256 = Some(sha256_hex(b.as_bytes()));
     }
 
     fn fixture() -> (tempfile::TempDir, SlotState) {
@@ -491,7 +550,7 @@ pub(crate) mod tests {
         let mut m: serde_json::Value =
             serde_json::from_slice(&fs::read(dir.join("manifest.json")).unwrap()).unwrap();
         m["screen"] = serde_json::to_value(&a).unwrap();
-        fs::write(dir.join("manifest.json"), m.to_string()).unwrap();
+        write_manifest(&mut st, &dir, &m);
         let (_, detail) = snapshot_complete(d.path(), &st).unwrap();
         assert!(
             detail.contains(&format!("screen.png sha256 {sha}")),
@@ -508,8 +567,60 @@ pub(crate) mod tests {
         );
         fs::write(&png, b"png bytes").unwrap();
         m["screen"]["sha256"] = "0".repeat(64).into();
-        fs::write(dir.join("manifest.json"), m.to_string()).unwrap();
+        write_manifest(&mut st, &dir, &m);
         assert!(snapshot_complete(d.path(), &st).is_err());
+        m["screen"] = serde_json::to_value(&a).unwrap();
+        write_manifest(&mut st, &dir, &m);
+        assert!(snapshot_complete(d.path(), &st).is_ok());
+
+        // The saved upper: a file added, changed or removed is seen.
+        let evil = dir.join("upper/evil");
+        fs::write(&evil, b"hacked").unwrap();
+        let e = snapshot_complete(d.path(), &st).unwrap_err();
+        assert!(
+            e.contains("the saved upper changed since the snapshot"),
+            "{e}"
+        );
+        assert!(e.contains("netprobe slot cleanup"), "names the way on: {e}");
+        fs::remove_file(&evil).unwrap();
+        fs::write(dir.join("upper/etc/hostname"), b"other").unwrap();
+        assert!(snapshot_complete(d.path(), &st).is_err());
+        fs::write(dir.join("upper/etc/hostname"), b"guest").unwrap();
+        assert!(snapshot_complete(d.path(), &st).is_ok());
+        fs::remove_dir_all(dir.join("upper")).unwrap();
+        let e = snapshot_complete(d.path(), &st).unwrap_err();
+        assert!(e.contains("saved upper cannot be hashed"), "{e}");
+        fs::create_dir_all(dir.join("upper/etc")).unwrap();
+        fs::write(dir.join("upper/etc/hostname"), b"guest").unwrap();
+        // (re-made with the same modes: tempdir defaults)
+        let ok = snapshot_complete(d.path(), &st);
+        assert!(ok.is_ok(), "{ok:?}");
+
+        // The manifest: an edit is seen (its sha256 is in state.json), and a state without
+        // the manifest's sha256 or the upper's digest proves nothing.
+        let mut text = fs::read_to_string(dir.join("manifest.json")).unwrap();
+        text = text.replace(
+            "\"netstate_sha256\"",
+            "\"holder\":{\"pid\":1},\"netstate_sha256\"",
+        );
+        fs::write(dir.join("manifest.json"), &text).unwrap();
+        let e = snapshot_complete(d.path(), &st).unwrap_err();
+        assert!(e.contains("the manifest changed since the snapshot"), "{e}");
+        write_manifest(&mut st, &dir, &m);
+        let mut old = st.clone();
+        old.snapshot.as_mut().unwrap().manifest_sha256 = None;
+        assert!(
+            snapshot_complete(d.path(), &old)
+                .unwrap_err()
+                .contains("not proven")
+        );
+        let mut old = st.clone();
+        old.snapshot.as_mut().unwrap().upper = None;
+        assert!(
+            snapshot_complete(d.path(), &old)
+                .unwrap_err()
+                .contains("no digest of the saved upper")
+        );
         fs::write(dir.join("netstate.json"), b"{}").unwrap();
         assert!(
             snapshot_complete(d.path(), &st)

@@ -51,6 +51,9 @@ pub enum StepError {
     /// Something the slot state should hold is missing (e.g. no overlay recorded).
     #[error("{0}")]
     Missing(&'static str),
+    /// A tree digest ([`crate::evidence::tree_digest`]) could not be taken.
+    #[error(transparent)]
+    Digest(#[from] crate::evidence::TreeDigestError),
 }
 
 impl StepError {

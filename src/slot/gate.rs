@@ -112,7 +112,7 @@ gates! {
     /// The container was stopped and is proven gone.
     ContainerStopped => ("container-stopped", Gate, "the container is proven gone (no <root>/<id> entry under its runtime root, or runtime state)"),
     /// snapshot: the rootfs overlay is mounted.
-    OverlayMounted => ("overlay-mounted", Gate, "the container rootfs overlay is mounted"),
+    OverlayMounted => ("overlay-mounted", Gate, "the container rootfs overlay is mounted, with the upper state.json records"),
     /// `lo` is UP with 127.0.0.1/8 in the holder's netns.
     LoUp127 => ("lo-up-127", Gate, "lo is UP with 127.0.0.1/8 in the container's network namespace"),
     /// The guest server answers 200.
@@ -141,6 +141,11 @@ gates! {
     InputReachesApp => ("input-reaches-app", Gate, "a key press sent through XTEST changes the application's region"),
     /// restore/reset: a complete snapshot exists.
     SnapshotComplete => ("snapshot-complete", Gate, "a complete snapshot exists (manifest and hashes verified)"),
+    /// restore/reset: no process is left in the container's cgroup (the runtime has none).
+    CgroupEmpty => ("cgroup-empty", Gate, "no process runs in the container's cgroup, in any hierarchy (the runtime having no container does not prove its processes gone)"),
+    /// restore/reset: the new overlay upper, copied from the snapshot, has the saved upper's
+    /// tree digest (checked before it is mounted).
+    UpperCopy => ("upper-copy", Gate, "the overlay upper copied from the snapshot has the saved upper's tree sha256 (entries, modes, owners, contents, xattrs), before it is mounted"),
     /// restore/reset: the network state is byte-equal to the recorded one.
     NetFidelity => ("net-fidelity", Gate, "the network state after restore is byte-equal to the one recorded at snapshot (full capture: netfilter, address flags), with no part of CRIU's network lock in it"),
     /// cleanup: everything is released.
@@ -206,8 +211,8 @@ pub const SNAPSHOT_GATES: [GateId; 13] = concat_gates!(
 /// snapshot: before the checkpoint itself (network state recorded first).
 pub const CHECKPOINT_GATES: [GateId; 1] = [GateId::LoUp127];
 /// restore: before the phase changes, the overlay is reset and the runtime restores.
-pub const RESTORE_GATES: [GateId; 13] = concat_gates!(
-    ENTER_EXISTING, COMMON, [GateId::SnapshotComplete, GateId::ContainerAbsent]; 13);
+pub const RESTORE_GATES: [GateId; 14] = concat_gates!(
+    ENTER_EXISTING, COMMON, [GateId::SnapshotComplete, GateId::ContainerAbsent, GateId::CgroupEmpty]; 14);
 /// reset: before the running container is killed.
 pub const RESET_GATES: [GateId; 12] =
     concat_gates!(ENTER_EXISTING, COMMON, [GateId::SnapshotComplete]; 12);
@@ -358,7 +363,7 @@ mod tests {
         let before = names.len();
         names.dedup();
         assert_eq!(before - names.len(), 2);
-        assert_eq!(GateId::ALL.len(), 37);
+        assert_eq!(GateId::ALL.len(), 39);
     }
 
     #[test]

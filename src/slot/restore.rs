@@ -149,6 +149,8 @@ fn gates(
         // Destructive: stop the current container (proven), after every gate above passed.
         run.clear("container-stop", &RESET_GATES)?;
         common::stop_container_proven_from(run, &*rt, &id, before, absent)?;
+        let r = super::cgroup_procs::no_container_procs(st);
+        run.gate(GateId::CgroupEmpty, r)?;
     } else {
         let r = match before {
             Ok(None) => Ok(match absent {
@@ -161,6 +163,8 @@ fn gates(
             Err(e) => Err(e),
         };
         run.gate(GateId::ContainerAbsent, r)?;
+        let r = super::cgroup_procs::no_container_procs(st);
+        run.gate(GateId::CgroupEmpty, r)?;
         run.clear("restore", &RESTORE_GATES)?;
     }
     run.took("gate-container", t);
@@ -263,10 +267,16 @@ fn reset_upper(
         None => false,
     };
     run.took("upper-copy-wait", t);
+    let want = st.snapshot.as_ref().and_then(|s| s.upper.clone());
+    if prepared {
+        // Proven before the live overlay is unmounted.
+        upper_copy_gate(run, &upper, want.as_ref())?;
+    }
     mounts::unmount(&ov.merged).map_err(|e| run.step_err("overlay-unmount", e))?;
     if !prepared {
         let _ = support::remove_tree_same_fs(&upper);
         support::copy_tree_unsynced(&src, &upper).map_err(|e| run.step_err("upper-reset", e))?;
+        upper_copy_gate(run, &upper, want.as_ref())?;
     }
     let _ = support::remove_tree_same_fs(&work);
     mkdirs(run, std::slice::from_ref(&work))?;
@@ -280,6 +290,40 @@ fn reset_upper(
     });
     run.save(st)?;
     Ok([ov.upper(&odir, ov.run), ov.work(&odir, ov.run)])
+}
+
+/// The `upper-copy` gate: the copy `upper` has the tree digest recorded for the snapshot's saved
+/// upper (`want`; none recorded proves nothing). What is mounted is what was saved, whatever
+/// happened to the snapshot folder while the copy ran.
+fn upper_copy_gate(
+    run: &mut VerbRun,
+    upper: &Path,
+    want: Option<&crate::evidence::TreeDigest>,
+) -> Result<(), SlotError> {
+    let t = Instant::now();
+    let r = match (want, crate::evidence::tree_digest(upper)) {
+        (None, _) => Err("state.json records no digest of the snapshot's saved upper".to_string()),
+        (Some(_), Err(e)) => Err(format!("the copy cannot be hashed: {e}")),
+        (Some(w), Ok(now)) if now == *w => Ok(format!(
+            "{}: tree sha256 {}, {} entries, {} bytes, as saved",
+            upper.display(),
+            now.sha256,
+            now.entries,
+            now.bytes
+        )),
+        (Some(w), Ok(now)) => Err(format!(
+            "{}: tree sha256 {} ({} entries, {} bytes), the saved upper's is {} ({} entries, {} bytes): the snapshot's upper changed while it was copied",
+            upper.display(),
+            now.sha256,
+            now.entries,
+            now.bytes,
+            w.sha256,
+            w.entries,
+            w.bytes
+        )),
+    };
+    run.took("gate-upper-copy", t);
+    run.gate(GateId::UpperCopy, r)
 }
 
 /// The `net-fidelity` gate ([`super::fidelity::compare`]): the captured state's canonical

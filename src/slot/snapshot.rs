@@ -44,10 +44,31 @@ pub(crate) fn snapshot(run: &mut VerbRun, st: &mut SlotState) -> Result<String, 
         .overlay
         .clone()
         .ok_or_else(|| run.step_err("overlay", StepError::Missing("no overlay recorded")))?;
-    let r = if mounts::is_mounted(&ov.merged) {
-        Ok(format!("{} mounted, run {}", ov.merged.display(), ov.run))
-    } else {
-        Err(format!("{} is not mounted", ov.merged.display()))
+    let want = ov.upper(&run.paths.overlay_dir(), ov.run);
+    let r = match crate::ns::mountinfo::overlay_upper(&ov.merged) {
+        Some(u) if u == want && u.is_dir() => Ok(format!(
+            "{} mounted, upperdir {} (run {}, as state.json records)",
+            ov.merged.display(),
+            u.display(),
+            ov.run
+        )),
+        Some(u) => Err(format!(
+            "the overlay at {} has upperdir {}, but state.json records run {} (upperdir {}){}: the upper that would be saved is not the one the container writes; `netprobe slot cleanup` this slot and provision another",
+            ov.merged.display(),
+            u.display(),
+            ov.run,
+            want.display(),
+            if u.is_dir() {
+                ""
+            } else {
+                ", and that folder does not exist"
+            }
+        )),
+        None if mounts::is_mounted(&ov.merged) => Err(format!(
+            "{} is mounted, but not as an overlay",
+            ov.merged.display()
+        )),
+        None => Err(format!("{} is not mounted", ov.merged.display())),
     };
     run.gate(GateId::OverlayMounted, r)?;
 
@@ -137,6 +158,10 @@ fn snapshot_steps(
     });
     r.map_err(|e| run.step_err("upper-save", e))?;
     support::sync_fs(tmp).map_err(|e| run.step_err("fsync", e))?;
+    let saved = tmp.join("upper");
+    let upper_digest = run
+        .time("upper-digest", || crate::evidence::tree_digest(&saved))
+        .map_err(|e| run.step_err("upper-digest", e))?;
 
     let images = tmp.join("checkpoint");
     let files = inventory(&images).map_err(|e| run.step_err("manifest", e))?;
@@ -148,6 +173,7 @@ fn snapshot_steps(
         "config_sha256": st.config_sha256,
         "netstate_sha256": sha256_hex(cap.as_bytes()),
         "upper_run": ov.run,
+        "upper": upper_digest,
         "screen": screen,
         "checkpoint_files": files,
         "runtime": st.runtime, "criu": st.criu,
@@ -167,6 +193,8 @@ fn snapshot_steps(
         created_at: now_rfc3339(),
         netstate_sha256: sha256_hex(cap.as_bytes()),
         screen: screen.clone(),
+        upper: Some(upper_digest.clone()),
+        manifest_sha256: Some(sha256_hex(&mbytes)),
     });
     st.phase = Phase::after(Verb::Snapshot, VerbEnd::Succeeded, st.phase).unwrap_or(st.phase);
     run.save(st)?;

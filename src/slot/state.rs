@@ -296,6 +296,14 @@ pub struct SnapshotRef {
     /// profile with a display; the pixel gate of restore/reset compares against it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub screen: Option<crate::x11::PngArtifact>,
+    /// The saved overlay upper (`upper/` in the snapshot folder): its tree digest
+    /// ([`crate::evidence::tree_digest`]) at snapshot time. `None` in a snapshot taken by a
+    /// netprobe before 0.1.0's upper hashing: the `snapshot-complete` gate then fails closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upper: Option<crate::evidence::TreeDigest>,
+    /// sha256 of the snapshot's `manifest.json` as written. `None`: as for `upper`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest_sha256: Option<String>,
 }
 
 /// The slot profile a slot was provisioned with (`--profile FILE` or the built-in default),

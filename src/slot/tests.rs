@@ -37,6 +37,7 @@ fn existing(snapshot: bool, phase: Phase) -> Fixture {
     st.runtime_root = paths.runtime_root();
     st.container_id = paths.container_id();
     bundle_for(&mut st, &paths.bundle(), &paths.rootfs());
+    st.cgroup = Some(super::cgroup_procs::tests::fake_cgroup(tmp.path(), ""));
     if snapshot {
         snapshot_for(&mut st, &paths.root);
     }
@@ -193,6 +194,33 @@ fn restore_clears_its_step_after_every_restore_gate_and_refuses_a_live_container
     assert_eq!(f.state().phase, Phase::Running);
 }
 
+/// The runtime has no container (its root entry gone) but the container's cgroup still holds
+/// processes: restore and reset refuse before any change, naming the pids.
+#[test]
+fn a_container_the_runtime_lost_track_of_blocks_restore_and_reset() {
+    for (verb, phase) in [
+        (Verb::Restore, Phase::Checkpointed),
+        (Verb::Reset, Phase::Running),
+    ] {
+        let f = existing(true, phase);
+        let tmp = f.paths.state_dir.parent().unwrap().to_path_buf();
+        f.edit(|st| st.cgroup = Some(super::cgroup_procs::tests::fake_cgroup(&tmp, "31493\n")));
+        let (r, trace) = drive(verb, &f.sd, None, |_| {});
+        let e = r.unwrap_err();
+        assert_eq!(
+            (e.exit_code(), e.gate.as_deref()),
+            (1, Some("cgroup-empty")),
+            "{verb:?}: {e}"
+        );
+        assert!(e.message.contains("processes 31493 still run"), "{e}");
+        assert!(
+            !trace.iter().any(|e| destructive(e)),
+            "{verb:?}: {trace:#?}"
+        );
+        assert!(!trace.iter().any(|e| e == "step restore"), "{trace:#?}");
+    }
+}
+
 #[test]
 fn snapshot_never_checkpoints_an_unmounted_overlay() {
     let f = existing(false, Phase::Ready);
@@ -236,7 +264,11 @@ fn snapshot_never_checkpoints_an_unmounted_overlay() {
 #[test]
 fn cleanup_stops_the_container_before_unmounting_and_ends_clean() {
     let f = existing(true, Phase::Running);
-    f.edit(|st| st.holder = None);
+    // No holder, and no cgroup to prove released (the fake runtime removes none).
+    f.edit(|st| {
+        st.holder = None;
+        st.cgroup = None;
+    });
     fs::create_dir(f.paths.root.join("snapshot.tmp-x")).unwrap();
     let (r, trace) = drive(Verb::Cleanup, &f.sd, Some("running"), |_| {});
     let o = r.unwrap_or_else(|e| panic!("{e}"));
