@@ -106,8 +106,8 @@ fn crun_full_cycle_releases_a_failed_restore_and_leaves_nothing() {
     let s = crun_ok(Verb::Snapshot, &sd);
     assert!(gate(&s, "container-stopped").proven);
 
-    // A restore CRIU refuses: pstree.img overwritten (and the manifest told so, so the
-    // snapshot gate lets it through to crun).
+    // A restore CRIU refuses: pstree.img overwritten (and the manifest told so, with its new
+    // sha256 in state.json, so the snapshot gate lets it through to crun).
     let snap = sd
         .join(format!("slot-{SLOT}"))
         .join(state(&sd, 43).snapshot.unwrap().dir);
@@ -121,7 +121,15 @@ fn crun_full_cycle_releases_a_failed_restore_and_leaves_nothing() {
     let manifest = snap.join("manifest.json");
     let m_good = std::fs::read_to_string(&manifest).unwrap();
     std::fs::write(&img, &bad).unwrap();
-    std::fs::write(&manifest, m_good.replace(&sha(&good), &sha(&bad))).unwrap();
+    let m_bad = m_good.replace(&sha(&good), &sha(&bad));
+    std::fs::write(&manifest, &m_bad).unwrap();
+    let record_manifest = |text: &str| {
+        let mut st = state(&sd, 43);
+        st.snapshot.as_mut().unwrap().manifest_sha256 = Some(sha(text.as_bytes()));
+        st.save(&sd.join(format!("slot-{SLOT}/state.json")))
+            .unwrap();
+    };
+    record_manifest(&m_bad);
     let e = run_verb(&{
         let mut a = args(Verb::Restore, SLOT, &sd);
         a.runtime = Some(CRUN.into());
@@ -153,6 +161,7 @@ fn crun_full_cycle_releases_a_failed_restore_and_leaves_nothing() {
     // The image repaired, the next restore works.
     std::fs::write(&img, &good).unwrap();
     std::fs::write(&manifest, &m_good).unwrap();
+    record_manifest(&m_good);
     let r = crun_ok(Verb::Restore, &sd);
     assert!(
         gate(&r, "net-fidelity").proven,

@@ -198,11 +198,14 @@ fn desktop_profile_provision_snapshot_restore_input_reset_cleanup() {
             .as_mut()
             .unwrap()
             .sha256 = tampered.clone();
-        st.save(&sd.join("slot-0/state.json")).unwrap();
         let mpath = snap_png.with_file_name("manifest.json");
         let mut m = json_of(&std::fs::read_to_string(&mpath).unwrap());
         m["screen"]["sha256"] = tampered.into();
         std::fs::write(&mpath, m.to_string()).unwrap();
+        // The manifest's own sha256 is recorded too.
+        st.snapshot.as_mut().unwrap().manifest_sha256 =
+            Some(netprobe::evidence::sha256_hex(m.to_string().as_bytes()));
+        st.save(&sd.join("slot-0/state.json")).unwrap();
         let (code, out, err) = cli_slot("reset", "0", &sd, &["--json"]);
         assert_eq!(code, Some(1), "{out}\n{err}");
         let fail = json_of(&out);
