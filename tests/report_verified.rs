@@ -27,6 +27,10 @@ fn report_shows_whether_the_evidence_reproduces_the_result() {
         "{md}"
     );
     assert!(!md.contains("NOT VERIFIED"), "{md}");
+    // `verify` takes the result file for its folder, as `report` does.
+    let rf = ev.join("netprobe-result.json");
+    let o = netprobe(&["verify", rf.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
 
     // Edit one artifact: its sha256 no longer matches the recorded one.
     let f = ev.join("kernel/netstate-after.json");

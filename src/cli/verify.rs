@@ -18,7 +18,16 @@ pub struct VerifyCmd {
 }
 
 impl Execute for VerifyCmd {
-    fn execute(self) -> ExitCode {
+    fn execute(mut self) -> ExitCode {
+        // The result file given instead of its folder: the folder is the evidence (as `report`).
+        if self.dir.is_file()
+            && self.dir.file_name() == Some(netprobe::evidence::result::RESULT_FILE.as_ref())
+        {
+            self.dir = match self.dir.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                _ => PathBuf::from("."),
+            };
+        }
         if self
             .dir
             .join(netprobe::matrix::model::MATRIX_FILE)
