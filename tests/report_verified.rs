@@ -27,10 +27,19 @@ fn report_shows_whether_the_evidence_reproduces_the_result() {
         "{md}"
     );
     assert!(!md.contains("NOT VERIFIED"), "{md}");
+    assert!(
+        md.contains("Recorded but not re-derivable from the files, so not verified:\n- command, started"),
+        "every field verify did not check is named: {md}"
+    );
     // `verify` takes the result file for its folder, as `report` does.
     let rf = ev.join("netprobe-result.json");
     let o = netprobe(&["verify", rf.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 
     // Edit one artifact: its sha256 no longer matches the recorded one.
     let f = ev.join("kernel/netstate-after.json");

@@ -157,6 +157,62 @@ fn edits_of_unhashed_result_fields_are_caught() {
     });
     assert_caught(&o, "rungs[oci].facts.work_area");
 
+    // Text the probe spec gives: an assertion's description, expected text and role.
+    let id = rung(&mut serde_json::from_slice(&original).unwrap(), "oci")["assertions"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for field in ["description", "expected", "role"] {
+        let o = verify_edited(&ev, &original, |v| {
+            rung(v, "oci")["assertions"][0][field] = Value::from("CRIU was NOT involved");
+        });
+        assert_caught(&o, &format!("oci/{id}.{field}"));
+    }
+    // An error on a rung that ran to its end.
+    let o = verify_edited(&ev, &original, |v| {
+        rung(v, "oci")["error"] = Value::from("boom");
+    });
+    assert_caught(&o, "rungs[oci].error");
+
+    // Another tool_version: the pins' pinned values are named as not re-derived (beside this
+    // netprobe's), the rest of each pin check is still re-derived from host.json.
+    let o = verify_edited(&ev, &original, |v| {
+        v["tool_version"] = Value::from("0.0.9");
+    });
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let nr = out
+        .lines()
+        .find(|l| l.starts_with("recorded, not re-derived: "))
+        .unwrap();
+    assert!(
+        nr.contains(
+            "pins[runtime].pinned_version, pinned_sha256, pinned_bytes (recorded by netprobe 0.0.9"
+        ) && nr.contains("this netprobe 0.1.0 pins"),
+        "{nr}"
+    );
+    assert!(
+        nr.contains("the role, description, subject and expected text of the assertions"),
+        "{nr}"
+    );
+    // … so a pin made to match with its own pinned values kept, or its declared difference
+    // deleted, is still caught.
+    let o = verify_edited(&ev, &original, |v| {
+        v["tool_version"] = Value::from("0.0.9");
+        for p in v["pins"].as_array_mut().unwrap() {
+            p["matches"] = Value::Bool(true);
+        }
+    });
+    assert_caught(&o, "pins[runtime].matches");
+    let o = verify_edited(&ev, &original, |v| {
+        v["tool_version"] = Value::from("0.0.9");
+        v["declared_differences"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|d| !d.as_str().unwrap().starts_with("runtime "));
+    });
+    assert_caught(&o, "declared_differences: pins[runtime] does not match");
+
     // Restored: reproduced again.
     let o = netprobe(&["verify", ev.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));

@@ -22,8 +22,8 @@ pub use doctor::{Prereq, doctor, doctor_ok};
 pub use error::HostError;
 pub use facts::{cgroup_mode, host_facts};
 pub use pins::{
-    InstallRecord, check_pins, install_record, install_record_differences, pin_differences,
-    pin_differences_with_paths, pins,
+    InstallRecord, Pin, check_one, check_pins, install_record, install_record_differences,
+    pin_differences, pin_differences_with_paths, pins,
 };
 
 use crate::criu::{Criu, CriuError};

@@ -49,7 +49,10 @@ pub fn check_pins(criu: &BinaryFacts, runtime: Option<&BinaryFacts>) -> Vec<PinC
     out
 }
 
-fn check_one(name: &str, pin: &Pin, seen: &BinaryFacts) -> PinCheck {
+/// One [`PinCheck`] of the binary `seen` against `pin` (named `name`: `criu` or `runtime`);
+/// `matches` as in [`check_pins`]. `verify` also uses it with the pin values a result of
+/// another netprobe version recorded.
+pub fn check_one(name: &str, pin: &Pin, seen: &BinaryFacts) -> PinCheck {
     let matches = pin.version == seen.version
         && pin
             .sha256

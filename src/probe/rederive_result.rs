@@ -52,10 +52,7 @@ fn host_and_pins(dir: &Path, result: &RunResult, out: &mut Rederived) {
     }
     let this = env!("CARGO_PKG_VERSION");
     if result.tool_version != this {
-        out.not_rederived.push(format!(
-            "pins and declared_differences (recorded by netprobe {}, this is {this}: its embedded host/pins.toml may differ)",
-            result.tool_version
-        ));
+        foreign_pins(result, &file, out);
         return;
     }
     let Some(criu) = &file.criu else {
@@ -66,6 +63,79 @@ fn host_and_pins(dir: &Path, result: &RunResult, out: &mut Rederived) {
     let pins = host::check_pins(criu, file.runtime.as_ref());
     compare_pins(&result.pins, &pins, out);
     pin_differences(result, &pins, &file, out);
+}
+
+/// A result of another netprobe version: its pinned values came from that version's
+/// `host/pins.toml`, so they are named as not re-derived (beside this binary's pins); everything
+/// else of each pin check is re-derived from them and `host.json` — the observed version,
+/// sha256 and size, and whether they match — and a pin that does not match must be declared.
+fn foreign_pins(result: &RunResult, file: &HostFacts, out: &mut Rederived) {
+    let ours = host::pins();
+    let before = out.mismatches.len();
+    let mut fresh = Vec::new();
+    for r in &result.pins {
+        let (seen, our) = match r.name.as_str() {
+            "criu" => (file.criu.as_ref(), &ours.criu),
+            "runtime" => (file.runtime.as_ref(), &ours.runtime),
+            other => {
+                out.mismatches
+                    .push(format!("pins[{other}]: not a pin netprobe checks"));
+                continue;
+            }
+        };
+        let Some(seen) = seen else {
+            out.mismatches.push(format!(
+                "pins[{}]: host.json names no {} binary",
+                r.name, r.name
+            ));
+            continue;
+        };
+        let pin = host::Pin {
+            name: our.name.clone(),
+            version: r.pinned_version.clone(),
+            sha256: r.pinned_sha256.clone(),
+            bytes: r.pinned_bytes,
+        };
+        let f = host::check_one(&r.name, &pin, seen);
+        let (rv, fv) = (
+            serde_json::to_value(r).unwrap_or_default(),
+            serde_json::to_value(&f).unwrap_or_default(),
+        );
+        diff_values(&format!("pins[{}]", r.name), &rv, &fv, "host.json", out);
+        out.not_rederived.push(format!(
+            "pins[{}].pinned_version, pinned_sha256, pinned_bytes (recorded by netprobe {}: {} sha256 {}; this netprobe {} pins {} sha256 {})",
+            r.name,
+            result.tool_version,
+            r.pinned_version,
+            r.pinned_sha256.as_deref().unwrap_or("none"),
+            env!("CARGO_PKG_VERSION"),
+            our.version,
+            our.sha256.as_deref().unwrap_or("none")
+        ));
+        fresh.push(f);
+    }
+    for f in fresh.iter().filter(|f| !f.matches) {
+        let declared = result
+            .declared_differences
+            .iter()
+            .any(|d| is_pin_sentence(d) && d.starts_with(&format!("{} ", f.name)));
+        if !declared {
+            out.mismatches.push(format!(
+                "declared_differences: pins[{}] does not match, but no declared difference says so",
+                f.name
+            ));
+        }
+    }
+    if out.mismatches.len() == before {
+        out.checked.push(
+            "pins (observed values and matches, from host.json and the recorded pinned values)"
+                .into(),
+        );
+    }
+    out.not_rederived.push(format!(
+        "the wording of the pin sentences in declared_differences (recorded by netprobe {})",
+        result.tool_version
+    ));
 }
 
 /// Each pin check field by field (named `pins[<name>].<field>`).

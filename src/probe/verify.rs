@@ -23,12 +23,27 @@ pub fn verify(dir: &Path) -> Result<VerifyOutcome, evidence::EvidenceError> {
     let mut failing = Vec::new();
     let mut n_assert = 0;
     let re = assert::reevaluate(dir, &result);
+    let same_specs = result.tool_version == env!("CARGO_PKG_VERSION");
+    let mut spec_fields_unchecked = Vec::new();
     let mut rungs = result.rungs.clone();
     for rung in rungs.iter_mut() {
+        if matches!(rung.status, Status::Pass | Status::Fail) && rung.error.is_some() {
+            mismatches.push(format!(
+                "rungs[{}].error: recorded {:?} on a rung that ran to its end ({:?}): only a rung that could not run has an error",
+                rung.name,
+                rung.error.as_deref().unwrap_or_default(),
+                rung.status
+            ));
+        }
         let Some((_, fresh)) = re.iter().find(|(n, _)| *n == rung.name) else {
             continue;
         };
         n_assert += fresh.len();
+        if same_specs {
+            mismatches.extend(spec_field_mismatches(rung, fresh));
+        } else {
+            spec_fields_unchecked.push(rung.name.as_str().to_string());
+        }
         reverify_rung(rung, fresh, &mut mismatches, &mut failing);
     }
     // issue 14: the three-way attribution, recomputed from each rung folder.
@@ -59,6 +74,19 @@ pub fn verify(dir: &Path) -> Result<VerifyOutcome, evidence::EvidenceError> {
         ));
     }
     let (mut rederived, mut not_rederived) = (Vec::new(), Vec::new());
+    if !spec_fields_unchecked.is_empty() {
+        not_rederived.push(format!(
+            "the role, description, subject and expected text of the assertions of {} (recorded by netprobe {}, this is {}: its embedded probes/*.toml may differ)",
+            spec_fields_unchecked.join(", "),
+            result.tool_version,
+            env!("CARGO_PKG_VERSION")
+        ));
+    } else if n_assert > 0 {
+        rederived.push(
+            "each assertion's role, description, subject and expected text (from the embedded probes/*.toml)"
+                .into(),
+        );
+    }
     for p in parts {
         mismatches.extend(p.mismatches);
         rederived.extend(p.checked);
@@ -110,6 +138,37 @@ fn artifact_mismatches(dir: &Path, result: &RunResult) -> Vec<String> {
         Err(e) => mismatches.push(format!("cannot list {}: {e}", dir.display())),
     }
     mismatches
+}
+
+/// The recorded assertions of `rung` against the ones the embedded probe spec gives (`fresh`):
+/// every recorded assertion is one of the spec's, and its role, description, subject and
+/// expected text are the spec's (the outcome — passed, observed — is compared by
+/// [`reverify_rung`]).
+fn spec_field_mismatches(rung: &RungResult, fresh: &[AssertionResult]) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in &rung.assertions {
+        let Some(a) = fresh.iter().find(|a| a.id == r.id) else {
+            out.push(format!(
+                "{}/{}: recorded, but not an assertion of the embedded probes/{}.toml",
+                rung.name, r.id, rung.name
+            ));
+            continue;
+        };
+        for (field, rec, spec) in [
+            ("role", &r.role, &a.role),
+            ("description", &r.description, &a.description),
+            ("subject", &r.subject, &a.subject),
+            ("expected", &r.expected, &a.expected),
+        ] {
+            if rec != spec {
+                out.push(format!(
+                    "{}/{}.{field}: recorded {rec:?}, the probe spec and evidence give {spec:?}",
+                    rung.name, r.id
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// Compares the re-evaluated assertions `fresh` of `rung` with the recorded ones and, for a

@@ -70,8 +70,9 @@ pub(crate) struct Verification {
     pub artifacts: usize,
     /// Fields re-derived from the files and compared.
     pub rederived: usize,
-    /// Recorded fields not re-derived (clock readings, live-only facts).
-    pub not_rederived: usize,
+    /// Recorded fields not re-derived (clock readings, live-only facts, what another netprobe
+    /// version recorded from its own embedded pins and probe specs), by name.
+    pub not_rederived: Vec<String>,
     /// Every mismatch, as `netprobe verify` prints it.
     pub mismatches: Vec<String>,
     /// The verdict the evidence gives, when it differs from the recorded one.
@@ -97,7 +98,7 @@ impl Verification {
                 assertions: o.assertions,
                 artifacts: o.artifacts,
                 rederived: o.rederived.len(),
-                not_rederived: o.not_rederived.len(),
+                not_rederived: o.not_rederived.clone(),
                 mismatches: o.mismatches.clone(),
                 verdict_from_evidence: (o.verdict.code != o.recorded.code)
                     .then(|| o.verdict.code.as_str()),
@@ -108,7 +109,7 @@ impl Verification {
                 assertions: 0,
                 artifacts: 0,
                 rederived: 0,
-                not_rederived: 0,
+                not_rederived: Vec::new(),
                 mismatches: Vec::new(),
                 verdict_from_evidence: None,
                 error: Some(e.clone()),
