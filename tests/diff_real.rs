@@ -1,6 +1,7 @@
 //! `netprobe diff` on real runs (root): the regression check for a new pin. Two runs with
 //! different CRIU binaries (4.1.1 and 4.2.1, both installed by host/setup.sh) name the change
-//! and keep the verdict (exit 0); a run whose verdict differs exits 1.
+//! and keep the verdict (exit 0); a run whose verdict differs exits 1; each side is verified
+//! first, and a side whose evidence does not reproduce its result fails the diff (exit 1).
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -75,6 +76,34 @@ fn diff_names_a_criu_change_and_a_verdict_change() {
         "{out}"
     );
     assert!(out.contains("timings"), "{out}");
+    assert!(
+        out.contains(&format!("verified: {} reproduces its result", ev("old")))
+            && out.contains(&format!("verified: {} reproduces its result", ev("new"))),
+        "both sides verified: {out}"
+    );
+
+    // A side whose evidence does not reproduce its result: the diff is printed, but the
+    // command fails naming that side.
+    let cp = Command::new("cp")
+        .args(["-a", &ev("new"), &ev("edited")])
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    let after = tmp.path().join("edited/criu/netstate-after.json");
+    let mut t = std::fs::read_to_string(&after).unwrap();
+    t.push('\n');
+    std::fs::write(&after, t).unwrap();
+    let o = run(&["diff", &ev("old"), &ev("edited")]);
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "NOT VERIFIED: {} does not reproduce",
+            ev("edited")
+        )) && err.contains("netstate-after.json"),
+        "{err}"
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains("verdict unchanged"));
 
     // A run whose verdict differs (the kernel rung alone cannot decide; kernel+criu either):
     // make one that decides: the whole ladder.

@@ -28,7 +28,9 @@ fn report_shows_whether_the_evidence_reproduces_the_result() {
     );
     assert!(!md.contains("NOT VERIFIED"), "{md}");
     assert!(
-        md.contains("Recorded but not re-derivable from the files, so not verified:\n- command, started"),
+        md.contains(
+            "Recorded but not re-derivable from the files, so not verified:\n- command, started"
+        ),
         "every field verify did not check is named: {md}"
     );
     // `verify` takes the result file for its folder, as `report` does.

@@ -2,7 +2,7 @@
 
 use super::{Execute, fail};
 use netprobe::exit::ExitClass;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Compare two runs (evidence folders or result files): verdict first. Exit 1 when the verdict changed.
@@ -21,6 +21,12 @@ impl Execute for DiffCmd {
         match diff_paths(&self.old, &self.new) {
             Ok(d) => {
                 super::out::raw(render_diff(&d));
+                // The diff compares what the two result files record: each side is verified
+                // against its own evidence, and one that does not reproduce fails the command.
+                let verified = [&self.old, &self.new].map(|p| verify_side(p));
+                if verified.contains(&false) {
+                    return ExitClass::Gate.into();
+                }
                 if d.verdict_changed() {
                     ExitClass::Gate.into()
                 } else {
@@ -28,6 +34,51 @@ impl Execute for DiffCmd {
                 }
             }
             Err(e) => fail(ExitClass::Usage, e),
+        }
+    }
+}
+
+/// Runs `netprobe verify` on one side (an evidence folder, or a result file's folder); prints
+/// on stdout that it reproduced, or on stderr that it did not (with the first mismatch) or
+/// could not be verified. Returns whether it reproduced.
+fn verify_side(path: &Path) -> bool {
+    let dir = if path.is_file() {
+        match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        }
+    } else {
+        path.to_path_buf()
+    };
+    match netprobe::probe::verify::verify(&dir) {
+        Ok(o) if o.reproduced() => {
+            super::out::line(format!(
+                "verified: {} reproduces its result ({} assertions, {} artifact hashes)",
+                dir.display(),
+                o.assertions,
+                o.artifacts
+            ));
+            true
+        }
+        Ok(o) => {
+            eprintln!(
+                "netprobe: NOT VERIFIED: {} does not reproduce its netprobe-result.json ({} mismatch(es), first: {}); the diff above compares what the result files record — run `netprobe verify {}`",
+                dir.display(),
+                o.mismatches.len(),
+                o.mismatches
+                    .first()
+                    .map(String::as_str)
+                    .unwrap_or("the verdict differs"),
+                dir.display()
+            );
+            false
+        }
+        Err(e) => {
+            eprintln!(
+                "netprobe: NOT VERIFIED: {} cannot be verified: {e}",
+                dir.display()
+            );
+            false
         }
     }
 }
