@@ -211,8 +211,28 @@ fn interrupted_or_failed_restore_removes_criu_lock_and_the_retry_succeeds() {
     );
     assert_eq!(lock_in(&h), Vec::<String>::new());
     assert_lock_evidence(&slot);
+    // `slot status` says which verb did not finish and the command that applies now.
+    let (_, out, _) = cli_slot("status", "75", &sd, &["--json"]);
+    let advice = serde_json::from_str::<serde_json::Value>(&out).unwrap()["advice"]
+        .as_str()
+        .unwrap_or_else(|| panic!("advice after an interrupted restore: {out}"))
+        .to_string();
+    assert!(
+        advice.contains("the last verb, restore, was interrupted")
+            && advice.contains(&format!(
+                "`netprobe slot restore --slot 75 --state-dir {}`",
+                sd.display()
+            )),
+        "{advice}"
+    );
     let (code, out, err) = cli_slot("restore", "75", &sd, &[]);
     assert_eq!(code, Some(0), "the retry after the interrupt: {err}{out}");
+    let (_, out, _) = cli_slot("status", "75", &sd, &["--json"]);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()["advice"],
+        serde_json::Value::Null,
+        "{out}"
+    );
 
     // Failed: the restore's CRIU hangs past a 3 s bound, with the lock planted beforehand.
     let (code, out, err) = cli_slot("snapshot", "75", &sd, &[]);

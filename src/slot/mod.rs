@@ -18,6 +18,7 @@
 //! [`net`], [`support`]. The runtime is reached only through [`crate::oci::RuntimeOps`] and
 //! [`crate::oci::Container`], so the gate order is unit-tested with a recording fake.
 
+mod advice;
 mod cgroup_procs;
 pub mod cgroups;
 pub mod checks;

@@ -63,7 +63,13 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
         "journal_entries": journal.len(),
         "last_journal_entry": journal.last(),
         "declared_differences": declared,
-        "advice": st.as_ref().and_then(|s| advice(s, &p)),
+        "advice": st.as_ref().and_then(|s| super::advice::advice(
+            s.phase,
+            &p,
+            super::advice::Container::from_status(live["container"]["status"].as_str().unwrap_or("")),
+            matches!(snap, Some(Ok(_))),
+            super::advice::last_verb(&p.evidence()),
+        )),
     });
     Ok(SlotOutcome {
         verb: Verb::Status,
@@ -128,18 +134,4 @@ pub(crate) fn unfinished_provision_advice(p: &SlotPaths) -> String {
         p.root.display(),
         p.evidence().display()
     )
-}
-
-/// The status document's `advice`: set for the phases whose next step is not the obvious one
-/// (a provision that did not finish: [`unfinished_provision_advice`]), else `None`.
-fn advice(st: &SlotState, p: &SlotPaths) -> Option<String> {
-    let phase = match st.phase {
-        Phase::Provisioning => "provisioning",
-        Phase::ProvisionFailed => "provision-failed",
-        _ => return None,
-    };
-    Some(format!(
-        "provision did not finish (phase {phase}); {}",
-        unfinished_provision_advice(p)
-    ))
 }

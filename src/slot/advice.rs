@@ -1,0 +1,226 @@
+//! `slot status`'s `advice`: for a slot whose last verb did not finish (interrupted or failed),
+//! which verb it was — from the newest evidence folder (`evidence/NNNN-verb`, with
+//! `interrupted.txt` or its `verb.json`) — and the one command that moves the slot on, chosen
+//! from what is true now (the container's runtime state, whether a complete snapshot exists),
+//! not from the phase alone. The phases whose next step is obvious get none.
+
+use super::layout::SlotPaths;
+use super::state::Phase;
+use std::path::Path;
+
+/// What status saw that the advice depends on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Container {
+    /// `runtime state` says running.
+    Running,
+    /// `runtime state` says it does not exist.
+    Absent,
+    /// Another status, or it could not be asked.
+    Other,
+}
+
+impl Container {
+    /// From the status document's `live.container.status`.
+    pub(crate) fn from_status(s: &str) -> Self {
+        match s {
+            "running" => Container::Running,
+            "absent" => Container::Absent,
+            _ => Container::Other,
+        }
+    }
+}
+
+/// The newest verb evidence folder's verb and how it ended: `(verb, "was interrupted" | "failed"
+/// | "finished" | "did not record its end")`, or `None` when there is none.
+pub(crate) fn last_verb(evidence: &Path) -> Option<(String, &'static str, String)> {
+    let mut dirs: Vec<_> = std::fs::read_dir(evidence)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    let d = dirs.pop()?;
+    let name = d.file_name()?.to_string_lossy().into_owned();
+    let verb = name.split_once('-').map(|(_, v)| v.to_string())?;
+    let how = if d.join(crate::evidence::dir::INTERRUPTED_FILE).is_file() {
+        "was interrupted"
+    } else {
+        match std::fs::read(d.join("verb.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        {
+            Some(v) if v["ok"] == true => "finished",
+            Some(_) => "failed",
+            None => "did not record its end",
+        }
+    };
+    Some((verb, how, d.display().to_string()))
+}
+
+/// The advice for `phase`, or `None` when the next step is the obvious one (ready, checkpointed,
+/// running, clean). `last`: [`last_verb`]; `snapshot_complete`: the `snapshot-complete` check
+/// passes now.
+pub(crate) fn advice(
+    phase: Phase,
+    p: &SlotPaths,
+    container: Container,
+    snapshot_complete: bool,
+    last: Option<(String, &'static str, String)>,
+) -> Option<String> {
+    let cmd = |verb: &str| {
+        format!(
+            "`netprobe slot {verb} --slot {} --state-dir {}`",
+            p.slot,
+            p.state_dir.display()
+        )
+    };
+    let what = match &last {
+        Some((verb, how, dir)) => format!("the last verb, {verb}, {how} (evidence {dir})"),
+        None => "no verb evidence was found".to_string(),
+    };
+    let give_up = format!(
+        "nothing can be restored: {} releases what is left; then provision another slot number",
+        cmd("cleanup")
+    );
+    let next = match phase {
+        Phase::Provisioning | Phase::ProvisionFailed => {
+            return Some(format!(
+                "provision did not finish (phase {}); {}",
+                phase_name(phase),
+                super::status::unfinished_provision_advice(p)
+            ));
+        }
+        Phase::Ready | Phase::Checkpointed | Phase::Running | Phase::Clean => return None,
+        Phase::Snapshotting | Phase::SnapshotFailed => match container {
+            Container::Running => format!(
+                "the container still runs: {} takes the snapshot again",
+                cmd("snapshot")
+            ),
+            Container::Absent if snapshot_complete => format!(
+                "the container is gone; the previous complete snapshot is kept: {} brings it back",
+                cmd("restore")
+            ),
+            Container::Absent => {
+                format!("the container is gone and no complete snapshot exists; {give_up}")
+            }
+            Container::Other => format!(
+                "the container's state is not known (see `live.container`); {} once it is absent, or {}",
+                cmd("restore"),
+                cmd("cleanup")
+            ),
+        },
+        Phase::Restoring | Phase::RestoreFailed => match (container, snapshot_complete) {
+            (_, false) => format!("no complete snapshot is left to restore; {give_up}"),
+            (Container::Running, true) => format!(
+                "a container runs but the restore's gates did not all pass: {} stops it and restores the snapshot again",
+                cmd("reset")
+            ),
+            (Container::Absent, true) => format!("{} runs it again", cmd("restore")),
+            (Container::Other, true) => format!(
+                "the container's state is not known (see `live.container`): {} stops whatever runs and restores the snapshot",
+                cmd("reset")
+            ),
+        },
+        Phase::Cleaning => format!(
+            "{} again releases what is left (each release is proven, a second run is harmless)",
+            cmd("cleanup")
+        ),
+    };
+    Some(format!(
+        "a verb did not finish (phase {}): {what}; {next}",
+        phase_name(phase)
+    ))
+}
+
+/// The phase as `state.json` spells it.
+fn phase_name(phase: Phase) -> String {
+    serde_json::to_value(phase)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_else(|| format!("{phase:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn paths() -> SlotPaths {
+        SlotPaths::new(Path::new("/var/lib/np"), 3)
+    }
+
+    #[test]
+    fn each_unfinished_phase_names_a_command_that_applies_now() {
+        let last = || {
+            Some((
+                "reset".to_string(),
+                "was interrupted",
+                "/e/0004-reset".to_string(),
+            ))
+        };
+        let a = |ph, c, s| advice(ph, &paths(), c, s, last()).unwrap();
+        let r = a(Phase::Restoring, Container::Absent, true);
+        assert!(
+            r.contains("phase restoring") && r.contains("reset, was interrupted"),
+            "{r}"
+        );
+        assert!(
+            r.contains("`netprobe slot restore --slot 3 --state-dir /var/lib/np`"),
+            "{r}"
+        );
+        let r = a(Phase::RestoreFailed, Container::Running, true);
+        assert!(r.contains("netprobe slot reset --slot 3"), "{r}");
+        let r = a(Phase::Restoring, Container::Absent, false);
+        assert!(
+            r.contains("netprobe slot cleanup") && r.contains("another slot number"),
+            "{r}"
+        );
+        let r = a(Phase::Snapshotting, Container::Running, true);
+        assert!(r.contains("netprobe slot snapshot --slot 3"), "{r}");
+        let r = a(Phase::SnapshotFailed, Container::Absent, true);
+        assert!(
+            r.contains("previous complete snapshot") && r.contains("slot restore"),
+            "{r}"
+        );
+        let r = a(Phase::SnapshotFailed, Container::Absent, false);
+        assert!(r.contains("slot cleanup"), "{r}");
+        let r = a(Phase::Cleaning, Container::Other, false);
+        assert!(
+            r.contains("slot cleanup --slot 3") && r.contains("again"),
+            "{r}"
+        );
+        let r = a(Phase::Provisioning, Container::Other, false);
+        assert!(r.contains("never re-provisioned in place"), "{r}");
+        for ph in [
+            Phase::Ready,
+            Phase::Checkpointed,
+            Phase::Running,
+            Phase::Clean,
+        ] {
+            assert_eq!(advice(ph, &paths(), Container::Running, true, last()), None);
+        }
+    }
+
+    #[test]
+    fn the_newest_verb_folder_says_how_it_ended() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(last_verb(&d.path().join("none")), None);
+        let mk = |n: &str| {
+            let p = d.path().join(n);
+            std::fs::create_dir_all(&p).unwrap();
+            p
+        };
+        let p = mk("0001-provision");
+        std::fs::write(p.join("verb.json"), r#"{"ok":true}"#).unwrap();
+        assert_eq!(last_verb(d.path()).unwrap().1, "finished");
+        let p = mk("0002-snapshot");
+        std::fs::write(p.join("verb.json"), r#"{"ok":false}"#).unwrap();
+        let (verb, how, _) = last_verb(d.path()).unwrap();
+        assert_eq!((verb.as_str(), how), ("snapshot", "failed"));
+        let p = mk("0003-reset");
+        std::fs::write(p.join("interrupted.txt"), "SIGINT").unwrap();
+        assert_eq!(last_verb(d.path()).unwrap().1, "was interrupted");
+        mk("0004-cleanup");
+        assert_eq!(last_verb(d.path()).unwrap().1, "did not record its end");
+    }
+}
