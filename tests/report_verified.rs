@@ -87,4 +87,34 @@ fn report_shows_whether_the_evidence_reproduces_the_result() {
         "{html}"
     );
     assert!(html.contains("<li>MISMATCH "), "{html}");
+
+    // A result verify refuses to read (another tool's): verify's own exit (2), and the page
+    // says it could not be verified.
+    let rf = ev.join("netprobe-result.json");
+    let text = std::fs::read_to_string(&rf).unwrap();
+    std::fs::write(
+        &rf,
+        text.replacen("\"tool\": \"netprobe\"", "\"tool\": \"other\"", 1),
+    )
+    .unwrap();
+    let v = netprobe(&["verify", evs]);
+    assert_eq!(
+        v.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&v.stderr)
+    );
+    let o = netprobe(&["report", evs, "--format", "md"]);
+    if o.status.code() != Some(2) {
+        panic!(
+            "report exit {:?}: {}",
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let md = std::fs::read_to_string(ev.join("report.md")).unwrap();
+    assert!(
+        md.contains("**NOT VERIFIED**: `netprobe verify` could not run on this folder"),
+        "{md}"
+    );
 }

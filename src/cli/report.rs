@@ -37,18 +37,33 @@ impl Execute for ReportCmd {
             Format::Html => netprobe::report::Format::Html,
         };
         use netprobe::report::{Verified, VerifyKind};
+        // Why verify could not run at all (then the exit is verify's own: usage, 2).
+        let could_not = std::cell::RefCell::new(None::<String>);
         let verify = |d: &std::path::Path, kind| {
-            Some(match kind {
+            let r = match kind {
                 VerifyKind::Run => netprobe::probe::verify::verify(d)
                     .map(|o| Verified::Run(Box::new(o)))
                     .map_err(|e| e.to_string()),
                 VerifyKind::Matrix => netprobe::matrix::table::verify_matrix(d)
                     .map(|(problems, parts)| Verified::Matrix { problems, parts }),
-            })
+            };
+            if let Err(e) = &r {
+                *could_not.borrow_mut() = Some(e.clone());
+            }
+            Some(r)
         };
         match netprobe::report::write_report_verified(&self.dir, f, verify) {
             Ok((p, reproduced)) => {
                 super::out::line(p.display().to_string());
+                if let Some(e) = could_not.borrow().as_ref() {
+                    return fail(
+                        ExitClass::Usage,
+                        format!(
+                            "{} cannot be verified ({e}); the report says NOT VERIFIED",
+                            self.dir.display()
+                        ),
+                    );
+                }
                 if reproduced == Some(false) {
                     eprintln!(
                         "netprobe: the evidence in {} does not reproduce what it records; the report says NOT VERIFIED (see `netprobe verify {}`)",
