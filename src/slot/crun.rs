@@ -100,8 +100,9 @@ fn procs(dir: &Path) -> Result<Vec<String>, String> {
 fn remove_empty_cgroup(dir: &Path) -> Result<(), String> {
     let pids = procs(dir)?;
     if !pids.is_empty() {
+        let list = pids.join(" ");
         return Err(format!(
-            "{} holds processes {pids:?}: not removed (stop them, then run cleanup again)",
+            "{} holds processes {list}: not removed (a container's init ignores SIGTERM: `kill -9 {list}`, then run cleanup again)",
             dir.display()
         ));
     }

@@ -437,8 +437,9 @@ pub fn check_owner(paths: &SlotPaths) -> Result<(OwnerMarker, String), (bool, St
             return Err((
                 true,
                 format!(
-                    "{} is missing: the directory is not a netprobe slot",
-                    owner.display()
+                    "{} is missing: the directory is not proven to be a netprobe slot, so nothing in it is touched; if netprobe made it, its evidence and journal (evidence/, journal.jsonl) say so: keep what you need, move {} away, and provision another slot number",
+                    owner.display(),
+                    paths.root.display()
                 ),
             ));
         }
@@ -473,6 +474,35 @@ pub fn check_owner(paths: &SlotPaths) -> Result<(OwnerMarker, String), (bool, St
     Ok((m, detail))
 }
 
+/// The processes other than this one that have `path` open (`/proc/PID/fd/*`), as
+/// `pid PID (comm)`, in pid order: who holds a slot lock (the verb and every runtime or CRIU
+/// process that inherited its descriptor).
+fn lock_holders(path: &Path) -> Vec<String> {
+    let me = std::process::id().to_string();
+    let path = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut out: Vec<(u32, String)> = Vec::new();
+    for e in fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Ok(pid) = name.parse::<u32>() else {
+            continue;
+        };
+        if name == me {
+            continue;
+        }
+        let holds = fs::read_dir(e.path().join("fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == path));
+        if holds {
+            let comm = fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+            out.push((pid, format!("pid {pid} ({})", comm.trim())));
+        }
+    }
+    out.sort();
+    out.into_iter().map(|(_, s)| s).collect()
+}
+
 /// The per-slot exclusive lock: `flock(LOCK_EX | LOCK_NB)` on `slot-N/lock`. A second verb on
 /// the same slot is refused, not queued. Released when dropped (or when the process dies).
 #[derive(Debug)]
@@ -499,8 +529,14 @@ impl SlotLock {
         if rc != 0 {
             let err = std::io::Error::last_os_error();
             if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                let holders = lock_holders(path);
+                let by = if holders.is_empty() {
+                    "another process (none found with it open now: it may have just ended)".into()
+                } else {
+                    holders.join(", ")
+                };
                 return Err(format!(
-                    "{} is held by another netprobe verb (or by a runtime it started); refused, not queued",
+                    "{} is held by {by} — another netprobe verb on this slot, or a runtime or CRIU it started; refused, not queued: wait for it to end (`netprobe slot status` shows `busy` until then) and run the verb again; if it hangs, stop it (`kill` the netprobe pid: it releases what it started)",
                     path.display()
                 ));
             }
@@ -578,6 +614,29 @@ pub fn journal_read(path: &Path) -> Vec<JournalEntry> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_held_lock_names_the_processes_holding_it() {
+        let d = tempfile::tempdir().unwrap();
+        let lock = d.path().join("lock");
+        let held = SlotLock::acquire(&lock).unwrap();
+        // A child that inherited the descriptor (as the runtime does) holds it too.
+        let mut child = held.inherited_by_children(|| {
+            std::process::Command::new("sleep")
+                .arg("5")
+                .stdin(std::fs::File::open(&lock).unwrap())
+                .spawn()
+                .unwrap()
+        });
+        let e = SlotLock::acquire(&lock).unwrap_err();
+        assert!(
+            e.contains(&format!("pid {} (sleep)", child.id())) && e.contains("refused, not queued"),
+            "{e}"
+        );
+        assert!(e.contains("netprobe slot status"), "{e}");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
 
     #[test]
     fn concurrent_creations_of_one_new_state_dir_all_take_it() {

@@ -29,12 +29,12 @@ pub(crate) fn snapshot(run: &mut VerbRun, st: &mut SlotState) -> Result<String, 
         Ok(Some(s)) if s == "running" => Ok(format!("runtime state {id}: running")),
         Ok(Some(s)) => Err(format!("runtime state {id}: {s}, need running")),
         Ok(None) => Err(format!(
-            "runtime state {id}: does not exist (nothing to snapshot; phase {:?}): {}",
+            "runtime state {id}: the runtime has no such container (nothing it can checkpoint; phase {:?}): {}",
             st.phase,
             if st.snapshot.is_some() {
                 "run `netprobe slot restore` (or `reset`) first, then snapshot the running container"
             } else {
-                "the container is gone without a snapshot; `netprobe slot cleanup` this slot and provision another"
+                "no snapshot exists to restore one from; `netprobe slot cleanup` this slot (it names any process still left in the container's cgroup) and provision another"
             }
         )),
         Err(e) => Err(e),

@@ -247,8 +247,8 @@ fn snapshot_never_checkpoints_an_unmounted_overlay() {
     let e = r.unwrap_err();
     assert_eq!(e.gate.as_deref(), Some("container-running"));
     assert!(
-        e.to_string()
-            .contains("the container is gone without a snapshot"),
+        e.to_string().contains("the runtime has no such container")
+            && e.to_string().contains("no snapshot exists"),
         "{e}"
     );
     let f = existing(true, Phase::Checkpointed);
