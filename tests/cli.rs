@@ -286,3 +286,24 @@ fn verify_of_a_slot_folder_points_to_report() {
         );
     }
 }
+
+/// `doctor` says what a `$CRIU_CONFIG_FILE` naming no file is: set, no such file (CRIU would
+/// skip it), refused as a request to configure CRIU — not "present".
+#[test]
+fn doctor_names_a_criu_config_variable_without_a_file() {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_netprobe"))
+        .arg("doctor")
+        .env("CRIU_CONFIG_FILE", "/nonexistent/netprobe-test.conf")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let line = out
+        .lines()
+        .find(|l| l.contains("no CRIU config file"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        line.contains("CRIU_CONFIG_FILE=/nonexistent/netprobe-test.conf is set (no such file: CRIU would skip it")
+            && !line.contains("present:"),
+        "{line}"
+    );
+}

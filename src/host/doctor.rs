@@ -220,16 +220,35 @@ fn criu_config_prereq() -> Prereq {
             "none of /etc/criu/default.conf, ~/.criu/default.conf, /etc/criu/runc.conf, $CRIU_CONFIG_FILE".to_string()
         } else {
             format!(
-                "present: {} (CRIU config files silently change checkpoint behaviour)",
+                "{} (CRIU config files silently change checkpoint behaviour)",
                 files
                     .iter()
-                    .map(|f| f.display().to_string())
+                    .map(|f| config_entry(f))
                     .collect::<Vec<_>>()
                     .join(", ")
             )
         },
         &fix,
     )
+}
+
+/// One entry of the CRIU-config line: a file that is present, or `$CRIU_CONFIG_FILE` as set —
+/// saying when it names no file (CRIU skips a config file it cannot open, `parse_config()` in
+/// criu/config.c; netprobe still refuses the variable: setting it asks to configure CRIU).
+fn config_entry(f: &Path) -> String {
+    let from_env =
+        std::env::var_os(crate::criu::CRIU_CONFIG_ENV).is_some_and(|v| Path::new(&v) == f);
+    match (from_env, f.exists()) {
+        (true, true) => format!(
+            "CRIU_CONFIG_FILE={} is set and the file exists",
+            f.display()
+        ),
+        (true, false) => format!(
+            "CRIU_CONFIG_FILE={} is set (no such file: CRIU would skip it, but netprobe refuses the variable as a request to configure CRIU)",
+            f.display()
+        ),
+        (false, _) => format!("present: {}", f.display()),
+    }
 }
 
 /// The OCI runtime at `runtime`, with its version.
