@@ -46,6 +46,14 @@ pub fn doctor(criu: &Path, runtime: &Path) -> Vec<Prereq> {
         "run netprobe with sudo",
     ));
     out.extend(criu_prereqs(criu));
+    if let Ok(f) = binary_facts(criu, BinaryKind::Criu) {
+        out.push(inet_socket_prereq(
+            &f.version,
+            &nix::sys::utsname::uname()
+                .map(|u| u.release().to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        ));
+    }
     out.push(criu_config_prereq());
     out.push(tool_row(&IPTABLES));
     out.push(tool_row(&NFT));
@@ -194,6 +202,46 @@ fn criu_prereqs(criu: &Path) -> [Prereq; 2] {
             ),
         ],
     }
+}
+
+/// The first two numeric components of a version (`4.1.1` → (4, 1), `6.18.0-1-amd64` → (6, 18)).
+fn major_minor(v: &str) -> Option<(u32, u32)> {
+    let mut it = v
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty());
+    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+}
+
+/// Whether CRIU `criu_version` fails to dump a process holding an inet socket on kernel
+/// `kernel_release`: CRIU before 4.2 treats `SO_PASSCRED` on an inet socket as fatal, and
+/// kernels from 6.16 refuse it there (`Can't get 1:16 opt`; README, "Debian 12's own criu").
+/// Unknown versions: false (nothing claimed).
+pub fn criu_inet_sockets_fail(criu_version: &str, kernel_release: &str) -> bool {
+    match (major_minor(criu_version), major_minor(kernel_release)) {
+        (Some(c), Some(k)) => c < (4, 2) && k >= (6, 16),
+        _ => false,
+    }
+}
+
+/// Optional: CRIU can dump inet sockets on this kernel (the slot driver's guest server holds
+/// one; the ladder's rungs do not).
+fn inet_socket_prereq(criu_version: &str, kernel_release: &str) -> Prereq {
+    let fails = criu_inet_sockets_fail(criu_version, kernel_release);
+    prereq(
+        "criu inet sockets",
+        false,
+        !fails,
+        if fails {
+            format!(
+                "CRIU {criu_version} on kernel {kernel_release}: cannot dump a process holding an inet socket (kernels >= 6.16 refuse SO_PASSCRED there and CRIU < 4.2 treats that as fatal: `Can't get 1:16 opt`); the ladder is unaffected, the slot driver's guest server cannot be checkpointed"
+            )
+        } else {
+            format!(
+                "CRIU {criu_version} on kernel {kernel_release}: not in the range where inet sockets cannot be dumped (CRIU < 4.2 on kernels >= 6.16)"
+            )
+        },
+        "use CRIU 4.2 or later (e.g. --criu /opt/criu-4.2.1/sbin/criu, built by host/setup.sh)",
+    )
 }
 
 /// No CRIU config file (they silently change checkpoint behaviour).
@@ -445,4 +493,27 @@ fn elf_has_no_interp(b: &[u8]) -> Result<bool, ElfError> {
         }
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inet_socket_limit_is_criu_before_4_2_on_kernels_from_6_16() {
+        assert!(criu_inet_sockets_fail("4.1.1", "6.18.0-1-amd64"));
+        assert!(criu_inet_sockets_fail("4.1", "6.16.0"));
+        assert!(criu_inet_sockets_fail("3.17.1", "7.0.1"));
+        assert!(!criu_inet_sockets_fail("4.2.1", "6.18.0"));
+        assert!(!criu_inet_sockets_fail("4.3", "6.18.0"));
+        assert!(!criu_inet_sockets_fail("4.1.1", "6.15.9"));
+        assert!(!criu_inet_sockets_fail("unknown", "6.18.0"));
+        let p = inet_socket_prereq("4.1.1", "6.18.0");
+        assert!(!p.found && !p.required, "a warning, not a refusal: {p:?}");
+        assert!(
+            p.detail.contains("Can't get 1:16 opt") && p.fix.contains("4.2"),
+            "{p:?}"
+        );
+        assert!(inet_socket_prereq("4.3", "6.18.0").found);
+    }
 }
