@@ -82,7 +82,7 @@ pub enum ReportError {
     },
     /// The report could not be written.
     #[error(
-        "{path}: cannot write the report ({source}); check that the evidence directory is writable and the disk is not full"
+        "{path}: cannot write the report ({source}); the report is written beside the evidence it links to: make the folder writable, or copy it (`cp -a DIR COPY`, which keeps every file and its hash) and report the copy; check also that the disk is not full"
     )]
     Write {
         /// The file being written (the temporary name or the final one).
