@@ -108,11 +108,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_left_process_is_named_with_the_way_on() {
-        let d = tempfile::tempdir().unwrap();
-        let (rt, cr) = (d.path().join("runc"), d.path().join("criu"));
-        std::fs::write(&rt, b"runtime").unwrap();
-        std::fs::write(&cr, b"criu").unwrap();
-        let mut st = super::super::checks::tests::state_with_self_holder(d.path(), &rt, &cr);
+        let (d, mut st) = super::super::checks::tests::fixture();
         st.cgroup = Some(fake_cgroup(d.path(), ""));
         let ok = no_container_procs(&st).unwrap();
         assert!(
@@ -146,11 +142,7 @@ pub(crate) mod tests {
 
     #[test]
     fn no_read_back_proves_nothing() {
-        let d = tempfile::tempdir().unwrap();
-        let (rt, cr) = (d.path().join("runc"), d.path().join("criu"));
-        std::fs::write(&rt, b"runtime").unwrap();
-        std::fs::write(&cr, b"criu").unwrap();
-        let mut st = super::super::checks::tests::state_with_self_holder(d.path(), &rt, &cr);
+        let (d, mut st) = super::super::checks::tests::fixture();
         st.cgroup = None;
         let e = no_container_procs(&st).unwrap_err();
         assert!(e.contains("no cgroup read-back"), "{e}");

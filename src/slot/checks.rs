@@ -459,7 +459,8 @@ pub(crate) mod tests {
         st.snapshot.as_mut().unwrap().manifest_sha256 = Some(sha256_hex(b.as_bytes()));
     }
 
-    fn fixture() -> (tempfile::TempDir, SlotState) {
+    /// A temporary folder with two small "binaries" and a state whose holder is this process.
+    pub(crate) fn fixture() -> (tempfile::TempDir, SlotState) {
         let d = tempfile::tempdir().unwrap();
         let (rt, cr) = (d.path().join("runc"), d.path().join("criu"));
         fs::write(&rt, b"runtime").unwrap();
