@@ -142,7 +142,7 @@ pub(crate) mod tests {
 
     #[test]
     fn no_read_back_proves_nothing() {
-        let (d, mut st) = super::super::checks::tests::fixture();
+        let (_d, mut st) = super::super::checks::tests::fixture();
         st.cgroup = None;
         let e = no_container_procs(&st).unwrap_err();
         assert!(e.contains("no cgroup read-back"), "{e}");
