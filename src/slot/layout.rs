@@ -18,11 +18,11 @@
 //! ```
 
 use super::error::SlotError;
+pub use super::lock::SlotLock;
 use super::support;
 use serde::{Deserialize, Serialize};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -474,88 +474,6 @@ pub fn check_owner(paths: &SlotPaths) -> Result<(OwnerMarker, String), (bool, St
     Ok((m, detail))
 }
 
-/// The processes other than this one that have `path` open (`/proc/PID/fd/*`), as
-/// `pid PID (comm)`, in pid order: who holds a slot lock (the verb and every runtime or CRIU
-/// process that inherited its descriptor).
-fn lock_holders(path: &Path) -> Vec<String> {
-    let me = std::process::id().to_string();
-    let path = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    let mut out: Vec<(u32, String)> = Vec::new();
-    for e in fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Ok(pid) = name.parse::<u32>() else {
-            continue;
-        };
-        if name == me {
-            continue;
-        }
-        let holds = fs::read_dir(e.path().join("fd"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == path));
-        if holds {
-            let comm = fs::read_to_string(e.path().join("comm")).unwrap_or_default();
-            out.push((pid, format!("pid {pid} ({})", comm.trim())));
-        }
-    }
-    out.sort();
-    out.into_iter().map(|(_, s)| s).collect()
-}
-
-/// The per-slot exclusive lock: `flock(LOCK_EX | LOCK_NB)` on `slot-N/lock`. A second verb on
-/// the same slot is refused, not queued. Released when dropped (or when the process dies).
-#[derive(Debug)]
-pub struct SlotLock {
-    file: File,
-}
-
-impl SlotLock {
-    /// Takes the lock without blocking.
-    ///
-    /// Errors: `Err(detail)` when another process holds it (`EWOULDBLOCK`) or the file cannot be opened.
-    pub fn acquire(path: &Path) -> Result<SlotLock, String> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(path)
-            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-        // SAFETY: flock on a valid, owned file descriptor.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc != 0 {
-            let err = std::io::Error::last_os_error();
-            if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                let holders = lock_holders(path);
-                let by = if holders.is_empty() {
-                    "another process (none found with it open now: it may have just ended)".into()
-                } else {
-                    holders.join(", ")
-                };
-                return Err(format!(
-                    "{} is held by {by} — another netprobe verb on this slot, or a runtime or CRIU it started; refused, not queued: wait for it to end (`netprobe slot status` shows `busy` until then) and run the verb again; if it hangs, stop it (`kill` the netprobe pid: it releases what it started)",
-                    path.display()
-                ));
-            }
-            return Err(format!("flock {}: {err}", path.display()));
-        }
-        Ok(SlotLock { file })
-    }
-
-    /// Runs `f` so that every process tree `f` starts on this thread (the runtime and CRIU during
-    /// checkpoint and restore, through [`crate::proc::run_tree`]) inherits the lock's file
-    /// descriptor and keeps the slot locked until it exits, even when netprobe itself is killed
-    /// ([`crate::proc::with_inherited_fd`]: only those children; the descriptor stays
-    /// close-on-exec in netprobe, so a child another thread starts meanwhile does not hold it).
-    pub fn inherited_by_children<T>(&self, f: impl FnOnce() -> T) -> T {
-        use std::os::fd::AsFd;
-        crate::proc::with_inherited_fd(self.file.as_fd(), f)
-    }
-}
-
 /// One line of the slot journal (`journal.jsonl`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct JournalEntry {
@@ -614,29 +532,6 @@ pub fn journal_read(path: &Path) -> Vec<JournalEntry> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_held_lock_names_the_processes_holding_it() {
-        let d = tempfile::tempdir().unwrap();
-        let lock = d.path().join("lock");
-        let held = SlotLock::acquire(&lock).unwrap();
-        // A child that inherited the descriptor (as the runtime does) holds it too.
-        let mut child = held.inherited_by_children(|| {
-            std::process::Command::new("sleep")
-                .arg("5")
-                .stdin(std::fs::File::open(&lock).unwrap())
-                .spawn()
-                .unwrap()
-        });
-        let e = SlotLock::acquire(&lock).unwrap_err();
-        assert!(
-            e.contains(&format!("pid {} (sleep)", child.id())) && e.contains("refused, not queued"),
-            "{e}"
-        );
-        assert!(e.contains("netprobe slot status"), "{e}");
-        child.kill().unwrap();
-        child.wait().unwrap();
-    }
 
     #[test]
     fn concurrent_creations_of_one_new_state_dir_all_take_it() {

@@ -32,6 +32,7 @@ pub mod error;
 mod fidelity;
 pub mod gate;
 pub mod layout;
+mod lock;
 pub mod mounts;
 pub mod net;
 pub mod partition;

@@ -1,0 +1,171 @@
+//! The per-slot exclusive lock (`slot-N/lock`, `flock`): a second verb on a slot is refused,
+//! not queued, naming who holds it; a runtime or CRIU the verb starts keeps it while it runs.
+
+use std::fs::{self, File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+/// A process other than this one that has a slot lock open (`/proc/PID/fd/*`).
+struct LockHolder {
+    pid: u32,
+    comm: String,
+    /// A child of this process that has not exec'd yet (same executable): it inherited the
+    /// descriptor at `fork` from another thread of this process and drops it at `exec`
+    /// (the descriptor is close-on-exec).
+    forking: bool,
+}
+
+/// Who holds the slot lock at `path` (the verb and every runtime or CRIU process that inherited
+/// its descriptor), in pid order.
+fn lock_holders(path: &Path) -> Vec<LockHolder> {
+    let me = std::process::id();
+    let my_exe = fs::read_link("/proc/self/exe").ok();
+    let path = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut out = Vec::new();
+    for e in fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let holds = fs::read_dir(e.path().join("fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == path));
+        if !holds {
+            continue;
+        }
+        let status = fs::read_to_string(e.path().join("status")).unwrap_or_default();
+        let ppid = status
+            .lines()
+            .find_map(|l| l.strip_prefix("PPid:"))
+            .and_then(|v| v.trim().parse::<u32>().ok());
+        let exe = fs::read_link(e.path().join("exe")).ok();
+        out.push(LockHolder {
+            pid,
+            comm: fs::read_to_string(e.path().join("comm"))
+                .unwrap_or_default()
+                .trim()
+                .to_string(),
+            forking: ppid == Some(me) && exe.is_some() && exe == my_exe,
+        });
+    }
+    out.sort_by_key(|h| h.pid);
+    out
+}
+
+/// The per-slot exclusive lock: `flock(LOCK_EX | LOCK_NB)` on `slot-N/lock`. A second verb on
+/// the same slot is refused, not queued. Released when dropped (or when the process dies).
+#[derive(Debug)]
+pub struct SlotLock {
+    file: File,
+}
+
+impl SlotLock {
+    /// Takes the lock without blocking.
+    ///
+    /// Errors: `Err(detail)` when another process holds it (`EWOULDBLOCK`) or the file cannot be opened.
+    pub fn acquire(path: &Path) -> Result<SlotLock, String> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        // A child another thread of this process is forking holds the lock until its exec
+        // (bounded wait); anything else holding it refuses at once.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(500);
+        loop {
+            // SAFETY: flock on a valid, owned file descriptor.
+            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            if rc == 0 {
+                return Ok(SlotLock { file });
+            }
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                return Err(format!("flock {}: {err}", path.display()));
+            }
+            let mut holders = lock_holders(path);
+            // Another descriptor of this very process (a verb already running in it).
+            let mine = fs::canonicalize(path).ok().map(|p| {
+                fs::read_dir("/proc/self/fd")
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .filter(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == p))
+                    .count()
+            });
+            if mine.is_some_and(|n| n > 1) {
+                holders.insert(
+                    0,
+                    LockHolder {
+                        pid: std::process::id(),
+                        comm: "this netprobe process".into(),
+                        forking: false,
+                    },
+                );
+            }
+            let transient = holders.iter().all(|h| h.forking);
+            if !transient || std::time::Instant::now() > deadline {
+                let by = if holders.is_empty() {
+                    "another process (none found with it open now: it may have just ended)".into()
+                } else {
+                    holders
+                        .iter()
+                        .map(|h| format!("pid {} ({})", h.pid, h.comm))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                return Err(format!(
+                    "{} is held by {by} — another netprobe verb on this slot, or a runtime or CRIU it started; refused, not queued: wait for it to end (`netprobe slot status` shows `busy` until then) and run the verb again; if it hangs, stop it (`kill` the netprobe pid: it releases what it started)",
+                    path.display()
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+
+    /// Runs `f` so that every process tree `f` starts on this thread (the runtime and CRIU during
+    /// checkpoint and restore, through [`crate::proc::run_tree`]) inherits the lock's file
+    /// descriptor and keeps the slot locked until it exits, even when netprobe itself is killed
+    /// ([`crate::proc::with_inherited_fd`]: only those children; the descriptor stays
+    /// close-on-exec in netprobe, so a child another thread starts meanwhile does not hold it).
+    pub fn inherited_by_children<T>(&self, f: impl FnOnce() -> T) -> T {
+        use std::os::fd::AsFd;
+        crate::proc::with_inherited_fd(self.file.as_fd(), f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_held_lock_names_the_processes_holding_it() {
+        let d = tempfile::tempdir().unwrap();
+        let lock = d.path().join("lock");
+        let held = SlotLock::acquire(&lock).unwrap();
+        // A child that inherited the descriptor (as the runtime does) holds it too.
+        let mut child = held.inherited_by_children(|| {
+            std::process::Command::new("sleep")
+                .arg("5")
+                .stdin(std::fs::File::open(&lock).unwrap())
+                .spawn()
+                .unwrap()
+        });
+        let e = SlotLock::acquire(&lock).unwrap_err();
+        assert!(
+            e.contains(&format!("pid {} (sleep)", child.id())) && e.contains("refused, not queued"),
+            "{e}"
+        );
+        assert!(e.contains("netprobe slot status"), "{e}");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}
