@@ -313,6 +313,7 @@ fn lifecycle_faults() {
     let o = ok(Verb::Reset, "11", &sd);
     assert!(gate(&o, "upper-copy").proven);
     assert!(gate(&o, "cgroup-empty").proven);
+    assert!(gate(&o, "netns-empty").proven);
 
     // The runtime loses track of the running container (its root entry moved away): restore
     // and reset refuse to bring up a second one beside it, naming its pid.
@@ -329,6 +330,44 @@ fn lifecycle_faults() {
                 .contains(&format!("processes {} still run", init.trim())),
             "{e}"
         );
+    }
+    // The lost container's init moved out of its cgroups too (to each hierarchy's root):
+    // the cgroup is empty, but the process still shares the holder's network namespace and
+    // its port: `netns-empty` refuses, naming it.
+    let own = std::fs::read_to_string(format!("/proc/{}/cgroup", init.trim())).unwrap();
+    let dirs = s
+        .cgroup
+        .as_ref()
+        .and_then(|c| c.last_readback.as_ref())
+        .unwrap()
+        .container_dirs()
+        .unwrap();
+    let mut moved = Vec::new();
+    for d in &dirs {
+        let rel = own
+            .lines()
+            .filter_map(|l| l.splitn(3, ':').nth(2))
+            .map(|p| p.trim_start_matches('/'))
+            .find(|p| !p.is_empty() && d.ends_with(p))
+            .unwrap_or_else(|| panic!("{} is not in {own}", d.display()));
+        let root = d
+            .ancestors()
+            .nth(std::path::Path::new(rel).components().count())
+            .unwrap();
+        std::fs::write(root.join("cgroup.procs"), init.trim()).unwrap();
+        moved.push(d.clone());
+    }
+    for verb in [Verb::Restore, Verb::Reset] {
+        let e = err(&args(verb, "11", &sd));
+        assert_gate_err(&e, "11", "netns-empty", 1);
+        assert!(
+            e.message.contains(&format!("processes {} (", init.trim()))
+                && e.message.contains("beside the holder"),
+            "{e}"
+        );
+    }
+    for d in &moved {
+        std::fs::write(d.join("cgroup.procs"), init.trim()).unwrap();
     }
     std::fs::rename(&aside, &entry).unwrap();
 

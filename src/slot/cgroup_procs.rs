@@ -1,6 +1,8 @@
-//! The processes left in a slot container's cgroup directories: the proof that no process of
-//! the container runs when the runtime says it has no container (its root entry was removed,
-//! or it lost track), checked before a restore brings a second one up.
+//! The processes a slot container may have left behind: in its cgroup directories, or in the
+//! slot's network namespace. The proof that no process of the container runs when the runtime
+//! says it has no container (its root entry was removed, or it lost track), checked before a
+//! restore brings a second one up. A process moved out of the container's cgroups still shares
+//! the holder's network namespace (and its port), so both are checked.
 
 use super::state::SlotState;
 use std::path::{Path, PathBuf};
@@ -46,6 +48,131 @@ pub(crate) fn no_container_procs(st: &SlotState) -> Result<String, String> {
             .join(", "),
         st.container_id
     ))
+}
+
+/// No process but the holder is in the slot's network namespace (the holder's recorded netns
+/// inode), read from every `<proc_root>/PID/ns/net` (`/proc`): `Ok` with the detail; `Err` names the pids and
+/// their `comm` with the way on, or says why it cannot be told (no holder recorded, `/proc`
+/// unreadable): fail closed. A process that ends during the scan is not counted.
+pub(crate) fn no_netns_strangers(st: &SlotState, proc_root: &Path) -> Result<String, String> {
+    let holder = st
+        .holder
+        .as_ref()
+        .ok_or("state.json records no holder: the slot's network namespace is unknown")?;
+    let mark = netns_mark(proc_root, holder.pid)?;
+    if mark.ns_inode != holder.netns_inode {
+        return Err(format!(
+            "pid {} is in network namespace {}, not the holder's recorded {}",
+            holder.pid, mark.ns_inode, holder.netns_inode
+        ));
+    }
+    let others = netns_members(proc_root, mark, &[holder.pid, std::process::id() as i32])?;
+    if others.is_empty() {
+        return Ok(format!(
+            "no process but the holder (pid {}) in the slot's network namespace (inode {})",
+            holder.pid, holder.netns_inode
+        ));
+    }
+    // At most 20 named (a wrong namespace could hold every process of the host).
+    const SHOWN: usize = 20;
+    let more = match others.len().saturating_sub(SHOWN) {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    let shown = &others[..others.len().min(SHOWN)];
+    let pids = shown
+        .iter()
+        .map(|(p, _)| p.to_string())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let named = shown
+        .iter()
+        .map(|(p, c)| format!("{p} ({c})"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Err(format!(
+        "processes {named}{more} run in the slot's network namespace (inode {}) beside the holder (pid {}) though the runtime has no container {}: a container the runtime lost track of (its processes moved out of its cgroup, or its state removed) would share the restored one's network and port; stop them (`kill -9 {pids}`{more}) or `netprobe slot cleanup` this slot",
+        holder.netns_inode, holder.pid, st.container_id
+    ))
+}
+
+/// One network namespace, as `/proc` shows it: the `st_ino` of a member's `ns/net` and of its
+/// `net/dev` (procfs allocates the `net/` entries once per namespace, from the same inode
+/// space: two processes see the same `net/dev` inode iff they share the namespace).
+#[derive(Debug, Clone, Copy)]
+struct NetnsMark {
+    ns_inode: u64,
+    net_dev_inode: u64,
+}
+
+/// The processes under `proc_root` (`/proc`) in the namespace `mark`, except `except`, as
+/// (pid, comm), in pid order. `ns/net` is read first; where reading it is refused (`EACCES`:
+/// a process such as this machine's pid 1 that `ptrace` access rules hide), `net/dev`'s inode
+/// decides. A process that is gone (or a zombie, whose namespace links are gone) is skipped.
+///
+/// Errors: `proc_root` unreadable, or a process whose namespace cannot be told either way.
+fn netns_members(
+    proc_root: &Path,
+    mark: NetnsMark,
+    except: &[i32],
+) -> Result<Vec<(i32, String)>, String> {
+    use std::os::unix::fs::MetadataExt;
+    let rd = std::fs::read_dir(proc_root)
+        .map_err(|e| format!("cannot read {}: {e}", proc_root.display()))?;
+    let gone =
+        |e: &std::io::Error| matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ESRCH));
+    let mut out = Vec::new();
+    for e in rd.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if except.contains(&pid) {
+            continue;
+        }
+        let ns = e.path().join("ns/net");
+        let member = match std::fs::metadata(&ns) {
+            Ok(m) => m.ino() == mark.ns_inode,
+            Err(err) if gone(&err) => continue,
+            Err(err) if err.raw_os_error() == Some(libc::EACCES) => {
+                let dev = e.path().join("net/dev");
+                match std::fs::metadata(&dev) {
+                    Ok(m) => m.ino() == mark.net_dev_inode,
+                    Err(err) if gone(&err) => continue,
+                    Err(e2) => {
+                        return Err(format!(
+                            "cannot tell the network namespace of pid {pid}: {}: {err}; {}: {e2}",
+                            ns.display(),
+                            dev.display()
+                        ));
+                    }
+                }
+            }
+            Err(err) => return Err(format!("cannot read {}: {err}", ns.display())),
+        };
+        if member {
+            let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+            out.push((pid, comm.trim().to_string()));
+        }
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
+/// The [`NetnsMark`] of process `pid` under `proc_root`.
+///
+/// Errors: `ns/net` or `net/dev` of `pid` unreadable (the process is gone).
+fn netns_mark(proc_root: &Path, pid: i32) -> Result<NetnsMark, String> {
+    use std::os::unix::fs::MetadataExt;
+    let ino = |rel: &str| {
+        let p = proc_root.join(pid.to_string()).join(rel);
+        std::fs::metadata(&p)
+            .map(|m| m.ino())
+            .map_err(|e| format!("cannot read {}: {e}", p.display()))
+    };
+    Ok(NetnsMark {
+        ns_inode: ino("ns/net")?,
+        net_dev_inode: ino("net/dev")?,
+    })
 }
 
 /// The pids in `dir/cgroup.procs`; none when `dir` does not exist.
@@ -138,6 +265,94 @@ pub(crate) mod tests {
         let plain = d.path().join("plain");
         std::fs::create_dir(&plain).unwrap();
         assert!(procs(&plain).unwrap_err().contains("cannot read"));
+    }
+
+    #[test]
+    fn netns_members_finds_the_processes_in_one_namespace() {
+        // This test process and a child in its netns (the host's, with pid 1 in it too, whose
+        // ns/net is refused here: net/dev decides); a namespace nobody is in.
+        let me = std::process::id() as i32;
+        let proc_root = Path::new("/proc");
+        let mark = netns_mark(proc_root, me).unwrap();
+        assert_eq!(mark.ns_inode, crate::ns::own_netns_inode().unwrap());
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let found = netns_members(proc_root, mark, &[me]).unwrap();
+        assert!(
+            found
+                .iter()
+                .any(|(p, c)| *p == child.id() as i32 && c == "sleep"),
+            "{found:?}"
+        );
+        assert!(!found.iter().any(|(p, _)| *p == me), "{found:?}");
+        let elsewhere = NetnsMark {
+            ns_inode: 1,
+            net_dev_inode: 1,
+        };
+        let none = netns_members(proc_root, elsewhere, &[]).unwrap();
+        assert!(none.is_empty(), "{none:?}");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let e = netns_members(Path::new("/nonexistent-proc"), mark, &[]).unwrap_err();
+        assert!(e.contains("cannot read"), "{e}");
+    }
+
+    #[test]
+    fn a_stranger_in_the_holders_netns_is_named() {
+        let (_d, mut st) = super::super::checks::tests::fixture();
+        st.holder = None;
+        assert!(
+            no_netns_strangers(&st, Path::new("/proc"))
+                .unwrap_err()
+                .contains("no holder")
+        );
+        // A /proc with the holder (pid 100) and processes in its namespace (links to this
+        // process's own namespace files: no root needed).
+        let d = tempfile::tempdir().unwrap();
+        let add = |pid: i32, comm: &str| {
+            let p = d.path().join(pid.to_string());
+            std::fs::create_dir_all(p.join("ns")).unwrap();
+            std::fs::create_dir_all(p.join("net")).unwrap();
+            std::os::unix::fs::symlink("/proc/self/ns/net", p.join("ns/net")).unwrap();
+            std::os::unix::fs::symlink("/proc/self/net/dev", p.join("net/dev")).unwrap();
+            std::fs::write(p.join("comm"), format!("{comm}\n")).unwrap();
+        };
+        add(100, "netprobe");
+        let holder = crate::ns::ProcessIdentity {
+            pid: 100,
+            start_time: 0,
+            netns_inode: crate::ns::own_netns_inode().unwrap(),
+        };
+        st.holder = Some(holder);
+        let ok = no_netns_strangers(&st, d.path()).unwrap();
+        assert!(ok.contains("no process but the holder (pid 100)"), "{ok}");
+        add(200, "sleep");
+        let e = no_netns_strangers(&st, d.path()).unwrap_err();
+        assert!(e.contains("processes 200 (sleep) run"), "{e}");
+        assert!(
+            e.contains("`kill -9 200`") && e.contains("netprobe slot cleanup"),
+            "{e}"
+        );
+        // Many: 20 named, the rest counted.
+        for pid in 201..225 {
+            add(pid, "x");
+        }
+        let e = no_netns_strangers(&st, d.path()).unwrap_err();
+        assert!(e.contains("219 (x) and 5 more run"), "{e}");
+        assert!(!e.contains("220 (x)"), "{e}");
+        // The recorded inode is not the holder's namespace: refused.
+        st.holder = Some(crate::ns::ProcessIdentity {
+            netns_inode: 1,
+            ..holder
+        });
+        let e = no_netns_strangers(&st, d.path()).unwrap_err();
+        assert!(e.contains("not the holder's recorded 1"), "{e}");
+        // The holder gone: cannot be told.
+        st.holder = Some(crate::ns::ProcessIdentity { pid: 999, ..holder });
+        let e = no_netns_strangers(&st, d.path()).unwrap_err();
+        assert!(e.contains("cannot read"), "{e}");
     }
 
     #[test]

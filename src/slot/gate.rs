@@ -143,6 +143,8 @@ gates! {
     SnapshotComplete => ("snapshot-complete", Gate, "a complete snapshot exists (manifest and hashes verified)"),
     /// restore/reset: no process is left in the container's cgroup (the runtime has none).
     CgroupEmpty => ("cgroup-empty", Gate, "no process runs in the container's cgroup, in any hierarchy (the runtime having no container does not prove its processes gone)"),
+    /// restore/reset: no process but the holder is in the slot's network namespace.
+    NetnsEmpty => ("netns-empty", Gate, "no process but the holder is in the slot's network namespace (a process moved out of the container's cgroup still shares it)"),
     /// restore/reset: the new overlay upper, copied from the snapshot, has the saved upper's
     /// tree digest (checked before it is mounted).
     UpperCopy => ("upper-copy", Gate, "the overlay upper copied from the snapshot has the saved upper's tree sha256 (entries, modes, owners, contents, xattrs), before it is mounted"),
@@ -211,8 +213,8 @@ pub const SNAPSHOT_GATES: [GateId; 13] = concat_gates!(
 /// snapshot: before the checkpoint itself (network state recorded first).
 pub const CHECKPOINT_GATES: [GateId; 1] = [GateId::LoUp127];
 /// restore: before the phase changes, the overlay is reset and the runtime restores.
-pub const RESTORE_GATES: [GateId; 14] = concat_gates!(
-    ENTER_EXISTING, COMMON, [GateId::SnapshotComplete, GateId::ContainerAbsent, GateId::CgroupEmpty]; 14);
+pub const RESTORE_GATES: [GateId; 15] = concat_gates!(
+    ENTER_EXISTING, COMMON, [GateId::SnapshotComplete, GateId::ContainerAbsent, GateId::CgroupEmpty, GateId::NetnsEmpty]; 15);
 /// reset: before the running container is killed.
 pub const RESET_GATES: [GateId; 12] =
     concat_gates!(ENTER_EXISTING, COMMON, [GateId::SnapshotComplete]; 12);
@@ -363,7 +365,7 @@ mod tests {
         let before = names.len();
         names.dedup();
         assert_eq!(before - names.len(), 2);
-        assert_eq!(GateId::ALL.len(), 39);
+        assert_eq!(GateId::ALL.len(), 40);
     }
 
     #[test]

@@ -288,6 +288,7 @@ pub fn run_verb(args: &SlotArgs) -> Result<SlotOutcome, SlotError> {
         make_runtime: &run::real_runtime,
         require_root: true,
         trace: None,
+        proc_root: std::path::PathBuf::from("/proc"),
     };
     run_with(args, &env)
 }

@@ -151,6 +151,8 @@ fn gates(
         common::stop_container_proven_from(run, &*rt, &id, before, absent)?;
         let r = super::cgroup_procs::no_container_procs(st);
         run.gate(GateId::CgroupEmpty, r)?;
+        let r = super::cgroup_procs::no_netns_strangers(st, &run.env.proc_root);
+        run.gate(GateId::NetnsEmpty, r)?;
     } else {
         let r = match before {
             Ok(None) => Ok(match absent {
@@ -165,6 +167,8 @@ fn gates(
         run.gate(GateId::ContainerAbsent, r)?;
         let r = super::cgroup_procs::no_container_procs(st);
         run.gate(GateId::CgroupEmpty, r)?;
+        let r = super::cgroup_procs::no_netns_strangers(st, &run.env.proc_root);
+        run.gate(GateId::NetnsEmpty, r)?;
         run.clear("restore", &RESTORE_GATES)?;
     }
     run.took("gate-container", t);

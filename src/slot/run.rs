@@ -33,6 +33,9 @@ pub(crate) struct SlotEnv<'e> {
     pub require_root: bool,
     /// Gate and step events (`gate <name>`, `step <name>`), shared with a fake runtime.
     pub trace: Option<Arc<Mutex<Vec<String>>>>,
+    /// Where the `netns-empty` gate reads processes: `/proc` (unit tests: a folder with only
+    /// the self-holder's `ns/net` and `net/dev`, linked to this process's).
+    pub proc_root: PathBuf,
 }
 
 /// The real environment: runc/crun through [`Runtime`], root required.

@@ -38,6 +38,12 @@ fn existing(snapshot: bool, phase: Phase) -> Fixture {
     st.container_id = paths.container_id();
     bundle_for(&mut st, &paths.bundle(), &paths.rootfs());
     st.cgroup = Some(super::cgroup_procs::tests::fake_cgroup(tmp.path(), ""));
+    // The self-holder alone in its namespace, as the `netns-empty` gate reads it.
+    let me = tmp.path().join(format!("fakeproc/{}", std::process::id()));
+    fs::create_dir_all(me.join("ns")).unwrap();
+    fs::create_dir_all(me.join("net")).unwrap();
+    std::os::unix::fs::symlink("/proc/self/ns/net", me.join("ns/net")).unwrap();
+    std::os::unix::fs::symlink("/proc/self/net/dev", me.join("net/dev")).unwrap();
     if snapshot {
         snapshot_for(&mut st, &paths.root);
     }
@@ -74,11 +80,14 @@ fn fake(status: Option<&str>) -> (Events, Make) {
     (events, make)
 }
 
-fn fake_env<'e>(events: &Events, make: &'e Make) -> SlotEnv<'e> {
+/// The fake environment for the slot in state dir `sd` (made by [`existing`]: its `fakeproc`
+/// beside `sd`).
+fn fake_env<'e>(events: &Events, make: &'e Make, sd: &Path) -> SlotEnv<'e> {
     SlotEnv {
         make_runtime: &**make,
         require_root: false,
         trace: Some(events.clone()),
+        proc_root: sd.parent().unwrap().join("fakeproc"),
     }
 }
 
@@ -90,7 +99,7 @@ fn drive(
     edit: impl FnOnce(&mut SlotArgs),
 ) -> (Result<SlotOutcome, SlotError>, Vec<String>) {
     let (events, make) = fake(status);
-    let env = fake_env(&events, &make);
+    let env = fake_env(&events, &make, sd);
     let mut args = SlotArgs::new(verb, "1", sd);
     edit(&mut args);
     let r = run_with(&args, &env);
@@ -356,7 +365,7 @@ fn a_bad_profile_fails_before_the_binary_and_probe_gates() {
 fn declared_differences_name_the_slots_image() {
     let f = existing(false, Phase::Running);
     let (events, make) = fake(None);
-    let env = fake_env(&events, &make);
+    let env = fake_env(&events, &make, &f.sd);
     let args = SlotArgs::new(Verb::Status, "1", &f.sd);
     let run = VerbRun::new(&args, "1".into(), f.paths.clone(), &env);
     let mut st = f.state();
@@ -399,7 +408,7 @@ fn declared_differences_name_the_slots_image() {
 fn a_step_cleared_before_its_gate_fails_closed() {
     let f = existing(false, Phase::Running);
     let (events, make) = fake(None);
-    let env = fake_env(&events, &make);
+    let env = fake_env(&events, &make, &f.sd);
     let args = SlotArgs::new(Verb::Reset, "1", &f.sd);
     let mut run = VerbRun::new(&args, "1".into(), f.paths.clone(), &env);
     run.gate(GateId::ConfigHash, Ok("proven".into())).unwrap();
@@ -441,7 +450,7 @@ fn kinds_and_source(f: &Fixture, verb: Verb) -> (Vec<RuntimeKind>, String) {
             Box::new(fake.clone())
         },
     );
-    let env = fake_env(&events, &make);
+    let env = fake_env(&events, &make, &f.sd);
     let e = run_with(&SlotArgs::new(verb, "1", &f.sd), &env).unwrap_err();
     let ev = e.evidence.clone().expect("evidence folder");
     let doc: serde_json::Value =
@@ -480,7 +489,7 @@ fn the_runtime_kind_recorded_at_provision_is_taken_without_running_version() {
 fn the_binaries_difference_names_each_binary_against_its_pin() {
     let f = existing(false, Phase::Running);
     let (events, make) = fake(None);
-    let env = fake_env(&events, &make);
+    let env = fake_env(&events, &make, &f.sd);
     let args = SlotArgs::new(Verb::Status, "1", &f.sd);
     let run = VerbRun::new(&args, "1".into(), f.paths.clone(), &env);
     let mut st = f.state();
