@@ -366,6 +366,26 @@ fn lifecycle_faults() {
             "{e}"
         );
     }
+    // `slot status` names the lost container: its process left beside the holder, and says
+    // what to do.
+    let doc = ok(Verb::Status, "11", &sd).to_json();
+    assert_valid(&slot_state_validator(), &doc);
+    let left = &doc["live"]["left_processes"];
+    assert_eq!(doc["live"]["container"]["status"], "absent", "{doc:#}");
+    assert_eq!(left["cgroup"]["none"], true, "{left:#}");
+    assert_eq!(left["netns"]["none"], false, "{left:#}");
+    assert!(
+        left["netns"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("processes {} (", init.trim())),
+        "{left:#}"
+    );
+    let advice = doc["advice"].as_str().unwrap_or_default();
+    assert!(
+        advice.contains("phase running") && advice.contains("live.left_processes"),
+        "{doc:#}"
+    );
     for d in &moved {
         std::fs::write(d.join("cgroup.procs"), init.trim()).unwrap();
     }

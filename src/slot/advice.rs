@@ -1,8 +1,11 @@
 //! `slot status`'s `advice`: for a slot whose last verb did not finish (interrupted or failed),
 //! which verb it was — from the newest evidence folder (`evidence/NNNN-verb`, with
 //! `interrupted.txt` or its `verb.json`) — and the one command that moves the slot on, chosen
-//! from what is true now (the container's runtime state, whether a complete snapshot exists),
-//! not from the phase alone. The phases whose next step is obvious get none.
+//! from what is true now (the container's runtime state, processes it left, whether a complete
+//! snapshot exists), not from the phase alone. Also for a slot whose phase says its container
+//! runs (ready, running) while the runtime has none, and for any phase but clean where
+//! processes are left beside a container the runtime lost. The phases whose next step is
+//! obvious get none.
 
 use super::layout::SlotPaths;
 use super::state::Phase;
@@ -13,8 +16,12 @@ use std::path::Path;
 pub(crate) enum Container {
     /// `runtime state` says running.
     Running,
-    /// `runtime state` says it does not exist.
+    /// `runtime state` says it does not exist, and no process is left in its cgroup or beside
+    /// the holder in the slot's netns.
     Absent,
+    /// `runtime state` says it does not exist, but processes are left (or it cannot be told):
+    /// a container the runtime lost track of (`live.left_processes`).
+    AbsentWithLeft,
     /// Another status, or it could not be asked.
     Other,
 }
@@ -26,6 +33,20 @@ impl Container {
             "running" => Container::Running,
             "absent" => Container::Absent,
             _ => Container::Other,
+        }
+    }
+
+    /// From the status document's `live`: `live.container.status`, and for an absent container
+    /// whether `live.left_processes` proves none left (else [`Container::AbsentWithLeft`]).
+    pub(crate) fn from_live(live: &serde_json::Value) -> Self {
+        match Self::from_status(live["container"]["status"].as_str().unwrap_or("")) {
+            Container::Absent
+                if live["left_processes"]["cgroup"]["none"] != true
+                    || live["left_processes"]["netns"]["none"] != true =>
+            {
+                Container::AbsentWithLeft
+            }
+            c => c,
         }
     }
 }
@@ -83,6 +104,10 @@ pub(crate) fn advice(
         "nothing can be restored: {} releases what is left; then provision another slot number",
         cmd("cleanup")
     );
+    let left = format!(
+        "the runtime has no container, but processes are left in its cgroup or beside the holder in the slot's network namespace, or that cannot be told (`live.left_processes` names them): a container it lost track of; restore and reset refuse while they run (gates cgroup-empty, netns-empty): stop them as the detail says, or {}",
+        cmd("cleanup")
+    );
     let next = match phase {
         Phase::Provisioning | Phase::ProvisionFailed => {
             return Some(format!(
@@ -91,7 +116,31 @@ pub(crate) fn advice(
                 super::status::unfinished_provision_advice(p)
             ));
         }
-        Phase::Ready | Phase::Checkpointed | Phase::Running | Phase::Clean => return None,
+        Phase::Clean => return None,
+        Phase::Cleaning => format!(
+            "{} again releases what is left (each release is proven, a second run is harmless)",
+            cmd("cleanup")
+        ),
+        Phase::Checkpointed | Phase::Ready | Phase::Running
+            if container == Container::AbsentWithLeft =>
+        {
+            return Some(format!("phase {}: {left}; {what}", phase_name(phase)));
+        }
+        Phase::Checkpointed => return None,
+        Phase::Ready | Phase::Running => {
+            if container != Container::Absent {
+                return None;
+            }
+            let next = if snapshot_complete {
+                format!("{} brings the snapshot back", cmd("restore"))
+            } else {
+                give_up
+            };
+            return Some(format!(
+                "phase {} says the container runs, but the runtime has no container (`live.container`; `live.left_processes` shows none left): {what}; {next}",
+                phase_name(phase)
+            ));
+        }
         Phase::Snapshotting | Phase::SnapshotFailed => match container {
             Container::Running => format!(
                 "the container still runs: {} takes the snapshot again",
@@ -104,6 +153,7 @@ pub(crate) fn advice(
             Container::Absent => {
                 format!("the container is gone and no complete snapshot exists; {give_up}")
             }
+            Container::AbsentWithLeft => left,
             Container::Other => format!(
                 "the container's state is not known (see `live.container`); {} once it is absent, or {}",
                 cmd("restore"),
@@ -111,6 +161,7 @@ pub(crate) fn advice(
             ),
         },
         Phase::Restoring | Phase::RestoreFailed => match (container, snapshot_complete) {
+            (Container::AbsentWithLeft, _) => left,
             (_, false) => format!("no complete snapshot is left to restore; {give_up}"),
             (Container::Running, true) => format!(
                 "a container runs but the restore's gates did not all pass: {} stops it and restores the snapshot again",
@@ -122,10 +173,6 @@ pub(crate) fn advice(
                 cmd("reset")
             ),
         },
-        Phase::Cleaning => format!(
-            "{} again releases what is left (each release is proven, a second run is harmless)",
-            cmd("cleanup")
-        ),
     };
     Some(format!(
         "a verb did not finish (phase {}): {what}; {next}",
@@ -199,6 +246,60 @@ mod tests {
         ] {
             assert_eq!(advice(ph, &paths(), Container::Running, true, last()), None);
         }
+    }
+
+    #[test]
+    fn a_container_the_runtime_lost_is_named_in_every_phase_that_expects_one() {
+        let last = || Some(("reset".to_string(), "failed", "/e/0004-reset".to_string()));
+        let a = |ph, c, s| advice(ph, &paths(), c, s, last());
+        // Phase running, the runtime has none, nothing left: restore (or give up).
+        let r = a(Phase::Running, Container::Absent, true).unwrap();
+        assert!(r.contains("phase running says the container runs"), "{r}");
+        assert!(
+            r.contains("reset, failed") && r.contains("slot restore --slot 3"),
+            "{r}"
+        );
+        let r = a(Phase::Ready, Container::Absent, false).unwrap();
+        assert!(r.contains("slot cleanup --slot 3"), "{r}");
+        // Processes left: named as a lost container, whatever the phase.
+        for ph in [
+            Phase::Running,
+            Phase::Ready,
+            Phase::Checkpointed,
+            Phase::RestoreFailed,
+            Phase::SnapshotFailed,
+        ] {
+            let r = a(ph, Container::AbsentWithLeft, true).unwrap();
+            assert!(
+                r.contains("live.left_processes") && r.contains("netns-empty"),
+                "{ph:?}: {r}"
+            );
+        }
+        assert_eq!(a(Phase::Checkpointed, Container::Absent, true), None);
+        assert_eq!(a(Phase::Clean, Container::AbsentWithLeft, true), None);
+    }
+
+    #[test]
+    fn left_processes_turn_an_absent_container_into_a_lost_one() {
+        let live = |none_cg: bool, none_ns: bool| {
+            serde_json::json!({"container": {"status": "absent"},
+                "left_processes": {"cgroup": {"none": none_cg}, "netns": {"none": none_ns}}})
+        };
+        assert_eq!(Container::from_live(&live(true, true)), Container::Absent);
+        assert_eq!(
+            Container::from_live(&live(true, false)),
+            Container::AbsentWithLeft
+        );
+        assert_eq!(
+            Container::from_live(&live(false, true)),
+            Container::AbsentWithLeft
+        );
+        // Not told: fail closed.
+        let untold = serde_json::json!({"container": {"status": "absent"}});
+        assert_eq!(Container::from_live(&untold), Container::AbsentWithLeft);
+        let running =
+            serde_json::json!({"container": {"status": "running"}, "left_processes": null});
+        assert_eq!(Container::from_live(&running), Container::Running);
     }
 
     #[test]

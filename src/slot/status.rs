@@ -66,7 +66,7 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
         "advice": st.as_ref().and_then(|s| super::advice::advice(
             s.phase,
             &p,
-            super::advice::Container::from_status(live["container"]["status"].as_str().unwrap_or("")),
+            super::advice::Container::from_live(&live),
             matches!(snap, Some(Ok(_))),
             super::advice::last_verb(&p.evidence()),
         )),
@@ -110,10 +110,25 @@ fn live_facts(run: &mut VerbRun, st: &SlotState) -> Value {
         }
         Err(e) => json!({"status": "unknown", "detail": e}),
     };
+    // Only when the runtime has no container: then any process in its cgroup or beside the
+    // holder in the slot's netns is one it lost track of (the restore gates refuse on them).
+    let left = if container["status"] == "absent" {
+        let one = |r: Result<String, String>| match r {
+            Ok(d) => json!({"none": true, "detail": d}),
+            Err(d) => json!({"none": false, "detail": d}),
+        };
+        json!({
+            "cgroup": one(super::cgroup_procs::no_container_procs(st)),
+            "netns": one(super::cgroup_procs::no_netns_strangers(st, &run.env.proc_root)),
+        })
+    } else {
+        Value::Null
+    };
     let img = st.image.as_ref();
     json!({
         "holder": holder,
         "container": container,
+        "left_processes": left,
         "overlay_mounted": st.overlay.as_ref().is_some_and(|o| mounts::is_mounted(&o.merged)),
         "image_mounted": img.is_some_and(|i| i.kind == ImageKind::Qcow2 && mounts::is_mounted(&i.lower)),
         "fuse_export_running": img.and_then(|i| i.qsd_pid.zip(i.export_file.clone())).is_some_and(|(pid, f)| mounts::qsd_is_ours(pid, &f)),
