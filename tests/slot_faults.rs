@@ -292,6 +292,11 @@ fn lifecycle_faults() {
                 .contains("the saved upper changed since the snapshot"),
             "{e}"
         );
+        assert!(
+            e.message
+                .contains("against manifest.json's listing: added ./evil)"),
+            "{e}"
+        );
     }
     std::fs::remove_file(snap.join("upper/evil")).unwrap();
     let manifest = snap.join("manifest.json");

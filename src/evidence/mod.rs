@@ -17,4 +17,6 @@ pub mod tree_digest;
 pub use dir::{EvidenceDir, EvidenceError, default_path, read_result, sha256_file, sha256_stream};
 pub use fsio::{fsync_dir, now_rfc3339, replace_atomic, sha256_hex, unix_nanos};
 pub use schema::{validate_holder, validate_result};
-pub use tree_digest::{TreeDigest, TreeDigestError, tree_digest};
+pub use tree_digest::{
+    ListingDiff, TreeDigest, TreeDigestError, TreeEntry, listing_diff, tree_digest, tree_listing,
+};

@@ -45,6 +45,112 @@ pub enum TreeDigestError {
 /// Errors: [`TreeDigestError::NotADirectory`] when `root` is not a directory;
 /// [`TreeDigestError::Io`] naming the first entry that could not be read.
 pub fn tree_digest(root: &Path) -> Result<TreeDigest, TreeDigestError> {
+    digest(root, None)
+}
+
+/// One entry of a tree listing: its path relative to the root (`.`, `./etc/a`; lossy UTF-8)
+/// and the sha256 of its record (type, mode, owner, content sha256 or target or device number,
+/// xattrs), the same record [`tree_digest`] feeds into the tree's digest.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TreeEntry {
+    /// Relative path, `.` for the root.
+    pub path: String,
+    /// Lower-case hex sha256 of the entry's record.
+    pub record_sha256: String,
+}
+
+/// [`tree_digest`] and, beside it, one [`TreeEntry`] per entry in digest order: what lets a
+/// later refusal name the paths that differ ([`listing_diff`]). Memory: one entry per path.
+///
+/// Errors: as [`tree_digest`].
+pub fn tree_listing(root: &Path) -> Result<(TreeDigest, Vec<TreeEntry>), TreeDigestError> {
+    let mut l = Vec::new();
+    let d = digest(root, Some(&mut l))?;
+    Ok((d, l))
+}
+
+/// The paths that differ between a recorded listing and one taken now.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListingDiff {
+    /// In both, with another record (content, mode, owner, type, target or xattrs).
+    pub changed: Vec<String>,
+    /// Only now.
+    pub added: Vec<String>,
+    /// Only in the recorded listing.
+    pub removed: Vec<String>,
+}
+
+impl ListingDiff {
+    /// True when the listings name the same paths with the same records.
+    pub fn is_empty(&self) -> bool {
+        self.changed.is_empty() && self.added.is_empty() && self.removed.is_empty()
+    }
+}
+
+impl std::fmt::Display for ListingDiff {
+    /// `changed ./etc/a; added ./evil; removed ./etc/sub/b` — at most 5 paths per kind, the
+    /// rest counted; `no path differs` when empty.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const SHOWN: usize = 5;
+        let mut parts = Vec::new();
+        for (what, paths) in [
+            ("changed", &self.changed),
+            ("added", &self.added),
+            ("removed", &self.removed),
+        ] {
+            if paths.is_empty() {
+                continue;
+            }
+            let mut p = paths
+                .iter()
+                .take(SHOWN)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ");
+            if paths.len() > SHOWN {
+                p.push_str(&format!(" and {} more", paths.len() - SHOWN));
+            }
+            parts.push(format!("{what} {p}"));
+        }
+        if parts.is_empty() {
+            return f.write_str("no path differs");
+        }
+        f.write_str(&parts.join("; "))
+    }
+}
+
+/// The paths of `now` that differ from `recorded`, each list in path order.
+pub fn listing_diff(recorded: &[TreeEntry], now: &[TreeEntry]) -> ListingDiff {
+    use std::collections::BTreeMap;
+    let a: BTreeMap<&str, &str> = recorded
+        .iter()
+        .map(|e| (e.path.as_str(), e.record_sha256.as_str()))
+        .collect();
+    let b: BTreeMap<&str, &str> = now
+        .iter()
+        .map(|e| (e.path.as_str(), e.record_sha256.as_str()))
+        .collect();
+    let mut d = ListingDiff::default();
+    for (p, r) in &b {
+        match a.get(p) {
+            None => d.added.push(p.to_string()),
+            Some(r0) if r0 != r => d.changed.push(p.to_string()),
+            Some(_) => {}
+        }
+    }
+    d.removed = a
+        .keys()
+        .filter(|p| !b.contains_key(*p))
+        .map(|p| p.to_string())
+        .collect();
+    d
+}
+
+/// The digest of `root`, pushing each entry to `listing` when given.
+fn digest(
+    root: &Path,
+    mut listing: Option<&mut Vec<TreeEntry>>,
+) -> Result<TreeDigest, TreeDigestError> {
     let io_err = |path: &Path| {
         let path = path.to_path_buf();
         move |source| TreeDigestError::Io { path, source }
@@ -59,7 +165,7 @@ pub fn tree_digest(root: &Path) -> Result<TreeDigest, TreeDigestError> {
         entries: 0,
         bytes: 0,
     };
-    walk(root, Path::new("."), &mut h, &mut d)?;
+    walk(root, Path::new("."), &mut h, &mut d, &mut listing)?;
     d.sha256 = hex::encode(h.finalize());
     Ok(d)
 }
@@ -70,6 +176,7 @@ fn walk(
     rel: &Path,
     h: &mut Sha256,
     d: &mut TreeDigest,
+    listing: &mut Option<&mut Vec<TreeEntry>>,
 ) -> Result<(), TreeDigestError> {
     let path = root.join(rel);
     let err = |source| TreeDigestError::Io {
@@ -78,7 +185,14 @@ fn walk(
     };
     let md = fs::symlink_metadata(&path).map_err(err)?;
     let ft = md.file_type();
-    let kind = record(&path, rel, &md, h, d).map_err(err)?;
+    let (kind, rec) = record(&path, rel, &md, d).map_err(err)?;
+    h.update(&rec);
+    if let Some(l) = listing.as_deref_mut() {
+        l.push(TreeEntry {
+            path: rel.to_string_lossy().into_owned(),
+            record_sha256: hex::encode(Sha256::digest(&rec)),
+        });
+    }
     d.entries += 1;
     if kind != 'd' || ft.is_symlink() {
         return Ok(());
@@ -90,20 +204,19 @@ fn walk(
         .map_err(err)?;
     names.sort();
     for n in names {
-        walk(root, &rel.join(n), h, d)?;
+        walk(root, &rel.join(n), h, d, listing)?;
     }
     Ok(())
 }
 
-/// Feeds one entry's record (`path NUL kind NUL mode uid gid NUL payload NUL xattrs NUL NL`)
-/// into `h`; returns its kind letter.
+/// One entry's record (`path NUL kind NUL mode uid gid NUL payload NUL xattrs NUL NL`) and its
+/// kind letter.
 fn record(
     path: &Path,
     rel: &Path,
     md: &fs::Metadata,
-    h: &mut Sha256,
     d: &mut TreeDigest,
-) -> io::Result<char> {
+) -> io::Result<(char, Vec<u8>)> {
     use std::os::unix::ffi::OsStrExt;
     let ft = md.file_type();
     let (kind, payload) = if ft.is_symlink() {
@@ -124,23 +237,24 @@ fn record(
     } else {
         ('s', Vec::new())
     };
-    h.update(rel.as_os_str().as_bytes());
-    h.update([0, kind as u8, 0]);
-    h.update(format!("{:o} {} {}", md.mode(), md.uid(), md.gid()).as_bytes());
-    h.update([0]);
-    h.update(&payload);
-    h.update([0]);
+    let mut r = Vec::with_capacity(128 + payload.len());
+    r.extend_from_slice(rel.as_os_str().as_bytes());
+    r.extend_from_slice(&[0, kind as u8, 0]);
+    r.extend_from_slice(format!("{:o} {} {}", md.mode(), md.uid(), md.gid()).as_bytes());
+    r.push(0);
+    r.extend_from_slice(&payload);
+    r.push(0);
     let mut names: Vec<_> = xattr::list(path)?.collect();
     names.sort();
     for n in names {
         let v = xattr::get(path, &n)?.unwrap_or_default();
-        h.update(n.as_bytes());
-        h.update(b"=");
-        h.update(hex::encode(v).as_bytes());
-        h.update([0]);
+        r.extend_from_slice(n.as_bytes());
+        r.push(b'=');
+        r.extend_from_slice(hex::encode(v).as_bytes());
+        r.push(0);
     }
-    h.update(b"\n");
-    Ok(kind)
+    r.push(b'\n');
+    Ok((kind, r))
 }
 
 #[cfg(test)]
@@ -208,6 +322,49 @@ mod tests {
             assert_ne!(d.sha256, last, "{what} must change the digest");
             last = d.sha256;
         }
+    }
+
+    #[test]
+    fn the_listing_names_what_changed_and_digests_as_the_tree() {
+        let t = tree();
+        let (d, l0) = tree_listing(t.path()).unwrap();
+        assert_eq!(d, tree_digest(t.path()).unwrap());
+        let paths: Vec<&str> = l0.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                ".",
+                "./etc",
+                "./etc/a",
+                "./etc/link",
+                "./etc/sub",
+                "./etc/sub/b"
+            ]
+        );
+        assert!(listing_diff(&l0, &l0).is_empty());
+        assert_eq!(listing_diff(&l0, &l0).to_string(), "no path differs");
+        let p = t.path();
+        fs::write(p.join("etc/a"), b"alphA").unwrap();
+        fs::write(p.join("evil"), b"").unwrap();
+        fs::remove_file(p.join("etc/sub/b")).unwrap();
+        let (_, l1) = tree_listing(p).unwrap();
+        let diff = listing_diff(&l0, &l1);
+        // The folders holding an added or removed entry keep their record (no timestamps).
+        assert_eq!(diff.changed, ["./etc/a"]);
+        assert_eq!(diff.added, ["./evil"]);
+        assert_eq!(diff.removed, ["./etc/sub/b"]);
+        assert_eq!(
+            diff.to_string(),
+            "changed ./etc/a; added ./evil; removed ./etc/sub/b"
+        );
+        let many: Vec<TreeEntry> = (0..8)
+            .map(|i| TreeEntry {
+                path: format!("./f{i}"),
+                record_sha256: String::new(),
+            })
+            .collect();
+        let d = listing_diff(&[], &many).to_string();
+        assert_eq!(d, "added ./f0, ./f1, ./f2, ./f3, ./f4 and 3 more");
     }
 
     #[test]

@@ -270,7 +270,7 @@ fn saved_upper(
         .map_err(|e| format!("the snapshot's saved upper cannot be hashed: {e}"))?;
     if now != *want || m["upper"]["sha256"] != want.sha256.as_str() {
         return Err(format!(
-            "{} has tree sha256 {} ({} entries, {} bytes), recorded {} ({} entries, {} bytes) in state.json and {} in manifest.json: the saved upper changed since the snapshot",
+            "{} has tree sha256 {} ({} entries, {} bytes), recorded {} ({} entries, {} bytes) in state.json and {} in manifest.json: the saved upper changed since the snapshot ({})",
             upper.display(),
             now.sha256,
             now.entries,
@@ -278,13 +278,33 @@ fn saved_upper(
             want.sha256,
             want.entries,
             want.bytes,
-            m["upper"]["sha256"]
+            m["upper"]["sha256"],
+            upper_paths_differing(&upper, m)
         ));
     }
     Ok(format!(
         "tree sha256 {}, {} entries, {} bytes",
         now.sha256, now.entries, now.bytes
     ))
+}
+
+/// Which paths of the tree at `tree` differ from the per-path listing the snapshot's manifest
+/// `m` recorded (`upper_entries`, [`crate::evidence::tree_listing`]): a sentence for a refusal
+/// (`against manifest.json's listing: changed ./etc/a; added ./evil`), or why it cannot be told
+/// (no listing recorded, the tree unreadable). Diagnostic only: the digests decide.
+pub(crate) fn upper_paths_differing(tree: &Path, m: &Value) -> String {
+    let recorded: Vec<crate::evidence::TreeEntry> =
+        match serde_json::from_value(m["upper_entries"].clone()) {
+            Ok(l) => l,
+            Err(_) => return "manifest.json records no per-path listing of the saved upper: the paths that differ cannot be named".into(),
+        };
+    match crate::evidence::tree_listing(tree) {
+        Ok((_, now)) => format!(
+            "against manifest.json's listing: {}",
+            crate::evidence::listing_diff(&recorded, &now)
+        ),
+        Err(e) => format!("the paths that differ cannot be named: {e}"),
+    }
 }
 
 /// Proves the probe verdict from the evidence in `dir`, never from what `netprobe-result.json`
@@ -522,6 +542,30 @@ pub(crate) mod tests {
                 .unwrap_err()
                 .contains("cannot hash")
         );
+    }
+
+    #[test]
+    fn a_changed_upper_is_named_path_by_path_against_the_manifest() {
+        let d = tempfile::tempdir().unwrap();
+        let up = d.path().join("upper");
+        fs::create_dir_all(up.join("etc")).unwrap();
+        fs::write(up.join("etc/hosts"), b"127.0.0.1 localhost\n").unwrap();
+        let (_, l) = crate::evidence::tree_listing(&up).unwrap();
+        let m = serde_json::json!({ "upper_entries": l });
+        assert_eq!(
+            upper_paths_differing(&up, &m),
+            "against manifest.json's listing: no path differs"
+        );
+        fs::write(up.join("etc/hosts"), b"10.0.0.1 evil\n").unwrap();
+        fs::write(up.join("x"), b"").unwrap();
+        assert_eq!(
+            upper_paths_differing(&up, &m),
+            "against manifest.json's listing: changed ./etc/hosts; added ./x"
+        );
+        let old = serde_json::json!({});
+        assert!(upper_paths_differing(&up, &old).contains("records no per-path listing"));
+        let gone = d.path().join("gone");
+        assert!(upper_paths_differing(&gone, &m).contains("cannot be named"));
     }
 
     #[test]

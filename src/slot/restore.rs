@@ -274,13 +274,13 @@ fn reset_upper(
     let want = st.snapshot.as_ref().and_then(|s| s.upper.clone());
     if prepared {
         // Proven before the live overlay is unmounted.
-        upper_copy_gate(run, &upper, want.as_ref())?;
+        upper_copy_gate(run, &upper, &src, want.as_ref())?;
     }
     mounts::unmount(&ov.merged).map_err(|e| run.step_err("overlay-unmount", e))?;
     if !prepared {
         let _ = support::remove_tree_same_fs(&upper);
         support::copy_tree_unsynced(&src, &upper).map_err(|e| run.step_err("upper-reset", e))?;
-        upper_copy_gate(run, &upper, want.as_ref())?;
+        upper_copy_gate(run, &upper, &src, want.as_ref())?;
     }
     let _ = support::remove_tree_same_fs(&work);
     mkdirs(run, std::slice::from_ref(&work))?;
@@ -296,12 +296,23 @@ fn reset_upper(
     Ok([ov.upper(&odir, ov.run), ov.work(&odir, ov.run)])
 }
 
+/// The snapshot's `manifest.json` beside its saved upper `src` (`<snapshot>/upper`), parsed.
+///
+/// Errors: a sentence naming the file when it cannot be read or parsed.
+fn manifest_of(src: &Path) -> Result<serde_json::Value, String> {
+    let p = src.with_file_name("manifest.json");
+    let b = std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+    serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", p.display()))
+}
+
 /// The `upper-copy` gate: the copy `upper` has the tree digest recorded for the snapshot's saved
 /// upper (`want`; none recorded proves nothing). What is mounted is what was saved, whatever
-/// happened to the snapshot folder while the copy ran.
+/// happened to the snapshot folder while the copy ran. A refusal names the paths that differ
+/// from the listing in the manifest beside `src` (the saved upper copied from).
 fn upper_copy_gate(
     run: &mut VerbRun,
     upper: &Path,
+    src: &Path,
     want: Option<&crate::evidence::TreeDigest>,
 ) -> Result<(), SlotError> {
     let t = Instant::now();
@@ -316,14 +327,18 @@ fn upper_copy_gate(
             now.bytes
         )),
         (Some(w), Ok(now)) => Err(format!(
-            "{}: tree sha256 {} ({} entries, {} bytes), the saved upper's is {} ({} entries, {} bytes): the snapshot's upper changed while it was copied",
+            "{}: tree sha256 {} ({} entries, {} bytes), the saved upper's is {} ({} entries, {} bytes): the snapshot's upper changed while it was copied ({})",
             upper.display(),
             now.sha256,
             now.entries,
             now.bytes,
             w.sha256,
             w.entries,
-            w.bytes
+            w.bytes,
+            manifest_of(src).map_or_else(
+                |e| format!("the paths that differ cannot be named: {e}"),
+                |m| super::checks::upper_paths_differing(upper, &m)
+            )
         )),
     };
     run.took("gate-upper-copy", t);

@@ -159,8 +159,8 @@ fn snapshot_steps(
     r.map_err(|e| run.step_err("upper-save", e))?;
     support::sync_fs(tmp).map_err(|e| run.step_err("fsync", e))?;
     let saved = tmp.join("upper");
-    let upper_digest = run
-        .time("upper-digest", || crate::evidence::tree_digest(&saved))
+    let (upper_digest, upper_entries) = run
+        .time("upper-digest", || crate::evidence::tree_listing(&saved))
         .map_err(|e| run.step_err("upper-digest", e))?;
 
     let images = tmp.join("checkpoint");
@@ -174,6 +174,7 @@ fn snapshot_steps(
         "netstate_sha256": sha256_hex(cap.as_bytes()),
         "upper_run": ov.run,
         "upper": upper_digest,
+        "upper_entries": upper_entries,
         "screen": screen,
         "checkpoint_files": files,
         "runtime": st.runtime, "criu": st.criu,
