@@ -94,31 +94,63 @@ fn procs(dir: &Path) -> Result<Vec<String>, String> {
         .map_err(|e| format!("{}: {e}", p.display()))
 }
 
-/// Removes cgroup `dir` when it has no process and no child cgroup.
+/// Why an empty-cgroup removal was refused.
+enum CgroupLeft {
+    /// The folder holds these processes (pids as `cgroup.procs` lists them).
+    Procs(Vec<String>),
+    /// Anything else, as a sentence naming the folder.
+    Other(String),
+}
+
+/// Removes the cgroup folder `dir` if it holds no process and no child cgroup (`rmdir`).
 ///
-/// Errors: it holds processes or child cgroups (named), or `rmdir` failed.
-fn remove_empty_cgroup(dir: &Path) -> Result<(), String> {
-    let pids = procs(dir)?;
+/// Errors: [`CgroupLeft::Procs`] when it holds processes; [`CgroupLeft::Other`] when it has
+/// child cgroups, cannot be read, or `rmdir` fails.
+fn remove_empty_cgroup(dir: &Path) -> Result<(), CgroupLeft> {
+    let pids = procs(dir).map_err(CgroupLeft::Other)?;
     if !pids.is_empty() {
-        let list = pids.join(" ");
-        return Err(format!(
-            "{} holds processes {list}: not removed (a container's init ignores SIGTERM: `kill -9 {list}`, then run cleanup again)",
-            dir.display()
-        ));
+        return Err(CgroupLeft::Procs(pids));
     }
     let children: Vec<String> = std::fs::read_dir(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .map_err(|e| CgroupLeft::Other(format!("{}: {e}", dir.display())))?
         .flatten()
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     if !children.is_empty() {
-        return Err(format!(
+        return Err(CgroupLeft::Other(format!(
             "{} has child cgroups {children:?}: not removed",
             dir.display()
-        ));
+        )));
     }
-    std::fs::remove_dir(dir).map_err(|e| format!("rmdir {}: {e}", dir.display()))
+    std::fs::remove_dir(dir).map_err(|e| CgroupLeft::Other(format!("rmdir {}: {e}", dir.display())))
+}
+
+/// One sentence per (kind, process list) of the folders that still hold processes, naming every
+/// folder with those processes (one per cgroup v1 hierarchy) and the way on once.
+fn busy_sentences(busy: &[(&str, PathBuf, Vec<String>)]) -> Vec<String> {
+    let mut groups: Vec<(&str, &[String], Vec<String>)> = Vec::new();
+    for (what, dir, pids) in busy {
+        let name = dir.display().to_string();
+        match groups
+            .iter_mut()
+            .find(|(w, p, _)| w == what && *p == pids.as_slice())
+        {
+            Some((_, _, dirs)) => dirs.push(name),
+            None => groups.push((what, pids, vec![name])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(what, pids, dirs)| {
+            let list = pids.join(" ");
+            format!(
+                "{what}: {} {} processes {list}: not removed (a container's init ignores SIGTERM: `kill -9 {list}`, then run cleanup again)",
+                dirs.join(", "),
+                if dirs.len() == 1 { "holds" } else { "hold" }
+            )
+        })
+        .collect()
 }
 
 /// Releases the `.proxy-crun` cgroups under the slot's cgroup `cgroups_path` in every
@@ -126,25 +158,32 @@ fn remove_empty_cgroup(dir: &Path) -> Result<(), String> {
 /// Returns the removed folders.
 ///
 /// Errors: every folder that is not empty (processes or child cgroups) or could not be
-/// removed, named, joined by `; ` — fail closed, nothing is forced.
+/// removed, named, joined by `; ` — fail closed, nothing is forced. Folders holding the same
+/// processes (one per cgroup v1 hierarchy) are named in one sentence with one way on.
 pub fn release_cgroups(cgroups_path: &str, whole: bool) -> Result<Vec<PathBuf>, String> {
     let mut removed = Vec::new();
     let mut problems = Vec::new();
+    let mut busy: Vec<(&'static str, PathBuf, Vec<String>)> = Vec::new();
+    let mut refused = |what: &'static str, dir: PathBuf, e: CgroupLeft| match e {
+        CgroupLeft::Procs(pids) => busy.push((what, dir, pids)),
+        CgroupLeft::Other(e) => problems.push(format!("{what}: {e}")),
+    };
     for dir in cgroup_dirs(cgroups_path) {
         let proxy = dir.join(PROXY_CGROUP);
         if proxy.is_dir() {
             match remove_empty_cgroup(&proxy) {
                 Ok(()) => removed.push(proxy),
-                Err(e) => problems.push(format!("crun's {PROXY_CGROUP} cgroup: {e}")),
+                Err(e) => refused("crun's .proxy-crun cgroup", proxy, e),
             }
         }
         if whole && dir.is_dir() {
             match remove_empty_cgroup(&dir) {
                 Ok(()) => removed.push(dir),
-                Err(e) => problems.push(format!("the slot's cgroup: {e}")),
+                Err(e) => refused("the slot's cgroup", dir, e),
             }
         }
     }
+    problems.extend(busy_sentences(&busy));
     if problems.is_empty() {
         Ok(removed)
     } else {
@@ -242,6 +281,37 @@ mod tests {
         std::fs::remove_file(d.join("status")).unwrap();
         assert!(remove_half_state(t.path(), "c").unwrap().is_some());
         assert!(!d.exists());
+    }
+
+    #[test]
+    fn folders_holding_the_same_processes_are_named_once() {
+        let p = |s: &str| PathBuf::from(s);
+        let pids = vec!["31493".to_string()];
+        let busy = vec![
+            (
+                "the slot's cgroup",
+                p("/sys/fs/cgroup/cpu/n/s"),
+                pids.clone(),
+            ),
+            (
+                "the slot's cgroup",
+                p("/sys/fs/cgroup/memory/n/s"),
+                pids.clone(),
+            ),
+            (
+                "the slot's cgroup",
+                p("/sys/fs/cgroup/pids/n/s"),
+                vec!["7".into()],
+            ),
+        ];
+        let s = busy_sentences(&busy);
+        assert_eq!(s.len(), 2, "{s:?}");
+        assert_eq!(
+            s[0],
+            "the slot's cgroup: /sys/fs/cgroup/cpu/n/s, /sys/fs/cgroup/memory/n/s hold processes 31493: not removed (a container's init ignores SIGTERM: `kill -9 31493`, then run cleanup again)"
+        );
+        assert!(s[1].contains("/pids/n/s holds processes 7"), "{s:?}");
+        assert!(busy_sentences(&[]).is_empty());
     }
 
     #[test]
