@@ -271,6 +271,16 @@ fn load_result_errors_name_the_input() {
         "{e}"
     );
     assert!(e.to_string().contains("tool_version"));
+
+    // A copy of the result under another name is not reported apart from its folder.
+    let copy = t.path().join("old-result.json");
+    std::fs::copy(t.path().join(RESULT_FILE), &copy).unwrap();
+    let e = load_result(&copy).unwrap_err();
+    assert!(matches!(e, ReportError::NotAResultFile { .. }), "{e}");
+    assert!(
+        e.to_string().contains("old-result.json") && e.to_string().contains("cp -a"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -50,6 +50,16 @@ pub enum ReportError {
         /// "was interrupted" or "did not finish".
         how: &'static str,
     },
+    /// A file was given that is not named `netprobe-result.json`: a result is verified against
+    /// the evidence folder it is in, so a copy under another name would be reported (or
+    /// diffed) beside the verification of another file.
+    #[error(
+        "{path}: not a {RESULT_FILE}; pass an evidence directory or the {RESULT_FILE} in it (a result is verified against the folder it is in: copy the whole folder with `cp -a` to keep an older run)"
+    )]
+    NotAResultFile {
+        /// The path as given.
+        path: PathBuf,
+    },
     /// The result file could not be read.
     #[error("{path}: cannot read the result file ({source}); check the path and its permissions")]
     Read {
@@ -155,6 +165,11 @@ impl Format {
 pub fn load_result(path: &Path) -> Result<RunResult> {
     if !path.exists() {
         return Err(ReportError::NotFound {
+            path: path.to_path_buf(),
+        });
+    }
+    if !path.is_dir() && path.file_name() != Some(RESULT_FILE.as_ref()) {
+        return Err(ReportError::NotAResultFile {
             path: path.to_path_buf(),
         });
     }
