@@ -174,6 +174,16 @@ fn edits_of_unhashed_result_fields_are_caught() {
     });
     assert_caught(&o, "rungs[oci].error");
 
+    // The ladder reordered, or a rung made to look skipped while keeping what it recorded.
+    let o = verify_edited(&ev, &original, |v| {
+        v["rungs"].as_array_mut().unwrap().swap(2, 3);
+    });
+    assert_caught(&o, "rungs: recorded");
+    let o = verify_edited(&ev, &original, |v| {
+        rung(v, "kernel")["status"] = Value::from("skipped");
+    });
+    assert_caught(&o, "rungs[kernel]: skipped, yet it records facts");
+
     // Another tool_version: the pins' pinned values are named as not re-derived (beside this
     // netprobe's), the rest of each pin check is still re-derived from host.json.
     let o = verify_edited(&ev, &original, |v| {

@@ -5,7 +5,9 @@
 //! artifact list (from the run's), and the whole verdict (code, summary, what it rests on,
 //! reason) recomputed from the rungs.
 
-use crate::evidence::result::{HostFacts, PinCheck, RunResult, RungName, Status, Verdict};
+use crate::evidence::result::{
+    HostFacts, PinCheck, RunResult, RungName, RungResult, Status, Verdict,
+};
 use crate::host;
 use crate::probe::netns_content::NetnsContent;
 use crate::probe::rederive::Rederived;
@@ -19,6 +21,7 @@ pub fn run_fields(dir: &Path, result: &RunResult, verdict: &Verdict) -> Rederive
     let mut out = Rederived::default();
     host_and_pins(dir, result, &mut out);
     standing_differences(result, &mut out);
+    ladder(&result.rungs, &mut out);
     phases(result, &mut out);
     rung_artifacts(result, &mut out);
     verdict_text(&result.verdict, verdict, &mut out);
@@ -275,6 +278,47 @@ fn standing_differences(result: &RunResult, out: &mut Rederived) {
     }
 }
 
+/// `rungs` holds one rung per ladder step, in ladder order ([`RungName::ALL`]: a run records
+/// every step, a step not asked for as skipped), and a skipped rung records nothing it could
+/// only have got by running (facts, assertions, artifacts, an error, timings, a duration).
+fn ladder(rungs: &[RungResult], out: &mut Rederived) {
+    let names: Vec<RungName> = rungs.iter().map(|r| r.name).collect();
+    if names == RungName::ALL {
+        out.checked
+            .push("rungs (one per ladder step, in order)".into());
+    } else {
+        out.mismatches.push(format!(
+            "rungs: recorded {names:?}, a run records one rung per ladder step in order {:?}",
+            RungName::ALL
+        ));
+    }
+    for r in rungs.iter().filter(|r| r.status == Status::Skipped) {
+        let mut held = Vec::new();
+        if !r.facts.is_empty() {
+            held.push(format!("facts {:?}", r.facts.keys().collect::<Vec<_>>()));
+        }
+        if !r.assertions.is_empty() {
+            held.push(format!("{} assertion(s)", r.assertions.len()));
+        }
+        if !r.artifacts.is_empty() {
+            held.push(format!("{} artifact(s)", r.artifacts.len()));
+        }
+        if r.error.is_some() {
+            held.push("an error".into());
+        }
+        if !r.timings_ms.is_empty() || r.duration_ms != 0 {
+            held.push("timings".into());
+        }
+        if !held.is_empty() {
+            out.mismatches.push(format!(
+                "rungs[{}]: skipped, yet it records {}: only a rung that ran has them",
+                r.name,
+                held.join(", ")
+            ));
+        }
+    }
+}
+
 /// `phases` names exactly the rungs that are not skipped.
 fn phases(result: &RunResult, out: &mut Rederived) {
     let ran: Vec<RungName> = result
@@ -350,6 +394,51 @@ mod tests {
         assert_eq!(option(&argv, "--rootfs"), Some("/r"));
         assert_eq!(option(&argv, "--netns"), Some("rich"));
         assert_eq!(option(&argv, "--runtime"), None);
+    }
+
+    #[test]
+    fn the_ladder_is_whole_in_order_and_skipped_rungs_hold_nothing() {
+        let rung = |name, status| RungResult {
+            name,
+            status,
+            summary: String::new(),
+            started_at: String::new(),
+            duration_ms: 0,
+            timings_ms: Default::default(),
+            facts: Default::default(),
+            assertions: vec![],
+            artifacts: vec![],
+            error: None,
+        };
+        let check = |rungs: Vec<RungResult>| {
+            let mut out = Rederived::default();
+            ladder(&rungs, &mut out);
+            out
+        };
+        let whole: Vec<RungResult> = RungName::ALL
+            .iter()
+            .map(|n| rung(*n, Status::Pass))
+            .collect();
+        let out = check(whole.clone());
+        assert!(out.mismatches.is_empty(), "{:?}", out.mismatches);
+        let mut swapped = whole.clone();
+        swapped.swap(0, 1);
+        assert!(check(swapped).mismatches[0].contains("one rung per ladder step in order"));
+        let mut short = whole.clone();
+        short.pop();
+        assert!(!check(short).mismatches.is_empty());
+        let mut forged = whole;
+        forged[2] = rung(RungName::Oci, Status::Skipped);
+        forged[2]
+            .facts
+            .insert("restored".into(), serde_json::json!(true));
+        forged[2].duration_ms = 5;
+        let m = check(forged).mismatches;
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert!(
+            m[0].contains("rungs[oci]: skipped, yet it records facts [\"restored\"], timings"),
+            "{m:?}"
+        );
     }
 
     #[test]
