@@ -398,3 +398,32 @@ fn field_path_diff_names_the_pointer_old_then_new() {
     );
     assert!(netprobe::assert::json_field_diff(&old, &old).is_empty());
 }
+
+/// One entry inserted or removed is one line: the arrays are aligned on what they share, not
+/// compared index by index (which would report every later entry as changed).
+#[test]
+fn an_inserted_entry_is_one_line_not_a_cascade() {
+    let a = |addr: &str, family: &str| serde_json::json!({"ifindex": 1, "family": family, "address": addr, "prefixlen": 8});
+    let old = serde_json::json!({"addresses": [a("127.0.0.1", "inet"), a("::1", "inet6")]});
+    let new = serde_json::json!({"addresses": [a("10.9.9.9", "inet"), a("127.0.0.1", "inet"), a("::1", "inet6")]});
+    let d = netprobe::assert::json_field_diff(&old, &new);
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert!(d[0].starts_with("/addresses/0: added "), "{d:#?}");
+    assert!(d[0].contains("10.9.9.9"), "{d:#?}");
+    // And removed again: one line, at its old index.
+    let d = netprobe::assert::json_field_diff(&new, &old);
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert!(d[0].starts_with("/addresses/0: removed "), "{d:#?}");
+    // A changed entry in the middle still shows its field.
+    let mut changed = new.clone();
+    changed["addresses"][1]["prefixlen"] = serde_json::json!(16);
+    let d = netprobe::assert::json_field_diff(&new, &changed);
+    assert_eq!(d, ["/addresses/1/prefixlen: 8 → 16"]);
+    // Two removed, one added between the same neighbours: listed, not paired.
+    let x = serde_json::json!({"v": [1, 2, 3, 4]});
+    let y = serde_json::json!({"v": [1, 9, 4]});
+    assert_eq!(
+        netprobe::assert::json_field_diff(&x, &y),
+        ["/v/1: removed 2", "/v/2: removed 3", "/v/1: added 9"]
+    );
+}

@@ -103,7 +103,16 @@ fn diff_names_a_criu_change_and_a_verdict_change() {
         )) && err.contains("netstate-after.json"),
         "{err}"
     );
-    assert!(String::from_utf8_lossy(&o.stdout).contains("verdict unchanged"));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("verdict unchanged"), "{out}");
+    // Said on stdout too, above the diff: saved output never keeps a diff without it.
+    let warn = out
+        .find(&format!(
+            "NOT VERIFIED: {} does not reproduce",
+            ev("edited")
+        ))
+        .unwrap_or_else(|| panic!("no NOT VERIFIED on stdout: {out}"));
+    assert!(warn < out.find("verdict unchanged").unwrap(), "{out}");
 
     // A run whose verdict differs (the kernel rung alone cannot decide; kernel+criu either):
     // make one that decides: the whole ladder.

@@ -481,10 +481,12 @@ fn missing_runtime_and_existing_container_are_refused() {
         OciError::Failed {
             argv,
             code,
+            signal,
             stderr_tail,
             log,
             criu_reason,
         } => {
+            assert_eq!(*signal, None);
             assert!(criu_reason.is_none());
             assert!(argv.iter().any(|a| a == "start"));
             assert_eq!(*code, Some(1));

@@ -327,3 +327,54 @@ fn an_interrupted_verb_is_shown_as_interrupted_with_its_note() {
         "{md}"
     );
 }
+
+/// Each verb's `verb.json` is checked against the sha256 the slot's journal recorded at the
+/// verb's end: matches, DIFFERS (edited after the verb wrote it: the page says NOT VERIFIED,
+/// `write_report_verified` says not reproduced), or unchecked (no end with a hash).
+#[test]
+fn an_edited_verb_json_is_named_against_the_journal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let slot = make_slot(tmp.path());
+    let ev = slot.join("evidence");
+    let sha = |p: &Path| netprobe::evidence::sha256_file(p).unwrap().0;
+    let end = |name: &str, ok: bool| {
+        json!({"at": "2026-12-01T05:00:01Z", "pid": 1, "verb": name.split_once('-').unwrap().1,
+               "event": "end", "ok": ok, "detail": "d", "evidence": name,
+               "verb_sha256": sha(&ev.join(name).join("verb.json"))})
+        .to_string()
+    };
+    let journal = [end("0001-provision", true), end("0003-restore", false)].join("\n") + "\n";
+    std::fs::write(slot.join("journal.jsonl"), journal).unwrap();
+    let md = std::fs::read_to_string(write_report(&slot, Format::Markdown).unwrap()).unwrap();
+    assert!(!md.contains("NOT VERIFIED"), "{md}");
+    assert!(
+        md.contains("verb.json has the sha256 journal.jsonl recorded"),
+        "{md}"
+    );
+    assert!(
+        md.contains("journal.jsonl records no end of this folder"),
+        "{md}"
+    );
+
+    // The failed restore's verb.json made to say it succeeded.
+    let p = ev.join("0003-restore/verb.json");
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+    v["ok"] = json!(true);
+    v["summary"] = json!("restored fine, all gates proven");
+    write_json(&p, &v);
+    let (path, reproduced) =
+        netprobe::report::write_report_verified(&slot, Format::Markdown, |_, _| None).unwrap();
+    assert_eq!(reproduced, Some(false));
+    let md = std::fs::read_to_string(path).unwrap();
+    assert!(
+        md.contains("**NOT VERIFIED**: these verb.json files differ"),
+        "{md}"
+    );
+    assert!(
+        md.contains("MISMATCH: 0003-restore: verb.json sha256")
+            && md.contains("failed at 2026-12-01T05:00:01Z"),
+        "{md}"
+    );
+    let html = std::fs::read_to_string(write_report(&slot, Format::Html).unwrap()).unwrap();
+    assert!(html.contains("NOT VERIFIED"), "{html}");
+}

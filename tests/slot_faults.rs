@@ -275,7 +275,30 @@ fn lifecycle_faults() {
     holder.verify().expect("a failed restore keeps the holder");
     // Retry after the namespace is put back: works.
     nsenter("del");
-    ok(Verb::Restore, "11", &sd);
+    // runc killed mid-restore leaves its half-written state: `<root>/<id>/criu-root` with the
+    // rootfs bind-mounted and no state.json — runc then says no such container, yet refuses the
+    // id. The next restore removes it (fact runtime_half_state), then restores.
+    let s = state(&sd, 11);
+    let half = s.runtime_root.join(&s.container_id);
+    let criu_root = half.join("criu-root");
+    std::fs::create_dir_all(&criu_root).unwrap();
+    nix::mount::mount(
+        Some(&sd.join("slot-11")),
+        &criu_root,
+        None::<&str>,
+        nix::mount::MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .unwrap();
+    let o = ok(Verb::Restore, "11", &sd);
+    let done = o.facts["runtime_half_state"].as_str().unwrap_or_default();
+    assert!(
+        done.contains("no state.json")
+            && done.contains(&format!("unmounted {}", criu_root.display())),
+        "{:?}",
+        o.facts
+    );
+    assert!(!netprobe::slot::mounts::is_mounted(&criu_root));
     ok(Verb::Reset, "11", &sd);
 
     // The snapshot's saved upper or manifest edited: refused before anything changes, and a
@@ -391,6 +414,21 @@ fn lifecycle_faults() {
         advice.contains("phase running") && advice.contains("live.left_processes"),
         "{doc:#}"
     );
+    // While a verb holds the slot lock, its own processes look like a lost container: status
+    // says a verb runs, and names no processes to kill.
+    {
+        let _held = SlotLock::acquire(&sd.join("slot-11/lock")).unwrap();
+        let doc = ok(Verb::Status, "11", &sd).to_json();
+        assert_eq!(doc["busy"], true, "{doc:#}");
+        assert!(doc["live"]["left_processes"].is_null(), "{doc:#}");
+        let advice = doc["advice"].as_str().unwrap_or_default();
+        assert!(
+            advice.contains(
+                "a verb is running on this slot (its lock is held by this netprobe process"
+            ) && !advice.contains("kill -9"),
+            "{doc:#}"
+        );
+    }
     for d in &moved {
         std::fs::write(d.join("cgroup.procs"), init.trim()).unwrap();
     }
@@ -410,7 +448,56 @@ fn lifecycle_faults() {
         ok(Verb::Status, "11", &sd).to_json()["live"]["container"]["status"],
         "running"
     );
+    // state.json unreadable: status says why, what holder.json and the mounts still tell, and
+    // what to release by hand (no verb can run).
+    let sj = sd.join("slot-11/state.json");
+    let kept = std::fs::read(&sj).unwrap();
+    std::fs::write(&sj, b"{").unwrap();
+    let doc = ok(Verb::Status, "11", &sd).to_json();
+    assert_valid(&slot_state_validator(), &doc);
+    assert!(
+        doc["state_error"].as_str().is_some_and(|e| !e.is_empty()),
+        "{doc:#}"
+    );
+    assert_eq!(doc["live"]["holder"]["alive"], true, "{doc:#}");
+    assert!(
+        doc["live"]["mounts_under_slot"]
+            .as_array()
+            .is_some_and(|m| !m.is_empty()),
+        "{doc:#}"
+    );
+    let advice = doc["advice"].as_str().unwrap_or_default();
+    assert!(
+        advice.contains("state.json cannot be read") && advice.contains("delete -f"),
+        "{doc:#}"
+    );
+    std::fs::write(&sj, &kept).unwrap();
 
+    // A process started in the slot's network namespace outside the container (what a lost
+    // container amounts to), then the holder killed: cleanup stops the container it knows,
+    // then refuses before unmounting anything while the stray keeps the namespace — named,
+    // with the way on.
+    let mut stray = KillOnDrop(
+        std::process::Command::new("nsenter")
+            .arg(format!("--net=/proc/{}/ns/net", holder.pid))
+            .args(["sleep", "1000"])
+            .spawn()
+            .unwrap(),
+    );
+    let in_ns = || {
+        std::fs::read_link(format!("/proc/{}/ns/net", stray.0.id()))
+            .is_ok_and(|l| l.to_string_lossy() == format!("net:[{}]", holder.netns_inode))
+            && std::fs::read_to_string(format!("/proc/{}/comm", stray.0.id()))
+                .is_ok_and(|c| c.trim() == "sleep")
+    };
+    let t0 = std::time::Instant::now();
+    while !in_ns() {
+        assert!(
+            t0.elapsed().as_secs() < 5,
+            "nsenter did not enter the slot's netns"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     // Killed holder.
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(holder.pid),
@@ -432,6 +519,23 @@ fn lifecycle_faults() {
         serde_json::json!([stale.file_name().unwrap().to_str().unwrap()])
     );
     let holders = holder_pids(&sd);
+    // nsenter execs sleep: same pid, now in the namespace.
+    let e = err(&args(Verb::Cleanup, "11", &sd));
+    assert_gate_err(&e, "11", "netns-empty", 1);
+    assert!(
+        e.message
+            .contains(&format!("processes {} (sleep)", stray.0.id()))
+            && e.message
+                .contains(&format!("though its holder (pid {}) is gone", holder.pid))
+            && e.message.contains(&format!("kill -9 {}", stray.0.id())),
+        "{e}"
+    );
+    assert!(
+        netprobe::slot::mounts::is_mounted(&state(&sd, 11).overlay.unwrap().merged),
+        "nothing is unmounted under the stray"
+    );
+    stray.0.kill().unwrap();
+    stray.0.wait().unwrap();
     let c = ok(Verb::Cleanup, "11", &sd);
     assert!(gate(&c, "released").proven);
     assert!(
@@ -457,7 +561,7 @@ fn lifecycle_faults() {
         let e = err(&args(verb, "11", &sd));
         assert_gate_err(&e, "11", "slot-not-clean", 1);
         assert!(
-            e.message.contains("cleaned up (phase clean)")
+            e.message.contains("state.json records phase clean")
                 && e.message.contains("provision a new slot number")
                 && e.message.contains(&format!(
                     "remove the slot folder {}",
@@ -605,4 +709,14 @@ fn holder_replaced_by_another_process() {
     let _ = impostor.kill();
     let _ = impostor.wait();
     assert_released(&sd, &[]);
+}
+
+/// A child killed and reaped when dropped (a test that fails leaves no process behind).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

@@ -441,19 +441,7 @@ fn json_diff(old: &Value, new: &Value, path: &mut String, out: &mut Vec<String>)
                 path.truncate(len);
             }
         }
-        (Value::Array(o), Value::Array(n)) => {
-            for i in 0..o.len().max(n.len()) {
-                let len = path.len();
-                path.push_str(&format!("/{i}"));
-                match (o.get(i), n.get(i)) {
-                    (Some(a), Some(b)) => json_diff(a, b, path, out),
-                    (Some(a), None) => out.push(format!("{path}: removed {}", label(a))),
-                    (None, Some(b)) => out.push(format!("{path}: added {}", label(b))),
-                    (None, None) => {}
-                }
-                path.truncate(len);
-            }
-        }
+        (Value::Array(o), Value::Array(n)) => array_diff(o, n, path, out),
         (a, b) if a != b => out.push(format!(
             "{}: {} → {}",
             shown(path),
@@ -461,6 +449,72 @@ fn json_diff(old: &Value, new: &Value, path: &mut String, out: &mut Vec<String>)
             clip(&b.to_string())
         )),
         _ => {}
+    }
+}
+
+/// Two arrays aligned on their longest common subsequence of equal elements, so one entry
+/// inserted or removed is one line, not a change of every element after it. Between two
+/// aligned elements, as many removed as added entries are compared pairwise (a changed entry:
+/// its fields); otherwise they are listed as removed (old index) and added (new index).
+/// O(len(old) × len(new)) time and memory: NetState arrays hold tens to hundreds of entries.
+fn array_diff(o: &[Value], n: &[Value], path: &mut String, out: &mut Vec<String>) {
+    // lcs[i][j]: length of the LCS of o[i..] and n[j..].
+    let mut lcs = vec![vec![0u32; n.len() + 1]; o.len() + 1];
+    for i in (0..o.len()).rev() {
+        for j in (0..n.len()).rev() {
+            lcs[i][j] = if o[i] == n[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let (mut i, mut j) = (0, 0);
+    let (mut gap_o, mut gap_n) = (Vec::new(), Vec::new());
+    loop {
+        let matched = i < o.len() && j < n.len() && o[i] == n[j];
+        if matched || (i == o.len() && j == n.len()) {
+            gap_diff(o, n, &gap_o, &gap_n, path, out);
+            gap_o.clear();
+            gap_n.clear();
+            if !matched {
+                return;
+            }
+            i += 1;
+            j += 1;
+        } else if j == n.len() || (i < o.len() && lcs[i + 1][j] >= lcs[i][j + 1]) {
+            gap_o.push(i);
+            i += 1;
+        } else {
+            gap_n.push(j);
+            j += 1;
+        }
+    }
+}
+
+/// The entries between two aligned elements of [`array_diff`]: old indices `go`, new `gn`.
+fn gap_diff(
+    o: &[Value],
+    n: &[Value],
+    go: &[usize],
+    gn: &[usize],
+    path: &mut String,
+    out: &mut Vec<String>,
+) {
+    let len = path.len();
+    if go.len() == gn.len() {
+        for (&a, &b) in go.iter().zip(gn) {
+            path.push_str(&format!("/{b}"));
+            json_diff(&o[a], &n[b], path, out);
+            path.truncate(len);
+        }
+        return;
+    }
+    for &a in go {
+        out.push(format!("{path}/{a}: removed {}", label(&o[a])));
+    }
+    for &b in gn {
+        out.push(format!("{path}/{b}: added {}", label(&n[b])));
     }
 }
 

@@ -20,10 +20,11 @@ impl Execute for DiffCmd {
         use netprobe::report::diff::{diff_paths, render_diff};
         match diff_paths(&self.old, &self.new) {
             Ok(d) => {
-                super::out::raw(render_diff(&d));
                 // The diff compares what the two result files record: each side is verified
-                // against its own evidence, and one that does not reproduce fails the command.
+                // against its own evidence first (said above the diff, on stdout too), and one
+                // that does not reproduce fails the command.
                 let verified = [&self.old, &self.new].map(|p| verify_side(p));
+                super::out::raw(render_diff(&d));
                 if verified.contains(&false) {
                     return ExitClass::Gate.into();
                 }
@@ -39,8 +40,8 @@ impl Execute for DiffCmd {
 }
 
 /// Runs `netprobe verify` on one side (an evidence folder, or a result file's folder); prints
-/// on stdout that it reproduced, or on stderr that it did not (with the first mismatch) or
-/// could not be verified. Returns whether it reproduced.
+/// on stdout that it reproduced, or on stdout and stderr that it did not (with the first
+/// mismatch) or could not be verified. Returns whether it reproduced.
 fn verify_side(path: &Path) -> bool {
     let dir = if path.is_file() {
         match path.parent() {
@@ -61,8 +62,8 @@ fn verify_side(path: &Path) -> bool {
             true
         }
         Ok(o) => {
-            eprintln!(
-                "netprobe: NOT VERIFIED: {} does not reproduce its netprobe-result.json ({} mismatch(es), first: {}); the diff above compares what the result files record — run `netprobe verify {}`",
+            let line = format!(
+                "NOT VERIFIED: {} does not reproduce its netprobe-result.json ({} mismatch(es), first: {}); the diff below compares what the result files record, not what the evidence proves — run `netprobe verify {}`",
                 dir.display(),
                 o.mismatches.len(),
                 o.mismatches
@@ -71,13 +72,17 @@ fn verify_side(path: &Path) -> bool {
                     .unwrap_or("the verdict differs"),
                 dir.display()
             );
+            super::out::line(line.clone());
+            eprintln!("netprobe: {line}");
             false
         }
         Err(e) => {
-            eprintln!(
-                "netprobe: NOT VERIFIED: {} cannot be verified: {e}",
+            let line = format!(
+                "NOT VERIFIED: {} cannot be verified: {e}; the diff below compares what the result files record",
                 dir.display()
             );
+            super::out::line(line.clone());
+            eprintln!("netprobe: {line}");
             false
         }
     }

@@ -64,6 +64,15 @@ impl Execute for ReportCmd {
                         ),
                     );
                 }
+                if reproduced == Some(false)
+                    && netprobe::report::slot_folder_kind(&self.dir).is_some()
+                {
+                    eprintln!(
+                        "netprobe: a verb.json in {} differs from what the slot's journal.jsonl recorded at that verb's end; the report says NOT VERIFIED and names it",
+                        self.dir.display()
+                    );
+                    return ExitClass::Gate.into();
+                }
                 if reproduced == Some(false) {
                     eprintln!(
                         "netprobe: the evidence in {} does not reproduce what it records; the report says NOT VERIFIED (see `netprobe verify {}`)",

@@ -368,6 +368,7 @@ pub mod fake {
             Ok(RuntimeOutcome {
                 argv: vec!["fake".into(), argv.into()],
                 code: Some(0),
+                signal: None,
                 stdout: String::new(),
                 stderr: String::new(),
                 duration_ms: 0,

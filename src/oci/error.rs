@@ -162,16 +162,21 @@ pub enum OciError {
 
     /// The runtime ran and exited non-zero (or was killed by a signal: `code` None).
     #[error(
-        "OCI runtime failed: {argv:?} exited with {}: {stderr_tail}{}{}",
-        code.map(|c| c.to_string()).unwrap_or_else(|| "a signal".into()),
+        "OCI runtime failed: {argv:?} {}: {stderr_tail}{}{}",
+        how_it_ended(*code, *signal),
         log.as_ref().map(|l| format!(" (CRIU log: {})", l.display())).unwrap_or_default(),
-        criu_reason.as_ref().map(|r| format!("\n{r}")).unwrap_or_default()
+        criu_reason.as_ref().map(|r| match code {
+            Some(_) => format!("\n{r}"),
+            None => format!("\n(the runtime was killed: CRIU's errors below may have followed the kill rather than caused the failure)\n{r}"),
+        }).unwrap_or_default()
     )]
     Failed {
         /// The full argv.
         argv: Vec<String>,
         /// The exit code, None when killed by a signal.
         code: Option<i32>,
+        /// The signal that killed it (`code` None).
+        signal: Option<i32>,
         /// The last lines of stderr (and of runc's --log file), trimmed.
         stderr_tail: String,
         /// For checkpoint/restore: the CRIU log in the work path (dump.log or restore.log).
@@ -236,4 +241,42 @@ pub(crate) fn io_err(
 ) -> impl FnOnce(std::io::Error) -> OciError {
     let path = path.into();
     move |source| OciError::Io { op, path, source }
+}
+
+/// `exited with 1`, `was killed by signal 9 (SIGKILL)`, or `was killed by a signal` when
+/// neither is known.
+fn how_it_ended(code: Option<i32>, signal: Option<i32>) -> String {
+    match (code, signal) {
+        (Some(c), _) => format!("exited with {c}"),
+        (None, Some(n)) => match nix::sys::signal::Signal::try_from(n) {
+            Ok(sig) => format!("was killed by signal {n} ({})", sig.as_str()),
+            Err(_) => format!("was killed by signal {n}"),
+        },
+        (None, None) => "was killed by a signal".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_killed_runtime_names_the_signal_and_qualifies_criu_s_errors() {
+        let e = OciError::Failed {
+            argv: vec!["runc".into(), "restore".into()],
+            code: None,
+            signal: Some(9),
+            stderr_tail: String::new(),
+            log: Some("/w/restore.log".into()),
+            criu_reason: Some(
+                "CRIU's reason (/w/restore.log):\n  68: Error (criu/util.c:1532): rlimit".into(),
+            ),
+        };
+        let m = e.to_string();
+        assert!(m.contains("was killed by signal 9 (SIGKILL)"), "{m}");
+        assert!(m.contains("may have followed the kill"), "{m}");
+        assert_eq!(how_it_ended(Some(1), None), "exited with 1");
+        assert_eq!(how_it_ended(None, None), "was killed by a signal");
+        assert_eq!(how_it_ended(None, Some(200)), "was killed by signal 200");
+    }
 }

@@ -36,4 +36,6 @@ pub use runtime::{
     RuntimeOutcome, crun_quirks, host_is_hybrid, read_pid_file, refuse_existing,
     unique_container_id,
 };
-pub use runtime_env::{CRIU_PATH_PREFIX, sweep_stale_criu_path_dirs};
+pub use runtime_env::{
+    CRIU_PATH_PREFIX, RUNC_LOG_PREFIX, sweep_stale_criu_path_dirs, sweep_stale_runc_logs,
+};

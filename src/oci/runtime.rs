@@ -23,7 +23,7 @@ use super::error::{OciError, Result, io_err};
 pub use super::runtime_env::{
     CRUN_DEFAULT_ROOT, HYBRID_UNIFIED_MOUNT, RuntimeKind, crun_quirks, host_is_hybrid,
 };
-use super::runtime_env::{CriuPathDir, CrunNamespace};
+use super::runtime_env::{CriuPathDir, CrunNamespace, RUNC_LOG_PREFIX};
 
 /// Bytes of stderr (from the end) kept in [`OciError::Failed`].
 const STDERR_TAIL_BYTES: usize = 2000;
@@ -71,6 +71,8 @@ pub struct RuntimeOutcome {
     pub argv: Vec<String>,
     /// Exit code; None when killed by a signal.
     pub code: Option<i32>,
+    /// The signal that killed it (`code` None), e.g. 9.
+    pub signal: Option<i32>,
     /// Captured stdout (UTF-8, lossy). Empty for `create`/`restore`, whose stdio is /dev/null.
     pub stdout: String,
     /// Captured stderr (UTF-8, lossy). For `create`/`restore`: the content of runc's `--log`
@@ -470,8 +472,11 @@ impl Runtime {
         let mut argv = self.argv_prefix(strace_out.as_deref(), with_globals);
         let log = match stdio {
             Stdio3::Detached => {
+                // Named with this pid, so one a SIGKILL leaves is found and removed
+                // ([`crate::oci::sweep_stale_runc_logs`]).
+                let prefix = format!("{RUNC_LOG_PREFIX}{}-", std::process::id());
                 let f = tempfile::Builder::new()
-                    .prefix("netprobe-runc-")
+                    .prefix(&prefix)
                     .suffix(".log")
                     .tempfile()
                     .map_err(io_err("create temporary runc log in", std::env::temp_dir()))?;
@@ -544,6 +549,7 @@ impl Runtime {
         Ok(RuntimeOutcome {
             argv: argv_str,
             code: output.status.code(),
+            signal: std::os::unix::process::ExitStatusExt::signal(&output.status),
             stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
             stderr,
             duration_ms,
@@ -580,6 +586,7 @@ fn check(out: RuntimeOutcome, criu_log: Option<PathBuf>) -> Result<RuntimeOutcom
     Err(OciError::Failed {
         argv: out.argv,
         code: out.code,
+        signal: out.signal,
         stderr_tail: truncate_tail(out.stderr.trim(), STDERR_TAIL_BYTES),
         log: criu_log,
         criu_reason,

@@ -140,6 +140,40 @@ pub fn sweep_stale_criu_path_dirs(tmp: &Path) -> Vec<PathBuf> {
     removed
 }
 
+/// The name of every temporary runc `--log` file starts with this, then the pid of the netprobe
+/// process that made it and `-` (`netprobe-runc-<pid>-XXXXXX.log`).
+pub const RUNC_LOG_PREFIX: &str = "netprobe-runc-";
+
+/// Removes the runc `--log` files in `tmp` that a netprobe process killed with SIGKILL left
+/// behind: `netprobe-runc-<pid>-….log` whose pid no longer exists (`kill(pid, 0)` answers
+/// `ESRCH`). A file of a live process or a name without a pid is left alone. Returns the files
+/// removed.
+pub fn sweep_stale_runc_logs(tmp: &Path) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    let Ok(entries) = fs::read_dir(tmp) else {
+        return removed;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(RUNC_LOG_PREFIX)
+            .filter(|r| r.ends_with(".log"))
+            .and_then(|r| r.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<i32>().ok())
+            .filter(|p| *p > 0)
+        else {
+            continue;
+        };
+        let dead = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+            == Err(nix::errno::Errno::ESRCH);
+        let file = e.path();
+        if dead && e.file_type().is_ok_and(|t| t.is_file()) && fs::remove_file(&file).is_ok() {
+            removed.push(file);
+        }
+    }
+    removed
+}
+
 /// A private folder holding only `criu` (a symlink to the requested CRIU), put first in the
 /// spawned runtime's `PATH`; removed when dropped (and on interruption). Named
 /// `netprobe-criu-path-<pid>-…` so that one left by a killed process is found
@@ -282,5 +316,22 @@ mod tests {
         assert_eq!(swept, vec![empty.clone(), dead.clone()]);
         assert!(!dead.exists() && !empty.exists());
         assert!(alive.exists() && unexpected.exists() && no_pid.exists());
+    }
+
+    #[test]
+    fn only_runc_logs_of_dead_processes_are_swept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mk = |name: &str| {
+            let f = tmp.path().join(name);
+            fs::write(&f, b"level=error").unwrap();
+            f
+        };
+        let dead = mk("netprobe-runc-99999999-a1b2c3.log");
+        let alive = mk(&format!("netprobe-runc-{}-a1b2c3.log", std::process::id()));
+        let old_name = mk("netprobe-runc-a1b2c3.log");
+        let not_log = mk("netprobe-runc-99999999-a1b2c3.txt");
+        assert_eq!(sweep_stale_runc_logs(tmp.path()), vec![dead.clone()]);
+        assert!(!dead.exists());
+        assert!(alive.exists() && old_name.exists() && not_log.exists());
     }
 }

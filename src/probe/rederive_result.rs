@@ -348,8 +348,28 @@ fn rung_artifacts(result: &RunResult, out: &mut Rederived) {
             .cloned()
             .collect();
         if r.artifacts != want {
+            // Name the first entry that differs (path, sha256 or size), or the count.
+            let first = r
+                .artifacts
+                .iter()
+                .zip(&want)
+                .find(|(a, b)| a != b)
+                .map(|(a, b)| {
+                    format!(
+                        "{} (sha256 {}…, {} bytes) where the run's list has {} (sha256 {}…, {} bytes)",
+                        a.path,
+                        a.sha256.get(..12).unwrap_or(&a.sha256),
+                        a.bytes,
+                        b.path,
+                        b.sha256.get(..12).unwrap_or(&b.sha256),
+                        b.bytes
+                    )
+                })
+                .unwrap_or_else(|| {
+                    format!("{} entries where the run's list has {}", r.artifacts.len(), want.len())
+                });
             out.mismatches.push(format!(
-                "rungs[{}].artifacts: not the run's artifacts under {prefix}",
+                "rungs[{}].artifacts: not the run's artifacts under {prefix}: {first}",
                 r.name
             ));
         }

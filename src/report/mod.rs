@@ -303,7 +303,9 @@ pub fn write_report_verified(
         return write_atomic_report(dir, format, &text).map(|p| (p, reproduced));
     }
     if dir.is_dir() && slot_view::SlotSource::detect(dir).is_some() {
-        return write_atomic_report(dir, format, &slot_report(dir, format)).map(|p| (p, None));
+        // `Some(false)` when a verb.json differs from the journal's record; else no claim.
+        let (text, all_match) = slot_report_checked(dir, format);
+        return write_atomic_report(dir, format, &text).map(|p| (p, (!all_match).then_some(false)));
     }
     if dir.join(slot_view::STATE_DIR_MARKER).is_file() {
         let mut slots: Vec<String> = std::fs::read_dir(dir)
@@ -390,18 +392,26 @@ fn matrix_text(
 /// From `templates/slot.{md,html}`, escaped on output. Never fails: an unreadable `verb.json`
 /// shows as an incomplete verb (should the template ever fail, the text says so).
 pub fn slot_report(dir: &Path, format: Format) -> String {
+    slot_report_checked(dir, format).0
+}
+
+/// [`slot_report`], and whether every verb's `verb.json` that the journal recorded a sha256 for
+/// still has it (false: the page says NOT VERIFIED and names each one that differs).
+fn slot_report_checked(dir: &Path, format: Format) -> (String, bool) {
     let source = slot_view::SlotSource::detect(dir).unwrap_or(slot_view::SlotSource::Slot);
     let page = slot_view::SlotPage::new(dir, source);
+    let all_match = page.differs.is_empty();
     let name = match format {
         Format::Markdown => template::SLOT_MD,
         Format::Html => template::SLOT_HTML,
     };
-    template::render_slot(name, &page).unwrap_or_else(|e| {
+    let text = template::render_slot(name, &page).unwrap_or_else(|e| {
         format!(
             "netprobe: the slot report template failed: {}\n",
             template::escape_html(&e.to_string())
         )
-    })
+    });
+    (text, all_match)
 }
 
 /// Writes `text` to `dir/report.{md,html}` atomically (world-readable); returns the path.

@@ -117,6 +117,9 @@ pub(crate) struct SlotPage {
     pub verbs: Vec<VerbView>,
     /// Declared differences of the last readable verb.
     pub declared: Vec<String>,
+    /// The verbs whose `verb.json` differs from what the journal recorded at their end
+    /// (`name: detail`); the page says NOT VERIFIED when any.
+    pub differs: Vec<String>,
 }
 
 /// One verb's evidence folder.
@@ -151,6 +154,67 @@ pub(crate) struct VerbView {
     pub timings: Vec<(String, u64)>,
     /// Evidence files present, relative to the report's folder.
     pub files: Vec<String>,
+    /// `verb.json` against the journal's `end` entry for this folder ([`journal_check`]).
+    pub journal: JournalCheck,
+}
+
+/// How a verb's `verb.json` compares with the sha256 the slot journal (`journal.jsonl`)
+/// recorded when the verb ended.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct JournalCheck {
+    /// `matches`, `DIFFERS` or `unchecked`.
+    pub state: &'static str,
+    /// The sentence the report shows.
+    pub detail: String,
+}
+
+/// `verb.json` in `verb_dir` (folder name `name`) against the `end` entry the journal `journal`
+/// holds for that folder: `matches` (same sha256), `DIFFERS` (another sha256, another outcome,
+/// or `verb.json` missing where the journal recorded one), or `unchecked` (no journal, or no
+/// end entry with a hash for the folder: a verb interrupted before its end, or one recorded
+/// before netprobe kept hashes). The journal is the slot's own append-only record; it is
+/// not a signature — both files are root's to edit.
+fn journal_check(
+    verb_dir: &Path,
+    name: &str,
+    journal: &[crate::slot::layout::JournalEntry],
+) -> JournalCheck {
+    let end = journal
+        .iter()
+        .rev()
+        .find(|e| e.event == "end" && e.evidence.as_deref() == Some(name));
+    let Some((end, want)) = end.and_then(|e| e.verb_sha256.as_ref().map(|h| (e, h))) else {
+        return JournalCheck {
+            state: "unchecked",
+            detail: "journal.jsonl records no end of this folder with a verb.json sha256".into(),
+        };
+    };
+    let differs = |detail: String| JournalCheck {
+        state: "DIFFERS",
+        detail,
+    };
+    match crate::evidence::sha256_file(&verb_dir.join(VERB_FILE)) {
+        Ok((now, _)) if now == *want => JournalCheck {
+            state: "matches",
+            detail: format!(
+                "verb.json has the sha256 journal.jsonl recorded at the verb's end ({}…, {} at {})",
+                &want[..want.len().min(12)],
+                if end.ok { "ok" } else { "failed" },
+                end.at
+            ),
+        },
+        Ok((now, _)) => differs(format!(
+            "verb.json sha256 {}… is not the {}… journal.jsonl recorded at the verb's end ({} at {}): the file was changed after the verb wrote it",
+            &now[..now.len().min(12)],
+            &want[..want.len().min(12)],
+            if end.ok { "ok" } else { "failed" },
+            end.at
+        )),
+        Err(e) => differs(format!(
+            "journal.jsonl recorded a verb.json (sha256 {}…) at the verb's end, but it cannot be read now: {e}",
+            &want[..want.len().min(12)]
+        )),
+    }
 }
 
 /// One gate row.
@@ -294,7 +358,12 @@ fn gate_row(g: GateDoc) -> GateRow {
 
 /// The view of the verb folder `verb_dir` (named `name`), its paths under `prefix`; the
 /// parsed `verb.json` is returned too (for the page's slot number and declared differences).
-fn verb_view(verb_dir: &Path, name: &str, prefix: &str) -> (VerbView, Option<VerbDoc>) {
+fn verb_view(
+    verb_dir: &Path,
+    name: &str,
+    prefix: &str,
+    journal: &[crate::slot::layout::JournalEntry],
+) -> (VerbView, Option<VerbDoc>) {
     let read = std::fs::read(verb_dir.join(VERB_FILE))
         .map_err(|e| format!("{VERB_FILE}: {e} (the verb did not finish)"))
         .and_then(|b| {
@@ -333,6 +402,7 @@ fn verb_view(verb_dir: &Path, name: &str, prefix: &str) -> (VerbView, Option<Ver
         display,
         timings: Vec::new(),
         files,
+        journal: journal_check(verb_dir, name, journal),
     };
     let Some(d) = doc else { return (v, None) };
     let err = d.error.as_ref();
@@ -417,15 +487,30 @@ impl SlotPage {
                 (f, slot_state(dir))
             }
         };
+        // The slot's journal: beside `evidence/` (a slot folder), or two levels up (a verb folder).
+        let journal_path = match source {
+            SlotSource::Slot => dir.join("journal.jsonl"),
+            SlotSource::Verb => dir
+                .parent()
+                .and_then(Path::parent)
+                .map(|p| p.join("journal.jsonl"))
+                .unwrap_or_default(),
+        };
+        let journal = crate::slot::layout::journal_read(&journal_path);
         let mut page = SlotPage {
             slot: None,
             phase,
             profile,
             verbs: Vec::new(),
             declared: Vec::new(),
+            differs: Vec::new(),
         };
         for (path, name, prefix) in folders {
-            let (v, doc) = verb_view(&path, &name, &prefix);
+            let (v, doc) = verb_view(&path, &name, &prefix, &journal);
+            if v.journal.state == "DIFFERS" {
+                page.differs
+                    .push(format!("{}: {}", v.name, v.journal.detail));
+            }
             if let Some(d) = doc {
                 page.slot = Some(d.slot);
                 page.declared = d.declared_differences;

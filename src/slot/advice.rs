@@ -22,6 +22,8 @@ pub(crate) enum Container {
     /// `runtime state` says it does not exist, but processes are left (or it cannot be told):
     /// a container the runtime lost track of (`live.left_processes`).
     AbsentWithLeft,
+    /// `runtime state` says stopped: the container's init has exited (killed, or it ended).
+    Stopped,
     /// Another status, or it could not be asked.
     Other,
 }
@@ -32,6 +34,7 @@ impl Container {
         match s {
             "running" => Container::Running,
             "absent" => Container::Absent,
+            "stopped" => Container::Stopped,
             _ => Container::Other,
         }
     }
@@ -79,6 +82,13 @@ pub(crate) fn last_verb(evidence: &Path) -> Option<(String, &'static str, String
     Some((verb, how, d.display().to_string()))
 }
 
+/// The gate a verb's `verb.json` in evidence folder `dir` says it failed (`error.gate`), if any.
+fn failed_gate(dir: &str) -> Option<String> {
+    let b = std::fs::read(Path::new(dir).join("verb.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&b).ok()?;
+    v["error"]["gate"].as_str().map(str::to_string)
+}
+
 /// The advice for `phase`, or `None` when the next step is the obvious one (ready, checkpointed,
 /// running, clean). `last`: [`last_verb`]; `snapshot_complete`: the `snapshot-complete` check
 /// passes now.
@@ -86,6 +96,7 @@ pub(crate) fn advice(
     phase: Phase,
     p: &SlotPaths,
     container: Container,
+    holder_alive: bool,
     snapshot_complete: bool,
     last: Option<(String, &'static str, String)>,
 ) -> Option<String> {
@@ -108,6 +119,21 @@ pub(crate) fn advice(
         "the runtime has no container, but processes are left in its cgroup or beside the holder in the slot's network namespace, or that cannot be told (`live.left_processes` names them): a container it lost track of; restore and reset refuse while they run (gates cgroup-empty, netns-empty): stop them as the detail says, or {}",
         cmd("cleanup")
     );
+    let gate = last.as_ref().and_then(|(_, _, dir)| failed_gate(dir));
+    // Whatever the phase (but provision's and clean): without its holder the slot's network
+    // namespace cannot be re-proven, so nothing can be restored into it.
+    if !holder_alive
+        && !matches!(
+            phase,
+            Phase::Provisioning | Phase::ProvisionFailed | Phase::Clean | Phase::Cleaning
+        )
+    {
+        return Some(format!(
+            "phase {}: the holder is gone (`live.holder`), so the slot's network namespace cannot be re-proven and no verb but cleanup can run: {} releases what is left; then provision another slot number; {what}",
+            phase_name(phase),
+            cmd("cleanup")
+        ));
+    }
     let next = match phase {
         Phase::Provisioning | Phase::ProvisionFailed => {
             return Some(format!(
@@ -117,16 +143,38 @@ pub(crate) fn advice(
             ));
         }
         Phase::Clean => return None,
-        Phase::Cleaning => format!(
-            "{} again releases what is left (each release is proven, a second run is harmless)",
-            cmd("cleanup")
-        ),
+        Phase::Cleaning => match gate {
+            Some(g) => format!(
+                "it stopped at gate {g}: do what its message in the evidence says (e.g. stop the processes it names), then {} again releases what is left",
+                cmd("cleanup")
+            ),
+            None => format!(
+                "{} again releases what is left (each release is proven, a second run is harmless)",
+                cmd("cleanup")
+            ),
+        },
         Phase::Checkpointed | Phase::Ready | Phase::Running
             if container == Container::AbsentWithLeft =>
         {
             return Some(format!("phase {}: {left}; {what}", phase_name(phase)));
         }
-        Phase::Checkpointed => return None,
+        Phase::Checkpointed if snapshot_complete => return None,
+        Phase::Checkpointed => {
+            return Some(format!(
+                "phase checkpointed, but the snapshot is not complete (`snapshot.detail`): {give_up}; {what}"
+            ));
+        }
+        Phase::Ready | Phase::Running if container == Container::Stopped => {
+            let next = if snapshot_complete {
+                format!("{} removes it and restores the snapshot", cmd("reset"))
+            } else {
+                give_up
+            };
+            return Some(format!(
+                "phase {} says the container runs, but it has stopped (its init exited: `live.container`): {next}",
+                phase_name(phase)
+            ));
+        }
         Phase::Ready | Phase::Running => {
             if container != Container::Absent {
                 return None;
@@ -154,7 +202,7 @@ pub(crate) fn advice(
                 format!("the container is gone and no complete snapshot exists; {give_up}")
             }
             Container::AbsentWithLeft => left,
-            Container::Other => format!(
+            Container::Stopped | Container::Other => format!(
                 "the container's state is not known (see `live.container`); {} once it is absent, or {}",
                 cmd("restore"),
                 cmd("cleanup")
@@ -163,12 +211,17 @@ pub(crate) fn advice(
         Phase::Restoring | Phase::RestoreFailed => match (container, snapshot_complete) {
             (Container::AbsentWithLeft, _) => left,
             (_, false) => format!("no complete snapshot is left to restore; {give_up}"),
+            _ if gate.as_deref() == Some("net-fidelity") => format!(
+                "its restored network state differed from the snapshot's (gate net-fidelity; the change is in netstate-diff.txt of its evidence): the namespace is the holder's and outlives every restore, so restoring again meets the same change — undo it in the namespace (e.g. `nsenter --net=/proc/<holder pid>/ns/net ip …`, as the diff names), then {}; or {}",
+                cmd("reset"),
+                cmd("cleanup")
+            ),
             (Container::Running, true) => format!(
                 "a container runs but the restore's gates did not all pass: {} stops it and restores the snapshot again",
                 cmd("reset")
             ),
             (Container::Absent, true) => format!("{} runs it again", cmd("restore")),
-            (Container::Other, true) => format!(
+            (Container::Stopped | Container::Other, true) => format!(
                 "the container's state is not known (see `live.container`): {} stops whatever runs and restores the snapshot",
                 cmd("reset")
             ),
@@ -205,7 +258,7 @@ mod tests {
                 "/e/0004-reset".to_string(),
             ))
         };
-        let a = |ph, c, s| advice(ph, &paths(), c, s, last()).unwrap();
+        let a = |ph, c, s| advice(ph, &paths(), c, true, s, last()).unwrap();
         let r = a(Phase::Restoring, Container::Absent, true);
         assert!(
             r.contains("phase restoring") && r.contains("reset, was interrupted"),
@@ -244,14 +297,17 @@ mod tests {
             Phase::Running,
             Phase::Clean,
         ] {
-            assert_eq!(advice(ph, &paths(), Container::Running, true, last()), None);
+            assert_eq!(
+                advice(ph, &paths(), Container::Running, true, true, last()),
+                None
+            );
         }
     }
 
     #[test]
     fn a_container_the_runtime_lost_is_named_in_every_phase_that_expects_one() {
         let last = || Some(("reset".to_string(), "failed", "/e/0004-reset".to_string()));
-        let a = |ph, c, s| advice(ph, &paths(), c, s, last());
+        let a = |ph, c, s| advice(ph, &paths(), c, true, s, last());
         // Phase running, the runtime has none, nothing left: restore (or give up).
         let r = a(Phase::Running, Container::Absent, true).unwrap();
         assert!(r.contains("phase running says the container runs"), "{r}");
@@ -277,6 +333,87 @@ mod tests {
         }
         assert_eq!(a(Phase::Checkpointed, Container::Absent, true), None);
         assert_eq!(a(Phase::Clean, Container::AbsentWithLeft, true), None);
+    }
+
+    #[test]
+    fn states_the_user_must_act_on_get_advice() {
+        let d = tempfile::tempdir().unwrap();
+        let failed_at = |verb: &str, gate: &str| {
+            let dir = d.path().join(format!("0009-{verb}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            let doc = serde_json::json!({"ok": false, "error": {"gate": gate}});
+            std::fs::write(dir.join("verb.json"), doc.to_string()).unwrap();
+            Some((verb.to_string(), "failed", dir.display().to_string()))
+        };
+        // The holder gone: only cleanup, whatever the phase.
+        let r = advice(
+            Phase::Running,
+            &paths(),
+            Container::Running,
+            false,
+            true,
+            None,
+        )
+        .unwrap();
+        assert!(
+            r.contains("the holder is gone") && r.contains("slot cleanup --slot 3"),
+            "{r}"
+        );
+        // The container's init exited: reset.
+        let r = advice(
+            Phase::Running,
+            &paths(),
+            Container::Stopped,
+            true,
+            true,
+            None,
+        )
+        .unwrap();
+        assert!(
+            r.contains("it has stopped") && r.contains("slot reset --slot 3"),
+            "{r}"
+        );
+        // Checkpointed with no complete snapshot: nothing to restore.
+        let r = advice(
+            Phase::Checkpointed,
+            &paths(),
+            Container::Absent,
+            true,
+            false,
+            None,
+        )
+        .unwrap();
+        assert!(
+            r.contains("snapshot is not complete") && r.contains("slot cleanup"),
+            "{r}"
+        );
+        // A cleanup stopped at a gate: do what it says first.
+        let last = failed_at("cleanup", "netns-empty");
+        let r = advice(
+            Phase::Cleaning,
+            &paths(),
+            Container::Absent,
+            true,
+            true,
+            last,
+        )
+        .unwrap();
+        assert!(r.contains("stopped at gate netns-empty"), "{r}");
+        // A restore that met a changed network state: restoring again meets it again.
+        let last = failed_at("reset", "net-fidelity");
+        let r = advice(
+            Phase::RestoreFailed,
+            &paths(),
+            Container::Absent,
+            true,
+            true,
+            last,
+        )
+        .unwrap();
+        assert!(
+            r.contains("net-fidelity") && r.contains("undo it in the namespace"),
+            "{r}"
+        );
     }
 
     #[test]

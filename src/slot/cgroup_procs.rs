@@ -41,7 +41,7 @@ pub(crate) fn no_container_procs(st: &SlotState) -> Result<String, String> {
     all.dedup();
     let pids = all.iter().map(i32::to_string).collect::<Vec<_>>().join(" ");
     Err(format!(
-        "processes {pids} still run in the container's cgroup ({}) though the runtime has no container {}: a container the runtime lost track of (e.g. its state under the runtime root was removed) would run beside the restored one; stop them (`kill -9 {pids}`) or `netprobe slot cleanup` this slot",
+        "processes {pids} still run in the container's cgroup ({}) though the runtime has no container {}: a container the runtime lost track of (e.g. its state under the runtime root was removed) would run beside the restored one; stop them (`kill -9 {pids}`), then run the verb again (`netprobe slot cleanup` refuses too while they run: it stops only what the runtime knows)",
         busy.iter()
             .map(|(d, _)| d.display().to_string())
             .collect::<Vec<_>>()
@@ -51,27 +51,52 @@ pub(crate) fn no_container_procs(st: &SlotState) -> Result<String, String> {
 }
 
 /// No process but the holder is in the slot's network namespace (the holder's recorded netns
-/// inode), read from every `<proc_root>/PID/ns/net` (`/proc`): `Ok` with the detail; `Err` names the pids and
-/// their `comm` with the way on, or says why it cannot be told (no holder recorded, `/proc`
-/// unreadable): fail closed. A process that ends during the scan is not counted.
+/// inode), read from every `<proc_root>/PID/ns/net` (`/proc`): `Ok` with the detail; `Err` names
+/// the pids and their `comm` with the way on, or says why it cannot be told (no holder
+/// recorded, `/proc` unreadable): fail closed. A process that ends during the scan is not
+/// counted. When the holder is gone (its pid no longer in the recorded namespace: `cleanup`
+/// after the holder died), the namespace may live on in its other members: any process still
+/// in the recorded inode is named; processes whose `ns/net` is refused cannot then be compared
+/// (no member is left to read `net/dev` from) and are listed as such in the detail.
 pub(crate) fn no_netns_strangers(st: &SlotState, proc_root: &Path) -> Result<String, String> {
     let holder = st
         .holder
         .as_ref()
         .ok_or("state.json records no holder: the slot's network namespace is unknown")?;
-    let mark = netns_mark(proc_root, holder.pid)?;
-    if mark.ns_inode != holder.netns_inode {
-        return Err(format!(
-            "pid {} is in network namespace {}, not the holder's recorded {}",
-            holder.pid, mark.ns_inode, holder.netns_inode
-        ));
-    }
-    let others = netns_members(proc_root, mark, &[holder.pid, std::process::id() as i32])?;
+    let me = std::process::id() as i32;
+    let live = netns_mark(proc_root, holder.pid)
+        .ok()
+        .filter(|m| m.ns_inode == holder.netns_inode);
+    let (mark, beside) = match live {
+        Some(m) => (m, format!("beside the holder (pid {})", holder.pid)),
+        None => (
+            NetnsMark {
+                ns_inode: holder.netns_inode,
+                net_dev_inode: None,
+            },
+            format!("though its holder (pid {}) is gone", holder.pid),
+        ),
+    };
+    let m = netns_members(proc_root, mark, &[holder.pid, me])?;
+    let others = m.found;
     if others.is_empty() {
-        return Ok(format!(
-            "no process but the holder (pid {}) in the slot's network namespace (inode {})",
-            holder.pid, holder.netns_inode
-        ));
+        let mut d = match live {
+            Some(_) => format!(
+                "no process but the holder (pid {}) in the slot's network namespace (inode {})",
+                holder.pid, holder.netns_inode
+            ),
+            None => format!(
+                "the holder (pid {}) is gone and no process is left in its network namespace (inode {})",
+                holder.pid, holder.netns_inode
+            ),
+        };
+        if !m.uncompared.is_empty() {
+            d.push_str(&format!(
+                "; not compared: pids {} (their ns/net is refused by ptrace access rules, and no member is left to read the namespace's net/dev from)",
+                m.uncompared.iter().map(i32::to_string).collect::<Vec<_>>().join(" ")
+            ));
+        }
+        return Ok(d);
     }
     // At most 20 named (a wrong namespace could hold every process of the host).
     const SHOWN: usize = 20;
@@ -91,9 +116,19 @@ pub(crate) fn no_netns_strangers(st: &SlotState, proc_root: &Path) -> Result<Str
         .collect::<Vec<_>>()
         .join(", ");
     Err(format!(
-        "processes {named}{more} run in the slot's network namespace (inode {}) beside the holder (pid {}) though the runtime has no container {}: a container the runtime lost track of (its processes moved out of its cgroup, or its state removed) would share the restored one's network and port; stop them (`kill -9 {pids}`{more}) or `netprobe slot cleanup` this slot",
-        holder.netns_inode, holder.pid, st.container_id
+        "processes {named}{more} run in the slot's network namespace (inode {}) {beside} though the runtime has no container {}: a container the runtime lost track of (its processes moved out of its cgroup, or its state removed) would share the restored one's network and port; stop them (`kill -9 {pids}`{more}), then run the verb again (`netprobe slot cleanup` refuses too while they run: it stops only what the runtime knows)",
+        holder.netns_inode, st.container_id
     ))
+}
+
+/// What [`netns_members`] found.
+#[derive(Debug)]
+struct Members {
+    /// (pid, comm) of each process in the namespace, in pid order.
+    found: Vec<(i32, String)>,
+    /// Pids whose `ns/net` was refused and whose `net/dev` could not be compared (the mark has
+    /// no `net/dev` inode).
+    uncompared: Vec<i32>,
 }
 
 /// One network namespace, as `/proc` shows it: the `st_ino` of a member's `ns/net` and of its
@@ -102,7 +137,9 @@ pub(crate) fn no_netns_strangers(st: &SlotState, proc_root: &Path) -> Result<Str
 #[derive(Debug, Clone, Copy)]
 struct NetnsMark {
     ns_inode: u64,
-    net_dev_inode: u64,
+    /// None when no member is left to read it from (the holder is gone): a process whose
+    /// `ns/net` is refused is then listed as not compared.
+    net_dev_inode: Option<u64>,
 }
 
 /// The processes under `proc_root` (`/proc`) in the namespace `mark`, except `except`, as
@@ -111,17 +148,14 @@ struct NetnsMark {
 /// decides. A process that is gone (or a zombie, whose namespace links are gone) is skipped.
 ///
 /// Errors: `proc_root` unreadable, or a process whose namespace cannot be told either way.
-fn netns_members(
-    proc_root: &Path,
-    mark: NetnsMark,
-    except: &[i32],
-) -> Result<Vec<(i32, String)>, String> {
+fn netns_members(proc_root: &Path, mark: NetnsMark, except: &[i32]) -> Result<Members, String> {
     use std::os::unix::fs::MetadataExt;
     let rd = std::fs::read_dir(proc_root)
         .map_err(|e| format!("cannot read {}: {e}", proc_root.display()))?;
     let gone =
         |e: &std::io::Error| matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ESRCH));
     let mut out = Vec::new();
+    let mut uncompared = Vec::new();
     for e in rd.flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
             continue;
@@ -134,9 +168,13 @@ fn netns_members(
             Ok(m) => m.ino() == mark.ns_inode,
             Err(err) if gone(&err) => continue,
             Err(err) if err.raw_os_error() == Some(libc::EACCES) => {
+                let Some(want) = mark.net_dev_inode else {
+                    uncompared.push(pid);
+                    continue;
+                };
                 let dev = e.path().join("net/dev");
                 match std::fs::metadata(&dev) {
-                    Ok(m) => m.ino() == mark.net_dev_inode,
+                    Ok(m) => m.ino() == want,
                     Err(err) if gone(&err) => continue,
                     Err(e2) => {
                         return Err(format!(
@@ -155,7 +193,11 @@ fn netns_members(
         }
     }
     out.sort_unstable();
-    Ok(out)
+    uncompared.sort_unstable();
+    Ok(Members {
+        found: out,
+        uncompared,
+    })
 }
 
 /// The [`NetnsMark`] of process `pid` under `proc_root`.
@@ -171,7 +213,7 @@ fn netns_mark(proc_root: &Path, pid: i32) -> Result<NetnsMark, String> {
     };
     Ok(NetnsMark {
         ns_inode: ino("ns/net")?,
-        net_dev_inode: ino("net/dev")?,
+        net_dev_inode: Some(ino("net/dev")?),
     })
 }
 
@@ -279,7 +321,7 @@ pub(crate) mod tests {
             .arg("5")
             .spawn()
             .unwrap();
-        let found = netns_members(proc_root, mark, &[me]).unwrap();
+        let found = netns_members(proc_root, mark, &[me]).unwrap().found;
         assert!(
             found
                 .iter()
@@ -289,9 +331,9 @@ pub(crate) mod tests {
         assert!(!found.iter().any(|(p, _)| *p == me), "{found:?}");
         let elsewhere = NetnsMark {
             ns_inode: 1,
-            net_dev_inode: 1,
+            net_dev_inode: Some(1),
         };
-        let none = netns_members(proc_root, elsewhere, &[]).unwrap();
+        let none = netns_members(proc_root, elsewhere, &[]).unwrap().found;
         assert!(none.is_empty(), "{none:?}");
         child.kill().unwrap();
         child.wait().unwrap();
@@ -342,17 +384,23 @@ pub(crate) mod tests {
         let e = no_netns_strangers(&st, d.path()).unwrap_err();
         assert!(e.contains("219 (x) and 5 more run"), "{e}");
         assert!(!e.contains("220 (x)"), "{e}");
-        // The recorded inode is not the holder's namespace: refused.
+        // The holder gone (cleanup after it died): whoever is still in its namespace is named.
+        st.holder = Some(crate::ns::ProcessIdentity { pid: 999, ..holder });
+        let e = no_netns_strangers(&st, d.path()).unwrap_err();
+        assert!(e.contains("processes 100 (netprobe), 200 (sleep)"), "{e}");
+        assert!(e.contains("though its holder (pid 999) is gone"), "{e}");
+        // The holder's pid now in another namespace (reused): gone too; nobody is left in the
+        // recorded one.
         st.holder = Some(crate::ns::ProcessIdentity {
             netns_inode: 1,
             ..holder
         });
-        let e = no_netns_strangers(&st, d.path()).unwrap_err();
-        assert!(e.contains("not the holder's recorded 1"), "{e}");
-        // The holder gone: cannot be told.
-        st.holder = Some(crate::ns::ProcessIdentity { pid: 999, ..holder });
-        let e = no_netns_strangers(&st, d.path()).unwrap_err();
-        assert!(e.contains("cannot read"), "{e}");
+        let ok = no_netns_strangers(&st, d.path()).unwrap();
+        assert!(ok.contains("is gone and no process is left"), "{ok}");
+        let empty = tempfile::tempdir().unwrap();
+        st.holder = Some(holder);
+        let ok = no_netns_strangers(&st, empty.path()).unwrap();
+        assert!(ok.contains("the holder (pid 100) is gone"), "{ok}");
     }
 
     #[test]

@@ -271,13 +271,37 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &SlotState, problems: &mut Vec<Stri
         _ => None,
     };
     let dirs = cg.last_readback.as_ref().map(LimitReadback::dirs_gone);
+    let mut unread_left = false;
     match &dirs {
         Some(Ok(d)) => found.push(format!("cgroup directories {d}")),
         Some(Err(d)) => {
             problems.push(format!("cgroup directories {d}"));
             found.push(format!("cgroup directories {d}"));
         }
-        None => found.push("no cgroup read-back recorded".into()),
+        None => {
+            // No read-back (provision stopped before it): the recorded cgroups path, in every
+            // hierarchy mounted now, must be gone.
+            let left: Vec<String> = super::crun::cgroup_dirs(&st.cgroups_path)
+                .into_iter()
+                .filter(|d| d.symlink_metadata().is_ok())
+                .map(|d| d.display().to_string())
+                .collect();
+            if left.is_empty() {
+                found.push(format!(
+                    "no cgroup read-back recorded; the slot's cgroups path {} is in no hierarchy",
+                    st.cgroups_path
+                ));
+            } else {
+                let d = format!(
+                    "no cgroup read-back recorded; the slot's cgroups path {} is still there: {}",
+                    st.cgroups_path,
+                    left.join(", ")
+                );
+                problems.push(d.clone());
+                found.push(d);
+                unread_left = true;
+            }
+        }
     }
     let parents_left = parents_left(cg);
     if !parents_left.is_empty() {
@@ -300,6 +324,7 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &SlotState, problems: &mut Vec<Stri
         &serde_json::to_vec_pretty(&rec).unwrap_or_default(),
     );
     let ok = rec.dirs.as_ref().is_none_or(|d| d.is_ok())
+        && !unread_left
         && (!cg.systemd() || rec.scope.as_ref().is_some_and(|s| !s.stopped));
     let d = found.join("; ");
     run.record(GateId::CgroupReleased, if ok { Ok(d) } else { Err(d) });

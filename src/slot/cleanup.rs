@@ -48,9 +48,20 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
     super::cgroups::cleanup(run, st, &mut cgroup_problems);
     run.took("cgroup-release", t);
 
+    // A process the runtime does not know may still run in the slot's netns (moved out of the
+    // container's cgroup): nothing is unmounted or stopped under it; named with the way on.
+    let r = match st.holder {
+        None => {
+            Ok("state.json records no holder: no network namespace of the slot to search".into())
+        }
+        Some(_) => super::cgroup_procs::no_netns_strangers(st, &run.env.proc_root),
+    };
+    run.gate(GateId::NetnsEmpty, r)?;
     run.clear("unmount", &UNMOUNT_GATES)?;
     let t = Instant::now();
+    let half = super::half_state::remove(run, st);
     let mut problems = unmount_all(run, st);
+    problems.extend(half);
     problems.extend(cgroup_problems);
     run.took("unmount", t);
     let mut removed_detail = remove_stale_snapshots(run, &mut problems);
@@ -63,6 +74,17 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
         );
         run.journal("step", true, &d);
         run.fact("stale_criu_path_dirs_removed", names);
+        removed_detail.push_str(&format!("; {d}"));
+    }
+    let logs = crate::oci::sweep_stale_runc_logs(&std::env::temp_dir());
+    if !logs.is_empty() {
+        let names: Vec<String> = logs.iter().map(|p| p.display().to_string()).collect();
+        let d = format!(
+            "removed the runc --log files of netprobe processes that no longer exist: {}",
+            names.join(", ")
+        );
+        run.journal("step", true, &d);
+        run.fact("stale_runc_logs_removed", names);
         removed_detail.push_str(&format!("; {d}"));
     }
 
@@ -201,7 +223,19 @@ fn stop_holder(
                 e
             }
         },
-        (Some(h), Err(e)) => format!("holder pid {} not signalled: {e}", h.pid),
+        // Said in cleanup's own words (the identity errors' advice is to run cleanup).
+        (Some(h), Err(e)) => match h.verify() {
+            Err(NsError::Gone { .. }) => format!("holder pid {} was already gone", h.pid),
+            Err(NsError::IdentityChanged { found, .. }) => format!(
+                "holder pid {} not signalled: that pid is now another process ({found})",
+                h.pid
+            ),
+            Err(e2) => format!("holder pid {} not signalled: {e2}", h.pid),
+            Ok(_) => format!(
+                "holder pid {} not signalled: it could not be proven when cleanup began ({e})",
+                h.pid
+            ),
+        },
     };
     let holder_gone = st.holder.map(|h| h.verify().is_err()).unwrap_or(true);
     run.record(

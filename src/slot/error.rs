@@ -274,6 +274,7 @@ mod tests {
             OciError::Failed {
                 argv: vec!["runc".into(), "checkpoint".into()],
                 code: Some(1),
+                signal: None,
                 stderr_tail: "criu failed: type NOTIFY errno 0".into(),
                 log: Some("/w/dump.log".into()),
                 criu_reason: Some(why.into()),

@@ -143,7 +143,8 @@ gates! {
     SnapshotComplete => ("snapshot-complete", Gate, "a complete snapshot exists (manifest and hashes verified)"),
     /// restore/reset: no process is left in the container's cgroup (the runtime has none).
     CgroupEmpty => ("cgroup-empty", Gate, "no process runs in the container's cgroup, in any hierarchy (the runtime having no container does not prove its processes gone)"),
-    /// restore/reset: no process but the holder is in the slot's network namespace.
+    /// restore/reset, and cleanup before it unmounts: no process but the holder is in the
+    /// slot's network namespace.
     NetnsEmpty => ("netns-empty", Gate, "no process but the holder is in the slot's network namespace (a process moved out of the container's cgroup still shares it)"),
     /// restore/reset: the new overlay upper, copied from the snapshot, has the saved upper's
     /// tree digest (checked before it is mounted).
@@ -232,8 +233,9 @@ pub const CLEANUP_GATES: [GateId; 8] = concat_gates!([
     GateId::CriuBinaryPinned,
     GateId::ConfigHash,
 ]; 8);
-/// cleanup: before anything is unmounted (nothing is unmounted under a live container).
-pub const UNMOUNT_GATES: [GateId; 1] = [GateId::ContainerStopped];
+/// cleanup: before anything is unmounted (nothing is unmounted under a live container, nor
+/// under a process of one the runtime lost track of, still in the slot's network namespace).
+pub const UNMOUNT_GATES: [GateId; 2] = [GateId::ContainerStopped, GateId::NetnsEmpty];
 
 impl GateId {
     /// The gates `verb` must have passed before its first destructive step (for `reset`, the

@@ -489,6 +489,13 @@ pub struct JournalEntry {
     pub ok: bool,
     /// Free text (the step name, the failed gate and its detail, the evidence folder).
     pub detail: String,
+    /// `end` only: the verb's evidence folder name (`0013-restore`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<String>,
+    /// `end` only: sha256 (lower-case hex) of the `verb.json` written into that folder just
+    /// before, so `netprobe report` can tell an edited `verb.json` from the one the verb wrote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verb_sha256: Option<String>,
 }
 
 /// Appends one entry to the journal (`O_APPEND`, one `write`, then `fsync`). Errors are
@@ -507,8 +514,17 @@ pub fn journal_append(
         event: event.into(),
         ok,
         detail: detail.into(),
+        evidence: None,
+        verb_sha256: None,
     };
-    let mut line = serde_json::to_vec(&e).map_err(std::io::Error::other)?;
+    journal_append_entry(path, &e)
+}
+
+/// Appends `e` to the journal (`O_APPEND`, one `write`, then `fsync`).
+///
+/// Errors: the journal cannot be opened or written.
+pub fn journal_append_entry(path: &Path, e: &JournalEntry) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(e).map_err(std::io::Error::other)?;
     line.push(b'\n');
     let mut f = OpenOptions::new()
         .append(true)

@@ -57,6 +57,29 @@ fn lock_holders(path: &Path) -> Vec<LockHolder> {
     out
 }
 
+/// Who holds the slot lock at `path` now, for a sentence: `pid 123 (netprobe), pid 124 (runc)`,
+/// or `another process` when none is found with it open (it may have just been released).
+pub(crate) fn held_by(path: &Path) -> String {
+    let mut holders: Vec<String> = lock_holders(path)
+        .iter()
+        .map(|h| format!("pid {} ({})", h.pid, h.comm))
+        .collect();
+    let mine = fs::canonicalize(path).ok().is_some_and(|p| {
+        fs::read_dir("/proc/self/fd")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == p))
+    });
+    if mine {
+        holders.insert(0, "this netprobe process".into());
+    }
+    if holders.is_empty() {
+        return "another process".into();
+    }
+    holders.join(", ")
+}
+
 /// The per-slot exclusive lock: `flock(LOCK_EX | LOCK_NB)` on `slot-N/lock`. A second verb on
 /// the same slot is refused, not queued. Released when dropped (or when the process dies).
 #[derive(Debug)]

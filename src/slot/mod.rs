@@ -31,6 +31,7 @@ pub mod display;
 pub mod error;
 mod fidelity;
 pub mod gate;
+mod half_state;
 pub mod layout;
 mod lock;
 pub mod mounts;
@@ -366,9 +367,10 @@ fn with_existing(
     if vr.args.verb != Verb::Cleanup {
         let r = if st.phase == Phase::Clean {
             Err(format!(
-                "slot {} was cleaned up (phase clean): its container, mounts and holder are \
-                 released and a slot is never re-provisioned in place; provision a new slot \
-                 number, or remove the slot folder {} after keeping its evidence ({})",
+                "slot {}: state.json records phase clean (a cleanup released its container, \
+                 mounts and holder), and a slot is never re-provisioned in place; provision a \
+                 new slot number, or — once `netprobe slot status` shows nothing live (holder, \
+                 mounts) — remove the slot folder {} after keeping its evidence ({})",
                 vr.paths.slot,
                 vr.paths.root.display(),
                 vr.paths.evidence().display()

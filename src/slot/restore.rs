@@ -153,6 +153,7 @@ fn gates(
         run.gate(GateId::CgroupEmpty, r)?;
         let r = super::cgroup_procs::no_netns_strangers(st, &run.env.proc_root);
         run.gate(GateId::NetnsEmpty, r)?;
+        clear_half_state(run, st)?;
     } else {
         let r = match before {
             Ok(None) => Ok(match absent {
@@ -170,9 +171,22 @@ fn gates(
         let r = super::cgroup_procs::no_netns_strangers(st, &run.env.proc_root);
         run.gate(GateId::NetnsEmpty, r)?;
         run.clear("restore", &RESTORE_GATES)?;
+        clear_half_state(run, st)?;
     }
     run.took("gate-container", t);
     Ok((rt, snap_dir))
+}
+
+/// The container proven absent and no process of it left: a half-written runtime state under
+/// its id (runc or crun killed mid-restore: the runtime says it does not exist, yet refuses the
+/// id) is removed before the restore ([`super::half_state::remove`]).
+///
+/// Errors: a step error naming what was refused (the folder holds something else).
+fn clear_half_state(run: &mut VerbRun, st: &SlotState) -> Result<(), SlotError> {
+    match super::half_state::remove(run, st) {
+        None => Ok(()),
+        Some(e) => Err(run.step_err("runtime-half-state", e)),
+    }
 }
 
 /// The next overlay run's upper, copied from the recorded snapshot's saved upper on its own
@@ -446,6 +460,15 @@ fn restore_failed(
     let gone = stop_container_proven(run, rt, &id).is_ok();
     if crun {
         super::crun::cgroups(run, st, gone);
+    }
+    // runc killed mid-restore leaves `<root>/<id>/criu-root` mounted and no state.json: removed
+    // (so the retry can restore the id) once nothing of the container is left.
+    if gone
+        && !crun
+        && super::cgroup_procs::no_container_procs(st).is_ok()
+        && super::cgroup_procs::no_netns_strangers(st, &run.env.proc_root).is_ok()
+    {
+        let _ = super::half_state::remove(run, st);
     }
     // CRIU's network lock, left by a CRIU that failed before its unlock (or the dump's, when
     // the restore never got to it): removed only once the container is proven gone.

@@ -427,12 +427,14 @@ impl<'a> VerbRun<'a> {
         v
     }
 
+    /// Writes `gates.json`, `timings.json` and `verb.json`; returns the sha256 of `verb.json`'s
+    /// bytes (recorded in the journal's end entry).
     fn write_verb_evidence(
         &self,
         res: &Result<(String, Option<SlotState>), SlotError>,
         st: Option<&SlotState>,
         declared: &[String],
-    ) {
+    ) -> String {
         let gates = serde_json::to_vec_pretty(&self.gates.gates).unwrap_or_default();
         self.ev_write("gates.json", &gates);
         self.ev_write(
@@ -455,10 +457,31 @@ impl<'a> VerbRun<'a> {
             "phase": st.map(|s| s.phase),
             "declared_differences": declared,
         });
-        self.ev_write(
-            "verb.json",
-            &serde_json::to_vec_pretty(&verb_doc).unwrap_or_default(),
-        );
+        let bytes = serde_json::to_vec_pretty(&verb_doc).unwrap_or_default();
+        self.ev_write("verb.json", &bytes);
+        crate::evidence::sha256_hex(&bytes)
+    }
+
+    /// The journal's `end` entry, naming the evidence folder and `verb.json`'s sha256.
+    fn journal_end(&self, ok: bool, detail: &str, verb_sha256: Option<String>) {
+        if self.lock.is_none() {
+            return;
+        }
+        let e = layout::JournalEntry {
+            at: now_rfc3339(),
+            pid: std::process::id(),
+            verb: self.verb().into(),
+            event: "end".into(),
+            ok,
+            detail: detail.into(),
+            evidence: self
+                .ev
+                .as_ref()
+                .and_then(|d| d.file_name())
+                .map(|n| n.to_string_lossy().into_owned()),
+            verb_sha256,
+        };
+        let _ = layout::journal_append_entry(&self.paths.journal(), &e);
     }
 
     /// Ends the verb: total time, `gates.json`, `timings.json`, `verb.json`, journal end; the
@@ -476,12 +499,13 @@ impl<'a> VerbRun<'a> {
             Err(_) => SlotState::load(&self.paths.state()).ok(),
         };
         let declared = self.declared(st.as_ref());
-        if self.ev.is_some() {
-            self.write_verb_evidence(&res, st.as_ref(), &declared);
-        }
+        let verb_sha = self
+            .ev
+            .is_some()
+            .then(|| self.write_verb_evidence(&res, st.as_ref(), &declared));
         match res {
             Ok((summary, st)) => {
-                self.journal("end", true, &summary);
+                self.journal_end(true, &summary, verb_sha);
                 Ok(SlotOutcome {
                     verb: self.args.verb,
                     slot: self.paths.slot,
@@ -496,7 +520,7 @@ impl<'a> VerbRun<'a> {
                 })
             }
             Err(mut e) => {
-                self.journal("end", false, &e.to_string());
+                self.journal_end(false, &e.to_string(), verb_sha);
                 if let Some(d) = &self.ev {
                     e = e.with_evidence(d.clone());
                 }

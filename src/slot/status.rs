@@ -30,16 +30,23 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
     if let Some(Err((_, d))) = &owner {
         return Err(run.fail(GateId::OwnershipMarker, d.clone()));
     }
-    let st = if exists {
-        SlotState::load(&p.state()).ok()
+    let (st, state_error) = match exists.then(|| SlotState::load(&p.state())) {
+        Some(Ok(s)) => (Some(s), None),
+        Some(Err(e)) => (None, Some(e.to_string())),
+        None => (None, None),
+    };
+    // Taken and dropped at once: status never holds the lock while a verb wants it.
+    let held_by = if exists && SlotLock::acquire(&p.lock()).is_err() {
+        Some(super::lock::held_by(&p.lock()))
     } else {
         None
     };
-    let busy = exists && SlotLock::acquire(&p.lock()).is_err();
-    let live = st
-        .as_ref()
-        .map(|st| live_facts(run, st))
-        .unwrap_or(json!({}));
+    let busy = held_by.is_some();
+    let live = match (&st, &state_error) {
+        (Some(st), _) => live_facts(run, st, busy),
+        (None, Some(_)) => stateless_live_facts(&p),
+        (None, None) => json!({}),
+    };
     let snap = st.as_ref().map(|s| checks::snapshot_complete(&p.root, s));
     let journal = layout::journal_read(&p.journal());
     let declared = run.declared(st.as_ref());
@@ -53,6 +60,7 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
         "owned": matches!(owner, Some(Ok(_))),
         "busy": busy,
         "state": st,
+        "state_error": state_error,
         "live": live,
         "snapshot": match &snap {
             Some(Ok((_, d))) => json!({"complete": true, "detail": d}),
@@ -63,13 +71,21 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
         "journal_entries": journal.len(),
         "last_journal_entry": journal.last(),
         "declared_differences": declared,
-        "advice": st.as_ref().and_then(|s| super::advice::advice(
-            s.phase,
-            &p,
-            super::advice::Container::from_live(&live),
-            matches!(snap, Some(Ok(_))),
-            super::advice::last_verb(&p.evidence()),
-        )),
+        "advice": match &held_by {
+            // A verb runs: what it is doing looks like a lost container; wait for it.
+            Some(by) => Some(format!(
+                "a verb is running on this slot (its lock is held by {by}); its runtime and CRIU processes are not a lost container: wait for it to end, then run `netprobe slot status` again"
+            )),
+            None if state_error.is_some() => Some(unreadable_state_advice(&p, state_error.as_deref().unwrap_or_default())),
+            None => st.as_ref().and_then(|s| super::advice::advice(
+                s.phase,
+                &p,
+                super::advice::Container::from_live(&live),
+                live["holder"]["alive"] == true,
+                matches!(snap, Some(Ok(_))),
+                super::advice::last_verb(&p.evidence()),
+            )),
+        },
     });
     Ok(SlotOutcome {
         verb: Verb::Status,
@@ -86,8 +102,9 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
 }
 
 /// What is alive now: holder, container (the runtime is run only if it is still the binary
-/// recorded at provision), overlay and image mounts, FUSE export, loop device.
-fn live_facts(run: &mut VerbRun, st: &SlotState) -> Value {
+/// recorded at provision), processes a lost container left (only when the runtime has none and
+/// no verb holds the lock: `busy`), overlay and image mounts, FUSE export, loop device.
+fn live_facts(run: &mut VerbRun, st: &SlotState, busy: bool) -> Value {
     let holder = match checks::holder(st) {
         Ok(d) => json!({"alive": true, "detail": d}),
         Err(d) => json!({"alive": false, "detail": d}),
@@ -112,7 +129,8 @@ fn live_facts(run: &mut VerbRun, st: &SlotState) -> Value {
     };
     // Only when the runtime has no container: then any process in its cgroup or beside the
     // holder in the slot's netns is one it lost track of (the restore gates refuse on them).
-    let left = if container["status"] == "absent" {
+    // (Not while a verb runs: its runtime and CRIU processes are not a lost container.)
+    let left = if container["status"] == "absent" && !busy {
         let one = |r: Result<String, String>| match r {
             Ok(d) => json!({"none": true, "detail": d}),
             Err(d) => json!({"none": false, "detail": d}),
@@ -134,6 +152,41 @@ fn live_facts(run: &mut VerbRun, st: &SlotState) -> Value {
         "fuse_export_running": img.and_then(|i| i.qsd_pid.zip(i.export_file.clone())).is_some_and(|(pid, f)| mounts::qsd_is_ours(pid, &f)),
         "loop_attached": img.and_then(|i| i.loop_device.clone().zip(i.export_file.clone())).is_some_and(|(d, f)| mounts::loop_backing_file(&d).as_deref() == Some(f.as_path())),
     })
+}
+
+/// What can be told of a slot whose `state.json` cannot be read: the holder `holder.json`
+/// records (alive or not, proven by pid, start time and netns inode) and the mounts under the
+/// slot folder (`/proc/self/mountinfo`).
+fn stateless_live_facts(p: &SlotPaths) -> Value {
+    let holder = match fs::read(p.holder())
+        .map_err(|e| format!("{}: {e}", p.holder().display()))
+        .and_then(|b| {
+            serde_json::from_slice::<crate::ns::ProcessIdentity>(&b)
+                .map_err(|e| format!("{}: {e}", p.holder().display()))
+        }) {
+        Ok(h) => match h.verify() {
+            Ok(_) => json!({"alive": true, "detail": format!("{} (from holder.json)", h)}),
+            Err(e) => json!({"alive": false, "detail": format!("{} (from holder.json): {e}", h)}),
+        },
+        Err(e) => json!({"alive": false, "detail": e}),
+    };
+    let mounts: Vec<String> = crate::ns::mountinfo::mounts_under(&p.root)
+        .iter()
+        .map(|m| m.display().to_string())
+        .collect();
+    json!({"holder": holder, "mounts_under_slot": mounts})
+}
+
+/// The advice for a slot whose `state.json` cannot be read: no verb can run on it (gate
+/// `slot-state`), and netprobe keeps no copy of it; what to release by hand, in order.
+fn unreadable_state_advice(p: &SlotPaths, e: &str) -> String {
+    format!(
+        "state.json cannot be read ({e}): no verb can run on this slot (gate slot-state) and netprobe keeps no copy of it; put back a copy if you have one, else release by hand, in this order: the container (`<runtime> --root {} delete -f {}`, with the runtime it was provisioned with), every mount under {} deepest first (`live.mounts_under_slot`), the holder (`live.holder`: `kill` its pid); keep the evidence ({}), then provision another slot number",
+        p.runtime_root().display(),
+        p.container_id(),
+        p.root.display(),
+        p.evidence().display()
+    )
 }
 
 /// What to do with a slot whose provision did not finish (interrupted or failed): a slot is

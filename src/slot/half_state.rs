@@ -1,0 +1,120 @@
+//! A runtime's half-written container state in the slot's private runtime root, left when the
+//! runtime was killed mid-create or mid-restore: the runtime then says the container does not
+//! exist, yet refuses to create or restore one with its id ("container with given ID already
+//! exists"). Removed only once no process of the container is left (the callers' gates), and
+//! only when it holds nothing but what the runtime writes before its state file.
+//!
+//! runc: `<root>/<id>/` without `state.json`, holding at most `criu-root` — the folder runc's
+//! `Restore` (libcontainer/criu_linux.go, runc 1.x) bind-mounts the rootfs on for CRIU and
+//! unmounts and removes when it returns; a killed runc leaves both. crun: see
+//! [`super::crun::remove_half_state`].
+
+use super::mounts;
+use super::run::VerbRun;
+use super::state::SlotState;
+use crate::oci::RuntimeKind;
+use std::path::Path;
+
+/// What runc writes in `<root>/<id>/` before `state.json`.
+const RUNC_CRIU_ROOT: &str = "criu-root";
+
+/// Removes a half-written runc state folder `<root>/<id>/` (no `state.json`; at most
+/// `criu-root`, unmounted first if mounted). Returns what was done (`None`: nothing to do —
+/// no folder, or a full state).
+///
+/// Errors: the folder holds anything else (named: not removed), or an unmount or removal
+/// failed.
+pub fn remove_runc_half_state(root: &Path, id: &str) -> Result<Option<String>, String> {
+    let dir = root.join(id);
+    if !dir.is_dir() || dir.join("state.json").exists() {
+        return Ok(None);
+    }
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    if names.iter().any(|n| n != RUNC_CRIU_ROOT) {
+        return Err(format!(
+            "{}: runc state folder without state.json holds {names:?} (not only {RUNC_CRIU_ROOT}); not removed: inspect it and remove it by hand",
+            dir.display()
+        ));
+    }
+    let mut done = Vec::new();
+    let criu_root = dir.join(RUNC_CRIU_ROOT);
+    if criu_root.is_dir() {
+        if mounts::is_mounted(&criu_root) {
+            mounts::unmount(&criu_root)?;
+            done.push(format!("unmounted {}", criu_root.display()));
+        }
+        std::fs::remove_dir(&criu_root)
+            .map_err(|e| format!("rmdir {}: {e}", criu_root.display()))?;
+    }
+    std::fs::remove_dir(&dir).map_err(|e| format!("rmdir {}: {e}", dir.display()))?;
+    done.push(format!("removed {}", dir.display()));
+    Ok(Some(format!(
+        "runc's half-written state of an interrupted create or restore (no state.json): {}",
+        done.join(", ")
+    )))
+}
+
+/// The half-written state of the slot's container, for its runtime kind, removed
+/// ([`remove_runc_half_state`] or [`super::crun::remove_half_state`]) and recorded in the
+/// journal and the facts (`runtime_half_state`). Only called once the container is proven gone
+/// and no process of it is left. Returns the refusal when one was left in place.
+pub(crate) fn remove(run: &mut VerbRun, st: &SlotState) -> Option<String> {
+    let r = match run.runtime_kind(&st.runtime.path) {
+        RuntimeKind::Crun => super::crun::remove_half_state(&st.runtime_root, &st.container_id),
+        RuntimeKind::Runc => remove_runc_half_state(&st.runtime_root, &st.container_id),
+    };
+    match r {
+        Ok(None) => None,
+        Ok(Some(d)) => {
+            run.journal("step", true, &d);
+            run.fact("runtime_half_state", d);
+            None
+        }
+        Err(e) => {
+            run.journal("step", false, &e);
+            run.fact("runtime_half_state", e.clone());
+            Some(e)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_folder_without_state_and_with_at_most_criu_root_is_removed() {
+        let t = tempfile::tempdir().unwrap();
+        assert_eq!(remove_runc_half_state(t.path(), "c").unwrap(), None);
+        let d = t.path().join("c");
+        std::fs::create_dir_all(d.join("criu-root")).unwrap();
+        std::fs::write(d.join("state.json"), "{}").unwrap();
+        assert_eq!(
+            remove_runc_half_state(t.path(), "c").unwrap(),
+            None,
+            "a full state is the runtime's"
+        );
+        std::fs::remove_file(d.join("state.json")).unwrap();
+        std::fs::write(d.join("exec.fifo"), "").unwrap();
+        let e = remove_runc_half_state(t.path(), "c").unwrap_err();
+        assert!(
+            e.contains("\"exec.fifo\"") && e.contains("not removed"),
+            "{e}"
+        );
+        std::fs::remove_file(d.join("exec.fifo")).unwrap();
+        let done = remove_runc_half_state(t.path(), "c").unwrap().unwrap();
+        assert!(
+            done.contains("no state.json") && done.contains("removed"),
+            "{done}"
+        );
+        assert!(!d.exists());
+        // An empty folder (runc killed before criu-root) goes too.
+        std::fs::create_dir(&d).unwrap();
+        assert!(remove_runc_half_state(t.path(), "c").unwrap().is_some());
+        assert!(!d.exists());
+    }
+}
