@@ -95,7 +95,7 @@ pub enum EvidenceError {
         reason: &'static str,
     },
     /// An I/O operation failed.
-    #[error("could not {action} {path}: {source}; check the path, free space and permissions")]
+    #[error("could not {action} {path}: {source}; {}", io_hint(action))]
     Io {
         /// What was being done (e.g. `create`, `read`, `fsync`).
         action: &'static str,
@@ -666,6 +666,15 @@ fn walk(dir: &Path, prefix: &str, out: &mut Vec<(String, PathBuf)>) -> Result<()
         out.sort_by(|a, b| a.0.cmp(&b.0));
     }
     Ok(())
+}
+
+/// What to check after a failed `action`: free space matters only to what writes.
+fn io_hint(action: &str) -> &'static str {
+    if matches!(action, "read" | "open" | "list" | "inspect" | "resolve") {
+        "check the path and its permissions"
+    } else {
+        "check the path, free space and permissions"
+    }
 }
 
 #[cfg(test)]

@@ -218,16 +218,9 @@ pub fn snapshot_complete(root: &Path, st: &SlotState) -> Result<(PathBuf, String
         .map_err(|e| format!("manifest checkpoint_files: {e}"))?;
     let now = inventory(&dir.join("checkpoint")).map_err(|e| e.to_string())?;
     if now != files {
-        let names = |v: &[ImageFile]| {
-            v.iter()
-                .map(|f| format!("{} ({} bytes, {})", f.name, f.bytes, f.sha256))
-                .collect::<Vec<_>>()
-        };
-        let (want, got) = (names(&files), names(&now));
-        let missing: Vec<&String> = want.iter().filter(|w| !got.contains(w)).collect();
-        let extra: Vec<&String> = got.iter().filter(|g| !want.contains(g)).collect();
         return Err(format!(
-            "checkpoint images differ from the manifest: recorded but not found {missing:?}; found but not recorded {extra:?}"
+            "checkpoint images differ from the manifest: {}",
+            image_differences(&files, &now)
         ));
     }
     let screen = match &s.screen {
@@ -305,6 +298,29 @@ pub(crate) fn upper_paths_differing(tree: &Path, m: &Value) -> String {
         ),
         Err(e) => format!("the paths that differ cannot be named: {e}"),
     }
+}
+
+/// How the checkpoint images `now` differ from the manifest's `want`, by name: `changed
+/// pages-1.img (… bytes, sha256 … → … bytes, …)`, `missing …`, `not recorded …`.
+fn image_differences(want: &[ImageFile], now: &[ImageFile]) -> String {
+    let one = |f: &ImageFile| format!("{} bytes, sha256 {}", f.bytes, f.sha256);
+    let mut parts = Vec::new();
+    for w in want {
+        match now.iter().find(|n| n.name == w.name) {
+            Some(n) if n != w => {
+                parts.push(format!("changed {} ({} → {})", w.name, one(w), one(n)))
+            }
+            Some(_) => {}
+            None => parts.push(format!("missing {} ({})", w.name, one(w))),
+        }
+    }
+    for n in now
+        .iter()
+        .filter(|n| !want.iter().any(|w| w.name == n.name))
+    {
+        parts.push(format!("not recorded {} ({})", n.name, one(n)));
+    }
+    parts.join("; ")
 }
 
 /// Proves the probe verdict from the evidence in `dir`, never from what `netprobe-result.json`
@@ -578,11 +594,26 @@ pub(crate) mod tests {
         assert!(snapshot_complete(d.path(), &st).is_ok());
         fs::write(dir.join("checkpoint/extra.img"), b"x").unwrap();
         let e = snapshot_complete(d.path(), &st).unwrap_err();
+        assert!(e.contains("not recorded extra.img"), "{e}");
+        fs::remove_file(dir.join("checkpoint/extra.img")).unwrap();
+        // A byte changed in a recorded image: named as changed, old and new hash.
+        let img = fs::read_dir(dir.join("checkpoint"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.is_file())
+            .unwrap();
+        let kept = fs::read(&img).unwrap();
+        let mut flipped = kept.clone();
+        flipped.push(b'!');
+        fs::write(&img, &flipped).unwrap();
+        let e = snapshot_complete(d.path(), &st).unwrap_err();
+        let name = img.file_name().unwrap().to_string_lossy().into_owned();
         assert!(
-            e.contains("found but not recorded") && e.contains("extra.img"),
+            e.contains(&format!("changed {name} (")) && e.contains(" → "),
             "{e}"
         );
-        fs::remove_file(dir.join("checkpoint/extra.img")).unwrap();
+        fs::write(&img, &kept).unwrap();
         // The reference screen: hashed like the rest.
         let png = dir.join("screen.png");
         fs::write(&png, b"png bytes").unwrap();
