@@ -140,7 +140,7 @@ fn crun_full_cycle_releases_a_failed_restore_and_leaves_nothing() {
     assert!(e.to_string().contains("restore"), "{e}");
     let v = last_evidence(&sd, "restore");
     assert!(
-        v["facts"]["crun_half_state"]
+        v["facts"]["runtime_half_state"]
             .as_str()
             .unwrap_or("")
             .contains("removed crun's half-written state folder"),

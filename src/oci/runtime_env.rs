@@ -101,29 +101,38 @@ pub fn host_is_hybrid() -> bool {
 /// the netprobe process that made it and `-`.
 pub const CRIU_PATH_PREFIX: &str = "netprobe-criu-path-";
 
+/// The entries of `tmp` named `<prefix><pid>-…` (and ending in `suffix`) whose netprobe
+/// process no longer exists (`kill(pid, 0)` answers `ESRCH`): what a SIGKILL left behind. A
+/// name without a pid, or of a live process, is not listed.
+fn left_by_dead_processes(tmp: &Path, prefix: &str, suffix: &str) -> Vec<fs::DirEntry> {
+    let Ok(entries) = fs::read_dir(tmp) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.strip_prefix(prefix)
+                .filter(|r| r.ends_with(suffix))
+                .and_then(|r| r.split_once('-'))
+                .and_then(|(pid, _)| pid.parse::<i32>().ok())
+                .filter(|p| *p > 0)
+                .is_some_and(|pid| {
+                    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+                        == Err(nix::errno::Errno::ESRCH)
+                })
+        })
+        .collect()
+}
+
 /// Removes the CRIU PATH folders ([`CriuPathDir`]) in `tmp` that a netprobe process killed with
 /// SIGKILL left behind: a folder named `netprobe-criu-path-<pid>-…` whose pid no longer exists
-/// (`kill(pid, 0)` answers `ESRCH`) and that holds nothing but the `criu` symlink, or nothing
-/// (killed before it made the symlink). A folder of a
-/// live process, an unexpected content or a name without a pid is left alone. Returns the
-/// folders removed.
+/// and that holds nothing but the `criu` symlink, or nothing (killed before it made the
+/// symlink). A folder of a live process, an unexpected content or a name without a pid is left
+/// alone. Returns the folders removed.
 pub fn sweep_stale_criu_path_dirs(tmp: &Path) -> Vec<PathBuf> {
     let mut removed = Vec::new();
-    let Ok(entries) = fs::read_dir(tmp) else {
-        return removed;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix(CRIU_PATH_PREFIX)
-            .and_then(|r| r.split_once('-'))
-            .and_then(|(pid, _)| pid.parse::<i32>().ok())
-            .filter(|p| *p > 0)
-        else {
-            continue;
-        };
-        let dead = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
-            == Err(nix::errno::Errno::ESRCH);
+    for e in left_by_dead_processes(tmp, CRIU_PATH_PREFIX, "") {
         let dir = e.path();
         // Empty when the process was killed between making the folder and the symlink.
         let only_criu_link = fs::read_dir(&dir).is_ok_and(|d| {
@@ -133,7 +142,7 @@ pub fn sweep_stale_criu_path_dirs(tmp: &Path) -> Vec<PathBuf> {
                     && v[0].file_name() == "criu"
                     && v[0].file_type().is_ok_and(|t| t.is_symlink()))
         });
-        if dead && only_criu_link && fs::remove_dir_all(&dir).is_ok() {
+        if only_criu_link && fs::remove_dir_all(&dir).is_ok() {
             removed.push(dir);
         }
     }
@@ -145,33 +154,15 @@ pub fn sweep_stale_criu_path_dirs(tmp: &Path) -> Vec<PathBuf> {
 pub const RUNC_LOG_PREFIX: &str = "netprobe-runc-";
 
 /// Removes the runc `--log` files in `tmp` that a netprobe process killed with SIGKILL left
-/// behind: `netprobe-runc-<pid>-….log` whose pid no longer exists (`kill(pid, 0)` answers
-/// `ESRCH`). A file of a live process or a name without a pid is left alone. Returns the files
-/// removed.
+/// behind: `netprobe-runc-<pid>-….log` whose pid no longer exists. A file of a live process or
+/// a name without a pid is left alone. Returns the files removed.
 pub fn sweep_stale_runc_logs(tmp: &Path) -> Vec<PathBuf> {
-    let mut removed = Vec::new();
-    let Ok(entries) = fs::read_dir(tmp) else {
-        return removed;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix(RUNC_LOG_PREFIX)
-            .filter(|r| r.ends_with(".log"))
-            .and_then(|r| r.split_once('-'))
-            .and_then(|(pid, _)| pid.parse::<i32>().ok())
-            .filter(|p| *p > 0)
-        else {
-            continue;
-        };
-        let dead = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
-            == Err(nix::errno::Errno::ESRCH);
-        let file = e.path();
-        if dead && e.file_type().is_ok_and(|t| t.is_file()) && fs::remove_file(&file).is_ok() {
-            removed.push(file);
-        }
-    }
-    removed
+    left_by_dead_processes(tmp, RUNC_LOG_PREFIX, ".log")
+        .into_iter()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| e.path())
+        .filter(|f| fs::remove_file(f).is_ok())
+        .collect()
 }
 
 /// A private folder holding only `criu` (a symlink to the requested CRIU), put first in the

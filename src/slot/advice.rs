@@ -345,75 +345,28 @@ mod tests {
             std::fs::write(dir.join("verb.json"), doc.to_string()).unwrap();
             Some((verb.to_string(), "failed", dir.display().to_string()))
         };
+        // (phase, container, holder alive, snapshot complete, last verb) -> advice
+        let at = |ph, c, holder, snap, last| advice(ph, &paths(), c, holder, snap, last).unwrap();
+        let has = |r: &str, words: &[&str]| {
+            assert!(words.iter().all(|w| r.contains(w)), "{words:?}: {r}");
+        };
         // The holder gone: only cleanup, whatever the phase.
-        let r = advice(
-            Phase::Running,
-            &paths(),
-            Container::Running,
-            false,
-            true,
-            None,
-        )
-        .unwrap();
-        assert!(
-            r.contains("the holder is gone") && r.contains("slot cleanup --slot 3"),
-            "{r}"
-        );
+        let r = at(Phase::Running, Container::Running, false, true, None);
+        has(&r, &["the holder is gone", "slot cleanup --slot 3"]);
         // The container's init exited: reset.
-        let r = advice(
-            Phase::Running,
-            &paths(),
-            Container::Stopped,
-            true,
-            true,
-            None,
-        )
-        .unwrap();
-        assert!(
-            r.contains("it has stopped") && r.contains("slot reset --slot 3"),
-            "{r}"
-        );
+        let r = at(Phase::Running, Container::Stopped, true, true, None);
+        has(&r, &["it has stopped", "slot reset --slot 3"]);
         // Checkpointed with no complete snapshot: nothing to restore.
-        let r = advice(
-            Phase::Checkpointed,
-            &paths(),
-            Container::Absent,
-            true,
-            false,
-            None,
-        )
-        .unwrap();
-        assert!(
-            r.contains("snapshot is not complete") && r.contains("slot cleanup"),
-            "{r}"
-        );
+        let r = at(Phase::Checkpointed, Container::Absent, true, false, None);
+        has(&r, &["snapshot is not complete", "slot cleanup"]);
         // A cleanup stopped at a gate: do what it says first.
         let last = failed_at("cleanup", "netns-empty");
-        let r = advice(
-            Phase::Cleaning,
-            &paths(),
-            Container::Absent,
-            true,
-            true,
-            last,
-        )
-        .unwrap();
-        assert!(r.contains("stopped at gate netns-empty"), "{r}");
+        let r = at(Phase::Cleaning, Container::Absent, true, true, last);
+        has(&r, &["stopped at gate netns-empty"]);
         // A restore that met a changed network state: restoring again meets it again.
         let last = failed_at("reset", "net-fidelity");
-        let r = advice(
-            Phase::RestoreFailed,
-            &paths(),
-            Container::Absent,
-            true,
-            true,
-            last,
-        )
-        .unwrap();
-        assert!(
-            r.contains("net-fidelity") && r.contains("undo it in the namespace"),
-            "{r}"
-        );
+        let r = at(Phase::RestoreFailed, Container::Absent, true, true, last);
+        has(&r, &["net-fidelity", "undo it in the namespace"]);
     }
 
     #[test]

@@ -33,7 +33,7 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
     let t = Instant::now();
     let crun = run.runtime_kind(&rt_path) == crate::oci::RuntimeKind::Crun;
     if crun {
-        super::crun::half_state(run, st);
+        let _ = super::half_state::remove(run, st);
     }
     stop_container_proven(run, &*rt, &id)?;
     run.took("container-stop", t);

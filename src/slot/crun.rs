@@ -211,23 +211,6 @@ pub fn remove_empty_directory(root: &Path) -> Result<bool, String> {
     })
 }
 
-/// [`remove_half_state`] of the slot's container in its private runtime root, recorded in the
-/// journal and the facts (`crun_half_state`); a refusal is recorded, and the following
-/// `runtime state` then fails naming the folder.
-pub(crate) fn half_state(run: &mut super::run::VerbRun, st: &super::state::SlotState) {
-    match remove_half_state(&st.runtime_root, &st.container_id) {
-        Ok(None) => {}
-        Ok(Some(d)) => {
-            run.journal("step", true, &d);
-            run.fact("crun_half_state", d);
-        }
-        Err(e) => {
-            run.journal("step", false, &e);
-            run.fact("crun_half_state", e);
-        }
-    }
-}
-
 /// [`release_cgroups`] of the slot's `cgroupsPath` (`whole`: the container is proven gone, so
 /// its own cgroup folders go too), recorded in the journal and the facts (`cgroups_released`).
 /// Returns the problem (folders named) when something could not be released.

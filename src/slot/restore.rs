@@ -455,7 +455,7 @@ fn restore_failed(
     let id = st.container_id.clone();
     let crun = run.runtime_kind(&st.runtime.path) == crate::oci::RuntimeKind::Crun;
     if crun {
-        super::crun::half_state(run, st);
+        let _ = super::half_state::remove(run, st);
     }
     let gone = stop_container_proven(run, rt, &id).is_ok();
     if crun {
