@@ -158,11 +158,27 @@ fn crun_full_cycle_releases_a_failed_restore_and_leaves_nothing() {
         assert!(!d.join(".proxy-crun").exists(), "{} left", d.display());
     }
 
-    // The image repaired, the next restore works.
+    // The image repaired, the next restore works — also over what crun leaves when it and
+    // netprobe are killed mid-restore: a state folder with only config.json (`crun state`
+    // fails on it) and an empty `<bundle>/criu-root` ("File exists" on the retry).
     std::fs::write(&img, &good).unwrap();
     std::fs::write(&manifest, &m_good).unwrap();
     record_manifest(&m_good);
+    let s = state(&sd, 43);
+    let half = s.runtime_root.join(&s.container_id);
+    std::fs::create_dir_all(&half).unwrap();
+    std::fs::write(half.join("config.json"), b"{}").unwrap();
+    let criu_root = sd.join(format!("slot-{SLOT}/bundle/criu-root"));
+    std::fs::create_dir_all(&criu_root).unwrap();
     let r = crun_ok(Verb::Restore, &sd);
+    let done = r.facts["runtime_half_state"].as_str().unwrap_or_default();
+    assert!(
+        done.contains("crun's half-written state") && done.contains("criu-root"),
+        "{:?}",
+        r.facts
+    );
+    // The restored container's own state is there now (with its status), not the half one.
+    assert!(half.join("status").exists() && !criu_root.exists());
     assert!(
         gate(&r, "net-fidelity").proven,
         "{:?}",

@@ -526,7 +526,7 @@ fn lifecycle_faults() {
         e.message
             .contains(&format!("processes {} (sleep)", stray.0.id()))
             && e.message
-                .contains(&format!("though its holder (pid {}) is gone", holder.pid))
+                .contains(&format!("whose holder (pid {}) is gone", holder.pid))
             && e.message.contains(&format!("kill -9 {}", stray.0.id())),
         "{e}"
     );

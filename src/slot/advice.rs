@@ -116,7 +116,7 @@ pub(crate) fn advice(
         cmd("cleanup")
     );
     let left = format!(
-        "the runtime has no container, but processes are left in its cgroup or beside the holder in the slot's network namespace, or that cannot be told (`live.left_processes` names them): a container it lost track of; restore and reset refuse while they run (gates cgroup-empty, netns-empty): stop them as the detail says, or {}",
+        "the runtime has no container, but processes are left in its cgroup or beside the holder in the slot's network namespace, or that cannot be told (`live.left_processes` names them): a container it lost track of; restore, reset and cleanup refuse while they run (gates cgroup-empty, netns-empty): stop them as the detail says, then {}",
         cmd("cleanup")
     );
     let gate = last.as_ref().and_then(|(_, _, dir)| failed_gate(dir));
@@ -220,8 +220,15 @@ pub(crate) fn advice(
                 "a container runs but the restore's gates did not all pass: {} stops it and restores the snapshot again",
                 cmd("reset")
             ),
-            (Container::Absent, true) => format!("{} runs it again", cmd("restore")),
-            (Container::Stopped | Container::Other, true) => format!(
+            (Container::Absent, true) => format!(
+                "the container is gone: {} restores the snapshot",
+                cmd("restore")
+            ),
+            (Container::Stopped, true) => format!(
+                "the container has stopped (its init exited: `live.container`): {} removes it and restores the snapshot",
+                cmd("reset")
+            ),
+            (Container::Other, true) => format!(
                 "the container's state is not known (see `live.container`): {} stops whatever runs and restores the snapshot",
                 cmd("reset")
             ),

@@ -74,7 +74,7 @@ pub(crate) fn no_netns_strangers(st: &SlotState, proc_root: &Path) -> Result<Str
                 ns_inode: holder.netns_inode,
                 net_dev_inode: None,
             },
-            format!("though its holder (pid {}) is gone", holder.pid),
+            format!("whose holder (pid {}) is gone,", holder.pid),
         ),
     };
     let m = netns_members(proc_root, mark, &[holder.pid, me])?;
@@ -215,6 +215,19 @@ fn netns_mark(proc_root: &Path, pid: i32) -> Result<NetnsMark, String> {
         ns_inode: ino("ns/net")?,
         net_dev_inode: Some(ino("net/dev")?),
     })
+}
+
+/// Every pid in the container's cgroup directories (each hierarchy of the last read-back),
+/// sorted, deduplicated; `None` when they cannot be listed or read.
+pub(crate) fn container_pids(st: &SlotState) -> Option<Vec<i32>> {
+    let rb = st.cgroup.as_ref()?.last_readback.as_ref()?;
+    let mut all = Vec::new();
+    for d in rb.container_dirs().ok()? {
+        all.extend(procs(&d).ok()?);
+    }
+    all.sort_unstable();
+    all.dedup();
+    Some(all)
 }
 
 /// The pids in `dir/cgroup.procs`; none when `dir` does not exist.
@@ -388,7 +401,10 @@ pub(crate) mod tests {
         st.holder = Some(crate::ns::ProcessIdentity { pid: 999, ..holder });
         let e = no_netns_strangers(&st, d.path()).unwrap_err();
         assert!(e.contains("processes 100 (netprobe), 200 (sleep)"), "{e}");
-        assert!(e.contains("though its holder (pid 999) is gone"), "{e}");
+        assert!(
+            e.contains("whose holder (pid 999) is gone, though the runtime"),
+            "{e}"
+        );
         // The holder's pid now in another namespace (reused): gone too; nobody is left in the
         // recorded one.
         st.holder = Some(crate::ns::ProcessIdentity {

@@ -33,7 +33,7 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
     let t = Instant::now();
     let crun = run.runtime_kind(&rt_path) == crate::oci::RuntimeKind::Crun;
     if crun {
-        let _ = super::half_state::remove(run, st);
+        let _ = super::half_state::remove(run, st, false);
     }
     stop_container_proven(run, &*rt, &id)?;
     run.took("container-stop", t);
@@ -59,7 +59,7 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
     run.gate(GateId::NetnsEmpty, r)?;
     run.clear("unmount", &UNMOUNT_GATES)?;
     let t = Instant::now();
-    let half = super::half_state::remove(run, st);
+    let half = super::half_state::remove(run, st, true);
     let mut problems = unmount_all(run, st);
     problems.extend(half);
     problems.extend(cgroup_problems);

@@ -58,15 +58,116 @@ pub fn remove_runc_half_state(root: &Path, id: &str) -> Result<Option<String>, S
     )))
 }
 
+/// `Some(detail)` when `<root>/<id>/` holds nothing but a half-written state — runc's (no
+/// `state.json`; at most `criu-root`) or crun's (no `status`; only `config.json`): the runtime
+/// then has no container of that id (crun's `state` even fails on it), which is the proof of
+/// absence the restore gates use. Read-only.
+pub fn only_half_state(root: &Path, id: &str) -> Option<String> {
+    let dir = root.join(id);
+    if !dir.is_dir() {
+        return None;
+    }
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let only = |allowed: &[&str]| names.iter().all(|n| allowed.contains(&n.as_str()));
+    if only(&[RUNC_CRIU_ROOT]) {
+        Some(format!(
+            "{}: runc's half-written state only ({names:?}, no state.json): no container",
+            dir.display()
+        ))
+    } else if only(&["config.json"]) {
+        Some(format!(
+            "{}: crun's half-written state only (config.json, no status): no container",
+            dir.display()
+        ))
+    } else {
+        None
+    }
+}
+
+/// The runtime's `criu-root` in the bundle (crun makes `<bundle>/criu-root` for CRIU's root
+/// and leaves it when killed; the retry then fails with "File exists"): unmounted if mounted
+/// and removed when empty. Returns what was done.
+///
+/// Errors: it holds files (named: not removed), or the unmount or `rmdir` failed.
+pub fn remove_bundle_criu_root(bundle: &Path) -> Result<Option<String>, String> {
+    let d = bundle.join(RUNC_CRIU_ROOT);
+    if !d.is_dir() {
+        return Ok(None);
+    }
+    let mut done = Vec::new();
+    if mounts::is_mounted(&d) {
+        mounts::unmount(&d)?;
+        done.push(format!("unmounted {}", d.display()));
+    }
+    std::fs::remove_dir(&d).map_err(|e| {
+        format!(
+            "rmdir {}: {e} (the runtime's CRIU root, left by a killed restore; not emptied: inspect it)",
+            d.display()
+        )
+    })?;
+    done.push(format!("removed {}", d.display()));
+    Ok(Some(format!(
+        "the runtime's CRIU root left in the bundle by a killed restore: {}",
+        done.join(", ")
+    )))
+}
+
+/// CRIU's mounts left under the slot's evidence folders (its cgroup yard
+/// `criu-work/.criu.cgyard.*`, when CRIU and netprobe were killed together): unmounted
+/// deepest first. Returns the mount points released.
+pub fn release_criu_work_mounts(evidence: &Path) -> Vec<String> {
+    let left = crate::ns::mountinfo::mounts_under(evidence);
+    crate::ns::mountinfo::unmount_under(evidence, |m| {
+        nix::mount::umount2(m, nix::mount::MntFlags::MNT_DETACH)
+    });
+    left.iter().map(|m| m.display().to_string()).collect()
+}
+
 /// The half-written state of the slot's container, for its runtime kind, removed
-/// ([`remove_runc_half_state`] or [`super::crun::remove_half_state`]) and recorded in the
-/// journal and the facts (`runtime_half_state`). Only called once the container is proven gone
+/// ([`remove_runc_half_state`] or [`super::crun::remove_half_state`]), with the bundle's
+/// `criu-root` ([`remove_bundle_criu_root`]) and CRIU's work mounts under the evidence
+/// ([`release_criu_work_mounts`]) when `leftovers`, and recorded in the journal and the facts
+/// (`runtime_half_state`). Only called once the container is proven gone
 /// and no process of it is left. Returns the refusal when one was left in place.
-pub(crate) fn remove(run: &mut VerbRun, st: &SlotState) -> Option<String> {
-    let r = match run.runtime_kind(&st.runtime.path) {
+pub(crate) fn remove(run: &mut VerbRun, st: &SlotState, leftovers: bool) -> Option<String> {
+    let mut r = match run.runtime_kind(&st.runtime.path) {
         RuntimeKind::Crun => super::crun::remove_half_state(&st.runtime_root, &st.container_id),
         RuntimeKind::Runc => remove_runc_half_state(&st.runtime_root, &st.container_id),
     };
+    // Then (`leftovers`: only once nothing of the container is left) what else a killed
+    // restore leaves: the bundle's criu-root, CRIU's work mounts.
+    let (extra, work) = if leftovers {
+        (
+            remove_bundle_criu_root(&run.paths.bundle()),
+            release_criu_work_mounts(&run.paths.evidence()),
+        )
+    } else {
+        (Ok(None), Vec::new())
+    };
+    let mut also = Vec::new();
+    match extra {
+        Ok(Some(d)) => also.push(d),
+        Ok(None) => {}
+        Err(e) => {
+            r = Err(match r {
+                Err(r0) => format!("{r0}; {e}"),
+                Ok(_) => e,
+            })
+        }
+    }
+    if !work.is_empty() {
+        also.push(format!(
+            "CRIU's work mounts left by a killed verb, detached: {}",
+            work.join(", ")
+        ));
+    }
+    if !also.is_empty() {
+        r = r.map(|d| Some(d.into_iter().chain(also).collect::<Vec<_>>().join("; ")));
+    }
     match r {
         Ok(None) => None,
         Ok(Some(d)) => {
@@ -112,6 +213,44 @@ mod tests {
             "{done}"
         );
         assert!(!d.exists());
+        // Only a half state: the proof of absence; anything else is the runtime's to tell.
+        std::fs::create_dir_all(d.join("criu-root")).unwrap();
+        assert!(
+            only_half_state(t.path(), "c")
+                .unwrap()
+                .contains("runc's half-written")
+        );
+        std::fs::remove_dir(d.join("criu-root")).unwrap();
+        std::fs::write(d.join("config.json"), "{}").unwrap();
+        assert!(
+            only_half_state(t.path(), "c")
+                .unwrap()
+                .contains("crun's half-written")
+        );
+        std::fs::write(d.join("status"), "").unwrap();
+        assert_eq!(only_half_state(t.path(), "c"), None);
+        std::fs::remove_file(d.join("status")).unwrap();
+        std::fs::remove_file(d.join("config.json")).unwrap();
+        assert_eq!(only_half_state(t.path(), "none"), None);
+        std::fs::remove_dir(&d).unwrap();
+        // The bundle's criu-root: removed when empty, named when not.
+        let b = t.path().join("bundle");
+        assert_eq!(remove_bundle_criu_root(&b).unwrap(), None);
+        std::fs::create_dir_all(b.join("criu-root")).unwrap();
+        std::fs::write(b.join("criu-root/x"), "").unwrap();
+        assert!(
+            remove_bundle_criu_root(&b)
+                .unwrap_err()
+                .contains("not emptied")
+        );
+        std::fs::remove_file(b.join("criu-root/x")).unwrap();
+        assert!(
+            remove_bundle_criu_root(&b)
+                .unwrap()
+                .unwrap()
+                .contains("removed")
+        );
+        assert!(!b.join("criu-root").exists());
         // An empty folder (runc killed before criu-root) goes too.
         std::fs::create_dir(&d).unwrap();
         assert!(remove_runc_half_state(t.path(), "c").unwrap().is_some());

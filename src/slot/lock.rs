@@ -14,6 +14,8 @@ struct LockHolder {
     /// descriptor at `fork` from another thread of this process and drops it at `exec`
     /// (the descriptor is close-on-exec).
     forking: bool,
+    /// A netprobe process (the same executable as this one, or named `netprobe`): a verb.
+    netprobe: bool,
 }
 
 /// Who holds the slot lock at `path` (the verb and every runtime or CRIU process that inherited
@@ -44,13 +46,16 @@ fn lock_holders(path: &Path) -> Vec<LockHolder> {
             .find_map(|l| l.strip_prefix("PPid:"))
             .and_then(|v| v.trim().parse::<u32>().ok());
         let exe = fs::read_link(e.path().join("exe")).ok();
+        let comm = fs::read_to_string(e.path().join("comm"))
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        let named_netprobe = comm == "netprobe";
         out.push(LockHolder {
             pid,
-            comm: fs::read_to_string(e.path().join("comm"))
-                .unwrap_or_default()
-                .trim()
-                .to_string(),
+            comm,
             forking: ppid == Some(me) && exe.is_some() && exe == my_exe,
+            netprobe: named_netprobe || (exe.is_some() && exe == my_exe),
         });
     }
     out.sort_by_key(|h| h.pid);
@@ -60,7 +65,8 @@ fn lock_holders(path: &Path) -> Vec<LockHolder> {
 /// Who holds the slot lock at `path` now, for a sentence: `pid 123 (netprobe), pid 124 (runc)`,
 /// or `another process` when none is found with it open (it may have just been released).
 pub(crate) fn held_by(path: &Path) -> String {
-    let mut holders: Vec<String> = lock_holders(path)
+    let found = lock_holders(path);
+    let mut holders: Vec<String> = found
         .iter()
         .map(|h| format!("pid {} ({})", h.pid, h.comm))
         .collect();
@@ -78,6 +84,17 @@ pub(crate) fn held_by(path: &Path) -> String {
         return "another process".into();
     }
     holders.join(", ")
+}
+
+/// The pids holding the slot lock at `path` when none of them is a netprobe process (a runtime
+/// or CRIU task that outlived the verb that started it, e.g. one CRIU forked into its own
+/// session before the runtime was killed): empty when a verb holds it, or nobody.
+pub(crate) fn orphan_holders(path: &Path) -> Vec<u32> {
+    let found = lock_holders(path);
+    if found.iter().any(|h| h.netprobe || h.forking) {
+        return Vec::new();
+    }
+    found.iter().map(|h| h.pid).collect()
 }
 
 /// The per-slot exclusive lock: `flock(LOCK_EX | LOCK_NB)` on `slot-N/lock`. A second verb on
@@ -131,10 +148,28 @@ impl SlotLock {
                         pid: std::process::id(),
                         comm: "this netprobe process".into(),
                         forking: false,
+                        netprobe: true,
                     },
                 );
             }
             let transient = holders.iter().all(|h| h.forking);
+            let orphans: Vec<String> = if holders.iter().any(|h| h.netprobe) {
+                Vec::new()
+            } else {
+                holders.iter().map(|h| h.pid.to_string()).collect()
+            };
+            if !transient && !orphans.is_empty() {
+                return Err(format!(
+                    "{} is held by {} and by no netprobe process: a runtime or CRIU task that outlived the verb that started it (killed); stop it (`kill -9 {}`) and run the verb again",
+                    path.display(),
+                    holders
+                        .iter()
+                        .map(|h| format!("pid {} ({})", h.pid, h.comm))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    orphans.join(" ")
+                ));
+            }
             if !transient || std::time::Instant::now() > deadline {
                 let by = if holders.is_empty() {
                     "another process (none found with it open now: it may have just ended)".into()
@@ -178,7 +213,8 @@ mod tests {
         let mut child = held.inherited_by_children(|| {
             std::process::Command::new("sleep")
                 .arg("5")
-                .stdin(std::fs::File::open(&lock).unwrap())
+                // The same open file description as the lock: the child holds the flock too.
+                .stdin(held.file.try_clone().unwrap())
                 .spawn()
                 .unwrap()
         });
@@ -188,7 +224,17 @@ mod tests {
             "{e}"
         );
         assert!(e.contains("netprobe slot status"), "{e}");
+        // The verb gone, its child still holding the lock: an orphan, named with kill -9.
+        drop(held);
+        assert_eq!(orphan_holders(&lock), vec![child.id()]);
+        let e = SlotLock::acquire(&lock).unwrap_err();
+        assert!(
+            e.contains("by no netprobe process") && e.contains(&format!("kill -9 {}", child.id())),
+            "{e}"
+        );
         child.kill().unwrap();
         child.wait().unwrap();
+        assert!(orphan_holders(&lock).is_empty());
+        SlotLock::acquire(&lock).unwrap();
     }
 }

@@ -116,7 +116,11 @@ fn gates(
     let root = run.paths.root.clone();
     // No `<root>/<id>` under the slot lock is the proof of absence without starting the runtime
     // (a Go process on the 2 cores the hashes need); else `runtime state` tells.
-    let absent = query_rt.absent_by_root(&id);
+    // A half-written state only (a runtime killed mid-restore; crun's `state` fails on it) is
+    // no container either; it is removed once every gate passed.
+    let absent = query_rt
+        .absent_by_root(&id)
+        .or_else(|| super::half_state::only_half_state(&st.runtime_root, &id));
     let (gates, (before, before_ms)) = std::thread::scope(|s| {
         let q = s.spawn(|| match absent {
             Some(_) => (Ok(None), 0),
@@ -183,7 +187,7 @@ fn gates(
 ///
 /// Errors: a step error naming what was refused (the folder holds something else).
 fn clear_half_state(run: &mut VerbRun, st: &SlotState) -> Result<(), SlotError> {
-    match super::half_state::remove(run, st) {
+    match super::half_state::remove(run, st, true) {
         None => Ok(()),
         Some(e) => Err(run.step_err("runtime-half-state", e)),
     }
@@ -444,6 +448,44 @@ fn restored_gates(
     ))
 }
 
+/// After a failed restore whose container the runtime proved gone: the processes still in the
+/// container's own cgroup (every hierarchy of the last read-back; a CRIU restore task that
+/// escaped the runtime's process group) are killed with SIGKILL and waited for (2 s at most),
+/// recorded in the fact `restore_leftovers_killed`. Processes outside the cgroup are never
+/// touched (the `netns-empty` gate names them).
+fn kill_cgroup_leftovers(run: &mut VerbRun, st: &SlotState) {
+    let Some(pids) = super::cgroup_procs::container_pids(st) else {
+        return;
+    };
+    if pids.is_empty() {
+        return;
+    }
+    for p in &pids {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*p),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let deadline = Instant::now() + std::time::Duration::from_secs(2);
+    while super::cgroup_procs::container_pids(st).is_some_and(|p| !p.is_empty())
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let left = super::cgroup_procs::container_pids(st).unwrap_or_default();
+    let d = format!(
+        "killed processes {:?} left in the container's cgroup by the failed restore; {}",
+        pids,
+        if left.is_empty() {
+            "none is left".to_string()
+        } else {
+            format!("still there: {left:?}")
+        }
+    );
+    run.journal("step", left.is_empty(), &d);
+    run.fact("restore_leftovers_killed", d);
+}
+
 /// A failed restore: the restored container (if any) is stopped and proven gone so the restore
 /// can be retried; the holder, the snapshot and the mounts are kept.
 fn restore_failed(
@@ -455,20 +497,24 @@ fn restore_failed(
     let id = st.container_id.clone();
     let crun = run.runtime_kind(&st.runtime.path) == crate::oci::RuntimeKind::Crun;
     if crun {
-        let _ = super::half_state::remove(run, st);
+        let _ = super::half_state::remove(run, st, false);
     }
     let gone = stop_container_proven(run, rt, &id).is_ok();
+    // A task CRIU forked into its own session survives the kill of the runtime's group: it is
+    // in the container's cgroup (the slot's own), holds the slot lock and waits forever.
+    if gone {
+        kill_cgroup_leftovers(run, st);
+    }
     if crun {
         super::crun::cgroups(run, st, gone);
     }
     // runc killed mid-restore leaves `<root>/<id>/criu-root` mounted and no state.json: removed
     // (so the retry can restore the id) once nothing of the container is left.
     if gone
-        && !crun
         && super::cgroup_procs::no_container_procs(st).is_ok()
         && super::cgroup_procs::no_netns_strangers(st, &run.env.proc_root).is_ok()
     {
-        let _ = super::half_state::remove(run, st);
+        let _ = super::half_state::remove(run, st, true);
     }
     // CRIU's network lock, left by a CRIU that failed before its unlock (or the dump's, when
     // the restore never got to it): removed only once the container is proven gone.

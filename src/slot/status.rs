@@ -65,6 +65,7 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
         "snapshot": match &snap {
             Some(Ok((_, d))) => json!({"complete": true, "detail": d}),
             Some(Err(d)) => json!({"complete": false, "detail": d}),
+            None if state_error.is_some() => json!({"complete": false, "detail": "state.json cannot be read (`state_error`): the snapshot it records is unknown"}),
             None => json!({"complete": false, "detail": "no slot"}),
         },
         "stale_snapshot_tmp": if exists { checks::stale_tmp(&p.root) } else { vec![] },
@@ -72,6 +73,11 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
         "last_journal_entry": journal.last(),
         "declared_differences": declared,
         "advice": match &held_by {
+            // Held by no netprobe process: what a killed verb left; it never ends by itself.
+            Some(by) if !super::lock::orphan_holders(&p.lock()).is_empty() => Some(format!(
+                "the slot lock is held by {by} and by no netprobe process: a runtime or CRIU task that outlived the verb that started it (killed); it never ends by itself: stop it (`kill -9 {}`), then run `netprobe slot status` again",
+                super::lock::orphan_holders(&p.lock()).iter().map(u32::to_string).collect::<Vec<_>>().join(" ")
+            )),
             // A verb runs: what it is doing looks like a lost container; wait for it.
             Some(by) => Some(format!(
                 "a verb is running on this slot (its lock is held by {by}); its runtime and CRIU processes are not a lost container: wait for it to end, then run `netprobe slot status` again"
