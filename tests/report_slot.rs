@@ -377,4 +377,28 @@ fn an_edited_verb_json_is_named_against_the_journal() {
     );
     let html = std::fs::read_to_string(write_report(&slot, Format::Html).unwrap()).unwrap();
     assert!(html.contains("NOT VERIFIED"), "{html}");
+
+    // The journal's end line deleted (its start kept): NOT VERIFIED too, not unchecked.
+    let start = |name: &str| {
+        json!({"at": "2026-12-01T05:00:00Z", "pid": 1, "verb": name.split_once('-').unwrap().1,
+               "event": "start", "ok": true,
+               "detail": format!("evidence {}", ev.join(name).display())})
+        .to_string()
+    };
+    let journal = [
+        start("0001-provision"),
+        end("0001-provision", true),
+        start("0003-restore"),
+    ]
+    .join("\n")
+        + "\n";
+    std::fs::write(slot.join("journal.jsonl"), journal).unwrap();
+    let (_, reproduced) =
+        netprobe::report::write_report_verified(&slot, Format::Markdown, |_, _| None).unwrap();
+    assert_eq!(reproduced, Some(false));
+    let md = std::fs::read_to_string(slot.join("report.md")).unwrap();
+    assert!(
+        md.contains("MISMATCH: 0003-restore: journal.jsonl records this verb's start but no end"),
+        "{md}"
+    );
 }

@@ -183,15 +183,31 @@ fn journal_check(
         .iter()
         .rev()
         .find(|e| e.event == "end" && e.evidence.as_deref() == Some(name));
+    let differs = |detail: String| JournalCheck {
+        state: "DIFFERS",
+        detail,
+    };
     let Some((end, want)) = end.and_then(|e| e.verb_sha256.as_ref().map(|h| (e, h))) else {
+        // The verb's start is journalled (`evidence <path>`); an end by the same process after
+        // it (without a hash: written before netprobe kept them) leaves it unchecked, none at
+        // all while a verb.json is there means the journal's end line is missing.
+        let start = journal
+            .iter()
+            .position(|e| e.event == "start" && e.detail.ends_with(&format!("/{name}")));
+        let ended = start.is_some_and(|i| {
+            journal[i + 1..]
+                .iter()
+                .any(|e| e.event == "end" && e.pid == journal[i].pid && e.verb == journal[i].verb)
+        });
+        if start.is_some() && !ended && verb_dir.join(VERB_FILE).is_file() {
+            return differs(
+                "journal.jsonl records this verb's start but no end, yet verb.json is there: it cannot be shown to be the one the verb wrote (the journal's end line is missing)".into(),
+            );
+        }
         return JournalCheck {
             state: "unchecked",
             detail: "journal.jsonl records no end of this folder with a verb.json sha256".into(),
         };
-    };
-    let differs = |detail: String| JournalCheck {
-        state: "DIFFERS",
-        detail,
     };
     match crate::evidence::sha256_file(&verb_dir.join(VERB_FILE)) {
         Ok((now, _)) if now == *want => JournalCheck {
