@@ -65,26 +65,30 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
     problems.extend(cgroup_problems);
     run.took("unmount", t);
     let mut removed_detail = remove_stale_snapshots(run, &mut problems);
-    let swept = crate::oci::sweep_stale_criu_path_dirs(&std::env::temp_dir());
-    if !swept.is_empty() {
-        let names: Vec<String> = swept.iter().map(|p| p.display().to_string()).collect();
-        let d = format!(
-            "removed the CRIU PATH folders of netprobe processes that no longer exist (killed before they could remove them): {}",
-            names.join(", ")
-        );
-        run.journal("step", true, &d);
-        run.fact("stale_criu_path_dirs_removed", names);
-        removed_detail.push_str(&format!("; {d}"));
-    }
-    let logs = crate::oci::sweep_stale_runc_logs(&std::env::temp_dir());
-    if !logs.is_empty() {
-        let names: Vec<String> = logs.iter().map(|p| p.display().to_string()).collect();
-        let d = format!(
-            "removed the runc --log files of netprobe processes that no longer exist: {}",
-            names.join(", ")
-        );
-        run.journal("step", true, &d);
-        run.fact("stale_runc_logs_removed", names);
+    // What netprobe processes killed by SIGKILL left in the temporary folder.
+    type Sweep = fn(&std::path::Path) -> Vec<PathBuf>;
+    let sweeps: [(Sweep, &str, &str); 2] = [
+        (
+            crate::oci::sweep_stale_criu_path_dirs,
+            "stale_criu_path_dirs_removed",
+            "the CRIU PATH folders of netprobe processes that no longer exist (killed before they could remove them)",
+        ),
+        (
+            crate::oci::sweep_stale_runc_logs,
+            "stale_runc_logs_removed",
+            "the runc --log files of netprobe processes that no longer exist",
+        ),
+    ];
+    for (sweep, fact, what) in sweeps {
+        let names: Vec<String> = sweep(&std::env::temp_dir())
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        if names.is_empty() {
+            continue;
+        }
+        let d = format!("removed {what}: {}", names.join(", "));
+        run.record_release(Ok(Some((d.clone(), names.into()))), fact, fact);
         removed_detail.push_str(&format!("; {d}"));
     }
 

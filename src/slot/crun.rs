@@ -219,25 +219,16 @@ pub(crate) fn cgroups(
     st: &super::state::SlotState,
     whole: bool,
 ) -> Option<String> {
-    match release_cgroups(&st.cgroups_path, whole) {
-        Ok(removed) => {
-            if !removed.is_empty() {
-                let list: Vec<String> = removed.iter().map(|p| p.display().to_string()).collect();
-                run.journal(
-                    "step",
-                    true,
-                    &format!("removed empty cgroups {}", list.join(", ")),
-                );
-                run.fact("cgroups_released", list);
-            }
-            None
-        }
-        Err(e) => {
-            run.journal("step", false, &e);
-            run.fact("cgroups_left", e.clone());
-            Some(e)
-        }
-    }
+    let r = release_cgroups(&st.cgroups_path, whole).map(|removed| {
+        let list: Vec<String> = removed.iter().map(|p| p.display().to_string()).collect();
+        (!list.is_empty()).then(|| {
+            (
+                format!("removed empty cgroups {}", list.join(", ")),
+                list.into(),
+            )
+        })
+    });
+    run.record_release(r, "cgroups_released", "cgroups_left")
 }
 
 #[cfg(test)]

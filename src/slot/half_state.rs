@@ -168,19 +168,8 @@ pub(crate) fn remove(run: &mut VerbRun, st: &SlotState, leftovers: bool) -> Opti
     if !also.is_empty() {
         r = r.map(|d| Some(d.into_iter().chain(also).collect::<Vec<_>>().join("; ")));
     }
-    match r {
-        Ok(None) => None,
-        Ok(Some(d)) => {
-            run.journal("step", true, &d);
-            run.fact("runtime_half_state", d);
-            None
-        }
-        Err(e) => {
-            run.journal("step", false, &e);
-            run.fact("runtime_half_state", e.clone());
-            Some(e)
-        }
-    }
+    let r = r.map(|d| d.map(|d| (d.clone(), d.into())));
+    run.record_release(r, "runtime_half_state", "runtime_half_state")
 }
 
 #[cfg(test)]

@@ -32,12 +32,7 @@ fn lock_holders(path: &Path) -> Vec<LockHolder> {
         if pid == me {
             continue;
         }
-        let holds = fs::read_dir(e.path().join("fd"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == path));
-        if !holds {
+        if open_on(&e.path(), &path) == 0 {
             continue;
         }
         let status = fs::read_to_string(e.path().join("status")).unwrap_or_default();
@@ -62,39 +57,75 @@ fn lock_holders(path: &Path) -> Vec<LockHolder> {
     out
 }
 
+/// How many descriptors of the process at `proc_dir` (`/proc/PID`) are open on `target`
+/// (a canonical path).
+fn open_on(proc_dir: &Path, target: &Path) -> usize {
+    fs::read_dir(proc_dir.join("fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == target))
+        .count()
+}
+
+/// [`lock_holders`], with this process first (as `this netprobe process`) when it has at least
+/// `own` descriptors open on the lock (2 inside [`SlotLock::acquire`], which holds one itself).
+fn holders(path: &Path, own: usize) -> Vec<LockHolder> {
+    let mut out = lock_holders(path);
+    let me = fs::canonicalize(path).map(|p| open_on(Path::new("/proc/self"), &p));
+    if me.is_ok_and(|n| n >= own) {
+        out.insert(
+            0,
+            LockHolder {
+                pid: std::process::id(),
+                comm: "this netprobe process".into(),
+                forking: false,
+                netprobe: true,
+            },
+        );
+    }
+    out
+}
+
+/// `pid 123 (netprobe), pid 124 (runc)`; empty for none.
+fn describe(holders: &[LockHolder]) -> String {
+    holders
+        .iter()
+        .map(|h| format!("pid {} ({})", h.pid, h.comm))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The pids of `holders` when none of them is a netprobe process (a runtime or CRIU task that
+/// outlived the verb that started it, e.g. one CRIU forked into its own session before the
+/// runtime was killed): empty when a verb holds it, or nobody.
+fn orphans(holders: &[LockHolder]) -> Vec<u32> {
+    if holders.iter().any(|h| h.netprobe) {
+        return Vec::new();
+    }
+    holders.iter().map(|h| h.pid).collect()
+}
+
 /// Who holds the slot lock at `path` now, for a sentence: `pid 123 (netprobe), pid 124 (runc)`,
 /// or `another process` when none is found with it open (it may have just been released).
 pub(crate) fn held_by(path: &Path) -> String {
-    let found = lock_holders(path);
-    let mut holders: Vec<String> = found
+    let me = std::process::id();
+    let h: Vec<String> = holders(path, 1)
         .iter()
-        .map(|h| format!("pid {} ({})", h.pid, h.comm))
+        .map(|h| match h.pid == me {
+            true => h.comm.clone(),
+            false => format!("pid {} ({})", h.pid, h.comm),
+        })
         .collect();
-    let mine = fs::canonicalize(path).ok().is_some_and(|p| {
-        fs::read_dir("/proc/self/fd")
-            .into_iter()
-            .flatten()
-            .flatten()
-            .any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == p))
-    });
-    if mine {
-        holders.insert(0, "this netprobe process".into());
-    }
-    if holders.is_empty() {
+    if h.is_empty() {
         return "another process".into();
     }
-    holders.join(", ")
+    h.join(", ")
 }
 
-/// The pids holding the slot lock at `path` when none of them is a netprobe process (a runtime
-/// or CRIU task that outlived the verb that started it, e.g. one CRIU forked into its own
-/// session before the runtime was killed): empty when a verb holds it, or nobody.
+/// [`orphans`] among the other processes holding the slot lock at `path`.
 pub(crate) fn orphan_holders(path: &Path) -> Vec<u32> {
-    let found = lock_holders(path);
-    if found.iter().any(|h| h.netprobe || h.forking) {
-        return Vec::new();
-    }
-    found.iter().map(|h| h.pid).collect()
+    orphans(&lock_holders(path))
 }
 
 /// The per-slot exclusive lock: `flock(LOCK_EX | LOCK_NB)` on `slot-N/lock`. A second verb on
@@ -131,42 +162,14 @@ impl SlotLock {
             if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
                 return Err(format!("flock {}: {err}", path.display()));
             }
-            let mut holders = lock_holders(path);
-            // Another descriptor of this very process (a verb already running in it).
-            let mine = fs::canonicalize(path).ok().map(|p| {
-                fs::read_dir("/proc/self/fd")
-                    .into_iter()
-                    .flatten()
-                    .flatten()
-                    .filter(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == p))
-                    .count()
-            });
-            if mine.is_some_and(|n| n > 1) {
-                holders.insert(
-                    0,
-                    LockHolder {
-                        pid: std::process::id(),
-                        comm: "this netprobe process".into(),
-                        forking: false,
-                        netprobe: true,
-                    },
-                );
-            }
+            let holders = holders(path, 2);
             let transient = holders.iter().all(|h| h.forking);
-            let orphans: Vec<String> = if holders.iter().any(|h| h.netprobe) {
-                Vec::new()
-            } else {
-                holders.iter().map(|h| h.pid.to_string()).collect()
-            };
+            let orphans: Vec<String> = orphans(&holders).iter().map(u32::to_string).collect();
             if !transient && !orphans.is_empty() {
                 return Err(format!(
                     "{} is held by {} and by no netprobe process: a runtime or CRIU task that outlived the verb that started it (killed); stop it (`kill -9 {}`) and run the verb again",
                     path.display(),
-                    holders
-                        .iter()
-                        .map(|h| format!("pid {} ({})", h.pid, h.comm))
-                        .collect::<Vec<_>>()
-                        .join(", "),
+                    describe(&holders),
                     orphans.join(" ")
                 ));
             }
@@ -174,11 +177,7 @@ impl SlotLock {
                 let by = if holders.is_empty() {
                     "another process (none found with it open now: it may have just ended)".into()
                 } else {
-                    holders
-                        .iter()
-                        .map(|h| format!("pid {} ({})", h.pid, h.comm))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    describe(&holders)
                 };
                 return Err(format!(
                     "{} is held by {by} — another netprobe verb on this slot, or a runtime or CRIU it started; refused, not queued: wait for it to end (`netprobe slot status` shows `busy` until then) and run the verb again; if it hangs, stop it (`kill` the netprobe pid: it releases what it started)",

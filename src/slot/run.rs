@@ -158,6 +158,31 @@ impl<'a> VerbRun<'a> {
         kind
     }
 
+    /// Records what a best-effort release step did: `Ok(Some((sentence, value)))` is journalled
+    /// as done and recorded as fact `done_fact`; `Err(e)` is journalled as failed and recorded
+    /// as fact `left_fact`, and returned (the caller decides whether it blocks); `Ok(None)`,
+    /// nothing to do, records nothing.
+    pub fn record_release(
+        &mut self,
+        r: Result<Option<(String, Value)>, String>,
+        done_fact: &str,
+        left_fact: &str,
+    ) -> Option<String> {
+        match r {
+            Ok(None) => None,
+            Ok(Some((d, v))) => {
+                self.journal("step", true, &d);
+                self.fact(done_fact, v);
+                None
+            }
+            Err(e) => {
+                self.journal("step", false, &e);
+                self.fact(left_fact, e.clone());
+                Some(e)
+            }
+        }
+    }
+
     /// Records fact `k`.
     pub fn fact(&mut self, k: &str, v: impl Into<Value>) {
         self.facts.insert(k.into(), v.into());
