@@ -151,12 +151,44 @@ pub fn holder_pids(sd: &Path) -> Vec<i32> {
     v
 }
 
-/// Best-effort cleanup of every slot in the state dir (used when a test fails mid-way).
+/// Best-effort cleanup of every slot in the state dir (used when a test fails mid-way). When
+/// cleanup refuses — a test that failed while it staged a container the runtime lost track of
+/// (cleanup names, never kills, processes it does not know) — every process in the slot
+/// holder's network namespace is killed and cleanup runs again, so a failed test leaves
+/// nothing running or mounted.
 pub struct CleanupOnDrop(pub PathBuf, pub Vec<u32>);
 impl Drop for CleanupOnDrop {
     fn drop(&mut self) {
         for s in &self.1 {
+            if run(Verb::Cleanup, &s.to_string(), &self.0).is_ok() {
+                continue;
+            }
+            let holder = std::fs::read_to_string(self.0.join(format!("slot-{s}/holder.json")))
+                .ok()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                .and_then(|j| j["netns_inode"].as_u64());
+            if let Some(ino) = holder {
+                kill_netns_members(&format!("net:[{ino}]"));
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
             let _ = run(Verb::Cleanup, &s.to_string(), &self.0);
+        }
+    }
+}
+
+/// SIGKILL to every process (but this one) whose `/proc/PID/ns/net` is `link` (`net:[INODE]`).
+fn kill_netns_members(link: &str) {
+    let me = std::process::id() as i32;
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let ns = std::fs::read_link(e.path().join("ns/net")).unwrap_or_default();
+        if pid != me && ns.to_string_lossy() == link {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
         }
     }
 }
