@@ -53,30 +53,12 @@ fn keep_logs(g: &Guest, ev: &Path) {
     }
 }
 
-/// Runs the guest until GNOME Shell is the window manager and the screen is still.
+/// Runs the guest until GNOME Shell is the window manager, the typing app has the focus and the
+/// screen has been still for 2 s (`common::settle_gnome`).
 fn start_gnome(g: &mut Guest, limit: Duration) -> Display {
     g.run();
     let d = Display::connect(&g.socket(), Duration::from_secs(60)).unwrap();
-    let deadline = Instant::now() + limit;
-    while wm_name(&d).as_deref() != Some("GNOME Shell") {
-        assert!(
-            Instant::now() < deadline,
-            "GNOME Shell did not become the window manager within {limit:?}; wm.log:\n{}",
-            g.guest_tmp("wm.log")
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    loop {
-        let q = d.quiescence(Duration::from_millis(500)).unwrap();
-        if q.is_quiescent() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "GNOME never settled: {:?}",
-            q.diff
-        );
-    }
+    common::settle_gnome(&d, Instant::now() + limit, || g.guest_tmp("wm.log"));
     d
 }
 

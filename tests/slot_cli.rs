@@ -167,6 +167,26 @@ fn cgroup_driver_bad_name_exit_2_and_systemd_not_pid1_exit_3() {
         !sd.join("slot-8").exists(),
         "a host refusal creates no slot"
     );
+    // The same driver asked for by a profile's `cgroup_driver` (no flag): refused the same way,
+    // not silently replaced by the default.
+    let prof = tmp.path().join("systemd.toml");
+    let toml = netprobe::profile::BUILTIN_DEFAULT_TOML.replacen(
+        "\nname = ",
+        "\ncgroup_driver = \"systemd\"\nname = ",
+        1,
+    );
+    assert!(toml.contains("cgroup_driver = \"systemd\""));
+    std::fs::write(&prof, toml).unwrap();
+    let prof_s = prof.to_string_lossy().to_string();
+    let (code, out, err) = cli_slot(
+        "provision",
+        "8",
+        &sd,
+        &["--no-probe-gate", "--reason", "t", "--profile", &prof_s],
+    );
+    assert_eq!(code, Some(3), "{err}{out}");
+    assert!(err.contains("cgroup-host"), "{err}");
+    assert!(!sd.join("slot-8").exists(), "{err}");
     assert_released(&sd, &[]);
 }
 

@@ -50,30 +50,13 @@ fn gate_names(o: &Value) -> Vec<String> {
         .collect()
 }
 
-/// Waits (bounded) until GNOME Shell is the window manager and the screen is still (two
-/// screenshots 500 ms apart equal), so the snapshot's quiescence gate sees a settled desktop.
+/// Waits (bounded) until GNOME Shell is the window manager, the typing app has the focus and the
+/// screen has been still for 2 s (`common::settle_gnome`), so the snapshot's quiescence gate sees
+/// a settled desktop.
 fn settle(pid: i64) {
     let sock = netprobe::slot::display::socket_of(pid as i32, 0);
     let d = Display::connect(&sock, Duration::from_secs(30)).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(150);
-    while common::wm_name(&d).as_deref() != Some("GNOME Shell") {
-        assert!(
-            Instant::now() < deadline,
-            "GNOME Shell did not become the window manager"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    loop {
-        let q = d.quiescence(Duration::from_millis(500)).unwrap();
-        if q.is_quiescent() {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "GNOME did not settle: {:?}",
-            q.diff
-        );
-    }
+    common::settle_gnome(&d, Instant::now() + Duration::from_secs(150), String::new);
 }
 
 /// Copies the slot's evidence folders (gates, PNGs, logs) and the snapshot's `screen.png` to

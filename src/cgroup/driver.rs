@@ -76,7 +76,8 @@ pub fn systemd_booted(root: &Path) -> (bool, String) {
 pub struct DriverChoice {
     /// The driver.
     pub driver: CgroupDriver,
-    /// `requested` (profile or flag) or `default`.
+    /// `requested` (the `--cgroup-driver` flag), `profile` (the profile's `cgroup_driver`;
+    /// set by the slot) or `default`.
     pub source: String,
     /// Whether systemd is pid 1 on the host (`sd_booted`).
     pub systemd_pid1: bool,

@@ -148,6 +148,17 @@ pub enum NsError {
         source: io::Error,
     },
 
+    /// A socket for reading a namespace's cookie could not be made or asked
+    /// (`socket(AF_UNIX)`, `getsockopt(SO_NETNS_COOKIE)`: Linux 5.14 and later).
+    #[error("cannot read the network namespace cookie of {path}: {source}")]
+    Cookie {
+        /// The namespace path.
+        path: PathBuf,
+        /// The errno.
+        #[source]
+        source: io::Error,
+    },
+
     /// The namespace entered is not the one asked for (checked by inode after `setns`).
     #[error("after setns into {path} the thread is in netns inode {found}, expected {expected}")]
     SetnsMismatch {

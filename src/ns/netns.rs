@@ -13,7 +13,7 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -101,6 +101,49 @@ pub fn run_in_netns<T: Send>(target: &Path, f: impl FnOnce() -> T + Send) -> Res
     }
     Ok(f())
 }
+
+/// The cookie of the network namespace at `target` (`/proc/<pid>/ns/net`): the kernel's 64-bit
+/// id of a namespace, never reused while the machine runs (`SO_NETNS_COOKIE` of a socket made in
+/// it, Linux 5.14 and later), where the inode number (`st_ino` of the ns file) is reused as
+/// soon as the namespace is gone. Read on the calling thread inside [`run_in_netns`].
+///
+/// Errors: those of [`run_in_netns`]; `Cookie` when the socket or the `getsockopt` fails.
+pub fn netns_cookie_of(target: &Path) -> Result<u64, NsError> {
+    let cookie_err = |source| NsError::Cookie {
+        path: target.to_path_buf(),
+        source,
+    };
+    run_in_netns(target, || -> io::Result<u64> {
+        // SAFETY: plain socket(2); the fd is owned right away.
+        let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fd was just returned by socket(2) and is owned by nothing else.
+        let sock = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        let mut cookie: u64 = 0;
+        let mut len = std::mem::size_of::<u64>() as libc::socklen_t;
+        // SAFETY: getsockopt into a u64 of the length given.
+        let rc = unsafe {
+            libc::getsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                SO_NETNS_COOKIE,
+                (&mut cookie as *mut u64).cast(),
+                &mut len,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(cookie)
+    })?
+    .map_err(cookie_err)
+}
+
+/// `SO_NETNS_COOKIE` (include/uapi/asm-generic/socket.h, Linux 5.14; not exported by `libc`
+/// for x86-64).
+const SO_NETNS_COOKIE: libc::c_int = 71;
 
 /// Runs `f` on the calling thread after `unshare(CLONE_NEWNET)`: a brand-new, empty network
 /// namespace (only `lo`, DOWN). The thread is switched back to its original netns when `f`

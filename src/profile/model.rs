@@ -351,12 +351,6 @@ pub enum Readiness {
     XDisplay,
 }
 
-/// cgroup driver of the runtime (`runc --systemd-cgroup` for systemd).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CgroupDriver {
-    /// systemd manages the container's cgroup (the record's configuration).
-    Systemd,
-    /// The runtime writes cgroupfs itself.
-    Cgroupfs,
-}
+/// cgroup driver of the runtime (`runc --systemd-cgroup` for systemd): the slot's own type,
+/// `cgroup::CgroupDriver` (`"systemd"` / `"cgroupfs"` in the profile).
+pub use crate::cgroup::CgroupDriver;

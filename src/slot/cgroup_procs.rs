@@ -78,7 +78,10 @@ pub(crate) fn no_netns_strangers(st: &SlotState, proc_root: &Path) -> Result<Str
         ),
     };
     let m = netns_members(proc_root, mark, &[holder.pid, me])?;
-    let others = m.found;
+    let (others, later) = match live {
+        Some(_) => (m.found, Vec::new()),
+        None => same_namespace(proc_root, m.found, st.holder_netns_cookie)?,
+    };
     if others.is_empty() {
         let mut d = match live {
             Some(_) => format!(
@@ -90,6 +93,14 @@ pub(crate) fn no_netns_strangers(st: &SlotState, proc_root: &Path) -> Result<Str
                 holder.pid, holder.netns_inode
             ),
         };
+        if !later.is_empty() {
+            d.push_str(&format!(
+                "; pids {} are in a later namespace that reuses inode {} (its cookie is not the slot's {}): not the slot's",
+                later.iter().map(i32::to_string).collect::<Vec<_>>().join(" "),
+                holder.netns_inode,
+                st.holder_netns_cookie.unwrap_or_default()
+            ));
+        }
         if !m.uncompared.is_empty() {
             d.push_str(&format!(
                 "; not compared: pids {} (their ns/net is refused by ptrace access rules, and no member is left to read the namespace's net/dev from)",
@@ -115,11 +126,56 @@ pub(crate) fn no_netns_strangers(st: &SlotState, proc_root: &Path) -> Result<Str
         .map(|(p, c)| format!("{p} ({c})"))
         .collect::<Vec<_>>()
         .join(", ");
+    // With the holder gone and no cookie recorded (a slot provisioned before it was), the inode
+    // number alone names the namespace, and a later namespace may reuse it.
+    let unproven = match (live, st.holder_netns_cookie) {
+        (None, None) => format!(
+            "; this slot's state records no namespace cookie, so these may instead be in a later namespace that reuses inode {} (another slot's holder or container: compare with `netprobe slot status` of the other slots before killing anything)",
+            holder.netns_inode
+        ),
+        _ => String::new(),
+    };
     Err(format!(
-        "processes {named}{more} run in the slot's network namespace (inode {}) {beside} though the runtime has no container {}: a container the runtime lost track of (its processes moved out of its cgroup, or its state removed) would share the restored one's network and port; stop them (`kill -9 {pids}`{more}), then run the verb again (`netprobe slot cleanup` refuses too while they run: it stops only what the runtime knows)",
+        "processes {named}{more} run in the slot's network namespace (inode {}) {beside} though the runtime has no container {}: a container the runtime lost track of (its processes moved out of its cgroup, or its state removed) would share the restored one's network and port; stop them (`kill -9 {pids}`{more}), then run the verb again (`netprobe slot cleanup` refuses too while they run: it stops only what the runtime knows){unproven}",
         holder.netns_inode, st.container_id
     ))
 }
+
+/// With the holder gone, which of `found` (processes in a namespace of the recorded inode
+/// number) are in the slot's namespace: those whose namespace cookie
+/// ([`crate::ns::netns_cookie_of`] of `<proc_root>/PID/ns/net`) is `cookie`. Returns (the
+/// slot's, those in a later namespace that reuses the inode). Without a recorded cookie every
+/// one is kept (the caller says the inode alone cannot prove it). A process gone meanwhile is
+/// dropped.
+///
+/// Errors: a member's cookie cannot be read while the process lives (fail closed).
+fn same_namespace(
+    proc_root: &Path,
+    found: Vec<Named>,
+    cookie: Option<u64>,
+) -> Result<(Vec<Named>, Vec<i32>), String> {
+    let Some(want) = cookie else {
+        return Ok((found, Vec::new()));
+    };
+    let (mut ours, mut later) = (Vec::new(), Vec::new());
+    for (pid, comm) in found {
+        let ns = proc_root.join(pid.to_string()).join("ns/net");
+        match crate::ns::netns_cookie_of(&ns) {
+            Ok(c) if c == want => ours.push((pid, comm)),
+            Ok(_) => later.push(pid),
+            Err(_) if !proc_root.join(pid.to_string()).exists() => {}
+            Err(e) => {
+                return Err(format!(
+                    "cannot tell whether pid {pid} ({comm}) is in the slot's network namespace or in a later one that reuses its inode: {e}"
+                ));
+            }
+        }
+    }
+    Ok((ours, later))
+}
+
+/// A process named in a message: (pid, `comm`).
+type Named = (i32, String);
 
 /// What [`netns_members`] found.
 #[derive(Debug)]
@@ -405,6 +461,25 @@ pub(crate) mod tests {
             e.contains("whose holder (pid 999) is gone, though the runtime"),
             "{e}"
         );
+        // No namespace cookie recorded: the inode alone cannot prove the namespace is the
+        // slot's (a later one may reuse it), and the message says so.
+        assert!(e.contains("records no namespace cookie"), "{e}");
+        // The slot's cookie recorded and equal: named, with no such doubt.
+        let own = crate::ns::netns_cookie_of(Path::new("/proc/self/ns/net")).unwrap();
+        st.holder_netns_cookie = Some(own);
+        let e = no_netns_strangers(&st, d.path()).unwrap_err();
+        assert!(e.contains("processes 100 (netprobe), 200 (sleep)"), "{e}");
+        assert!(!e.contains("records no namespace cookie"), "{e}");
+        // Another cookie recorded: these processes are in a later namespace that reuses the
+        // inode (another slot's holder and container), not the slot's: nobody is named.
+        st.holder_netns_cookie = Some(own + 1);
+        let ok = no_netns_strangers(&st, d.path()).unwrap();
+        assert!(ok.contains("is gone and no process is left"), "{ok}");
+        assert!(
+            ok.contains("pids 100 200 201") && ok.contains("later namespace that reuses inode"),
+            "{ok}"
+        );
+        st.holder_netns_cookie = None;
         // The holder's pid now in another namespace (reused): gone too; nobody is left in the
         // recorded one.
         st.holder = Some(crate::ns::ProcessIdentity {

@@ -53,17 +53,24 @@ pub(crate) fn uses_systemd(st: &SlotState) -> bool {
 }
 
 /// provision, before anything is created: the host has the cpu and memory controllers
-/// (v1 or v2) and the chosen driver fits it (`--cgroup-driver`; default systemd where systemd
-/// is pid 1, else cgroupfs). Gate `cgroup-host` (a host refusal, exit 3). `runtime_version`
-/// is the runtime's recorded version (for the manage-cgroups mode).
+/// (v1 or v2) and the chosen driver fits it (`--cgroup-driver`, else the profile's
+/// `cgroup_driver` (`profile_driver`, source `profile`); default systemd where systemd is pid 1,
+/// else cgroupfs). Gate `cgroup-host` (a host refusal, exit 3). `runtime_version` is the
+/// runtime's recorded version (for the manage-cgroups mode).
 pub(crate) fn provision_gate(
     run: &mut VerbRun,
     runtime_version: &str,
+    profile_driver: Option<crate::cgroup::CgroupDriver>,
 ) -> Result<SlotCgroup, SlotError> {
     let root = Path::new("/");
+    let requested = run.args.cgroup_driver.or(profile_driver);
+    let from_profile = run.args.cgroup_driver.is_none() && profile_driver.is_some();
     let r = CgroupHost::detect(root).and_then(|h| {
         h.require_limit_controllers()?;
-        let c = DriverChoice::choose(root, run.args.cgroup_driver)?;
+        let mut c = DriverChoice::choose(root, requested)?;
+        if from_profile {
+            c.source = "profile".into();
+        }
         Ok((h, c))
     });
     let (host, choice) = r.map_err(|e| run.fail(GateId::CgroupHost, e.to_string()))?;

@@ -435,6 +435,7 @@ pub(crate) mod tests {
             cgroup: None,
             overlay: None,
             holder: Some(ProcessIdentity::read(std::process::id() as i32).unwrap()),
+            holder_netns_cookie: None,
             config_sha256: None,
             resources: crate::slot::SLOT_RESOURCES,
             profile: None,

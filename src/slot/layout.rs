@@ -209,7 +209,10 @@ pub fn check_state_dir(dir: &Path, how: StateDirUse) -> Result<String, String> {
         ));
     }
     if !md.is_dir() {
-        return Err(format!("{} is not a directory", dir.display()));
+        return Err(format!(
+            "{} is not a directory; give --state-dir a directory (a missing one is created by `netprobe slot provision`)",
+            dir.display()
+        ));
     }
     let euid = nix::unistd::geteuid().as_raw();
     if md.uid() != euid {

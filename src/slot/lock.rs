@@ -123,6 +123,55 @@ pub(crate) fn held_by(path: &Path) -> String {
     h.join(", ")
 }
 
+/// What [`probe`] saw of a slot lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum LockProbe {
+    /// Nobody holds it (or the file does not exist yet).
+    Free,
+    /// Another process holds it (a verb runs, or what a killed verb left).
+    Held,
+    /// The lock cannot be taken by a verb: why (e.g. the file cannot be opened for writing on a
+    /// read-only state directory). Nothing says a verb runs.
+    Unusable(String),
+}
+
+/// Whether the slot lock at `path` is held, for `slot status`, without taking it for longer
+/// than the test: opened read-only (`flock` needs no write access), `LOCK_EX | LOCK_NB` tried
+/// and released. A lock a verb could not open for writing (its [`SlotLock::acquire`] opens it
+/// read-write) is [`LockProbe::Unusable`] with the reason, not "held".
+pub(crate) fn probe(path: &Path) -> LockProbe {
+    let ro = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return LockProbe::Free,
+        Err(e) => return LockProbe::Unusable(format!("cannot open {}: {e}", path.display())),
+    };
+    // SAFETY: flock on a valid, owned file descriptor (released when `ro` is closed).
+    if unsafe { libc::flock(ro.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            return LockProbe::Held;
+        }
+        return LockProbe::Unusable(format!("flock {}: {err}", path.display()));
+    }
+    drop(ro);
+    match OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+    {
+        Ok(_) => LockProbe::Free,
+        Err(e) => LockProbe::Unusable(format!(
+            "cannot open {} for writing: {e}; every verb on this slot fails until it can",
+            path.display()
+        )),
+    }
+}
+
 /// [`orphans`] among the other processes holding the slot lock at `path`.
 pub(crate) fn orphan_holders(path: &Path) -> Vec<u32> {
     orphans(&lock_holders(path))
@@ -202,6 +251,25 @@ impl SlotLock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn probe_tells_held_from_unusable() {
+        let d = tempfile::tempdir().unwrap();
+        let lock = d.path().join("lock");
+        assert_eq!(probe(&lock), LockProbe::Free, "no file yet");
+        let held = SlotLock::acquire(&lock).unwrap();
+        assert_eq!(probe(&lock), LockProbe::Held);
+        drop(held);
+        assert_eq!(probe(&lock), LockProbe::Free);
+        // A lock a verb cannot open for writing (here a directory in its place; a read-only
+        // state directory is the same case) is not "a verb runs".
+        std::fs::remove_file(&lock).unwrap();
+        std::fs::create_dir(&lock).unwrap();
+        match probe(&lock) {
+            LockProbe::Unusable(e) => assert!(e.contains("for writing"), "{e}"),
+            other => panic!("{other:?}"),
+        }
+    }
 
     #[test]
     fn a_held_lock_names_the_processes_holding_it() {

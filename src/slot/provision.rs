@@ -43,7 +43,12 @@ pub(crate) fn provision(run: &mut VerbRun) -> Result<(String, Option<SlotState>)
         _ => SLOT_RESOURCES,
     };
     let rt_version = rt_pin.version.clone().unwrap_or_default();
-    let mut cgroup = cgroups::provision_gate(run, &rt_version)?;
+    // An explicit --profile's `cgroup_driver` when --cgroup-driver is not given.
+    let profile_driver = match (&prof, run.args.profile.is_some()) {
+        (Some((lp, _)), true) => lp.profile.cgroup_driver,
+        _ => None,
+    };
+    let mut cgroup = cgroups::provision_gate(run, &rt_version, profile_driver)?;
 
     // Every check above created nothing; the slot directory is created only now.
     run.clear("slot-create", &PROVISION_GATES)?;
@@ -80,6 +85,7 @@ pub(crate) fn provision(run: &mut VerbRun) -> Result<(String, Option<SlotState>)
         image: None,
         overlay: None,
         holder: None,
+        holder_netns_cookie: None,
         config_sha256: None,
         resources,
         cgroup: Some(cgroup),
@@ -484,6 +490,8 @@ fn start_holder(run: &mut VerbRun, st: &mut SlotState) -> Result<Holder, SlotErr
     .map_err(|e| run.step_err("holder", e))?;
     let hid = *holder.identity();
     st.holder = Some(hid);
+    let cookie = ns::netns_cookie_of(&hid.netns_path()).map_err(|e| run.step_err("holder", e))?;
+    st.holder_netns_cookie = Some(cookie);
     run.save(st)?;
     holder_gate(run, st, "writing holder.json")?;
     let own_ns = ns::own_netns_inode().map_err(|e| run.step_err("holder", e))?;
@@ -500,6 +508,7 @@ fn start_holder(run: &mut VerbRun, st: &mut SlotState) -> Result<Holder, SlotErr
         "pid": hid.pid,
         "start_time": hid.start_time,
         "netns_inode": hid.netns_inode,
+        "netns_cookie": cookie,
         "netns_path": hid.netns_path().display().to_string(),
         "exe": exe.display().to_string(),
         "created_at": now_rfc3339(),

@@ -360,6 +360,12 @@ pub struct SlotState {
     /// Holder identity (absent until started and proven): the `netprobe __holder` process that
     /// owns the slot's network namespace ([`crate::ns::Holder`], detached).
     pub holder: Option<ProcessIdentity>,
+    /// The holder's network namespace cookie (`SO_NETNS_COOKIE`, [`crate::ns::netns_cookie_of`]),
+    /// read at provision: unlike the inode number, never reused, so with the holder gone a
+    /// process in a namespace of the recorded inode is in the slot's only if the cookie is this
+    /// one. Absent in slots provisioned before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder_netns_cookie: Option<u64>,
     /// sha256 of config.json (absent until written).
     pub config_sha256: Option<String>,
     /// Resources asked for in config.json (OCI units: µs, bytes).

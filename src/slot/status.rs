@@ -5,7 +5,7 @@
 use super::checks;
 use super::error::SlotError;
 use super::gate::GateId;
-use super::layout::{self, SlotLock, SlotPaths, StateDirUse};
+use super::layout::{self, SlotPaths, StateDirUse};
 use super::mounts;
 use super::run::VerbRun;
 use super::state::*;
@@ -35,11 +35,15 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
         Some(Err(e)) => (None, Some(e.to_string())),
         None => (None, None),
     };
-    // Taken and dropped at once: status never holds the lock while a verb wants it.
-    let held_by = if exists && SlotLock::acquire(&p.lock()).is_err() {
-        Some(super::lock::held_by(&p.lock()))
-    } else {
-        None
+    // Tried and dropped at once: status never holds the lock while a verb wants it.
+    let probe = match exists {
+        true => super::lock::probe(&p.lock()),
+        false => super::lock::LockProbe::Free,
+    };
+    let held_by = (probe == super::lock::LockProbe::Held).then(|| super::lock::held_by(&p.lock()));
+    let lock_error = match &probe {
+        super::lock::LockProbe::Unusable(e) => Some(e.clone()),
+        _ => None,
     };
     let busy = held_by.is_some();
     let live = match (&st, &state_error) {
@@ -59,6 +63,7 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
         "exists": exists,
         "owned": matches!(owner, Some(Ok(_))),
         "busy": busy,
+        "lock_error": lock_error,
         "state": st,
         "state_error": state_error,
         "live": live,
@@ -81,6 +86,10 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
             // A verb runs: what it is doing looks like a lost container; wait for it.
             Some(by) => Some(format!(
                 "a verb is running on this slot (its lock is held by {by}); its runtime and CRIU processes are not a lost container: wait for it to end, then run `netprobe slot status` again"
+            )),
+            None if lock_error.is_some() => Some(format!(
+                "no verb can take the slot lock: {}; make the state directory writable (a read-only mount, a full disk or permissions), then run `netprobe slot status` again",
+                lock_error.as_deref().unwrap_or_default()
             )),
             None if state_error.is_some() => Some(unreadable_state_advice(&p, state_error.as_deref().unwrap_or_default())),
             None => st.as_ref().and_then(|s| super::advice::advice(

@@ -128,3 +128,77 @@ pub fn wm_name(d: &netprobe::x11::Display) -> Option<String> {
         .ok()?;
     Some(String::from_utf8_lossy(&v.value).into_owned())
 }
+
+/// The `WM_NAME` of the window the window manager says has the focus (EWMH
+/// `_NET_ACTIVE_WINDOW` on the root), e.g. `netprobe-typing`; None when there is none.
+pub fn active_window_name(d: &netprobe::x11::Display) -> Option<String> {
+    use x11rb::protocol::xproto::{AtomEnum, ConnectionExt as _};
+    let c = d.connection();
+    let active = c
+        .intern_atom(false, b"_NET_ACTIVE_WINDOW")
+        .ok()?
+        .reply()
+        .ok()?
+        .atom;
+    let w = c
+        .get_property(false, d.root(), active, AtomEnum::WINDOW, 0, 1)
+        .ok()?
+        .reply()
+        .ok()?
+        .value32()?
+        .next()
+        .filter(|w| *w != 0)?;
+    let v = c
+        .get_property(false, w, AtomEnum::WM_NAME, AtomEnum::ANY, 0, 64)
+        .ok()?
+        .reply()
+        .ok()?;
+    Some(String::from_utf8_lossy(&v.value).into_owned())
+}
+
+/// Waits, bounded by `deadline`, until GNOME Shell is the window manager, the typing app
+/// (`netprobe-typing`) has the focus, and the screen has been still for 2 s (four screenshots
+/// 500 ms apart, each equal to the one before them): what a snapshot's `screen-quiescent` gate and a later
+/// pixel comparison need. A focus change or a late redraw after a shorter still moment is what
+/// made the GNOME tests flaky. Panics with what was last seen when the deadline passes.
+pub fn settle_gnome(
+    d: &netprobe::x11::Display,
+    deadline: std::time::Instant,
+    log: impl Fn() -> String,
+) {
+    use std::time::{Duration, Instant};
+    let wait = |what: &str, ok: &dyn Fn() -> bool| {
+        while !ok() {
+            assert!(
+                Instant::now() < deadline,
+                "GNOME: {what} before the deadline; log:\n{}",
+                log()
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    };
+    wait("GNOME Shell did not become the window manager", &|| {
+        wm_name(d).as_deref() == Some("GNOME Shell")
+    });
+    wait("the typing app did not get the focus", &|| {
+        active_window_name(d).as_deref() == Some("netprobe-typing")
+    });
+    let mut reference = d.screenshot().unwrap();
+    let mut still = 0;
+    while still < 4 {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = d.screenshot().unwrap();
+        let diff = netprobe::x11::diff(&reference, &now).unwrap();
+        if diff.is_equal() {
+            still += 1;
+        } else {
+            assert!(Instant::now() < deadline, "GNOME never settled: {diff:?}");
+            (reference, still) = (now, 0);
+        }
+    }
+    assert_eq!(
+        active_window_name(d).as_deref(),
+        Some("netprobe-typing"),
+        "the typing app lost the focus while GNOME settled"
+    );
+}
