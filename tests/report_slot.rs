@@ -144,7 +144,39 @@ fn make_slot(root: &Path) -> PathBuf {
         &verb_doc("restore", false, gates, &[&px]),
     );
     std::fs::write(rd.join("runtime.log"), "restore ok\n").unwrap();
+    journal_every_verb(&slot);
     slot
+}
+
+/// The slot's `journal.jsonl` as the verbs write it: a start and an end (with `verb.json`'s
+/// sha256) for every verb folder holding a `verb.json`.
+fn journal_every_verb(slot: &Path) {
+    let ev = slot.join("evidence");
+    let mut names: Vec<String> = std::fs::read_dir(&ev)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| ev.join(n).join("verb.json").is_file())
+        .collect();
+    names.sort();
+    let mut lines = Vec::new();
+    for n in names {
+        let verb = n.split_once('-').unwrap().1;
+        let sha = netprobe::evidence::sha256_file(&ev.join(&n).join("verb.json"))
+            .unwrap()
+            .0;
+        lines.push(
+            json!({"at": "2026-12-01T05:00:00Z", "pid": 1, "verb": verb, "event": "start",
+                   "ok": true, "detail": format!("evidence {}", ev.join(&n).display())})
+            .to_string(),
+        );
+        lines.push(
+            json!({"at": "2026-12-01T05:00:01Z", "pid": 1, "verb": verb, "event": "end",
+                   "ok": true, "detail": "d", "evidence": n, "verb_sha256": sha})
+            .to_string(),
+        );
+    }
+    std::fs::write(slot.join("journal.jsonl"), lines.join("\n") + "\n").unwrap();
 }
 
 #[test]
@@ -215,6 +247,7 @@ fn slot_report_shows_before_after_diff_gates_and_escapes() {
         top,
         [
             "evidence",
+            "journal.jsonl",
             "owner.json",
             "report.html",
             "report.md",
@@ -343,8 +376,18 @@ fn an_edited_verb_json_is_named_against_the_journal() {
                "verb_sha256": sha(&ev.join(name).join("verb.json"))})
         .to_string()
     };
-    let journal = [end("0001-provision", true), end("0003-restore", false)].join("\n") + "\n";
-    std::fs::write(slot.join("journal.jsonl"), journal).unwrap();
+    // The snapshot's end recorded without a hash (as before netprobe kept them): unchecked.
+    let legacy = json!({"at": "2026-12-01T05:00:01Z", "pid": 1, "verb": "snapshot",
+                        "event": "end", "ok": true, "detail": "d", "evidence": "0002-snapshot"})
+    .to_string();
+    let journal = [
+        end("0001-provision", true),
+        legacy.clone(),
+        end("0003-restore", false),
+    ]
+    .join("\n")
+        + "\n";
+    std::fs::write(slot.join("journal.jsonl"), &journal).unwrap();
     let md = std::fs::read_to_string(write_report(&slot, Format::Markdown).unwrap()).unwrap();
     assert!(!md.contains("NOT VERIFIED"), "{md}");
     assert!(
@@ -401,4 +444,20 @@ fn an_edited_verb_json_is_named_against_the_journal() {
         md.contains("MISMATCH: 0003-restore: journal.jsonl records this verb's start but no end"),
         "{md}"
     );
+
+    // The journal emptied, or gone: no verb.json can be shown to be the one its verb wrote.
+    for cut in [Some(""), None] {
+        match cut {
+            Some(text) => std::fs::write(slot.join("journal.jsonl"), text).unwrap(),
+            None => std::fs::remove_file(slot.join("journal.jsonl")).unwrap(),
+        }
+        let (_, reproduced) =
+            netprobe::report::write_report_verified(&slot, Format::Markdown, |_, _| None).unwrap();
+        assert_eq!(reproduced, Some(false), "{cut:?}");
+        let md = std::fs::read_to_string(slot.join("report.md")).unwrap();
+        assert!(
+            md.contains("MISMATCH: 0001-provision: journal.jsonl has no record of this verb"),
+            "{md}"
+        );
+    }
 }

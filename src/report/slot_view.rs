@@ -170,9 +170,10 @@ pub(crate) struct JournalCheck {
 
 /// `verb.json` in `verb_dir` (folder name `name`) against the `end` entry the journal `journal`
 /// holds for that folder: `matches` (same sha256), `DIFFERS` (another sha256, another outcome,
-/// or `verb.json` missing where the journal recorded one), or `unchecked` (no journal, or no
-/// end entry with a hash for the folder: a verb interrupted before its end, or one recorded
-/// before netprobe kept hashes). The journal is the slot's own append-only record; it is
+/// `verb.json` missing where the journal recorded one, or a `verb.json` whose folder the
+/// journal does not name at all: journal missing, emptied or cut), or `unchecked` (no end
+/// entry with a hash for a folder the journal names: a verb interrupted before its end, or one
+/// recorded before netprobe kept hashes). The journal is the slot's own append-only record; it is
 /// not a signature — both files are root's to edit.
 fn journal_check(
     verb_dir: &Path,
@@ -202,6 +203,17 @@ fn journal_check(
         if start.is_some() && !ended && verb_dir.join(VERB_FILE).is_file() {
             return differs(
                 "journal.jsonl records this verb's start but no end, yet verb.json is there: it cannot be shown to be the one the verb wrote (the journal's end line is missing)".into(),
+            );
+        }
+        // Every verb journals its start before it writes anything into its folder: a verb.json
+        // whose folder the journal does not name at all (journal.jsonl missing, emptied, or
+        // its lines removed) cannot be shown to be the one the verb wrote.
+        let named = end.is_some()
+            || start.is_some()
+            || journal.iter().any(|e| e.evidence.as_deref() == Some(name));
+        if !named && verb_dir.join(VERB_FILE).is_file() {
+            return differs(
+                "journal.jsonl has no record of this verb (neither its start nor its end: the journal is missing, emptied, or its lines were removed), yet verb.json is there: it cannot be shown to be the one the verb wrote".into(),
             );
         }
         return JournalCheck {
