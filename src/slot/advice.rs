@@ -90,13 +90,14 @@ fn failed_gate(dir: &str) -> Option<String> {
 }
 
 /// The advice for `phase`, or `None` when the next step is the obvious one (ready, checkpointed,
-/// running, clean). `last`: [`last_verb`]; `snapshot_complete`: the `snapshot-complete` check
-/// passes now.
+/// running, clean). `holder`: the holder's pid when it is alive (named in commands), None when
+/// it is gone; `last`: [`last_verb`]; `snapshot_complete`: the `snapshot-complete` check passes
+/// now.
 pub(crate) fn advice(
     phase: Phase,
     p: &SlotPaths,
     container: Container,
-    holder_alive: bool,
+    holder: Option<i32>,
     snapshot_complete: bool,
     last: Option<(String, &'static str, String)>,
 ) -> Option<String> {
@@ -122,7 +123,7 @@ pub(crate) fn advice(
     let gate = last.as_ref().and_then(|(_, _, dir)| failed_gate(dir));
     // Whatever the phase (but provision's and clean): without its holder the slot's network
     // namespace cannot be re-proven, so nothing can be restored into it.
-    if !holder_alive
+    if holder.is_none()
         && !matches!(
             phase,
             Phase::Provisioning | Phase::ProvisionFailed | Phase::Clean | Phase::Cleaning
@@ -212,7 +213,8 @@ pub(crate) fn advice(
             (Container::AbsentWithLeft, _) => left,
             (_, false) => format!("no complete snapshot is left to restore; {give_up}"),
             _ if gate.as_deref() == Some("net-fidelity") => format!(
-                "its restored network state differed from the snapshot's (gate net-fidelity; the change is in netstate-diff.txt of its evidence): the namespace is the holder's and outlives every restore, so restoring again meets the same change — undo it in the namespace (e.g. `nsenter --net=/proc/<holder pid>/ns/net ip …`, as the diff names), then {}; or {}",
+                "its restored network state differed from the snapshot's (gate net-fidelity; the change is in netstate-diff.txt of its evidence): the namespace is the holder's and outlives every restore, so restoring again meets the same change — undo it in the namespace (e.g. `nsenter --net=/proc/{}/ns/net ip …`, as the diff names), then {}; or {}",
+                holder.unwrap_or_default(),
                 cmd("reset"),
                 cmd("cleanup")
             ),
@@ -265,7 +267,7 @@ mod tests {
                 "/e/0004-reset".to_string(),
             ))
         };
-        let a = |ph, c, s| advice(ph, &paths(), c, true, s, last()).unwrap();
+        let a = |ph, c, s| advice(ph, &paths(), c, Some(1234), s, last()).unwrap();
         let r = a(Phase::Restoring, Container::Absent, true);
         assert!(
             r.contains("phase restoring") && r.contains("reset, was interrupted"),
@@ -305,7 +307,7 @@ mod tests {
             Phase::Clean,
         ] {
             assert_eq!(
-                advice(ph, &paths(), Container::Running, true, true, last()),
+                advice(ph, &paths(), Container::Running, Some(1234), true, last()),
                 None
             );
         }
@@ -314,7 +316,7 @@ mod tests {
     #[test]
     fn a_container_the_runtime_lost_is_named_in_every_phase_that_expects_one() {
         let last = || Some(("reset".to_string(), "failed", "/e/0004-reset".to_string()));
-        let a = |ph, c, s| advice(ph, &paths(), c, true, s, last());
+        let a = |ph, c, s| advice(ph, &paths(), c, Some(1234), s, last());
         // Phase running, the runtime has none, nothing left: restore (or give up).
         let r = a(Phase::Running, Container::Absent, true).unwrap();
         assert!(r.contains("phase running says the container runs"), "{r}");
@@ -353,7 +355,9 @@ mod tests {
             Some((verb.to_string(), "failed", dir.display().to_string()))
         };
         // (phase, container, holder alive, snapshot complete, last verb) -> advice
-        let at = |ph, c, holder, snap, last| advice(ph, &paths(), c, holder, snap, last).unwrap();
+        let at = |ph, c, holder: bool, snap, last| {
+            advice(ph, &paths(), c, holder.then_some(1234), snap, last).unwrap()
+        };
         let has = |r: &str, words: &[&str]| {
             assert!(words.iter().all(|w| r.contains(w)), "{words:?}: {r}");
         };
@@ -373,7 +377,14 @@ mod tests {
         // A restore that met a changed network state: restoring again meets it again.
         let last = failed_at("reset", "net-fidelity");
         let r = at(Phase::RestoreFailed, Container::Absent, true, true, last);
-        has(&r, &["net-fidelity", "undo it in the namespace"]);
+        has(
+            &r,
+            &[
+                "net-fidelity",
+                "undo it in the namespace",
+                "/proc/1234/ns/net",
+            ],
+        );
     }
 
     #[test]

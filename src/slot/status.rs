@@ -96,7 +96,7 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
                 s.phase,
                 &p,
                 super::advice::Container::from_live(&live),
-                live["holder"]["alive"] == true,
+                s.holder.map(|h| h.pid).filter(|_| live["holder"]["alive"] == true),
                 matches!(snap, Some(Ok(_))),
                 super::advice::last_verb(&p.evidence()),
             )),
