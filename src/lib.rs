@@ -16,6 +16,7 @@ pub mod matrix;
 pub mod netlink;
 pub mod ns;
 pub mod oci;
+pub mod out;
 pub mod probe;
 pub mod proc;
 pub mod profile;

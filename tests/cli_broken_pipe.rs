@@ -35,6 +35,11 @@ fn closed_stdout_is_quiet_for_every_printing_command() {
     let tmp = tempfile::tempdir().unwrap();
     let sd = tmp.path().join("no-such-state-dir");
     let sd = sd.to_string_lossy().to_string();
+    // An images folder holding only an inventory (INVENTORY_MAGIC): `netprobe images` decodes it.
+    let imgs = tmp.path().join("images");
+    std::fs::create_dir(&imgs).unwrap();
+    std::fs::write(imgs.join("inventory.img"), [0x16u8, 0x31, 0x31, 0x58]).unwrap();
+    let imgs = imgs.to_string_lossy().to_string();
     let cases: Vec<Vec<&str>> = vec![
         vec!["completions", "bash"],
         vec!["man"],
@@ -49,6 +54,8 @@ fn closed_stdout_is_quiet_for_every_printing_command() {
         ],
         vec!["slot", "status", "--slot", "0", "--state-dir", &sd],
         vec!["--help"],
+        vec!["images", &imgs],
+        vec!["images", &imgs, "--json"],
     ];
     for args in cases {
         let (code, err, open_code) = closed_vs_open(&args);

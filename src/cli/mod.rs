@@ -22,7 +22,7 @@ mod doctor;
 mod holder;
 mod images;
 mod matrix;
-pub mod out;
+pub use netprobe::out;
 mod report;
 mod run;
 pub mod slot;

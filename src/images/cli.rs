@@ -53,14 +53,14 @@ pub fn run(args: &ImagesArgs) -> ExitCode {
         Ok(imgs) => {
             if args.json {
                 match serde_json::to_string_pretty(&imgs) {
-                    Ok(j) => println!("{j}"),
+                    Ok(j) => crate::out::line(j),
                     Err(e) => {
                         eprintln!("netprobe images: {e}");
                         return ExitClass::Usage.into();
                     }
                 }
             } else {
-                print!("{}", super::tree::render(&imgs, args.sysctls));
+                crate::out::raw(super::tree::render(&imgs, args.sysctls));
             }
             ExitClass::Ok.into()
         }

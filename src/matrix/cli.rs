@@ -140,22 +140,22 @@ pub fn handle(a: MatrixArgs, exe: PathBuf) -> ExitCode {
             return e.exit_class().into();
         }
     };
-    print!(
-        "{}",
-        crate::report::matrix_report(&m, crate::report::Format::Markdown)
-    );
+    crate::out::raw(crate::report::matrix_report(
+        &m,
+        crate::report::Format::Markdown,
+    ));
     let mut class = ExitClass::Ok;
     for c in m.cells.iter().filter(|c| c.unexpected()) {
-        println!(
+        crate::out::line(format!(
             "unexpected: {}: {} (expected {})",
             c.label,
             c.verdict.as_str(),
             c.expected.map(|v| v.as_str()).unwrap_or("")
-        );
+        ));
         class = ExitClass::Gate;
     }
     for line in table::baseline_changes(&m) {
-        println!("changed against the baseline: {line}");
+        crate::out::line(format!("changed against the baseline: {line}"));
         class = ExitClass::Gate;
     }
     if class == ExitClass::Ok {
@@ -169,10 +169,10 @@ pub fn handle(a: MatrixArgs, exe: PathBuf) -> ExitCode {
             class = ExitClass::CouldNotRun;
         }
     }
-    println!(
+    crate::out::line(format!(
         "matrix: {}",
         opts.evidence.join(super::model::MATRIX_FILE).display()
-    );
+    ));
     class.into()
 }
 
@@ -184,15 +184,15 @@ pub fn handle_verify(dir: &std::path::Path) -> ExitCode {
             ExitClass::Usage.into()
         }
         Ok((problems, parts)) => {
-            println!(
+            crate::out::line(format!(
                 "verify {} (matrix): {parts} part folder(s) verified",
                 dir.display()
-            );
+            ));
             for p in &problems {
-                println!("  MISMATCH {p}");
+                crate::out::line(format!("  MISMATCH {p}"));
             }
             if problems.is_empty() {
-                println!("reproduced: every part and every cell verdict");
+                crate::out::line("reproduced: every part and every cell verdict");
                 ExitClass::Ok.into()
             } else {
                 ExitClass::Gate.into()

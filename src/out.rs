@@ -1,4 +1,4 @@
-//! stdout for every command: a closed stdout (EPIPE, e.g. `netprobe slot status … | head`) is
+//! stdout for every command (the CLI's and the library's handlers: `images`, `matrix`): a closed stdout (EPIPE, e.g. `netprobe slot status … | head`) is
 //! not an error. The reader wanted no more, so the rest of the output is dropped quietly and the
 //! command ends with its own exit code; any other write error is reported once on stderr.
 
