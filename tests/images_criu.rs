@@ -257,3 +257,75 @@ fn a_folder_without_any_criu_image_is_a_usage_error() {
         "{err}"
     );
 }
+
+/// A zero-padded image (`truncate -s 4M` of a real one), a netns image that is a symlink to
+/// `/dev/zero` and an image over the 16 MiB cap are refused with exit 2, the file, the byte
+/// offset and the reason, in bounded memory (before: 1048452 devices of zeros, or GBs read).
+#[test]
+fn padded_device_and_oversized_images_are_refused_with_file_and_offset() {
+    use netprobe::images::format::{IMAGE_READ_CAP, IMG_COMMON_MAGIC, NETDEV_MAGIC};
+    use netprobe::images::pb::{NdType, NetDeviceEntry};
+    use prost::Message;
+    let d = tempfile::tempdir().unwrap();
+    let dev = NetDeviceEntry {
+        r#type: NdType::Loopback as i32,
+        ifindex: 1,
+        mtu: 65536,
+        flags: 0x49,
+        name: "lo".into(),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let mut img = IMG_COMMON_MAGIC.to_ne_bytes().to_vec();
+    img.extend_from_slice(&NETDEV_MAGIC.to_ne_bytes());
+    img.extend_from_slice(&(dev.len() as u32).to_ne_bytes());
+    img.extend_from_slice(&dev);
+    let f = d.path().join("netdev-9.img");
+    std::fs::write(&f, &img).unwrap();
+    let dir = d.path().to_str().unwrap();
+    let o = netprobe(&["images", dir]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("devices: 1\n"));
+
+    let refused = |what: &str, file: &str, offset: u64, reason: &str| {
+        let o = netprobe(&["images", dir]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{what}: {err}");
+        assert!(o.stdout.is_empty(), "{what}");
+        assert!(
+            err.contains(&format!("{file}: offset {offset}: ")) && err.contains(reason),
+            "{what}: {err}"
+        );
+    };
+    std::fs::File::options()
+        .write(true)
+        .open(&f)
+        .unwrap()
+        .set_len(4 << 20)
+        .unwrap();
+    refused(
+        "zero padding",
+        "netdev-9.img",
+        img.len() as u64,
+        "entry of 0 bytes lacks the required field `type`",
+    );
+    std::fs::write(&f, &img).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", d.path().join("netns-9.img")).unwrap();
+    refused(
+        "/dev/zero",
+        "netns-9.img",
+        0,
+        "it is a symlink, not a regular file",
+    );
+    std::fs::remove_file(d.path().join("netns-9.img")).unwrap();
+    std::fs::File::create(d.path().join("route-9.img"))
+        .unwrap()
+        .set_len(IMAGE_READ_CAP + 1)
+        .unwrap();
+    refused(
+        "over the cap",
+        "route-9.img",
+        IMAGE_READ_CAP,
+        "more than the cap of 16777216 bytes (16 MiB",
+    );
+}

@@ -3,7 +3,8 @@
 //!
 //! - [`dir`]: [`EvidenceDir`] (create / open / write / adopt / inventory / write_result),
 //!   [`sha256_file`], [`read_result`], [`default_path`].
-//! - [`fsio`]: [`replace_atomic`], [`fsync_dir`], [`sha256_hex`], [`now_rfc3339`], [`unix_nanos`] (the one copy
+//! - [`fsio`]: [`replace_atomic`], [`fsync_dir`], [`sha256_hex`], [`now_rfc3339`], [`unix_nanos`],
+//!   [`read_bounded`] (a regular file, at most a cap: every operator-named input) (the one copy
 //!   of each, used by every module).
 //! - [`schema`]: the embedded JSON Schemas and [`validate_result`] / [`validate_holder`].
 //! - [`result`]: the shared result model.
@@ -15,7 +16,10 @@ pub mod schema;
 pub mod tree_digest;
 
 pub use dir::{EvidenceDir, EvidenceError, default_path, read_result, sha256_file, sha256_stream};
-pub use fsio::{fsync_dir, now_rfc3339, replace_atomic, sha256_hex, unix_nanos};
+pub use fsio::{
+    BoundedReadError, CONFIG_READ_CAP, Symlinks, fsync_dir, now_rfc3339, read_bounded,
+    read_bounded_text, replace_atomic, sha256_hex, unix_nanos,
+};
 pub use schema::{validate_holder, validate_result};
 pub use tree_digest::{
     ListingDiff, TreeDigest, TreeDigestError, TreeEntry, listing_diff, tree_digest, tree_listing,

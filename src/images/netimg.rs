@@ -149,6 +149,16 @@ pub fn read_dir(dir: &Path) -> Result<NetImages, ImageError> {
     Ok(out)
 }
 
+/// The proto2 `required` fields of `net_device_entry` (`proto/criu/netdev.proto`): every entry
+/// CRIU writes has them. (`netns_entry` has none: its single entry is checked by count.)
+const NETDEV_REQUIRED: &[(u32, &str)] = &[
+    (1, "type"),
+    (2, "ifindex"),
+    (3, "mtu"),
+    (4, "flags"),
+    (5, "name"),
+];
+
 /// `("route6", 9)` for `route6-9.img`; `None` for other names.
 fn split_name(name: &str) -> Option<(&'static str, u32)> {
     let stem = name.strip_suffix(".img")?;
@@ -165,7 +175,8 @@ fn read_one(path: &Path, kind: &str, ns: &mut NsImages) -> Result<(), ImageError
     };
     match kind {
         "netns" => {
-            let mut e: Vec<NetnsEntry> = format::decode_all(path, &bytes, NETNS_MAGIC)?;
+            // One entry; a second is refused as it is met (zero padding would give millions).
+            let mut e: Vec<NetnsEntry> = format::decode_entries(path, &bytes, NETNS_MAGIC, &[], 1)?;
             if e.len() != 1 {
                 return Err(ImageError::new(
                     path,
@@ -176,7 +187,8 @@ fn read_one(path: &Path, kind: &str, ns: &mut NsImages) -> Result<(), ImageError
             ns.netns = Some(netns_info(e.remove(0)));
         }
         "netdev" => {
-            let e: Vec<NetDeviceEntry> = format::decode_all(path, &bytes, NETDEV_MAGIC)?;
+            let e: Vec<NetDeviceEntry> =
+                format::decode_all_required(path, &bytes, NETDEV_MAGIC, NETDEV_REQUIRED)?;
             ns.devices = e.into_iter().map(device_info).collect();
         }
         "ifaddr" => ns.addresses = ipdump::decode_addrs(path, &bytes)?,
@@ -355,5 +367,48 @@ mod tests {
         std::fs::write(d.path().join("netns-9.img"), img(NETDEV_MAGIC, &[])).unwrap();
         let e = read_dir(d.path()).unwrap_err();
         assert!(e.file.ends_with("netns-9.img") && e.offset == 4, "{e}");
+    }
+
+    #[test]
+    fn zero_padding_and_a_device_in_place_of_an_image_are_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let dev = NetDeviceEntry {
+            r#type: NdType::Loopback as i32,
+            ifindex: 1,
+            mtu: 65536,
+            name: "lo".into(),
+            ..Default::default()
+        };
+        let good = img(NETDEV_MAGIC, &[dev.encode_to_vec()]);
+        let f = d.path().join("netdev-9.img");
+        let mut padded = good.clone();
+        padded.resize(4 << 20, 0);
+        std::fs::write(&f, &padded).unwrap();
+        let e = read_dir(d.path()).unwrap_err();
+        assert!(
+            e.file.ends_with("netdev-9.img")
+                && e.offset == good.len() as u64
+                && e.reason
+                    .contains("entry of 0 bytes lacks the required field `type`"),
+            "{e}"
+        );
+        std::fs::write(&f, &good).unwrap();
+        assert_eq!(read_dir(d.path()).unwrap().namespaces[0].devices.len(), 1);
+        let ns = img(NETNS_MAGIC, &[NetnsEntry::default().encode_to_vec()]);
+        let mut padded = ns.clone();
+        padded.resize(1 << 20, 0);
+        std::fs::write(d.path().join("netns-9.img"), &padded).unwrap();
+        let e = read_dir(d.path()).unwrap_err();
+        assert!(
+            e.offset == ns.len() as u64 && e.reason.starts_with("a second entry"),
+            "{e}"
+        );
+        std::fs::remove_file(d.path().join("netns-9.img")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", d.path().join("netns-9.img")).unwrap();
+        let e = read_dir(d.path()).unwrap_err();
+        assert!(
+            e.file.ends_with("netns-9.img") && e.reason.contains("not a regular file"),
+            "{e}"
+        );
     }
 }
