@@ -38,6 +38,79 @@ fn usage_errors_exit_2() {
     assert!(!sd.exists(), "a usage error creates nothing");
 }
 
+/// Exit 2 at load for a profile that is not a regular file of at most 1 MiB (`/dev/zero` used
+/// to fill memory), a missing `[image]` table (the fix says to add it), a readiness timeout
+/// over 1 hour, memory beyond 1 TiB, a tmpfs on `/`; each names the file, the key and the fix,
+/// and nothing is created.
+#[test]
+fn bad_profiles_exit_2_at_load_and_create_nothing() {
+    require_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let sd = tmp.path().join("state");
+    let fifo = tmp.path().join("fifo.toml");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let good = "schema_version = 1\nname = \"t\"\n[image]\nkind = \"embedded\"\n\
+                [process]\nargs = [\"/bin/sh\"]\n";
+    let write = |name: &str, text: String| {
+        let p = tmp.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_string_lossy().to_string()
+    };
+    let cases = [
+        (
+            "/dev/zero".to_string(),
+            "it is a character device, not a regular file",
+        ),
+        (fifo.to_string_lossy().to_string(), "it is a FIFO"),
+        (
+            write("big.toml", format!("{good}{}", "#".repeat(2 << 20))),
+            "cap of 1048576 bytes",
+        ),
+        (
+            write(
+                "noimage.toml",
+                good.replace("[image]\nkind = \"embedded\"\n", ""),
+            ),
+            "fix: add the missing key",
+        ),
+        (
+            write(
+                "timeout.toml",
+                format!("readiness_timeout_ms = 18446744073709551615\n{good}"),
+            ),
+            "readiness_timeout_ms",
+        ),
+        (
+            write(
+                "mem.toml",
+                format!("{good}[resources]\nmemory_bytes = 9223372036854775807\n"),
+            ),
+            "resources.memory_bytes",
+        ),
+        (
+            write(
+                "root.toml",
+                format!("{good}[[mounts.tmpfs]]\npath = \"/\"\n"),
+            ),
+            "mounts.tmpfs.path",
+        ),
+    ];
+    for (profile, want) in cases {
+        let (code, _, err) = cli_slot(
+            "provision",
+            "61",
+            &sd,
+            &["--profile", &profile, "--no-probe-gate", "--reason", "r"],
+        );
+        assert_eq!(code, Some(2), "{profile}: {err}");
+        assert!(
+            err.contains(&profile) && err.contains(want) && err.contains("fix"),
+            "{profile}: {err}"
+        );
+        assert!(!sd.join("slot-61").exists(), "{profile} created the slot");
+    }
+}
+
 /// Exit 1: a gate failed (verb on a slot that was never provisioned); the message names the
 /// slot and the gate; `--json` carries the same.
 #[test]

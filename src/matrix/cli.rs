@@ -89,8 +89,17 @@ pub fn options(a: &MatrixArgs, exe: PathBuf) -> Result<MatrixOptions, String> {
     let mut crius = a.crius.clone();
     let mut expect = Vec::new();
     if let Some(f) = &a.config {
-        let text =
-            std::fs::read_to_string(f).map_err(|e| format!("--config {}: {e}", f.display()))?;
+        let text = crate::evidence::read_bounded_text(
+            f,
+            crate::evidence::CONFIG_READ_CAP,
+            crate::evidence::Symlinks::Follow,
+        )
+        .map_err(|e| {
+            format!(
+                "--config {}: {e}; give the matrix's TOML file (a few KiB; at most 1 MiB)",
+                f.display()
+            )
+        })?;
         let c: ConfigFile =
             toml::from_str(&text).map_err(|e| format!("--config {}: {e}", f.display()))?;
         runtimes.extend(c.runtimes);

@@ -2,6 +2,7 @@
 //! `evidence-schema/matrix.schema.json`, and read back from a matrix folder ([`load_matrix`]:
 //! `--baseline`, `verify`, `report`).
 
+use crate::evidence::Symlinks;
 use crate::evidence::result::VerdictCode;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -126,18 +127,24 @@ pub fn validate_matrix(v: &serde_json::Value) -> Result<(), Vec<String>> {
     crate::evidence::schema::validate_with(&V, v)
 }
 
-/// Reads and validates `<dir>/matrix.json`.
+/// The largest `matrix.json` [`load_matrix`] reads: 16 MiB (a matrix of dozens of cells is a
+/// few dozen KiB).
+pub const MATRIX_JSON_CAP: u64 = 16 << 20;
+
+/// Reads and validates `<dir>/matrix.json` (a regular file of at most [`MATRIX_JSON_CAP`]
+/// bytes).
 ///
 /// Errors: a sentence naming the file (missing, not JSON, schema violations).
 pub fn load_matrix(dir: &Path) -> Result<MatrixResult, String> {
     let p = dir.join(MATRIX_FILE);
-    let text = std::fs::read_to_string(&p).map_err(|e| {
-        format!(
-            "{}: {e} (is {} a matrix folder?)",
-            p.display(),
-            dir.display()
-        )
-    })?;
+    let text =
+        crate::evidence::read_bounded_text(&p, MATRIX_JSON_CAP, Symlinks::Follow).map_err(|e| {
+            format!(
+                "{}: {e} (is {} a matrix folder?)",
+                p.display(),
+                dir.display()
+            )
+        })?;
     let v: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", p.display()))?;
     validate_matrix(&v).map_err(|e| format!("{}: {}", p.display(), e.join("; ")))?;

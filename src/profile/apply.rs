@@ -91,11 +91,7 @@ pub fn apply_profile(spec: &mut Spec, p: &Profile) -> Result<()> {
             .build()
             .map_err(|e| err("resources", e.to_string()))?,
     ));
-    let swap = if r.memory_bytes < 0 {
-        -1
-    } else {
-        r.memory_bytes + r.swap_bytes
-    };
+    let swap = r.memory_swap();
     res.set_memory(Some(
         LinuxMemoryBuilder::default()
             .limit(r.memory_bytes)

@@ -6,18 +6,21 @@ use std::path::PathBuf;
 /// [`ProfileError::Sha256Mismatch`], a refused image (exit 1, a gate: the pin does not hold).
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
-    /// The file could not be read.
-    #[error("profile {path}: cannot read it ({source}); give an existing TOML file to --profile")]
+    /// The file could not be read, or is not a regular file of at most 1 MiB of UTF-8.
+    #[error(
+        "profile {path}: {source}; fix: give --profile an existing TOML profile file (a regular \
+         file of at most 1 MiB, e.g. profiles/desktop.toml)"
+    )]
     Read {
         /// The profile file.
         path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
+        /// Why it was not read (I/O error, not a regular file, over the cap, not UTF-8).
+        source: crate::evidence::BoundedReadError,
     },
     /// TOML syntax, an unknown key, a missing key or a wrong type (toml's message names the key
     /// and its line).
     #[error(
-        "profile {path}: {message}\nfix: correct or remove that key; the format is \
+        "profile {path}: {message}\nfix: {fix}; the format is \
          evidence-schema/slot-profile.schema.json (examples: profiles/*.toml)"
     )]
     Parse {
@@ -25,6 +28,8 @@ pub enum ProfileError {
         path: PathBuf,
         /// The toml crate's message (key, line, column).
         message: String,
+        /// What to do: add a missing key, or correct or remove the one named.
+        fix: String,
     },
     /// A field's value is not usable.
     #[error("profile {path}: {field}: {problem}; fix: {fix}")]

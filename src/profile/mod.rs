@@ -24,9 +24,10 @@ use sha2::{Digest, Sha256};
 pub use apply::apply_profile;
 pub use error::{ProfileError, Result};
 pub use model::{
-    CgroupDriver, Confinement, DOCKER_DEFAULT_CAPS, DisplaySpec, Image, InputProbe, Mounts,
-    Network, PROFILE_SCHEMA_VERSION, PartitionSel, Process, Profile, Readiness, ResourceLimits,
-    Security, Tmpfs, UserSpec,
+    CgroupDriver, Confinement, DOCKER_DEFAULT_CAPS, DisplaySpec, Image, InputProbe,
+    MAX_MEMORY_BYTES, Mounts, Network, PROFILE_SCHEMA_VERSION, PartitionSel, Process, Profile,
+    READINESS_TIMEOUT_FLOOR_MS, READINESS_TIMEOUT_MAX_MS, Readiness, ResourceLimits, Security,
+    Tmpfs, UserSpec,
 };
 pub use overlay::{DEFAULT_OVERLAY_OPTIONS, OverlaySpec};
 
@@ -76,11 +77,18 @@ pub struct LoadedProfile {
     pub sha256: String,
 }
 
-/// Reads and parses the profile at `path` (see [`parse`]).
+/// Reads and parses the profile at `path` (see [`parse`]): a regular file (a symlink to one is
+/// followed) of at most [`crate::evidence::CONFIG_READ_CAP`] bytes (1 MiB), UTF-8.
 ///
-/// Errors: [`ProfileError::Read`], and those of [`parse`].
+/// Errors: [`ProfileError::Read`] (missing, unreadable, not a regular file — e.g. `/dev/zero`
+/// or a FIFO —, over 1 MiB, not UTF-8), and those of [`parse`].
 pub fn load(path: &Path) -> Result<LoadedProfile> {
-    let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Read {
+    let text = crate::evidence::read_bounded_text(
+        path,
+        crate::evidence::CONFIG_READ_CAP,
+        crate::evidence::Symlinks::Follow,
+    )
+    .map_err(|source| ProfileError::Read {
         path: path.to_path_buf(),
         source,
     })?;
@@ -103,12 +111,26 @@ pub fn builtin_default() -> LoadedProfile {
 /// Parses profile `text` (named `name` in errors), resolves relative image paths against
 /// `base`, and [`validate`]s it. Does not touch the image (see [`verify_image`]).
 ///
+/// A `readiness_timeout_ms` below [`READINESS_TIMEOUT_FLOOR_MS`] is raised to it, so the
+/// profile carries (and the slot records) the time the checks get.
+///
 /// Errors: [`ProfileError::Parse`] (syntax, unknown or missing key, wrong type: toml's message
-/// names the key and line), [`ProfileError::Field`] (see [`validate`]).
+/// names the key and line; the fix says to add a missing key, to correct or remove another),
+/// [`ProfileError::Field`] (see [`validate`]).
 pub fn parse(text: &str, name: &Path, base: &Path) -> Result<LoadedProfile> {
-    let mut profile: Profile = toml::from_str(text).map_err(|e| ProfileError::Parse {
-        path: name.to_path_buf(),
-        message: e.to_string().trim_end().to_string(),
+    let mut profile: Profile = toml::from_str(text).map_err(|e| {
+        let message = e.to_string().trim_end().to_string();
+        let fix = if message.contains("missing field") {
+            "add the missing key (a missing table, e.g. `image`, is written as [image] with its \
+             keys: kind = \"directory\", path = \"rootfs\")"
+        } else {
+            "correct or remove that key"
+        };
+        ProfileError::Parse {
+            path: name.to_path_buf(),
+            message,
+            fix: fix.into(),
+        }
     })?;
     let abs = |p: &mut PathBuf| {
         if p.is_relative() {
@@ -128,6 +150,7 @@ pub fn parse(text: &str, name: &Path, base: &Path) -> Result<LoadedProfile> {
         }
     }
     validate(&profile, name)?;
+    profile.readiness_timeout_ms = profile.readiness_timeout_ms.max(READINESS_TIMEOUT_FLOOR_MS);
     Ok(LoadedProfile {
         profile,
         source: None,
@@ -150,8 +173,9 @@ fn is_sha256_hex(s: &str) -> bool {
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-/// Checks what serde cannot: `schema_version`, non-empty args, absolute cwd and mount paths,
-/// capability names, limits, the qcow2 pin (exactly one of `sha256`/`sha256_file`, 64 hex
+/// Checks what serde cannot: `schema_version`, non-empty args, absolute cwd, capability names,
+/// limits ([`validate_resources`]), the tmpfs mounts ([`validate_mounts`]),
+/// `readiness_timeout_ms` at most [`READINESS_TIMEOUT_MAX_MS`], the qcow2 pin (exactly one of `sha256`/`sha256_file`, 64 hex
 /// digits), the overlay options ([`overlay::validate`]), the display, and that an `x-display`
 /// readiness check has a `[display]`.
 ///
@@ -199,6 +223,21 @@ pub fn validate(p: &Profile, name: &Path) -> Result<()> {
             ));
         }
     }
+    validate_resources(p, name)?;
+    validate_mounts(p, name)?;
+    validate_image(p, name)?;
+    overlay::validate(&p.overlay, name)?;
+    validate_display(p, name)
+}
+
+/// `[resources]`: a positive CPU quota (or -1) and period; `memory_bytes` in 1 ..=
+/// [`MAX_MEMORY_BYTES`] (or -1: no limit) and `swap_bytes` in 0 ..= [`MAX_MEMORY_BYTES`], so
+/// that memory + swap (OCI `memory.swap`) is a limit the kernel takes (i64::MAX + i64::MAX
+/// wrapped to -2, which runc failed to write to `memory.memsw.limit_in_bytes`).
+///
+/// Errors: [`ProfileError::Field`] `resources.cpu_quota`, `resources.memory_bytes` or
+/// `resources.swap_bytes`.
+pub fn validate_resources(p: &Profile, name: &Path) -> Result<()> {
     let r = &p.resources;
     if r.cpu_period == 0 || r.cpu_quota == 0 || r.cpu_quota < -1 {
         return Err(field(
@@ -208,38 +247,81 @@ pub fn validate(p: &Profile, name: &Path) -> Result<()> {
             "give a positive quota (or -1 for none) and a positive period, e.g. 400000/100000",
         ));
     }
-    if r.memory_bytes == 0 || r.memory_bytes < -1 || r.swap_bytes < 0 {
+    if r.memory_bytes == 0 || r.memory_bytes < -1 || r.memory_bytes > MAX_MEMORY_BYTES {
         return Err(field(
             name,
             "resources.memory_bytes",
-            format!("memory {} swap {}", r.memory_bytes, r.swap_bytes),
-            "give memory_bytes > 0 (or -1 for none) and swap_bytes >= 0",
+            format!("{} bytes is not a usable memory limit", r.memory_bytes),
+            "give memory_bytes between 1 and 1099511627776 (1 TiB), or -1 for no limit, e.g. 4294967296 (4 GiB)",
         ));
     }
-    if let Some(t) = p.mounts.tmpfs.iter().find(|t| !t.path.starts_with('/')) {
+    if r.swap_bytes < 0 || r.swap_bytes > MAX_MEMORY_BYTES {
         return Err(field(
             name,
-            "mounts.tmpfs.path",
-            format!("{:?} is not absolute", t.path),
-            "use an absolute path inside the container, e.g. \"/tmp\"",
+            "resources.swap_bytes",
+            format!("{} bytes is not a usable swap allowance", r.swap_bytes),
+            "give swap_bytes (swap beyond memory_bytes) between 0 and 1099511627776 (1 TiB), e.g. 0",
         ));
     }
-    if let Some(t) = p
-        .mounts
-        .tmpfs
-        .iter()
-        .find(|t| u32::from_str_radix(&t.mode, 8).is_err())
-    {
-        return Err(field(
-            name,
-            "mounts.tmpfs.mode",
-            format!("{:?} is not octal", t.mode),
-            "write the mode in octal, e.g. \"1777\"",
-        ));
+    Ok(())
+}
+
+/// `[[mounts.tmpfs]]`: each path absolute, without a `..` component, not `/`, `/dev`, `/proc`,
+/// `/sys` or below `/proc` or `/sys` (the runtime mounts those itself and refuses or breaks on
+/// a tmpfs there), not given twice; each mode octal.
+///
+/// Errors: [`ProfileError::Field`] `mounts.tmpfs.path` or `mounts.tmpfs.mode`.
+pub fn validate_mounts(p: &Profile, name: &Path) -> Result<()> {
+    let mut seen = std::collections::BTreeSet::new();
+    for t in &p.mounts.tmpfs {
+        let bad = |problem: String, fix: &str| Err(field(name, "mounts.tmpfs.path", problem, fix));
+        let path = Path::new(&t.path);
+        if !t.path.starts_with('/') {
+            return bad(
+                format!("{:?} is not absolute", t.path),
+                "use an absolute path inside the container, e.g. \"/tmp\"",
+            );
+        }
+        if path
+            .components()
+            .any(|c| c == std::path::Component::ParentDir)
+        {
+            return bad(
+                format!("{:?} has a `..` component", t.path),
+                "write the path without `..`, e.g. \"/tmp\"",
+            );
+        }
+        let clean: PathBuf = path.components().collect();
+        let reserved = ["/", "/dev", "/proc", "/sys"]
+            .iter()
+            .any(|r| clean == Path::new(r))
+            || clean.starts_with("/proc")
+            || clean.starts_with("/sys");
+        if reserved {
+            return bad(
+                format!(
+                    "{:?} is the container's root or a mount the runtime makes itself",
+                    t.path
+                ),
+                "mount the tmpfs on a directory of the guest such as \"/tmp\" or \"/run\" (not /, /dev, /proc, /sys)",
+            );
+        }
+        if !seen.insert(clean) {
+            return bad(
+                format!("{:?} is given twice", t.path),
+                "keep one [[mounts.tmpfs]] per path",
+            );
+        }
+        if u32::from_str_radix(&t.mode, 8).is_err() {
+            return Err(field(
+                name,
+                "mounts.tmpfs.mode",
+                format!("{:?} is not octal", t.mode),
+                "write the mode in octal, e.g. \"1777\"",
+            ));
+        }
     }
-    validate_image(p, name)?;
-    overlay::validate(&p.overlay, name)?;
-    validate_display(p, name)
+    Ok(())
 }
 
 fn validate_image(p: &Profile, name: &Path) -> Result<()> {
@@ -315,6 +397,14 @@ fn validate_display(p: &Profile, name: &Path) -> Result<()> {
                 i.0.key, i.0.width, i.0.height, i.0.x, i.0.y
             ),
             "give one printable ASCII key and a non-empty region inside the screen",
+        ));
+    }
+    if p.readiness_timeout_ms > READINESS_TIMEOUT_MAX_MS {
+        return Err(field(
+            name,
+            "readiness_timeout_ms",
+            format!("{} ms is more than the 1-hour cap", p.readiness_timeout_ms),
+            "give at most 3600000 (1 hour; values below 20000 are raised to 20 s), e.g. 60000",
         ));
     }
     if p.display.is_none() && p.readiness.contains(&Readiness::XDisplay) {
@@ -426,7 +516,12 @@ pub fn verify_image(lp: &LoadedProfile) -> Result<ImageCheck> {
 }
 
 fn read_pin(name: &Path, f: &Path) -> Result<String> {
-    let text = std::fs::read_to_string(f).map_err(|e| {
+    let text = crate::evidence::read_bounded_text(
+        f,
+        crate::evidence::CONFIG_READ_CAP,
+        crate::evidence::Symlinks::Follow,
+    )
+    .map_err(|e| {
         field(
             name,
             "image.sha256_file",

@@ -25,6 +25,18 @@ pub const DOCKER_DEFAULT_CAPS: [&str; 14] = [
     "CAP_SYS_CHROOT",
 ];
 
+/// The least time the readiness checks get, milliseconds (20 s): a smaller
+/// `readiness_timeout_ms` is raised to it.
+pub const READINESS_TIMEOUT_FLOOR_MS: u64 = 20_000;
+
+/// The largest `readiness_timeout_ms` a profile may give, milliseconds (1 hour): provision must
+/// end; a guest that needs longer is broken.
+pub const READINESS_TIMEOUT_MAX_MS: u64 = 3_600_000;
+
+/// The largest `resources.memory_bytes` and `resources.swap_bytes`, bytes (1 TiB each): far
+/// above any guest, and their sum (OCI `memory.swap`) stays a value the kernel accepts.
+pub const MAX_MEMORY_BYTES: i64 = 1 << 40;
+
 /// The current profile format version (`schema_version`).
 pub const PROFILE_SCHEMA_VERSION: u32 = 1;
 
@@ -65,8 +77,9 @@ pub struct Profile {
     /// guest port not listed here is still checked after them).
     #[serde(default)]
     pub readiness: Vec<Readiness>,
-    /// How long all readiness checks together may take, milliseconds (default 60000; the slot
-    /// uses at least 20000).
+    /// How long all readiness checks together may take, milliseconds (default 60000). A value
+    /// below [`READINESS_TIMEOUT_FLOOR_MS`] is raised to it when the profile is parsed (so the
+    /// recorded value is the one used); one above [`READINESS_TIMEOUT_MAX_MS`] is refused.
     #[serde(default = "default_readiness_timeout_ms")]
     pub readiness_timeout_ms: u64,
     /// The cgroup driver the runtime is told to use; None: the runtime's default.
@@ -242,6 +255,19 @@ fn default_period() -> u64 {
 }
 fn default_memory() -> i64 {
     4 << 30
+}
+
+impl ResourceLimits {
+    /// OCI `memory.swap` (cgroup v1 `memory.memsw.limit_in_bytes`), bytes: memory + swap, or -1
+    /// (no limit) when `memory_bytes` is -1. Saturates instead of wrapping (a validated profile
+    /// stays far below: [`MAX_MEMORY_BYTES`] each).
+    pub fn memory_swap(&self) -> i64 {
+        if self.memory_bytes < 0 {
+            -1
+        } else {
+            self.memory_bytes.saturating_add(self.swap_bytes)
+        }
+    }
 }
 
 impl Default for ResourceLimits {

@@ -380,3 +380,146 @@ fn gnome_profile_mounts_its_overlay_with_file_handles_and_hides_the_clock() {
     let d = load(&dir.join("desktop.toml")).unwrap().profile;
     assert_eq!(d.overlay.effective(), ["index=off"]);
 }
+
+#[test]
+fn readiness_timeout_is_raised_to_the_floor_and_capped_at_one_hour() {
+    let t = |v: &str| p(&format!("readiness_timeout_ms = {v}\n{MINIMAL}"));
+    // Below the floor: recorded as the 20 s the gate waits, not as given.
+    assert_eq!(t("10").unwrap().profile.readiness_timeout_ms, 20_000);
+    assert_eq!(builtin_default().profile.readiness_timeout_ms, 20_000);
+    assert_eq!(
+        t("3600000").unwrap().profile.readiness_timeout_ms,
+        3_600_000
+    );
+    for v in ["3600001", "18446744073709551615"] {
+        let e = t(v).unwrap_err();
+        match &e {
+            ProfileError::Field { field, .. } => assert_eq!(field, "readiness_timeout_ms", "{e}"),
+            other => panic!("{v}: {other}"),
+        }
+        assert!(e.to_string().contains("at most 3600000"), "{e}");
+        assert_eq!(e.exit_code(), 2);
+    }
+}
+
+#[test]
+fn memory_and_swap_beyond_one_tib_are_refused_and_the_sum_never_wraps() {
+    let max = i64::MAX;
+    for (res, f) in [
+        (format!("memory_bytes = {max}"), "resources.memory_bytes"),
+        (format!("swap_bytes = {max}"), "resources.swap_bytes"),
+        (
+            format!("memory_bytes = {max}\nswap_bytes = {max}"),
+            "resources.memory_bytes",
+        ),
+        (
+            "memory_bytes = 1099511627777".into(),
+            "resources.memory_bytes",
+        ),
+        ("swap_bytes = -1".into(), "resources.swap_bytes"),
+    ] {
+        let e = p(&format!("{MINIMAL}[resources]\n{res}\n")).unwrap_err();
+        match &e {
+            ProfileError::Field { field, .. } => assert_eq!(field, f, "{e}"),
+            other => panic!("{res}: {other}"),
+        }
+        assert!(e.to_string().contains("1 TiB"), "{e}");
+    }
+    let ok = p(&format!(
+        "{MINIMAL}[resources]\nmemory_bytes = 1099511627776\nswap_bytes = 1099511627776\n"
+    ))
+    .unwrap();
+    assert_eq!(ok.profile.resources.memory_swap(), 2 << 40);
+    let huge = ResourceLimits {
+        memory_bytes: max,
+        swap_bytes: max,
+        ..ResourceLimits::default()
+    };
+    assert_eq!(huge.memory_swap(), max, "saturates, never -2");
+    let none = ResourceLimits {
+        memory_bytes: -1,
+        ..ResourceLimits::default()
+    };
+    assert_eq!(none.memory_swap(), -1);
+}
+
+#[test]
+fn tmpfs_on_root_proc_sys_dev_or_with_dotdot_is_refused() {
+    for path in [
+        "/",
+        "/dev",
+        "/proc",
+        "/sys",
+        "/sys/fs",
+        "/proc/1",
+        "/tmp/../",
+        "/tmp/../etc",
+        "//",
+        "/dev/",
+    ] {
+        let e = p(&format!("{MINIMAL}[[mounts.tmpfs]]\npath = \"{path}\"\n")).unwrap_err();
+        match &e {
+            ProfileError::Field { field, .. } => assert_eq!(field, "mounts.tmpfs.path", "{e}"),
+            other => panic!("{path}: {other}"),
+        }
+        assert!(e.to_string().contains("fix:"), "{e}");
+    }
+    let e = p(&format!(
+        "{MINIMAL}[[mounts.tmpfs]]\npath = \"/tmp\"\n[[mounts.tmpfs]]\npath = \"/tmp/\"\n"
+    ))
+    .unwrap_err();
+    assert!(e.to_string().contains("given twice"), "{e}");
+    for path in ["/tmp", "/run", "/dev/shm2", "/var/tmp"] {
+        p(&format!("{MINIMAL}[[mounts.tmpfs]]\npath = \"{path}\"\n")).unwrap();
+    }
+}
+
+#[test]
+fn a_missing_key_or_table_says_to_add_it() {
+    let no_image = MINIMAL.replace("[image]\nkind = \"directory\"\npath = \"root\"\n", "");
+    let e = p(&no_image).unwrap_err();
+    let m = e.to_string();
+    assert!(matches!(e, ProfileError::Parse { .. }), "{m}");
+    assert!(
+        m.contains("missing field `image`") && m.contains("fix: add the missing key"),
+        "{m}"
+    );
+    assert!(!m.contains("correct or remove"), "{m}");
+    let e = p(&MINIMAL.replace("name = \"t\"\n", "")).unwrap_err();
+    assert!(e.to_string().contains("fix: add the missing key"), "{e}");
+    let e = p(&format!("{MINIMAL}colour = 1\n")).unwrap_err();
+    assert!(
+        e.to_string().contains("fix: correct or remove that key"),
+        "{e}"
+    );
+}
+
+#[test]
+fn load_refuses_a_device_a_fifo_and_a_file_over_one_mib() {
+    let e = load(Path::new("/dev/zero")).unwrap_err();
+    let m = e.to_string();
+    assert!(matches!(e, ProfileError::Read { .. }), "{m}");
+    assert!(
+        m.starts_with(
+            "profile /dev/zero: it is a character device, not a regular file; fix: give --profile"
+        ),
+        "{m}"
+    );
+    assert_eq!(e.exit_code(), 2);
+    let d = tempfile::tempdir().unwrap();
+    let big = d.path().join("big.toml");
+    let mut text = MINIMAL.to_string();
+    text.push_str(&"#".repeat(1 << 20));
+    std::fs::write(&big, text).unwrap();
+    let e = load(&big).unwrap_err();
+    assert!(e.to_string().contains("cap of 1048576 bytes"), "{e}");
+    let fifo = d.path().join("p.toml");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let e = load(&fifo).unwrap_err();
+    assert!(e.to_string().contains("a FIFO"), "{e}");
+    let good = d.path().join("good.toml");
+    std::fs::write(&good, MINIMAL).unwrap();
+    let link = d.path().join("link.toml");
+    std::os::unix::fs::symlink(&good, &link).unwrap();
+    assert_eq!(load(&link).unwrap().profile.name, "t");
+}

@@ -172,11 +172,7 @@ pub(crate) fn resources(r: &ResourceLimits) -> Resources {
         cpu_quota: r.cpu_quota,
         cpu_period: r.cpu_period,
         memory_limit: r.memory_bytes,
-        memory_swap: if r.memory_bytes < 0 {
-            -1
-        } else {
-            r.memory_bytes + r.swap_bytes
-        },
+        memory_swap: r.memory_swap(),
     }
 }
 
@@ -238,7 +234,11 @@ pub(crate) fn guest_check(st: &SlotState) -> Option<(u16, String, u16, Duration)
     let Some(p) = &st.profile else {
         return Some((port, "/".into(), 200, Duration::from_secs(20)));
     };
-    let timeout = Duration::from_millis(p.profile.readiness_timeout_ms.max(20_000));
+    let timeout = Duration::from_millis(
+        p.profile
+            .readiness_timeout_ms
+            .max(profile::READINESS_TIMEOUT_FLOOR_MS),
+    );
     let http = p.profile.readiness.iter().find_map(|r| match r {
         Readiness::Http { port, path, status } => Some((*port, path.clone(), *status)),
         _ => None,

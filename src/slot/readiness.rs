@@ -58,7 +58,11 @@ impl ReadyCheck {
 pub(crate) fn plan(st: &SlotState) -> (Vec<ReadyCheck>, Duration) {
     let mut v = Vec::new();
     let budget = match &st.profile {
-        Some(p) => Duration::from_millis(p.profile.readiness_timeout_ms.max(20_000)),
+        Some(p) => Duration::from_millis(
+            p.profile
+                .readiness_timeout_ms
+                .max(crate::profile::READINESS_TIMEOUT_FLOOR_MS),
+        ),
         None => Duration::from_secs(20),
     };
     if let Some(p) = &st.profile {
