@@ -227,3 +227,81 @@ fn edits_of_unhashed_result_fields_are_caught() {
     let o = netprobe(&["verify", ev.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
+
+/// `netprobe ARGS`, killed (and the test failed) when it has not ended within 60 s.
+fn netprobe_bounded(args: &[&str]) -> Output {
+    let mut child = std::process::Command::new(common::cli::EXE)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn netprobe");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            let _ = child.wait();
+            panic!("netprobe {args:?} did not end within 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// A recorded file replaced by a FIFO (no writer) or by a symlink to /dev/zero: verify, report
+/// and diff end at once, with a MISMATCH naming the file and what it is (exit 1), instead of
+/// waiting for a writer or reading forever.
+#[test]
+fn a_recorded_file_replaced_by_a_fifo_or_a_device_link_is_a_mismatch_not_a_hang() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test makes a real evidence folder: it needs root (namespaces, CRIU, runc)"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let ev = tmp.path().join("ev");
+    let o = netprobe(&["run", "--quiet", "--evidence", ev.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let copy = |name: &str| {
+        let to = tmp.path().join(name);
+        let st = std::process::Command::new("cp")
+            .args(["-a", ev.to_str().unwrap(), to.to_str().unwrap()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        to
+    };
+    let fifo = copy("fifo");
+    std::fs::remove_file(fifo.join("criu/dump.log")).unwrap();
+    nix::unistd::mkfifo(
+        &fifo.join("criu/dump.log"),
+        nix::sys::stat::Mode::from_bits_truncate(0o644),
+    )
+    .unwrap();
+    let zero = copy("zero");
+    std::fs::remove_file(zero.join("kernel/kernel.log")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", zero.join("kernel/kernel.log")).unwrap();
+    for (dir, rel, kind) in [
+        (&fifo, "criu/dump.log", "a FIFO"),
+        (&zero, "kernel/kernel.log", "a symbolic link"),
+    ] {
+        let o = netprobe_bounded(&["verify", dir.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            out.lines().any(|l| l.contains(&format!(
+                "MISMATCH: artifact {rel} cannot be read: {kind}, not a regular file"
+            ))),
+            "{}",
+            text(&o)
+        );
+        let o = netprobe_bounded(&["report", dir.to_str().unwrap(), "--format", "md"]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        let o = netprobe_bounded(&["diff", ev.to_str().unwrap(), dir.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("NOT VERIFIED"),
+            "{}",
+            text(&o)
+        );
+    }
+}

@@ -285,7 +285,8 @@ fn eval_netstate(
         }
         NetStateCheck::NoCriuLock => {
             let expected = "no CRIU chain or CRIU-… table in its netfilter".to_string();
-            let (observed, passed) = match fs::read_to_string(rung_dir.join(file)) {
+            let (observed, passed) = match crate::evidence::read_recorded_text(&rung_dir.join(file))
+            {
                 Err(e) => (unreadable(file, &e), false),
                 Ok(t) => match crate::netlink::NetState::from_json(&t) {
                     Err(e) => (format!("unreadable: {file}: {e}"), false),
@@ -312,7 +313,9 @@ fn eval_netstate(
 fn equal_files(rung_dir: &Path, file: &str, other: &str) -> (String, String, String, bool) {
     let subject = file.to_string();
     let expected = format!("{file} byte-identical to {other}");
-    let read = |rel: &str| fs::read(rung_dir.join(rel)).map_err(|e| unreadable(rel, &e));
+    let read = |rel: &str| {
+        crate::evidence::read_recorded(&rung_dir.join(rel)).map_err(|e| unreadable(rel, &e))
+    };
     let (observed, passed) = match (read(file), read(other)) {
         (Err(e), _) | (_, Err(e)) => (e, false),
         (Ok(a), Ok(b)) if a == b => (format!("identical ({} bytes)", a.len()), true),
@@ -322,7 +325,8 @@ fn equal_files(rung_dir: &Path, file: &str, other: &str) -> (String, String, Str
 }
 
 fn read_json(rung_dir: &Path, rel: &str) -> Result<Value, FileError> {
-    let bytes = fs::read(rung_dir.join(rel)).map_err(|e| file_error(rel, e))?;
+    let bytes =
+        crate::evidence::read_recorded(&rung_dir.join(rel)).map_err(|e| file_error(rel, e))?;
     serde_json::from_slice(&bytes).map_err(|source| FileError::NotJson {
         rel: rel.into(),
         source,

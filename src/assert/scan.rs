@@ -10,7 +10,6 @@
 //! longest line, and a line longer than [`MAX_LINE`] is an error.
 
 use aho_corasick::{AhoCorasick, Input, MatchKind, Span, packed};
-use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
 
@@ -70,7 +69,7 @@ pub fn scan_log_with_chunk(
     queries: &[LogQuery],
     chunk: usize,
 ) -> io::Result<Vec<u64>> {
-    let file = File::open(path)?;
+    let file = crate::evidence::open_regular(path, false)?;
     scan_reader(file, queries, chunk)
 }
 

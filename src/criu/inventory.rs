@@ -54,7 +54,10 @@ pub fn inventory(images_dir: &Path) -> Result<Vec<ImageFile>, CriuError> {
                 return out;
             };
             let path = images_dir.join(name);
-            out.push((name.clone(), sha256_file(&path).map_err(io(&path))));
+            out.push((
+                name.clone(),
+                crate::evidence::sha256_recorded(&path).map_err(io(&path)),
+            ));
         }
     };
     let mut hashed: Vec<Hashed> = std::thread::scope(|s| {

@@ -64,7 +64,7 @@ pub fn deciding_lines(log: &[u8]) -> Vec<LogLine> {
 /// `"CRIU's reason (PATH):\n  1234: (00.01) Error (…): …\n  …"`. `None` when the log cannot
 /// be read or holds no `Error (` line.
 pub fn quote_log(path: &Path) -> Option<String> {
-    let bytes = std::fs::read(path).ok()?;
+    let bytes = crate::evidence::read_recorded(path).ok()?;
     let lines = deciding_lines(&bytes);
     if lines.is_empty() {
         return None;

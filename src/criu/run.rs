@@ -303,7 +303,7 @@ pub fn parse_criu_version(output: &str) -> Option<String> {
 /// Reads the pid that `criu restore --pidfile F` wrote (decimal, optional trailing newline).
 /// Errors: [`CriuError::Io`] when unreadable, [`CriuError::BadPidfile`] when not a positive pid.
 pub fn read_pidfile(path: &Path) -> Result<i32, CriuError> {
-    let content = std::fs::read_to_string(path).map_err(|source| CriuError::Io {
+    let content = crate::evidence::read_recorded_text(path).map_err(|source| CriuError::Io {
         path: path.to_path_buf(),
         source,
     })?;

@@ -162,11 +162,14 @@ pub fn default_path(base: &Path) -> PathBuf {
     base.join(format!("{stamp}-{}", std::process::id()))
 }
 
-/// Streams `path` through SHA-256 in 64 KiB blocks.
+/// Streams `path` through SHA-256 in 64 KiB blocks. A symlink is followed, but only a regular
+/// file is read ([`super::fsio::open_regular`]: a FIFO or device is refused at once instead of
+/// blocking or never ending). Recorded evidence files: [`super::fsio::sha256_recorded`].
 ///
-/// Returns `(lower-case hex sha256, size in bytes)`. Errors: any open/read error of `path`.
+/// Returns `(lower-case hex sha256, size in bytes)`. Errors: any open/read error of `path`;
+/// `InvalidInput` when it is not a regular file.
 pub fn sha256_file(path: &Path) -> io::Result<(String, u64)> {
-    sha256_stream(File::open(path)?, |_| Ok(()))
+    sha256_stream(super::fsio::open_regular(path, true)?, |_| Ok(()))
 }
 
 /// Streams `reader` to its end through SHA-256 in 64 KiB blocks, handing every block to `sink`
@@ -215,7 +218,7 @@ pub fn read_result(dir: &Path) -> Result<RunResult, EvidenceError> {
         return Err(EvidenceError::Interrupted(dir.to_path_buf()));
     }
     if !path.exists() && dir.join(INCOMPLETE_FILE).is_file() {
-        let note = fs::read_to_string(dir.join(INCOMPLETE_FILE)).unwrap_or_default();
+        let note = super::fsio::read_recorded_text(&dir.join(INCOMPLETE_FILE)).unwrap_or_default();
         let reason = note
             .lines()
             .find_map(|l| l.strip_prefix("reason: "))
@@ -223,7 +226,7 @@ pub fn read_result(dir: &Path) -> Result<RunResult, EvidenceError> {
             .unwrap_or_default();
         return Err(EvidenceError::Incomplete(dir.to_path_buf(), reason));
     }
-    let text = fs::read(&path).map_err(io_err("read", &path))?;
+    let text = super::fsio::read_recorded(&path).map_err(io_err("read", &path))?;
     let value: serde_json::Value =
         serde_json::from_slice(&text).map_err(|source| EvidenceError::Json {
             path: path.clone(),

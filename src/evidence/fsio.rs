@@ -1,8 +1,10 @@
 //! The one copy of the small file helpers every module uses: replace-in-place atomic writes
 //! (state files, `config.json`; [`crate::evidence::EvidenceDir`] never overwrites, so evidence
 //! goes there), `fsync` of a folder, SHA-256 of bytes and of a file, "now" as RFC 3339, and
-//! [`read_bounded`]: the one way a file an operator names (a profile, a matrix config, a CRIU
-//! image) is read into memory — a regular file only, never more than a stated cap.
+//! [`read_bounded`]: the one way a file is read whole into memory — a regular file only (never
+//! blocking on a FIFO, never opening a device), never more than a stated cap — used for what an
+//! operator names (a profile, a matrix config, a CRIU image) and, through [`read_recorded`] and
+//! [`sha256_recorded`] ([`open_regular`]), for every recorded evidence file.
 
 use sha2::{Digest, Sha256};
 use std::fs::{self, File, OpenOptions};
@@ -51,6 +53,90 @@ pub fn fsync_dir(dir: &Path) -> std::io::Result<()> {
 /// Lower-case hex SHA-256 of `bytes` (64 characters).
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
+}
+
+/// The most netprobe reads of one recorded file it parses whole (a log, `host.json`, a
+/// `netstate-*.json`, a CRIU image): 256 MiB. Generous — the largest file of a ladder run here is
+/// CRIU's `-v4` dump log at a few MiB — but finite, so an evidence file replaced by a huge (or
+/// sparse) file cannot make `verify`, `report` or `diff` exhaust memory. Files only hashed are
+/// streamed and have no cap.
+pub const MAX_PARSED_BYTES: u64 = 256 << 20;
+
+/// Opens `path` for reading only if it is a regular file, without ever blocking: `O_NONBLOCK`
+/// (a FIFO opens at once instead of waiting for a writer), then `fstat` of what was opened.
+/// With `follow == false` also `O_NOFOLLOW` (a symlink in place of the file is refused; evidence
+/// folders hold none), which is what every recorded evidence file is opened with.
+///
+/// Errors: the open error; `InvalidInput` (the message does not repeat the path, as the
+/// standard I/O errors do not) naming the kind of a non-regular file (FIFO,
+/// character or block device, socket, folder) or a symlink (with `follow == false`), saying a
+/// regular file is needed.
+pub fn open_regular(path: &Path, follow: bool) -> std::io::Result<File> {
+    let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC;
+    if !follow {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let not_regular = |kind: &str| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{kind}, not a regular file: only the regular file that was recorded is read"),
+        )
+    };
+    let f = match OpenOptions::new().read(true).custom_flags(flags).open(path) {
+        Ok(f) => f,
+        Err(e) if !follow && e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(not_regular("a symbolic link"));
+        }
+        Err(e) => return Err(e),
+    };
+    let ft = f.metadata()?.file_type();
+    if ft.is_file() {
+        return Ok(f);
+    }
+    Err(not_regular(kind_of(ft)))
+}
+
+/// Reads the recorded evidence file `path` whole: opened by [`open_regular`] (no symlink, only a
+/// regular file, never blocking), at most [`MAX_PARSED_BYTES`].
+///
+/// Errors: those of [`open_regular`] and of reading; `InvalidData` when the file is larger than
+/// [`MAX_PARSED_BYTES`] (naming the cap).
+pub fn read_recorded(path: &Path) -> std::io::Result<Vec<u8>> {
+    read_bounded(path, MAX_PARSED_BYTES, Symlinks::Refuse).map_err(|e| match e {
+        BoundedReadError::Io(e) => e,
+        BoundedReadError::NotRegular { kind } => std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{kind}, not a regular file: only the regular file that was recorded is read"),
+        ),
+        BoundedReadError::TooLarge { .. } => std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "larger than {} MiB, the most netprobe reads of one evidence file",
+                MAX_PARSED_BYTES >> 20
+            ),
+        ),
+    })
+}
+
+/// [`read_recorded`] as UTF-8 text.
+///
+/// Errors: those of [`read_recorded`]; `InvalidData` when the file is not UTF-8.
+pub fn read_recorded_text(path: &Path) -> std::io::Result<String> {
+    String::from_utf8(read_recorded(path)?).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("not UTF-8 text: {e}"),
+        )
+    })
+}
+
+/// SHA-256 of the recorded evidence file `path`, streamed (no size cap), opened by
+/// [`open_regular`] without following a symlink.
+///
+/// Returns `(lower-case hex sha256, size in bytes)`. Errors: those of [`open_regular`] and of
+/// reading.
+pub fn sha256_recorded(path: &Path) -> std::io::Result<(String, u64)> {
+    super::dir::sha256_stream(open_regular(path, false)?, |_| Ok(()))
 }
 
 /// Nanoseconds since the Unix epoch (wall clock; 0 before 1970), for unique temporary names.
@@ -107,7 +193,7 @@ pub enum BoundedReadError {
 /// What a non-regular file is, for [`BoundedReadError::NotRegular`].
 fn kind_of(t: fs::FileType) -> &'static str {
     if t.is_symlink() {
-        "a symlink"
+        "a symbolic link"
     } else if t.is_dir() {
         "a folder"
     } else if t.is_char_device() {
@@ -228,7 +314,7 @@ mod tests {
         let e = read_bounded(&z, 1 << 20, Symlinks::Follow).unwrap_err();
         assert!(matches!(e, BoundedReadError::NotRegular { .. }), "{e}");
         let e = read_bounded(&z, 1 << 20, Symlinks::Refuse).unwrap_err();
-        assert_eq!(e.to_string(), "it is a symlink, not a regular file");
+        assert_eq!(e.to_string(), "it is a symbolic link, not a regular file");
         let l = d.path().join("link.toml");
         std::os::unix::fs::symlink(&p, &l).unwrap();
         assert_eq!(
@@ -244,6 +330,38 @@ mod tests {
         assert!(e.to_string().contains("a folder"), "{e}");
         fs::write(&p, [0xffu8, 0xfe]).unwrap();
         assert!(read_bounded_text(&p, 64, Symlinks::Follow).is_err());
+    }
+
+    #[test]
+    fn recorded_files_refuse_fifos_symlinks_devices_and_huge_files() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("dump.log");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+        let link = d.path().join("kernel.log");
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        // Both would block or never end if opened plainly: each returns at once.
+        for (p, kind) in [(&fifo, "FIFO"), (&link, "symbolic link")] {
+            let e = sha256_recorded(p).unwrap_err().to_string();
+            assert!(e.contains(kind) && e.contains("not a regular file"), "{e}");
+            let e = read_recorded(p).unwrap_err().to_string();
+            assert!(e.contains(kind), "{e}");
+        }
+        let e = super::super::dir::sha256_file(Path::new("/dev/zero")).unwrap_err();
+        assert!(e.to_string().contains("character device"), "{e}");
+        let e = super::super::dir::sha256_file(&fifo).unwrap_err();
+        assert!(e.to_string().contains("FIFO"), "{e}");
+        // A sparse file over the cap is refused after reading one byte past it.
+        let big = d.path().join("big.log");
+        File::create(&big)
+            .unwrap()
+            .set_len(MAX_PARSED_BYTES + 1)
+            .unwrap();
+        let e = read_recorded(&big).unwrap_err().to_string();
+        assert!(e.contains("256 MiB"), "{e}");
+        let ok = d.path().join("ok.txt");
+        fs::write(&ok, "ok\n").unwrap();
+        assert_eq!(read_recorded_text(&ok).unwrap(), "ok\n");
+        assert_eq!(sha256_recorded(&ok).unwrap().1, 3);
     }
 
     #[test]

@@ -4,8 +4,10 @@
 //! - [`dir`]: [`EvidenceDir`] (create / open / write / adopt / inventory / write_result),
 //!   [`sha256_file`], [`read_result`], [`default_path`].
 //! - [`fsio`]: [`replace_atomic`], [`fsync_dir`], [`sha256_hex`], [`now_rfc3339`], [`unix_nanos`],
-//!   [`read_bounded`] (a regular file, at most a cap: every operator-named input) (the one copy
-//!   of each, used by every module).
+//!   [`read_bounded`] (a regular file, at most a cap: every operator-named input) and through it
+//!   [`read_recorded`], [`read_recorded_text`], [`sha256_recorded`] (every read of a recorded
+//!   evidence file: no FIFO, symlink or device; at most [`MAX_PARSED_BYTES`] read whole) (the
+//!   one copy of each, used by every module).
 //! - [`schema`]: the embedded JSON Schemas and [`validate_result`] / [`validate_holder`].
 //! - [`result`]: the shared result model.
 
@@ -17,8 +19,9 @@ pub mod tree_digest;
 
 pub use dir::{EvidenceDir, EvidenceError, default_path, read_result, sha256_file, sha256_stream};
 pub use fsio::{
-    BoundedReadError, CONFIG_READ_CAP, Symlinks, fsync_dir, now_rfc3339, read_bounded,
-    read_bounded_text, replace_atomic, sha256_hex, unix_nanos,
+    BoundedReadError, CONFIG_READ_CAP, MAX_PARSED_BYTES, Symlinks, fsync_dir, now_rfc3339,
+    open_regular, read_bounded, read_bounded_text, read_recorded, read_recorded_text,
+    replace_atomic, sha256_hex, sha256_recorded, unix_nanos,
 };
 pub use schema::{validate_holder, validate_result};
 pub use tree_digest::{

@@ -284,7 +284,7 @@ pub fn compute(
 }
 
 fn read_json<T: serde::de::DeserializeOwned + Default>(p: &Path) -> Result<T, String> {
-    match std::fs::read_to_string(p) {
+    match crate::evidence::read_recorded_text(p) {
         Ok(t) => serde_json::from_str(&t).map_err(|e| format!("{}: {e}", p.display())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(T::default()),
         Err(e) => Err(format!("{}: {e}", p.display())),
@@ -298,7 +298,8 @@ fn read_json<T: serde::de::DeserializeOwned + Default>(p: &Path) -> Result<T, St
 pub fn from_rung_dir(dir: &Path) -> Result<Attribution, String> {
     let state = |f: &str| -> Result<NetState, String> {
         let p = dir.join(f);
-        let t = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        let t =
+            crate::evidence::read_recorded_text(&p).map_err(|e| format!("{}: {e}", p.display()))?;
         NetState::from_json(&t).map_err(|e| format!("{}: {e}", p.display()))
     };
     let (before, after) = (

@@ -195,7 +195,7 @@ fn cycle_facts(dir: &Path, host: &HostFacts) -> Vec<(&'static str, Derived)> {
         ),
         (
             "config_sha256",
-            crate::evidence::sha256_file(&dir.join("config.json"))
+            crate::evidence::sha256_recorded(&dir.join("config.json"))
                 .map(|(s, _)| json!(s))
                 .map_err(|e| format!("config.json: {e}")),
         ),
@@ -245,7 +245,7 @@ fn deciding_fact(dir: &Path, name: RungName) -> Result<String, String> {
 }
 
 fn read_text(p: &Path) -> Result<String, String> {
-    std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))
+    crate::evidence::read_recorded_text(p).map_err(|e| format!("{}: {e}", p.display()))
 }
 
 fn file_len(p: &Path) -> Derived {
@@ -269,7 +269,8 @@ fn images(dir: &Path) -> Result<Vec<criu::ImageFile>, String> {
 /// Whether `netstate-before.json` and `netstate-after.json` are byte-equal (both are written
 /// canonical, so bytes equal exactly when the states do).
 fn states_equal(dir: &Path) -> Result<bool, String> {
-    let read = |f: &str| std::fs::read(dir.join(f)).map_err(|e| format!("{f}: {e}"));
+    let read =
+        |f: &str| crate::evidence::read_recorded(&dir.join(f)).map_err(|e| format!("{f}: {e}"));
     Ok(read("netstate-before.json")? == read("netstate-after.json")?)
 }
 

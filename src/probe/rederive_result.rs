@@ -33,7 +33,7 @@ pub fn run_fields(dir: &Path, result: &RunResult, verdict: &Verdict) -> Rederive
 
 /// `result.host` against `host.json`, then the pins and their declared differences from it.
 fn host_and_pins(dir: &Path, result: &RunResult, out: &mut Rederived) {
-    let file: HostFacts = match std::fs::read(dir.join("host.json"))
+    let file: HostFacts = match crate::evidence::read_recorded(&dir.join("host.json"))
         .map_err(|e| e.to_string())
         .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
     {

@@ -7,7 +7,7 @@
 
 use crate::assert;
 use crate::evidence::result::{AssertionResult, RunResult, RungResult, Status};
-use crate::evidence::{self, sha256_file};
+use crate::evidence::{self, sha256_recorded};
 use crate::probe::{rederive, rederive_result, verdict};
 use std::path::Path;
 
@@ -111,7 +111,7 @@ fn artifact_mismatches(dir: &Path, result: &RunResult) -> Vec<String> {
     let mut mismatches = Vec::new();
     for a in &result.artifacts {
         let p = dir.join(&a.path);
-        match sha256_file(&p) {
+        match sha256_recorded(&p) {
             Ok((sha, bytes)) if sha == a.sha256 && bytes == a.bytes => {}
             Ok((sha, bytes)) => mismatches.push(format!(
                 "artifact {} changed: recorded sha256 {} ({} bytes), now {} ({} bytes)",

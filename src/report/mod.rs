@@ -189,7 +189,7 @@ pub fn load_result(path: &Path) -> Result<RunResult> {
             }
         }
     }
-    let bytes = std::fs::read(&file).map_err(|source| ReportError::Read {
+    let bytes = crate::evidence::read_recorded(&file).map_err(|source| ReportError::Read {
         path: file.clone(),
         source,
     })?;
@@ -472,10 +472,11 @@ pub fn netstate_diff(evidence_dir: &Path, rung: RungName) -> Option<NetStateDiff
         return None;
     }
     let read = |p: &Path, rel: &str| -> std::result::Result<Vec<String>, ReportError> {
-        let text = std::fs::read_to_string(p).map_err(|source| ReportError::NetState {
-            path: rel.into(),
-            source,
-        })?;
+        let text =
+            crate::evidence::read_recorded_text(p).map_err(|source| ReportError::NetState {
+                path: rel.into(),
+                source,
+            })?;
         Ok(canonical_lines(&text))
     };
     let (before, after) = match (read(&b, &before_path), read(&a, &after_path)) {

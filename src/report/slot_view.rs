@@ -40,7 +40,8 @@ const VERB_FILES: [&str; 8] = [
 /// line of its `interrupted.txt`, which the verb's release writes on a signal), else
 /// `incomplete` with the read error.
 fn unfinished(verb_dir: &Path, why: String) -> (&'static str, String) {
-    let note = std::fs::read_to_string(verb_dir.join(crate::evidence::dir::INTERRUPTED_FILE));
+    let note =
+        crate::evidence::read_recorded_text(&verb_dir.join(crate::evidence::dir::INTERRUPTED_FILE));
     match note {
         Ok(t) if !t.trim().is_empty() => (
             "interrupted",
@@ -221,7 +222,7 @@ fn journal_check(
             detail: "journal.jsonl records no end of this folder with a verb.json sha256".into(),
         };
     };
-    match crate::evidence::sha256_file(&verb_dir.join(VERB_FILE)) {
+    match crate::evidence::sha256_recorded(&verb_dir.join(VERB_FILE)) {
         Ok((now, _)) if now == *want => JournalCheck {
             state: "matches",
             detail: format!(
@@ -319,7 +320,7 @@ fn picture(verb_dir: &Path, prefix: &str, a: &PngArtifact) -> Picture {
             false,
         )
     } else {
-        match crate::evidence::sha256_file(&verb_dir.join(&a.file)) {
+        match crate::evidence::sha256_recorded(&verb_dir.join(&a.file)) {
             Ok((sha, _)) if sha == a.sha256 => ("matches".into(), true),
             Ok((sha, _)) => (format!("DIFFERS: {sha} on disk"), false),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => ("missing".into(), false),
@@ -367,7 +368,7 @@ fn display_records(verb_dir: &Path, doc: Option<&VerbDoc>) -> Vec<GateRecord> {
         .and_then(|v| serde_json::from_value::<Vec<GateRecord>>(v.clone()).ok());
     from_facts
         .or_else(|| {
-            let bytes = std::fs::read(verb_dir.join(DISPLAY_FILE)).ok()?;
+            let bytes = crate::evidence::read_recorded(&verb_dir.join(DISPLAY_FILE)).ok()?;
             serde_json::from_slice(&bytes).ok()
         })
         .unwrap_or_default()
@@ -392,7 +393,7 @@ fn verb_view(
     prefix: &str,
     journal: &[crate::slot::layout::JournalEntry],
 ) -> (VerbView, Option<VerbDoc>) {
-    let read = std::fs::read(verb_dir.join(VERB_FILE))
+    let read = crate::evidence::read_recorded(&verb_dir.join(VERB_FILE))
         .map_err(|e| format!("{VERB_FILE}: {e} (the verb did not finish)"))
         .and_then(|b| {
             serde_json::from_slice::<VerbDoc>(&b).map_err(|e| format!("{VERB_FILE}: {e}"))
@@ -483,7 +484,7 @@ fn verb_folders(evidence: &Path) -> Vec<String> {
 
 /// `phase` and `profile.name` of the slot folder's `state.json`, when readable.
 fn slot_state(dir: &Path) -> (Option<String>, Option<String>) {
-    let v: Option<Value> = std::fs::read(dir.join("state.json"))
+    let v: Option<Value> = crate::evidence::read_recorded(&dir.join("state.json"))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok());
     let get = |p: &str| {

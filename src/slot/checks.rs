@@ -187,7 +187,7 @@ pub fn snapshot_complete(root: &Path, st: &SlotState) -> Result<(PathBuf, String
         ));
     };
     let dir = root.join(&s.dir);
-    let mbytes = fs::read(dir.join("manifest.json"))
+    let mbytes = crate::evidence::read_recorded(&dir.join("manifest.json"))
         .map_err(|e| format!("{}/manifest.json: {e}", dir.display()))?;
     let retake = "this snapshot cannot be used: while the container runs (`netprobe slot status`), `netprobe slot snapshot` takes a new one; otherwise `netprobe slot cleanup` this slot and provision another";
     match &s.manifest_sha256 {
@@ -208,8 +208,8 @@ pub fn snapshot_complete(root: &Path, st: &SlotState) -> Result<(PathBuf, String
     }
     let m: Value = serde_json::from_slice(&mbytes)
         .map_err(|e| format!("{}/manifest.json: {e}", dir.display()))?;
-    let net =
-        fs::read_to_string(dir.join("netstate.json")).map_err(|e| format!("netstate.json: {e}"))?;
+    let net = crate::evidence::read_recorded_text(&dir.join("netstate.json"))
+        .map_err(|e| format!("netstate.json: {e}"))?;
     if sha256_hex(net.as_bytes()) != s.netstate_sha256 || m["netstate_sha256"] != s.netstate_sha256
     {
         return Err("netstate.json does not match its recorded sha256".into());
@@ -226,7 +226,7 @@ pub fn snapshot_complete(root: &Path, st: &SlotState) -> Result<(PathBuf, String
     let screen = match &s.screen {
         None => String::new(),
         Some(a) => {
-            let (now, _) = crate::evidence::sha256_file(&dir.join(&a.file))
+            let (now, _) = crate::evidence::sha256_recorded(&dir.join(&a.file))
                 .map_err(|e| format!("{}/{}: {e}", dir.display(), a.file))?;
             if now != a.sha256 || m["screen"]["sha256"] != a.sha256.as_str() {
                 return Err(format!(
