@@ -284,3 +284,143 @@ fn a_hanging_cell_is_stopped_and_the_others_are_kept() {
     // The stopped part kept what it had gathered.
     assert!(mx.join(&hung.folder).join("oci/config.json").is_file());
 }
+
+const RUNC_1_3: &str = "/opt/runc-1.3.6/sbin/runc";
+
+/// Copies the matrix folder `from` to `to` (`cp -a`).
+fn copy_folder(from: &Path, to: &Path) {
+    let st = Command::new("cp")
+        .args(["-a", from.to_str().unwrap(), to.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+/// `netprobe verify` of a matrix folder: exit 1 with a MISMATCH line containing every needle.
+fn assert_mismatch(dir: &Path, needles: &[&str]) {
+    let v = netprobe(&["verify", dir.to_str().unwrap()]);
+    assert_eq!(v.status.code(), Some(1), "{}", text(&v));
+    let out = String::from_utf8_lossy(&v.stdout);
+    assert!(
+        out.lines()
+            .any(|l| l.contains("MISMATCH") && needles.iter().all(|n| l.contains(n))),
+        "no MISMATCH with {needles:?}: {}",
+        text(&v)
+    );
+}
+
+/// Two runc versions × one CRIU: the cell folders swapped, matrix.md edited, a log deleted or
+/// edited, an extra file: each fails `verify` naming it; a baseline that fails `verify` makes
+/// `netprobe matrix --baseline` say NOT VERIFIED with its mismatches, still run, and exit 1.
+#[test]
+fn matrix_verify_checks_cell_binaries_and_its_own_files() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "needs root; CI runs as root"
+    );
+    for b in [RUNC, RUNC_1_3, CRIU_4_3] {
+        assert!(
+            Path::new(b).is_file(),
+            "{b} missing: run sudo bash host/setup.sh"
+        );
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mx = tmp.path().join("mx");
+    let o = netprobe(&[
+        "matrix",
+        "--runtime",
+        RUNC,
+        "--runtime",
+        RUNC_1_3,
+        "--criu",
+        CRIU_4_3,
+        "--evidence",
+        mx.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v = netprobe(&["verify", mx.to_str().unwrap()]);
+    assert_eq!(v.status.code(), Some(0), "{}", text(&v));
+    let m = load(&mx);
+    assert!(m.parts.iter().all(|p| p.log_sha256.is_some()), "{m:?}");
+    let (a, b) = (&m.cells[0], &m.cells[1]);
+
+    // The two cell folders swapped: each cell ran the other runc.
+    let sw = tmp.path().join("swapped");
+    copy_folder(&mx, &sw);
+    std::fs::rename(sw.join(&a.folder), sw.join("x")).unwrap();
+    std::fs::rename(sw.join(&b.folder), sw.join(&a.folder)).unwrap();
+    std::fs::rename(sw.join("x"), sw.join(&b.folder)).unwrap();
+    assert_mismatch(
+        &sw,
+        &[
+            &format!("cell {}", a.label),
+            RUNC_1_3,
+            "matrix.json records",
+            RUNC,
+        ],
+    );
+
+    // The matrix's own files.
+    let ed = tmp.path().join("md");
+    copy_folder(&mx, &ed);
+    let md = std::fs::read_to_string(ed.join("matrix.md")).unwrap();
+    std::fs::write(
+        ed.join("matrix.md"),
+        md.replace("runtime-empty-ns", "runtime-preserves-netns"),
+    )
+    .unwrap();
+    assert_mismatch(&ed, &["matrix.md differs"]);
+    let lg = tmp.path().join("logs");
+    copy_folder(&mx, &lg);
+    std::fs::remove_file(lg.join("logs/kernel.txt")).unwrap();
+    assert_mismatch(&lg, &["logs/kernel.txt cannot be read"]);
+    let rel = format!("logs/{}.txt", a.folder);
+    std::fs::write(lg.join(&rel), "edited\n").unwrap();
+    assert_mismatch(&lg, &[&format!("{rel} changed")]);
+    let ex = tmp.path().join("extra");
+    copy_folder(&mx, &ex);
+    std::fs::write(ex.join("extra.txt"), "x").unwrap();
+    assert_mismatch(&ex, &["extra.txt is in the matrix folder"]);
+
+    // A baseline whose first cell verdict was edited: NOT VERIFIED above the table, exit 1.
+    let base = tmp.path().join("base");
+    copy_folder(&mx, &base);
+    let mut bm = m.clone();
+    bm.cells[0].verdict = VerdictCode::RuntimePreservesNetns;
+    std::fs::write(
+        base.join("matrix.json"),
+        serde_json::to_vec_pretty(&bm).unwrap(),
+    )
+    .unwrap();
+    let mx2 = tmp.path().join("mx2");
+    let o = netprobe(&[
+        "matrix",
+        "--runtime",
+        RUNC,
+        "--criu",
+        CRIU_4_3,
+        "--baseline",
+        base.to_str().unwrap(),
+        "--evidence",
+        mx2.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let nv = out
+        .find("NOT VERIFIED: the baseline")
+        .expect("NOT VERIFIED");
+    assert!(nv < out.find("| runtime \\ CRIU").unwrap(), "{out}");
+    assert!(
+        out.contains(&format!(
+            "MISMATCH cell {}: matrix.json says runtime-preserves-netns, its parts give runtime-empty-ns",
+            a.label
+        )),
+        "{out}"
+    );
+    assert!(
+        load(&mx2)
+            .cells
+            .iter()
+            .all(|c| c.verdict == VerdictCode::RuntimeEmptyNs)
+    );
+}

@@ -263,6 +263,7 @@ fn matrix_md_written_by_netprobe_matrix_escapes_names_and_errors() {
             exit_code: Some(3),
             error: Some(error.into()),
             duration_ms: 7,
+            log_sha256: None,
         }],
         cells: vec![MatrixCell {
             runtime: "/opt/r|<u>".into(),

@@ -130,10 +130,31 @@ pub fn options(a: &MatrixArgs, exe: PathBuf) -> Result<MatrixOptions, String> {
     })
 }
 
-/// Runs `netprobe matrix`: prints the table, expectation misses and baseline changes.
+/// `netprobe verify` of the baseline folder, as `NOT VERIFIED` lines (empty: it reproduces).
+///
+/// Errors: its `matrix.json` is missing or invalid (the sentence of
+/// [`super::model::load_matrix`]).
+fn baseline_not_verified(b: &std::path::Path) -> Result<Vec<String>, String> {
+    let (problems, _) = table::verify_matrix(b)?;
+    if problems.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut lines = vec![format!(
+        "NOT VERIFIED: the baseline {} does not reproduce its matrix.json ({} mismatch(es)); the comparison below is with what its matrix.json records, not what its evidence proves — run `netprobe verify {}`",
+        b.display(),
+        problems.len(),
+        b.display()
+    )];
+    lines.extend(problems.iter().map(|p| format!("  MISMATCH {p}")));
+    Ok(lines)
+}
+
+/// Runs `netprobe matrix`: verifies `--baseline` first, prints the table, expectation misses
+/// and baseline changes.
 /// Exit: 0 every cell as expected and unchanged; 1 a cell differs from `--expect` or changed
-/// against `--baseline`; 2 usage; 3 host refused (not root), or a part was refused (and nothing
-/// differed); 4 a part could not run or hung (and nothing else).
+/// against `--baseline`, or the baseline does not verify (NOT VERIFIED, above the table; the
+/// matrix still runs); 2 usage (an unreadable baseline too); 3 host refused (not root), or a
+/// part was refused (and nothing differed); 4 a part could not run or hung (and nothing else).
 pub fn handle(a: MatrixArgs, exe: PathBuf) -> ExitCode {
     let opts = match options(&a, exe) {
         Ok(o) => o,
@@ -142,6 +163,17 @@ pub fn handle(a: MatrixArgs, exe: PathBuf) -> ExitCode {
             return ExitClass::Usage.into();
         }
     };
+    let not_verified = match opts.baseline.as_deref().map(baseline_not_verified) {
+        None => Vec::new(),
+        Some(Ok(lines)) => lines,
+        Some(Err(e)) => {
+            eprintln!("netprobe: --baseline: {e}");
+            return ExitClass::Usage.into();
+        }
+    };
+    if let Some(first) = not_verified.first() {
+        eprintln!("netprobe: {first}");
+    }
     let m = match run_matrix(&opts) {
         Ok(m) => m,
         Err(e) => {
@@ -149,6 +181,9 @@ pub fn handle(a: MatrixArgs, exe: PathBuf) -> ExitCode {
             return e.exit_class().into();
         }
     };
+    for line in &not_verified {
+        crate::out::line(line);
+    }
     crate::out::raw(crate::report::matrix_report(
         &m,
         crate::report::Format::Markdown,
@@ -165,6 +200,9 @@ pub fn handle(a: MatrixArgs, exe: PathBuf) -> ExitCode {
     }
     for line in table::baseline_changes(&m) {
         crate::out::line(format!("changed against the baseline: {line}"));
+        class = ExitClass::Gate;
+    }
+    if !not_verified.is_empty() {
         class = ExitClass::Gate;
     }
     if class == ExitClass::Ok {

@@ -16,6 +16,7 @@
 pub mod cli;
 pub mod model;
 pub mod table;
+pub mod verify;
 
 use crate::evidence::result::{RunResult, RungName, VerdictCode};
 use model::{MatrixBinary, MatrixCell, MatrixPart, MatrixResult};
@@ -289,8 +290,8 @@ fn label_of(b: &MatrixBinary, path: &Path) -> String {
     }
 }
 
-/// A folder-safe name: `<index>-<name>-<version>` (`1-runc-1.4.3-ds1`).
-fn slug(b: &MatrixBinary, i: usize) -> String {
+/// A folder-safe name: `<index>-<name>-<version>` (`1-runc-1.4.3-ds1`); `i` counts from 0.
+pub(crate) fn slug(b: &MatrixBinary, i: usize) -> String {
     let base = Path::new(&b.path)
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -350,6 +351,7 @@ fn run_part(opts: &MatrixOptions, job: &Job) -> MatrixPart {
         exit_code: None,
         error: None,
         duration_ms: 0,
+        log_sha256: None,
     };
     let spawned = std::fs::File::create(&log_path).and_then(|log| {
         let mut cmd = std::process::Command::new(&opts.exe);
@@ -374,6 +376,9 @@ fn run_part(opts: &MatrixOptions, job: &Job) -> MatrixPart {
     };
     let status = wait_bounded(&mut child, opts.cell_timeout);
     part.duration_ms = t0.elapsed().as_millis() as u64;
+    part.log_sha256 = crate::evidence::sha256_recorded(&log_path)
+        .ok()
+        .map(|(s, _)| s);
     let tail = std::fs::read_to_string(&log_path)
         .map(|t| t.lines().rev().take(3).collect::<Vec<_>>().join(" | "))
         .unwrap_or_default();

@@ -54,6 +54,11 @@ pub struct MatrixPart {
     pub error: Option<String>,
     /// Wall time, milliseconds, monotonic clock.
     pub duration_ms: u64,
+    /// Lower-case hex sha256 of its output, `logs/<folder>.txt`, once the run ended (`verify`
+    /// compares it); `None` in a matrix.json written before it was recorded, or when the log
+    /// could not be hashed — either way `verify` cannot prove the log and says so.
+    #[serde(default)]
+    pub log_sha256: Option<String>,
 }
 
 /// One runtime × CRIU cell: its verdict, computed from the kernel part, the CRIU's criu part and

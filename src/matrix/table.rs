@@ -1,9 +1,9 @@
 //! The matrix's files: `matrix.json` (written atomically, validated) and `matrix.md` (the
 //! matrix report, rendered by [`crate::report::matrix_report`] from `templates/matrix.md`, so
-//! every name and error in it is escaped), the baseline comparison, and `verify` of a whole
-//! matrix folder.
+//! every name and error in it is escaped) and the baseline comparison; `verify` of a whole
+//! matrix folder is [`super::verify`] (re-exported here).
 
-use super::model::{MATRIX_FILE, MATRIX_MD, MatrixResult, load_matrix, validate_matrix};
+use super::model::{MATRIX_FILE, MATRIX_MD, MatrixResult, validate_matrix};
 use crate::evidence::result::VerdictCode;
 use std::path::Path;
 
@@ -52,49 +52,4 @@ pub fn baseline_changes(m: &MatrixResult) -> Vec<String> {
         .collect()
 }
 
-/// `netprobe verify` of a matrix folder: every part folder with a result is verified as a run
-/// folder, and every cell's verdict is recomputed from the parts' results and compared with
-/// `matrix.json`. Returns the problems found (empty: reproduced) and the number of parts checked.
-///
-/// Errors: `matrix.json` missing or invalid.
-pub fn verify_matrix(dir: &Path) -> Result<(Vec<String>, usize), String> {
-    let m = load_matrix(dir)?;
-    let mut problems = Vec::new();
-    let mut checked = 0;
-    for p in &m.parts {
-        let folder = dir.join(&p.folder);
-        if !folder.join(crate::evidence::result::RESULT_FILE).is_file() {
-            if p.error.is_none() {
-                problems.push(format!(
-                    "part {} has no result but recorded no error",
-                    p.folder
-                ));
-            }
-            continue;
-        }
-        checked += 1;
-        match crate::probe::verify::verify(&folder) {
-            Ok(o) if o.reproduced() => {}
-            Ok(o) => problems.push(format!("part {}: {}", p.folder, o.mismatches.join("; "))),
-            Err(e) => problems.push(format!("part {}: {e}", p.folder)),
-        }
-    }
-    for c in &m.cells {
-        let crit = c.folder.trim_start_matches("cell-");
-        let criu_folder = crit
-            .split_once("__")
-            .map(|(_, k)| format!("criu-{k}"))
-            .unwrap_or_default();
-        let folders = ["kernel".to_string(), criu_folder, c.folder.clone()];
-        let again = super::cell_verdict(dir, &m.parts, &folders);
-        if again.verdict != c.verdict {
-            problems.push(format!(
-                "cell {}: matrix.json says {}, its parts give {}",
-                c.label,
-                verdict_str(c.verdict),
-                verdict_str(again.verdict)
-            ));
-        }
-    }
-    Ok((problems, checked))
-}
+pub use super::verify::verify_matrix;

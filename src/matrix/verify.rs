@@ -1,0 +1,238 @@
+//! `netprobe verify` of a matrix folder: every part folder with a result is verified as a run
+//! folder and ran the binaries `matrix.json` records for it; every cell's verdict is recomputed
+//! from its parts; and the matrix's own files are what it wrote — `matrix.md` re-rendered from
+//! `matrix.json`, each `logs/<part>.txt` against its recorded sha256, and nothing else in the
+//! folder but the parts and the reports `netprobe report` derives.
+
+use super::model::{MATRIX_FILE, MATRIX_MD, MatrixBinary, MatrixPart, MatrixResult, load_matrix};
+use crate::evidence::result::BinaryFacts;
+use std::path::Path;
+
+/// `netprobe verify` of the matrix folder `dir`. Returns the problems found (empty:
+/// reproduced), each naming the part, cell or file and both values, and the number of part
+/// folders verified as run folders.
+///
+/// Errors: `matrix.json` missing or invalid (a sentence naming the file).
+pub fn verify_matrix(dir: &Path) -> Result<(Vec<String>, usize), String> {
+    let m = load_matrix(dir)?;
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    for p in &m.parts {
+        let folder = dir.join(&p.folder);
+        if !folder.join(crate::evidence::result::RESULT_FILE).is_file() {
+            if p.error.is_none() {
+                problems.push(format!(
+                    "part {} has no result but recorded no error",
+                    p.folder
+                ));
+            }
+            continue;
+        }
+        checked += 1;
+        match crate::probe::verify::verify(&folder) {
+            Ok(o) if o.reproduced() => {}
+            Ok(o) => problems.push(format!("part {}: {}", p.folder, o.mismatches.join("; "))),
+            Err(e) => problems.push(format!("part {}: {e}", p.folder)),
+        }
+        problems.extend(part_binary_mismatches(dir, &m, p));
+    }
+    for c in &m.cells {
+        let crit = c.folder.trim_start_matches("cell-");
+        let criu_folder = crit
+            .split_once("__")
+            .map(|(_, k)| format!("criu-{k}"))
+            .unwrap_or_default();
+        let folders = ["kernel".to_string(), criu_folder, c.folder.clone()];
+        let again = super::cell_verdict(dir, &m.parts, &folders);
+        if again.verdict != c.verdict {
+            problems.push(format!(
+                "cell {}: matrix.json says {}, its parts give {}",
+                c.label,
+                c.verdict.as_str(),
+                again.verdict.as_str()
+            ));
+        }
+    }
+    problems.extend(own_file_mismatches(dir, &m));
+    Ok((problems, checked))
+}
+
+/// The runtimes, then the CRIUs, of `m.binaries`, in the order the matrix numbered them.
+fn by_role<'a>(m: &'a MatrixResult, role: &str) -> Vec<&'a MatrixBinary> {
+    m.binaries.iter().filter(|b| b.role == role).collect()
+}
+
+/// The binary numbered `seg`'s leading `<n>-` among `list`, if `seg` is exactly its folder
+/// name part ([`super::slug`]): a folder renamed or swapped with another names another binary.
+fn numbered<'a>(list: &[&'a MatrixBinary], seg: &str) -> Option<&'a MatrixBinary> {
+    let n: usize = seg.split('-').next()?.parse().ok()?;
+    let b = *list.get(n.checked_sub(1)?)?;
+    (super::slug(b, n - 1) == seg).then_some(b)
+}
+
+/// What part `p` should have run, from its folder name and `matrix.json`: (CRIU, runtime).
+/// `Err` names the folder that fits no binary the matrix records.
+fn expected_binaries<'a>(
+    m: &'a MatrixResult,
+    p: &MatrixPart,
+) -> Result<(&'a MatrixBinary, Option<&'a MatrixBinary>), String> {
+    let (runtimes, crius) = (by_role(m, "runtime"), by_role(m, "criu"));
+    let bad = || {
+        format!(
+            "part {}: its folder name names no runtime and CRIU of matrix.json's binaries",
+            p.folder
+        )
+    };
+    if p.folder == "kernel" {
+        return crius.first().map(|c| (*c, None)).ok_or_else(bad);
+    }
+    if let Some(seg) = p.folder.strip_prefix("criu-") {
+        return numbered(&crius, seg).map(|c| (c, None)).ok_or_else(bad);
+    }
+    let (r, c) = p
+        .folder
+        .strip_prefix("cell-")
+        .and_then(|s| s.split_once("__"))
+        .ok_or_else(bad)?;
+    match (numbered(&runtimes, r), numbered(&crius, c)) {
+        (Some(r), Some(c)) => Ok((c, Some(r))),
+        _ => Err(bad()),
+    }
+}
+
+/// `path version (sha256 …)` of a binary as matrix.json records it.
+fn shown_matrix(b: &MatrixBinary) -> String {
+    format!(
+        "{} {} (sha256 {})",
+        b.path,
+        b.version.as_deref().unwrap_or("(not inspected)"),
+        b.sha256.as_deref().unwrap_or("none")
+    )
+}
+
+fn shown_run(f: Option<&BinaryFacts>) -> String {
+    f.map_or_else(
+        || "none".to_string(),
+        |f| format!("{} {} (sha256 {})", f.path, f.version, f.sha256),
+    )
+}
+
+/// The part's recorded CRIU and runtime (its result's `host`, which its own verify holds to
+/// `host.json`) against what matrix.json records for that part: path, version and sha256.
+fn part_binary_mismatches(dir: &Path, m: &MatrixResult, p: &MatrixPart) -> Vec<String> {
+    let (criu, runtime) = match expected_binaries(m, p) {
+        Ok(x) => x,
+        Err(e) => return vec![e],
+    };
+    let host = match crate::evidence::read_result(&dir.join(&p.folder)) {
+        Ok(r) => r.host,
+        Err(e) => return vec![format!("part {}: {e}", p.folder)],
+    };
+    let whose = m.cells.iter().find(|c| c.folder == p.folder).map_or_else(
+        || format!("part {}", p.folder),
+        |c| format!("cell {} ({})", c.label, p.folder),
+    );
+    let same = |want: &MatrixBinary, got: Option<&BinaryFacts>| {
+        got.is_some_and(|f| {
+            f.path == want.path
+                && want.version.as_deref() == Some(f.version.as_str())
+                && want.sha256.as_deref() == Some(f.sha256.as_str())
+        })
+    };
+    let mut out = Vec::new();
+    for (role, want, got) in [
+        ("CRIU", Some(criu), host.criu.as_ref()),
+        ("runtime", runtime, host.runtime.as_ref()),
+    ] {
+        let Some(want) = want else { continue };
+        if !same(want, got) {
+            out.push(format!(
+                "{whose}: its {role} is {}, matrix.json records {} for it",
+                shown_run(got),
+                shown_matrix(want)
+            ));
+        }
+    }
+    out
+}
+
+/// The matrix's own files: `matrix.md` is the report re-rendered from `matrix.json`, every
+/// part's `logs/<folder>.txt` has its recorded sha256, and the folder holds nothing else but
+/// the part folders and `report.md`/`report.html` (derived by `netprobe report`).
+fn own_file_mismatches(dir: &Path, m: &MatrixResult) -> Vec<String> {
+    let mut out = Vec::new();
+    let md = crate::report::matrix_report(m, crate::report::Format::Markdown);
+    match crate::evidence::read_recorded_text(&dir.join(MATRIX_MD)) {
+        Ok(t) if t == md => {}
+        Ok(_) => out.push(format!(
+            "{MATRIX_MD} differs from the report netprobe {} renders from {MATRIX_FILE} (written by netprobe {}): it was edited, or comes from another version",
+            env!("CARGO_PKG_VERSION"),
+            m.tool_version
+        )),
+        Err(e) => out.push(format!("{MATRIX_MD} cannot be read: {e}")),
+    }
+    for p in &m.parts {
+        let rel = format!("logs/{}.txt", p.folder);
+        match (
+            crate::evidence::sha256_recorded(&dir.join(&rel)),
+            &p.log_sha256,
+        ) {
+            (Err(e), _) => out.push(format!("{rel} cannot be read: {e}")),
+            (Ok(_), None) => out.push(format!(
+                "{rel}: {MATRIX_FILE} records no sha256 of it, so its content cannot be checked"
+            )),
+            (Ok((sha, _)), Some(want)) if sha != *want => {
+                out.push(format!("{rel} changed: recorded sha256 {want}, now {sha}"))
+            }
+            (Ok(_), Some(_)) => {}
+        }
+    }
+    out.extend(unrecorded_entries(dir, m));
+    out
+}
+
+/// Entries of the matrix folder (and of its `logs/`) that `matrix.json` does not account for,
+/// and recorded folders that are not folders.
+fn unrecorded_entries(dir: &Path, m: &MatrixResult) -> Vec<String> {
+    let mut out = Vec::new();
+    let list = |d: &Path, out: &mut Vec<String>| -> Vec<(String, std::fs::FileType)> {
+        match std::fs::read_dir(d) {
+            Ok(it) => it
+                .filter_map(Result::ok)
+                .filter_map(|e| {
+                    Some((
+                        e.file_name().to_string_lossy().into_owned(),
+                        e.file_type().ok()?,
+                    ))
+                })
+                .collect(),
+            Err(e) => {
+                out.push(format!("cannot list {}: {e}", d.display()));
+                Vec::new()
+            }
+        }
+    };
+    for (name, ft) in list(dir, &mut out) {
+        let part = m.parts.iter().any(|p| p.folder == name);
+        let ok = match name.as_str() {
+            MATRIX_FILE | MATRIX_MD | "report.md" | "report.html" => ft.is_file(),
+            "logs" => ft.is_dir(),
+            _ => part && ft.is_dir(),
+        };
+        if !ok {
+            out.push(format!(
+                "{name} is in the matrix folder but {MATRIX_FILE} does not record it (or not as that kind of file)"
+            ));
+        }
+    }
+    for (name, ft) in list(&dir.join("logs"), &mut out) {
+        let part = m.parts.iter().any(|p| format!("{}.txt", p.folder) == name);
+        if !(part && ft.is_file()) {
+            out.push(format!(
+                "logs/{name} is in the matrix folder but {MATRIX_FILE} does not record it"
+            ));
+        }
+    }
+    out.sort();
+    out
+}
