@@ -88,6 +88,18 @@ fn matrix_folder_report_shows_control_beside_runc() {
         "pin match: {html}"
     );
     assert!(html.contains("<td>CRIU 4.3</td><td>yes</td>"), "{html}");
+    // crun is not compared with the runc pin: host/pins.toml pins no crun.
+    let crun_bin = html
+        .lines()
+        .find(|l| l.starts_with("<tr><td>runtime</td><td><code>/opt/crun-1.28/bin/crun</code>"))
+        .expect("crun's binaries row");
+    assert!(
+        crun_bin.contains("<td>no pin</td><td>–</td>") && !crun_bin.contains("runc 1.5.2"),
+        "{crun_bin}"
+    );
+    // The report written into the folder is derived: the folder still verifies.
+    let v = netprobe(&["verify", mxs]);
+    assert_eq!(v.status.code(), Some(0), "{}", common::cli::text(&v));
 
     let o = netprobe(&["report", mxs, "--format", "md"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -109,6 +121,12 @@ fn matrix_folder_report_shows_control_beside_runc() {
         "{md}"
     );
     assert!(md.contains("| runc 1.5.2 | **no** |"), "{md}");
+    assert!(
+        md.lines()
+            .any(|l| l.starts_with("| runtime | `/opt/crun-1.28/bin/crun` |")
+                && l.ends_with("| no pin | – |")),
+        "{md}"
+    );
     assert!(
         !mx.join("netprobe-result.json").exists(),
         "no other file written"

@@ -217,27 +217,22 @@ fn expectation(expect: &[Expect], r: &Path) -> Option<VerdictCode> {
 /// recorded with its error; its parts are refused by their own run). One thread per binary:
 /// each one's sha256 and `--version` overlap the others'.
 fn binaries(opts: &MatrixOptions) -> Vec<MatrixBinary> {
-    use crate::host::{BinaryKind, binary_facts, check_pins, pins};
-    let p = pins();
+    use crate::host::{BinaryKind, binary_facts};
     let one = |path: &Path, kind: BinaryKind| {
-        let (role, pin) = match kind {
-            BinaryKind::Runtime => (
-                "runtime",
-                format!("{} {}", p.runtime.name, p.runtime.version),
-            ),
-            BinaryKind::Criu => ("criu", format!("{} {}", p.criu.name, p.criu.version)),
+        let role = match kind {
+            BinaryKind::Runtime => "runtime",
+            BinaryKind::Criu => "criu",
         };
         match binary_facts(path, kind) {
             Ok(f) => {
-                let checks = check_pins(&f, Some(&f));
-                let matches = checks.iter().any(|c| c.name == role && c.matches);
+                let (pin, pin_matches) = pin_of(kind, &f);
                 MatrixBinary {
                     role: role.into(),
                     path: f.path.clone(),
                     version: Some(f.version.clone()),
                     sha256: Some(f.sha256.clone()),
                     pin,
-                    pin_matches: matches,
+                    pin_matches,
                     error: None,
                 }
             }
@@ -246,7 +241,7 @@ fn binaries(opts: &MatrixOptions) -> Vec<MatrixBinary> {
                 path: path.display().to_string(),
                 version: None,
                 sha256: None,
-                pin,
+                pin: pin_by_name(kind, path),
                 pin_matches: false,
                 error: Some(e.to_string()),
             },
@@ -269,6 +264,45 @@ fn binaries(opts: &MatrixOptions) -> Vec<MatrixBinary> {
             .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
             .collect()
     })
+}
+
+/// The pin of host/pins.toml a binary of `kind` is compared with and whether `f` matches it:
+/// `("runc 1.5.2", false)`. A runtime is compared only with a runtime pin of its own program
+/// (crun is not runc): `("", false)` when host/pins.toml pins none of its kind.
+pub fn pin_of(
+    kind: crate::host::BinaryKind,
+    f: &crate::evidence::result::BinaryFacts,
+) -> (String, bool) {
+    use crate::host::{BinaryKind, pins};
+    let p = pins();
+    let (name, pin) = match kind {
+        BinaryKind::Runtime => ("runtime", &p.runtime),
+        BinaryKind::Criu => ("criu", &p.criu),
+    };
+    if kind == BinaryKind::Runtime && !crate::host::program_name(f).eq_ignore_ascii_case(&pin.name)
+    {
+        return (String::new(), false);
+    }
+    let check = crate::host::check_one(name, pin, f);
+    (format!("{} {}", pin.name, pin.version), check.matches)
+}
+
+/// The pin of a binary that could not be inspected: CRIU's; a runtime's when its file name
+/// starts with the pinned program's name (`runc`), else empty (no pin of its kind is known).
+fn pin_by_name(kind: crate::host::BinaryKind, path: &Path) -> String {
+    let p = crate::host::pins();
+    let pin = match kind {
+        crate::host::BinaryKind::Criu => &p.criu,
+        crate::host::BinaryKind::Runtime => &p.runtime,
+    };
+    let named = path
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with(pin.name.as_str()));
+    if kind == crate::host::BinaryKind::Criu || named {
+        format!("{} {}", pin.name, pin.version)
+    } else {
+        String::new()
+    }
 }
 
 /// `runc 1.4.3+ds1`, `CRIU 4.3`; the path when the binary could not be inspected.
@@ -496,5 +530,43 @@ pub fn cell_verdict(root: &Path, parts: &[MatrixPart], folders: &[String; 3]) ->
         rests_on,
         expected: None,
         baseline: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::result::BinaryFacts;
+    use crate::host::BinaryKind;
+
+    fn facts(path: &str, out: &str, version: &str) -> BinaryFacts {
+        BinaryFacts {
+            path: path.into(),
+            version: version.into(),
+            version_output: out.into(),
+            sha256: "0".repeat(64),
+            bytes: 1,
+        }
+    }
+
+    #[test]
+    fn a_runtime_is_compared_only_with_its_own_programs_pin() {
+        let crun = facts("/opt/crun-1.28/bin/crun", "crun version 1.28\n", "1.28");
+        assert_eq!(pin_of(BinaryKind::Runtime, &crun), (String::new(), false));
+        let runc = facts("/x/runc", "runc version 1.4.3+ds1\n", "1.4.3+ds1");
+        assert_eq!(
+            pin_of(BinaryKind::Runtime, &runc),
+            ("runc 1.5.2".to_string(), false)
+        );
+        let criu = facts("/x/criu", "Version: 4.3\n", "4.3");
+        assert_eq!(
+            pin_of(BinaryKind::Criu, &criu),
+            ("CRIU 4.3".to_string(), true)
+        );
+        assert_eq!(pin_by_name(BinaryKind::Runtime, Path::new("/x/crun")), "");
+        assert_eq!(
+            pin_by_name(BinaryKind::Runtime, Path::new("/x/runc")),
+            "runc 1.5.2"
+        );
     }
 }

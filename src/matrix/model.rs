@@ -28,9 +28,10 @@ pub struct MatrixBinary {
     pub version: Option<String>,
     /// Lower-case hex sha256; `None` when it could not be inspected.
     pub sha256: Option<String>,
-    /// `<name> <version>` of the pin it is compared with (host/pins.toml).
+    /// `<name> <version>` of the pin it is compared with (host/pins.toml); empty when
+    /// host/pins.toml pins no binary of its kind (e.g. crun, when the runtime pin is runc).
     pub pin: String,
-    /// Whether it matches its pin (version, and sha256/bytes where pinned).
+    /// Whether it matches its pin (version, and sha256/bytes where pinned); false without a pin.
     pub pin_matches: bool,
     /// Why it could not be inspected (the cell's own run then refuses it too).
     pub error: Option<String>,

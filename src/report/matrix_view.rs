@@ -118,8 +118,11 @@ pub(crate) struct Binary<'a> {
     pub version: &'a str,
     /// First 16 hex digits of the sha256, or the error that prevented hashing.
     pub sha: String,
+    /// `<name> <version>` of its pin, or `no pin` when host/pins.toml pins none of its kind.
     pub pin: &'a str,
     pub pin_matches: bool,
+    /// False when there is no pin to match (the match column then says so, not `no`).
+    pub pinned: bool,
 }
 
 /// One part.
@@ -177,8 +180,9 @@ fn binary(b: &MatrixBinary) -> Binary<'_> {
             || b.error.clone().unwrap_or_default(),
             |s| super::view::short(s).to_string(),
         ),
-        pin: &b.pin,
+        pin: if b.pin.is_empty() { "no pin" } else { &b.pin },
         pin_matches: b.pin_matches,
+        pinned: !b.pin.is_empty(),
     }
 }
 
