@@ -315,7 +315,7 @@ fn padded_device_and_oversized_images_are_refused_with_file_and_offset() {
         "/dev/zero",
         "netns-9.img",
         0,
-        "it is a symlink, not a regular file",
+        "it is a symbolic link, not a regular file",
     );
     std::fs::remove_file(d.path().join("netns-9.img")).unwrap();
     std::fs::File::create(d.path().join("route-9.img"))

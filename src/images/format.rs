@@ -390,7 +390,7 @@ mod tests {
         let e = read_file(&z).unwrap_err();
         assert!(
             e.to_string()
-                .ends_with("offset 0: it is a symlink, not a regular file: CRIU writes its images as regular files; give the folder of an unmodified dump"),
+                .ends_with("offset 0: it is a symbolic link, not a regular file: CRIU writes its images as regular files; give the folder of an unmodified dump"),
             "{e}"
         );
         let e = read_file(Path::new("/dev/zero")).unwrap_err();
