@@ -328,4 +328,21 @@ fn padded_device_and_oversized_images_are_refused_with_file_and_offset() {
         IMAGE_READ_CAP,
         "more than the cap of 16777216 bytes (16 MiB",
     );
+    // Files each under the cap, over it together (thousands of capped copies would fill
+    // memory): the folder is refused before any is read.
+    std::fs::remove_file(d.path().join("route-9.img")).unwrap();
+    for id in [10, 11] {
+        std::fs::File::create(d.path().join(format!("route-{id}.img")))
+            .unwrap()
+            .set_len(IMAGE_READ_CAP / 2 + 1)
+            .unwrap();
+    }
+    let o = netprobe(&["images", dir]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("offset 0: its 3 network image files hold")
+            && err.contains("more than the 16 MiB"),
+        "{err}"
+    );
 }

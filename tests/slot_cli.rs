@@ -259,6 +259,13 @@ fn cgroup_driver_bad_name_exit_2_and_systemd_not_pid1_exit_3() {
     );
     assert_eq!(code, Some(3), "{err}{out}");
     assert!(err.contains("cgroup-host"), "{err}");
+    // Named: the profile, its key, and a fix that is spelled as the key is.
+    assert!(
+        err.contains(&format!(
+            "the profile {prof_s} sets cgroup_driver = \"systemd\""
+        )) && err.contains("`cgroup_driver = \"cgroupfs\"` in a slot profile"),
+        "{err}"
+    );
     assert!(!sd.join("slot-8").exists(), "{err}");
     assert_released(&sd, &[]);
 }

@@ -113,7 +113,8 @@ pub fn images_dir(dir: &Path) -> PathBuf {
 /// folder). Files are matched by name (`<kind>-<id>.img`); other files are ignored.
 ///
 /// Errors: [`ImageError`] naming the file, offset and reason for the first malformed image,
-/// or the folder when it cannot be listed.
+/// or the folder when it cannot be listed or its network images together exceed
+/// [`format::IMAGE_READ_CAP`].
 pub fn read_dir(dir: &Path) -> Result<NetImages, ImageError> {
     let list = std::fs::read_dir(dir)
         .map_err(|e| ImageError::new(dir, 0, format!("cannot list the folder: {e}")))?;
@@ -123,6 +124,32 @@ pub fn read_dir(dir: &Path) -> Result<NetImages, ImageError> {
         names.push(e.file_name().to_string_lossy().into_owned());
     }
     names.sort();
+    // All of the folder's network images together are held to the one-file cap: a real dump's
+    // take a few KiB to a few MiB in all; thousands of capped files would fill memory.
+    let mut total: u64 = 0;
+    let mut counted = 0usize;
+    for name in names
+        .iter()
+        .filter(|n| *n == "inventory.img" || split_name(n).is_some())
+    {
+        // A file over the cap alone is refused as that file, at the cap's offset.
+        if let Ok(m) = std::fs::symlink_metadata(dir.join(name))
+            && m.len() <= format::IMAGE_READ_CAP
+        {
+            total = total.saturating_add(m.len());
+            counted += 1;
+        }
+    }
+    if total > format::IMAGE_READ_CAP {
+        return Err(ImageError::new(
+            dir,
+            0,
+            format!(
+                "its {counted} network image files hold {total} bytes together, more than the {} MiB all the network images of a CRIU dump take (a few KiB to a few MiB): not a folder CRIU wrote; give the folder of an unmodified dump",
+                format::IMAGE_READ_CAP >> 20
+            ),
+        ));
+    }
     let mut out = NetImages {
         dir: dir.to_path_buf(),
         ..NetImages::default()

@@ -108,6 +108,24 @@ pub fn builtin_default() -> LoadedProfile {
     .expect("the built-in profile is valid (unit-tested)")
 }
 
+/// `text` with every control character but newline and tab escaped (`\u{1b}`), cut after `max`
+/// characters (marked `…`): safe to print to a terminal.
+fn printable(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    for (i, c) in text.chars().enumerate() {
+        if i == max {
+            out.push('…');
+            break;
+        }
+        match c {
+            '\n' | '\t' => out.push(c),
+            c if c.is_control() => out.push_str(&c.escape_unicode().to_string()),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// Parses profile `text` (named `name` in errors), resolves relative image paths against
 /// `base`, and [`validate`]s it. Does not touch the image (see [`verify_image`]).
 ///
@@ -119,7 +137,10 @@ pub fn builtin_default() -> LoadedProfile {
 /// [`ProfileError::Field`] (see [`validate`]).
 pub fn parse(text: &str, name: &Path, base: &Path) -> Result<LoadedProfile> {
     let mut profile: Profile = toml::from_str(text).map_err(|e| {
-        let message = e.to_string().trim_end().to_string();
+        // toml quotes the offending line: a control character in it (a binary file given as a
+        // profile, an escape sequence) is shown escaped, never sent to the terminal, and the
+        // quote is cut at 4 KiB.
+        let message = printable(e.to_string().trim_end(), 4096);
         let fix = if message.contains("missing field") {
             "add the missing key (a missing table, e.g. `image`, is written as [image] with its \
              keys: kind = \"directory\", path = \"rootfs\")"
@@ -268,9 +289,11 @@ pub fn validate_resources(p: &Profile, name: &Path) -> Result<()> {
 
 /// `[[mounts.tmpfs]]`: each path absolute, without a `..` component, not `/`, `/dev`, `/proc`,
 /// `/sys` or below `/proc` or `/sys` (the runtime mounts those itself and refuses or breaks on
-/// a tmpfs there), not given twice; each mode octal.
+/// a tmpfs there), not given twice; each size not 0 (tmpfs's `size=0` is no limit); each mode
+/// octal.
 ///
-/// Errors: [`ProfileError::Field`] `mounts.tmpfs.path` or `mounts.tmpfs.mode`.
+/// Errors: [`ProfileError::Field`] `mounts.tmpfs.path`, `mounts.tmpfs.size_bytes` or
+/// `mounts.tmpfs.mode`.
 pub fn validate_mounts(p: &Profile, name: &Path) -> Result<()> {
     let mut seen = std::collections::BTreeSet::new();
     for t in &p.mounts.tmpfs {
@@ -311,6 +334,14 @@ pub fn validate_mounts(p: &Profile, name: &Path) -> Result<()> {
                 format!("{:?} is given twice", t.path),
                 "keep one [[mounts.tmpfs]] per path",
             );
+        }
+        if t.size_bytes == Some(0) {
+            return Err(field(
+                name,
+                "mounts.tmpfs.size_bytes",
+                "0 is no limit at all for tmpfs (`size=0`: it may fill the memory)".into(),
+                "give a size in bytes, e.g. 536870912 (512 MiB), or leave size_bytes out for tmpfs's default of half the RAM",
+            ));
         }
         if u32::from_str_radix(&t.mode, 8).is_err() {
             return Err(field(

@@ -472,6 +472,19 @@ fn tmpfs_on_root_proc_sys_dev_or_with_dotdot_is_refused() {
     for path in ["/tmp", "/run", "/dev/shm2", "/var/tmp"] {
         p(&format!("{MINIMAL}[[mounts.tmpfs]]\npath = \"{path}\"\n")).unwrap();
     }
+    // size 0 is no limit at all for tmpfs: refused, not taken as "none" or "small".
+    let e = p(&format!(
+        "{MINIMAL}[[mounts.tmpfs]]\npath = \"/tmp\"\nsize_bytes = 0\n"
+    ))
+    .unwrap_err();
+    match &e {
+        ProfileError::Field { field, .. } => assert_eq!(field, "mounts.tmpfs.size_bytes", "{e}"),
+        other => panic!("{other}"),
+    }
+    p(&format!(
+        "{MINIMAL}[[mounts.tmpfs]]\npath = \"/tmp\"\nsize_bytes = 4096\n"
+    ))
+    .unwrap();
 }
 
 #[test]
@@ -522,4 +535,13 @@ fn load_refuses_a_device_a_fifo_and_a_file_over_one_mib() {
     let link = d.path().join("link.toml");
     std::os::unix::fs::symlink(&good, &link).unwrap();
     assert_eq!(load(&link).unwrap().profile.name, "t");
+}
+
+#[test]
+fn a_binary_profile_is_quoted_escaped_and_cut() {
+    let junk = format!("A=1\u{0}\u{1b}[31mred\n{}", "x".repeat(10_000));
+    let e = p(&junk).unwrap_err().to_string();
+    assert!(!e.contains('\u{0}') && !e.contains('\u{1b}'), "{e:?}");
+    assert!(e.contains("\\u{1b}") || e.contains("\\u{0}"), "{e}");
+    assert!(e.len() < 6000, "{}", e.len());
 }

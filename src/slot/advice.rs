@@ -70,7 +70,7 @@ pub(crate) fn last_verb(evidence: &Path) -> Option<(String, &'static str, String
     let how = if d.join(crate::evidence::dir::INTERRUPTED_FILE).is_file() {
         "was interrupted"
     } else {
-        match std::fs::read(d.join("verb.json"))
+        match crate::evidence::read_recorded(&d.join("verb.json"))
             .ok()
             .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
         {
@@ -84,7 +84,7 @@ pub(crate) fn last_verb(evidence: &Path) -> Option<(String, &'static str, String
 
 /// The gate a verb's `verb.json` in evidence folder `dir` says it failed (`error.gate`), if any.
 fn failed_gate(dir: &str) -> Option<String> {
-    let b = std::fs::read(Path::new(dir).join("verb.json")).ok()?;
+    let b = crate::evidence::read_recorded(&Path::new(dir).join("verb.json")).ok()?;
     let v: serde_json::Value = serde_json::from_slice(&b).ok()?;
     v["error"]["gate"].as_str().map(str::to_string)
 }

@@ -73,7 +73,17 @@ pub(crate) fn provision_gate(
         }
         Ok((h, c))
     });
-    let (host, choice) = r.map_err(|e| run.fail(GateId::CgroupHost, e.to_string()))?;
+    let (host, choice) = r.map_err(|e| {
+        let from = match (&run.args.profile, from_profile) {
+            (Some(p), true) => format!(
+                "the profile {} sets cgroup_driver = \"{}\" (no --cgroup-driver given): ",
+                p.display(),
+                requested.map(|d| d.as_str()).unwrap_or_default()
+            ),
+            _ => String::new(),
+        };
+        run.fail(GateId::CgroupHost, format!("{from}{e}"))
+    })?;
     let d = format!(
         "cgroup {} host ({}), driver {} ({}; systemd pid 1: {}, pid 1 {:?})",
         host.mode,

@@ -202,7 +202,8 @@ pub(crate) fn restored_gates(
 ///
 /// Errors: step `display` could not run (read or write failed).
 fn copy_reference(run: &VerbRun, src: &Path, dir: &Path) -> Result<PngArtifact, SlotError> {
-    let bytes = std::fs::read(src).map_err(|e| run.step_err("display", StepError::io(src)(e)))?;
+    let bytes = crate::evidence::read_recorded(src)
+        .map_err(|e| run.step_err("display", StepError::io(src)(e)))?;
     let a = crate::evidence::EvidenceDir::open(dir)
         .and_then(|d| d.write("screen-snapshot.png", &bytes))
         .map_err(|e| run.step_err("display", StepError::Tool(e.to_string())))?;

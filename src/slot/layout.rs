@@ -529,19 +529,36 @@ pub fn journal_append(
 pub fn journal_append_entry(path: &Path, e: &JournalEntry) -> std::io::Result<()> {
     let mut line = serde_json::to_vec(e).map_err(std::io::Error::other)?;
     line.push(b'\n');
+    // O_NONBLOCK: a FIFO in its place opens at once (and is refused below) instead of blocking.
     let mut f = OpenOptions::new()
         .append(true)
         .create(true)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)?;
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            // What a FIFO without a reader answers to a non-blocking open for writing.
+            Some(libc::ENXIO) => std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{} is a FIFO, not a regular file", path.display()),
+            ),
+            _ => e,
+        })?;
+    if !f.metadata()?.file_type().is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file", path.display()),
+        ));
+    }
     f.write_all(&line)?;
     f.sync_data()
 }
 
-/// Reads the journal; malformed lines are skipped (a line cut by a crash is never trusted).
+/// Reads the journal; malformed lines are skipped (a line cut by a crash is never trusted). Read
+/// as a recorded file ([`crate::evidence::read_recorded_text`]: a regular file only, bounded): a
+/// journal that is a FIFO, a device or a symlink reads as empty, never as a hang.
 pub fn journal_read(path: &Path) -> Vec<JournalEntry> {
-    fs::read_to_string(path)
+    crate::evidence::read_recorded_text(path)
         .unwrap_or_default()
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
@@ -551,6 +568,25 @@ pub fn journal_read(path: &Path) -> Vec<JournalEntry> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slot_files_replaced_by_a_fifo_or_a_device_never_hang_or_grow() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("journal.jsonl");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        // Each of these would block for ever (FIFO) or read without end (/dev/zero) if opened
+        // plainly; each returns at once.
+        assert!(journal_read(&fifo).is_empty());
+        let e = journal_append(&fifo, "reset", "start", true, "x").unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        let e = super::super::state::SlotState::load(&fifo).unwrap_err();
+        assert!(e.to_string().contains("FIFO"), "{e}");
+        let zero = d.path().join("state.json");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        assert!(journal_read(&zero).is_empty());
+        let e = super::super::state::SlotState::load(&zero).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+    }
 
     #[test]
     fn concurrent_creations_of_one_new_state_dir_all_take_it() {

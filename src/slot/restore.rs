@@ -16,7 +16,6 @@ use super::state::*;
 use super::support::{self, timed};
 use crate::netlink::NetState;
 use crate::oci::{Container, RuntimeOps};
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -319,7 +318,7 @@ fn reset_upper(
 /// Errors: a sentence naming the file when it cannot be read or parsed.
 fn manifest_of(src: &Path) -> Result<serde_json::Value, String> {
     let p = src.with_file_name("manifest.json");
-    let b = std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+    let b = crate::evidence::read_recorded(&p).map_err(|e| format!("{}: {e}", p.display()))?;
     serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", p.display()))
 }
 
@@ -405,7 +404,8 @@ fn restored_gates(
         Err(e) => return Err(restore_failed(run, st, rt, e)),
     };
     // The snapshot's netstate.json was verified against its sha256 by `snapshot-complete`.
-    let recorded = fs::read_to_string(snap_dir.join("netstate.json")).unwrap_or_default();
+    let recorded =
+        crate::evidence::read_recorded_text(&snap_dir.join("netstate.json")).unwrap_or_default();
     let checked = common::holder_netstate(run, &h, "netstate-capture")
         .and_then(|observed| net_fidelity(run, &recorded, &observed).map(|n| (n, observed)));
     let (bytes, observed) = match checked {

@@ -388,11 +388,13 @@ pub struct SlotState {
 }
 
 impl SlotState {
-    /// Loads `state.json`.
+    /// Loads `state.json`, read as a recorded file ([`crate::evidence::read_recorded`]: a regular
+    /// file, no symlink, bounded, never blocking).
     ///
-    /// Errors: [`StateError::Read`] (missing, unreadable), [`StateError::Parse`] (malformed).
+    /// Errors: [`StateError::Read`] (missing, unreadable, not a regular file, too large),
+    /// [`StateError::Parse`] (malformed).
     pub fn load(path: &Path) -> Result<SlotState, StateError> {
-        let b = std::fs::read(path).map_err(|source| StateError::Read {
+        let b = crate::evidence::read_recorded(path).map_err(|source| StateError::Read {
             path: path.to_path_buf(),
             source,
         })?;

@@ -87,19 +87,27 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
             Some(by) => Some(format!(
                 "a verb is running on this slot (its lock is held by {by}); its runtime and CRIU processes are not a lost container: wait for it to end, then run `netprobe slot status` again"
             )),
-            None if lock_error.is_some() => Some(format!(
-                "no verb can take the slot lock: {}; make the state directory writable (a read-only mount, a full disk or permissions), then run `netprobe slot status` again",
-                lock_error.as_deref().unwrap_or_default()
-            )),
-            None if state_error.is_some() => Some(unreadable_state_advice(&p, state_error.as_deref().unwrap_or_default())),
-            None => st.as_ref().and_then(|s| super::advice::advice(
-                s.phase,
-                &p,
-                super::advice::Container::from_live(&live),
-                s.holder.map(|h| h.pid).filter(|_| live["holder"]["alive"] == true),
-                matches!(snap, Some(Ok(_))),
-                super::advice::last_verb(&p.evidence()),
-            )),
+            None => {
+                let next = match &state_error {
+                    Some(e) => Some(unreadable_state_advice(&p, e)),
+                    None => st.as_ref().and_then(|s| super::advice::advice(
+                        s.phase,
+                        &p,
+                        super::advice::Container::from_live(&live),
+                        s.holder.map(|h| h.pid).filter(|_| live["holder"]["alive"] == true),
+                        matches!(snap, Some(Ok(_))),
+                        super::advice::last_verb(&p.evidence()),
+                    )),
+                };
+                // A lock no verb can take comes first; what the phase needs follows it.
+                match (&lock_error, next) {
+                    (Some(e), next) => Some(format!(
+                        "no verb can take the slot lock: {e}; make the state directory writable (a read-only mount, a full disk or permissions), then run `netprobe slot status` again{}",
+                        next.map(|n| format!("; then: {n}")).unwrap_or_default()
+                    )),
+                    (None, next) => next,
+                }
+            }
         },
     });
     Ok(SlotOutcome {
@@ -173,7 +181,7 @@ fn live_facts(run: &mut VerbRun, st: &SlotState, busy: bool) -> Value {
 /// records (alive or not, proven by pid, start time and netns inode) and the mounts under the
 /// slot folder (`/proc/self/mountinfo`).
 fn stateless_live_facts(p: &SlotPaths) -> Value {
-    let holder = match fs::read(p.holder())
+    let holder = match crate::evidence::read_recorded(&p.holder())
         .map_err(|e| format!("{}: {e}", p.holder().display()))
         .and_then(|b| {
             serde_json::from_slice::<crate::ns::ProcessIdentity>(&b)
