@@ -22,6 +22,25 @@ fn load(dir: &Path) -> MatrixResult {
     serde_json::from_value(v).unwrap()
 }
 
+/// `netprobe matrix --runtime RUNTIME --criu CRIU 4.3 --baseline BASELINE --evidence EVIDENCE`.
+fn matrix_against(
+    runtime: &str,
+    baseline: &std::path::Path,
+    evidence: &std::path::Path,
+) -> std::process::Output {
+    netprobe(&[
+        "matrix",
+        "--runtime",
+        runtime,
+        "--criu",
+        CRIU_4_3,
+        "--baseline",
+        baseline.to_str().unwrap(),
+        "--evidence",
+        evidence.to_str().unwrap(),
+    ])
+}
+
 #[test]
 fn two_by_two_matrix_runs_verifies_and_compares() {
     assert!(
@@ -138,17 +157,7 @@ fn two_by_two_matrix_runs_verifies_and_compares() {
     )
     .unwrap();
     let mx2 = tmp.path().join("mx2");
-    let o = netprobe(&[
-        "matrix",
-        "--runtime",
-        CRUN,
-        "--criu",
-        CRIU_4_3,
-        "--baseline",
-        base.to_str().unwrap(),
-        "--evidence",
-        mx2.to_str().unwrap(),
-    ]);
+    let o = matrix_against(CRUN, &base, &mx2);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(
         String::from_utf8_lossy(&o.stdout).contains(
@@ -393,17 +402,7 @@ fn matrix_verify_checks_cell_binaries_and_its_own_files() {
     )
     .unwrap();
     let mx2 = tmp.path().join("mx2");
-    let o = netprobe(&[
-        "matrix",
-        "--runtime",
-        RUNC,
-        "--criu",
-        CRIU_4_3,
-        "--baseline",
-        base.to_str().unwrap(),
-        "--evidence",
-        mx2.to_str().unwrap(),
-    ]);
+    let o = matrix_against(RUNC, &base, &mx2);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     let nv = out

@@ -42,8 +42,9 @@ fn assert_caught(o: &Output, field: &str) {
     );
 }
 
-#[test]
-fn edits_of_unhashed_result_fields_are_caught() {
+/// A fresh `netprobe run` (root: namespaces, CRIU, runc) into `<tmp>/ev`: the folder every
+/// test here edits copies of.
+fn fresh_run() -> (tempfile::TempDir, std::path::PathBuf) {
     assert!(
         nix::unistd::geteuid().is_root(),
         "this test makes a real evidence folder: it needs root (namespaces, CRIU, runc)"
@@ -52,6 +53,12 @@ fn edits_of_unhashed_result_fields_are_caught() {
     let ev = tmp.path().join("ev");
     let o = netprobe(&["run", "--quiet", "--evidence", ev.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    (tmp, ev)
+}
+
+#[test]
+fn edits_of_unhashed_result_fields_are_caught() {
+    let (_tmp, ev) = fresh_run();
     let original = std::fs::read(ev.join("netprobe-result.json")).unwrap();
 
     // Unedited: reproduced, and it says what it did not re-derive.
@@ -253,14 +260,7 @@ fn netprobe_bounded(args: &[&str]) -> Output {
 /// waiting for a writer or reading forever.
 #[test]
 fn a_recorded_file_replaced_by_a_fifo_or_a_device_link_is_a_mismatch_not_a_hang() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "this test makes a real evidence folder: it needs root (namespaces, CRIU, runc)"
-    );
-    let tmp = tempfile::tempdir().unwrap();
-    let ev = tmp.path().join("ev");
-    let o = netprobe(&["run", "--quiet", "--evidence", ev.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (tmp, ev) = fresh_run();
     let copy = |name: &str| {
         let to = tmp.path().join(name);
         let st = std::process::Command::new("cp")

@@ -156,17 +156,35 @@ pub fn entries<'a>(
     magic: u32,
     max: usize,
 ) -> Result<Vec<(usize, &'a [u8])>, ImageError> {
-    let mut off = check_magic(file, bytes, magic)?;
     let mut out = Vec::new();
+    walk(file, bytes, magic, max, |start, _, payload| {
+        out.push((start, payload));
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Calls `f(start, size field offset, payload)` for each entry after the magic, in file order,
+/// stopping at the first error (framing, more than `max` entries, or `f`'s own).
+fn walk<'a>(
+    file: &Path,
+    bytes: &'a [u8],
+    magic: u32,
+    max: usize,
+    mut f: impl FnMut(usize, usize, &'a [u8]) -> Result<(), ImageError>,
+) -> Result<(), ImageError> {
+    let mut off = check_magic(file, bytes, magic)?;
+    let mut n = 0;
     while off < bytes.len() {
-        if out.len() == max {
+        if n == max {
             return Err(too_many(file, off, max));
         }
         let (start, payload, next) = entry_at(file, bytes, off)?;
-        out.push((start, payload));
+        f(start, off, payload)?;
+        n += 1;
         off = next;
     }
-    Ok(out)
+    Ok(())
 }
 
 fn too_many(file: &Path, off: usize, max: usize) -> ImageError {
@@ -216,13 +234,8 @@ pub fn decode_entries<M: prost::Message + Default>(
     required: &[(u32, &str)],
     max: usize,
 ) -> Result<Vec<M>, ImageError> {
-    let mut off = check_magic(file, bytes, magic)?;
     let mut out = Vec::new();
-    while off < bytes.len() {
-        if out.len() == max {
-            return Err(too_many(file, off, max));
-        }
-        let (start, payload, next) = entry_at(file, bytes, off)?;
+    walk(file, bytes, magic, max, |start, off, payload| {
         let m = M::decode(payload)
             .map_err(|e| ImageError::new(file, start, format!("protobuf: {e}")))?;
         let tags = top_level_tags(payload);
@@ -238,8 +251,8 @@ pub fn decode_entries<M: prost::Message + Default>(
             ));
         }
         out.push(m);
-        off = next;
-    }
+        Ok(())
+    })?;
     Ok(out)
 }
 
