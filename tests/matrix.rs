@@ -22,6 +22,20 @@ fn load(dir: &Path) -> MatrixResult {
     serde_json::from_value(v).unwrap()
 }
 
+/// Root and the binaries `bins` are there (a missing prerequisite fails, never skips).
+fn require(bins: &[&str]) {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "needs root; CI runs as root"
+    );
+    for b in bins {
+        assert!(
+            Path::new(b).is_file(),
+            "{b} missing: run sudo bash host/setup.sh"
+        );
+    }
+}
+
 /// `netprobe matrix --runtime RUNTIME --criu CRIU 4.3 --baseline BASELINE --evidence EVIDENCE`.
 fn matrix_against(
     runtime: &str,
@@ -43,16 +57,7 @@ fn matrix_against(
 
 #[test]
 fn two_by_two_matrix_runs_verifies_and_compares() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "needs root; CI runs as root"
-    );
-    for b in [RUNC, CRUN, CRIU_4_2, CRIU_4_3] {
-        assert!(
-            Path::new(b).is_file(),
-            "{b} missing: run sudo bash host/setup.sh"
-        );
-    }
+    require(&[RUNC, CRUN, CRIU_4_2, CRIU_4_3]);
     let tmp = tempfile::tempdir().unwrap();
     let mx = tmp.path().join("mx");
     let o = netprobe(&[
@@ -323,16 +328,7 @@ fn assert_mismatch(dir: &Path, needles: &[&str]) {
 /// `netprobe matrix --baseline` say NOT VERIFIED with its mismatches, still run, and exit 1.
 #[test]
 fn matrix_verify_checks_cell_binaries_and_its_own_files() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "needs root; CI runs as root"
-    );
-    for b in [RUNC, RUNC_1_3, CRIU_4_3] {
-        assert!(
-            Path::new(b).is_file(),
-            "{b} missing: run sudo bash host/setup.sh"
-        );
-    }
+    require(&[RUNC, RUNC_1_3, CRIU_4_3]);
     let tmp = tempfile::tempdir().unwrap();
     let mx = tmp.path().join("mx");
     let o = netprobe(&[
