@@ -445,6 +445,31 @@ fn an_edited_verb_json_is_named_against_the_journal() {
         "{md}"
     );
 
+    // A line that is no journal entry added to the journal: NOT VERIFIED, naming the line; a
+    // last line cut without its newline (a crash while it was written) is not flagged.
+    journal_every_verb(&slot);
+    let good = std::fs::read_to_string(slot.join("journal.jsonl")).unwrap();
+    std::fs::write(slot.join("journal.jsonl"), format!("{good}not json\n")).unwrap();
+    let (_, reproduced) =
+        netprobe::report::write_report_verified(&slot, Format::Markdown, |_, _| None).unwrap();
+    assert_eq!(reproduced, Some(false));
+    let md = std::fs::read_to_string(slot.join("report.md")).unwrap();
+    let n = good.lines().count() + 1;
+    assert!(
+        md.contains(&format!(
+            "MISMATCH: journal.jsonl: line(s) {n} are not journal entries"
+        )),
+        "{md}"
+    );
+    std::fs::write(slot.join("journal.jsonl"), format!("{good}{{\"at\": \"20")).unwrap();
+    let (_, reproduced) =
+        netprobe::report::write_report_verified(&slot, Format::Markdown, |_, _| None).unwrap();
+    assert_ne!(
+        reproduced,
+        Some(false),
+        "a crash-cut last line is not an edit"
+    );
+
     // The journal emptied, or gone: no verb.json can be shown to be the one its verb wrote.
     for cut in [Some(""), None] {
         match cut {

@@ -534,6 +534,13 @@ impl SlotPage {
             declared: Vec::new(),
             differs: Vec::new(),
         };
+        let bad = crate::slot::layout::journal_bad_lines(&journal_path);
+        if !bad.is_empty() {
+            page.differs.push(format!(
+                "journal.jsonl: line(s) {} are not journal entries (netprobe writes one whole entry per line; only a last line cut by a crash may be partial): the journal was edited",
+                bad.iter().map(usize::to_string).collect::<Vec<_>>().join(" ")
+            ));
+        }
         for (path, name, prefix) in folders {
             let (v, doc) = verb_view(&path, &name, &prefix, &journal);
             if v.journal.state == "DIFFERS" {

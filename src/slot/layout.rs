@@ -554,6 +554,25 @@ pub fn journal_append_entry(path: &Path, e: &JournalEntry) -> std::io::Result<()
     f.sync_data()
 }
 
+/// The 1-based numbers of the journal's lines that are not journal entries, but a last line
+/// without its newline (cut by a crash while it was written, so never trusted, never flagged):
+/// every other line netprobe writes is one whole entry, so these were edited in. An unreadable
+/// journal has none.
+pub fn journal_bad_lines(path: &Path) -> Vec<usize> {
+    let Ok(text) = crate::evidence::read_recorded_text(path) else {
+        return Vec::new();
+    };
+    let cut_last = !text.is_empty() && !text.ends_with('\n');
+    let n = text.lines().count();
+    text.lines()
+        .enumerate()
+        .filter(|(i, l)| {
+            !(cut_last && i + 1 == n) && serde_json::from_str::<JournalEntry>(l).is_err()
+        })
+        .map(|(i, _)| i + 1)
+        .collect()
+}
+
 /// Reads the journal; malformed lines are skipped (a line cut by a crash is never trusted). Read
 /// as a recorded file ([`crate::evidence::read_recorded_text`]: a regular file only, bounded): a
 /// journal that is a FIFO, a device or a symlink reads as empty, never as a hang.
