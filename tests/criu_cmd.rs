@@ -141,18 +141,13 @@ fn child_environment_drops_criu_config_file() {
 /// them, numbered) from dump.log, not just the last lines.
 #[test]
 fn failing_dump_quotes_the_error_lines() {
-    use std::os::unix::fs::PermissionsExt;
     let tmp = tempfile::tempdir().unwrap();
     let fake = tmp.path().join("criu");
-    std::fs::write(
-        &fake,
+    netprobe::evidence::fsio::write_executable(&fake,
         "#!/bin/sh\n\
          while [ $# -gt 0 ]; do [ \"$1\" = -D ] && d=$2; shift; done\n\
          printf 'l1\\nl2\\nl3\\nl4\\n(00.5) Error (criu/net.c:3000): Unable to find an external netns: extRootNetNS\\nl6\\nl7\\nl8\\nl9\\n' > \"$d/dump.log\"\n\
-         exit 1\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+         exit 1\n", 0o755).unwrap();
     let o = DumpOpts::new(1, tmp.path().join("images"));
     let e = Criu::new(&fake).dump(&o).unwrap_err();
     let msg = e.to_string();

@@ -214,14 +214,12 @@ fn missing_external_netns_at_restore_is_quoted() {
 /// reason in the rung's `error`; the rung stays `error` and the exit class 4.
 #[test]
 fn the_rung_error_quotes_the_reason() {
-    use std::os::unix::fs::PermissionsExt;
     let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     assert!(nix::unistd::geteuid().is_root(), "needs root");
     let tmp = tempfile::tempdir().unwrap();
     let runc = netprobe::host::find_in_path(Path::new("runc")).expect("runc in PATH");
     let w = tmp.path().join("runc");
-    std::fs::write(
-        &w,
+    netprobe::evidence::fsio::write_executable(&w,
         format!(
             "#!/bin/sh\n\
              case \" $* \" in *\" checkpoint \"*)\n\
@@ -231,10 +229,7 @@ fn the_rung_error_quotes_the_reason() {
              esac\n\
              exec {} \"$@\"\n",
             runc.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o755)).unwrap();
+        ), 0o755).unwrap();
     let ev = tmp.path().join("ev");
     let o = Command::new(env!("CARGO_BIN_EXE_netprobe"))
         .args(["run", "--quiet", "--phases", "oci", "--runtime"])

@@ -96,8 +96,7 @@ fn a_file_that_is_no_program_is_not_advised_chmod() {
     assert!(msg.contains("is not an executable program"), "{msg}");
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("criu");
-    std::fs::write(&f, "just text\n").unwrap();
-    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
+    netprobe::evidence::fsio::write_executable(&f, "just text\n", 0o755).unwrap();
     let e = binary_facts(&f, BinaryKind::Criu).unwrap_err();
     assert!(matches!(e, HostError::NotAProgram { .. }), "{e:?}");
 }

@@ -481,16 +481,11 @@ fn a_failing_rung_keeps_evidence_and_leaves_nothing_behind() {
     let tmp = tempfile::tempdir().unwrap();
     let wrapper = tmp.path().join("runc");
     let real = netprobe::host::find_in_path(Path::new("runc")).expect("runc in PATH");
-    std::fs::write(
-        &wrapper,
+    netprobe::evidence::fsio::write_executable(&wrapper,
         format!(
             "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = checkpoint ] && {{ echo 'checkpoint refused by test wrapper' >&2; exit 1; }}; done\nexec {} \"$@\"\n",
             real.display()
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        ), 0o755).unwrap();
     let ev = evidence_dir(&tmp, "ev");
     let o = netprobe(&[
         "run",

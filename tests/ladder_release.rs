@@ -7,7 +7,6 @@
 //! around the real one that sends SIGINT to its process group at the chosen step. This test
 //! binary is the child subreaper, so a holder netprobe left behind is re-parented here and found.
 
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -55,8 +54,7 @@ fn holders_reparented_here() -> Vec<String> {
 /// only, and netprobe kills the program's tree — and otherwise execs `real` with them.
 fn interrupting_wrapper(dir: &Path, name: &str, real: &Path, step: &str) -> PathBuf {
     let path = dir.join(name);
-    std::fs::write(
-        &path,
+    netprobe::evidence::fsio::write_executable(&path,
         format!(
             "#!/bin/sh\n\
              for a in \"$@\"; do\n\
@@ -64,10 +62,7 @@ fn interrupting_wrapper(dir: &Path, name: &str, real: &Path, step: &str) -> Path
              done\n\
              exec {} \"$@\"\n",
             real.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        ), 0o755).unwrap();
     path
 }
 

@@ -243,7 +243,6 @@ fn matrix_bad_input() {
 
 #[test]
 fn a_hanging_cell_is_stopped_and_the_others_are_kept() {
-    use std::os::unix::fs::PermissionsExt;
     assert!(
         nix::unistd::geteuid().is_root(),
         "needs root; CI runs as root"
@@ -252,15 +251,11 @@ fn a_hanging_cell_is_stopped_and_the_others_are_kept() {
     // A runc whose checkpoint hangs (its sleep's pid is written down so the test can end it).
     let pidfile = tmp.path().join("hang.pid");
     let wrapper = tmp.path().join("runc");
-    std::fs::write(
-        &wrapper,
+    netprobe::evidence::fsio::write_executable(&wrapper,
         format!(
             "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = checkpoint ] && {{ sleep 600 & echo $! > {}; wait; }}; done\nexec {RUNC} \"$@\"\n",
             pidfile.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        ), 0o755).unwrap();
     let mx = tmp.path().join("mx");
     let o = netprobe(&[
         "matrix",

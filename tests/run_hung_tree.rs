@@ -7,7 +7,6 @@
 //! this test (a child subreaper), no holder, no mount under the test's directory, no cgroup of
 //! the run's containers. Also: 20 runs interrupted at random moments leave nothing either.
 
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -38,7 +37,7 @@ fn setup() -> std::sync::MutexGuard<'static, ()> {
 /// `dir`, and waits for it; otherwise it execs `real`.
 fn hanging_wrapper(dir: &Path, name: &str, real: &Path, step: &str) -> PathBuf {
     let path = dir.join(name);
-    std::fs::write(
+    netprobe::evidence::fsio::write_executable(
         &path,
         format!(
             "#!/bin/sh\n\
@@ -54,9 +53,9 @@ fn hanging_wrapper(dir: &Path, name: &str, real: &Path, step: &str) -> PathBuf {
             dir = dir.display(),
             real = real.display()
         ),
+        0o755,
     )
     .unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     path
 }
 

@@ -215,16 +215,11 @@ fn runc_1_1_5_follows_the_requested_criu_too() {
 
 /// A "CRIU" that says it is 4.3 but runs 4.2.1 for the runtime: the rung must not pass.
 fn lying_criu(dir: &Path) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
     let p = dir.join("criu");
-    std::fs::write(
-        &p,
+    netprobe::evidence::fsio::write_executable(&p,
         format!(
             "#!/bin/sh\ncase \"$1\" in --version|check) exec {CRIU_4_3} \"$@\";; esac\nexec {CRIU_4_2} \"$@\"\n"
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        ), 0o755).unwrap();
     p
 }
 
@@ -256,10 +251,8 @@ fn a_rung_whose_log_names_another_criu_fails_closed() {
 }
 
 fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
     let p = dir.join(name);
-    std::fs::write(&p, body).unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    netprobe::evidence::fsio::write_executable(&p, body, 0o755).unwrap();
     p
 }
 

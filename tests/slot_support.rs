@@ -3,7 +3,6 @@
 #![allow(dead_code)]
 
 use netprobe::slot::{SlotArgs, SlotOutcome, SlotState, Verb, run_verb};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -299,7 +298,7 @@ pub fn provision_dir(
 pub fn flagged_wrapper(dir: &Path, name: &str, real: &Path) -> PathBuf {
     let path = dir.join(name);
     let flag = dir.join(format!("{name}.hang"));
-    std::fs::write(
+    netprobe::evidence::fsio::write_executable(
         &path,
         format!(
             "#!/bin/sh\n\
@@ -318,9 +317,9 @@ pub fn flagged_wrapper(dir: &Path, name: &str, real: &Path) -> PathBuf {
             dir = dir.display(),
             real = real.display()
         ),
+        0o755,
     )
     .unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     path
 }
 

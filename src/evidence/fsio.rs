@@ -274,6 +274,65 @@ pub fn read_bounded_text(
     })
 }
 
+/// How long [`wait_no_writer`] waits for the last writer of a file to go: 5 s.
+pub const NO_WRITER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Waits until no process holds `path` open for writing, so that `execve` of it cannot fail
+/// with `ETXTBSY` ("Text file busy"). A file netprobe has just written and closed can still be
+/// open for writing elsewhere for a moment: a process another thread forked while the file was
+/// open inherits the descriptor until it execs (`O_CLOEXEC` closes it only then). The test is
+/// the kernel's own: a read lease (`fcntl(F_SETLEASE, F_RDLCK)`, taken and dropped at once on a
+/// read-only descriptor) is refused with `EAGAIN` exactly while the inode is open for writing
+/// (`check_conflicting_open()` in fs/locks.c). Polls every millisecond, at most `timeout`.
+///
+/// Errors: the file cannot be opened; still open for writing after `timeout`
+/// (`ErrorKind::ResourceBusy`, naming the file); the file system refuses leases (`EINVAL`, or
+/// `fs.leases-enable=0`) — then nothing can be proven and the lease error is returned.
+pub fn wait_no_writer(path: &Path, timeout: std::time::Duration) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    let start = std::time::Instant::now();
+    loop {
+        // SAFETY: fcntl on a descriptor this function owns; F_SETLEASE takes an int argument.
+        let r = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETLEASE, libc::F_RDLCK) };
+        if r == 0 {
+            // SAFETY: as above; drops the lease just taken.
+            unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETLEASE, libc::F_UNLCK) };
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EAGAIN) {
+            return Err(e);
+        }
+        if start.elapsed() >= timeout {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::ResourceBusy,
+                format!(
+                    "{} is still open for writing by another process after {} ms",
+                    path.display(),
+                    timeout.as_millis()
+                ),
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// Writes an executable file (a generated script, a wrapper): `bytes` to `path` (created or
+/// truncated), mode `mode`, then [`wait_no_writer`] so the caller (or a runtime it starts) can
+/// `execve` it at once without `ETXTBSY`.
+///
+/// Errors: any I/O error of the write or the `chmod`; those of [`wait_no_writer`].
+pub fn write_executable(path: &Path, bytes: impl AsRef<[u8]>, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    fs::write(path, bytes)?;
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))?;
+    wait_no_writer(path, NO_WRITER_WAIT)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -372,5 +431,39 @@ mod tests {
         );
         let t = now_rfc3339();
         assert!(t.ends_with('Z') && t.len() == 24, "{t}");
+    }
+
+    /// A file another process holds open for writing cannot be executed (`ETXTBSY`);
+    /// [`wait_no_writer`] waits until that process lets go, and times out naming the file.
+    #[test]
+    fn wait_no_writer_waits_for_the_last_writer() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("tool.sh");
+        write_executable(&p, "#!/bin/sh\nexit 0\n", 0o755).unwrap();
+        assert!(std::process::Command::new(&p).status().unwrap().success());
+        // A child holds the file open for writing for 400 ms, as a process forked while the
+        // file was being written does until it execs.
+        let held = d.path().join("held");
+        let mut child = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(format!(
+                "exec 3>>'{}'; : > '{}'; sleep 0.4",
+                p.display(),
+                held.display()
+            ))
+            .spawn()
+            .unwrap();
+        while !held.exists() {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let busy = std::process::Command::new(&p).status().unwrap_err();
+        assert_eq!(busy.raw_os_error(), Some(libc::ETXTBSY), "{busy}");
+        let e = wait_no_writer(&p, std::time::Duration::from_millis(50)).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::ResourceBusy, "{e}");
+        assert!(e.to_string().contains("tool.sh"), "{e}");
+        wait_no_writer(&p, NO_WRITER_WAIT).unwrap();
+        assert!(std::process::Command::new(&p).status().unwrap().success());
+        child.wait().unwrap();
+        assert!(wait_no_writer(&d.path().join("missing"), NO_WRITER_WAIT).is_err());
     }
 }

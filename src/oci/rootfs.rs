@@ -98,6 +98,8 @@ pub fn build_busybox_rootfs_from(dir: &Path, busybox: &Path) -> Result<()> {
     let bb = dir.join("bin/busybox");
     fs::copy(busybox, &bb).map_err(io_err("copy busybox to", &bb))?;
     set_mode(&bb, 0o755)?;
+    crate::evidence::fsio::wait_no_writer(&bb, crate::evidence::fsio::NO_WRITER_WAIT)
+        .map_err(io_err("wait for the last writer of", &bb))?;
     for applet in APPLETS {
         if available.iter().any(|a| a == applet) {
             let link = dir.join("bin").join(applet);
@@ -121,7 +123,9 @@ pub fn build_busybox_rootfs_from(dir: &Path, busybox: &Path) -> Result<()> {
         "<!doctype html><title>netprobe</title><p>netprobe guest server</p>\n",
         0o644,
     )?;
-    write_file(&dir.join("init.sh"), INIT_SH, 0o755)?;
+    let init = dir.join("init.sh");
+    crate::evidence::fsio::write_executable(&init, INIT_SH, 0o755)
+        .map_err(io_err("write", &init))?;
     Ok(())
 }
 

@@ -357,7 +357,6 @@ fn criu_traced_runtime(
     rung_dir: &Path,
     criu: &Path,
 ) -> std::io::Result<Runtime> {
-    use std::os::unix::fs::PermissionsExt;
     let quote = |p: &Path| format!("'{}'", p.display().to_string().replace('\'', "'\\''"));
     let criu = crate::host::find_in_path(criu).unwrap_or_else(|| criu.to_path_buf());
     let wrapper = work.join("criu-strace-wrapper.sh");
@@ -367,8 +366,7 @@ fn criu_traced_runtime(
         quote(&rung_dir.join("strace-criu-checkpoint.txt")),
         quote(&criu)
     );
-    std::fs::write(&wrapper, script)?;
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755))?;
+    crate::evidence::fsio::write_executable(&wrapper, script, 0o755)?;
     let mut r = runtime.clone();
     r.criu = Some(wrapper);
     Ok(r)

@@ -307,10 +307,9 @@ fn provision_creates_nothing_before_its_gates() {
     fs::create_dir(sd.join("slot-1")).unwrap();
     // Two tiny stand-ins that answer `--version` as runc and CRIU do.
     let script = |name: &str, line: &str| {
-        use std::os::unix::fs::PermissionsExt;
         let p = tmp.path().join(name);
-        fs::write(&p, format!("#!/bin/sh\necho '{line}'\n")).unwrap();
-        fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+        crate::evidence::fsio::write_executable(&p, format!("#!/bin/sh\necho '{line}'\n"), 0o755)
+            .unwrap();
         p
     };
     let (rt, cr) = (
