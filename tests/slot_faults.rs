@@ -624,7 +624,7 @@ fn binary_swapped_after_provision() {
         "criu-binary",
         1,
     );
-    std::fs::write(&cr, &orig_criu).unwrap();
+    netprobe::evidence::fsio::write_executable(&cr, &orig_criu, 0o755).unwrap();
     ok(Verb::Snapshot, "13", &sd);
 
     // Runtime swapped.

@@ -198,9 +198,10 @@ fn kill_netns_members(link: &str) {
 pub fn sleep_image(dir: &Path) -> PathBuf {
     let root = dir.join("sleep-image");
     netprobe::oci::build_busybox_rootfs(&root).unwrap();
-    std::fs::write(
-        root.join("init.sh"),
+    netprobe::evidence::fsio::write_executable(
+        &root.join("init.sh"),
         "#!/bin/sh\nexec /bin/busybox sleep 100000000\n",
+        0o755,
     )
     .unwrap();
     root
