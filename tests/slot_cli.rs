@@ -41,7 +41,7 @@ fn usage_errors_exit_2() {
 /// Exit 2 at load for a profile that is not a regular file of at most 1 MiB (`/dev/zero` used
 /// to fill memory), a missing `[image]` table (the fix says to add it), a readiness timeout
 /// over 1 hour, memory beyond 1 TiB, a tmpfs on `/`; each names the file, the key and the fix,
-/// and nothing is created.
+/// and nothing is created, not even the missing state directory.
 #[test]
 fn bad_profiles_exit_2_at_load_and_create_nothing() {
     require_root();
@@ -108,6 +108,7 @@ fn bad_profiles_exit_2_at_load_and_create_nothing() {
             "{profile}: {err}"
         );
         assert!(!sd.join("slot-61").exists(), "{profile} created the slot");
+        assert!(!sd.exists(), "{profile} created the state directory");
     }
 }
 

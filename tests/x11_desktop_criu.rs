@@ -42,8 +42,9 @@ fn app_region() -> Rect {
     }
 }
 
-/// Waits (bounded) until the app's window is drawn (white) and the screen is still.
-fn settled(d: &Display, limit: Duration) -> Screenshot {
+/// Waits (bounded) until the app's window is drawn (white) and the screen is still; on timeout
+/// the panic carries the pixel seen and `logs()` (the guest's X, window manager and app logs).
+fn settled(d: &Display, limit: Duration, logs: impl Fn() -> String) -> Screenshot {
     let app = app_region();
     let deadline = Instant::now() + limit;
     loop {
@@ -53,10 +54,26 @@ fn settled(d: &Display, limit: Duration) -> Screenshot {
         }
         assert!(
             Instant::now() < deadline,
-            "the desktop did not settle within {limit:?} (diff {:?})",
-            q.diff
+            "the desktop did not settle within {limit:?} (diff {:?}; pixel at the app's centre {:?}, white expected)\n{}",
+            q.diff,
+            q.second.pixel(app.x + 450, app.y + 200),
+            logs()
         );
     }
+}
+
+/// The guest's own logs (supervisor.py writes each program's output to `/tmp/<name>.log`).
+fn guest_logs(g: &Guest) -> String {
+    ["x.log", "wm.log", "app.log", "Xorg.log"]
+        .iter()
+        .map(|n| {
+            let t = g.guest_tmp(n);
+            let tail: Vec<&str> = t.lines().rev().take(30).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            format!("--- guest /tmp/{n} (last 30 lines)\n{}", tail.join("\n"))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Moves the top-level window covering the app's centre 300 px to the right.
@@ -91,7 +108,7 @@ fn desktop_guest_pixels_input_and_reset_through_criu() {
     let d = Display::connect(&g.socket(), Duration::from_secs(30)).unwrap();
     let geom = d.geometry().unwrap();
     assert_eq!((geom.width, geom.height, geom.depth), (1920, 1080, 24));
-    settled(&d, Duration::from_secs(90));
+    settled(&d, Duration::from_secs(90), || guest_logs(&g));
     let ev = g.p("evidence");
     std::fs::create_dir_all(&ev).unwrap();
     let (q, before) = quiescence_gate(&d, Duration::from_millis(250), &ev, "snapshot").unwrap();

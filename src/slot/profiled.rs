@@ -32,18 +32,33 @@ pub(crate) struct ImageSource {
     pub partition: Partition,
 }
 
-/// provision's profile gate: `--profile FILE` loaded (exit 2 for a bad file or field, naming it
-/// and the fix) and its image verified (`image-present` / `image-sha256`, exit 1 on a pin
-/// mismatch) before anything is created. Without `--profile`: the built-in default when no
-/// `--image` is given (its image is built in the slot), else `None` (the `--image` flags, which
-/// provision records with [`record_for_image_flags`]).
+/// provision's profile parse, before the state directory is touched: `--profile FILE` loaded
+/// (its TOML, keys and fields checked), so a bad file leaves nothing behind — not even a new
+/// state directory. `None` without `--profile`.
 ///
-/// Errors: a usage [`SlotError`] (profile unreadable, unknown key, bad field, missing image), a
-/// failed `image-sha256` gate (pin mismatch).
+/// Errors: a usage [`SlotError`] (exit 2) naming the file, the key and the fix.
+pub(crate) fn parse(run: &VerbRun) -> Result<Option<LoadedProfile>, SlotError> {
+    let Some(path) = run.args.profile.clone() else {
+        return Ok(None);
+    };
+    let abs = std::fs::canonicalize(&path).unwrap_or(path);
+    profile::load(&abs)
+        .map(Some)
+        .map_err(|e| SlotError::usage(&run.args.slot, e.to_string()))
+}
+
+/// provision's profile gate: the profile [`parse`] loaded has its image verified
+/// (`image-present` / `image-sha256`, exit 1 on a pin mismatch) before anything is created.
+/// Without `--profile`: the built-in default when no `--image` is given (its image is built in
+/// the slot), else `None` (the `--image` flags, which provision records with
+/// [`record_for_image_flags`]).
+///
+/// Errors: a usage [`SlotError`] (missing image), a failed `image-sha256` gate (pin mismatch).
 pub(crate) fn load_gate(
     run: &mut VerbRun,
+    parsed: Option<LoadedProfile>,
 ) -> Result<Option<(LoadedProfile, ImageSource)>, SlotError> {
-    let Some(path) = run.args.profile.clone() else {
+    let Some(lp) = parsed else {
         if run.args.image.is_some() {
             return Ok(None);
         }
@@ -51,8 +66,6 @@ pub(crate) fn load_gate(
         let src = image_source(&lp, None);
         return Ok(Some((lp, src)));
     };
-    let abs = std::fs::canonicalize(&path).unwrap_or(path);
-    let lp = profile::load(&abs).map_err(|e| SlotError::usage(&run.args.slot, e.to_string()))?;
     let checked = profile::verify_image(&lp);
     let id = match lp.profile.image {
         Image::Qcow2 { .. } => GateId::ImageSha256,

@@ -1,4 +1,5 @@
-//! `provision`: a fresh slot only. Gates first (state dir, the profile and its image pin, CRIU
+//! `provision`: a fresh slot only. The profile parsed first (a bad file leaves nothing, not even a
+//! new state dir), then gates (state dir, the profile's image pin, CRIU
 //! config, binaries, probe evidence) — none creates anything; then the slot folder, image, overlay, holder,
 //! `config.json` and container, each step guarded (released on failure or panic) until the
 //! ready gates pass and the slot state records it all.
@@ -26,10 +27,12 @@ use std::time::Instant;
 
 /// Runs `provision`.
 pub(crate) fn provision(run: &mut VerbRun) -> Result<(String, Option<SlotState>), SlotError> {
+    // The profile first: a bad file or field fails fast (exit 2) before the state directory is
+    // created and before any host check.
+    let parsed = profiled::parse(run)?;
     let r = layout::check_state_dir(&run.paths.state_dir, StateDirUse::Create);
     run.gate(GateId::StateDir, r)?;
-    // The profile first: a bad file or field fails fast (exit 2) before any host check.
-    let prof = profiled::load_gate(run)?;
+    let prof = profiled::load_gate(run, parsed)?;
     common::criu_config_gate(run, true)?;
     let (rt_pin, cr_pin) = binary_gates(run)?;
     let probe = probe_gate(run, &rt_pin, &cr_pin)?;
