@@ -42,16 +42,39 @@ fn dirs_deepest_first(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Kills what is left in `<hierarchy>/<id>` (every hierarchy) and removes those directories.
+/// This process's own cgroup paths (`/proc/self/cgroup`, one per hierarchy, `/` left out): a
+/// relative `cgroupsPath` (the runtime's default when none is given) is created below them in
+/// cgroup v1, e.g. `memory:/process_api/<hash>` gives `<memory mount>/process_api/<hash>/<id>`.
+fn own_cgroup_paths() -> Vec<String> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let mut out: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.splitn(3, ':').nth(2))
+        .map(|p| p.trim_matches('/').to_string())
+        .filter(|p| !p.is_empty() && !p.split('/').any(|c| c == ".."))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Kills what is left in `<hierarchy>/<id>` and `<hierarchy>/<this process's cgroup>/<id>`
+/// (every hierarchy: runc puts a relative `cgroupsPath` below the caller's own cgroup in cgroup
+/// v1, which on a host whose processes sit in a nested memory cgroup is not the root) and
+/// removes those directories.
 /// Returns the directories that could not be removed (empty when nothing is left). Bounded:
 /// at most ~2 s of retries for processes that are still exiting.
 pub fn remove_leftover_cgroups(id: &str) -> Vec<PathBuf> {
     if id.is_empty() || id.contains('/') || id.starts_with('.') {
         return Vec::new();
     }
+    let own = own_cgroup_paths();
     let tops: Vec<PathBuf> = cgroup_mounts()
         .into_iter()
-        .map(|m| m.join(id))
+        .flat_map(|m| {
+            let nested: Vec<PathBuf> = own.iter().map(|p| m.join(p).join(id)).collect();
+            std::iter::once(m.join(id)).chain(nested)
+        })
         .filter(|d| d.is_dir())
         .collect();
     let deadline = Instant::now() + Duration::from_secs(2);
@@ -90,6 +113,31 @@ mod tests {
         assert!(remove_leftover_cgroups("").is_empty());
         assert!(remove_leftover_cgroups("../x").is_empty());
         assert!(remove_leftover_cgroups(".hidden").is_empty());
+    }
+
+    /// A container cgroup left below this process's own (nested) cgroup — where runc puts a
+    /// relative `cgroupsPath` in cgroup v1 — is found and removed, with its child. Needs root.
+    #[test]
+    fn leftovers_below_our_own_cgroup_are_removed() {
+        assert!(nix::unistd::geteuid().is_root(), "needs root (cgroupfs)");
+        let id = format!("netprobe-unit-leftover-{}", std::process::id());
+        let own = own_cgroup_paths();
+        let mounts = cgroup_mounts();
+        assert!(
+            !mounts.is_empty(),
+            "no cgroup mount in /proc/self/mountinfo"
+        );
+        // The deepest own path that exists in some mount (a nested v1 cgroup if there is one).
+        let dir = mounts
+            .iter()
+            .flat_map(|m| own.iter().map(move |p| m.join(p)))
+            .find(|d| d.is_dir())
+            .unwrap_or_else(|| mounts[0].clone())
+            .join(&id);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::create_dir(dir.join("child")).unwrap();
+        assert!(remove_leftover_cgroups(&id).is_empty(), "{}", dir.display());
+        assert!(!dir.exists(), "{} left behind", dir.display());
     }
 
     #[test]
