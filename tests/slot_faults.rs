@@ -472,6 +472,25 @@ fn lifecycle_faults() {
         "{doc:#}"
     );
     std::fs::write(&sj, &kept).unwrap();
+    // state.json edited to name a folder outside the slot as its snapshot (an absolute path or
+    // `..`): refused at load (slot-state), so no restore reads images from there and no
+    // snapshot removes it as "the previous snapshot".
+    let victim = tmp.path().join("victim");
+    std::fs::create_dir_all(victim.join("sub")).unwrap();
+    std::fs::write(victim.join("sub/data"), b"x").unwrap();
+    for dir in [victim.to_string_lossy().to_string(), "../../victim".into()] {
+        let mut j: serde_json::Value = serde_json::from_slice(&kept).unwrap();
+        assert!(j["snapshot"]["dir"].is_string(), "{j:#}");
+        j["snapshot"]["dir"] = dir.clone().into();
+        std::fs::write(&sj, serde_json::to_vec(&j).unwrap()).unwrap();
+        for verb in [Verb::Snapshot, Verb::Restore, Verb::Reset] {
+            let e = err(&args(verb, "11", &sd));
+            assert_gate_err(&e, "11", "slot-state", 1);
+            assert!(e.message.contains("not a snapshot folder name"), "{dir}: {e}");
+        }
+        assert!(victim.join("sub/data").is_file(), "{dir}: the victim was removed");
+    }
+    std::fs::write(&sj, &kept).unwrap();
 
     // A process started in the slot's network namespace outside the container (what a lost
     // container amounts to), then the holder killed: cleanup stops the container it knows,

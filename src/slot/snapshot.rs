@@ -199,8 +199,16 @@ fn snapshot_steps(
     });
     st.phase = Phase::after(Verb::Snapshot, VerbEnd::Succeeded, st.phase).unwrap_or(st.phase);
     run.save(st)?;
-    if let Some(o) = old {
-        let _ = support::remove_tree_same_fs(&root.join(o.dir));
+    // The previous snapshot is replaced: removed once the new one is recorded (its name was
+    // checked when state.json was loaded), and the removal is a fact of this verb.
+    if let Some(o) = old.filter(|o| o.dir != name && super::state::is_snapshot_dir_name(&o.dir)) {
+        let path = root.join(&o.dir);
+        let removed = support::remove_tree_same_fs(&path);
+        run.fact(
+            "previous_snapshot",
+            json!({"dir": path, "removed": removed.is_ok(),
+                   "error": removed.err().map(|e| e.to_string())}),
+        );
     }
     run.fact(
         "snapshot",

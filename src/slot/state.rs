@@ -283,10 +283,36 @@ impl OverlayState {
     }
 }
 
+/// Whether `name` is a snapshot folder's name as `snapshot` writes it: `snapshot-` followed by
+/// at least one of `[A-Za-z0-9_.-]`, no `/`, not `..`-like.
+pub fn is_snapshot_dir_name(name: &str) -> bool {
+    name.strip_prefix("snapshot-").is_some_and(|id| {
+        !id.is_empty()
+            && !id.starts_with('.')
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
+    })
+}
+
+fn snapshot_dir_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let s = String::deserialize(d)?;
+    if is_snapshot_dir_name(&s) {
+        Ok(s)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "snapshot.dir {s:?} is not a snapshot folder name (`snapshot-<id>` inside the slot): the file was edited; restore it or run `netprobe slot cleanup` and provision again"
+        )))
+    }
+}
+
 /// The complete snapshot the slot restores from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SnapshotRef {
-    /// Directory name inside the slot (`snapshot-<id>`).
+    /// Directory name inside the slot (`snapshot-<id>`). A `state.json` naming anything else (a
+    /// path, `..`, another folder) is refused at load ([`is_snapshot_dir_name`]): restore reads
+    /// its images from there and the next snapshot removes it.
+    #[serde(deserialize_with = "snapshot_dir_name")]
     pub dir: String,
     /// RFC 3339 time the snapshot completed.
     pub created_at: String,
@@ -440,6 +466,28 @@ impl SlotState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn snapshot_dir_must_be_a_snapshot_folder_name() {
+        for ok in ["snapshot-1", "snapshot-20261204T060558Z-3", "snapshot-a.b_c"] {
+            assert!(is_snapshot_dir_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "snapshot-",
+            "snapshot-..",
+            "snapshot-../x",
+            "../../victim",
+            "/tmp/victim",
+            "upper-1",
+            "snapshot-a/b",
+        ] {
+            assert!(!is_snapshot_dir_name(bad), "{bad}");
+            let j = serde_json::json!({"dir": bad, "created_at": "t", "netstate_sha256": "x"});
+            let e = serde_json::from_value::<SnapshotRef>(j).unwrap_err();
+            assert!(e.to_string().contains("not a snapshot folder name"), "{e}");
+        }
+    }
 
     #[test]
     fn kinds_serialize_as_before_and_compare_with_text() {
