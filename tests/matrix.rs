@@ -218,6 +218,27 @@ fn matrix_bad_input() {
         "crun=maybe",
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    // An expectation for a runtime that is not in the matrix (a typo would never be checked),
+    // from --expect or from --config's [expect]: usage (2), naming it and the runtimes.
+    let cfg = tmp.path().join("m.toml");
+    let z = tmp.path().join("z");
+    std::fs::write(&cfg, "[expect]\nrunc = \"runtime-empty-ns\"\n").unwrap();
+    for extra in [
+        vec!["--expect", "runc=runtime-empty-ns"],
+        vec!["--config", cfg.to_str().unwrap()],
+    ] {
+        let mut a = vec!["matrix", "--runtime", CRUN, "--criu", CRIU_4_3];
+        a.extend(extra);
+        a.extend(["--evidence", z.to_str().unwrap()]);
+        let o = netprobe(&a);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("\"runc\" names no runtime of this matrix") && err.contains(CRUN),
+            "{err}"
+        );
+        assert!(!z.exists(), "nothing run");
+    }
     // A baseline folder without matrix.json.
     let o = netprobe(&[
         "matrix",

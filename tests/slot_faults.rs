@@ -486,9 +486,15 @@ fn lifecycle_faults() {
         for verb in [Verb::Snapshot, Verb::Restore, Verb::Reset] {
             let e = err(&args(verb, "11", &sd));
             assert_gate_err(&e, "11", "slot-state", 1);
-            assert!(e.message.contains("not a snapshot folder name"), "{dir}: {e}");
+            assert!(
+                e.message.contains("not a snapshot folder name"),
+                "{dir}: {e}"
+            );
         }
-        assert!(victim.join("sub/data").is_file(), "{dir}: the victim was removed");
+        assert!(
+            victim.join("sub/data").is_file(),
+            "{dir}: the victim was removed"
+        );
     }
     std::fs::write(&sj, &kept).unwrap();
 

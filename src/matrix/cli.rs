@@ -81,9 +81,16 @@ pub fn parse_expect(s: &str) -> Result<Expect, String> {
     }
 }
 
+/// Whether an expectation's runtime `r` names runtime `p`: its path as given or its file name
+/// (as [`super::run_matrix`] matches them).
+fn runtime_matches(r: &str, p: &std::path::Path) -> bool {
+    *r == p.display().to_string() || p.file_name().is_some_and(|n| n.to_string_lossy() == *r)
+}
+
 /// Builds the options from the arguments and the optional TOML file.
 ///
-/// Errors: the file cannot be read or parsed; an expectation names an unknown verdict.
+/// Errors: the file cannot be read or parsed; an expectation names an unknown verdict or a
+/// runtime that is not in the matrix (a typo would otherwise never be checked).
 pub fn options(a: &MatrixArgs, exe: PathBuf) -> Result<MatrixOptions, String> {
     let mut runtimes = a.runtimes.clone();
     let mut crius = a.crius.clone();
@@ -110,6 +117,22 @@ pub fn options(a: &MatrixArgs, exe: PathBuf) -> Result<MatrixOptions, String> {
     }
     for e in &a.expect {
         expect.push(parse_expect(e)?);
+    }
+    for e in &expect {
+        if let Some(r) = &e.runtime
+            && !runtimes.iter().any(|p| runtime_matches(r, p))
+        {
+            let given: Vec<String> = runtimes.iter().map(|p| p.display().to_string()).collect();
+            return Err(format!(
+                "expectation {r}={}: {r:?} names no runtime of this matrix (runtimes: {}); give a runtime's path as given or its file name, or `*` for all",
+                e.verdict.as_str(),
+                if given.is_empty() {
+                    "none".into()
+                } else {
+                    given.join(", ")
+                }
+            ));
+        }
     }
     let evidence = a.evidence.clone().unwrap_or_else(|| {
         PathBuf::from("evidence").join(format!(

@@ -469,7 +469,11 @@ mod tests {
 
     #[test]
     fn snapshot_dir_must_be_a_snapshot_folder_name() {
-        for ok in ["snapshot-1", "snapshot-20261204T060558Z-3", "snapshot-a.b_c"] {
+        for ok in [
+            "snapshot-1",
+            "snapshot-20261204T060558Z-3",
+            "snapshot-a.b_c",
+        ] {
             assert!(is_snapshot_dir_name(ok), "{ok}");
         }
         for bad in [
