@@ -101,6 +101,22 @@ fn oci_fixture_fails_with_the_empty_ns_signature() {
     }
     assert_eq!(by_id(&rs, "no-netns-image").observed, "0 files");
     assert_eq!(by_id(&rs, "no-link-dumped-after-netns").observed, "0 lines");
+
+    // The same evidence with dump.log emptied (or cut before its anchor): the scope "after
+    // 'Dump NET namespace info'" is empty, so `== 0` there proves nothing and fails closed —
+    // the empty-ns signature is no longer carried.
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&fixture("oci-empty-ns"), tmp.path());
+    std::fs::write(tmp.path().join("dump.log"), b"").unwrap();
+    let rs = evaluate(&ProbeSpec::builtin(RungName::Oci).unwrap(), tmp.path());
+    let r = by_id(&rs, "no-link-dumped-after-netns");
+    assert!(!r.passed, "{r:#?}");
+    assert!(
+        r.observed
+            .contains("no line contains the anchor \"Dump NET namespace info\""),
+        "{}",
+        r.observed
+    );
 }
 
 #[test]

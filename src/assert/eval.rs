@@ -21,12 +21,31 @@ const MAX_LISTED: usize = 12;
 pub fn evaluate(spec: &ProbeSpec, rung_dir: &Path) -> Vec<AssertionResult> {
     // Scan each log once, for all its queries.
     let mut by_log: BTreeMap<&str, Vec<&LogQuery>> = BTreeMap::new();
+    // A scope's `after` anchor is counted too: a scope whose anchor never appears is empty, and
+    // a count over it proves nothing (an emptied or cut log would pass `== 0`).
+    let anchors: Vec<(&str, LogQuery)> = spec
+        .assertions
+        .iter()
+        .filter_map(|a| match &a.check {
+            Check::Log { log, query, .. } => query
+                .after
+                .as_ref()
+                .map(|x| (log.as_str(), LogQuery::new(x.clone()))),
+            _ => None,
+        })
+        .collect();
     for a in &spec.assertions {
         if let Check::Log { log, query, .. } = &a.check {
             let qs = by_log.entry(log.as_str()).or_default();
             if !qs.contains(&query) {
                 qs.push(query);
             }
+        }
+    }
+    for (log, q) in &anchors {
+        let qs = by_log.entry(log).or_default();
+        if !qs.contains(&q) {
+            qs.push(q);
         }
     }
     let mut counts: HashMap<(&str, &LogQuery), Result<u64, String>> = HashMap::new();
@@ -47,9 +66,23 @@ pub fn evaluate(spec: &ProbeSpec, rung_dir: &Path) -> Vec<AssertionResult> {
             let (subject, expected, observed, passed) = match &a.check {
                 Check::Log { log, query, count } => {
                     let expected = describe_log(query, count);
-                    match &counts[&(log.as_str(), query)] {
-                        Ok(n) => (log.clone(), expected, lines(*n), count.holds(*n)),
-                        Err(e) => (log.clone(), expected, e.clone(), false),
+                    let anchor_seen = query.after.as_ref().map(|x| {
+                        counts
+                            .get(&(log.as_str(), &LogQuery::new(x.clone())))
+                            .is_some_and(|c| c.as_ref().is_ok_and(|n| *n > 0))
+                    });
+                    match (&counts[&(log.as_str(), query)], anchor_seen) {
+                        (Err(e), _) => (log.clone(), expected, e.clone(), false),
+                        (Ok(_), Some(false)) => (
+                            log.clone(),
+                            expected,
+                            format!(
+                                "no line contains the anchor {:?}: the scope is empty, so no count over it proves anything",
+                                query.after.as_deref().unwrap_or_default()
+                            ),
+                            false,
+                        ),
+                        (Ok(n), _) => (log.clone(), expected, lines(*n), count.holds(*n)),
                     }
                 }
                 Check::Files { glob, count, bytes } => {
