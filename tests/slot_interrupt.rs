@@ -8,6 +8,7 @@
 //!   as a restore killed after its own lock leaves it): an interrupted restore and a failed one
 //!   each remove it once the container is stopped (named in the release list and the evidence),
 //!   and the next restore succeeds at its first attempt.
+//! - SIGINT during a checkpoint that left the container paused: it is resumed on the way out.
 mod slot_support;
 use netprobe::netlink::criu_unlock::IPTABLES_LOCK;
 use netprobe::ns::ProcessIdentity;
@@ -184,6 +185,35 @@ fn interrupted_or_failed_restore_removes_criu_lock_and_the_retry_succeeds() {
     assert_eq!(code, Some(0), "provision: {err}{out}");
     let h = holder(&sd, 75);
     let slot = sd.join("slot-75");
+
+    // A checkpoint interrupted while the container is frozen (CRIU hangs in `swrk`; the
+    // container paused as the runtime's freeze for CRIU leaves it): the interruption thaws it
+    // (named in the release list), so the snapshot can simply be taken again.
+    let paths = netprobe::slot::SlotPaths::new(&sd, 75);
+    let runc = |verb: &str| {
+        Command::new("runc")
+            .arg("--root")
+            .arg(paths.runtime_root())
+            .args([verb, &paths.container_id()])
+            .output()
+            .unwrap()
+    };
+    let (code, _, err) = interrupt_hung(
+        &wdir,
+        &sd,
+        ("75", &[]),
+        ("snapshot", "criu", "swrk"),
+        libc::SIGINT,
+        30,
+        || assert!(runc("pause").status.success()),
+    );
+    assert_eq!(code, Some(130), "{err}");
+    assert!(
+        err.contains("left paused by the interrupted checkpoint: resumed (running again)"),
+        "{err}"
+    );
+    let st = String::from_utf8_lossy(&runc("state").stdout).to_string();
+    assert!(st.contains("\"status\": \"running\""), "{st}");
 
     // Interrupted: SIGINT while CRIU hangs in the restore, after a killed restore's lock was
     // added to the dump's (two jumps per chain: more than CRIU's own unlock removes).

@@ -69,6 +69,11 @@ pub trait RuntimeOps: Send + Sync + std::fmt::Debug {
     /// Registers the release of `id` for an interruption by a signal ([`crate::ns::cleanup`]);
     /// `None` where nothing real runs (the fake).
     fn on_signal(&self, id: &str) -> Option<crate::ns::cleanup::Registration>;
+    /// Registers, for an interruption by a signal during a checkpoint that leaves the container
+    /// running (`slot snapshot`'s container is kept on failure), a thaw of `id` if the killed
+    /// checkpoint left it paused (the runtime freezes it for CRIU). `None` where nothing real
+    /// runs (the fake).
+    fn on_signal_thaw(&self, id: &str) -> Option<crate::ns::cleanup::Registration>;
 }
 
 impl RuntimeOps for Runtime {
@@ -116,6 +121,21 @@ impl RuntimeOps for Runtime {
             g.set_pid(p);
         }
         g.release()
+    }
+    fn on_signal_thaw(&self, id: &str) -> Option<crate::ns::cleanup::Registration> {
+        let (rt, cid) = (self.clone(), id.to_string());
+        Some(crate::ns::cleanup::register_reporting(
+            format!("container {id} left paused by the interrupted checkpoint"),
+            move || match rt.state(&cid) {
+                Ok(Some(s)) if s.status == "paused" => Some(match rt.resume(&cid) {
+                    Ok(_) => "resumed (running again)".to_string(),
+                    Err(e) => format!("could not resume it: {e}"),
+                }),
+                Ok(Some(s)) => Some(format!("not paused ({}), nothing to thaw", s.status)),
+                Ok(None) => Some("gone, nothing to thaw".to_string()),
+                Err(e) => Some(format!("its state could not be read: {e}")),
+            },
+        ))
     }
     fn on_signal(&self, id: &str) -> Option<crate::ns::cleanup::Registration> {
         let (rt, cid) = (self.clone(), id.to_string());
@@ -443,6 +463,9 @@ pub mod fake {
             Ok(())
         }
         fn on_signal(&self, _: &str) -> Option<crate::ns::cleanup::Registration> {
+            None
+        }
+        fn on_signal_thaw(&self, _: &str) -> Option<crate::ns::cleanup::Registration> {
             None
         }
     }

@@ -213,6 +213,18 @@ impl Runtime {
         self.kill_reaping(id, signal, pid)
     }
 
+    /// `runtime resume ID`: thaws a paused (frozen) container.
+    ///
+    /// Errors: [`OciError`] when the id is invalid, the runtime cannot run or fails (e.g. the
+    /// container is not paused).
+    pub fn resume(&self, id: &str) -> Result<RuntimeOutcome> {
+        validate_id(id)?;
+        check(
+            self.run_raw(vec!["resume".into(), id.into()], Stdio3::Piped, None, true)?,
+            None,
+        )
+    }
+
     /// `runc kill ID SIGNAL`, then reap `pid` (the init's pid, already known from the pid
     /// file) if it is our child — without the extra `runc state` that [`Runtime::kill`] runs.
     pub(crate) fn kill_reaping(

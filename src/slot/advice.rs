@@ -24,6 +24,8 @@ pub(crate) enum Container {
     AbsentWithLeft,
     /// `runtime state` says stopped: the container's init has exited (killed, or it ended).
     Stopped,
+    /// `runtime state` says paused: frozen (a checkpoint killed before it thawed it).
+    Paused,
     /// Another status, or it could not be asked.
     Other,
 }
@@ -35,6 +37,7 @@ impl Container {
             "running" => Container::Running,
             "absent" => Container::Absent,
             "stopped" => Container::Stopped,
+            "paused" => Container::Paused,
             _ => Container::Other,
         }
     }
@@ -203,6 +206,12 @@ pub(crate) fn advice(
                 format!("the container is gone and no complete snapshot exists; {give_up}")
             }
             Container::AbsentWithLeft => left,
+            Container::Paused => format!(
+                "the container is paused (frozen by the checkpoint that was stopped: `live.container`): the slot's runtime (`runtime.path` in state.json) with `--root {} resume {}` thaws it, then {} takes the snapshot again",
+                p.runtime_root().display(),
+                p.container_id(),
+                cmd("snapshot")
+            ),
             Container::Stopped | Container::Other => format!(
                 "the container's state is not known (see `live.container`); {} once it is absent, or {}",
                 cmd("restore"),
@@ -230,7 +239,7 @@ pub(crate) fn advice(
                 "the container has stopped (its init exited: `live.container`): {} removes it and restores the snapshot",
                 cmd("reset")
             ),
-            (Container::Other, true) => format!(
+            (Container::Other | Container::Paused, true) => format!(
                 "the container's state is not known (see `live.container`): {} stops whatever runs and restores the snapshot",
                 cmd("reset")
             ),
@@ -293,6 +302,15 @@ mod tests {
         );
         let r = a(Phase::SnapshotFailed, Container::Absent, false);
         assert!(r.contains("slot cleanup"), "{r}");
+        // A checkpoint killed before it thawed the container: resume it, then snapshot again.
+        assert_eq!(Container::from_status("paused"), Container::Paused);
+        let r = a(Phase::Snapshotting, Container::Paused, false);
+        assert!(
+            r.contains("is paused")
+                && r.contains("resume netprobe-slot-3")
+                && r.contains("netprobe slot snapshot --slot 3"),
+            "{r}"
+        );
         let r = a(Phase::Cleaning, Container::Other, false);
         assert!(
             r.contains("slot cleanup --slot 3") && r.contains("again"),

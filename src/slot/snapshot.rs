@@ -123,8 +123,12 @@ fn checkpoint(
     mkdirs(run, &[images.clone(), work.clone()])?;
     let mut c = Container::new(rt, &st.container_id, run.paths.bundle(), "");
     let extra = super::cgroups::manage_cgroups_args(run, st);
+    // An interrupted checkpoint (its runtime and CRIU killed) leaves the container frozen:
+    // thawed on the way out, as a failed checkpoint leaves it running.
+    let thaw = rt.on_signal_thaw(&st.container_id);
     let r =
         run.time_with_lock_inherited("checkpoint", || c.checkpoint(None, &images, &work, &extra));
+    drop(thaw);
     run.rt_log("checkpoint", r.as_ref());
     if let Err(e) = r {
         let dump = fs::read_to_string(work.join("dump.log")).unwrap_or_default();
