@@ -315,6 +315,116 @@ fn a_hanging_cell_is_stopped_and_the_others_are_kept() {
     assert!(mx.join(&hung.folder).join("oci/config.json").is_file());
 }
 
+/// SIGTERM to a matrix while a part hangs (its runtime's checkpoint): the matrix stops that
+/// part (SIGTERM; the part releases what it started: the hung checkpoint's tree is gone),
+/// starts nothing new, leaves `interrupted.txt` and no `matrix.json`, and exits 143; `verify`
+/// of the folder quotes the note (exit 2).
+#[test]
+fn a_signal_stops_the_matrix_and_its_running_parts() {
+    require(&[RUNC, CRIU_4_3]);
+    let tmp = tempfile::tempdir().unwrap();
+    let pidfile = tmp.path().join("hang.pid");
+    let wrapper = tmp.path().join("runc");
+    netprobe::evidence::fsio::write_executable(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = checkpoint ] && {{ sleep 600 & echo $! > {}; wait; }}; done\nexec {RUNC} \"$@\"\n",
+            pidfile.display()
+        ),
+        0o755,
+    )
+    .unwrap();
+    let mx = tmp.path().join("mx");
+    let errf = tmp.path().join("stderr.txt");
+    let mut child = Command::new(common::cli::EXE)
+        .args([
+            "matrix",
+            "--runtime",
+            wrapper.to_str().unwrap(),
+            "--criu",
+            CRIU_4_3,
+        ])
+        .args(["--jobs", "1", "--evidence", mx.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&errf).unwrap())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !pidfile.is_file() {
+        assert!(
+            t0.elapsed().as_secs() < 120,
+            "the cell never hung: {}",
+            std::fs::read_to_string(&errf).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let sleep_pid: i32 = loop {
+        if let Ok(p) = std::fs::read_to_string(&pidfile)
+            .unwrap_or_default()
+            .trim()
+            .parse()
+        {
+            break p;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let t1 = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if t1.elapsed().as_secs() > 60 {
+            let _ = child.kill();
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(sleep_pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            panic!("the matrix did not stop within 60 s of SIGTERM");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let err = std::fs::read_to_string(&errf).unwrap();
+    assert_eq!(status.code(), Some(143), "{err}");
+    assert!(
+        err.contains("released matrix part cell-") && err.contains("sent SIGTERM"),
+        "{err}"
+    );
+    let note = std::fs::read_to_string(mx.join("interrupted.txt")).unwrap();
+    assert!(
+        note.contains("netprobe matrix was interrupted by SIGTERM"),
+        "{note}"
+    );
+    assert!(
+        !mx.join("matrix.json").exists(),
+        "a matrix.json after the interruption"
+    );
+    // The hung checkpoint's process was released by the part's own release.
+    let gone = |pid: i32| {
+        let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        s.is_empty() || s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z'))
+    };
+    let t2 = std::time::Instant::now();
+    while !gone(sleep_pid) && t2.elapsed().as_secs() < 10 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        gone(sleep_pid),
+        "the hung checkpoint's sleep {sleep_pid} is left"
+    );
+    let v = netprobe(&["verify", mx.to_str().unwrap()]);
+    assert_eq!(v.status.code(), Some(2), "{}", text(&v));
+    assert!(
+        text(&v).contains("netprobe matrix was interrupted"),
+        "{}",
+        text(&v)
+    );
+}
+
 const RUNC_1_3: &str = "/opt/runc-1.3.6/sbin/runc";
 
 /// Copies the matrix folder `from` to `to` (`cp -a`).

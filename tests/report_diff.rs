@@ -112,4 +112,12 @@ fn diff_paths_accepts_folders_and_files() {
         b.path().join(RESULT_FILE).display()
     )));
     assert!(diff_paths(&a.path().join("missing"), b.path()).is_err());
+    // A matrix folder is named as one, with the ways to compare matrices.
+    let m = tempfile::tempdir().unwrap();
+    std::fs::write(m.path().join("matrix.json"), b"{}").unwrap();
+    let e = diff_paths(m.path(), b.path()).unwrap_err().to_string();
+    assert!(
+        e.contains("a matrix folder (matrix.json)") && e.contains("--baseline"),
+        "{e}"
+    );
 }

@@ -56,14 +56,14 @@ pub enum EvidenceError {
         "evidence folder {0} is being written by another netprobe; choose a new --evidence folder"
     )]
     InUse(PathBuf),
-    /// The folder holds no result because the run that wrote it was interrupted
-    /// (`interrupted.txt` says by what and when).
+    /// The folder holds no result because what wrote it (a run, a matrix, a slot verb) was
+    /// interrupted: `interrupted.txt` says by what, when and what to do; its first line is
+    /// quoted.
     #[error(
-        "evidence folder {0} holds no netprobe-result.json: the run that wrote it was \
-         interrupted (see {0}/interrupted.txt); its files are kept but prove nothing; run \
-         `netprobe run` again with a new --evidence folder"
+        "evidence folder {0} holds no netprobe-result.json: what wrote it was interrupted; \
+         {0}/interrupted.txt says: {1}; its files are kept but prove nothing"
     )]
-    Interrupted(PathBuf),
+    Interrupted(PathBuf, String),
     /// The folder holds no result because the run that wrote it did not finish
     /// (`incomplete.txt` is still there; it holds the reason when it could be written).
     #[error(
@@ -215,7 +215,15 @@ pub fn read_result(dir: &Path) -> Result<RunResult, EvidenceError> {
     }
     let path = dir.join(RESULT_FILE);
     if !path.exists() && dir.join(INTERRUPTED_FILE).is_file() {
-        return Err(EvidenceError::Interrupted(dir.to_path_buf()));
+        let note = super::fsio::read_recorded_text(&dir.join(INTERRUPTED_FILE)).unwrap_or_default();
+        let first = note
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("(empty)");
+        return Err(EvidenceError::Interrupted(
+            dir.to_path_buf(),
+            super::fsio::printable(first, 1000),
+        ));
     }
     if !path.exists() && dir.join(INCOMPLETE_FILE).is_file() {
         let note = super::fsio::read_recorded_text(&dir.join(INCOMPLETE_FILE)).unwrap_or_default();

@@ -333,6 +333,24 @@ pub fn write_executable(path: &Path, bytes: impl AsRef<[u8]>, mode: u32) -> std:
     wait_no_writer(path, NO_WRITER_WAIT)
 }
 
+/// `text` with every control character but newline and tab escaped (`\u{1b}`), cut after `max`
+/// characters (marked `…`): safe to print to a terminal.
+pub fn printable(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    for (i, c) in text.chars().enumerate() {
+        if i == max {
+            out.push('…');
+            break;
+        }
+        match c {
+            '\n' | '\t' => out.push(c),
+            c if c.is_control() => out.push_str(&c.escape_unicode().to_string()),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -197,6 +197,13 @@ pub fn handle(a: MatrixArgs, exe: PathBuf) -> ExitCode {
     if let Some(first) = not_verified.first() {
         eprintln!("netprobe: {first}");
     }
+    // A signal stops the matrix: no new part, the running ones stopped (SIGTERM, their own
+    // release), `interrupted.txt` in the matrix folder, exit 128 + signal (see parts.rs).
+    if let Err(e) = crate::ns::cleanup::install_signal_handler() {
+        eprintln!(
+            "netprobe: could not install the signal handler ({e}); a signal may leave the matrix's parts running"
+        );
+    }
     let m = match run_matrix(&opts) {
         Ok(m) => m,
         Err(e) => {

@@ -88,6 +88,9 @@ struct Job {
     runtime: Option<PathBuf>,
 }
 
+mod parts;
+use parts::run_jobs;
+
 /// Runs the matrix; returns the result (also in `<evidence>/matrix.json` and `matrix.md`).
 ///
 /// Errors: [`MatrixError::Usage`] (no runtime or CRIU, the folder exists and is not empty, the
@@ -115,6 +118,7 @@ pub fn run_matrix(opts: &MatrixOptions) -> Result<MatrixResult, MatrixError> {
     std::fs::create_dir_all(opts.evidence.join("logs")).map_err(|e| {
         MatrixError::Usage(format!("cannot create {}: {e}", opts.evidence.display()))
     })?;
+    let _note = interruption_note(&opts.evidence);
     let started_at = now();
     let t0 = Instant::now();
     let binaries = binaries(opts);
@@ -191,6 +195,25 @@ pub fn run_matrix(opts: &MatrixOptions) -> Result<MatrixResult, MatrixError> {
     table::write_matrix(&opts.evidence, &result)
         .map_err(|e| MatrixError::Usage(format!("writing the matrix files: {e}")))?;
     Ok(result)
+}
+
+/// Registers the note an interrupted matrix leaves in its folder (`interrupted.txt`; no
+/// `matrix.json`): registered before any part starts, so it is written after every part was
+/// stopped (releases run newest first).
+fn interruption_note(dir: &Path) -> crate::ns::cleanup::Registration {
+    let dir = dir.to_path_buf();
+    crate::ns::cleanup::register("matrix interruption note", move || {
+        let by = crate::ns::cleanup::interrupted_by().unwrap_or("a signal");
+        let text = format!(
+            "netprobe matrix was interrupted by {by} at {}; its running parts were stopped (the release list names each; each part's folder keeps its own interrupted.txt); no matrix.json or matrix.md was written, so this folder is no matrix result; run `netprobe matrix` again with a new --evidence folder\n",
+            crate::evidence::now_rfc3339()
+        );
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(dir.join(crate::evidence::dir::INTERRUPTED_FILE))
+            .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()));
+    })
 }
 
 fn now() -> String {
@@ -345,135 +368,6 @@ pub(crate) fn slug(b: &MatrixBinary, i: usize) -> String {
             }
         })
         .collect()
-}
-
-/// Runs every job, `opts.jobs` side by side, in order of the list.
-fn run_jobs(opts: &MatrixOptions, jobs: &[Job]) -> Vec<MatrixPart> {
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let done = std::sync::Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..opts.jobs.max(1).min(jobs.len()) {
-            s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    let Some(job) = jobs.get(i) else { break };
-                    let part = run_part(opts, job);
-                    done.lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push((i, part));
-                }
-            });
-        }
-    });
-    let mut done = done.into_inner().unwrap_or_else(|p| p.into_inner());
-    done.sort_by_key(|(i, _)| *i);
-    done.into_iter().map(|(_, p)| p).collect()
-}
-
-/// One `netprobe run --quiet` for `job`, output in `logs/<folder>.txt`, bounded by the timeout.
-fn run_part(opts: &MatrixOptions, job: &Job) -> MatrixPart {
-    let t0 = Instant::now();
-    let log_path = opts
-        .evidence
-        .join("logs")
-        .join(format!("{}.txt", job.folder));
-    let mut part = MatrixPart {
-        folder: job.folder.clone(),
-        phases: job.phases.into(),
-        criu: job.criu.display().to_string(),
-        runtime: job.runtime.as_ref().map(|r| r.display().to_string()),
-        exit_code: None,
-        error: None,
-        duration_ms: 0,
-        log_sha256: None,
-    };
-    let spawned = std::fs::File::create(&log_path).and_then(|log| {
-        let mut cmd = std::process::Command::new(&opts.exe);
-        cmd.args(["run", "--quiet", "--phases", job.phases, "--criu"])
-            .arg(&job.criu)
-            .arg("--evidence")
-            .arg(opts.evidence.join(&job.folder))
-            .stdin(std::process::Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log);
-        if let Some(r) = &job.runtime {
-            cmd.arg("--runtime").arg(r);
-        }
-        cmd.spawn()
-    });
-    let mut child = match spawned {
-        Ok(c) => c,
-        Err(e) => {
-            part.error = Some(format!("cannot start {}: {e}", opts.exe.display()));
-            return part;
-        }
-    };
-    let status = wait_bounded(&mut child, opts.cell_timeout);
-    part.duration_ms = t0.elapsed().as_millis() as u64;
-    part.log_sha256 = crate::evidence::sha256_recorded(&log_path)
-        .ok()
-        .map(|(s, _)| s);
-    let tail = std::fs::read_to_string(&log_path)
-        .map(|t| t.lines().rev().take(3).collect::<Vec<_>>().join(" | "))
-        .unwrap_or_default();
-    match status {
-        Some(st) => {
-            part.exit_code = st.code();
-            if !opts
-                .evidence
-                .join(&job.folder)
-                .join(crate::evidence::result::RESULT_FILE)
-                .is_file()
-            {
-                part.error = Some(format!("no result (exit {:?}): {tail}", st.code()));
-            }
-        }
-        None => {
-            part.error = Some(format!(
-                "did not finish within {} s: stopped (SIGTERM, then SIGKILL after 30 s); its evidence so far is kept in {}",
-                opts.cell_timeout.as_secs(),
-                job.folder
-            ));
-        }
-    }
-    part
-}
-
-/// Waits for `child` at most `limit`; then SIGTERM, and SIGKILL 30 s later. `None` on timeout.
-fn wait_bounded(
-    child: &mut std::process::Child,
-    limit: Duration,
-) -> Option<std::process::ExitStatus> {
-    let pid = child.id() as i32;
-    let fd = crate::ns::pidfd_open(pid).ok();
-    let ended = match &fd {
-        Some(fd) => crate::ns::wait_pidfd_exit(fd, limit).unwrap_or(false),
-        None => {
-            let deadline = Instant::now() + limit;
-            loop {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break true;
-                }
-                if Instant::now() >= deadline {
-                    break false;
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        }
-    };
-    if ended {
-        return child.wait().ok();
-    }
-    if let Some(fd) = &fd {
-        let _ = crate::ns::pidfd_send_signal(fd, libc::SIGTERM);
-        if !crate::ns::wait_pidfd_exit(fd, Duration::from_secs(30)).unwrap_or(false) {
-            let _ = crate::ns::pidfd_send_signal(fd, libc::SIGKILL);
-        }
-    } else {
-        let _ = child.kill();
-    }
-    let _ = child.wait();
-    None
 }
 
 /// The verdict of one cell from its parts' results (kernel, criu of its CRIU, its runtime

@@ -295,7 +295,8 @@ fn interruption_note(ev: &EvidenceDir) -> crate::ns::cleanup::Registration {
             evidence::dir::INTERRUPTED_FILE,
             format!(
                 "netprobe run was interrupted by {by} at {}; what it had started was released; \
-                 no netprobe-result.json was written\n",
+                 no netprobe-result.json was written; run `netprobe run` again with a new \
+                 --evidence folder\n",
                 crate::evidence::now_rfc3339()
             )
             .as_bytes(),

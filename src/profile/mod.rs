@@ -17,6 +17,7 @@ pub mod error;
 pub mod model;
 pub mod overlay;
 
+use crate::evidence::fsio::printable;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -106,24 +107,6 @@ pub fn builtin_default() -> LoadedProfile {
         Path::new("/"),
     )
     .expect("the built-in profile is valid (unit-tested)")
-}
-
-/// `text` with every control character but newline and tab escaped (`\u{1b}`), cut after `max`
-/// characters (marked `…`): safe to print to a terminal.
-fn printable(text: &str, max: usize) -> String {
-    let mut out = String::new();
-    for (i, c) in text.chars().enumerate() {
-        if i == max {
-            out.push('…');
-            break;
-        }
-        match c {
-            '\n' | '\t' => out.push(c),
-            c if c.is_control() => out.push_str(&c.escape_unicode().to_string()),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// Parses profile `text` (named `name` in errors), resolves relative image paths against

@@ -39,7 +39,7 @@ pub enum ReportError {
     /// The evidence directory holds no result because its run was interrupted
     /// (`interrupted.txt`) or did not finish (`incomplete.txt`, e.g. a full disk).
     #[error(
-        "{dir}: holds no {RESULT_FILE}: the run that wrote it {how} (see {}); nothing to report: run `netprobe run` again with a new --evidence folder",
+        "{dir}: holds no {RESULT_FILE}: what wrote it {how}; nothing to report; {} says: {said}",
         dir.join(note).display()
     )]
     Unfinished {
@@ -49,6 +49,8 @@ pub enum ReportError {
         note: &'static str,
         /// "was interrupted" or "did not finish".
         how: &'static str,
+        /// The note's first line (what was interrupted, when, and what to do), made printable.
+        said: String,
     },
     /// A file was given that is not named `netprobe-result.json`: a result is verified against
     /// the evidence folder it is in, so a copy under another name would be reported (or
@@ -109,6 +111,15 @@ pub enum ReportError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// A matrix folder was given where a run folder is needed (`diff`): matrices are compared
+    /// with `matrix --baseline`, their parts one by one.
+    #[error(
+        "{dir}: a matrix folder (matrix.json), not a run's evidence folder; compare a new matrix with this one by `netprobe matrix … --baseline {dir}`, or diff two of its parts (run folders: {dir}/kernel, {dir}/criu-…, {dir}/cell-…)"
+    )]
+    MatrixFolder {
+        /// The folder as given.
+        dir: PathBuf,
+    },
     /// A slot state directory was given: its reports are per slot.
     #[error(
         "{dir}: a slot state directory; pass one of its slot folders ({slots}) or one verb's evidence folder ({dir}/slot-N/evidence/NNNN-verb)"
@@ -160,7 +171,8 @@ impl Format {
 
 /// Loads a result from `path`: either an evidence directory (then `path/netprobe-result.json`
 /// is read) or a result file. Errors: [`ReportError::NotFound`], [`ReportError::Unfinished`]
-/// (a directory without a result holding `interrupted.txt` or `incomplete.txt`), [`ReportError::Read`],
+/// (a directory without a result holding `interrupted.txt` or `incomplete.txt`),
+/// [`ReportError::MatrixFolder`] (a matrix folder), [`ReportError::Read`],
 /// [`ReportError::Parse`], [`ReportError::SchemaVersion`] (a result of another layout version).
 pub fn load_result(path: &Path) -> Result<RunResult> {
     if !path.exists() {
@@ -174,6 +186,11 @@ pub fn load_result(path: &Path) -> Result<RunResult> {
         });
     }
     let file = result_file_of(path);
+    if path.is_dir() && !file.exists() && path.join("matrix.json").is_file() {
+        return Err(ReportError::MatrixFolder {
+            dir: path.to_path_buf(),
+        });
+    }
     if path.is_dir() && !file.exists() {
         use crate::evidence::dir::{INCOMPLETE_FILE, INTERRUPTED_FILE};
         for (note, how) in [
@@ -181,10 +198,17 @@ pub fn load_result(path: &Path) -> Result<RunResult> {
             (INCOMPLETE_FILE, "did not finish"),
         ] {
             if path.join(note).is_file() {
+                let text =
+                    crate::evidence::read_recorded_text(&path.join(note)).unwrap_or_default();
+                let first = text
+                    .lines()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("(empty)");
                 return Err(ReportError::Unfinished {
                     dir: path.to_path_buf(),
                     note,
                     how,
+                    said: crate::evidence::fsio::printable(first, 1000),
                 });
             }
         }

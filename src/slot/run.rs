@@ -390,13 +390,11 @@ impl<'a> VerbRun<'a> {
     fn interruption_note(&self, ev: &std::path::Path) -> crate::ns::cleanup::Registration {
         let (ev, journal) = (ev.to_path_buf(), self.paths.journal());
         let verb = self.verb().to_string();
-        let next = if self.args.verb == super::Verb::Provision {
-            super::status::unfinished_provision_advice(&self.paths)
-        } else {
-            "run the verb again, or `slot cleanup`".to_string()
-        };
+        let provision = self.args.verb == super::Verb::Provision;
+        let paths = self.paths.clone();
         crate::ns::cleanup::register(format!("slot {verb} interruption note"), move || {
             let by = crate::ns::cleanup::interrupted_by().unwrap_or("a signal");
+            let next = interruption_next(provision, &paths);
             let text = format!(
                 "netprobe slot {verb} was interrupted by {by} at {}; the step's process tree was \
                  killed and what the verb had started released (netprobe's release list on \
@@ -606,4 +604,16 @@ fn binaries_difference(st: &SlotState) -> String {
         one("runtime", &st.runtime, &pins.runtime),
         one("CRIU", &st.criu, &pins.criu)
     )
+}
+
+/// What an interrupted verb's note tells to do next, decided when the note is written (after
+/// the release): a provision stopped before it wrote `state.json` left nothing a cleanup could
+/// release (the `slot-state` gate's words); a provision stopped later, `slot cleanup` then
+/// another slot number; any other verb, run it again or clean up.
+pub(crate) fn interruption_next(provision: bool, paths: &SlotPaths) -> String {
+    match (provision, super::missing_state_why(paths)) {
+        (true, Some(why)) => why.trim_start_matches(": ").to_string(),
+        (true, None) => super::status::unfinished_provision_advice(paths),
+        (false, _) => "run the verb again, or `slot cleanup`".to_string(),
+    }
 }

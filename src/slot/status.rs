@@ -89,7 +89,7 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
             )),
             None => {
                 let next = match &state_error {
-                    Some(e) => Some(unreadable_state_advice(&p, e)),
+                    Some(e) => Some(unreadable_state_advice(&p, e, &live)),
                     None => st.as_ref().and_then(|s| super::advice::advice(
                         s.phase,
                         &p,
@@ -202,7 +202,17 @@ fn stateless_live_facts(p: &SlotPaths) -> Value {
 
 /// The advice for a slot whose `state.json` cannot be read: no verb can run on it (gate
 /// `slot-state`), and netprobe keeps no copy of it; what to release by hand, in order.
-fn unreadable_state_advice(p: &SlotPaths, e: &str) -> String {
+/// A slot whose provision ended (interrupted, failed) before it wrote `state.json`, with no
+/// holder alive and nothing mounted under it (`live`), holds nothing to release: then the
+/// advice is the `slot-state` gate's own (keep the evidence, move the folder, another number).
+pub(crate) fn unreadable_state_advice(p: &SlotPaths, e: &str, live: &Value) -> String {
+    let nothing_live = live["holder"]["alive"] != true
+        && live["mounts_under_slot"]
+            .as_array()
+            .is_some_and(|m| m.is_empty());
+    if nothing_live && let Some(why) = super::missing_state_why(p) {
+        return why.trim_start_matches(": ").to_string();
+    }
     format!(
         "state.json cannot be read ({e}): no verb can run on this slot (gate slot-state) and netprobe keeps no copy of it; put back a copy if you have one, else release by hand, in this order: the container (`<runtime> --root {} delete -f {}`, with the runtime it was provisioned with), every mount under {} deepest first (`live.mounts_under_slot`), the holder (`live.holder`: `kill` its pid); keep the evidence ({}), then provision another slot number",
         p.runtime_root().display(),

@@ -550,3 +550,37 @@ fn a_slot_whose_provision_stopped_before_its_state_says_what_to_do() {
         assert!(!trace.iter().any(|e| destructive(e)), "{trace:#?}");
     }
 }
+
+/// An interrupted provision that had not written `state.json` (and left nothing live) is told
+/// the same as the `slot-state` gate tells its cleanup — nothing to release, move the folder,
+/// another slot number — not to run a cleanup that refuses; once `state.json` exists (or
+/// something is live), the cleanup / release-by-hand advice.
+#[test]
+fn a_provision_stopped_before_its_state_is_told_nothing_is_left() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = SlotPaths::new(tmp.path(), 5);
+    fs::create_dir_all(&p.root).unwrap();
+    let next = super::run::interruption_next(true, &p);
+    assert!(
+        next.contains("slot 5 has no state")
+            && next.contains("provision another slot number")
+            && !next.contains("netprobe slot cleanup"),
+        "{next}"
+    );
+    let nothing = serde_json::json!({"holder": {"alive": false}, "mounts_under_slot": []});
+    let a = super::status::unreadable_state_advice(&p, "missing", &nothing);
+    assert!(
+        a.contains("slot 5 has no state") && !a.contains("delete -f"),
+        "{a}"
+    );
+    let mounted = serde_json::json!({"holder": {"alive": false}, "mounts_under_slot": ["/x"]});
+    let a = super::status::unreadable_state_advice(&p, "missing", &mounted);
+    assert!(a.contains("release by hand"), "{a}");
+    fs::write(p.state(), b"{}").unwrap();
+    let next = super::run::interruption_next(true, &p);
+    assert!(next.contains("netprobe slot cleanup --slot 5"), "{next}");
+    assert_eq!(
+        super::run::interruption_next(false, &p),
+        "run the verb again, or `slot cleanup`"
+    );
+}

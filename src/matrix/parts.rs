@@ -1,0 +1,196 @@
+//! Running a matrix's parts: one `netprobe run --quiet` per job, `--jobs` side by side, each
+//! bounded by `--cell-timeout`. A signal (SIGINT, SIGTERM, SIGHUP) to the matrix stops it the
+//! way it stops `netprobe run` ([`crate::ns::cleanup`]): no new part starts, every running part
+//! gets SIGTERM (its own handler releases what it started and leaves its `interrupted.txt`),
+//! SIGKILL 30 s later, each named in the release list; the matrix folder gets
+//! `interrupted.txt` and no `matrix.json`; exit 128 + signal.
+
+use super::model::MatrixPart;
+use super::{Job, MatrixOptions};
+use std::time::{Duration, Instant};
+
+/// Runs every job, `opts.jobs` side by side, in order of the list.
+pub(super) fn run_jobs(opts: &MatrixOptions, jobs: &[Job]) -> Vec<MatrixPart> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let done = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..opts.jobs.max(1).min(jobs.len()) {
+            // Each thread starts parts the matrix must stop on a signal: the signal thread
+            // waits until each has stopped (at its next check) before it stops the parts.
+            let guard = crate::ns::cleanup::worker();
+            let (next, done) = (&next, &done);
+            s.spawn(move || {
+                let _guard = guard;
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let Some(job) = jobs.get(i) else { break };
+                    let part = run_part(opts, job);
+                    done.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push((i, part));
+                }
+            });
+        }
+    });
+    let mut done = done.into_inner().unwrap_or_else(|p| p.into_inner());
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, p)| p).collect()
+}
+
+/// One `netprobe run --quiet` for `job`, output in `logs/<folder>.txt`, bounded by the timeout.
+fn run_part(opts: &MatrixOptions, job: &Job) -> MatrixPart {
+    let t0 = Instant::now();
+    let log_path = opts
+        .evidence
+        .join("logs")
+        .join(format!("{}.txt", job.folder));
+    let mut part = MatrixPart {
+        folder: job.folder.clone(),
+        phases: job.phases.into(),
+        criu: job.criu.display().to_string(),
+        runtime: job.runtime.as_ref().map(|r| r.display().to_string()),
+        exit_code: None,
+        error: None,
+        duration_ms: 0,
+        log_sha256: None,
+    };
+    // No part starts once a signal has been seen (this thread stops here for good).
+    crate::ns::cleanup::checkpoint();
+    let spawned = std::fs::File::create(&log_path).and_then(|log| {
+        let mut cmd = std::process::Command::new(&opts.exe);
+        cmd.args(["run", "--quiet", "--phases", job.phases, "--criu"])
+            .arg(&job.criu)
+            .arg("--evidence")
+            .arg(opts.evidence.join(&job.folder))
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        if let Some(r) = &job.runtime {
+            cmd.arg("--runtime").arg(r);
+        }
+        cmd.spawn()
+    });
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            part.error = Some(format!("cannot start {}: {e}", opts.exe.display()));
+            return part;
+        }
+    };
+    let release = on_signal(&job.folder, child.id() as i32);
+    let status = wait_bounded(&mut child, opts.cell_timeout);
+    drop(release);
+    part.duration_ms = t0.elapsed().as_millis() as u64;
+    part.log_sha256 = crate::evidence::sha256_recorded(&log_path)
+        .ok()
+        .map(|(s, _)| s);
+    let tail = std::fs::read_to_string(&log_path)
+        .map(|t| t.lines().rev().take(3).collect::<Vec<_>>().join(" | "))
+        .unwrap_or_default();
+    match status {
+        Some(st) => {
+            part.exit_code = st.code();
+            if !opts
+                .evidence
+                .join(&job.folder)
+                .join(crate::evidence::result::RESULT_FILE)
+                .is_file()
+            {
+                part.error = Some(format!("no result (exit {:?}): {tail}", st.code()));
+            }
+        }
+        None => {
+            part.error = Some(format!(
+                "did not finish within {} s: stopped (SIGTERM, then SIGKILL after 30 s); its evidence so far is kept in {}",
+                opts.cell_timeout.as_secs(),
+                job.folder
+            ));
+        }
+    }
+    part
+}
+
+/// Waits for `child` at most `limit`; then SIGTERM, and SIGKILL 30 s later. `None` on timeout.
+fn wait_bounded(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> Option<std::process::ExitStatus> {
+    let pid = child.id() as i32;
+    let fd = crate::ns::pidfd_open(pid).ok();
+    let ended = match &fd {
+        Some(fd) => {
+            // In slices, so that a signal to the matrix stops this thread within 200 ms (the
+            // part itself is stopped by its registered release).
+            let deadline = Instant::now() + limit;
+            loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                let slice = left.min(Duration::from_millis(200));
+                if crate::ns::wait_pidfd_exit(fd, slice).unwrap_or(false) {
+                    break true;
+                }
+                crate::ns::cleanup::checkpoint();
+                if left <= slice {
+                    break false;
+                }
+            }
+        }
+        None => {
+            let deadline = Instant::now() + limit;
+            loop {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break true;
+                }
+                crate::ns::cleanup::checkpoint();
+                if Instant::now() >= deadline {
+                    break false;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    };
+    if ended {
+        return child.wait().ok();
+    }
+    if let Some(fd) = &fd {
+        let _ = crate::ns::pidfd_send_signal(fd, libc::SIGTERM);
+        if !crate::ns::wait_pidfd_exit(fd, Duration::from_secs(30)).unwrap_or(false) {
+            let _ = crate::ns::pidfd_send_signal(fd, libc::SIGKILL);
+        }
+    } else {
+        let _ = child.kill();
+    }
+    let _ = child.wait();
+    None
+}
+
+/// How long a part may take to release what it started after SIGTERM before it is killed.
+const PART_STOP_WAIT: Duration = Duration::from_secs(30);
+
+/// Registers the stop of the part `folder` (child `pid`) for an interruption of the matrix:
+/// SIGTERM through a pidfd opened now (so a reused pid is never signalled), then at most
+/// [`PART_STOP_WAIT`] for it to release what it started and exit, then SIGKILL. The release
+/// list names it with how it ended. `None` when the pidfd cannot be opened (the part already
+/// ended).
+fn on_signal(folder: &str, pid: i32) -> Option<crate::ns::cleanup::Registration> {
+    let fd = crate::ns::pidfd_open(pid).ok()?;
+    Some(crate::ns::cleanup::register_reporting(
+        format!("matrix part {folder} (pid {pid})"),
+        move || {
+            let t0 = Instant::now();
+            if crate::ns::pidfd_send_signal(&fd, libc::SIGTERM).is_err() {
+                return Some("it had already ended".into());
+            }
+            if crate::ns::wait_pidfd_exit(&fd, PART_STOP_WAIT).unwrap_or(false) {
+                return Some(format!(
+                    "sent SIGTERM; it released what it started and ended in {} ms (its folder keeps its interrupted.txt)",
+                    t0.elapsed().as_millis()
+                ));
+            }
+            let _ = crate::ns::pidfd_send_signal(&fd, libc::SIGKILL);
+            Some(format!(
+                "sent SIGTERM, then SIGKILL after {} s without an exit",
+                PART_STOP_WAIT.as_secs()
+            ))
+        },
+    ))
+}
