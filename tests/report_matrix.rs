@@ -317,6 +317,9 @@ fn matrix_md_written_by_netprobe_matrix_escapes_names_and_errors() {
         md.contains("refused: &lt;script&gt;alert(1)&lt;/script&gt; \\| not \\| a \\| row \\|"),
         "{md}"
     );
+    // The refused part wrote no result: nothing links to one.
+    assert!(!md.contains("cell-1-r__1-c/netprobe-result.json"), "{md}");
+    assert!(md.contains("no result file: see its part below"), "{md}");
     // Every table line keeps its column count: the verdict table 2 columns, binaries 6, parts 5.
     let table_lines: Vec<&str> = md.lines().filter(|l| l.starts_with('|')).collect();
     let counts: Vec<usize> = table_lines.iter().map(|l| separators(l)).collect();

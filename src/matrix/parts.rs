@@ -96,7 +96,15 @@ fn run_part(opts: &MatrixOptions, job: &Job) -> MatrixPart {
                 .join(crate::evidence::result::RESULT_FILE)
                 .is_file()
             {
-                part.error = Some(format!("no result (exit {:?}): {tail}", st.code()));
+                let how = match (
+                    st.code(),
+                    std::os::unix::process::ExitStatusExt::signal(&st),
+                ) {
+                    (Some(c), _) => format!("exit code {c}"),
+                    (None, Some(sig)) => format!("killed by signal {sig}"),
+                    (None, None) => "no exit status".to_string(),
+                };
+                part.error = Some(format!("no result ({how}): {tail}"));
             }
         }
         None => {

@@ -94,8 +94,9 @@ pub(crate) struct Cell<'a> {
     pub label: &'a str,
     /// The cell's evidence folder (relative to the matrix folder).
     pub folder: &'a str,
-    /// `<folder>/netprobe-result.json`.
-    pub result_file: String,
+    /// `<folder>/netprobe-result.json`, or `None` when the cell's part wrote none (its error in
+    /// `matrix.json`: refused, could not start, hung): then nothing is linked.
+    pub result_file: Option<String>,
     pub verdict: &'static str,
     /// Background colour (green preserves, orange inconclusive, red otherwise).
     pub colour: &'static str,
@@ -145,12 +146,17 @@ fn colour(v: crate::evidence::result::VerdictCode) -> &'static str {
     }
 }
 
-fn cell(c: &MatrixCell) -> Cell<'_> {
+fn cell<'a>(m: &'a MatrixResult, c: &'a MatrixCell) -> Cell<'a> {
     let prefix = format!("{}:", c.folder);
+    let wrote_none = m
+        .parts
+        .iter()
+        .any(|p| p.folder == c.folder && p.error.is_some());
     Cell {
         label: &c.label,
         folder: &c.folder,
-        result_file: format!("{}/{}", c.folder, crate::evidence::result::RESULT_FILE),
+        result_file: (!wrote_none)
+            .then(|| format!("{}/{}", c.folder, crate::evidence::result::RESULT_FILE)),
         verdict: c.verdict.as_str(),
         colour: colour(c.verdict),
         summary: &c.summary,
@@ -220,7 +226,10 @@ impl<'a> MatrixPage<'a> {
                     .iter()
                     .map(|k| {
                         let label = format!("{r} × {k}");
-                        m.cells.iter().find(|c| c.label == label).map(cell)
+                        m.cells
+                            .iter()
+                            .find(|c| c.label == label)
+                            .map(|c| cell(m, c))
                     })
                     .collect(),
             })
@@ -234,7 +243,7 @@ impl<'a> MatrixPage<'a> {
             baseline: m.baseline.as_deref(),
             crius,
             rows,
-            cells: m.cells.iter().map(cell).collect(),
+            cells: m.cells.iter().map(|c| cell(m, c)).collect(),
             binaries: m.binaries.iter().map(binary).collect(),
             parts: m.parts.iter().map(part).collect(),
             matrix_file: crate::matrix::model::MATRIX_FILE,

@@ -560,10 +560,13 @@ pub(crate) trait RtLogged {
 
 impl RtLogged for crate::oci::RuntimeOutcome {
     fn logged(&self) -> String {
+        let exit = match self.code {
+            Some(c) => format!("exit code {c}"),
+            None => "killed by a signal".to_string(),
+        };
         format!(
-            "{} -> exit {:?} in {} ms\n{}",
+            "{} -> {exit} in {} ms\n{}",
             self.argv.join(" "),
-            self.code,
             self.duration_ms,
             self.stderr
         )
