@@ -374,6 +374,61 @@ fn parents_left(cg: &SlotCgroup) -> Vec<PathBuf> {
     v
 }
 
+/// Removes the slot's cgroup directories (`<mount>/<cgroups path>` in every hierarchy, see
+/// [`super::crun::cgroup_dirs`]) that exist, deepest first (at most ~2 s of retries while the
+/// killed container's processes exit). Returns how many were removed and those left, each with
+/// its error.
+pub(crate) fn remove_slot_cgroup_dirs(cgroups_path: &str) -> (usize, Vec<String>) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let (mut removed, mut left) = (0, Vec::new());
+    for d in super::crun::cgroup_dirs(cgroups_path) {
+        if !d.is_dir() {
+            continue;
+        }
+        loop {
+            match std::fs::remove_dir(&d) {
+                Ok(()) => {
+                    removed += 1;
+                    break;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+                Err(_) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(e) => {
+                    left.push(format!("{}: {e}", d.display()));
+                    break;
+                }
+            }
+        }
+    }
+    (removed, left)
+}
+
+/// Registers, while provision creates and starts the container, the removal of the slot's
+/// cgroup directories on an interruption (cgroupfs driver; registered before the container,
+/// so it runs after the container's release): a runtime killed in `create` leaves them with no
+/// state to delete them by. `None` for the systemd driver (its scope is the unit's) or a state
+/// without a cgroup record.
+pub(crate) fn on_signal_remove_dirs(st: &SlotState) -> Option<crate::ns::cleanup::Registration> {
+    let cg = st.cgroup.as_ref()?;
+    if cg.systemd() {
+        return None;
+    }
+    let path = st.cgroups_path.clone();
+    Some(crate::ns::cleanup::register_reporting(
+        format!("the slot's cgroup directories ({path})"),
+        move || {
+            let (removed, left) = remove_slot_cgroup_dirs(&path);
+            Some(if left.is_empty() {
+                format!("{removed} removed (none left in any hierarchy)")
+            } else {
+                format!("FAILED: {removed} removed, left: {}", left.join("; "))
+            })
+        },
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -531,5 +586,24 @@ mod tests {
         v.as_object_mut().unwrap().remove("cgroup");
         let old: SlotState = serde_json::from_value(v).unwrap();
         assert_eq!(old.cgroup, None);
+    }
+
+    /// The slot's cgroup directories in every hierarchy are removed (root: real cgroupfs).
+    #[test]
+    fn slot_cgroup_dirs_are_removed_in_every_hierarchy() {
+        assert!(nix::unistd::geteuid().is_root(), "needs root (cgroupfs)");
+        let path = format!("/netprobe-unit-{}/slot-x", std::process::id());
+        let dirs = super::super::crun::cgroup_dirs(&path);
+        assert!(!dirs.is_empty());
+        for d in &dirs {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let (removed, left) = remove_slot_cgroup_dirs(&path);
+        assert!(left.is_empty(), "{left:?}");
+        assert_eq!(removed, dirs.len());
+        for d in &dirs {
+            assert!(!d.exists(), "{}", d.display());
+            let _ = std::fs::remove_dir(d.parent().unwrap());
+        }
     }
 }

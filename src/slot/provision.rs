@@ -584,6 +584,8 @@ fn start_container(run: &mut VerbRun, st: &mut SlotState) -> Result<String, Slot
     )?;
     holder_gate(run, st, "runtime create")?;
     run.clear("runtime-create", &PROVISION_CREATE_GATES)?;
+    // Runs after the container's own release (registered later, released first).
+    let _cgroup_dirs = cgroups::on_signal_remove_dirs(st);
     let t = Instant::now();
     let r = c.create();
     run.rt_log("create", r.as_ref());
