@@ -1,6 +1,6 @@
 //! `netprobe run` under hung child trees (issue 11, point 1). The runtime or CRIU is a wrapper
 //! script that, at the chosen step, forks a grandchild (`sleep`) holding the inherited
-//! stdout/stderr and then waits for it for ever. With `NETPROBE_STEP_TIMEOUT_S=3` the step is
+//! stdout/stderr and then waits for it for ever. With `NETPROBE_STEP_TIMEOUT_S=6` the step is
 //! bounded: the whole tree dies (the grandchild too), the rung fails naming the bound, the run
 //! ends. SIGTERM during such a step (no bound override) ends the run within seconds (exit 143,
 //! `interrupted.txt`). Afterwards nothing netprobe started is left: no process re-parented to
@@ -178,7 +178,7 @@ fn rung_error(ev: &Path, rung: &str) -> String {
     g["error"].as_str().unwrap_or("").to_string()
 }
 
-/// One hung step bounded by NETPROBE_STEP_TIMEOUT_S=3: the run ends (exit 4, the rung in error
+/// One hung step bounded by NETPROBE_STEP_TIMEOUT_S=6: the run ends (exit 4, the rung in error
 /// naming the bound), the grandchild is dead, nothing is left.
 fn bounded_case(which: &str, step: &str, phases: &str, rung: &str) {
     let _g = setup();
@@ -197,7 +197,7 @@ fn bounded_case(which: &str, step: &str, phases: &str, rung: &str) {
         dir,
         &ev,
         &["--quiet", "--phases", phases, flag, &ws],
-        &[("NETPROBE_STEP_TIMEOUT_S", "3")],
+        &[("NETPROBE_STEP_TIMEOUT_S", "6")],
     );
     let pid = child.id();
     let code = wait_bounded(&mut child, Duration::from_secs(120), dir);
@@ -214,7 +214,7 @@ fn bounded_case(which: &str, step: &str, phases: &str, rung: &str) {
         output(dir)
     );
     let err = rung_error(&ev, rung);
-    assert!(err.contains("3000 ms"), "{err}");
+    assert!(err.contains("6000 ms"), "{err}");
     assert!(err.contains("whole process tree was killed"), "{err}");
     assert_nothing_left(dir, pid);
 }

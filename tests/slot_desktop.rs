@@ -40,41 +40,18 @@ fn verb(v: &str, sd: &Path, extra: &[&str]) -> Value {
     json_of(&out)
 }
 
-/// A point inside the typing app's window (typing.py: white, 900x240+200+150).
-const APP_POINT: (u32, u32) = (650, 350);
-
-/// Waits (bounded) until the screen is still (two screenshots 500 ms apart equal) and the
-/// typing app's window is drawn (white at [`APP_POINT`]), so the snapshot's reference is the
-/// desktop with the app.
-///
-/// The guest's Tk app sometimes stalls at start-up with its window unmapped (seen on this
-/// machine under load: the main thread waits on a futex while Tcl's notifier thread waits in
-/// `pselect` on the X socket) until an X event reaches it. When the screen is still and the app
-/// is not drawn after 5 s, one Shift key press (which the app shows as nothing: the label stays
-/// `typed: `) is sent through XTEST to wake it.
+/// Waits (bounded, 90 s) until the guest's desktop is still with the typing app drawn
+/// ([`common::settle_desktop`], which wakes a stalled Tk app with one Shift press), so the
+/// snapshot's reference is the desktop with the app.
 fn settle(pid: i64) {
     let sock = netprobe::slot::display::socket_of(pid as i32, 0);
     let d = Display::connect(&sock, Duration::from_secs(30)).unwrap();
-    let start = Instant::now();
-    let deadline = start + Duration::from_secs(90);
-    let mut woken = false;
-    loop {
-        let q = d.quiescence(Duration::from_millis(500)).unwrap();
-        let drawn = q.second.pixel(APP_POINT.0, APP_POINT.1) == [255, 255, 255];
-        if q.is_quiescent() && drawn {
-            return;
-        }
-        if q.is_quiescent() && !woken && start.elapsed() > Duration::from_secs(5) {
-            d.press_key(0xffe1).unwrap(); // XK_Shift_L
-            woken = true;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the desktop did not settle with the app drawn: {:?}, pixel at {APP_POINT:?}: {:?}",
-            q.diff,
-            q.second.pixel(APP_POINT.0, APP_POINT.1)
-        );
-    }
+    common::settle_desktop(
+        &d,
+        Duration::from_millis(500),
+        Duration::from_secs(90),
+        String::new,
+    );
 }
 
 fn assert_png(ev: &Path, o: &Value, file: &str) {

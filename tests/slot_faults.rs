@@ -529,7 +529,14 @@ fn lifecycle_faults() {
         nix::sys::signal::Signal::SIGKILL,
     )
     .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    let t0 = std::time::Instant::now();
+    while netprobe::ns::ProcessIdentity::read(holder.pid).is_ok() {
+        assert!(
+            t0.elapsed().as_secs() < 10,
+            "the killed holder is still there"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     for verb in [Verb::Snapshot, Verb::Restore, Verb::Reset] {
         let e = err(&args(verb, "11", &sd));
         assert_gate_err(&e, "11", "holder-identity", 1);
@@ -633,7 +640,11 @@ fn binary_swapped_after_provision() {
     let rt = bins.join("runc");
     let cr = bins.join("criu");
     std::fs::copy("/usr/bin/runc", &rt).unwrap();
+    netprobe::evidence::fsio::wait_no_writer(&rt, netprobe::evidence::fsio::NO_WRITER_WAIT)
+        .unwrap();
     std::fs::copy(netprobe::host::default_criu(), &cr).unwrap();
+    netprobe::evidence::fsio::wait_no_writer(&cr, netprobe::evidence::fsio::NO_WRITER_WAIT)
+        .unwrap();
     let mut a = args(Verb::Provision, "13", &sd);
     a.image = Some(img);
     a.runtime = Some(rt.clone());
@@ -654,6 +665,8 @@ fn binary_swapped_after_provision() {
 
     // Runtime swapped.
     std::fs::copy("/bin/true", &rt).unwrap();
+    netprobe::evidence::fsio::wait_no_writer(&rt, netprobe::evidence::fsio::NO_WRITER_WAIT)
+        .unwrap();
     for verb in [Verb::Restore, Verb::Reset, Verb::Cleanup] {
         let e = err(&args(verb, "13", &sd));
         assert_gate_err(&e, "13", "runtime-binary", 1);

@@ -1,7 +1,7 @@
 //! The slot driver under hung child trees (issue 11, point 1), driven through the netprobe
 //! binary: the runtime (`--runtime`) and CRIU (`--criu`, run by the runtime as `criu swrk`) are
 //! wrapper scripts that, while a flag file names their step, fork a grandchild (`sleep`) holding
-//! the inherited stdio and wait for it for ever. With `NETPROBE_STEP_TIMEOUT_S=3` every hung
+//! the inherited stdio and wait for it for ever. With `NETPROBE_STEP_TIMEOUT_S=6` every hung
 //! snapshot / restore ends within seconds with an error naming the bound, the grandchild is
 //! dead; SIGTERM during a hung checkpoint (default bound) ends the verb within seconds (143)
 //! with the hung tree killed; and `cleanup` then releases everything.
@@ -10,13 +10,13 @@ use slot_support::*;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// `slot VERB` with `NAME.hang` = `step`: fails within 60 s naming the 3 s bound; the grandchild
+/// `slot VERB` with `NAME.hang` = `step`: fails within 60 s naming the 6 s bound; the grandchild
 /// is dead (given up to 5 s: an orphan is reaped by pid 1).
 fn hung_verb(dir: &Path, sd: &Path, verb: &str, name: &str, step: &str) {
     let _ = std::fs::remove_file(dir.join("gc.pid"));
     std::fs::write(dir.join(format!("{name}.hang")), step).unwrap();
     let t0 = Instant::now();
-    let (code, out, err) = cli_slot_env(verb, "47", sd, &[], &[("NETPROBE_STEP_TIMEOUT_S", "3")]);
+    let (code, out, err) = cli_slot_env(verb, "47", sd, &[], &[("NETPROBE_STEP_TIMEOUT_S", "6")]);
     std::fs::remove_file(dir.join(format!("{name}.hang"))).unwrap();
     assert!(
         t0.elapsed() < Duration::from_secs(60),
@@ -29,7 +29,7 @@ fn hung_verb(dir: &Path, sd: &Path, verb: &str, name: &str, step: &str) {
         "{verb} with {name} hung at {step}: {out}{err}"
     );
     assert!(
-        err.contains("3000 ms") && err.contains("whole process tree was killed"),
+        err.contains("6000 ms") && err.contains("whole process tree was killed"),
         "{verb} with {name} hung at {step}: {err}{out}"
     );
     let gc: i32 = std::fs::read_to_string(dir.join("gc.pid"))

@@ -264,7 +264,7 @@ fn interrupted_or_failed_restore_removes_criu_lock_and_the_retry_succeeds() {
         "{out}"
     );
 
-    // Failed: the restore's CRIU hangs past a 3 s bound, with the lock planted beforehand.
+    // Failed: the restore's CRIU hangs past a 6 s bound, with the lock planted beforehand.
     let (code, out, err) = cli_slot("snapshot", "75", &sd, &[]);
     assert_eq!(code, Some(0), "snapshot: {err}{out}");
     plant_lock(&h);
@@ -274,7 +274,7 @@ fn interrupted_or_failed_restore_removes_criu_lock_and_the_retry_succeeds() {
         "75",
         &sd,
         &[],
-        &[("NETPROBE_STEP_TIMEOUT_S", "3")],
+        &[("NETPROBE_STEP_TIMEOUT_S", "6")],
     );
     std::fs::remove_file(wdir.join("criu.hang")).unwrap();
     assert_ne!(code, Some(0), "{out}{err}");

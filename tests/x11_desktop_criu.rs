@@ -16,7 +16,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::guest::{Guest, Overlay};
 use netprobe::x11::{
@@ -39,26 +39,6 @@ fn app_region() -> Rect {
         y: i.y,
         width: i.width,
         height: i.height,
-    }
-}
-
-/// Waits (bounded) until the app's window is drawn (white) and the screen is still; on timeout
-/// the panic carries the pixel seen and `logs()` (the guest's X, window manager and app logs).
-fn settled(d: &Display, limit: Duration, logs: impl Fn() -> String) -> Screenshot {
-    let app = app_region();
-    let deadline = Instant::now() + limit;
-    loop {
-        let q = d.quiescence(Duration::from_millis(250)).unwrap();
-        if q.is_quiescent() && q.second.pixel(app.x + 450, app.y + 200) == [255, 255, 255] {
-            return q.second;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the desktop did not settle within {limit:?} (diff {:?}; pixel at the app's centre {:?}, white expected)\n{}",
-            q.diff,
-            q.second.pixel(app.x + 450, app.y + 200),
-            logs()
-        );
     }
 }
 
@@ -108,7 +88,12 @@ fn desktop_guest_pixels_input_and_reset_through_criu() {
     let d = Display::connect(&g.socket(), Duration::from_secs(30)).unwrap();
     let geom = d.geometry().unwrap();
     assert_eq!((geom.width, geom.height, geom.depth), (1920, 1080, 24));
-    settled(&d, Duration::from_secs(90), || guest_logs(&g));
+    common::settle_desktop(
+        &d,
+        Duration::from_millis(250),
+        Duration::from_secs(90),
+        || guest_logs(&g),
+    );
     let ev = g.p("evidence");
     std::fs::create_dir_all(&ev).unwrap();
     let (q, before) = quiescence_gate(&d, Duration::from_millis(250), &ev, "snapshot").unwrap();
@@ -151,8 +136,19 @@ fn desktop_guest_pixels_input_and_reset_through_criu() {
 
     // Tamper: a window moved after restore fails the pixel gate, with a marked diff.
     move_app_window(&d);
-    std::thread::sleep(Duration::from_millis(300));
-    let moved = d.screenshot().unwrap();
+    // The move goes through openbox (a ConfigureRequest), asynchronously: wait (bounded) until
+    // the screen differs from the snapshot's and is still again.
+    let t0 = std::time::Instant::now();
+    let moved = loop {
+        let q = d.quiescence(Duration::from_millis(250)).unwrap();
+        if q.is_quiescent() && !netprobe::x11::diff(&before, &q.second).unwrap().is_equal() {
+            break q.second;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the window manager did not move the window within 20 s"
+        );
+    };
     let r = pixel_gate(&before, &moved, &ev, "after-move").unwrap();
     assert!(!r.passed, "a moved window must fail the pixel gate");
     let md = r.diff.clone().unwrap();

@@ -34,10 +34,16 @@ fn start_xvfb() -> Xvfb {
         Path::new("/usr/bin/Xvfb").exists(),
         "Xvfb missing: run `bash host/setup.sh --test-deps` (host/install-test-deps.sh installs xvfb)"
     );
+    // The tests of this binary start their servers side by side: one allocation at a time, and
+    // a display is ours only when its lock file names our server's pid (a server that lost the
+    // race for a number exits, but the socket seen may be the winner's).
+    static ALLOC: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ALLOC.lock().unwrap_or_else(|p| p.into_inner());
     let base = 300 + (std::process::id() % 400);
     for n in base..base + 50 {
+        let lock = PathBuf::from(format!("/tmp/.X{n}-lock"));
         let socket = PathBuf::from(format!("/tmp/.X11-unix/X{n}"));
-        if socket.exists() || Path::new(&format!("/tmp/.X{n}-lock")).exists() {
+        if socket.exists() || lock.exists() {
             continue;
         }
         let mut child = Command::new("/usr/bin/Xvfb")
@@ -60,7 +66,8 @@ fn start_xvfb() -> Xvfb {
             if let Ok(Some(_)) = child.try_wait() {
                 break; // lost a race for this display number: try the next
             }
-            if socket.exists() {
+            let owner = std::fs::read_to_string(&lock).unwrap_or_default();
+            if socket.exists() && owner.trim() == child.id().to_string() {
                 return Xvfb { child, socket };
             }
             std::thread::sleep(Duration::from_millis(50));

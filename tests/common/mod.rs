@@ -156,6 +156,48 @@ pub fn active_window_name(d: &netprobe::x11::Display) -> Option<String> {
     Some(String::from_utf8_lossy(&v.value).into_owned())
 }
 
+/// A point inside the typing app's window (typing.py: white, 900x240+200+150; openbox's frame
+/// adds a title bar above it).
+pub const APP_POINT: (u32, u32) = (650, 350);
+
+/// Waits (bounded by `limit`) until the screen is still (two screenshots `still` apart equal)
+/// and the typing app's window is drawn (white at [`APP_POINT`]); returns the second
+/// screenshot.
+///
+/// The guest's Tk app sometimes stalls at start-up with its window unmapped (seen on this
+/// machine under load: the main thread waits on a futex while Tcl's notifier thread waits in
+/// `pselect` on the X socket) until an X event reaches it. When the screen is still and the app
+/// is not drawn after 5 s, one Shift key press (the label stays `typed: ` while the window is
+/// unmapped) is sent through XTEST to wake it. A dead app still fails: no key draws a window.
+/// On timeout the panic names the pixel seen and `logs()` (the guest's logs).
+pub fn settle_desktop(
+    d: &netprobe::x11::Display,
+    still: std::time::Duration,
+    limit: std::time::Duration,
+    logs: impl Fn() -> String,
+) -> netprobe::x11::Screenshot {
+    use std::time::{Duration, Instant};
+    let start = Instant::now();
+    let mut woken = false;
+    loop {
+        let q = d.quiescence(still).unwrap();
+        let pixel = q.second.pixel(APP_POINT.0, APP_POINT.1);
+        if q.is_quiescent() && pixel == [255, 255, 255] {
+            return q.second;
+        }
+        if q.is_quiescent() && !woken && start.elapsed() > Duration::from_secs(5) {
+            d.press_key(0xffe1).unwrap(); // XK_Shift_L
+            woken = true;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "the desktop did not settle with the app drawn within {limit:?} (woken by Shift: {woken}): {:?}, pixel at {APP_POINT:?}: {pixel:?}\n{}",
+            q.diff,
+            logs()
+        );
+    }
+}
+
 /// Waits, bounded by `deadline`, until GNOME Shell is the window manager, the typing app
 /// (`netprobe-typing`) has the focus, and the screen has been still for 2 s (four screenshots
 /// 500 ms apart, each equal to the one before them): what a snapshot's `screen-quiescent` gate and a later
