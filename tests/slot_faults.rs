@@ -102,6 +102,7 @@ fn state_dir_symlink_or_not_ours() {
     for sd in [tmp.path().join("not-yet"), empty.clone()] {
         let doc = ok(Verb::Status, "3", &sd).to_json();
         assert_eq!(doc["exists"], false, "{doc}");
+        assert_eq!(doc["declared_differences"], serde_json::json!([]), "{doc}");
         assert_valid(&slot_state_validator(), &doc);
     }
     assert!(
@@ -117,7 +118,10 @@ fn state_dir_symlink_or_not_ours() {
     std::fs::write(real.join("somebody-elses-file"), b"x").unwrap();
     let e = err(&args(Verb::Provision, "3", &real));
     assert_gate_err(&e, "3", "state-dir", 1);
-    assert!(e.message.contains("not ours"), "{e}");
+    assert!(
+        e.message.contains("not ours") && e.message.contains("a new (or empty) folder"),
+        "{e}"
+    );
     // Not ours: another owner.
     let other = tmp.path().join("other");
     std::fs::create_dir(&other).unwrap();

@@ -202,17 +202,22 @@ pub fn run_matrix(opts: &MatrixOptions) -> Result<MatrixResult, MatrixError> {
 /// stopped (releases run newest first).
 fn interruption_note(dir: &Path) -> crate::ns::cleanup::Registration {
     let dir = dir.to_path_buf();
-    crate::ns::cleanup::register("matrix interruption note", move || {
+    crate::ns::cleanup::register_reporting("matrix interruption note", move || {
         let by = crate::ns::cleanup::interrupted_by().unwrap_or("a signal");
         let text = format!(
             "netprobe matrix was interrupted by {by} at {}; its running parts were stopped (the release list names each; each part's folder keeps its own interrupted.txt); no matrix.json or matrix.md was written, so this folder is no matrix result; run `netprobe matrix` again with a new --evidence folder\n",
             crate::evidence::now_rfc3339()
         );
-        let _ = std::fs::OpenOptions::new()
+        let path = dir.join(crate::evidence::dir::INTERRUPTED_FILE);
+        let wrote = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .open(dir.join(crate::evidence::dir::INTERRUPTED_FILE))
+            .open(&path)
             .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()));
+        Some(match wrote {
+            Ok(()) => format!("wrote {}", path.display()),
+            Err(e) => format!("FAILED: could not write {}: {e}", path.display()),
+        })
     })
 }
 

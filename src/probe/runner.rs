@@ -289,9 +289,10 @@ fn declared_differences(
 /// not unwind, so the release writes it beside the evidence gathered so far.
 fn interruption_note(ev: &EvidenceDir) -> crate::ns::cleanup::Registration {
     let note_dir = ev.clone();
-    crate::ns::cleanup::register("interruption note", move || {
+    crate::ns::cleanup::register_reporting("interruption note", move || {
         let by = crate::ns::cleanup::interrupted_by().unwrap_or("a signal");
-        let _ = note_dir.write(
+        let path = note_dir.root().join(evidence::dir::INTERRUPTED_FILE);
+        let wrote = note_dir.write(
             evidence::dir::INTERRUPTED_FILE,
             format!(
                 "netprobe run was interrupted by {by} at {}; what it had started was released; \
@@ -301,6 +302,10 @@ fn interruption_note(ev: &EvidenceDir) -> crate::ns::cleanup::Registration {
             )
             .as_bytes(),
         );
+        Some(match wrote {
+            Ok(_) => format!("wrote {}", path.display()),
+            Err(e) => format!("FAILED: could not write {}: {e}", path.display()),
+        })
     })
 }
 

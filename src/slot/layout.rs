@@ -267,7 +267,7 @@ fn unmarked(
     }
     if !empty {
         return Err(format!(
-            "{} is not empty and has no {STATE_DIR_MARKER} marker: not ours",
+            "{} is not empty and has no {STATE_DIR_MARKER} marker: not ours; give --state-dir the folder the slots were provisioned in, or a new (or empty) folder for new slots",
             dir.display()
         ));
     }

@@ -392,27 +392,38 @@ impl<'a> VerbRun<'a> {
         let verb = self.verb().to_string();
         let provision = self.args.verb == super::Verb::Provision;
         let paths = self.paths.clone();
-        crate::ns::cleanup::register(format!("slot {verb} interruption note"), move || {
-            let by = crate::ns::cleanup::interrupted_by().unwrap_or("a signal");
-            let next = interruption_next(provision, &paths);
-            let text = format!(
-                "netprobe slot {verb} was interrupted by {by} at {}; the step's process tree was \
+        crate::ns::cleanup::register_reporting(
+            format!("slot {verb} interruption note"),
+            move || {
+                let by = crate::ns::cleanup::interrupted_by().unwrap_or("a signal");
+                let next = interruption_next(provision, &paths);
+                let text = format!(
+                    "netprobe slot {verb} was interrupted by {by} at {}; the step's process tree was \
                  killed and what the verb had started released (netprobe's release list on \
                  stderr names each); the slot's state is as the journal's last step left it \
                  ({next})\n",
-                crate::evidence::now_rfc3339()
-            );
-            if let Ok(d) = EvidenceDir::open(&ev) {
-                let _ = d.write(crate::evidence::dir::INTERRUPTED_FILE, text.as_bytes());
-            }
-            let _ = layout::journal_append(
-                &journal,
-                &verb,
-                "end",
-                false,
-                &format!("interrupted by {by}"),
-            );
-        })
+                    crate::evidence::now_rfc3339()
+                );
+                let path = ev.join(crate::evidence::dir::INTERRUPTED_FILE);
+                let wrote = EvidenceDir::open(&ev)
+                    .map_err(|e| e.to_string())
+                    .and_then(|d| {
+                        d.write(crate::evidence::dir::INTERRUPTED_FILE, text.as_bytes())
+                            .map_err(|e| e.to_string())
+                    });
+                let _ = layout::journal_append(
+                    &journal,
+                    &verb,
+                    "end",
+                    false,
+                    &format!("interrupted by {by}"),
+                );
+                Some(match wrote {
+                    Ok(_) => format!("wrote {}", path.display()),
+                    Err(e) => format!("FAILED: could not write {}: {e}", path.display()),
+                })
+            },
+        )
     }
 
     /// The declared differences, with the binaries recorded at provision.

@@ -53,7 +53,12 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
     };
     let snap = st.as_ref().map(|s| checks::snapshot_complete(&p.root, s));
     let journal = layout::journal_read(&p.journal());
-    let declared = run.declared(st.as_ref());
+    // Declared differences are the slot's: none for a slot that does not exist.
+    let declared = if exists {
+        run.declared(st.as_ref())
+    } else {
+        Vec::new()
+    };
     let doc = json!({
         "schema_version": STATE_SCHEMA_VERSION,
         "tool": "netprobe",
