@@ -225,7 +225,28 @@ fn criu_reason_of_a_refused_checkpoint_is_a_field() {
         .unwrap();
     });
     ready_rx.recv().unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Until the server has accepted it (a socket still in the listener's queue belongs to no
+    // process, so CRIU would not see it): the server's end of the connection has an inode in
+    // the namespace's /proc/net/tcp only once a process holds it.
+    let port = format!(":{:04X}", netprobe::oci::INIT_HTTP_PORT);
+    let accepted = || {
+        std::fs::read_to_string(format!("/proc/{pid}/net/tcp"))
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+            .any(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.len() > 9 && f[1].ends_with(&port) && f[3] == "01" && f[9] != "0"
+            })
+    };
+    let t0 = std::time::Instant::now();
+    while !accepted() {
+        assert!(
+            t0.elapsed().as_secs() < 20,
+            "the guest's server never accepted"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let (code, out, _err) = cli_slot("snapshot", "43", &sd, &["--json"]);
     tx.send(()).unwrap();
     t.join().unwrap();
