@@ -285,9 +285,12 @@ pub const NO_WRITER_WAIT: std::time::Duration = std::time::Duration::from_secs(5
 /// read-only descriptor) is refused with `EAGAIN` exactly while the inode is open for writing
 /// (`check_conflicting_open()` in fs/locks.c). Polls every millisecond, at most `timeout`.
 ///
+/// Returns `Ok` at once where leases are unavailable (`EINVAL`: `fs.leases-enable=0` or a file
+/// system without them; `EOPNOTSUPP`): there is nothing to wait on, and the caller goes on as it
+/// would without this wait.
+///
 /// Errors: the file cannot be opened; still open for writing after `timeout`
-/// (`ErrorKind::ResourceBusy`, naming the file); the file system refuses leases (`EINVAL`, or
-/// `fs.leases-enable=0`) — then nothing can be proven and the lease error is returned.
+/// (`ErrorKind::ResourceBusy`, naming the file); another `fcntl` error.
 pub fn wait_no_writer(path: &Path, timeout: std::time::Duration) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     let f = OpenOptions::new()
@@ -304,8 +307,12 @@ pub fn wait_no_writer(path: &Path, timeout: std::time::Duration) -> std::io::Res
             return Ok(());
         }
         let e = std::io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EAGAIN) {
-            return Err(e);
+        match e.raw_os_error() {
+            Some(libc::EAGAIN) => {}
+            // No leases here (`fs.leases-enable=0`, a file system without them): nothing can be
+            // waited for; the caller goes on as it would without this wait.
+            Some(libc::EINVAL | libc::EOPNOTSUPP | libc::ENOSYS) => return Ok(()),
+            _ => return Err(e),
         }
         if start.elapsed() >= timeout {
             return Err(std::io::Error::new(
