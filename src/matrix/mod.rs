@@ -153,6 +153,8 @@ pub fn run_matrix(opts: &MatrixOptions) -> Result<MatrixResult, MatrixError> {
         }
     }
     let parts = run_jobs(opts, &jobs);
+    // A signal seen while the parts ran stops the matrix here: no matrix.json of stopped parts.
+    crate::ns::cleanup::checkpoint();
     let mut cells = Vec::new();
     for (ri, r) in opts.runtimes.iter().enumerate() {
         for (ci, c) in opts.crius.iter().enumerate() {

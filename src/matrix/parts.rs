@@ -79,6 +79,8 @@ fn run_part(opts: &MatrixOptions, job: &Job) -> MatrixPart {
     };
     let release = on_signal(&job.folder, child.id() as i32);
     let status = wait_bounded(&mut child, opts.cell_timeout);
+    // A group signal (Ctrl-C) ends the part too: seen here, the matrix stops, not records it.
+    crate::ns::cleanup::checkpoint();
     drop(release);
     part.duration_ms = t0.elapsed().as_millis() as u64;
     part.log_sha256 = crate::evidence::sha256_recorded(&log_path)
