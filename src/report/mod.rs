@@ -39,7 +39,7 @@ pub enum ReportError {
     /// The evidence directory holds no result because its run was interrupted
     /// (`interrupted.txt`) or did not finish (`incomplete.txt`, e.g. a full disk).
     #[error(
-        "{dir}: holds no {RESULT_FILE}: what wrote it {how}; nothing to report; {} says: {said}",
+        "{dir}: holds no {RESULT_FILE}: what wrote it {how}, so there is no result to read; {} says: {said}",
         dir.join(note).display()
     )]
     Unfinished {
