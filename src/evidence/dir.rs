@@ -198,6 +198,21 @@ pub fn sha256_stream<R: Read>(
     Ok((hex::encode(hasher.finalize()), total))
 }
 
+/// The first non-empty line of a note (`interrupted.txt`, `incomplete.txt`: what stopped the
+/// writer and what to do), read as a recorded file and made printable (control characters
+/// escaped, at most 1000 characters); `(empty)` or `(unreadable)` when it says nothing.
+pub fn note_first_line(path: &Path) -> String {
+    match super::fsio::read_recorded_text(path) {
+        Ok(t) => super::fsio::printable(
+            t.lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("(empty)"),
+            1000,
+        ),
+        Err(_) => "(unreadable)".to_string(),
+    }
+}
+
 /// Reads and checks `DIR/netprobe-result.json`: it must parse as JSON, validate against the
 /// schema, and deserialize into [`RunResult`].
 ///
@@ -215,14 +230,9 @@ pub fn read_result(dir: &Path) -> Result<RunResult, EvidenceError> {
     }
     let path = dir.join(RESULT_FILE);
     if !path.exists() && dir.join(INTERRUPTED_FILE).is_file() {
-        let note = super::fsio::read_recorded_text(&dir.join(INTERRUPTED_FILE)).unwrap_or_default();
-        let first = note
-            .lines()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("(empty)");
         return Err(EvidenceError::Interrupted(
             dir.to_path_buf(),
-            super::fsio::printable(first, 1000),
+            note_first_line(&dir.join(INTERRUPTED_FILE)),
         ));
     }
     if !path.exists() && dir.join(INCOMPLETE_FILE).is_file() {

@@ -216,10 +216,7 @@ fn interruption_note(dir: &Path) -> crate::ns::cleanup::Registration {
             .create_new(true)
             .open(&path)
             .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()));
-        Some(match wrote {
-            Ok(()) => format!("wrote {}", path.display()),
-            Err(e) => format!("FAILED: could not write {}: {e}", path.display()),
-        })
+        crate::ns::cleanup::wrote_note(&path, wrote)
     })
 }
 

@@ -173,6 +173,18 @@ pub fn register_reporting(
     Registration { id }
 }
 
+/// What a release that writes a note (`interrupted.txt`) reports in the release list: `wrote
+/// PATH`, or `FAILED: could not write PATH: error` — never a sentence the write did not prove.
+pub fn wrote_note<T, E: std::fmt::Display>(
+    path: &std::path::Path,
+    r: Result<T, E>,
+) -> Option<String> {
+    Some(match r {
+        Ok(_) => format!("wrote {}", path.display()),
+        Err(e) => format!("FAILED: could not write {}: {e}", path.display()),
+    })
+}
+
 /// What is registered now, oldest first (for tests and messages).
 pub fn registered() -> Vec<String> {
     let r = REGISTRY.lock().unwrap_or_else(|p| p.into_inner());

@@ -75,20 +75,30 @@ pub fn remove_leftover_cgroups(id: &str) -> Vec<PathBuf> {
             let nested: Vec<PathBuf> = own.iter().map(|p| m.join(p).join(id)).collect();
             std::iter::once(m.join(id)).chain(nested)
         })
-        .filter(|d| d.is_dir())
         .collect();
+    remove_cgroup_trees(&tops).1
+}
+
+/// Removes each cgroup directory in `tops` that exists, with everything below it, deepest
+/// first, killing (SIGKILL) any process left in one. Bounded: at most ~2 s of retries for
+/// processes that are still exiting. Returns how many directories were removed and those that
+/// could not be (empty when nothing is left).
+pub fn remove_cgroup_trees(tops: &[PathBuf]) -> (usize, Vec<PathBuf>) {
     let deadline = Instant::now() + Duration::from_secs(2);
-    let mut left = Vec::new();
-    for top in tops {
-        for d in dirs_deepest_first(&top) {
+    let (mut removed, mut left) = (0, Vec::new());
+    for top in tops.iter().filter(|d| d.is_dir()) {
+        for d in dirs_deepest_first(top) {
             loop {
                 let procs = std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default();
                 for pid in procs.lines().filter_map(|p| p.trim().parse::<i32>().ok()) {
-                    // SAFETY: plain kill(2) of a process in this container's own cgroup.
+                    // SAFETY: plain kill(2) of a process in a cgroup of netprobe's own container.
                     unsafe { libc::kill(pid, libc::SIGKILL) };
                 }
                 match std::fs::remove_dir(&d) {
-                    Ok(()) => break,
+                    Ok(()) => {
+                        removed += 1;
+                        break;
+                    }
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
                     Err(_) if Instant::now() < deadline => {
                         std::thread::sleep(Duration::from_millis(20));
@@ -101,7 +111,7 @@ pub fn remove_leftover_cgroups(id: &str) -> Vec<PathBuf> {
             }
         }
     }
-    left
+    (removed, left)
 }
 
 #[cfg(test)]

@@ -302,10 +302,7 @@ fn interruption_note(ev: &EvidenceDir) -> crate::ns::cleanup::Registration {
             )
             .as_bytes(),
         );
-        Some(match wrote {
-            Ok(_) => format!("wrote {}", path.display()),
-            Err(e) => format!("FAILED: could not write {}: {e}", path.display()),
-        })
+        crate::ns::cleanup::wrote_note(&path, wrote)
     })
 }
 

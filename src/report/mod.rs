@@ -198,17 +198,11 @@ pub fn load_result(path: &Path) -> Result<RunResult> {
             (INCOMPLETE_FILE, "did not finish"),
         ] {
             if path.join(note).is_file() {
-                let text =
-                    crate::evidence::read_recorded_text(&path.join(note)).unwrap_or_default();
-                let first = text
-                    .lines()
-                    .find(|l| !l.trim().is_empty())
-                    .unwrap_or("(empty)");
                 return Err(ReportError::Unfinished {
                     dir: path.to_path_buf(),
                     note,
                     how,
-                    said: crate::evidence::fsio::printable(first, 1000),
+                    said: crate::evidence::dir::note_first_line(&path.join(note)),
                 });
             }
         }

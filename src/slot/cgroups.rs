@@ -374,37 +374,6 @@ fn parents_left(cg: &SlotCgroup) -> Vec<PathBuf> {
     v
 }
 
-/// Removes the slot's cgroup directories (`<mount>/<cgroups path>` in every hierarchy, see
-/// [`super::crun::cgroup_dirs`]) that exist, deepest first (at most ~2 s of retries while the
-/// killed container's processes exit). Returns how many were removed and those left, each with
-/// its error.
-pub(crate) fn remove_slot_cgroup_dirs(cgroups_path: &str) -> (usize, Vec<String>) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-    let (mut removed, mut left) = (0, Vec::new());
-    for d in super::crun::cgroup_dirs(cgroups_path) {
-        if !d.is_dir() {
-            continue;
-        }
-        loop {
-            match std::fs::remove_dir(&d) {
-                Ok(()) => {
-                    removed += 1;
-                    break;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
-                Err(_) if std::time::Instant::now() < deadline => {
-                    std::thread::sleep(std::time::Duration::from_millis(20));
-                }
-                Err(e) => {
-                    left.push(format!("{}: {e}", d.display()));
-                    break;
-                }
-            }
-        }
-    }
-    (removed, left)
-}
-
 /// Registers, while provision creates and starts the container, the removal of the slot's
 /// cgroup directories on an interruption (cgroupfs driver; registered before the container,
 /// so it runs after the container's release): a runtime killed in `create` leaves them with no
@@ -419,11 +388,13 @@ pub(crate) fn on_signal_remove_dirs(st: &SlotState) -> Option<crate::ns::cleanup
     Some(crate::ns::cleanup::register_reporting(
         format!("the slot's cgroup directories ({path})"),
         move || {
-            let (removed, left) = remove_slot_cgroup_dirs(&path);
+            let dirs = super::crun::cgroup_dirs(&path);
+            let (removed, left) = crate::oci::cgroups::remove_cgroup_trees(&dirs);
             Some(if left.is_empty() {
                 format!("{removed} removed (none left in any hierarchy)")
             } else {
-                format!("FAILED: {removed} removed, left: {}", left.join("; "))
+                let left: Vec<String> = left.iter().map(|d| d.display().to_string()).collect();
+                format!("FAILED: {removed} removed, left: {}", left.join(", "))
             })
         },
     ))
@@ -588,7 +559,8 @@ mod tests {
         assert_eq!(old.cgroup, None);
     }
 
-    /// The slot's cgroup directories in every hierarchy are removed (root: real cgroupfs).
+    /// The slot's cgroup directories in every hierarchy are removed by the shared
+    /// `remove_cgroup_trees` (root: real cgroupfs).
     #[test]
     fn slot_cgroup_dirs_are_removed_in_every_hierarchy() {
         assert!(nix::unistd::geteuid().is_root(), "needs root (cgroupfs)");
@@ -598,7 +570,7 @@ mod tests {
         for d in &dirs {
             std::fs::create_dir_all(d).unwrap();
         }
-        let (removed, left) = remove_slot_cgroup_dirs(&path);
+        let (removed, left) = crate::oci::cgroups::remove_cgroup_trees(&dirs);
         assert!(left.is_empty(), "{left:?}");
         assert_eq!(removed, dirs.len());
         for d in &dirs {

@@ -418,10 +418,7 @@ impl<'a> VerbRun<'a> {
                     false,
                     &format!("interrupted by {by}"),
                 );
-                Some(match wrote {
-                    Ok(_) => format!("wrote {}", path.display()),
-                    Err(e) => format!("FAILED: could not write {}: {e}", path.display()),
-                })
+                crate::ns::cleanup::wrote_note(&path, wrote)
             },
         )
     }
