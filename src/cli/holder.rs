@@ -12,10 +12,13 @@ pub struct HolderCmd {
     /// Bring lo up.
     #[arg(long)]
     lo_up: bool,
+    /// Inherited fd to hold open until the end (repeatable).
+    #[arg(long)]
+    keep_fd: Vec<i32>,
 }
 
 impl Execute for HolderCmd {
     fn execute(self) -> ExitCode {
-        netprobe::ns::holder_main(self.report_fd, self.lo_up)
+        netprobe::ns::holder_main(self.report_fd, self.lo_up, &self.keep_fd)
     }
 }

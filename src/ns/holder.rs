@@ -5,7 +5,8 @@
 //! `/dev/null`, every other fd closed, `unshare(CLONE_NEWNET)`, `lo` up if asked, `setsid()`,
 //! one JSON line with its [`ProcessIdentity`] on fd N, fd N closed, then `pause()` forever with
 //! default SIGTERM/SIGKILL. After the handshake it holds only fds 0-2 (`/dev/null`) and one
-//! thread, so CRIU can dump it.
+//! thread, so CRIU can dump it — unless it was asked to keep inherited descriptors
+//! (`--keep-fd K`, [`Holder::spawn_keeping`]: the slot's sealed binaries, never dumped).
 //!
 //! Parent side: [`Holder::spawn`] proves the identity the child reports against `/proc` and
 //! pins it with a pidfd; [`Holder`] kills and reaps it on Drop unless [`Holder::detach`]ed.
@@ -135,21 +136,37 @@ fn close_range(first: u32, last: u32) -> io::Result<()> {
     Ok(())
 }
 
-/// Entry point of holder mode (`netprobe __holder --report-fd N [--lo-up]`); never returns.
+/// Closes every fd from 3 up except `report_fd` and `keep`.
+fn close_all_but(report_fd: RawFd, keep: &[RawFd]) -> io::Result<()> {
+    let mut open: Vec<u32> = keep.iter().map(|&k| k as u32).collect();
+    open.push(report_fd as u32);
+    open.sort_unstable();
+    let mut first = 3u32;
+    for k in open {
+        if k > first {
+            close_range(first, k - 1)?;
+        }
+        first = first.max(k + 1);
+    }
+    close_range(first, u32::MAX)
+}
+
+/// Entry point of holder mode (`netprobe __holder --report-fd N [--lo-up] [--keep-fd K]...`);
+/// never returns.
 ///
 /// Steps: default signal dispositions and an empty signal mask; stdio onto `/dev/null`; every
-/// fd except 0-2 and `report_fd` closed; `unshare(CLONE_NEWNET)`; `lo` up via one
+/// fd except 0-2, `report_fd` and `keep` closed; `unshare(CLONE_NEWNET)`; `lo` up via one
 /// `RTM_NEWLINK` if `lo_up`; `setsid()`; its own [`ProcessIdentity`] written as one JSON line
 /// (`{"pid":..,"start_time":..,"netns_inode":..}`) to `report_fd`, which is then closed; then
 /// `pause()` forever (SIGTERM/SIGKILL end it with the default action).
 ///
 /// Errors: on any failed step it writes `{"error":"holder pid P: <step>: <errno>"}` on
 /// `report_fd` and exits 1; `report_fd < 3` exits 2 at once (stdio is not a report channel).
-pub fn holder_main(report_fd: RawFd, lo_up: bool) -> ! {
-    if report_fd < 3 {
+pub fn holder_main(report_fd: RawFd, lo_up: bool, keep: &[RawFd]) -> ! {
+    if report_fd < 3 || keep.iter().any(|&k| k < 3 || k == report_fd) {
         let _ = writeln!(
             io::stderr(),
-            "netprobe __holder: --report-fd must be >= 3, got {report_fd}"
+            "netprobe __holder: --report-fd and --keep-fd must be >= 3 and differ, got {report_fd} and {keep:?}"
         );
         std::process::exit(2);
     }
@@ -157,8 +174,7 @@ pub fn holder_main(report_fd: RawFd, lo_up: bool) -> ! {
     if let Err(e) = stdio_to_dev_null() {
         fail(report_fd, "redirect stdio to /dev/null", e);
     }
-    let rf = report_fd as u32;
-    if let Err(e) = close_range(3, rf - 1).and_then(|_| close_range(rf + 1, u32::MAX)) {
+    if let Err(e) = close_all_but(report_fd, keep) {
         fail(report_fd, "close inherited fds", e);
     }
     // SAFETY: single-threaded process; moves it into a new network namespace.
@@ -252,6 +268,17 @@ impl Holder {
     /// `IdentityChanged` (report differs from `/proc`); `SameNetns`; `Gone`; `Pidfd`; `Os`.
     /// On every error the child is killed and reaped.
     pub fn spawn(opts: &HolderOptions) -> Result<Holder, NsError> {
+        Holder::spawn_keeping(opts, &[])
+    }
+
+    /// [`Holder::spawn`], and the holder inherits `keep` under the same numbers and holds them
+    /// open until it ends (`--keep-fd K` each; the slot's sealed binaries,
+    /// [`crate::slot::sealed`]). Errors: those of [`Holder::spawn`].
+    pub fn spawn_keeping(
+        opts: &HolderOptions,
+        keep: &[std::os::fd::BorrowedFd<'_>],
+    ) -> Result<Holder, NsError> {
+        let keep: Vec<RawFd> = keep.iter().map(|k| k.as_raw_fd()).collect();
         let mut fds = [0 as libc::c_int; 2];
         // SAFETY: pipe2 writes two fds into the array.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -274,12 +301,17 @@ impl Holder {
         if opts.lo_up {
             cmd.arg("--lo-up");
         }
+        for k in &keep {
+            cmd.arg("--keep-fd").arg(k.to_string());
+        }
         // SAFETY: the closure only calls fcntl (async-signal-safe) between fork and exec; it
-        // clears FD_CLOEXEC on the report fd in the child only.
+        // clears FD_CLOEXEC on the report fd and the kept fds in the child only.
         unsafe {
             cmd.pre_exec(move || {
-                if libc::fcntl(wr_raw, libc::F_SETFD, 0) != 0 {
-                    return Err(io::Error::last_os_error());
+                for fd in std::iter::once(wr_raw).chain(keep.iter().copied()) {
+                    if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                        return Err(io::Error::last_os_error());
+                    }
                 }
                 Ok(())
             });

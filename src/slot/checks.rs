@@ -412,6 +412,7 @@ pub(crate) mod tests {
             sha256: file_sha256(p).unwrap(),
             version: None,
             kind: None,
+            sealed: None,
         };
         SlotState {
             schema_version: STATE_SCHEMA_VERSION,

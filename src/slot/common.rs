@@ -13,7 +13,7 @@ use crate::netlink::NetState;
 use crate::ns::ProcessIdentity;
 use crate::oci::{self, ContainerState, OciError, RuntimeOps};
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// The `criu-config-absent` gate (blocking: a host refusal; else recorded).
@@ -25,37 +25,89 @@ pub(crate) fn criu_config_gate(run: &mut VerbRun, blocking: bool) -> Result<(), 
     run.gate_or_record(GateId::CriuConfigAbsent, blocking, r)
 }
 
-/// The runtime and CRIU paths this verb uses: `--runtime`/`--criu` if given, else the ones
-/// recorded at provision (either way checked by [`binary_gates`]).
-pub(crate) fn binary_paths(run: &VerbRun, st: &SlotState) -> (PathBuf, PathBuf) {
+/// The sealed copies ([`super::sealed`]) this verb runs, per binary (runtime, CRIU): the holder's
+/// pid and the copy's record, when `state.json` records one, the recorded holder is alive with
+/// its identity and no `--runtime`/`--criu` names another file (a verb after a crash, whose
+/// holder is gone, runs and re-hashes the files on disk).
+type SealedUse = Option<(i32, super::sealed::SealedCopy)>;
+
+fn sealed_use(run: &VerbRun, st: &SlotState) -> (SealedUse, SealedUse) {
+    let Some(h) = st.holder.filter(|_| checks::holder(st).is_ok()) else {
+        return (None, None);
+    };
+    let of = |given: bool, pin: &super::state::BinaryPin| {
+        pin.sealed.filter(|_| !given).map(|s| (h.pid, s))
+    };
     (
-        run.args.runtime.clone().unwrap_or(st.runtime.path.clone()),
-        run.args.criu.clone().unwrap_or(st.criu.path.clone()),
+        of(run.args.runtime.is_some(), &st.runtime),
+        of(run.args.criu.is_some(), &st.criu),
     )
 }
 
-/// Runtime and CRIU binaries: same sha256 as recorded at provision. A `--runtime`/`--criu` given
-/// to a later verb replaces the recorded path only if its sha256 is the recorded one. The two
-/// files are hashed on two threads at once (whole files, every verb; about 15 MB together).
+/// The runtime and CRIU paths this verb uses: the holder's sealed copies
+/// (`/proc/<holder pid>/fd/<n>`) where [`sealed_use`] allows, else `--runtime`/`--criu` if
+/// given, else the ones recorded at provision (either way checked by [`binary_gates`]).
+pub(crate) fn binary_paths(run: &VerbRun, st: &SlotState) -> (PathBuf, PathBuf) {
+    let (s_rt, s_cr) = sealed_use(run, st);
+    let path = |s: SealedUse, given: &Option<PathBuf>, recorded: &PathBuf| match s {
+        Some((pid, rec)) => super::sealed::exec_path(pid, &rec),
+        None => given.clone().unwrap_or(recorded.clone()),
+    };
+    (
+        path(s_rt, &run.args.runtime, &st.runtime.path),
+        path(s_cr, &run.args.criu, &st.criu.path),
+    )
+}
+
+/// One binary's pin: with a sealed copy, [`super::sealed::prove`] and the recorded file
+/// compared by `stat` (re-hashed only when that differs); else the file at `path` hashed whole.
+fn pin_proof(
+    path: &Path,
+    sealed: SealedUse,
+    pin: &super::state::BinaryPin,
+) -> Result<String, String> {
+    let Some((pid, rec)) = sealed else {
+        return checks::binary_pin(path, checks::file_sha256(path), pin);
+    };
+    let ran = super::sealed::prove(pid, &rec)?;
+    let src = &pin.path;
+    if super::sealed::source_unchanged(src, &rec)? {
+        return Ok(format!(
+            "{ran}; copied from {} sha256 {}, which is unchanged since (device, inode, size, mtime, ctime; not re-hashed)",
+            src.display(),
+            pin.sha256
+        ));
+    }
+    let d = checks::binary_pin(src, checks::file_sha256(src), pin)?;
+    Ok(format!(
+        "{ran}; {} changed by stat since provision, re-hashed: {d}",
+        src.display()
+    ))
+}
+
+/// Runtime and CRIU binaries: same sha256 as recorded at provision. With the holder's sealed
+/// copies ([`binary_paths`]) the copies are proven and the files on disk compared by `stat`;
+/// otherwise — and for a `--runtime`/`--criu` given to a later verb, which replaces the
+/// recorded path only if its sha256 is the recorded one — the two files are hashed on two
+/// threads at once (whole files; about 15 MB together).
 pub(crate) fn binary_gates(
     run: &mut VerbRun,
     st: &SlotState,
     blocking: bool,
     criu_blocking: bool,
 ) -> Result<(PathBuf, PathBuf), SlotError> {
+    let (s_rt, s_cr) = sealed_use(run, st);
     let (rt, cr) = binary_paths(run, st);
-    let (h_rt, h_cr) = std::thread::scope(|s| {
-        let criu = s.spawn(|| checks::file_sha256(&cr));
-        let runtime = checks::file_sha256(&rt);
+    let (r_rt, r_cr) = std::thread::scope(|s| {
+        let criu = s.spawn(|| pin_proof(&cr, s_cr, &st.criu));
+        let runtime = pin_proof(&rt, s_rt, &st.runtime);
         let criu = criu
             .join()
             .unwrap_or_else(|_| Err(format!("hashing {} panicked", cr.display())));
         (runtime, criu)
     });
-    let r = checks::binary_pin(&rt, h_rt, &st.runtime);
-    run.gate_or_record(GateId::RuntimeBinaryPinned, blocking, r)?;
-    let r = checks::binary_pin(&cr, h_cr, &st.criu);
-    run.gate_or_record(GateId::CriuBinaryPinned, criu_blocking, r)?;
+    run.gate_or_record(GateId::RuntimeBinaryPinned, blocking, r_rt)?;
+    run.gate_or_record(GateId::CriuBinaryPinned, criu_blocking, r_cr)?;
     Ok((rt, cr))
 }
 

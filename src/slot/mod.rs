@@ -42,6 +42,7 @@ mod provision;
 mod readiness;
 mod restore;
 mod run;
+pub mod sealed;
 mod snapshot;
 pub mod state;
 mod status;

@@ -22,6 +22,7 @@ use crate::ns::{self, Holder, HolderOptions};
 use crate::oci::{self, BundleSpec, Container, NetnsSpec, write_bundle};
 use serde_json::json;
 use std::fs;
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -222,6 +223,7 @@ fn binary_found(
         sha256: f.sha256,
         version: Some(f.version),
         kind: None,
+        sealed: None,
     })
 }
 
@@ -486,11 +488,15 @@ fn mount_image(
 fn start_holder(run: &mut VerbRun, st: &mut SlotState) -> Result<Holder, SlotError> {
     let t = Instant::now();
     let exe = run.args.holder_exe.clone().unwrap_or_else(ns::default_exe);
-    let holder = Holder::spawn(&HolderOptions {
+    let sealed = seal_binaries(run, st)?;
+    let keep: Vec<_> = sealed.iter().map(|s| s.fd.as_fd()).collect();
+    let opts = HolderOptions {
         exe: exe.clone(),
         lo_up: true,
-    })
-    .map_err(|e| run.step_err("holder", e))?;
+    };
+    let holder = Holder::spawn_keeping(&opts, &keep).map_err(|e| run.step_err("holder", e))?;
+    drop(keep);
+    drop(sealed);
     let hid = *holder.identity();
     st.holder = Some(hid);
     let cookie = ns::netns_cookie_of(&hid.netns_path()).map_err(|e| run.step_err("holder", e))?;
@@ -526,6 +532,43 @@ fn start_holder(run: &mut VerbRun, st: &mut SlotState) -> Result<Holder, SlotErr
     run.fact("holder", hj);
     run.took("holder", t);
     Ok(holder)
+}
+
+/// The sealed copies of the runtime and CRIU ([`super::sealed`]) the holder is to keep, their
+/// records in `st` and the fact `sealed_binaries`. A copy that cannot be made (no memfd, no
+/// sealing) is recorded as such and the later verbs re-hash that file instead.
+///
+/// Errors: a binary whose bytes no longer hash to the pin its gate just recorded.
+fn seal_binaries(
+    run: &mut VerbRun,
+    st: &mut SlotState,
+) -> Result<Vec<super::sealed::Sealed>, SlotError> {
+    use super::sealed::{SealError, seal};
+    let mut made = Vec::new();
+    let mut facts = serde_json::Map::new();
+    for (name, pin) in [("runtime", &mut st.runtime), ("criu", &mut st.criu)] {
+        match seal(&pin.path, name, &pin.sha256) {
+            Ok(s) => {
+                pin.sealed = Some(s.record);
+                facts.insert(name.into(), json!(s.record));
+                made.push(s);
+            }
+            Err(e @ SealError::Changed { .. }) => {
+                return Err(run.step_err("sealed-copy", StepError::Tool(e.to_string())));
+            }
+            Err(e) => {
+                pin.sealed = None;
+                facts.insert(
+                    name.into(),
+                    json!(format!(
+                        "not made ({e}): every later verb re-hashes the file"
+                    )),
+                );
+            }
+        }
+    }
+    run.fact("sealed_binaries", serde_json::Value::Object(facts));
+    Ok(made)
 }
 
 /// `config.json` (oci-spec): network namespace by the holder's path, the slot's resources; its

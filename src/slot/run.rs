@@ -83,7 +83,7 @@ pub(crate) struct VerbRun<'a> {
     /// The runtime factory, root requirement and trace.
     pub env: &'a SlotEnv<'a>,
     /// The runtime kind detected for a path ([`VerbRun::runtime_kind`]).
-    rt_kind: Option<(PathBuf, RuntimeKind)>,
+    rt_kind: Option<(Vec<PathBuf>, RuntimeKind)>,
     /// Evidence files being written on their own threads ([`VerbRun::ev_write_beside`]);
     /// joined by [`VerbRun::finish`] before the verb's own evidence is written.
     pending: Vec<std::thread::JoinHandle<()>>,
@@ -124,15 +124,21 @@ impl<'a> VerbRun<'a> {
     /// in `state.json` `runtime.kind` and taken from there for the recorded path), with the slot's
     /// recorded cgroup driver (`--systemd-cgroup` on every call for systemd).
     pub fn runtime(&mut self, st: &SlotState, rt: &Path, cr: &Path) -> Box<dyn RuntimeOps> {
+        let sealed = |h: &crate::ns::ProcessIdentity| {
+            st.runtime
+                .sealed
+                .is_some_and(|s| super::sealed::exec_path(h.pid, &s) == rt)
+        };
         if let (None, Some(k)) = (&self.rt_kind, st.runtime.kind)
-            && st.runtime.path == rt
+            && (st.runtime.path == rt || st.holder.as_ref().is_some_and(sealed))
         {
-            self.rt_kind = Some((rt.to_path_buf(), k));
+            // The recorded path and its sealed copy are the same binary (one pin).
+            self.rt_kind = Some((vec![rt.to_path_buf(), st.runtime.path.clone()], k));
             self.fact(
                 "runtime_kind_from",
                 format!(
                     "state.json runtime.kind, detected from {} --version at provision; the same binary while its sha256 pin holds (gate {})",
-                    rt.display(),
+                    st.runtime.path.display(),
                     super::gate::GateId::RuntimeBinaryPinned.name()
                 ),
             );
@@ -146,10 +152,10 @@ impl<'a> VerbRun<'a> {
     /// recorded in the facts.
     pub fn runtime_kind(&mut self, rt: &Path) -> RuntimeKind {
         let kind = match &self.rt_kind {
-            Some((p, k)) if p == rt => *k,
+            Some((p, k)) if p.iter().any(|p| p == rt) => *k,
             _ => {
                 let (k, how) = super::crun::detect_kind(rt);
-                self.rt_kind = Some((rt.to_path_buf(), k));
+                self.rt_kind = Some((vec![rt.to_path_buf()], k));
                 self.fact("runtime_kind_from", how);
                 k
             }

@@ -148,6 +148,11 @@ pub struct BinaryPin {
     /// written before it was recorded (then detected per verb) and for CRIU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<crate::oci::RuntimeKind>,
+    /// The sealed copy of this binary the holder keeps (made at provision, executed by every
+    /// later verb: [`super::sealed`]). Absent in states written before sealed copies and where
+    /// none could be made (then every verb re-hashes the file at `path`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sealed: Option<super::sealed::SealedCopy>,
 }
 
 /// How the probe-verdict gate was satisfied (`mode` in `state.json`).
