@@ -1,0 +1,108 @@
+//! The sealed copies of the runtime and CRIU (`src/slot/sealed.rs`): made at provision, held by
+//! the holder, run by every later verb and proven by inode and seals instead of a re-hash; the
+//! files on disk compared by `stat` and re-hashed when that differs.
+mod slot_support;
+use netprobe::slot::Verb;
+use slot_support::*;
+use std::os::fd::AsRawFd;
+
+/// Every seal a sealed copy must carry (runc's `RUNC_MEMFD_SEALS`).
+const SEALS: i32 = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
+
+#[test]
+fn later_verbs_run_the_holders_sealed_copies() {
+    require_root();
+    let _s = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let sd = state_dir(&tmp);
+    let _c = CleanupOnDrop(sd.clone(), vec![15]);
+    let img = sleep_image(tmp.path());
+    // A private copy of runc, so the test can change its stat without touching the host's.
+    let bins = tmp.path().join("bins");
+    std::fs::create_dir(&bins).unwrap();
+    let rt = bins.join("runc");
+    std::fs::copy("/usr/bin/runc", &rt).unwrap();
+    netprobe::evidence::fsio::wait_no_writer(&rt, netprobe::evidence::fsio::NO_WRITER_WAIT)
+        .unwrap();
+    let mut a = args(Verb::Provision, "15", &sd);
+    a.image = Some(img);
+    a.runtime = Some(rt.clone());
+    let p = netprobe::slot::run_verb(&a).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        p.facts["sealed_binaries"]["runtime"]["holder_fd"].is_i64(),
+        "{:?}",
+        p.facts["sealed_binaries"]
+    );
+
+    let st = state(&sd, 15);
+    let holder = st.holder.expect("holder").pid;
+    for (name, pin) in [("runtime", &st.runtime), ("criu", &st.criu)] {
+        let rec = pin
+            .sealed
+            .unwrap_or_else(|| panic!("no sealed {name} in state.json"));
+        let fd = format!("/proc/{holder}/fd/{}", rec.holder_fd);
+        let link = std::fs::read_link(&fd).unwrap();
+        assert!(
+            link.to_string_lossy()
+                .starts_with(&format!("/memfd:netprobe-{name}")),
+            "{fd} -> {}",
+            link.display()
+        );
+        let f = std::fs::File::open(&fd).unwrap();
+        // SAFETY: fcntl(2) F_GET_SEALS on an open descriptor.
+        let seals = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GET_SEALS) };
+        assert_eq!(seals & SEALS, SEALS, "{fd}: seals {seals:#x}");
+        // Root cannot change it either.
+        let w = std::fs::OpenOptions::new().write(true).open(&fd);
+        assert!(
+            w.and_then(|mut w| std::io::Write::write_all(&mut w, b"x"))
+                .is_err(),
+            "{fd} accepted a write"
+        );
+        assert_eq!(
+            std::fs::metadata(&fd).unwrap().len(),
+            std::fs::metadata(&pin.path).unwrap().len()
+        );
+    }
+
+    // Snapshot runs the copies and proves them without re-hashing the unchanged files.
+    let s = ok(Verb::Snapshot, "15", &sd);
+    let rt_fd = st.runtime.sealed.unwrap().holder_fd;
+    let g = gate(&s, "runtime-binary");
+    assert!(
+        g.detail
+            .contains(&format!("runs /proc/{holder}/fd/{rt_fd}"))
+            && g.detail.contains("not re-hashed"),
+        "{}",
+        g.detail
+    );
+    assert!(
+        gate(&s, "criu-binary").detail.contains("sealed"),
+        "{:?}",
+        s.gates
+    );
+    let log = std::fs::read_to_string(s.evidence.as_ref().unwrap().join("runtime.log")).unwrap();
+    assert!(
+        log.contains(&format!("/proc/{holder}/fd/{rt_fd}")),
+        "the runtime ran from the sealed copy: {log}"
+    );
+
+    // The file on disk touched (same bytes, new mtime/ctime): re-hashed, still the pin.
+    let f = std::fs::File::options().write(true).open(&rt).unwrap();
+    f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(60))
+        .unwrap();
+    drop(f);
+    let r = ok(Verb::Reset, "15", &sd);
+    let g = gate(&r, "runtime-binary");
+    assert!(
+        g.detail
+            .contains("changed by stat since provision, re-hashed")
+            && g.detail.contains(&st.runtime.sha256),
+        "{}",
+        g.detail
+    );
+
+    let holders = holder_pids(&sd);
+    ok(Verb::Cleanup, "15", &sd);
+    assert_released(&sd, &holders);
+}
