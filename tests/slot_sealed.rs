@@ -102,7 +102,34 @@ fn later_verbs_run_the_holders_sealed_copies() {
         g.detail
     );
 
+    // A record naming another of the holder's descriptors (fd 0, /dev/null) is not proven: the
+    // verb is refused before anything is touched, and the message names the way out.
+    let sp = sd.join("slot-15/state.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&sp).unwrap()).unwrap();
+    v["runtime"]["sealed"]["holder_fd"] = 0.into();
+    std::fs::write(&sp, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+    let e = run(Verb::Reset, "15", &sd).unwrap_err();
+    assert_eq!(e.gate.as_deref(), Some("runtime-binary"), "{e}");
+    assert!(
+        e.message.contains("not a memfd") && e.message.contains("--runtime"),
+        "{e}"
+    );
+    // Named with --runtime, the file on disk is run, hashed whole.
+    let mut a = args(Verb::Reset, "15", &sd);
+    a.runtime = Some(rt.clone());
+    let r = netprobe::slot::run_verb(&a).unwrap_or_else(|e| panic!("{e}"));
+    let g = gate(&r, "runtime-binary");
+    assert!(
+        g.detail
+            .starts_with(&format!("{}: sha256 {}", rt.display(), st.runtime.sha256)),
+        "{}",
+        g.detail
+    );
+
     let holders = holder_pids(&sd);
-    ok(Verb::Cleanup, "15", &sd);
+    let mut c = args(Verb::Cleanup, "15", &sd);
+    c.runtime = Some(rt.clone());
+    netprobe::slot::run_verb(&c).unwrap_or_else(|e| panic!("{e}"));
     assert_released(&sd, &holders);
 }

@@ -69,7 +69,12 @@ fn pin_proof(
     let Some((pid, rec)) = sealed else {
         return checks::binary_pin(path, checks::file_sha256(path), pin);
     };
-    let ran = super::sealed::prove(pid, &rec)?;
+    let ran = super::sealed::prove(pid, &rec).map_err(|e| {
+        format!(
+            "{e}: the sealed copy of {} the holder was given at provision is not proven (to run the file on disk instead, hashed whole, name it with --runtime or --criu)",
+            pin.path.display()
+        )
+    })?;
     let src = &pin.path;
     if super::sealed::source_unchanged(src, &rec)? {
         return Ok(format!(
