@@ -192,6 +192,50 @@ fn a_drawn_rectangle_is_counted_bounded_and_marked() {
     assert_ne!(img.pixel(109, 70), DIFF_MARK);
 }
 
+/// Screens and regions come through MIT-SHM (the server writes into a memfd netprobe maps) and
+/// are the same pixels `GetImage` sends through the socket.
+#[test]
+fn shared_memory_images_equal_socket_images() {
+    let x = start_xvfb();
+    let d = Display::connect(&x.socket, Duration::from_secs(10)).unwrap();
+    let win = white_window(&d, 100, 50, 300, 200, EventMask::NO_EVENT);
+    let c = d.connection();
+    let gc = c.generate_id().unwrap();
+    let black = c.setup().roots[0].black_pixel;
+    c.create_gc(gc, win, &CreateGCAux::new().foreground(black))
+        .unwrap();
+    c.poly_fill_rectangle(
+        win,
+        gc,
+        &[Rectangle {
+            x: 7,
+            y: 9,
+            width: 50,
+            height: 30,
+        }],
+    )
+    .unwrap();
+    d.sync().unwrap();
+    let region = Rect {
+        x: 90,
+        y: 40,
+        width: 120,
+        height: 60,
+    };
+    let (shm_full, shm_region) = (d.screenshot().unwrap(), d.region(region).unwrap());
+    assert!(
+        d.uses_shm(),
+        "Xvfb has MIT-SHM 1.2: images must come through it"
+    );
+    d.disable_shm();
+    assert!(!d.uses_shm());
+    let (socket_full, socket_region) = (d.screenshot().unwrap(), d.region(region).unwrap());
+    assert!(shm_full == socket_full, "full screens differ");
+    assert!(shm_region == socket_region, "regions differ");
+    assert_eq!(shm_region.pixel(20, 25), [0, 0, 0]);
+    assert_eq!(shm_region.pixel(100, 50), [255, 255, 255]);
+}
+
 #[test]
 fn a_regular_file_is_not_a_display_socket() {
     let dir = tempfile::tempdir().unwrap();

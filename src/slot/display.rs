@@ -138,6 +138,9 @@ pub(crate) fn snapshot_gate(
     let Some(ds) = spec(st) else { return Ok(None) };
     let t = std::time::Instant::now();
     let d = connect(run, GateId::ScreenQuiescent, pid, ds.number, LATER_CONNECT)?;
+    // Through the socket only: the X server about to be checkpointed never maps a memfd of
+    // netprobe's (MIT-SHM), whatever the timing of its clean-up after this connection closes.
+    d.disable_shm();
     let dir = ev_dir(run);
     let interval = Duration::from_millis(QUIESCENCE_MS);
     let (r, shot) =
@@ -159,10 +162,21 @@ pub(crate) fn restored_gates(
     st: &SlotState,
     pid: i32,
     snap_dir: &Path,
+    prefetched: Option<ReferenceScreen>,
 ) -> Result<(), SlotError> {
     let Some(ds) = spec(st) else { return Ok(()) };
     let t = std::time::Instant::now();
-    let reference = Screenshot::read_png(&snap_dir.join(SNAPSHOT_SCREEN)).map_err(|e| {
+    let want = st
+        .snapshot
+        .as_ref()
+        .and_then(|s| s.screen.as_ref())
+        .map(|a| a.sha256.as_str());
+    let path = snap_dir.join(SNAPSHOT_SCREEN);
+    let decoded = match prefetched {
+        Some(p) => p.take(&path, want),
+        None => Screenshot::read_png(&path).map_err(|e| e.to_string()),
+    };
+    let reference = decoded.map_err(|e| {
         run.fail(
             GateId::PixelsEqual,
             format!("the snapshot has no readable {SNAPSHOT_SCREEN}: {e}"),
@@ -194,6 +208,50 @@ pub(crate) fn restored_gates(
             keep(run, &[&px]);
             Err(e)
         }
+    }
+}
+
+/// The snapshot's reference screen (`screen.png`) read, hashed and decoded on its own thread
+/// while the gates run (one core is otherwise idle while the largest checkpoint image is
+/// re-hashed), for [`restored_gates`]: the decoded bytes are used only when their sha256 is the
+/// one `state.json` records, which `snapshot-complete` proved of the file.
+pub(crate) struct ReferenceScreen {
+    path: PathBuf,
+    decoded: std::thread::JoinHandle<Result<(String, Screenshot), String>>,
+}
+
+impl ReferenceScreen {
+    /// Starts reading the recorded snapshot's `screen.png` (`root`: the slot folder) when the
+    /// slot's profile has a display and the snapshot records a screen.
+    pub(crate) fn prefetch(st: &SlotState, root: &Path) -> Option<ReferenceScreen> {
+        spec(st)?;
+        let snap = st.snapshot.as_ref()?;
+        let path = root.join(&snap.dir).join(SNAPSHOT_SCREEN);
+        let p = path.clone();
+        let decoded = std::thread::spawn(move || {
+            let bytes = crate::evidence::read_recorded(&p).map_err(|e| e.to_string())?;
+            let sha = crate::evidence::sha256_hex(&bytes);
+            let shot = Screenshot::png_from_bytes(&bytes, &p).map_err(|e| e.to_string())?;
+            Ok((sha, shot))
+        });
+        Some(ReferenceScreen { path, decoded })
+    }
+
+    /// The decoded screen, if it was read from `path` with the sha256 `want` (a panic of the
+    /// decoder is resumed).
+    fn take(self, path: &Path, want: Option<&str>) -> Result<Screenshot, String> {
+        let (sha, shot) = self
+            .decoded
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))?;
+        if self.path != path || want != Some(sha.as_str()) {
+            return Err(format!(
+                "{} read with sha256 {sha}, not the {} that state.json records",
+                self.path.display(),
+                want.unwrap_or("(none)")
+            ));
+        }
+        Ok(shot)
     }
 }
 

@@ -59,6 +59,11 @@ pub struct Display {
     conn: RustConnection,
     path: PathBuf,
     root: xproto::Window,
+    /// The MIT-SHM segment images are read through, attached at the first image (`None`
+    /// inside: the server has none, or attaching failed; then `GetImage`).
+    shm: std::sync::OnceLock<Option<super::shm::ShmSegment>>,
+    /// Set by [`Display::disable_shm`].
+    no_shm: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Display {
@@ -131,6 +136,8 @@ impl Display {
             conn,
             path: path.to_path_buf(),
             root,
+            shm: std::sync::OnceLock::new(),
+            no_shm: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -237,6 +244,11 @@ impl Display {
         if r.width == 0 || r.height == 0 {
             return Err(e(format!("empty rectangle {r}")));
         }
+        let need = (r.width * r.height * 4) as usize;
+        let lsb = setup.image_byte_order == ImageOrder::LSB_FIRST;
+        if let Some(px) = self.shm_pixels(r, need) {
+            return Screenshot::new(r.width, r.height, zpixmap_to_rgb(px, lsb, [rm, gm, bm]));
+        }
         let reply = self
             .conn
             .get_image(
@@ -251,7 +263,6 @@ impl Display {
             .map_err(|x| e(x.to_string()))?
             .reply()
             .map_err(|x| e(x.to_string()))?;
-        let need = (r.width * r.height * 4) as usize;
         if reply.data.len() < need {
             return Err(e(format!(
                 "{} bytes of image data for {}x{} at 32 bpp",
@@ -260,25 +271,40 @@ impl Display {
                 r.height
             )));
         }
-        let lsb = setup.image_byte_order == ImageOrder::LSB_FIRST;
-        let chan = |p: u32, m: u32| -> u8 {
-            if m == 0 {
-                0
-            } else {
-                ((p & m) >> m.trailing_zeros()) as u8
-            }
-        };
-        let mut rgb = Vec::with_capacity((r.width * r.height * 3) as usize);
-        for px in reply.data[..need].chunks_exact(4) {
-            let b = [px[0], px[1], px[2], px[3]];
-            let p = if lsb {
-                u32::from_le_bytes(b)
-            } else {
-                u32::from_be_bytes(b)
-            };
-            rgb.extend_from_slice(&[chan(p, rm), chan(p, gm), chan(p, bm)]);
-        }
+        let rgb = zpixmap_to_rgb(&reply.data[..need], lsb, [rm, gm, bm]);
         Screenshot::new(r.width, r.height, rgb)
+    }
+
+    /// `r`'s pixels through MIT-SHM ([`super::shm`]), the segment attached at the first call
+    /// (sized for screen 0 as the server set it up); `None` when that is unavailable or fails,
+    /// and `GetImage` is used instead.
+    fn shm_pixels(&self, r: Rect, need: usize) -> Option<&[u8]> {
+        if !self.shm_allowed() {
+            return None;
+        }
+        let seg = self.shm.get_or_init(|| {
+            let s = &self.conn.setup().roots[0];
+            let len = usize::from(s.width_in_pixels) * usize::from(s.height_in_pixels) * 4;
+            (len > 0)
+                .then(|| super::shm::attach(&self.conn, len).ok())
+                .flatten()
+        });
+        super::shm::get_image(seg.as_ref()?, &self.conn, self.root, r, need).ok()
+    }
+
+    fn shm_allowed(&self) -> bool {
+        !self.no_shm.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether images are read through MIT-SHM (known after the first image).
+    pub fn uses_shm(&self) -> bool {
+        self.shm_allowed() && self.shm.get().is_some_and(Option::is_some)
+    }
+
+    /// From now on, images come through the socket (`GetImage`) only: to compare both ways.
+    pub fn disable_shm(&self) {
+        self.no_shm
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Takes two screenshots `interval` apart and diffs them.
@@ -367,4 +393,100 @@ impl Display {
 /// `'a'` → 0x61. None for other characters.
 pub fn ascii_keysym(c: char) -> Option<u32> {
     (c.is_ascii_graphic() || c == ' ').then_some(c as u32)
+}
+
+/// 32-bit ZPixmap pixels (`data`, 4 bytes each, `lsb`: least significant byte first) into RGB
+/// bytes through the visual's colour masks (`[red, green, blue]`). Masks of 8 bits each on byte
+/// boundaries (every TrueColor visual of depth 24 in practice) take a byte-shuffle path; any
+/// other masks are shifted and cut per pixel. Both give the same bytes.
+pub fn zpixmap_to_rgb(data: &[u8], lsb: bool, masks: [u32; 3]) -> Vec<u8> {
+    let n = data.len() / 4;
+    let mut rgb = vec![0u8; n * 3];
+    let byte_of = |m: u32| -> Option<usize> {
+        let shift = m.trailing_zeros();
+        (m.count_ones() == 8 && shift.is_multiple_of(8) && m >> shift == 0xff).then(|| {
+            let i = (shift / 8) as usize;
+            if lsb { i } else { 3 - i }
+        })
+    };
+    if let [Some(r), Some(g), Some(b)] = masks.map(byte_of) {
+        for (out, px) in rgb.chunks_exact_mut(3).zip(data.chunks_exact(4)) {
+            out[0] = px[r];
+            out[1] = px[g];
+            out[2] = px[b];
+        }
+        return rgb;
+    }
+    let chan = |p: u32, m: u32| -> u8 {
+        if m == 0 {
+            0
+        } else {
+            ((p & m) >> m.trailing_zeros()) as u8
+        }
+    };
+    for (out, px) in rgb.chunks_exact_mut(3).zip(data.chunks_exact(4)) {
+        let b = [px[0], px[1], px[2], px[3]];
+        let p = if lsb {
+            u32::from_le_bytes(b)
+        } else {
+            u32::from_be_bytes(b)
+        };
+        out[0] = chan(p, masks[0]);
+        out[1] = chan(p, masks[1]);
+        out[2] = chan(p, masks[2]);
+    }
+    rgb
+}
+
+#[cfg(test)]
+mod zpixmap_tests {
+    use super::zpixmap_to_rgb;
+
+    /// The per-pixel mask path, written out: the reference the byte-shuffle path must equal.
+    fn slow(data: &[u8], lsb: bool, m: [u32; 3]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for px in data.chunks_exact(4) {
+            let b = [px[0], px[1], px[2], px[3]];
+            let p = if lsb {
+                u32::from_le_bytes(b)
+            } else {
+                u32::from_be_bytes(b)
+            };
+            for mask in m {
+                out.push(if mask == 0 {
+                    0
+                } else {
+                    ((p & mask) >> mask.trailing_zeros()) as u8
+                });
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn byte_masks_and_odd_masks_give_the_per_pixel_bytes() {
+        let data: Vec<u8> = (0..4096u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+            .collect();
+        for lsb in [true, false] {
+            for m in [
+                [0xff0000, 0xff00, 0xff],
+                [0xff, 0xff00, 0xff0000],
+                [0xff00_0000, 0xff0000, 0xff00],
+                [0x3ff00000, 0xffc00, 0x3ff],
+                [0xf800, 0x7e0, 0x1f],
+            ] {
+                assert_eq!(
+                    zpixmap_to_rgb(&data, lsb, m),
+                    slow(&data, lsb, m),
+                    "lsb {lsb} masks {m:x?}"
+                );
+            }
+        }
+        // BGRX little-endian (Xvfb's depth 24): bytes B, G, R, X -> R, G, B.
+        assert_eq!(
+            zpixmap_to_rgb(&[1, 2, 3, 0], true, [0xff0000, 0xff00, 0xff]),
+            [3, 2, 1]
+        );
+    }
 }

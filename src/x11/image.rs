@@ -172,13 +172,22 @@ impl Screenshot {
             path: path.to_path_buf(),
             source,
         })?;
+        Screenshot::decode_png(std::io::BufReader::new(file), path)
+    }
+
+    /// [`Screenshot::read_png`] of bytes already read from `path` (named in errors).
+    ///
+    /// Errors: [`X11Error::Png`].
+    pub fn png_from_bytes(bytes: &[u8], path: &Path) -> Result<Self> {
+        Screenshot::decode_png(std::io::Cursor::new(bytes), path)
+    }
+
+    fn decode_png(r: impl std::io::BufRead + std::io::Seek, path: &Path) -> Result<Self> {
         let perr = |e: png::DecodingError| X11Error::Png {
             what: format!("decode {}", path.display()),
             reason: e.to_string(),
         };
-        let mut dec = png::Decoder::new(std::io::BufReader::new(file))
-            .read_info()
-            .map_err(perr)?;
+        let mut dec = png::Decoder::new(r).read_info().map_err(perr)?;
         let mut buf = vec![0; dec.output_buffer_size().unwrap_or(0)];
         let info = dec.next_frame(&mut buf).map_err(perr)?;
         let channels = match (info.color_type, info.bit_depth) {

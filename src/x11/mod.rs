@@ -2,7 +2,8 @@
 //! with the x11rb crate (no tool inside the guest).
 //!
 //! - [`display`]: [`Display::connect`] (bounded wait, socket check), [`Display::geometry`],
-//!   [`Display::screenshot`] (root window, `GetImage`), [`Display::press_key`] (XTEST),
+//!   [`Display::screenshot`] (root window, through MIT-SHM where the server has it, else
+//!   `GetImage`), [`Display::press_key`] (XTEST),
 //!   [`Display::quiescence`] (two screenshots an interval apart).
 //! - [`image`]: [`Screenshot`] ↔ PNG with sha256, [`diff`] (count + bounding box),
 //!   [`diff_image`] (changed pixels marked red), [`region_equal`].
@@ -16,6 +17,7 @@ pub mod display;
 pub mod error;
 pub mod gates;
 pub mod image;
+mod shm;
 
 pub use display::{Display, Geometry, Quiescence, ascii_keysym, socket_under_root};
 pub use error::{Result, X11Error};
