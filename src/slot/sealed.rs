@@ -127,7 +127,7 @@ pub fn seal(path: &Path, name: &str, sha256: &str) -> Result<Sealed, SealError> 
     let rw = memfd(&format!("netprobe-{name}")).map_err(os("memfd_create"))?;
     let mut out = File::from(rw);
     let mut hash = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
+    let mut buf = vec![0u8; 64 << 10];
     let mut bytes = 0u64;
     loop {
         let n = match src.read(&mut buf) {
