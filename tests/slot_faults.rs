@@ -640,15 +640,8 @@ fn binary_swapped_after_provision() {
     let _c = CleanupOnDrop(sd.clone(), vec![13]);
     let img = sleep_image(tmp.path());
     let bins = tmp.path().join("bins");
-    std::fs::create_dir(&bins).unwrap();
-    let rt = bins.join("runc");
-    let cr = bins.join("criu");
-    std::fs::copy("/usr/bin/runc", &rt).unwrap();
-    netprobe::evidence::fsio::wait_no_writer(&rt, netprobe::evidence::fsio::NO_WRITER_WAIT)
-        .unwrap();
-    std::fs::copy(netprobe::host::default_criu(), &cr).unwrap();
-    netprobe::evidence::fsio::wait_no_writer(&cr, netprobe::evidence::fsio::NO_WRITER_WAIT)
-        .unwrap();
+    let rt = private_copy(&bins, "runc", "/usr/bin/runc".as_ref());
+    let cr = private_copy(&bins, "criu", &netprobe::host::default_criu());
     let mut a = args(Verb::Provision, "13", &sd);
     a.image = Some(img);
     a.runtime = Some(rt.clone());

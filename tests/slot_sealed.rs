@@ -18,12 +18,7 @@ fn later_verbs_run_the_holders_sealed_copies() {
     let _c = CleanupOnDrop(sd.clone(), vec![15]);
     let img = sleep_image(tmp.path());
     // A private copy of runc, so the test can change its stat without touching the host's.
-    let bins = tmp.path().join("bins");
-    std::fs::create_dir(&bins).unwrap();
-    let rt = bins.join("runc");
-    std::fs::copy("/usr/bin/runc", &rt).unwrap();
-    netprobe::evidence::fsio::wait_no_writer(&rt, netprobe::evidence::fsio::NO_WRITER_WAIT)
-        .unwrap();
+    let rt = private_copy(&tmp.path().join("bins"), "runc", "/usr/bin/runc".as_ref());
     let mut a = args(Verb::Provision, "15", &sd);
     a.image = Some(img);
     a.runtime = Some(rt.clone());

@@ -416,3 +416,13 @@ pub fn build_qcow2(dir: &Path) -> (PathBuf, String) {
     let (sha, _) = netprobe::evidence::sha256_file(&q).unwrap();
     (q, sha)
 }
+
+/// A private copy of `src` at `dir/name` (executable, proven not open for writing before it
+/// is run), so a test can change or swap it without touching the host's binary.
+pub fn private_copy(dir: &Path, name: &str, src: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let p = dir.join(name);
+    std::fs::copy(src, &p).unwrap();
+    netprobe::evidence::fsio::wait_no_writer(&p, netprobe::evidence::fsio::NO_WRITER_WAIT).unwrap();
+    p
+}

@@ -105,6 +105,17 @@ fn white_window(d: &Display, x: i16, y: i16, w: u16, h: u16, events: EventMask) 
     win
 }
 
+/// Fills `r` (window coordinates) of `win` black and waits for the server to have drawn it.
+fn fill_black(d: &Display, win: u32, r: Rectangle) {
+    let c = d.connection();
+    let gc = c.generate_id().unwrap();
+    let black = c.setup().roots[0].black_pixel;
+    c.create_gc(gc, win, &CreateGCAux::new().foreground(black))
+        .unwrap();
+    c.poly_fill_rectangle(win, gc, &[r]).unwrap();
+    d.sync().unwrap();
+}
+
 #[test]
 fn geometry_screenshot_png_and_quiescence() {
     let x = start_xvfb();
@@ -158,23 +169,16 @@ fn a_drawn_rectangle_is_counted_bounded_and_marked() {
     let win = white_window(&d, 100, 50, 300, 200, EventMask::NO_EVENT);
     let before = d.screenshot().unwrap();
     assert_eq!(before.pixel(150, 100), [255, 255, 255]);
-    let c = d.connection();
-    let gc = c.generate_id().unwrap();
-    let black = c.setup().roots[0].black_pixel;
-    c.create_gc(gc, win, &CreateGCAux::new().foreground(black))
-        .unwrap();
-    c.poly_fill_rectangle(
+    fill_black(
+        &d,
         win,
-        gc,
-        &[Rectangle {
+        Rectangle {
             x: 10,
             y: 20,
             width: 30,
             height: 40,
-        }],
-    )
-    .unwrap();
-    d.sync().unwrap();
+        },
+    );
     let after = d.screenshot().unwrap();
     let pd = diff(&before, &after).unwrap();
     assert_eq!(pd.differing, 30 * 40);
@@ -199,23 +203,16 @@ fn shared_memory_images_equal_socket_images() {
     let x = start_xvfb();
     let d = Display::connect(&x.socket, Duration::from_secs(10)).unwrap();
     let win = white_window(&d, 100, 50, 300, 200, EventMask::NO_EVENT);
-    let c = d.connection();
-    let gc = c.generate_id().unwrap();
-    let black = c.setup().roots[0].black_pixel;
-    c.create_gc(gc, win, &CreateGCAux::new().foreground(black))
-        .unwrap();
-    c.poly_fill_rectangle(
+    fill_black(
+        &d,
         win,
-        gc,
-        &[Rectangle {
+        Rectangle {
             x: 7,
             y: 9,
             width: 50,
             height: 30,
-        }],
-    )
-    .unwrap();
-    d.sync().unwrap();
+        },
+    );
     let region = Rect {
         x: 90,
         y: 40,
