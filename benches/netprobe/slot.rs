@@ -365,6 +365,10 @@ pub(crate) fn compare(
             ..c
         }
         .print();
+        crate::stats::note(
+            b.section,
+            format!("{verb}: {}", crate::stats::pair_spread(&np, &pr)),
+        );
         let peer_criu_ms = {
             let mut v = std::mem::take(&mut *peer_criu.borrow_mut());
             let n = v.len();

@@ -72,6 +72,36 @@ pub fn median_f64(v: &[f64]) -> f64 {
     }
 }
 
+/// First quartile, median and third quartile of `v` (nearest rank; NaN each when empty).
+pub fn quartiles_f64(v: &[f64]) -> (f64, f64, f64) {
+    if v.is_empty() {
+        return (f64::NAN, f64::NAN, f64::NAN);
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let at = |q: f64| s[((s.len() - 1) as f64 * q).round() as usize];
+    (at(0.25), median_f64(&s), at(0.75))
+}
+
+/// The spread of an alternating comparison ([`alternate`]): round `i`'s netprobe run against
+/// the same round's peer run, as ratios and as netprobe's milliseconds over the peer, each
+/// with its quartiles — how far one run's ratio wanders from the medians' ratio.
+pub fn pair_spread(netprobe: &[Duration], peer: &[Duration]) -> String {
+    let pairs: Vec<(f64, f64)> = netprobe
+        .iter()
+        .zip(peer)
+        .map(|(a, b)| (a.as_secs_f64(), b.as_secs_f64()))
+        .collect();
+    let ratios: Vec<f64> = pairs.iter().map(|(a, b)| a / b).collect();
+    let over: Vec<f64> = pairs.iter().map(|(a, b)| (a - b) * 1e3).collect();
+    let (r1, r2, r3) = quartiles_f64(&ratios);
+    let (o1, o2, o3) = quartiles_f64(&over);
+    format!(
+        "per round (netprobe run vs the peer run beside it, n={}): ratio median {r2:.3}, quartiles {r1:.3}–{r3:.3}; netprobe over the peer median {o2:.1} ms, quartiles {o1:.1}–{o3:.1} ms",
+        pairs.len()
+    )
+}
+
 /// Human duration: µs below 1 ms, ms below 10 s.
 pub fn fmt_dur(d: Duration) -> String {
     let us = d.as_secs_f64() * 1e6;
