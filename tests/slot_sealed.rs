@@ -34,6 +34,7 @@ fn later_verbs_run_the_holders_sealed_copies() {
     for (name, pin) in [("runtime", &st.runtime), ("criu", &st.criu)] {
         let rec = pin
             .sealed
+            .as_ref()
             .unwrap_or_else(|| panic!("no sealed {name} in state.json"));
         let fd = format!("/proc/{holder}/fd/{}", rec.holder_fd);
         let link = std::fs::read_link(&fd).unwrap();
@@ -62,7 +63,7 @@ fn later_verbs_run_the_holders_sealed_copies() {
 
     // Snapshot runs the copies and proves them without re-hashing the unchanged files.
     let s = ok(Verb::Snapshot, "15", &sd);
-    let rt_fd = st.runtime.sealed.unwrap().holder_fd;
+    let rt_fd = st.runtime.sealed.as_ref().unwrap().holder_fd;
     let g = gate(&s, "runtime-binary");
     assert!(
         g.detail
@@ -97,34 +98,50 @@ fn later_verbs_run_the_holders_sealed_copies() {
         g.detail
     );
 
-    // A record naming another of the holder's descriptors (fd 0, /dev/null) is not proven: the
-    // verb is refused before anything is touched, and the message names the way out.
+    // state.json edited: each refusal comes before anything is touched and names the way out.
     let sp = sd.join("slot-15/state.json");
-    let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&sp).unwrap()).unwrap();
-    v["runtime"]["sealed"]["holder_fd"] = 0.into();
-    std::fs::write(&sp, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
-    let e = run(Verb::Reset, "15", &sd).unwrap_err();
-    assert_eq!(e.gate.as_deref(), Some("runtime-binary"), "{e}");
-    assert!(
-        e.message.contains("not a memfd") && e.message.contains("--runtime"),
-        "{e}"
-    );
-    // Named with --runtime, the file on disk is run, hashed whole.
+    let original = std::fs::read_to_string(&sp).unwrap();
+    let edit = |f: &dyn Fn(&mut serde_json::Value)| {
+        let mut v: serde_json::Value = serde_json::from_str(&original).unwrap();
+        f(&mut v);
+        std::fs::write(&sp, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+    };
+    let refused = |want: &[&str]| {
+        let e = run(Verb::Reset, "15", &sd).unwrap_err();
+        assert_eq!(e.gate.as_deref(), Some("runtime-binary"), "{e}");
+        for w in want {
+            assert!(e.message.contains(w), "{w:?} not in: {e}");
+        }
+    };
+    // Another of the holder's descriptors (fd 0, /dev/null).
+    edit(&|v| v["runtime"]["sealed"]["holder_fd"] = 0.into());
+    refused(&["not a memfd", "--runtime"]);
+    // CRIU's copy recorded as the runtime's.
+    edit(&|v| v["runtime"]["sealed"] = v["criu"]["sealed"].clone());
+    refused(&["not netprobe-runtime"]);
+    std::fs::write(&sp, &original).unwrap();
+    // The file on disk swapped: refused, naming the intact sealed copy to run instead.
+    let way_out = format!("--runtime /proc/{holder}/fd/{rt_fd}");
+    std::fs::copy("/bin/true", &rt).unwrap();
+    refused(&[
+        "swapped",
+        "the sealed copy the holder keeps is intact",
+        &way_out,
+    ]);
+    // Named with --runtime, that copy is hashed whole and run.
     let mut a = args(Verb::Reset, "15", &sd);
-    a.runtime = Some(rt.clone());
+    a.runtime = Some(format!("/proc/{holder}/fd/{rt_fd}").into());
     let r = netprobe::slot::run_verb(&a).unwrap_or_else(|e| panic!("{e}"));
     let g = gate(&r, "runtime-binary");
     assert!(
-        g.detail
-            .starts_with(&format!("{}: sha256 {}", rt.display(), st.runtime.sha256)),
+        g.detail.contains(&st.runtime.sha256) && g.detail.contains("hashed whole: --runtime"),
         "{}",
         g.detail
     );
 
     let holders = holder_pids(&sd);
     let mut c = args(Verb::Cleanup, "15", &sd);
-    c.runtime = Some(rt.clone());
+    c.runtime = Some(format!("/proc/{holder}/fd/{rt_fd}").into());
     netprobe::slot::run_verb(&c).unwrap_or_else(|e| panic!("{e}"));
     assert_released(&sd, &holders);
 }

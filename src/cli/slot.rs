@@ -137,10 +137,10 @@ fn parse_driver(s: &str) -> Result<netprobe::cgroup::CgroupDriver, String> {
 struct LaterVerbCmd {
     #[command(flatten)]
     target: Target,
-    /// OCI runtime binary. Default: the one recorded at provision (another path must have the same sha256).
+    /// OCI runtime binary. Default: the sealed copy the holder keeps (state.json runtime.sealed), else the one recorded at provision; a path given is hashed whole and must have the recorded sha256.
     #[arg(long)]
     runtime: Option<PathBuf>,
-    /// CRIU binary. Default: the one recorded at provision (another path must have the same sha256).
+    /// CRIU binary. Default: the sealed copy the holder keeps (state.json criu.sealed), else the one recorded at provision; a path given is hashed whole and must have the recorded sha256.
     #[arg(long)]
     criu: Option<PathBuf>,
     #[command(flatten)]

@@ -25,22 +25,36 @@ pub(crate) fn criu_config_gate(run: &mut VerbRun, blocking: bool) -> Result<(), 
     run.gate_or_record(GateId::CriuConfigAbsent, blocking, r)
 }
 
-/// The sealed copies ([`super::sealed`]) this verb runs, per binary (runtime, CRIU): the holder's
-/// pid and the copy's record, when `state.json` records one, the recorded holder is alive with
-/// its identity and no `--runtime`/`--criu` names another file (a verb after a crash, whose
-/// holder is gone, runs and re-hashes the files on disk).
-type SealedUse = Option<(i32, super::sealed::SealedCopy)>;
+/// The sealed copy ([`super::sealed`]) a verb runs for one binary: the holder's pid and the
+/// copy's record; else why the file is hashed instead.
+type SealedUse = Result<(i32, super::sealed::SealedCopy), &'static str>;
 
+/// Per binary (runtime, CRIU): its sealed copy when `state.json` records one, the recorded
+/// holder is alive with its identity and no `--runtime`/`--criu` names another file (a verb
+/// after a crash, whose holder is gone, runs and re-hashes the files on disk).
 fn sealed_use(run: &VerbRun, st: &SlotState) -> (SealedUse, SealedUse) {
-    let Some(h) = st.holder.filter(|_| checks::holder(st).is_ok()) else {
-        return (None, None);
+    let holder = match st.holder {
+        None => Err("no holder recorded"),
+        Some(h) if checks::holder(st).is_ok() => Ok(h.pid),
+        Some(_) => Err("the holder that keeps its sealed copy is gone"),
     };
-    let of = |given: bool, pin: &super::state::BinaryPin| {
-        pin.sealed.filter(|_| !given).map(|s| (h.pid, s))
+    let of = |given: bool, flag: &'static str, pin: &super::state::BinaryPin| -> SealedUse {
+        if given {
+            return Err(flag);
+        }
+        let pid = holder?;
+        pin.sealed
+            .clone()
+            .map(|s| (pid, s))
+            .ok_or("state.json records no sealed copy")
     };
     (
-        of(run.args.runtime.is_some(), &st.runtime),
-        of(run.args.criu.is_some(), &st.criu),
+        of(
+            run.args.runtime.is_some(),
+            "--runtime names this file",
+            &st.runtime,
+        ),
+        of(run.args.criu.is_some(), "--criu names this file", &st.criu),
     )
 }
 
@@ -49,41 +63,65 @@ fn sealed_use(run: &VerbRun, st: &SlotState) -> (SealedUse, SealedUse) {
 /// given, else the ones recorded at provision (either way checked by [`binary_gates`]).
 pub(crate) fn binary_paths(run: &VerbRun, st: &SlotState) -> (PathBuf, PathBuf) {
     let (s_rt, s_cr) = sealed_use(run, st);
-    let path = |s: SealedUse, given: &Option<PathBuf>, recorded: &PathBuf| match s {
-        Some((pid, rec)) => super::sealed::exec_path(pid, &rec),
-        None => given.clone().unwrap_or(recorded.clone()),
+    let path = |s: &SealedUse, given: &Option<PathBuf>, recorded: &PathBuf| match s {
+        Ok((pid, rec)) => super::sealed::exec_path(*pid, rec),
+        Err(_) => given.clone().unwrap_or(recorded.clone()),
     };
     (
-        path(s_rt, &run.args.runtime, &st.runtime.path),
-        path(s_cr, &run.args.criu, &st.criu.path),
+        path(&s_rt, &run.args.runtime, &st.runtime.path),
+        path(&s_cr, &run.args.criu, &st.criu.path),
     )
 }
 
-/// One binary's pin: with a sealed copy, [`super::sealed::prove`] and the recorded file
-/// compared by `stat` (re-hashed only when that differs); else the file at `path` hashed whole.
+/// One binary's pin (`flag`: `runtime` or `criu`): with a sealed copy, the record must be this
+/// binary's (memfd name `netprobe-<flag>`, the pin's sha256), [`super::sealed::prove`], and the
+/// recorded file compared by `stat` (re-hashed only when that differs); else the file at
+/// `path` hashed whole, the detail saying why.
 fn pin_proof(
     path: &Path,
     sealed: SealedUse,
     pin: &super::state::BinaryPin,
+    flag: &str,
 ) -> Result<String, String> {
-    let Some((pid, rec)) = sealed else {
-        return checks::binary_pin(path, checks::file_sha256(path), pin);
+    let (pid, rec) = match sealed {
+        Ok(s) => s,
+        Err(why) => {
+            return checks::binary_pin(path, checks::file_sha256(path), pin)
+                .map(|d| format!("{d} (hashed whole: {why})"));
+        }
     };
-    let ran = super::sealed::prove(pid, &rec).map_err(|e| {
+    let src = &pin.path;
+    let ran = if rec.name != format!("netprobe-{flag}") || rec.sha256 != pin.sha256 {
+        Err(format!(
+            "state.json's sealed copy of {} is {} with sha256 {}, not netprobe-{flag} with the pin's {}",
+            src.display(),
+            rec.name,
+            rec.sha256,
+            pin.sha256
+        ))
+    } else {
+        super::sealed::prove(pid, &rec)
+    }
+    .map_err(|e| {
         format!(
-            "{e}: the sealed copy of {} the holder was given at provision is not proven (to run the file on disk instead, hashed whole, name it with --runtime or --criu)",
-            pin.path.display()
+            "{e}: the sealed copy of {} the holder was given at provision is not proven (to run the file on disk instead, hashed whole, name it with --{flag})",
+            src.display()
         )
     })?;
-    let src = &pin.path;
-    if super::sealed::source_unchanged(src, &rec)? {
+    let way_out = |e: String| {
+        format!(
+            "{e}; the sealed copy the holder keeps is intact ({ran}): to run it all the same, name it with --{flag} {} (hashed whole), or put the file back",
+            super::sealed::exec_path(pid, &rec).display()
+        )
+    };
+    if super::sealed::source_unchanged(src, &rec).map_err(way_out)? {
         return Ok(format!(
             "{ran}; copied from {} sha256 {}, which is unchanged since (device, inode, size, mtime, ctime; not re-hashed)",
             src.display(),
             pin.sha256
         ));
     }
-    let d = checks::binary_pin(src, checks::file_sha256(src), pin)?;
+    let d = checks::binary_pin(src, checks::file_sha256(src), pin).map_err(way_out)?;
     Ok(format!(
         "{ran}; {} changed by stat since provision, re-hashed: {d}",
         src.display()
@@ -104,8 +142,8 @@ pub(crate) fn binary_gates(
     let (s_rt, s_cr) = sealed_use(run, st);
     let (rt, cr) = binary_paths(run, st);
     let (r_rt, r_cr) = std::thread::scope(|s| {
-        let criu = s.spawn(|| pin_proof(&cr, s_cr, &st.criu));
-        let runtime = pin_proof(&rt, s_rt, &st.runtime);
+        let criu = s.spawn(|| pin_proof(&cr, s_cr, &st.criu, "criu"));
+        let runtime = pin_proof(&rt, s_rt, &st.runtime, "runtime");
         let criu = criu
             .join()
             .unwrap_or_else(|_| Err(format!("hashing {} panicked", cr.display())));

@@ -549,8 +549,8 @@ fn seal_binaries(
     for (name, pin) in [("runtime", &mut st.runtime), ("criu", &mut st.criu)] {
         match seal(&pin.path, name, &pin.sha256) {
             Ok(s) => {
-                pin.sealed = Some(s.record);
                 facts.insert(name.into(), json!(s.record));
+                pin.sealed = Some(s.record.clone());
                 made.push(s);
             }
             Err(e @ SealError::Changed { .. }) => {

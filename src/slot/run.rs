@@ -127,7 +127,8 @@ impl<'a> VerbRun<'a> {
         let sealed = |h: &crate::ns::ProcessIdentity| {
             st.runtime
                 .sealed
-                .is_some_and(|s| super::sealed::exec_path(h.pid, &s) == rt)
+                .as_ref()
+                .is_some_and(|s| super::sealed::exec_path(h.pid, s) == rt)
         };
         if let (None, Some(k)) = (&self.rt_kind, st.runtime.kind)
             && (st.runtime.path == rt || st.holder.as_ref().is_some_and(sealed))

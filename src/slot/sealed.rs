@@ -59,8 +59,13 @@ impl FileStat {
 }
 
 /// The record of one sealed copy (`state.json` `runtime.sealed` / `criu.sealed`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SealedCopy {
+    /// The memfd's name (`netprobe-runtime`, `netprobe-criu`): its `/proc/PID/fd` link reads
+    /// `/memfd:<name> (deleted)`.
+    pub name: String,
+    /// Lower-case hex sha256 of the bytes copied (the pin the copy was checked against).
+    pub sha256: String,
     /// The descriptor number under which the holder keeps it (`/proc/<holder pid>/fd/<fd>`).
     pub holder_fd: i32,
     /// The memfd's device and inode (`fstat` at provision).
@@ -124,7 +129,8 @@ pub fn seal(path: &Path, name: &str, sha256: &str) -> Result<Sealed, SealError> 
     };
     let mut src = File::open(path).map_err(os("open"))?;
     let source = FileStat::of(&src.metadata().map_err(os("stat"))?);
-    let rw = memfd(&format!("netprobe-{name}")).map_err(os("memfd_create"))?;
+    let memfd_name = format!("netprobe-{name}");
+    let rw = memfd(&memfd_name).map_err(os("memfd_create"))?;
     let mut out = File::from(rw);
     let mut hash = Sha256::new();
     let mut buf = vec![0u8; 64 << 10];
@@ -158,6 +164,8 @@ pub fn seal(path: &Path, name: &str, sha256: &str) -> Result<Sealed, SealError> 
     let fd = OwnedFd::from(ro);
     Ok(Sealed {
         record: SealedCopy {
+            name: memfd_name,
+            sha256: found,
             holder_fd: fd.as_raw_fd(),
             dev: m.dev(),
             ino: m.ino(),
@@ -193,9 +201,10 @@ pub fn exec_path(pid: i32, rec: &SealedCopy) -> PathBuf {
     PathBuf::from(format!("/proc/{pid}/fd/{}", rec.holder_fd))
 }
 
-/// Proves `/proc/<pid>/fd/<holder_fd>` is the sealed copy `rec`: a memfd (its link reads
-/// `/memfd:…`) with the recorded device, inode and size and every seal of [`SEALS`]. Returns
-/// the gate's sentence.
+/// Proves `/proc/<pid>/fd/<holder_fd>` is the sealed copy `rec`: the memfd of the recorded name
+/// (its link reads `/memfd:<name> (deleted)`) with the recorded device, inode and size and
+/// every seal of [`SEALS`]. Returns the gate's sentence. (That the record belongs to the binary
+/// in question — its name and sha256 — is the caller's check.)
 ///
 /// Errors: a sentence naming the descriptor and what differs (fail closed: a descriptor that
 /// cannot be opened or read is not proven).
@@ -205,6 +214,13 @@ pub fn prove(pid: i32, rec: &SealedCopy) -> Result<String, String> {
     let link = link.to_string_lossy().into_owned();
     if !link.starts_with("/memfd:") {
         return Err(format!("{} is {link}, not a memfd", p.display()));
+    }
+    if link != format!("/memfd:{} (deleted)", rec.name) {
+        return Err(format!(
+            "{} is {link}, not the memfd {} made at provision",
+            p.display(),
+            rec.name
+        ));
     }
     let f = File::open(&p).map_err(|e| format!("{}: {e}", p.display()))?;
     let m = f
@@ -272,9 +288,17 @@ mod tests {
         assert!(d.contains("/memfd:netprobe-test"), "{d}");
         assert!(source_unchanged(&p, &s.record).unwrap());
         // Another file under the recorded number is not the copy.
-        let mut other = s.record;
+        let mut other = s.record.clone();
         other.ino += 1;
         assert!(prove(me, &other).unwrap_err().contains("inode"));
+        let mut other = s.record.clone();
+        other.name = "netprobe-criu".into();
+        assert!(
+            prove(me, &other)
+                .unwrap_err()
+                .contains("not the memfd netprobe-criu")
+        );
+        assert_eq!(s.record.sha256, sha(b"#!/bin/sh\necho sealed\n"));
         std::fs::write(&p, b"changed").unwrap();
         assert!(!source_unchanged(&p, &s.record).unwrap());
     }
@@ -296,6 +320,8 @@ mod tests {
         let f = File::open(&p).unwrap();
         let m = f.metadata().unwrap();
         let rec = SealedCopy {
+            name: "netprobe-test".into(),
+            sha256: String::new(),
             holder_fd: f.as_raw_fd(),
             dev: m.dev(),
             ino: m.ino(),
