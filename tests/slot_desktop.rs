@@ -128,6 +128,14 @@ fn desktop_profile_provision_snapshot_restore_input_reset_cleanup() {
         let r = verb("restore", &sd, &[]);
         assert_eq!(gate(&r, "pixels-equal")["proven"], true, "{r:#}");
         assert_eq!(gate(&r, "input-reaches-app")["proven"], true, "{r:#}");
+        // The guest's Xvfb has MIT-SHM: the restored screen came through shared memory.
+        assert!(
+            r["facts"]["display_images"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("MIT-SHM")),
+            "{:#}",
+            r["facts"]["display_images"]
+        );
         let ev = PathBuf::from(r["evidence"].as_str().unwrap());
         for f in [
             "screen-snapshot.png",

@@ -224,8 +224,18 @@ fn shared_memory_images_equal_socket_images() {
         d.uses_shm(),
         "Xvfb has MIT-SHM 1.2: images must come through it"
     );
+    assert!(
+        d.image_transfer().starts_with("MIT-SHM"),
+        "{}",
+        d.image_transfer()
+    );
     d.disable_shm();
     assert!(!d.uses_shm());
+    assert!(
+        d.image_transfer().starts_with("GetImage"),
+        "{}",
+        d.image_transfer()
+    );
     let (socket_full, socket_region) = (d.screenshot().unwrap(), d.region(region).unwrap());
     assert!(shm_full == socket_full, "full screens differ");
     assert!(shm_region == socket_region, "regions differ");

@@ -186,6 +186,7 @@ pub(crate) fn restored_gates(
     let before = copy_reference(run, &snap_dir.join(SNAPSHOT_SCREEN), &dir)?;
     let d = connect(run, GateId::PixelsEqual, pid, ds.number, LATER_CONNECT)?;
     let shot = d.screenshot().map_err(|e| x11_err(run, e))?;
+    run.fact("display_images", d.image_transfer());
     let mut px =
         x11::pixel_gate(&reference, &shot, &dir, "screen-after").map_err(|e| x11_err(run, e))?;
     px.pngs.insert(0, before);

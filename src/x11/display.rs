@@ -59,9 +59,11 @@ pub struct Display {
     conn: RustConnection,
     path: PathBuf,
     root: xproto::Window,
-    /// The MIT-SHM segment images are read through, attached at the first image (`None`
-    /// inside: the server has none, or attaching failed; then `GetImage`).
-    shm: std::sync::OnceLock<Option<super::shm::ShmSegment>>,
+    /// The MIT-SHM segment images are read through, attached at the first image (`Err`
+    /// inside: why not — the server has none, or attaching failed; then `GetImage`).
+    shm: std::sync::OnceLock<std::result::Result<super::shm::ShmSegment, String>>,
+    /// The last `ShmGetImage` that failed (that image came through `GetImage`).
+    shm_failed: std::sync::Mutex<Option<String>>,
     /// Set by [`Display::disable_shm`].
     no_shm: std::sync::atomic::AtomicBool,
 }
@@ -137,6 +139,7 @@ impl Display {
             path: path.to_path_buf(),
             root,
             shm: std::sync::OnceLock::new(),
+            shm_failed: std::sync::Mutex::new(None),
             no_shm: std::sync::atomic::AtomicBool::new(false),
         })
     }
@@ -285,11 +288,37 @@ impl Display {
         let seg = self.shm.get_or_init(|| {
             let s = &self.conn.setup().roots[0];
             let len = usize::from(s.width_in_pixels) * usize::from(s.height_in_pixels) * 4;
-            (len > 0)
-                .then(|| super::shm::attach(&self.conn, len).ok())
-                .flatten()
+            if len == 0 {
+                return Err("screen 0 has no pixels".into());
+            }
+            super::shm::attach(&self.conn, len)
         });
-        super::shm::get_image(seg.as_ref()?, &self.conn, self.root, r, need).ok()
+        match super::shm::get_image(seg.as_ref().ok()?, &self.conn, self.root, r, need) {
+            Ok(px) => Some(px),
+            Err(e) => {
+                if let Ok(mut f) = self.shm_failed.lock() {
+                    *f = Some(e);
+                }
+                None
+            }
+        }
+    }
+
+    /// How this connection's images came: through MIT-SHM, or `GetImage` and why — a sentence
+    /// for the evidence.
+    pub fn image_transfer(&self) -> String {
+        let failed = self.shm_failed.lock().ok().and_then(|f| f.clone());
+        match (self.shm_allowed(), self.shm.get(), failed) {
+            (false, _, _) => "GetImage through the socket (MIT-SHM not used by choice)".into(),
+            (true, None, _) => "no image taken".into(),
+            (true, Some(Err(e)), _) => format!("GetImage through the socket (MIT-SHM: {e})"),
+            (true, Some(Ok(_)), None) => {
+                "MIT-SHM (ShmGetImage into a memfd passed with ShmAttachFd)".into()
+            }
+            (true, Some(Ok(_)), Some(e)) => format!(
+                "MIT-SHM (ShmGetImage into a memfd passed with ShmAttachFd), GetImage through the socket after a failed ShmGetImage: {e}"
+            ),
+        }
     }
 
     fn shm_allowed(&self) -> bool {
@@ -298,7 +327,7 @@ impl Display {
 
     /// Whether images are read through MIT-SHM (known after the first image).
     pub fn uses_shm(&self) -> bool {
-        self.shm_allowed() && self.shm.get().is_some_and(Option::is_some)
+        self.shm_allowed() && self.shm.get().is_some_and(|s| s.is_ok())
     }
 
     /// From now on, images come through the socket (`GetImage`) only: to compare both ways.
