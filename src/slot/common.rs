@@ -63,13 +63,23 @@ fn sealed_use(run: &VerbRun, st: &SlotState) -> (SealedUse, SealedUse) {
 /// given, else the ones recorded at provision (either way checked by [`binary_gates`]).
 pub(crate) fn binary_paths(run: &VerbRun, st: &SlotState) -> (PathBuf, PathBuf) {
     let (s_rt, s_cr) = sealed_use(run, st);
+    paths_of(run, st, &s_rt, &s_cr)
+}
+
+/// [`binary_paths`] from [`sealed_use`]'s answer (one answer for a gate and what it returns).
+fn paths_of(
+    run: &VerbRun,
+    st: &SlotState,
+    s_rt: &SealedUse,
+    s_cr: &SealedUse,
+) -> (PathBuf, PathBuf) {
     let path = |s: &SealedUse, given: &Option<PathBuf>, recorded: &PathBuf| match s {
         Ok((pid, rec)) => super::sealed::exec_path(*pid, rec),
         Err(_) => given.clone().unwrap_or(recorded.clone()),
     };
     (
-        path(&s_rt, &run.args.runtime, &st.runtime.path),
-        path(&s_cr, &run.args.criu, &st.criu.path),
+        path(s_rt, &run.args.runtime, &st.runtime.path),
+        path(s_cr, &run.args.criu, &st.criu.path),
     )
 }
 
@@ -140,7 +150,7 @@ pub(crate) fn binary_gates(
     criu_blocking: bool,
 ) -> Result<(PathBuf, PathBuf), SlotError> {
     let (s_rt, s_cr) = sealed_use(run, st);
-    let (rt, cr) = binary_paths(run, st);
+    let (rt, cr) = paths_of(run, st, &s_rt, &s_cr);
     let (r_rt, r_cr) = std::thread::scope(|s| {
         let criu = s.spawn(|| pin_proof(&cr, s_cr, &st.criu, "criu"));
         let runtime = pin_proof(&rt, s_rt, &st.runtime, "runtime");
