@@ -66,6 +66,8 @@ pub struct Display {
     shm_failed: std::sync::Mutex<Option<String>>,
     /// Set by [`Display::disable_shm`].
     no_shm: std::sync::atomic::AtomicBool,
+    /// Held from `ShmGetImage` until its pixels are converted: one segment, one image at a time.
+    shm_busy: std::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Display {
@@ -141,6 +143,7 @@ impl Display {
             shm: std::sync::OnceLock::new(),
             shm_failed: std::sync::Mutex::new(None),
             no_shm: std::sync::atomic::AtomicBool::new(false),
+            shm_busy: std::sync::Mutex::new(()),
         })
     }
 
@@ -249,8 +252,8 @@ impl Display {
         }
         let need = (r.width * r.height * 4) as usize;
         let lsb = setup.image_byte_order == ImageOrder::LSB_FIRST;
-        if let Some(px) = self.shm_pixels(r, need) {
-            return Screenshot::new(r.width, r.height, zpixmap_to_rgb(px, lsb, [rm, gm, bm]));
+        if let Some(rgb) = self.shm_rgb(r, need, |px| zpixmap_to_rgb(px, lsb, [rm, gm, bm])) {
+            return Screenshot::new(r.width, r.height, rgb);
         }
         let reply = self
             .conn
@@ -278,13 +281,20 @@ impl Display {
         Screenshot::new(r.width, r.height, rgb)
     }
 
-    /// `r`'s pixels through MIT-SHM ([`super::shm`]), the segment attached at the first call
-    /// (sized for screen 0 as the server set it up); `None` when that is unavailable or fails,
+    /// `r`'s pixels through MIT-SHM ([`super::shm`]), converted by `convert` while no other
+    /// image of this connection can overwrite the one segment (attached at the first call,
+    /// sized for screen 0 as the server set it up); `None` when that is unavailable or fails,
     /// and `GetImage` is used instead.
-    fn shm_pixels(&self, r: Rect, need: usize) -> Option<&[u8]> {
+    fn shm_rgb(
+        &self,
+        r: Rect,
+        need: usize,
+        convert: impl FnOnce(&[u8]) -> Vec<u8>,
+    ) -> Option<Vec<u8>> {
         if !self.shm_allowed() {
             return None;
         }
+        let _one_at_a_time = self.shm_busy.lock().unwrap_or_else(|p| p.into_inner());
         let seg = self.shm.get_or_init(|| {
             let s = &self.conn.setup().roots[0];
             let len = usize::from(s.width_in_pixels) * usize::from(s.height_in_pixels) * 4;
@@ -294,7 +304,7 @@ impl Display {
             super::shm::attach(&self.conn, len)
         });
         match super::shm::get_image(seg.as_ref().ok()?, &self.conn, self.root, r, need) {
-            Ok(px) => Some(px),
+            Ok(px) => Some(convert(px)),
             Err(e) => {
                 if let Ok(mut f) = self.shm_failed.lock() {
                     *f = Some(e);
