@@ -97,7 +97,8 @@ fn pin_proof(
         Ok(s) => s,
         Err(why) => {
             return checks::binary_pin(path, checks::file_sha256(path), pin)
-                .map(|d| format!("{d} (hashed whole: {why})"));
+                .map(|d| format!("{d} (hashed whole: {why})"))
+                .map_err(|e| format!("{e} (hashed whole: {why})"));
         }
     };
     let src = &pin.path;
