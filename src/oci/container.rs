@@ -37,6 +37,12 @@ pub trait RuntimeOps: Send + Sync + std::fmt::Debug {
     }
     /// `runtime state ID`; `Ok(None)` when the container does not exist.
     fn state(&self, id: &str) -> Result<Option<ContainerState>>;
+    /// [`RuntimeOps::state`] decided without running the runtime where netprobe decides it as
+    /// the runtime does (runc: [`super::runc_state::read`]), else by the runtime. Returns the
+    /// answer and a sentence saying how it was obtained (for the evidence).
+    fn state_quick(&self, id: &str) -> (Result<Option<ContainerState>>, String) {
+        (self.state(id), "runtime state".into())
+    }
     /// `runtime create --bundle B --pid-file P ID` (detached).
     fn create(&self, id: &str, bundle: &Path, pid_file: &Path) -> Result<RuntimeOutcome>;
     /// `runtime start ID`.
@@ -82,6 +88,21 @@ impl RuntimeOps for Runtime {
     }
     fn state(&self, id: &str) -> Result<Option<ContainerState>> {
         Runtime::state(self, id)
+    }
+    fn state_quick(&self, id: &str) -> (Result<Option<ContainerState>>, String) {
+        if self.kind != super::runtime::RuntimeKind::Runc {
+            return (Runtime::state(self, id), "runtime state".into());
+        }
+        if let Err(e) = super::runtime::validate_id(id) {
+            return (Err(e), "runtime state".into());
+        }
+        match super::runc_state::read(&self.root, id) {
+            Ok(d) => (Ok(Some(d.state)), d.how),
+            Err(u) => (
+                Runtime::state(self, id),
+                format!("runtime state (not decided in-process: {})", u.0),
+            ),
+        }
     }
     fn create(&self, id: &str, bundle: &Path, pid_file: &Path) -> Result<RuntimeOutcome> {
         Runtime::create(self, id, bundle, pid_file)
@@ -215,6 +236,12 @@ impl<'r> Container<'r> {
     /// Errors: those of [`Runtime::state`].
     pub fn state(&self) -> Result<Option<ContainerState>> {
         self.rt.state(&self.id)
+    }
+
+    /// `runtime state ID` decided in-process where netprobe can decide it as the runtime does
+    /// ([`RuntimeOps::state_quick`]); the answer and how it was obtained.
+    pub fn state_quick(&self) -> (Result<Option<ContainerState>>, String) {
+        self.rt.state_quick(&self.id)
     }
 
     /// Fails when the id already exists (netprobe never deletes a container it did not create).

@@ -4,6 +4,7 @@
 //! - [`bundle`]: [`BundleSpec`] → `config.json` ([`write_bundle`], atomic, sha256).
 //! - [`runtime`]: [`Runtime`] (create/start/state/kill/delete/checkpoint/restore), always with a
 //!   private `--root` and an explicit `--criu`; [`ContainerGuard`] so nothing leaks.
+//! - [`runc_state`]: `runc state` decided in-process from runc's `state.json` (as runc does).
 //! - [`cgroups`]: a killed runtime's leftover `<hierarchy>/<id>` cgroups, removed at release.
 //! - [`container`]: [`Container`], the one container handle (create → start → checkpoint →
 //!   prove gone → restore → release) of the probe rungs and the slot, over [`RuntimeOps`].
@@ -18,6 +19,7 @@ pub mod container;
 pub mod error;
 pub mod guard;
 pub mod rootfs;
+pub mod runc_state;
 pub mod runtime;
 pub mod runtime_env;
 

@@ -211,6 +211,18 @@ pub(crate) fn container_status(rt: &dyn RuntimeOps, id: &str) -> Result<Option<S
         .map_err(|e| e.to_string())
 }
 
+/// [`container_status`] decided in-process where netprobe decides it as the runtime does
+/// ([`RuntimeOps::state_quick`]: runc's `state.json`), else by `runtime state`.
+pub(crate) fn container_status_quick(
+    rt: &dyn RuntimeOps,
+    id: &str,
+) -> Result<Option<String>, String> {
+    rt.state_quick(id)
+        .0
+        .map(|o| o.map(|s| s.status))
+        .map_err(|e| e.to_string())
+}
+
 /// Kills and deletes the container if present (kill, delete --force, prove gone), retried for
 /// up to 10 s, then proves it gone via `runtime state`.
 pub(crate) fn stop_container_proven(
@@ -347,7 +359,7 @@ pub(crate) fn guest_http_gate(
 }
 
 /// The container's `runtime state` answer and how long the query took (ms).
-pub(crate) type StateAnswer = (Result<Option<ContainerState>, OciError>, u64);
+pub(crate) type StateAnswer = (Result<Option<ContainerState>, OciError>, u64, String);
 
 /// The network state of holder `h`'s namespace ([`crate::ns::capture_netstate`]), its time
 /// recorded under `timing` (milliseconds). What the capture saw beside the compared state is
@@ -389,8 +401,11 @@ pub(crate) fn holder_netstate(
 /// limits read back (v1 or v2 files; with the systemd driver also from the scope unit,
 /// [`super::cgroups::limits_gates`]). Returns the captured network state.
 ///
-/// `state` yields the container's `runtime state` and how long that query took (ms); the
-/// caller may have started it on another thread so it overlaps the in-process checks before it.
+/// `state` yields the container's `runtime state`, how long that query took (ms) and how it was
+/// decided (runc's `state.json` read in-process, or the runtime run:
+/// [`crate::oci::RuntimeOps::state_quick`]; in the gate's detail, the fact
+/// `<when>_runtime_state_source` and `runtime.log`); the caller may have started it on another
+/// thread so it overlaps the in-process checks before it.
 /// `captured`: the holder's network state when the caller has just captured it (restore and
 /// reset, for net-fidelity), so it is not captured a second time; `None` captures it here.
 pub(crate) fn ready_gates(
@@ -417,11 +432,12 @@ pub(crate) fn ready_gates(
 
     // Container in the holder's netns, limits from its cgroup.
     let t = Instant::now();
-    let (state, query_ms) = state();
+    let (state, query_ms, how) = state();
     run.took(&format!("{when}-runtime-state"), t);
     run.timings
         .insert(format!("{when}-runtime-state-query"), query_ms);
-    run.rt_log("state", state.as_ref().map(|_| &()));
+    run.rt_log("state", state.as_ref().map(|_| &how));
+    run.fact(&format!("{when}_runtime_state_source"), how.as_str());
     let state = state.map_err(|e| run.step_err("runtime-state", e))?;
     let pid = state.as_ref().map(|s| s.pid).unwrap_or(0);
     let status = state
@@ -435,7 +451,7 @@ pub(crate) fn ready_gates(
             run.fact(&format!("{when}_holder_netns_inode"), h.netns_inode);
             let same = c.netns_inode == h.netns_inode;
             let d = format!(
-                "runtime state {status}, init pid {pid}, netns inode {} (container init's) {} {} (holder's)",
+                "runtime state {status} ({how}), init pid {pid}, netns inode {} (container init's) {} {} (holder's)",
                 c.netns_inode,
                 if same { "==" } else { "!=" },
                 h.netns_inode
@@ -446,7 +462,7 @@ pub(crate) fn ready_gates(
                 Err(d)
             }
         }
-        Err(e) => Err(format!("status {status}: {e}")),
+        Err(e) => Err(format!("status {status} ({how}): {e}")),
     };
     run.gate(GateId::ContainerInHolderNetns, r)?;
     run.fact(&format!("{when}_container_pid"), pid);

@@ -89,11 +89,15 @@ pub(crate) fn restore(
         return Err(restore_failed(run, st, &*rt, e));
     }
 
-    // The restored container's `runtime state` is queried on a second thread while the network
-    // state is captured and compared in-process; the ready gates take its answer. The previous
+    // The restored container's `runtime state` (for runc decided in-process from its
+    // `state.json`, as runc does: `oci::runc_state`) is queried on a second thread while the
+    // network state is captured and compared; the ready gates take its answer. The previous
     // run's folders are removed on a third.
     std::thread::scope(|s| {
-        let q = s.spawn(|| timed(|| rt.state(&id)));
+        let q = s.spawn(|| {
+            let ((r, how), ms) = timed(|| rt.state_quick(&id));
+            (r, ms, how)
+        });
         s.spawn(remove_old_run);
         let state = move || q.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
         restored_gates(run, st, &*rt, &snap_dir, reset, state, screen)
@@ -125,7 +129,7 @@ fn gates(
     let (gates, (before, before_ms)) = std::thread::scope(|s| {
         let q = s.spawn(|| match absent {
             Some(_) => (Ok(None), 0),
-            None => timed(|| common::container_status(&*query_rt, &id)),
+            None => timed(|| common::container_status_quick(&*query_rt, &id)),
         });
         let snap = s.spawn(|| timed(|| checks::snapshot_complete(&root, st)));
         let gates = common::common_gates(run, st).and_then(|rt| {

@@ -588,6 +588,12 @@ impl RtLogged for crate::oci::RuntimeOutcome {
     }
 }
 
+impl RtLogged for String {
+    fn logged(&self) -> String {
+        self.clone()
+    }
+}
+
 impl RtLogged for () {
     fn logged(&self) -> String {
         "ok".into()
