@@ -656,3 +656,74 @@ fn guard_cleans_up_on_panic() {
     fx.runtime.prove_gone(&id).unwrap();
     fx.assert_nothing_listed();
 }
+
+/// The in-process `runc state` (`oci::runc_state`, used by the slot's ready gates) gives the
+/// answer `runc state` gives — status, pid, bundle — for created, running, paused and stopped
+/// containers, with runc 1.1.5 (Debian) and each pinned runc installed under /opt.
+#[test]
+fn in_process_state_agrees_with_runc_state() {
+    use netprobe::oci::RuntimeOps;
+    if !can_run() {
+        return;
+    }
+    let _s = serial();
+    let mut runcs = vec![PathBuf::from(RUNC)];
+    for v in ["1.4.3", "1.3.6"] {
+        let p = PathBuf::from(format!("/opt/runc-{v}/sbin/runc"));
+        assert!(
+            p.exists(),
+            "missing {}: run `bash host/setup.sh --test-deps`",
+            p.display()
+        );
+        runcs.push(p);
+    }
+    for runc in runcs {
+        let mut fx = Fixture::new();
+        fx.runtime = Runtime::new(&runc, fx.p("runc-root"), Some(CRIU.into()));
+        let id = unique_container_id("np-oci-st");
+        let _guard = ContainerGuard::new(&fx.runtime, &id);
+        let bundle = fx.bundle(NetnsSpec::Private);
+        let agree = |want: &str| {
+            let cli = fx.runtime.state(&id).unwrap().expect("container");
+            let (quick, how) = fx.runtime.state_quick(&id);
+            let quick = quick.unwrap().expect("container");
+            assert_eq!(quick, cli, "{}: {want}: {how}", runc.display());
+            assert_eq!(cli.status, want, "{}", runc.display());
+            assert!(how.starts_with("read "), "{}: {how}", runc.display());
+        };
+        fx.runtime
+            .create(&id, &bundle, &fx.p("c.pid"))
+            .unwrap_or_else(|e| panic!("create: {e}"));
+        agree("created");
+        fx.runtime.start(&id).unwrap();
+        agree("running");
+        let pause = |verb: &str| {
+            let o = Command::new(&runc)
+                .arg("--root")
+                .arg(&fx.runtime.root)
+                .args([verb, id.as_str()])
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{verb}: {o:?}");
+        };
+        pause("pause");
+        agree("paused");
+        pause("resume");
+        agree("running");
+        let pid = read_pid_file(&fx.p("c.pid")).unwrap();
+        // Killed but not reaped (a zombie of ours, the subreaper), then reaped: stopped, pid 0.
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while fx.runtime.state(&id).unwrap().unwrap().status != "stopped" {
+            assert!(Instant::now() < deadline, "init {pid} still not stopped");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        agree("stopped");
+        let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
+        agree("stopped");
+        fx.runtime.delete(&id, true).unwrap();
+        let (gone, how) = fx.runtime.state_quick(&id);
+        assert!(gone.unwrap().is_none(), "{how}");
+        assert!(how.contains("not decided in-process"), "{how}");
+    }
+}

@@ -166,6 +166,14 @@ fn full_cycle_default_image_with_gates() {
     );
     assert!(gate(&r, "snapshot-complete").proven);
     assert_guest(&r, "restore");
+    // runc's state decided in-process from its state.json (no runc process), and said so.
+    let how = r.facts["restore_runtime_state_source"].as_str().unwrap();
+    assert!(
+        how.starts_with("read ") && how.contains("state.json as runc's refreshState does"),
+        "{how}"
+    );
+    let g = gate(&r, "container-in-holder-netns");
+    assert!(g.proven && g.detail.contains(how), "{g:?}");
     // The capture's side evidence is kept beside netstate-after.json, as the rungs keep it.
     let rev = r.evidence.clone().unwrap();
     let nf = std::fs::read_to_string(rev.join("netfilter.txt")).unwrap();
