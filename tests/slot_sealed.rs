@@ -92,11 +92,38 @@ fn later_verbs_run_the_holders_sealed_copies() {
     let g = gate(&r, "runtime-binary");
     assert!(
         g.detail
-            .contains("changed by stat since provision, re-hashed")
+            .contains("changed by stat since it was recorded, re-hashed")
             && g.detail.contains(&st.runtime.sha256),
         "{}",
         g.detail
     );
+    // Its new stat is recorded (same bytes: the pin's), so the next verb compares by stat again
+    // instead of re-hashing it every time.
+    let now = std::fs::metadata(&rt).unwrap();
+    let after = state(&sd, 15);
+    let src = &after.runtime.sealed.as_ref().unwrap().source;
+    assert_eq!(
+        (src.ino, src.mtime, src.ctime),
+        (
+            std::os::unix::fs::MetadataExt::ino(&now),
+            [
+                std::os::unix::fs::MetadataExt::mtime(&now),
+                std::os::unix::fs::MetadataExt::mtime_nsec(&now)
+            ],
+            [
+                std::os::unix::fs::MetadataExt::ctime(&now),
+                std::os::unix::fs::MetadataExt::ctime_nsec(&now)
+            ]
+        )
+    );
+    let journal = std::fs::read_to_string(sd.join("slot-15/journal.jsonl")).unwrap();
+    assert!(
+        journal.contains("re-hashed to the pin; its new stat is recorded"),
+        "{journal}"
+    );
+    let r = ok(Verb::Reset, "15", &sd);
+    let g = gate(&r, "runtime-binary");
+    assert!(g.detail.contains("not re-hashed"), "{}", g.detail);
 
     // state.json edited: each refusal comes before anything is touched and names the way out.
     let sp = sd.join("slot-15/state.json");

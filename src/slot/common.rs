@@ -92,12 +92,12 @@ fn pin_proof(
     sealed: SealedUse,
     pin: &super::state::BinaryPin,
     flag: &str,
-) -> Result<String, String> {
+) -> Result<(String, Option<super::sealed::FileStat>), String> {
     let (pid, rec) = match sealed {
         Ok(s) => s,
         Err(why) => {
             return checks::binary_pin(path, checks::file_sha256(path), pin)
-                .map(|d| format!("{d} (hashed whole: {why})"))
+                .map(|d| (format!("{d} (hashed whole: {why})"), None))
                 .map_err(|e| format!("{e} (hashed whole: {why})"));
         }
     };
@@ -125,17 +125,28 @@ fn pin_proof(
             super::sealed::exec_path(pid, &rec).display()
         )
     };
-    if super::sealed::source_unchanged(src, &rec).map_err(way_out)? {
-        return Ok(format!(
-            "{ran}; copied from {} sha256 {}, which is unchanged since (device, inode, size, mtime, ctime; not re-hashed)",
-            src.display(),
-            pin.sha256
+    let before = super::sealed::source_stat(src).map_err(way_out)?;
+    if before == rec.source {
+        return Ok((
+            format!(
+                "{ran}; copied from {} sha256 {}, which is unchanged since (device, inode, size, mtime, ctime; not re-hashed)",
+                src.display(),
+                pin.sha256
+            ),
+            None,
         ));
     }
     let d = checks::binary_pin(src, checks::file_sha256(src), pin).map_err(way_out)?;
-    Ok(format!(
-        "{ran}; {} changed by stat since provision, re-hashed: {d}",
-        src.display()
+    // The same stat before and after the hash: these bytes are the pin's at that stat.
+    let after = super::sealed::source_stat(src)
+        .ok()
+        .filter(|a| *a == before);
+    Ok((
+        format!(
+            "{ran}; {} changed by stat since it was recorded, re-hashed: {d}",
+            src.display()
+        ),
+        after,
     ))
 }
 
@@ -160,8 +171,17 @@ pub(crate) fn binary_gates(
             .unwrap_or_else(|_| Err(format!("hashing {} panicked", cr.display())));
         (runtime, criu)
     });
+    let split = |r: Result<(String, Option<_>), String>| match r {
+        Ok((d, stat)) => (Ok(d), stat),
+        Err(e) => (Err(e), None),
+    };
+    let ((r_rt, s_rt), (r_cr, s_cr)) = (split(r_rt), split(r_cr));
     run.gate_or_record(GateId::RuntimeBinaryPinned, blocking, r_rt)?;
     run.gate_or_record(GateId::CriuBinaryPinned, criu_blocking, r_cr)?;
+    run.refreshed = super::sealed::SourceRefresh {
+        runtime: s_rt,
+        criu: s_cr,
+    };
     Ok((rt, cr))
 }
 

@@ -382,6 +382,11 @@ fn with_existing(
         vr.gate(GateId::SlotNotClean, r)?;
     }
     let r = f(vr, &mut st);
+    // A binary re-hashed to its pin (and proven, whether the verb then passed or not) is
+    // compared by stat again from the next verb on.
+    for d in vr.refreshed.apply(&mut st) {
+        vr.journal("step", true, &d);
+    }
     st.last_verb = Some(vr.verb().into());
     st.last_ok = r.is_ok();
     let _ = st.save_if_changed(&vr.paths.state());

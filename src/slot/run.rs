@@ -90,6 +90,10 @@ pub(crate) struct VerbRun<'a> {
     /// The interruption note registered once the evidence folder exists
     /// ([`VerbRun::interruption_note`]); dropped with the run.
     interruption: Option<crate::ns::cleanup::Registration>,
+    /// Source files of the sealed copies re-hashed to their pin by this verb, with the `stat`
+    /// they kept from before the hash to after it: recorded in `state.json` at the verb's end
+    /// ([`super::sealed::SourceRefresh::apply`]), so the next verb compares by `stat` again.
+    pub(crate) refreshed: super::sealed::SourceRefresh,
 }
 
 impl<'a> VerbRun<'a> {
@@ -111,6 +115,7 @@ impl<'a> VerbRun<'a> {
             rt_kind: None,
             pending: Vec::new(),
             interruption: None,
+            refreshed: Default::default(),
         }
     }
 

@@ -254,11 +254,53 @@ pub fn prove(pid: i32, rec: &SealedCopy) -> Result<String, String> {
     ))
 }
 
-/// Whether the file at `path` still has the `stat` identity recorded at provision
-/// (`Ok(true)`), has another (`Ok(false)`: re-hash it), or cannot be read (`Err`).
+/// Whether the file at `path` still has the `stat` identity recorded (at provision, or when a
+/// verb last re-hashed it to the pin: [`SourceRefresh`]) (`Ok(true)`), has another
+/// (`Ok(false)`: re-hash it), or cannot be read (`Err`).
 pub fn source_unchanged(path: &Path, rec: &SealedCopy) -> Result<bool, String> {
+    Ok(source_stat(path)? == rec.source)
+}
+
+/// The `stat` identity of the file at `path`.
+///
+/// Errors: a sentence naming the path when `stat(2)` fails.
+pub fn source_stat(path: &Path) -> Result<FileStat, String> {
     let m = std::fs::metadata(path).map_err(|e| format!("cannot stat {}: {e}", path.display()))?;
-    Ok(FileStat::of(&m) == rec.source)
+    Ok(FileStat::of(&m))
+}
+
+/// The source files a verb re-hashed to their pin (their `stat` changed since it was
+/// recorded, e.g. a package reinstalled the same bytes), with the `stat` each had both before
+/// and after the hash (a file written during the hash changes its `ctime`, and is not refreshed).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct SourceRefresh {
+    /// The runtime's source file, when re-hashed to the pin.
+    pub runtime: Option<FileStat>,
+    /// CRIU's source file, when re-hashed to the pin.
+    pub criu: Option<FileStat>,
+}
+
+impl SourceRefresh {
+    /// Records each refreshed `stat` as the sealed copy's `source` in `st` (the copy itself is
+    /// unchanged: same memfd, same sha256); returns a sentence per binary refreshed.
+    pub fn apply(&self, st: &mut super::state::SlotState) -> Vec<String> {
+        let mut done = Vec::new();
+        for (what, new, pin) in [
+            ("runtime", self.runtime, &mut st.runtime),
+            ("criu", self.criu, &mut st.criu),
+        ] {
+            if let (Some(new), Some(rec)) = (new, pin.sealed.as_mut())
+                && rec.source != new
+            {
+                rec.source = new;
+                done.push(format!(
+                    "{what} {}: re-hashed to the pin; its new stat is recorded (later verbs compare by stat again)",
+                    pin.path.display()
+                ));
+            }
+        }
+        done
+    }
 }
 
 #[cfg(test)]
