@@ -89,6 +89,14 @@ fn later_verbs_run_the_holders_sealed_copies() {
         .unwrap();
     drop(f);
     let r = ok(Verb::Reset, "15", &sd);
+    // The running container was released by the sealed copy, and the log line says so.
+    let log = std::fs::read_to_string(r.evidence.as_ref().unwrap().join("runtime.log")).unwrap();
+    assert!(
+        log.contains(&format!(
+            "/proc/{holder}/fd/{rt_fd} kill + delete --force + state"
+        )),
+        "{log}"
+    );
     let g = gate(&r, "runtime-binary");
     assert!(
         g.detail

@@ -15,6 +15,10 @@ use std::path::{Path, PathBuf};
 pub trait RuntimeOps: Send + Sync + std::fmt::Debug {
     /// The runtime's private state root (`--root`).
     fn root(&self) -> &Path;
+    /// The runtime binary every call runs (for the evidence's log lines); a fake names itself.
+    fn binary(&self) -> &Path {
+        Path::new("(fake runtime)")
+    }
     /// The proof that the runtime does not know `id` without running it: `<root>/<id>` does not
     /// exist (`lstat` says `ENOENT`). runc (libcontainer's `Create`/`Load`, 1.x) and crun
     /// (`libcrun_container_*`, 1.x) keep a container's state only in `<root>/<id>`, and netprobe
@@ -85,6 +89,9 @@ pub trait RuntimeOps: Send + Sync + std::fmt::Debug {
 impl RuntimeOps for Runtime {
     fn root(&self) -> &Path {
         &self.root
+    }
+    fn binary(&self) -> &Path {
+        &self.path
     }
     fn state(&self, id: &str) -> Result<Option<ContainerState>> {
         Runtime::state(self, id)

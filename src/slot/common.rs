@@ -283,7 +283,10 @@ pub(crate) fn stop_container_proven_from(
         loop {
             let r = rt.release(id, None);
             run.rt_log(
-                "kill + delete --force + state (ContainerGuard::release)",
+                &format!(
+                    "{} kill + delete --force + state (ContainerGuard::release)",
+                    rt.binary().display()
+                ),
                 r.as_ref(),
             );
             if r.is_ok() || Instant::now() > deadline {
