@@ -89,14 +89,6 @@ fn later_verbs_run_the_holders_sealed_copies() {
         .unwrap();
     drop(f);
     let r = ok(Verb::Reset, "15", &sd);
-    // The running container was released by the sealed copy, and the log line says so.
-    let log = std::fs::read_to_string(r.evidence.as_ref().unwrap().join("runtime.log")).unwrap();
-    assert!(
-        log.contains(&format!(
-            "/proc/{holder}/fd/{rt_fd} kill + delete --force + state"
-        )),
-        "{log}"
-    );
     let g = gate(&r, "runtime-binary");
     assert!(
         g.detail
@@ -132,6 +124,14 @@ fn later_verbs_run_the_holders_sealed_copies() {
     let r = ok(Verb::Reset, "15", &sd);
     let g = gate(&r, "runtime-binary");
     assert!(g.detail.contains("not re-hashed"), "{}", g.detail);
+    // The running container was released by the sealed copy, and the log line says so.
+    let log = std::fs::read_to_string(r.evidence.as_ref().unwrap().join("runtime.log")).unwrap();
+    assert!(
+        log.contains(&format!(
+            "/proc/{holder}/fd/{rt_fd} kill + delete --force + state"
+        )),
+        "{log}"
+    );
 
     // state.json edited: each refusal comes before anything is touched and names the way out.
     let sp = sd.join("slot-15/state.json");
@@ -163,6 +163,22 @@ fn later_verbs_run_the_holders_sealed_copies() {
         "the sealed copy the holder keeps is intact",
         &way_out,
     ]);
+    // `slot status` proves both copies as the gates do, and asks the intact runtime copy for
+    // the container's state (the swapped file on disk is not run).
+    let status = ok(Verb::Status, "15", &sd).to_json();
+    let live = &status["live"];
+    for b in ["runtime", "criu"] {
+        let c = &live["sealed_copies"][b];
+        assert!(
+            c["proven"] == true
+                && c["detail"]
+                    .as_str()
+                    .unwrap()
+                    .contains(&format!("/memfd:netprobe-{b}")),
+            "{c}"
+        );
+    }
+    assert_eq!(live["container"]["status"], "running", "{live}");
     // Named with --runtime, that copy is hashed whole and run.
     let mut a = args(Verb::Reset, "15", &sd);
     a.runtime = Some(format!("/proc/{holder}/fd/{rt_fd}").into());

@@ -102,18 +102,7 @@ fn pin_proof(
         }
     };
     let src = &pin.path;
-    let ran = if rec.name != format!("netprobe-{flag}") || rec.sha256 != pin.sha256 {
-        Err(format!(
-            "state.json's sealed copy of {} is {} with sha256 {}, not netprobe-{flag} with the pin's {}",
-            src.display(),
-            rec.name,
-            rec.sha256,
-            pin.sha256
-        ))
-    } else {
-        super::sealed::prove(pid, &rec)
-    }
-    .map_err(|e| {
+    let ran = prove_copy(pid, &rec, pin, flag).map_err(|e| {
         format!(
             "{e}: the sealed copy of {} the holder was given at provision is not proven (to run the file on disk instead, hashed whole, name it with --{flag})",
             src.display()
@@ -148,6 +137,44 @@ fn pin_proof(
         ),
         after,
     ))
+}
+
+/// The sealed copy `rec` kept by the holder `pid` is this binary's (memfd name
+/// `netprobe-<flag>`, the pin's sha256) and proven ([`super::sealed::prove`]).
+///
+/// Errors: a sentence naming what differs.
+fn prove_copy(
+    pid: i32,
+    rec: &super::sealed::SealedCopy,
+    pin: &super::state::BinaryPin,
+    flag: &str,
+) -> Result<String, String> {
+    if rec.name != format!("netprobe-{flag}") || rec.sha256 != pin.sha256 {
+        return Err(format!(
+            "state.json's sealed copy of {} is {} with sha256 {}, not netprobe-{flag} with the pin's {}",
+            pin.path.display(),
+            rec.name,
+            rec.sha256,
+            pin.sha256
+        ));
+    }
+    super::sealed::prove(pid, rec)
+}
+
+/// For `slot status`: each binary's sealed copy (runtime, CRIU) proven now, as the
+/// `runtime-binary`/`criu-binary` gates prove it; `None` when `state.json` records no copy.
+/// `Ok` carries the copy's exec path and the proof.
+pub(crate) fn sealed_copies_now(st: &SlotState) -> [Option<Result<(PathBuf, String), String>>; 2] {
+    let one = |pin: &super::state::BinaryPin, flag: &str| {
+        let rec = pin.sealed.as_ref()?;
+        Some(match st.holder {
+            Some(h) if checks::holder(st).is_ok() => {
+                prove_copy(h.pid, rec, pin, flag).map(|d| (super::sealed::exec_path(h.pid, rec), d))
+            }
+            _ => Err("the holder that keeps it is gone".to_string()),
+        })
+    };
+    [one(&st.runtime, "runtime"), one(&st.criu, "criu")]
 }
 
 /// Runtime and CRIU binaries: same sha256 as recorded at provision. With the holder's sealed

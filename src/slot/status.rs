@@ -137,9 +137,28 @@ fn live_facts(run: &mut VerbRun, st: &SlotState, busy: bool) -> Value {
         Ok(d) => json!({"alive": true, "detail": d}),
         Err(d) => json!({"alive": false, "detail": d}),
     };
-    let container = match checks::file_sha256(&st.runtime.path) {
+    let [s_rt, s_cr] = super::common::sealed_copies_now(st);
+    let shown = |s: &Option<Result<(std::path::PathBuf, String), String>>| match s {
+        None => Value::Null,
+        Some(Ok((_, d))) => json!({"proven": true, "detail": d}),
+        Some(Err(e)) => json!({"proven": false, "detail": e}),
+    };
+    let sealed = json!({"runtime": shown(&s_rt), "criu": shown(&s_cr)});
+    // The holder's proven copies run when there are; else the files, if they still hash to
+    // what provision recorded.
+    let copy = |s: Option<Result<(std::path::PathBuf, String), String>>| {
+        s.and_then(|r| r.ok()).map(|c| c.0)
+    };
+    let (rt_copy, cr_copy) = (copy(s_rt), copy(s_cr));
+    let rt_hash = match &rt_copy {
+        Some(_) => Ok(st.runtime.sha256.clone()),
+        None => checks::file_sha256(&st.runtime.path),
+    };
+    let container = match rt_hash {
         Ok(h) if h == st.runtime.sha256 => {
-            let rt = run.runtime(st, &st.runtime.path, &st.criu.path);
+            let rt_path = rt_copy.unwrap_or(st.runtime.path.clone());
+            let cr_path = cr_copy.unwrap_or(st.criu.path.clone());
+            let rt = run.runtime(st, &rt_path, &cr_path);
             match rt.state(&st.container_id) {
                 Ok(Some(c)) => {
                     json!({"status": c.status, "detail": format!("init pid {}", c.pid)})
@@ -173,6 +192,7 @@ fn live_facts(run: &mut VerbRun, st: &SlotState, busy: bool) -> Value {
     let img = st.image.as_ref();
     json!({
         "holder": holder,
+        "sealed_copies": sealed,
         "container": container,
         "left_processes": left,
         "overlay_mounted": st.overlay.as_ref().is_some_and(|o| mounts::is_mounted(&o.merged)),
