@@ -21,6 +21,7 @@
 mod advice;
 mod cgroup_procs;
 pub mod cgroups;
+pub mod checkpoint_images;
 pub mod checks;
 mod claims;
 mod cleanup;
