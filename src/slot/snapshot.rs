@@ -168,7 +168,9 @@ fn snapshot_steps(
         .map_err(|e| run.step_err("upper-digest", e))?;
 
     let images = tmp.join("checkpoint");
-    let files = inventory_with_blake3(&images).map_err(|e| run.step_err("manifest", e))?;
+    let files = run
+        .time("manifest", || inventory_with_blake3(&images))
+        .map_err(|e| run.step_err("manifest", e))?;
     let manifest = json!({
         "id": sid,
         "created_at": now_rfc3339(),
