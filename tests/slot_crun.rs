@@ -106,8 +106,9 @@ fn crun_full_cycle_releases_a_failed_restore_and_leaves_nothing() {
     let s = crun_ok(Verb::Snapshot, &sd);
     assert!(gate(&s, "container-stopped").proven);
 
-    // A restore CRIU refuses: pstree.img overwritten (and the manifest told so, with its new
-    // sha256 in state.json, so the snapshot gate lets it through to crun).
+    // A restore CRIU refuses: pstree.img overwritten (and the manifest told so, its sha256 and
+    // blake3, with the manifest's new sha256 in state.json, so the snapshot gate lets it
+    // through to crun).
     let snap = sd
         .join(format!("slot-{SLOT}"))
         .join(state(&sd, 43).snapshot.unwrap().dir);
@@ -121,7 +122,10 @@ fn crun_full_cycle_releases_a_failed_restore_and_leaves_nothing() {
     let manifest = snap.join("manifest.json");
     let m_good = std::fs::read_to_string(&manifest).unwrap();
     std::fs::write(&img, &bad).unwrap();
-    let m_bad = m_good.replace(&sha(&good), &sha(&bad));
+    let b3 = |b: &[u8]| blake3::hash(b).to_hex().to_string();
+    let m_bad = m_good
+        .replace(&sha(&good), &sha(&bad))
+        .replace(&b3(&good), &b3(&bad));
     std::fs::write(&manifest, &m_bad).unwrap();
     let record_manifest = |text: &str| {
         let mut st = state(&sd, 43);

@@ -1,11 +1,10 @@
-//! Image inventory: every file CRIU wrote into an images directory, with size and sha256.
+//! Image inventory: every file CRIU wrote into an images directory, with size and sha256 (and,
+//! for a slot snapshot, BLAKE3), and the same listing by one digest to check it against.
 
 use super::run::CriuError;
 use serde::{Deserialize, Serialize};
+use std::io;
 use std::path::Path;
-
-/// A file's name with its sha256 and size, or why it could not be hashed.
-type Hashed = (String, Result<(String, u64), CriuError>);
 
 /// One file of a CRIU images directory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -16,16 +15,153 @@ pub struct ImageFile {
     pub bytes: u64,
     /// Lower-case hex SHA-256 of the content.
     pub sha256: String,
+    /// Lower-case hex BLAKE3 (32 bytes) of the content: recorded by a slot snapshot
+    /// ([`inventory_with_blake3`]) so its `snapshot-complete` gate can check the files faster;
+    /// absent ([`inventory`], snapshots of older netprobe) and then not serialized.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blake3: Option<String>,
+}
+
+/// The digest by which [`digests`] lists an images directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageDigest {
+    /// SHA-256, streamed in 64 KiB reads ([`crate::evidence::sha256_recorded`]).
+    Sha256,
+    /// BLAKE3, a large file memory-mapped and hashed on all cores ([`blake3_recorded`]).
+    Blake3,
+}
+
+impl ImageDigest {
+    /// The name used in manifests and gate details: `sha256` or `blake3`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ImageDigest::Sha256 => "sha256",
+            ImageDigest::Blake3 => "blake3",
+        }
+    }
+
+    /// The digest this file recorded by this algorithm (`None`: not recorded).
+    pub fn recorded(self, f: &ImageFile) -> Option<&str> {
+        match self {
+            ImageDigest::Sha256 => Some(&f.sha256),
+            ImageDigest::Blake3 => f.blake3.as_deref(),
+        }
+    }
+
+    /// `(lower-case hex digest, bytes hashed)` of the file at `path`. Errors: those of
+    /// opening (no symlink, only a regular file), mapping or reading it.
+    fn of_file(self, path: &Path) -> io::Result<(String, u64)> {
+        match self {
+            ImageDigest::Sha256 => crate::evidence::sha256_recorded(path),
+            ImageDigest::Blake3 => blake3_recorded(path),
+        }
+    }
+}
+
+/// One file of an images directory with its size and its digest by one [`ImageDigest`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileDigest {
+    /// File name inside the images directory.
+    pub name: String,
+    /// Size in bytes (as hashed).
+    pub bytes: u64,
+    /// Lower-case hex digest.
+    pub hex: String,
 }
 
 /// Lists the regular files directly inside `images_dir` (not recursive; directories, symlinks
-/// and other kinds are skipped), sorted by name, each with its size and streamed sha256. The
-/// files are hashed on up to [`HASH_THREADS`] threads (largest first, each thread taking the
-/// next file), so a guest's tens of MB of memory pages take a fraction of one core's time.
+/// and other kinds are skipped), sorted by name, each with its size and streamed sha256
+/// (`blake3` is `None`). The files are hashed on up to [`HASH_THREADS`] threads (largest first,
+/// each thread taking the next file), so a guest's tens of MB of memory pages take a fraction
+/// of one core's time.
 ///
 /// Errors: [`CriuError::Io`] naming the directory or the file that could not be read (the
 /// first in name order when several fail).
 pub fn inventory(images_dir: &Path) -> Result<Vec<ImageFile>, CriuError> {
+    let hashed = hash_each(images_dir, crate::evidence::sha256_recorded)?;
+    Ok(hashed
+        .into_iter()
+        .map(|(name, (sha256, bytes))| ImageFile {
+            name,
+            bytes,
+            sha256,
+            blake3: None,
+        })
+        .collect())
+}
+
+/// [`inventory`] with the BLAKE3 of every file as well, both digests from one streamed read
+/// of each file (64 KiB blocks, no memory map): what a slot snapshot records in its manifest.
+///
+/// Errors: those of [`inventory`].
+pub fn inventory_with_blake3(images_dir: &Path) -> Result<Vec<ImageFile>, CriuError> {
+    let both = |path: &Path| {
+        let mut b3 = blake3::Hasher::new();
+        let f = crate::evidence::open_regular(path, false)?;
+        let (sha256, bytes) = crate::evidence::sha256_stream(f, |block| {
+            b3.update(block);
+            Ok(())
+        })?;
+        Ok((sha256, b3.finalize().to_hex().to_string(), bytes))
+    };
+    let hashed = hash_each(images_dir, both)?;
+    Ok(hashed
+        .into_iter()
+        .map(|(name, (sha256, blake3, bytes))| ImageFile {
+            name,
+            bytes,
+            sha256,
+            blake3: Some(blake3),
+        })
+        .collect())
+}
+
+/// The regular files directly inside `images_dir` as [`inventory`] lists them, each with its
+/// size and its digest by `digest` only: what a recorded inventory is checked against.
+///
+/// Errors: those of [`inventory`] (a file that cannot be opened, mapped or read is named).
+pub fn digests(images_dir: &Path, digest: ImageDigest) -> Result<Vec<FileDigest>, CriuError> {
+    let hashed = hash_each(images_dir, |p| digest.of_file(p))?;
+    Ok(hashed
+        .into_iter()
+        .map(|(name, (hex, bytes))| FileDigest { name, bytes, hex })
+        .collect())
+}
+
+/// Files at least this large (bytes) are memory-mapped and hashed on all cores by
+/// [`blake3_recorded`]; smaller ones are read (below it the threads cost more than they save).
+pub const BLAKE3_MMAP_MIN: u64 = 128 << 10;
+
+/// BLAKE3 of the recorded file `path`, opened like [`crate::evidence::sha256_recorded`] (no
+/// symlink, only a regular file). A file of at least [`BLAKE3_MMAP_MIN`] bytes is mapped
+/// read-only and hashed with `blake3::Hasher::update_rayon` (all cores); a smaller one is read.
+///
+/// Returns `(lower-case hex BLAKE3, bytes hashed)`. Errors: those of opening, `fstat`, `mmap`
+/// or reading. A file truncated by another process while it is mapped raises SIGBUS: the
+/// snapshot folders this hashes are written only by netprobe, as root.
+pub fn blake3_recorded(path: &Path) -> io::Result<(String, u64)> {
+    let mut f = crate::evidence::open_regular(path, false)?;
+    let mut h = blake3::Hasher::new();
+    if f.metadata()?.len() < BLAKE3_MMAP_MIN {
+        let n = io::copy(&mut f, &mut h)?;
+        return Ok((h.finalize().to_hex().to_string(), n));
+    }
+    // SAFETY: the map is read-only and private to this function; the file is a regular file
+    // netprobe wrote into its own root-owned snapshot folder (see the SIGBUS note above).
+    let map = unsafe { memmap2::Mmap::map(&f)? };
+    h.update_rayon(&map);
+    Ok((h.finalize().to_hex().to_string(), map.len() as u64))
+}
+
+/// Hashes every regular file directly inside `images_dir` with `hash` on up to
+/// [`HASH_THREADS`] threads (largest first), returned sorted by name.
+///
+/// Errors: [`CriuError::Io`] naming the directory or the first file (in name order) `hash`
+/// failed on.
+fn hash_each<T: Send>(
+    images_dir: &Path,
+    hash: impl Fn(&Path) -> io::Result<T> + Sync,
+) -> Result<Vec<(String, T)>, CriuError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| CriuError::Io { path, source }
@@ -54,13 +190,10 @@ pub fn inventory(images_dir: &Path) -> Result<Vec<ImageFile>, CriuError> {
                 return out;
             };
             let path = images_dir.join(name);
-            out.push((
-                name.clone(),
-                crate::evidence::sha256_recorded(&path).map_err(io(&path)),
-            ));
+            out.push((name.clone(), hash(&path).map_err(io(&path))));
         }
     };
-    let mut hashed: Vec<Hashed> = std::thread::scope(|s| {
+    let mut hashed: Vec<(String, Result<T, CriuError>)> = std::thread::scope(|s| {
         let others: Vec<_> = (1..threads).map(|_| s.spawn(hash_some)).collect();
         let mut all = hash_some();
         for h in others {
@@ -71,13 +204,7 @@ pub fn inventory(images_dir: &Path) -> Result<Vec<ImageFile>, CriuError> {
     hashed.sort_by(|a, b| a.0.cmp(&b.0));
     hashed
         .into_iter()
-        .map(|(name, r)| {
-            r.map(|(sha256, bytes)| ImageFile {
-                name,
-                bytes,
-                sha256,
-            })
-        })
+        .map(|(name, r)| r.map(|v| (name, v)))
         .collect()
 }
 

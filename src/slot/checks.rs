@@ -7,7 +7,7 @@ use super::error::SlotError;
 use super::gate::Observed;
 use super::state::{BinaryPin, ImageKind, SlotState};
 use super::{SlotArgs, Verb};
-use crate::criu::inventory::{ImageFile, inventory};
+use crate::criu::inventory::ImageFile;
 use crate::evidence::result::{RungName, Status as RungStatus, VerdictCode};
 use crate::evidence::{read_result, sha256_file, sha256_hex};
 use crate::oci::{config_sha256, read_bundle_spec};
@@ -170,7 +170,8 @@ pub fn stale_tmp(root: &Path) -> Vec<String> {
 }
 
 /// The `snapshot-complete` gate: the snapshot `st` references (in the slot folder `root`) has a
-/// manifest, every checkpoint file as recorded, the network state with its recorded hash, the
+/// manifest, every checkpoint file as recorded (by BLAKE3 when the manifest records it for every
+/// file, else by sha256: [`super::checkpoint_images::checkpoint_images`]), the network state with its recorded hash, the
 /// reference screen (`screen.png`, a profile with a display) with the sha256 recorded in
 /// `state.json` and in the manifest, and a saved upper. Returns the snapshot folder and the
 /// detail.
@@ -216,13 +217,8 @@ pub fn snapshot_complete(root: &Path, st: &SlotState) -> Result<(PathBuf, String
     }
     let files: Vec<ImageFile> = serde_json::from_value(m["checkpoint_files"].clone())
         .map_err(|e| format!("manifest checkpoint_files: {e}"))?;
-    let now = inventory(&dir.join("checkpoint")).map_err(|e| e.to_string())?;
-    if now != files {
-        return Err(format!(
-            "checkpoint images differ from the manifest: {}",
-            image_differences(&files, &now)
-        ));
-    }
+    let images = super::checkpoint_images::checkpoint_images(&dir.join("checkpoint"), &files)
+        .map_err(|e| format!("{e}; {retake}"))?;
     let screen = match &s.screen {
         None => String::new(),
         Some(a) => {
@@ -241,9 +237,8 @@ pub fn snapshot_complete(root: &Path, st: &SlotState) -> Result<(PathBuf, String
     Ok((
         dir.clone(),
         format!(
-            "{}: manifest (sha256 as recorded), {} checkpoint files, netstate{screen} and the saved upper ({upper}) verified",
+            "{}: manifest (sha256 as recorded), {images}, netstate{screen} and the saved upper ({upper}) verified",
             dir.display(),
-            files.len()
         ),
     ))
 }
@@ -298,29 +293,6 @@ pub(crate) fn upper_paths_differing(tree: &Path, m: &Value) -> String {
         ),
         Err(e) => format!("the paths that differ cannot be named: {e}"),
     }
-}
-
-/// How the checkpoint images `now` differ from the manifest's `want`, by name: `changed
-/// pages-1.img (… bytes, sha256 … → … bytes, …)`, `missing …`, `not recorded …`.
-fn image_differences(want: &[ImageFile], now: &[ImageFile]) -> String {
-    let one = |f: &ImageFile| format!("{} bytes, sha256 {}", f.bytes, f.sha256);
-    let mut parts = Vec::new();
-    for w in want {
-        match now.iter().find(|n| n.name == w.name) {
-            Some(n) if n != w => {
-                parts.push(format!("changed {} ({} → {})", w.name, one(w), one(n)))
-            }
-            Some(_) => {}
-            None => parts.push(format!("missing {} ({})", w.name, one(w))),
-        }
-    }
-    for n in now
-        .iter()
-        .filter(|n| !want.iter().any(|w| w.name == n.name))
-    {
-        parts.push(format!("not recorded {} ({})", n.name, one(n)));
-    }
-    parts.join("; ")
 }
 
 /// Proves the probe verdict from the evidence in `dir`, never from what `netprobe-result.json`
@@ -400,6 +372,7 @@ pub fn probe_evidence(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::criu::inventory::{inventory, inventory_with_blake3};
     use crate::ns::ProcessIdentity;
     use crate::oci::{BundleSpec, NetnsSpec, write_bundle};
     use crate::slot::state::*;
@@ -475,7 +448,7 @@ pub(crate) mod tests {
         fs::write(dir.join("checkpoint/core-1.img"), b"core").unwrap();
         let net = "{\"links\":[]}";
         fs::write(dir.join("netstate.json"), net).unwrap();
-        let files = inventory(&dir.join("checkpoint")).unwrap();
+        let files = inventory_with_blake3(&dir.join("checkpoint")).unwrap();
         let upper = crate::evidence::tree_digest(&dir.join("upper")).unwrap();
         let m = serde_json::json!({"netstate_sha256": sha256_hex(net.as_bytes()), "checkpoint_files": files, "upper": upper});
         st.snapshot = Some(SnapshotRef {
@@ -593,7 +566,40 @@ pub(crate) mod tests {
         let e = snapshot_complete(d.path(), &st).unwrap_err();
         assert!(e.contains("interrupted, never used: snapshot.tmp-x"), "{e}");
         let dir = snapshot_for(&mut st, d.path());
-        assert!(snapshot_complete(d.path(), &st).is_ok());
+        let (_, detail) = snapshot_complete(d.path(), &st).unwrap();
+        assert!(
+            detail.contains("1 checkpoint files (blake3 as recorded)"),
+            "{detail}"
+        );
+        // Same size, other content: named with the algorithm that proved it.
+        fs::write(dir.join("checkpoint/core-1.img"), b"CORE").unwrap();
+        let e = snapshot_complete(d.path(), &st).unwrap_err();
+        assert!(
+            e.contains("(blake3): changed core-1.img (4 bytes, blake3 ") && e.contains("cleanup"),
+            "{e}"
+        );
+        fs::write(dir.join("checkpoint/core-1.img"), b"core").unwrap();
+        // A manifest of an older netprobe (no `blake3`): proven by sha256, as it was.
+        let mut m: serde_json::Value =
+            serde_json::from_slice(&fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+        let b3 = m["checkpoint_files"].clone();
+        m["checkpoint_files"] =
+            serde_json::to_value(inventory(&dir.join("checkpoint")).unwrap()).unwrap();
+        write_manifest(&mut st, &dir, &m);
+        let (_, detail) = snapshot_complete(d.path(), &st).unwrap();
+        assert!(
+            detail.contains("1 checkpoint files (sha256 as recorded)"),
+            "{detail}"
+        );
+        fs::write(dir.join("checkpoint/core-1.img"), b"CORE").unwrap();
+        let e = snapshot_complete(d.path(), &st).unwrap_err();
+        assert!(
+            e.contains("(sha256): changed core-1.img (4 bytes, sha256 "),
+            "{e}"
+        );
+        fs::write(dir.join("checkpoint/core-1.img"), b"core").unwrap();
+        m["checkpoint_files"] = b3;
+        write_manifest(&mut st, &dir, &m);
         fs::write(dir.join("checkpoint/extra.img"), b"x").unwrap();
         let e = snapshot_complete(d.path(), &st).unwrap_err();
         assert!(e.contains("not recorded extra.img"), "{e}");

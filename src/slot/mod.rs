@@ -13,7 +13,7 @@
 //! `common` (gates and steps several verbs share), [`gate`] ([`GateId`]: name, fact, class;
 //! the per-verb lists of gates before the first destructive step), [`state`] (`state.json`,
 //! [`Phase::after`], the one table of phase transitions), [`checks`] (pure checks, unit-tested
-//! without root), [`cgroups`] (the cgroup driver, the limit gates read back from v1 or v2 files
+//! without root; the snapshot's images by BLAKE3 or sha256 in [`checkpoint_images`]), [`cgroups`] (the cgroup driver, the limit gates read back from v1 or v2 files
 //! and the scope unit, the cgroups' release), [`layout`], [`mounts`],
 //! [`net`], [`support`]. The runtime is reached only through [`crate::oci::RuntimeOps`] and
 //! [`crate::oci::Container`], so the gate order is unit-tested with a recording fake.
@@ -21,6 +21,7 @@
 mod advice;
 mod cgroup_procs;
 pub mod cgroups;
+pub mod checkpoint_images;
 pub mod checks;
 mod claims;
 mod cleanup;

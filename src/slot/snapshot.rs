@@ -9,7 +9,7 @@ use super::mounts;
 use super::run::VerbRun;
 use super::state::*;
 use super::{Verb, support};
-use crate::criu::inventory::inventory;
+use crate::criu::inventory::inventory_with_blake3;
 use crate::evidence::{fsync_dir, now_rfc3339, replace_atomic, sha256_hex};
 use crate::oci::{Container, RuntimeOps};
 use crate::x11::PngArtifact;
@@ -168,7 +168,9 @@ fn snapshot_steps(
         .map_err(|e| run.step_err("upper-digest", e))?;
 
     let images = tmp.join("checkpoint");
-    let files = inventory(&images).map_err(|e| run.step_err("manifest", e))?;
+    let files = run
+        .time("manifest", || inventory_with_blake3(&images))
+        .map_err(|e| run.step_err("manifest", e))?;
     let manifest = json!({
         "id": sid,
         "created_at": now_rfc3339(),
