@@ -20,7 +20,7 @@ pub fn digest_of(recorded: &[ImageFile]) -> ImageDigest {
 /// `checkpoint_files`): the same names, and each file's size and digest ([`digest_of`]) as
 /// recorded. Returns the detail (`49 checkpoint files (blake3 as recorded)`).
 ///
-/// Errors: a sentence naming the file that cannot be opened, mapped or read; or every
+/// Errors: a sentence naming the file that cannot be opened or read; or every
 /// difference by name with both sizes and digests and the algorithm
 /// (`checkpoint images differ from the manifest (blake3): changed pages-1.img (… bytes, blake3
 /// … → … bytes, blake3 …)`).
@@ -81,13 +81,13 @@ pub fn image_differences(want: &[FileDigest], now: &[FileDigest], digest: ImageD
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::criu::inventory::{BLAKE3_MMAP_MIN, inventory, inventory_with_blake3};
+    use crate::criu::inventory::{BLAKE3_PARALLEL_MIN, inventory, inventory_with_blake3};
     use std::fs;
 
-    /// An images folder with a small file and one large enough to be memory-mapped.
+    /// An images folder with a small file and one large enough to be hashed on all cores.
     fn images() -> (tempfile::TempDir, Vec<u8>) {
         let d = tempfile::tempdir().unwrap();
-        let big: Vec<u8> = (0..BLAKE3_MMAP_MIN as usize * 3)
+        let big: Vec<u8> = (0..BLAKE3_PARALLEL_MIN as usize * 3)
             .map(|i| (i * 7 % 251) as u8)
             .collect();
         fs::write(d.path().join("pages-1.img"), &big).unwrap();
