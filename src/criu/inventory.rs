@@ -119,7 +119,7 @@ pub fn inventory_with_blake3(images_dir: &Path) -> Result<Vec<ImageFile>, CriuEr
 /// The regular files directly inside `images_dir` as [`inventory`] lists them, each with its
 /// size and its digest by `digest` only: what a recorded inventory is checked against.
 ///
-/// Errors: those of [`inventory`] (a file that cannot be opened, mapped or read is named).
+/// Errors: those of [`inventory`] (a file that cannot be opened or read is named).
 pub fn digests(images_dir: &Path, digest: ImageDigest) -> Result<Vec<FileDigest>, CriuError> {
     let hashed = hash_each(images_dir, |p| digest.of_file(p))?;
     Ok(hashed

@@ -108,7 +108,7 @@ mod tests {
             core.blake3.as_deref(),
             Some(&*blake3::hash(b"core").to_hex())
         );
-        // The mapped and the read BLAKE3 agree with what the snapshot recorded.
+        // The parallel and the single-thread BLAKE3 agree with what the snapshot recorded.
         let now = digests(d.path(), ImageDigest::Blake3).unwrap();
         assert_eq!(now.len(), 2);
         assert!(now.iter().all(|n| {
@@ -142,7 +142,7 @@ mod tests {
             ) && e.contains(&format!("blake3 {was} → {} bytes, blake3 {is}", big.len())),
             "{e}"
         );
-        // A small (read, not mapped) file changed is seen as well.
+        // A small (single-thread) file changed is seen as well.
         fs::write(d.path().join("pages-1.img"), &big).unwrap();
         fs::write(d.path().join("core-1.img"), b"CORE").unwrap();
         let e = checkpoint_images(d.path(), &files).unwrap_err();
