@@ -162,7 +162,6 @@ pub(crate) fn restored_gates(
     st: &SlotState,
     pid: i32,
     snap_dir: &Path,
-    prefetched: Option<ReferenceScreen>,
 ) -> Result<(), SlotError> {
     let Some(ds) = spec(st) else { return Ok(()) };
     let t = std::time::Instant::now();
@@ -172,23 +171,36 @@ pub(crate) fn restored_gates(
         .and_then(|s| s.screen.as_ref())
         .map(|a| a.sha256.as_str());
     let path = snap_dir.join(SNAPSHOT_SCREEN);
-    let decoded = match prefetched {
-        Some(p) => p.take(&path, want),
-        None => Screenshot::read_png(&path).map_err(|e| e.to_string()),
-    };
-    let reference = decoded.map_err(|e| {
-        run.fail(
-            GateId::PixelsEqual,
-            format!("the snapshot has no readable {SNAPSHOT_SCREEN}: {e}"),
-        )
-    })?;
+    // The bytes `snapshot-complete` proved, read once: compared as they are (not decoded when
+    // the screen's encoding is the same) and copied into the evidence.
+    let reference = crate::evidence::read_recorded(&path)
+        .map_err(|e| e.to_string())
+        .and_then(|b| {
+            let sha = crate::evidence::sha256_hex(&b);
+            match want {
+                Some(w) if w == sha => Ok(b),
+                _ => Err(format!(
+                    "read with sha256 {sha}, not the {} that state.json records",
+                    want.unwrap_or("(none)")
+                )),
+            }
+        })
+        .map_err(|e| {
+            run.fail(
+                GateId::PixelsEqual,
+                format!(
+                    "the snapshot has no readable {SNAPSHOT_SCREEN} ({}): {e}",
+                    path.display()
+                ),
+            )
+        })?;
     let dir = ev_dir(run);
-    let before = copy_reference(run, &snap_dir.join(SNAPSHOT_SCREEN), &dir)?;
+    let before = copy_reference(run, &reference, &dir)?;
     let d = connect(run, GateId::PixelsEqual, pid, ds.number, LATER_CONNECT)?;
     let shot = d.screenshot().map_err(|e| x11_err(run, e))?;
     run.fact("display_images", d.image_transfer());
-    let mut px =
-        x11::pixel_gate(&reference, &shot, &dir, "screen-after").map_err(|e| x11_err(run, e))?;
+    let mut px = x11::pixel_gate_png(&reference, &shot, &dir, "screen-after")
+        .map_err(|e| x11_err(run, e))?;
     px.pngs.insert(0, before);
     run.took("pixels-equal", t);
     // `display-gates.json` is written once, with every record of this verb (evidence is never
@@ -212,59 +224,13 @@ pub(crate) fn restored_gates(
     }
 }
 
-/// The snapshot's reference screen (`screen.png`) read, hashed and decoded on its own thread
-/// while the gates run (one core is otherwise idle while the largest checkpoint image is
-/// re-hashed), for [`restored_gates`]: the decoded bytes are used only when their sha256 is the
-/// one `state.json` records, which `snapshot-complete` proved of the file.
-pub(crate) struct ReferenceScreen {
-    path: PathBuf,
-    decoded: std::thread::JoinHandle<Result<(String, Screenshot), String>>,
-}
-
-impl ReferenceScreen {
-    /// Starts reading the recorded snapshot's `screen.png` (`root`: the slot folder) when the
-    /// slot's profile has a display and the snapshot records a screen.
-    pub(crate) fn prefetch(st: &SlotState, root: &Path) -> Option<ReferenceScreen> {
-        spec(st)?;
-        let snap = st.snapshot.as_ref()?;
-        let path = root.join(&snap.dir).join(SNAPSHOT_SCREEN);
-        let p = path.clone();
-        let decoded = std::thread::spawn(move || {
-            let bytes = crate::evidence::read_recorded(&p).map_err(|e| e.to_string())?;
-            let sha = crate::evidence::sha256_hex(&bytes);
-            let shot = Screenshot::png_from_bytes(&bytes, &p).map_err(|e| e.to_string())?;
-            Ok((sha, shot))
-        });
-        Some(ReferenceScreen { path, decoded })
-    }
-
-    /// The decoded screen, if it was read from `path` with the sha256 `want` (a panic of the
-    /// decoder is resumed).
-    fn take(self, path: &Path, want: Option<&str>) -> Result<Screenshot, String> {
-        let (sha, shot) = self
-            .decoded
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p))?;
-        if self.path != path || want != Some(sha.as_str()) {
-            return Err(format!(
-                "{} read with sha256 {sha}, not the {} that state.json records",
-                self.path.display(),
-                want.unwrap_or("(none)")
-            ));
-        }
-        Ok(shot)
-    }
-}
-
-/// The snapshot's reference PNG copied byte for byte into the verb's evidence as
+/// The snapshot's reference PNG (`bytes`, as proven) written into the verb's evidence as
 /// `screen-snapshot.png` (atomic, never overwriting; same sha256 as the snapshot's file).
 ///
-/// Errors: step `display` could not run (read or write failed).
-fn copy_reference(run: &VerbRun, src: &Path, dir: &Path) -> Result<PngArtifact, SlotError> {
-    let bytes = crate::evidence::read_recorded(src)
-        .map_err(|e| run.step_err("display", StepError::io(src)(e)))?;
+/// Errors: step `display` could not run (the write failed).
+fn copy_reference(run: &VerbRun, bytes: &[u8], dir: &Path) -> Result<PngArtifact, SlotError> {
     let a = crate::evidence::EvidenceDir::open(dir)
-        .and_then(|d| d.write("screen-snapshot.png", &bytes))
+        .and_then(|d| d.write("screen-snapshot.png", bytes))
         .map_err(|e| run.step_err("display", StepError::Tool(e.to_string())))?;
     Ok(PngArtifact {
         file: a.path,

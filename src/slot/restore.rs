@@ -26,8 +26,6 @@ pub(crate) fn restore(
     reset: bool,
 ) -> Result<String, SlotError> {
     let prep = PreparedUpper::start(run, st);
-    // The display gates' reference screen is read and decoded while the gates run.
-    let screen = super::display::ReferenceScreen::prefetch(st, &run.paths.root);
     let (rt, snap_dir) = match gates(run, st, reset) {
         Ok(g) => g,
         Err(e) => {
@@ -100,7 +98,7 @@ pub(crate) fn restore(
         });
         s.spawn(remove_old_run);
         let state = move || q.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-        restored_gates(run, st, &*rt, &snap_dir, reset, state, screen)
+        restored_gates(run, st, &*rt, &snap_dir, reset, state)
     })
 }
 
@@ -404,7 +402,6 @@ fn restored_gates(
     snap_dir: &Path,
     reset: bool,
     state: impl FnOnce() -> StateAnswer,
-    screen: Option<super::display::ReferenceScreen>,
 ) -> Result<String, SlotError> {
     let h = match holder_gate(run, st, "network-fidelity check") {
         Ok(h) => h,
@@ -432,7 +429,7 @@ fn restored_gates(
         .get(&format!("{}_container_pid", run.verb()))
         .and_then(|v| v.as_i64())
         .unwrap_or(0) as i32;
-    if let Err(e) = super::display::restored_gates(run, st, pid, snap_dir, screen) {
+    if let Err(e) = super::display::restored_gates(run, st, pid, snap_dir) {
         return Err(restore_failed(run, st, rt, e));
     }
     let t = Instant::now();

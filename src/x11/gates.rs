@@ -187,6 +187,70 @@ pub fn pixel_gate(
     })
 }
 
+/// Pixel gate against the reference screen as PNG bytes (`reference_png`, the snapshot's
+/// `screen.png`, whose sha256 the caller proved): the actual screen is encoded (deterministic,
+/// [`Screenshot::to_png`]) and written as `<prefix>.png`. When those bytes are the reference's
+/// (same sha256), the screens are equal pixel for pixel without decoding the reference: PNG is
+/// lossless, so the same bytes decode to the same pixels. Otherwise (different pixels, or a
+/// reference another encoder wrote) the reference is decoded and compared as [`pixel_gate`]
+/// does, with the diff PNG when they differ.
+///
+/// Errors: PNG/IO failures (also a reference that cannot be decoded); size mismatch.
+pub fn pixel_gate_png(
+    reference_png: &[u8],
+    actual: &Screenshot,
+    dir: &Path,
+    prefix: &str,
+) -> Result<GateRecord> {
+    let t = Instant::now();
+    let after = write_artifact(dir, &format!("{prefix}.png"), actual)?;
+    let reference_sha = super::image::sha256_hex(reference_png);
+    if after.sha256 == reference_sha {
+        let total = u64::from(actual.width) * u64::from(actual.height);
+        return Ok(GateRecord {
+            gate: "pixels-equal".into(),
+            passed: true,
+            detail: format!(
+                "the screen equals the snapshot's pixel for pixel (its PNG is byte for byte the snapshot's screen.png, sha256 {reference_sha}: the same lossless encoding of the same {}x{} pixels)",
+                actual.width, actual.height
+            ),
+            diff: Some(PixelDiff {
+                differing: 0,
+                total,
+                bbox: None,
+            }),
+            pngs: vec![after],
+            elapsed_ms: ms(t),
+        });
+    }
+    let reference =
+        Screenshot::png_from_bytes(reference_png, Path::new("screen.png (the snapshot's)"))?;
+    let pd = diff(&reference, actual)?;
+    let mut pngs = vec![after];
+    if !pd.is_equal() {
+        let img = diff_image(&reference, actual)?;
+        pngs.push(write_artifact(dir, &format!("{prefix}-diff.png"), &img)?);
+    }
+    let detail = if pd.is_equal() {
+        "the screen equals the snapshot's pixel for pixel (decoded and compared: its PNG bytes differ from the snapshot's screen.png, another encoder wrote that one)".to_string()
+    } else {
+        format!(
+            "{} of {} pixels differ from the snapshot's, bounding box {}",
+            pd.differing,
+            pd.total,
+            rect_text(pd.bbox)
+        )
+    };
+    Ok(GateRecord {
+        gate: "pixels-equal".into(),
+        passed: pd.is_equal(),
+        detail,
+        diff: Some(pd),
+        pngs,
+        elapsed_ms: ms(t),
+    })
+}
+
 /// Input gate: sends `keysym` through XTEST and waits (polling the region every [`INPUT_POLL`],
 /// at most `timeout`) until the screen inside `region` differs from `baseline`, then takes the
 /// whole screen. Writes `<prefix>.png` (the screen after the key). A change outside `region` is reported in the detail but does not pass.
@@ -234,4 +298,81 @@ pub fn input_gate(
         pngs: vec![png],
         elapsed_ms: ms(t),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn screen(w: u32, h: u32, seed: u8) -> Screenshot {
+        let rgb = (0..w * h * 3)
+            .map(|i| (i as u8).wrapping_mul(seed))
+            .collect();
+        Screenshot::new(w, h, rgb).unwrap()
+    }
+
+    /// Another encoder's bytes of the same pixels (best compression, a different PNG).
+    fn other_encoding(s: &Screenshot) -> Vec<u8> {
+        let mut out = Vec::new();
+        {
+            let mut enc = png::Encoder::new(&mut out, s.width, s.height);
+            enc.set_color(png::ColorType::Rgb);
+            enc.set_depth(png::BitDepth::Eight);
+            enc.set_compression(png::Compression::High);
+            let mut w = enc.write_header().unwrap();
+            w.write_image_data(&s.rgb).unwrap();
+        }
+        out
+    }
+
+    #[test]
+    fn the_same_png_bytes_prove_equal_pixels_without_decoding() {
+        let d = tempfile::tempdir().unwrap();
+        let s = screen(64, 48, 7);
+        let reference = s.to_png().unwrap();
+        let r = pixel_gate_png(&reference, &s, d.path(), "after").unwrap();
+        assert!(
+            r.passed && r.detail.contains("byte for byte"),
+            "{}",
+            r.detail
+        );
+        assert_eq!(r.diff.unwrap().total, 64 * 48);
+        assert_eq!(r.pngs.len(), 1);
+        assert_eq!(
+            r.pngs[0].sha256,
+            super::super::image::sha256_hex(&reference)
+        );
+    }
+
+    #[test]
+    fn other_bytes_are_decoded_equal_pixels_pass_and_a_changed_pixel_fails_with_a_diff() {
+        let d = tempfile::tempdir().unwrap();
+        let s = screen(64, 48, 7);
+        let reference = other_encoding(&s);
+        assert_ne!(reference, s.to_png().unwrap());
+        let r = pixel_gate_png(&reference, &s, d.path(), "a").unwrap();
+        assert!(
+            r.passed && r.detail.contains("decoded and compared"),
+            "{}",
+            r.detail
+        );
+        let mut moved = s.clone();
+        moved.rgb[3 * (10 * 64 + 5)] ^= 0xff;
+        let r = pixel_gate_png(&s.to_png().unwrap(), &moved, d.path(), "b").unwrap();
+        assert!(!r.passed, "{}", r.detail);
+        assert!(
+            r.detail.starts_with("1 of 3072 pixels differ"),
+            "{}",
+            r.detail
+        );
+        assert!(
+            r.detail.ends_with("bounding box x 5 y 10, 1x1"),
+            "{}",
+            r.detail
+        );
+        assert_eq!(r.pngs.len(), 2, "the screen and the diff");
+        assert!(d.path().join("b-diff.png").exists());
+        // Another size is an error, not a pass.
+        assert!(pixel_gate_png(&screen(8, 8, 3).to_png().unwrap(), &s, d.path(), "c").is_err());
+    }
 }

@@ -22,7 +22,8 @@ mod shm;
 pub use display::{Display, Geometry, Quiescence, ascii_keysym, socket_under_root};
 pub use error::{Result, X11Error};
 pub use gates::{
-    GateRecord, PngArtifact, geometry_gate, input_gate, pixel_gate, quiescence_gate, write_artifact,
+    GateRecord, PngArtifact, geometry_gate, input_gate, pixel_gate, pixel_gate_png,
+    quiescence_gate, write_artifact,
 };
 pub use image::{
     DIFF_MARK, PixelDiff, Rect, Screenshot, diff, diff_image, rect_text, region_equal, sha256_hex,
