@@ -161,14 +161,38 @@ pub fn pixel_gate(
     prefix: &str,
 ) -> Result<GateRecord> {
     let t = Instant::now();
+    let after = write_artifact(dir, &format!("{prefix}.png"), actual)?;
+    compared(
+        reference,
+        actual,
+        after,
+        dir,
+        prefix,
+        t,
+        "the screen equals the snapshot's pixel for pixel",
+    )
+}
+
+/// The pixels-equal record of `actual` (already written as `after`) compared with `reference`
+/// pixel for pixel: `<prefix>-diff.png` written when they differ; `equal` is the detail when
+/// they do not. `t`: when the gate started.
+fn compared(
+    reference: &Screenshot,
+    actual: &Screenshot,
+    after: PngArtifact,
+    dir: &Path,
+    prefix: &str,
+    t: Instant,
+    equal: &str,
+) -> Result<GateRecord> {
     let pd = diff(reference, actual)?;
-    let mut pngs = vec![write_artifact(dir, &format!("{prefix}.png"), actual)?];
+    let mut pngs = vec![after];
     if !pd.is_equal() {
         let img = diff_image(reference, actual)?;
         pngs.push(write_artifact(dir, &format!("{prefix}-diff.png"), &img)?);
     }
     let detail = if pd.is_equal() {
-        "the screen equals the snapshot's pixel for pixel".to_string()
+        equal.to_string()
     } else {
         format!(
             "{} of {} pixels differ from the snapshot's, bounding box {}",
@@ -225,30 +249,15 @@ pub fn pixel_gate_png(
     }
     let reference =
         Screenshot::png_from_bytes(reference_png, Path::new("screen.png (the snapshot's)"))?;
-    let pd = diff(&reference, actual)?;
-    let mut pngs = vec![after];
-    if !pd.is_equal() {
-        let img = diff_image(&reference, actual)?;
-        pngs.push(write_artifact(dir, &format!("{prefix}-diff.png"), &img)?);
-    }
-    let detail = if pd.is_equal() {
-        "the screen equals the snapshot's pixel for pixel (decoded and compared: its PNG bytes differ from the snapshot's screen.png, another encoder wrote that one)".to_string()
-    } else {
-        format!(
-            "{} of {} pixels differ from the snapshot's, bounding box {}",
-            pd.differing,
-            pd.total,
-            rect_text(pd.bbox)
-        )
-    };
-    Ok(GateRecord {
-        gate: "pixels-equal".into(),
-        passed: pd.is_equal(),
-        detail,
-        diff: Some(pd),
-        pngs,
-        elapsed_ms: ms(t),
-    })
+    compared(
+        &reference,
+        actual,
+        after,
+        dir,
+        prefix,
+        t,
+        "the screen equals the snapshot's pixel for pixel (decoded and compared: its PNG bytes differ from the snapshot's screen.png, another encoder wrote that one)",
+    )
 }
 
 /// Input gate: sends `keysym` through XTEST and waits (polling the region every [`INPUT_POLL`],
