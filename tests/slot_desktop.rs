@@ -115,6 +115,15 @@ fn desktop_profile_provision_snapshot_restore_input_reset_cleanup() {
 
         let s = verb("snapshot", &sd, &[]);
         assert_eq!(gate(&s, "screen-quiescent")["proven"], true, "{s:#}");
+        // The typing app's window is drawn in the profile's input region of the reference.
+        let drawn = gate(&s, "app-drawn");
+        assert_eq!(drawn["proven"], true, "{s:#}");
+        assert!(
+            drawn["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("pixels differ from its first pixel's colour")),
+            "{drawn}"
+        );
         assert_eq!(gate(&s, "profile-hash")["proven"], true);
         let st = state(&sd, 0);
         let snap = st.snapshot.clone().unwrap();

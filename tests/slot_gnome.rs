@@ -139,6 +139,7 @@ fn gnome_profile_provision_snapshot_restore_input_reset_cleanup() {
 
         let s = verb("snapshot", &sd, &[]);
         assert_eq!(gate(&s, "screen-quiescent")["proven"], true, "{s:#}");
+        assert_eq!(gate(&s, "app-drawn")["proven"], true, "{s:#}");
         assert_eq!(gate(&s, "profile-hash")["proven"], true);
         let st = state(&sd, 0);
         let snap = st.snapshot.clone().unwrap();

@@ -148,8 +148,39 @@ pub(crate) fn snapshot_gate(
     run.took("screen-quiescent", t);
     keep(run, &[&r]);
     gate_of(run, GateId::ScreenQuiescent, &r)?;
+    if let Some(inp) = ds.input {
+        let region = Rect {
+            x: inp.x,
+            y: inp.y,
+            width: inp.width,
+            height: inp.height,
+        };
+        run.gate(GateId::AppDrawn, app_drawn(&shot, region))?;
+    }
     let a = x11::write_artifact(snap_tmp, SNAPSHOT_SCREEN, &shot).map_err(|e| x11_err(run, e))?;
     Ok(Some(a))
+}
+
+/// The `app-drawn` gate of the snapshot's reference screen `shot`: the profile's input region
+/// holds more than one colour. A region of one colour is what an application whose window is
+/// not mapped yet leaves (e.g. Tk stalled before its first map): a reference like that would
+/// let `pixels-equal` pass on an empty screen and `input-reaches-app` on the window appearing
+/// rather than on the key.
+fn app_drawn(shot: &Screenshot, region: Rect) -> Result<String, String> {
+    match x11::region_other_pixels(shot, region) {
+        None => Err(format!(
+            "display.input region {region} lies outside the {}x{} screen: fix the profile",
+            shot.width, shot.height
+        )),
+        Some((0, [r, g, b])) => Err(format!(
+            "display.input region {region} of the screen is one colour (#{r:02x}{g:02x}{b:02x}): the application's window is not drawn there (not mapped yet?); wait until it is, then snapshot again (screen.png in this verb's evidence is the screen seen)"
+        )),
+        Some((n, _)) => Ok(format!(
+            "display.input region {region}: {n} of {} pixels differ from its first pixel's colour",
+            u64::from(region.width.min(shot.width.saturating_sub(region.x)))
+                * u64::from(region.height.min(shot.height.saturating_sub(region.y)))
+        )),
+    }
 }
 
 /// restore/reset, after the network gate: `pixels-equal` against the snapshot's
@@ -263,4 +294,49 @@ fn input_gate(
         .map_err(|e| x11_err(run, e))?;
     run.took("input-reaches-app", t);
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_input_region_of_one_colour_is_not_drawn() {
+        let (w, h) = (40u32, 30u32);
+        let mut shot = Screenshot::new(w, h, vec![0; (w * h * 3) as usize]).unwrap();
+        let region = Rect {
+            x: 10,
+            y: 5,
+            width: 20,
+            height: 10,
+        };
+        // Black everywhere (an unmapped window over the root's background): refused.
+        let e = app_drawn(&shot, region).unwrap_err();
+        assert!(
+            e.contains("one colour (#000000)") && e.contains("snapshot again"),
+            "{e}"
+        );
+        // A drawn pixel outside the region changes nothing; inside it, the gate passes.
+        shot.rgb[0] = 255;
+        assert!(app_drawn(&shot, region).is_err());
+        let i = ((7 * w + 12) * 3) as usize;
+        shot.rgb[i..i + 3].copy_from_slice(&[255, 255, 255]);
+        let d = app_drawn(&shot, region).unwrap();
+        assert_eq!(
+            d,
+            "display.input region x 10 y 5, 20x10: 1 of 200 pixels differ from its first pixel's colour"
+        );
+        // A region outside the screen is the profile's mistake.
+        let off = Rect {
+            x: 50,
+            y: 0,
+            width: 5,
+            height: 5,
+        };
+        assert!(
+            app_drawn(&shot, off)
+                .unwrap_err()
+                .contains("outside the 40x30 screen")
+        );
+    }
 }

@@ -135,6 +135,8 @@ gates! {
     DisplayGeometry => ("display-geometry", Gate, "the guest's X display answers with the profile's width, height and depth"),
     /// snapshot: two screenshots 250 ms apart are equal.
     ScreenQuiescent => ("screen-quiescent", Gate, "two screenshots 250 ms apart are pixel-equal (the screen is still)"),
+    /// snapshot: the profile's input region of the reference screen is drawn (not one colour).
+    AppDrawn => ("app-drawn", Gate, "the profile's display.input region of the snapshot's screen holds more than one colour (the application's window is drawn there, not the bare background an unmapped window leaves)"),
     /// restore/reset: the screen equals the snapshot's.
     PixelsEqual => ("pixels-equal", Gate, "the screen after restore equals the snapshot's pixel for pixel"),
     /// restore/reset: a key through XTEST changes the application's region.
@@ -367,7 +369,7 @@ mod tests {
         let before = names.len();
         names.dedup();
         assert_eq!(before - names.len(), 2);
-        assert_eq!(GateId::ALL.len(), 40);
+        assert_eq!(GateId::ALL.len(), 41);
     }
 
     #[test]

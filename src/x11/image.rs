@@ -287,6 +287,29 @@ pub fn region_equal(a: &Screenshot, b: &Screenshot, rect: Rect) -> Result<bool> 
     Ok(true)
 }
 
+/// The colours inside `rect` of `shot` (clipped to the image): how many pixels differ from
+/// the region's first one, and that colour. `None` when the clipped region is empty. A region
+/// of one colour only (`Some((0, _))`) holds nothing drawn: what an application's unmapped
+/// window leaves is the root window's background.
+pub fn region_other_pixels(shot: &Screenshot, rect: Rect) -> Option<(u64, [u8; 3])> {
+    let x_end = (rect.x.saturating_add(rect.width)).min(shot.width);
+    let y_end = (rect.y.saturating_add(rect.height)).min(shot.height);
+    if rect.x >= x_end || rect.y >= y_end {
+        return None;
+    }
+    let first = shot.pixel(rect.x, rect.y);
+    let mut other = 0u64;
+    for y in rect.y..y_end {
+        let s = ((y * shot.width + rect.x) * 3) as usize;
+        let e = ((y * shot.width + x_end) * 3) as usize;
+        other += shot.rgb[s..e]
+            .chunks_exact(3)
+            .filter(|p| *p != first)
+            .count() as u64;
+    }
+    Some((other, first))
+}
+
 fn same_size(a: &Screenshot, b: &Screenshot) -> Result<()> {
     if (a.width, a.height) != (b.width, b.height) {
         return Err(X11Error::SizeMismatch {

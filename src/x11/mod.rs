@@ -26,5 +26,6 @@ pub use gates::{
     quiescence_gate, write_artifact,
 };
 pub use image::{
-    DIFF_MARK, PixelDiff, Rect, Screenshot, diff, diff_image, rect_text, region_equal, sha256_hex,
+    DIFF_MARK, PixelDiff, Rect, Screenshot, diff, diff_image, rect_text, region_equal,
+    region_other_pixels, sha256_hex,
 };
