@@ -223,10 +223,10 @@ pub fn snapshot_complete(root: &Path, st: &SlotState) -> Result<(PathBuf, String
         None => String::new(),
         Some(a) => {
             let (now, _) = crate::evidence::sha256_recorded(&dir.join(&a.file))
-                .map_err(|e| format!("{}/{}: {e}", dir.display(), a.file))?;
+                .map_err(|e| format!("{}/{}: {e}; {retake}", dir.display(), a.file))?;
             if now != a.sha256 || m["screen"]["sha256"] != a.sha256.as_str() {
                 return Err(format!(
-                    "{} has sha256 {now}, recorded {} (state.json) and {} (manifest.json): the reference screen changed since the snapshot",
+                    "{} has sha256 {now}, recorded {} (state.json) and {} (manifest.json): the reference screen changed since the snapshot; unless the snapshot's own screen.png is put back, {retake}",
                     a.file, a.sha256, m["screen"]["sha256"]
                 ));
             }
@@ -642,7 +642,11 @@ pub(crate) mod tests {
         );
         fs::write(&png, b"other bytes").unwrap();
         let e = snapshot_complete(d.path(), &st).unwrap_err();
-        assert!(e.contains("reference screen changed"), "{e}");
+        assert!(
+            e.contains("reference screen changed")
+                && e.contains("`netprobe slot snapshot` takes a new one"),
+            "{e}"
+        );
         fs::remove_file(&png).unwrap();
         assert!(
             snapshot_complete(d.path(), &st)
