@@ -168,6 +168,15 @@ pub(crate) fn advice(
                 "phase checkpointed, but the snapshot is not complete (`snapshot.detail`): {give_up}; {what}"
             ));
         }
+        Phase::Ready | Phase::Running if container == Container::Paused => {
+            return Some(format!(
+                "phase {} says the container runs, but it is paused (frozen: `live.container`): the slot's runtime (`runtime.path` in state.json) with `--root {} resume {}` thaws it; or {} restores the snapshot",
+                phase_name(phase),
+                p.runtime_root().display(),
+                p.container_id(),
+                cmd("reset")
+            ));
+        }
         Phase::Ready | Phase::Running if container == Container::Stopped => {
             let next = if snapshot_complete {
                 format!("{} removes it and restores the snapshot", cmd("reset"))
@@ -385,6 +394,16 @@ mod tests {
         // The container's init exited: reset.
         let r = at(Phase::Running, Container::Stopped, true, true, None);
         has(&r, &["it has stopped", "slot reset --slot 3"]);
+        // Paused (frozen by hand, or by a tool): resume, or reset.
+        let r = at(Phase::Running, Container::Paused, true, true, None);
+        has(
+            &r,
+            &[
+                "it is paused",
+                "resume netprobe-slot-3",
+                "slot reset --slot 3",
+            ],
+        );
         // Checkpointed with no complete snapshot: nothing to restore.
         let r = at(Phase::Checkpointed, Container::Absent, true, false, None);
         has(&r, &["snapshot is not complete", "slot cleanup"]);
