@@ -229,7 +229,7 @@ mod tests {
     /// A large (mapped) file and a small (read) one: the digest is that of the whole file,
     /// with its size.
     #[test]
-    fn blake3_of_a_large_file_in_blocks_is_that_of_the_whole_file() {
+    fn blake3_of_a_large_mapped_file_is_that_of_the_whole_file() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("pages-1.img");
         let data: Vec<u8> = (0..(4 << 20) * 2 + 12_345)
