@@ -6,7 +6,8 @@
 //! - provision: `display-geometry` (the display comes up within the readiness timeout and
 //!   answers with the profile's geometry and depth);
 //! - snapshot, before the checkpoint: `screen-quiescent` (two screenshots 250 ms apart equal,
-//!   else refused with both PNGs); the reference is stored as `screen.png` in the snapshot;
+//!   else refused with both PNGs), then `app-drawn` (the profile's input region not one
+//!   colour); the reference is stored as `screen.png` in the snapshot;
 //! - restore/reset, after the network gate: `pixels-equal` against the snapshot's screen (fail
 //!   closed with `screen-after-diff.png`, the count and bounding box), then `input-reaches-app`.
 //!
