@@ -8,7 +8,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use netprobe::x11::{
-    DIFF_MARK, Display, Rect, Screenshot, X11Error, ascii_keysym, diff, diff_image, sha256_hex,
+    DIFF_MARK, Display, Rect, ScreenBuffers, Screenshot, X11Error, ascii_keysym, diff, diff_image,
+    sha256_hex,
 };
 use x11rb::connection::Connection;
 use x11rb::protocol::Event;
@@ -241,6 +242,38 @@ fn shared_memory_images_equal_socket_images() {
     assert!(shm_region == socket_region, "regions differ");
     assert_eq!(shm_region.pixel(20, 25), [0, 0, 0]);
     assert_eq!(shm_region.pixel(100, 50), [255, 255, 255]);
+
+    // A second connection on buffers prepared before it (what a restore does while CRIU
+    // restores the X server): the prepared segment is the one attached, the two RGB buffers
+    // take the whole screens, and the pixels are the same.
+    let g = d.geometry().unwrap();
+    let prepared = Display::connect(&x.socket, Duration::from_secs(10)).unwrap();
+    let bufs = ScreenBuffers::prepare(g.width, g.height, 2);
+    assert!(bufs.shm_error().is_none(), "{:?}", bufs.shm_error());
+    prepared.adopt_buffers(bufs);
+    for _ in 0..3 {
+        assert!(
+            prepared.screenshot().unwrap() == shm_full,
+            "full screens differ"
+        );
+    }
+    assert!(
+        prepared.region(region).unwrap() == shm_region,
+        "regions differ"
+    );
+    assert!(
+        prepared.image_transfer().starts_with("MIT-SHM")
+            && prepared
+                .image_transfer()
+                .ends_with("prepared before the connection)"),
+        "{}",
+        prepared.image_transfer()
+    );
+    assert!(
+        !d.image_transfer().contains("prepared"),
+        "{}",
+        d.image_transfer()
+    );
 }
 
 #[test]

@@ -19,7 +19,9 @@ use super::gate::GateId;
 use super::run::VerbRun;
 use super::state::SlotState;
 use crate::profile::DisplaySpec;
-use crate::x11::{self, Display, GateRecord, Geometry, PngArtifact, Rect, Screenshot, X11Error};
+use crate::x11::{
+    self, Display, GateRecord, Geometry, PngArtifact, Rect, ScreenBuffers, Screenshot, X11Error,
+};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -188,24 +190,80 @@ fn app_drawn(shot: &Screenshot, region: Rect) -> Result<String, String> {
 /// `screen.png` (copied into the evidence as `screen-snapshot.png`), then `input-reaches-app`
 /// when the profile names an input probe. Nothing when the profile has no display.
 ///
+/// `bufs`: whole-screen memory prepared while the X server was restored ([`prepare_buffers`]),
+/// used for the two whole-screen images. The input probe's key is sent as soon as the screen
+/// for `pixels-equal` has been read (before that screen is compared), so the application
+/// draws while the pixel gate works; `input-reaches-app` is still recorded only after
+/// `pixels-equal` passed, and a restore whose pixel gate fails is stopped anyway.
+///
 /// Errors: a failed gate (diff PNG, count and bounding box in the detail), X11 or I/O failures.
 pub(crate) fn restored_gates(
     run: &mut VerbRun,
     st: &SlotState,
     pid: i32,
     snap_dir: &Path,
+    bufs: Option<ScreenBuffers>,
 ) -> Result<(), SlotError> {
     let Some(ds) = spec(st) else { return Ok(()) };
     let t = std::time::Instant::now();
+    let reference = proven_reference(run, st, snap_dir)?;
+    let dir = ev_dir(run);
+    let before = copy_reference(run, &reference, &dir)?;
+    let d = connect(run, GateId::PixelsEqual, pid, ds.number, LATER_CONNECT)?;
+    if let Some(b) = bufs {
+        if let Some(e) = b.shm_error() {
+            run.fact("display_buffers_error", e);
+        }
+        d.adopt_buffers(b);
+    }
+    let shot = d.screenshot().map_err(|e| x11_err(run, e))?;
+    // The key goes out now; its gate waits below, after pixels-equal passed.
+    let key = ds
+        .input
+        .and_then(|inp| x11::ascii_keysym(inp.key))
+        .map(|k| (k, std::time::Instant::now(), d.press_key(k)));
+    run.fact("display_images", d.image_transfer());
+    let mut px = x11::pixel_gate_png(&reference, &shot, &dir, "screen-after")
+        .map_err(|e| x11_err(run, e))?;
+    px.pngs.insert(0, before);
+    run.took("pixels-equal", t);
+    // `display-gates.json` is written once, with every record of this verb (evidence is never
+    // overwritten): after the pixel gate when it failed or there is no input probe, else after
+    // the input gate.
+    let input = ds.input.filter(|_| px.passed);
+    let Some(inp) = input else {
+        keep(run, &[&px]);
+        return gate_of(run, GateId::PixelsEqual, &px);
+    };
+    gate_of(run, GateId::PixelsEqual, &px)?;
+    match input_gate(run, &d, inp, key, &shot, &dir) {
+        Ok(r) => {
+            keep(run, &[&px, &r]);
+            gate_of(run, GateId::InputReachesApp, &r)
+        }
+        Err(e) => {
+            keep(run, &[&px]);
+            Err(e)
+        }
+    }
+}
+
+/// The snapshot's `screen.png`, read once and proven against the sha256 `state.json` records
+/// for it (`snapshot-complete` proved the file; these are the bytes compared and copied).
+///
+/// Errors: gate `pixels-equal` when the file cannot be read or its sha256 differs.
+fn proven_reference(
+    run: &mut VerbRun,
+    st: &SlotState,
+    snap_dir: &Path,
+) -> Result<Vec<u8>, SlotError> {
     let want = st
         .snapshot
         .as_ref()
         .and_then(|s| s.screen.as_ref())
         .map(|a| a.sha256.as_str());
     let path = snap_dir.join(SNAPSHOT_SCREEN);
-    // The bytes `snapshot-complete` proved, read once: compared as they are (not decoded when
-    // the screen's encoding is the same) and copied into the evidence.
-    let reference = crate::evidence::read_recorded(&path)
+    crate::evidence::read_recorded(&path)
         .map_err(|e| e.to_string())
         .and_then(|b| {
             let sha = crate::evidence::sha256_hex(&b);
@@ -225,33 +283,36 @@ pub(crate) fn restored_gates(
                     path.display()
                 ),
             )
-        })?;
-    let dir = ev_dir(run);
-    let before = copy_reference(run, &reference, &dir)?;
-    let d = connect(run, GateId::PixelsEqual, pid, ds.number, LATER_CONNECT)?;
-    let shot = d.screenshot().map_err(|e| x11_err(run, e))?;
-    run.fact("display_images", d.image_transfer());
-    let mut px = x11::pixel_gate_png(&reference, &shot, &dir, "screen-after")
-        .map_err(|e| x11_err(run, e))?;
-    px.pngs.insert(0, before);
-    run.took("pixels-equal", t);
-    // `display-gates.json` is written once, with every record of this verb (evidence is never
-    // overwritten): after the pixel gate when it failed or there is no input probe, else after
-    // the input gate.
-    let input = ds.input.filter(|_| px.passed);
-    let Some(inp) = input else {
-        keep(run, &[&px]);
-        return gate_of(run, GateId::PixelsEqual, &px);
-    };
-    gate_of(run, GateId::PixelsEqual, &px)?;
-    match input_gate(run, &d, inp, &shot, &dir) {
-        Ok(r) => {
-            keep(run, &[&px, &r]);
-            gate_of(run, GateId::InputReachesApp, &r)
-        }
-        Err(e) => {
-            keep(run, &[&px]);
-            Err(e)
+        })
+}
+
+/// Whole-screen memory for the restore gates of a slot with a display: prepared on a thread
+/// (started here, joined by the returned handle, also on drop) while the runtime restores the
+/// container; `None` without a display. See [`crate::x11::ScreenBuffers`].
+pub(crate) fn prepare_buffers(st: &SlotState) -> Option<PreparedBuffers> {
+    let ds = spec(st)?;
+    let (w, h) = (ds.width, ds.height);
+    // Two whole-screen images: pixels-equal's screen, and the input gate's screen after the key.
+    Some(PreparedBuffers(Some(std::thread::spawn(move || {
+        ScreenBuffers::prepare(w, h, 2)
+    }))))
+}
+
+/// The thread preparing [`ScreenBuffers`] ([`prepare_buffers`]); joined by [`Self::join`], or
+/// on drop when a failed restore never used them.
+pub(crate) struct PreparedBuffers(Option<std::thread::JoinHandle<ScreenBuffers>>);
+
+impl PreparedBuffers {
+    /// The buffers (waiting for the thread); `None` if it panicked.
+    pub(crate) fn join(mut self) -> Option<ScreenBuffers> {
+        self.0.take().and_then(|h| h.join().ok())
+    }
+}
+
+impl Drop for PreparedBuffers {
+    fn drop(&mut self) {
+        if let Some(h) = self.0.take() {
+            let _ = h.join();
         }
     }
 }
@@ -271,28 +332,40 @@ fn copy_reference(run: &VerbRun, bytes: &[u8], dir: &Path) -> Result<PngArtifact
 }
 
 /// `input-reaches-app`: the profile's key through XTEST must change its region of `shot`.
+/// `key`: the keysym, when it was sent, and how the sending went (sent by the caller as soon as
+/// `shot` was read); `None` when the probe's key is not printable ASCII.
 fn input_gate(
     run: &mut VerbRun,
     d: &Display,
     inp: crate::profile::InputProbe,
+    key: Option<(u32, std::time::Instant, Result<(), X11Error>)>,
     shot: &Screenshot,
     dir: &Path,
 ) -> Result<GateRecord, SlotError> {
     let t = std::time::Instant::now();
-    let Some(key) = x11::ascii_keysym(inp.key) else {
+    let Some((key, pressed, sent)) = key else {
         return Err(run.fail(
             GateId::InputReachesApp,
             format!("display.input.key {:?} is not printable ASCII", inp.key),
         ));
     };
+    sent.map_err(|e| x11_err(run, e))?;
     let region = Rect {
         x: inp.x,
         y: inp.y,
         width: inp.width,
         height: inp.height,
     };
-    let r = x11::input_gate(d, key, region, shot, INPUT_TIMEOUT, dir, "screen-input")
-        .map_err(|e| x11_err(run, e))?;
+    let r = x11::input_gate_pressed(
+        d,
+        key,
+        region,
+        shot,
+        (pressed, INPUT_TIMEOUT),
+        dir,
+        "screen-input",
+    )
+    .map_err(|e| x11_err(run, e))?;
     run.took("input-reaches-app", t);
     Ok(r)
 }

@@ -77,6 +77,8 @@ pub(crate) fn restore(
     let _unlock = st
         .holder
         .map(|h| super::criu_lock::on_signal(h, run.ev.clone()));
+    // The display gates' whole-screen memory is made ready while CRIU restores.
+    let bufs = super::display::prepare_buffers(st);
     let r = run.time_with_lock_inherited("restore", || c.restore(&images, &work, &extra));
     run.rt_log("restore", r.as_ref());
     // A failed restore or gate stops the container itself ([`restore_failed`]).
@@ -98,7 +100,7 @@ pub(crate) fn restore(
         });
         s.spawn(remove_old_run);
         let state = move || q.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-        restored_gates(run, st, &*rt, &snap_dir, reset, state)
+        restored_gates(run, st, &*rt, (&snap_dir, bufs), reset, state)
     })
 }
 
@@ -393,13 +395,14 @@ fn net_fidelity(
 }
 
 /// The gates after a successful runtime restore: holder, network state byte-equal to the one
-/// recorded at snapshot, then the ready gates. A failed gate stops the restored container
+/// recorded at snapshot, then the ready gates, then the display gates (with `bufs`, the
+/// whole-screen memory prepared during the restore, for a profile with a display). A failed gate stops the restored container
 /// ([`restore_failed`]) and keeps the holder for a retry.
 fn restored_gates(
     run: &mut VerbRun,
     st: &mut SlotState,
     rt: &dyn RuntimeOps,
-    snap_dir: &Path,
+    (snap_dir, bufs): (&Path, Option<super::display::PreparedBuffers>),
     reset: bool,
     state: impl FnOnce() -> StateAnswer,
 ) -> Result<String, SlotError> {
@@ -429,7 +432,8 @@ fn restored_gates(
         .get(&format!("{}_container_pid", run.verb()))
         .and_then(|v| v.as_i64())
         .unwrap_or(0) as i32;
-    if let Err(e) = super::display::restored_gates(run, st, pid, snap_dir) {
+    let bufs = bufs.and_then(super::display::PreparedBuffers::join);
+    if let Err(e) = super::display::restored_gates(run, st, pid, snap_dir, bufs) {
         return Err(restore_failed(run, st, rt, e));
     }
     let t = Instant::now();

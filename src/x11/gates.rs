@@ -276,6 +276,25 @@ pub fn input_gate(
 ) -> Result<GateRecord> {
     let t = Instant::now();
     d.press_key(keysym)?;
+    input_gate_pressed(d, keysym, region, baseline, (t, timeout), dir, prefix)
+}
+
+/// [`input_gate`] after the caller sent `keysym` itself at `pressed.0` (through
+/// [`Display::press_key`], after taking `baseline`): the wait runs until `pressed.1` after it,
+/// and the record's time counts from it. A restore sends the key as soon as the screen for
+/// `pixels-equal` is read, so the application draws while that gate compares.
+///
+/// Errors: as [`input_gate`].
+pub fn input_gate_pressed(
+    d: &Display,
+    keysym: u32,
+    region: Rect,
+    baseline: &Screenshot,
+    pressed: (Instant, Duration),
+    dir: &Path,
+    prefix: &str,
+) -> Result<GateRecord> {
+    let (t, timeout) = pressed;
     // Only the app's region is read while waiting (a few KB per look); the whole screen once
     // after, for the evidence and the diff.
     let before = baseline.crop(region)?;

@@ -224,15 +224,28 @@ pub fn diff(a: &Screenshot, b: &Screenshot) -> Result<PixelDiff> {
             bbox: None,
         });
     }
+    // Row by row: an equal row (most of them after a key or a moved window) is one memcmp;
+    // only the rows that differ are scanned pixel by pixel.
     let (mut n, mut x0, mut y0, mut x1, mut y1) = (0u64, u32::MAX, u32::MAX, 0u32, 0u32);
-    for (i, (pa, pb)) in a.rgb.chunks_exact(3).zip(b.rgb.chunks_exact(3)).enumerate() {
-        if pa != pb {
-            let (x, y) = ((i as u32) % a.width, (i as u32) / a.width);
-            n += 1;
-            x0 = x0.min(x);
-            y0 = y0.min(y);
-            x1 = x1.max(x);
-            y1 = y1.max(y);
+    let row = a.width as usize * 3;
+    for (y, (ra, rb)) in a
+        .rgb
+        .chunks_exact(row)
+        .zip(b.rgb.chunks_exact(row))
+        .enumerate()
+    {
+        if ra == rb {
+            continue;
+        }
+        for (x, (pa, pb)) in ra.chunks_exact(3).zip(rb.chunks_exact(3)).enumerate() {
+            if pa != pb {
+                let (x, y) = (x as u32, y as u32);
+                n += 1;
+                x0 = x0.min(x);
+                y0 = y0.min(y);
+                x1 = x1.max(x);
+                y1 = y1.max(y);
+            }
         }
     }
     Ok(PixelDiff {

@@ -5,6 +5,8 @@
 //!   [`Display::screenshot`] (root window, through MIT-SHM where the server has it, else
 //!   `GetImage`), [`Display::press_key`] (XTEST),
 //!   [`Display::quiescence`] (two screenshots an interval apart).
+//! - [`buffers`]: [`ScreenBuffers`], whole-screen memory made ready before the display is up
+//!   (a restore prepares it while CRIU restores the X server).
 //! - [`image`]: [`Screenshot`] ↔ PNG with sha256, [`diff`] (count + bounding box),
 //!   [`diff_image`] (changed pixels marked red), [`region_equal`].
 //! - [`gates`]: the display gates as data in, [`GateRecord`] out (geometry, quiescence,
@@ -13,17 +15,19 @@
 //! The socket of display `:N` is `<guest root>/tmp/.X11-unix/XN` ([`socket_under_root`]); with a
 //! tmpfs `/tmp` in the guest, the root is `/proc/<container init pid>/root`.
 
+pub mod buffers;
 pub mod display;
 pub mod error;
 pub mod gates;
 pub mod image;
 mod shm;
 
+pub use buffers::ScreenBuffers;
 pub use display::{Display, Geometry, Quiescence, ascii_keysym, socket_under_root};
 pub use error::{Result, X11Error};
 pub use gates::{
-    GateRecord, PngArtifact, geometry_gate, input_gate, pixel_gate, pixel_gate_png,
-    quiescence_gate, write_artifact,
+    GateRecord, PngArtifact, geometry_gate, input_gate, input_gate_pressed, pixel_gate,
+    pixel_gate_png, quiescence_gate, write_artifact,
 };
 pub use image::{
     DIFF_MARK, PixelDiff, Rect, Screenshot, diff, diff_image, rect_text, region_equal,

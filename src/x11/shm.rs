@@ -15,31 +15,50 @@ use x11rb::protocol::shm;
 use x11rb::protocol::xproto::{ImageFormat, Window};
 use x11rb::rust_connection::RustConnection;
 
-/// A shared-memory segment attached to the server: `len` bytes mapped here at `ptr`.
-pub(crate) struct ShmSegment {
-    seg: shm::Seg,
+/// A shared mapping of `len` bytes at `ptr`, unmapped once, on drop.
+struct Mapping {
     ptr: NonNull<u8>,
     len: usize,
 }
 
 // SAFETY: the mapping is process-wide memory owned by this value; it is only read through
-// `&self` after the server's reply, and unmapped once, in Drop.
-unsafe impl Send for ShmSegment {}
+// `&self` (after the server's reply), and unmapped once, in Drop.
+unsafe impl Send for Mapping {}
 // SAFETY: as above: shared access is read-only.
-unsafe impl Sync for ShmSegment {}
+unsafe impl Sync for Mapping {}
 
-impl Drop for ShmSegment {
+impl Drop for Mapping {
     fn drop(&mut self) {
-        // SAFETY: `ptr`/`len` are the mapping made in `attach`, unmapped only here.
+        // SAFETY: `ptr`/`len` are the mapping made in `prepare`, unmapped only here.
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
     }
 }
 
-/// A memfd of `len` bytes mapped shared, read-write, and attached to the server as a new
-/// segment (MIT-SHM 1.2 or later: `ShmAttachFd`).
+/// A memfd of `len` bytes mapped shared and read-write here, its pages populated, not yet
+/// attached to a server: made by [`prepare`] ahead of the first image (e.g. while CRIU
+/// restores the X server), attached by [`attach_prepared`].
+pub(crate) struct PreparedShm {
+    file: std::fs::File,
+    map: Mapping,
+}
+
+impl PreparedShm {
+    /// The segment's size, bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.map.len
+    }
+}
+
+/// A shared-memory segment attached to the server: `len` bytes mapped here at `ptr`.
+pub(crate) struct ShmSegment {
+    seg: shm::Seg,
+    map: Mapping,
+}
+
+/// The server has MIT-SHM 1.2 or later (`ShmAttachFd`).
 ///
-/// Errors: a sentence naming the step (no MIT-SHM, an older version, memfd, mmap, the attach).
-pub(crate) fn attach(conn: &RustConnection, len: usize) -> Result<ShmSegment, String> {
+/// Errors: a sentence naming what is missing (no MIT-SHM, an older version) or the failed query.
+fn check_server(conn: &RustConnection) -> Result<(), String> {
     if conn
         .extension_information(shm::X11_EXTENSION_NAME)
         .map_err(|e| e.to_string())?
@@ -57,6 +76,19 @@ pub(crate) fn attach(conn: &RustConnection, len: usize) -> Result<ShmSegment, St
             v.major_version, v.minor_version
         ));
     }
+    Ok(())
+}
+
+/// A memfd of `len` bytes (> 0), mapped shared and read-write with `MAP_POPULATE`: the
+/// server's first `ShmGetImage` then writes into pages that exist (allocating a fresh
+/// segment's 2,025 pages was ~6 ms of the first screenshot after a restore on the 2-core test
+/// machine).
+///
+/// Errors: a sentence naming the step (memfd, ftruncate, mmap).
+pub(crate) fn prepare(len: usize) -> Result<PreparedShm, String> {
+    if len == 0 {
+        return Err("a segment of 0 bytes".into());
+    }
     let name = c"netprobe-xshm";
     // SAFETY: memfd_create(2) with a valid C string; the descriptor is owned below.
     let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
@@ -68,13 +100,13 @@ pub(crate) fn attach(conn: &RustConnection, len: usize) -> Result<ShmSegment, St
     let file = std::fs::File::from(fd);
     file.set_len(len as u64)
         .map_err(|e| format!("ftruncate: {e}"))?;
-    // SAFETY: a shared mapping of the whole memfd, length `len` (> 0 checked by the caller).
+    // SAFETY: a shared mapping of the whole memfd, length `len` (> 0 checked above).
     let p = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
             len,
             libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
+            libc::MAP_SHARED | libc::MAP_POPULATE,
             std::os::fd::AsRawFd::as_raw_fd(&file),
             0,
         )
@@ -82,18 +114,44 @@ pub(crate) fn attach(conn: &RustConnection, len: usize) -> Result<ShmSegment, St
     if p == libc::MAP_FAILED {
         return Err(format!("mmap: {}", std::io::Error::last_os_error()));
     }
-    let mut seg = ShmSegment {
-        seg: 0,
+    let map = Mapping {
         ptr: NonNull::new(p.cast()).ok_or("mmap returned null")?,
         len,
     };
+    Ok(PreparedShm { file, map })
+}
+
+/// `prepared` attached to the server as a new segment (`ShmAttachFd`, read-write), after
+/// checking the server has MIT-SHM 1.2 or later.
+///
+/// Errors: a sentence naming the step (no MIT-SHM, an older version, the attach).
+pub(crate) fn attach_prepared(
+    conn: &RustConnection,
+    prepared: PreparedShm,
+) -> Result<ShmSegment, String> {
+    check_server(conn)?;
+    attach_checked(conn, prepared)
+}
+
+/// `ShmAttachFd` of `prepared` to a server [`check_server`] accepted.
+fn attach_checked(conn: &RustConnection, prepared: PreparedShm) -> Result<ShmSegment, String> {
+    let PreparedShm { file, map } = prepared;
     let id = conn.generate_id().map_err(|e| e.to_string())?;
     shm::attach_fd(conn, id, OwnedFd::from(file), false)
         .map_err(|e| e.to_string())?
         .check()
         .map_err(|e| format!("ShmAttachFd: {e}"))?;
-    seg.seg = id;
-    Ok(seg)
+    Ok(ShmSegment { seg: id, map })
+}
+
+/// A memfd of `len` bytes mapped shared, read-write, and attached to the server as a new
+/// segment (MIT-SHM 1.2 or later: `ShmAttachFd`): [`prepare`] then [`attach_prepared`], the
+/// server checked first.
+///
+/// Errors: a sentence naming the step (no MIT-SHM, an older version, memfd, mmap, the attach).
+pub(crate) fn attach(conn: &RustConnection, len: usize) -> Result<ShmSegment, String> {
+    check_server(conn)?;
+    attach_checked(conn, prepare(len)?)
 }
 
 /// `ShmGetImage` of `r` of `root` in ZPixmap into `seg`: the first `need` bytes of the segment.
@@ -106,10 +164,10 @@ pub(crate) fn get_image<'a>(
     r: Rect,
     need: usize,
 ) -> Result<&'a [u8], String> {
-    if need > seg.len {
+    if need > seg.map.len {
         return Err(format!(
             "{need} bytes do not fit the {}-byte segment",
-            seg.len
+            seg.map.len
         ));
     }
     let reply = shm::get_image(
@@ -133,7 +191,7 @@ pub(crate) fn get_image<'a>(
             reply.size
         ));
     }
-    // SAFETY: the mapping holds `seg.len >= need` bytes; the server finished writing them
+    // SAFETY: the mapping holds `seg.map.len >= need` bytes; the server finished writing them
     // before its reply.
-    Ok(unsafe { std::slice::from_raw_parts(seg.ptr.as_ptr(), need) })
+    Ok(unsafe { std::slice::from_raw_parts(seg.map.ptr.as_ptr(), need) })
 }
