@@ -123,8 +123,8 @@ pub fn criu_saves(key: &str) -> bool {
 /// when unset) are left out.
 ///
 /// The ~600 files are opened relative to their folder's descriptor (`openat`, no path walk from
-/// `/`) and read into one buffer; `net/ipv4` is read on a second thread (created here, so in
-/// this thread's netns) while this thread reads the rest.
+/// `/`) and read into one buffer; `net/ipv4` and `net/ipv6` are read on two more threads
+/// (created here, so in this thread's netns) while this thread reads the rest.
 ///
 /// Errors: the I/O error when `/proc/sys/net` itself cannot be opened or listed.
 pub fn capture_sysctls() -> std::io::Result<(BTreeMap<String, String>, BTreeMap<String, String>)> {
@@ -132,25 +132,36 @@ pub fn capture_sysctls() -> std::io::Result<(BTreeMap<String, String>, BTreeMap<
     use nix::sys::stat::Mode;
     let dir_flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
     let net = nix::fcntl::open("/proc/sys/net", dir_flags, Mode::empty())?;
-    let ipv4 = openat(&net, "ipv4", dir_flags, Mode::empty()).ok();
-    let (mut all, v4) = std::thread::scope(|s| {
-        let v4 = ipv4.map(|fd| {
-            s.spawn(move || {
-                let mut out = Vec::new();
-                read_tree(fd, "net.ipv4", &mut out);
-                out
+    // net/ipv4 and net/ipv6 (~250 files each) on two threads, created here so in this
+    // thread's netns; this thread reads the rest (~90).
+    let split: Vec<(&str, std::os::fd::OwnedFd)> = ["ipv4", "ipv6"]
+        .into_iter()
+        .filter_map(|n| openat(&net, n, dir_flags, Mode::empty()).ok().map(|fd| (n, fd)))
+        .collect();
+    let skip: Vec<&str> = split.iter().map(|(n, _)| *n).collect();
+    let (mut all, parts) = std::thread::scope(|s| {
+        let handles: Vec<_> = split
+            .into_iter()
+            .map(|(n, fd)| {
+                s.spawn(move || {
+                    let mut out = Vec::new();
+                    read_tree(fd, &format!("net.{n}"), &mut out);
+                    out
+                })
             })
-        });
+            .collect();
         let mut out = Vec::new();
-        let skip = if v4.is_some() { Some("ipv4") } else { None };
-        let listed = read_tree_skipping(net, "net", skip, &mut out);
-        let v4 = v4.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
-        (listed.map(|()| out), v4)
+        let listed = read_tree_skipping(net, "net", &skip, &mut out);
+        let parts: Vec<_> = handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect();
+        (listed.map(|()| out), parts)
     });
     let mut covered = BTreeMap::new();
     let mut other = BTreeMap::new();
     let all = all.as_mut().map_err(|e| std::io::Error::from(*e))?;
-    for (key, v) in all.drain(..).chain(v4.into_iter().flatten()) {
+    for (key, v) in all.drain(..).chain(parts.into_iter().flatten()) {
         if criu_saves(&key) {
             covered.insert(key, v);
         } else {
@@ -160,26 +171,42 @@ pub fn capture_sysctls() -> std::io::Result<(BTreeMap<String, String>, BTreeMap<
     Ok((covered, other))
 }
 
+/// Appends everything `fd` reads until end of file to `buf`: `read(2)` into a 4 KiB block
+/// until it returns 0 (no `statx`/`lseek` for a size hint, as `File::read_to_end` makes: a
+/// sysctl value is one short read, so 2 calls instead of 4 per file).
+///
+/// Errors: the failed `read(2)` (EINTR retried).
+fn read_all(fd: &std::os::fd::OwnedFd, buf: &mut Vec<u8>) -> nix::Result<()> {
+    let mut block = [0u8; 4096];
+    loop {
+        match nix::unistd::read(fd, &mut block) {
+            Ok(0) => return Ok(()),
+            Ok(n) => buf.extend_from_slice(&block[..n]),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// [`read_tree_skipping`] without a skipped entry; errors of sub-folders are skipped too.
 fn read_tree(dir: std::os::fd::OwnedFd, prefix: &str, out: &mut Vec<(String, String)>) {
-    let _ = read_tree_skipping(dir, prefix, None, out);
+    let _ = read_tree_skipping(dir, prefix, &[], out);
 }
 
 /// Reads every file under the folder `dir` (dotted name `prefix`) into `out` as (dotted name,
-/// value without the trailing newline), recursing into sub-folders; the entry named `skip`
-/// of this folder is left out. Unreadable files and folders are left out.
+/// value without the trailing newline), recursing into sub-folders; the entries named in `skip`
+/// of this folder are left out. Unreadable files and folders are left out.
 ///
 /// Errors: `dir` itself cannot be listed.
 fn read_tree_skipping(
     dir: std::os::fd::OwnedFd,
     prefix: &str,
-    skip: Option<&str>,
+    skip: &[&str],
     out: &mut Vec<(String, String)>,
 ) -> nix::Result<()> {
     use nix::dir::{Dir, Type};
     use nix::fcntl::{OFlag, openat};
     use nix::sys::stat::Mode;
-    use std::io::Read;
     let mut d = Dir::from_fd(dir)?;
     let mut subdirs = Vec::new();
     let mut files = Vec::new();
@@ -187,7 +214,7 @@ fn read_tree_skipping(
         let Ok(name) = e.file_name().to_str() else {
             continue;
         };
-        if name == "." || name == ".." || Some(name) == skip {
+        if name == "." || name == ".." || skip.contains(&name) {
             continue;
         }
         match e.file_type() {
@@ -207,7 +234,7 @@ fn read_tree_skipping(
             continue;
         };
         buf.clear();
-        if std::fs::File::from(fd).read_to_end(&mut buf).is_err() {
+        if read_all(&fd, &mut buf).is_err() {
             continue;
         }
         let Ok(v) = std::str::from_utf8(&buf) else {
