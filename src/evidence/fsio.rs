@@ -190,8 +190,9 @@ pub enum BoundedReadError {
     },
 }
 
-/// What a non-regular file is, for [`BoundedReadError::NotRegular`].
-fn kind_of(t: fs::FileType) -> &'static str {
+/// What a non-regular file is, for [`BoundedReadError::NotRegular`] and other refusals of a
+/// file that is not a plain one: "a symbolic link", "a folder", "a FIFO", …
+pub fn kind_of(t: fs::FileType) -> &'static str {
     if t.is_symlink() {
         "a symbolic link"
     } else if t.is_dir() {

@@ -136,7 +136,11 @@ pub fn capture_sysctls() -> std::io::Result<(BTreeMap<String, String>, BTreeMap<
     // thread's netns; this thread reads the rest (~90).
     let split: Vec<(&str, std::os::fd::OwnedFd)> = ["ipv4", "ipv6"]
         .into_iter()
-        .filter_map(|n| openat(&net, n, dir_flags, Mode::empty()).ok().map(|fd| (n, fd)))
+        .filter_map(|n| {
+            openat(&net, n, dir_flags, Mode::empty())
+                .ok()
+                .map(|fd| (n, fd))
+        })
         .collect();
     let skip: Vec<&str> = split.iter().map(|(n, _)| *n).collect();
     let (mut all, parts) = std::thread::scope(|s| {

@@ -44,7 +44,11 @@ pub fn checkpoint_images(images_dir: &Path, recorded: &[ImageFile]) -> Result<St
         return Err(format!(
             "checkpoint images differ from the manifest ({}): {}",
             digest.name(),
-            image_differences(&want, &now, digest)
+            image_differences(&want, &now, digest, &|name| {
+                std::fs::symlink_metadata(images_dir.join(name))
+                    .ok()
+                    .map(|m| crate::evidence::fsio::kind_of(m.file_type()))
+            })
         ));
     }
     Ok(format!(
@@ -55,9 +59,15 @@ pub fn checkpoint_images(images_dir: &Path, recorded: &[ImageFile]) -> Result<St
 }
 
 /// How the checkpoint images `now` differ from the manifest's `want` (both by `digest`), by
-/// name: `changed pages-1.img (… bytes, blake3 … → … bytes, blake3 …)`, `missing …`, `not
-/// recorded …`.
-pub fn image_differences(want: &[FileDigest], now: &[FileDigest], digest: ImageDigest) -> String {
+/// name: `changed pages-1.img (… bytes, blake3 … → … bytes, blake3 …)`, `missing …`, `not a
+/// regular file pages-1.img (a symbolic link; …)` when `present` names what stands under a
+/// recorded name that is not among the regular files hashed, `not recorded …`.
+pub fn image_differences(
+    want: &[FileDigest],
+    now: &[FileDigest],
+    digest: ImageDigest,
+    present: &dyn Fn(&str) -> Option<&'static str>,
+) -> String {
     let one = |f: &FileDigest| format!("{} bytes, {} {}", f.bytes, digest.name(), f.hex);
     let mut parts = Vec::new();
     for w in want {
@@ -66,7 +76,14 @@ pub fn image_differences(want: &[FileDigest], now: &[FileDigest], digest: ImageD
                 parts.push(format!("changed {} ({} → {})", w.name, one(w), one(n)))
             }
             Some(_) => {}
-            None => parts.push(format!("missing {} ({})", w.name, one(w))),
+            None => parts.push(match present(&w.name) {
+                Some(kind) => format!(
+                    "not a regular file {} ({kind}; recorded {})",
+                    w.name,
+                    one(w)
+                ),
+                None => format!("missing {} ({})", w.name, one(w)),
+            }),
         }
     }
     for n in now
@@ -186,8 +203,18 @@ mod tests {
         // A symlink in place of a recorded image is never followed.
         std::os::unix::fs::symlink(d.path().join("core-1.img"), &pages).unwrap();
         let e = checkpoint_images(d.path(), &files).unwrap_err();
-        assert!(e.contains("missing pages-1.img"), "{e}");
+        assert!(
+            e.contains("not a regular file pages-1.img (a symbolic link; recorded 393216 bytes"),
+            "{e}"
+        );
         fs::remove_file(&pages).unwrap();
+        fs::create_dir(&pages).unwrap();
+        let e = checkpoint_images(d.path(), &files).unwrap_err();
+        assert!(
+            e.contains("not a regular file pages-1.img (a folder;"),
+            "{e}"
+        );
+        fs::remove_dir(&pages).unwrap();
         let e = checkpoint_images(d.path(), &files).unwrap_err();
         assert!(
             e.contains("missing pages-1.img (393216 bytes, blake3 "),
