@@ -359,3 +359,76 @@ fn bad_desktop_profiles_fail_with_their_exit_class_and_leave_nothing() {
     assert_eq!(code, Some(0), "cleanup: {out}\n{err}");
     assert_released(&sd, &holders);
 }
+
+/// A snapshot whose reference screen has nothing drawn in the profile's input region (here the
+/// region is moved onto the bare root window, away from the typing app) is refused by
+/// `app-drawn` before the checkpoint, naming the way out for a stalled app; the refusal leaves
+/// no `snapshot.tmp-*` folder behind and the container running; cleanup releases everything.
+#[test]
+fn a_reference_without_the_app_is_refused_before_the_checkpoint_leaving_no_tmp_folder() {
+    require_root();
+    let _s = serial();
+    let img = common::desktop_image();
+    let tmp = tempfile::tempdir().unwrap();
+    let sd = state_dir(&tmp);
+    let prof = edited(&img, tmp.path(), "elsewhere.toml", |t| {
+        t.replace(
+            "x = 200\ny = 150\nwidth = 900\nheight = 240",
+            "x = 1500\ny = 900\nwidth = 100\nheight = 50",
+        )
+    });
+    assert!(
+        std::fs::read_to_string(&prof).unwrap().contains("x = 1500"),
+        "the profile's input region was not moved"
+    );
+    let prof_s = prof.to_string_lossy().to_string();
+    let p = verb(
+        "provision",
+        &sd,
+        &[
+            "--profile",
+            &prof_s,
+            "--no-probe-gate",
+            "--reason",
+            "app-drawn test",
+        ],
+    );
+    let holders = holder_pids(&sd);
+    let result = std::panic::catch_unwind(|| {
+        let pid = p["facts"]["provision_container_pid"].as_i64().unwrap();
+        settle(pid);
+        let before = state(&sd, 0).phase;
+        let (code, out, err) = cli_slot("snapshot", "0", &sd, &[]);
+        assert_eq!(code, Some(1), "{out}\n{err}");
+        assert!(
+            err.contains("app-drawn") && err.contains("is one colour"),
+            "{err}"
+        );
+        let sock = netprobe::slot::display::socket_of(pid as i32, 0);
+        assert!(
+            err.contains(&format!("ln -s {} /tmp/.X11-unix/X99", sock.display())),
+            "the refusal names the way out for a stalled app: {err}"
+        );
+        let tmps: Vec<_> = std::fs::read_dir(sd.join("slot-0"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("snapshot.tmp-") || n.starts_with("snapshot-"))
+            .collect();
+        assert!(tmps.is_empty(), "a refused snapshot left {tmps:?}");
+        let (_, out, _) = cli_slot("status", "0", &sd, &["--json"]);
+        let s = json_of(&out);
+        assert_eq!(s["stale_snapshot_tmp"], serde_json::json!([]), "{s:#}");
+        assert_eq!(
+            s["state"]["phase"],
+            serde_json::to_value(before).unwrap(),
+            "a refused snapshot leaves the phase it found: {s:#}"
+        );
+    });
+    let (code, out, err) = cli_slot("cleanup", "0", &sd, &[]);
+    assert_eq!(code, Some(0), "cleanup: {out}\n{err}");
+    assert_released(&sd, &holders);
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}

@@ -62,7 +62,7 @@ pub fn command_finished() {
     if CLOSING.load(Ordering::SeqCst) && !on_signal_thread() {
         if registered().is_empty() {
             eprintln!(
-                "netprobe: the {} came as the command ended: nothing was left to release; the outcome above and its exit code stand",
+                "netprobe: the {} came after the command's last point where it could stop (the steps after it ran to their end): nothing was left to release; the outcome above and its exit code stand",
                 interrupted_by().unwrap_or("signal")
             );
             return;

@@ -158,7 +158,8 @@ pub(crate) fn snapshot_gate(
             width: inp.width,
             height: inp.height,
         };
-        run.gate(GateId::AppDrawn, app_drawn(&shot, region))?;
+        let sock = socket_of(pid, ds.number);
+        run.gate(GateId::AppDrawn, app_drawn(&shot, region, &sock))?;
     }
     let a = x11::write_artifact(snap_tmp, SNAPSHOT_SCREEN, &shot).map_err(|e| x11_err(run, e))?;
     Ok(Some(a))
@@ -169,14 +170,15 @@ pub(crate) fn snapshot_gate(
 /// not mapped yet leaves (e.g. Tk stalled before its first map): a reference like that would
 /// let `pixels-equal` pass on an empty screen and `input-reaches-app` on the window appearing
 /// rather than on the key.
-fn app_drawn(shot: &Screenshot, region: Rect) -> Result<String, String> {
+fn app_drawn(shot: &Screenshot, region: Rect, socket: &Path) -> Result<String, String> {
     match x11::region_other_pixels(shot, region) {
         None => Err(format!(
             "display.input region {region} lies outside the {}x{} screen: fix the profile",
             shot.width, shot.height
         )),
         Some((0, [r, g, b])) => Err(format!(
-            "display.input region {region} of the screen is one colour (#{r:02x}{g:02x}{b:02x}): the application's window is not drawn there (not mapped yet?); wait until it is, then snapshot again (screen.png in this verb's evidence is the screen seen)"
+            "display.input region {region} of the screen is one colour (#{r:02x}{g:02x}{b:02x}): the application's window is not drawn there (not mapped yet?); wait until it is, then snapshot again (screen.png in this verb's evidence is the screen seen). If it stays unmapped, the application may be waiting for an X event (the desktop image's Tk app can stall so at start-up under load): one key that draws nothing wakes it, e.g. `ln -s {} /tmp/.X11-unix/X99 && DISPLAY=:99 xdotool key shift; rm /tmp/.X11-unix/X99` (xdotool from Debian's package)",
+            socket.display()
         )),
         Some((n, _)) => Ok(format!(
             "display.input region {region}: {n} of {} pixels differ from its first pixel's colour",
@@ -227,6 +229,20 @@ pub(crate) fn restored_gates(
         .map_err(|e| x11_err(run, e))?;
     px.pngs.insert(0, before);
     run.took("pixels-equal", t);
+    if let Some((k, _, sent)) = &key {
+        // Said either way: when pixels-equal fails, the key reached the guest all the same.
+        run.fact(
+            "display_input_key_sent",
+            match sent {
+                Ok(()) => format!(
+                    "keysym 0x{k:x} sent through XTEST once the screen for pixels-equal was read, before that gate was decided"
+                ),
+                Err(e) => format!("keysym 0x{k:x} could not be sent: {e}"),
+            },
+        );
+    }
+    // A signal seen during the pixel gate stops the verb before the input gate's wait.
+    crate::ns::cleanup::checkpoint();
     // `display-gates.json` is written once, with every record of this verb (evidence is never
     // overwritten): after the pixel gate when it failed or there is no input probe, else after
     // the input gate.
@@ -385,17 +401,19 @@ mod tests {
             height: 10,
         };
         // Black everywhere (an unmapped window over the root's background): refused.
-        let e = app_drawn(&shot, region).unwrap_err();
+        let e = app_drawn(&shot, region, Path::new("/proc/1/root/tmp/.X11-unix/X0")).unwrap_err();
         assert!(
-            e.contains("one colour (#000000)") && e.contains("snapshot again"),
+            e.contains("one colour (#000000)")
+                && e.contains("snapshot again")
+                && e.contains("ln -s /proc/1/root/tmp/.X11-unix/X0 /tmp/.X11-unix/X99"),
             "{e}"
         );
         // A drawn pixel outside the region changes nothing; inside it, the gate passes.
         shot.rgb[0] = 255;
-        assert!(app_drawn(&shot, region).is_err());
+        assert!(app_drawn(&shot, region, Path::new("/proc/1/root/tmp/.X11-unix/X0")).is_err());
         let i = ((7 * w + 12) * 3) as usize;
         shot.rgb[i..i + 3].copy_from_slice(&[255, 255, 255]);
-        let d = app_drawn(&shot, region).unwrap();
+        let d = app_drawn(&shot, region, Path::new("/proc/1/root/tmp/.X11-unix/X0")).unwrap();
         assert_eq!(
             d,
             "display.input region x 10 y 5, 20x10: 1 of 200 pixels differ from its first pixel's colour"
@@ -408,7 +426,7 @@ mod tests {
             height: 5,
         };
         assert!(
-            app_drawn(&shot, off)
+            app_drawn(&shot, off, Path::new("/proc/1/root/tmp/.X11-unix/X0"))
                 .unwrap_err()
                 .contains("outside the 40x30 screen")
         );

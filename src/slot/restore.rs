@@ -406,6 +406,9 @@ fn restored_gates(
     reset: bool,
     state: impl FnOnce() -> StateAnswer,
 ) -> Result<String, SlotError> {
+    // A signal seen since the runtime restore stops the verb here (the restored container is
+    // the slot's; the interruption note says what to do next), not after every gate ran.
+    crate::ns::cleanup::checkpoint();
     let h = match holder_gate(run, st, "network-fidelity check") {
         Ok(h) => h,
         Err(e) => return Err(restore_failed(run, st, rt, e)),
@@ -432,6 +435,7 @@ fn restored_gates(
         .get(&format!("{}_container_pid", run.verb()))
         .and_then(|v| v.as_i64())
         .unwrap_or(0) as i32;
+    crate::ns::cleanup::checkpoint();
     let bufs = bufs.and_then(super::display::PreparedBuffers::join);
     if let Err(e) = super::display::restored_gates(run, st, pid, snap_dir, bufs) {
         return Err(restore_failed(run, st, rt, e));

@@ -86,6 +86,9 @@ pub(crate) fn snapshot(run: &mut VerbRun, st: &mut SlotState) -> Result<String, 
     let res = snapshot_steps(run, st, &*rt, &tmp, &sid, &ov);
     if res.is_err() {
         // The previous complete snapshot (if any) is untouched; the tmp folder is never used.
+        // One a refusal left empty (a gate failed before anything was written into it) is
+        // removed (`rmdir`: only when empty); one holding files stays, as the failure left it.
+        let _ = fs::remove_dir(&tmp);
         let container_gone = matches!(common::container_status(&*rt, &id), Ok(None));
         let end = VerbEnd::Failed { container_gone };
         st.phase = Phase::after(Verb::Snapshot, end, prev_phase).unwrap_or(prev_phase);
