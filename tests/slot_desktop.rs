@@ -40,6 +40,17 @@ fn verb(v: &str, sd: &Path, extra: &[&str]) -> Value {
     json_of(&out)
 }
 
+/// `slot provision` of slot 0 with `profile` (the probe gate overridden for `reason`); its
+/// outcome document.
+fn provision(sd: &Path, profile: &Path, reason: &str) -> Value {
+    let p = profile.to_string_lossy().to_string();
+    verb(
+        "provision",
+        sd,
+        &["--profile", &p, "--no-probe-gate", "--reason", reason],
+    )
+}
+
 /// Waits (bounded, 90 s) until the guest's desktop is still with the typing app drawn
 /// ([`common::settle_desktop`], which wakes a stalled Tk app with one Shift press), so the
 /// snapshot's reference is the desktop with the app.
@@ -73,18 +84,7 @@ fn desktop_profile_provision_snapshot_restore_input_reset_cleanup() {
     let tmp = tempfile::tempdir().unwrap();
     let sd = state_dir(&tmp);
     let prof = common::shipped_profile("desktop", &img, tmp.path());
-    let prof_s = prof.to_string_lossy().to_string();
-    let p = verb(
-        "provision",
-        &sd,
-        &[
-            "--profile",
-            &prof_s,
-            "--no-probe-gate",
-            "--reason",
-            "desktop test",
-        ],
-    );
+    let p = provision(&sd, &prof, "desktop test");
     let holders = holder_pids(&sd);
     let result = std::panic::catch_unwind(|| {
         assert_eq!(gate(&p, "display-geometry")["proven"], true, "{p:#}");
@@ -381,18 +381,7 @@ fn a_reference_without_the_app_is_refused_before_the_checkpoint_leaving_no_tmp_f
         std::fs::read_to_string(&prof).unwrap().contains("x = 1500"),
         "the profile's input region was not moved"
     );
-    let prof_s = prof.to_string_lossy().to_string();
-    let p = verb(
-        "provision",
-        &sd,
-        &[
-            "--profile",
-            &prof_s,
-            "--no-probe-gate",
-            "--reason",
-            "app-drawn test",
-        ],
-    );
+    let p = provision(&sd, &prof, "app-drawn test");
     let holders = holder_pids(&sd);
     let result = std::panic::catch_unwind(|| {
         let pid = p["facts"]["provision_container_pid"].as_i64().unwrap();
