@@ -37,6 +37,7 @@ fn evidence(g: &Guest) -> PathBuf {
 fn keep_logs(g: &Guest, ev: &Path) {
     for f in [
         "wm.log",
+        "app.log",
         "dbus-system.log",
         "upower.log",
         "x.log",
@@ -58,7 +59,9 @@ fn keep_logs(g: &Guest, ev: &Path) {
 fn start_gnome(g: &mut Guest, limit: Duration) -> Display {
     g.run();
     let d = Display::connect(&g.socket(), Duration::from_secs(60)).unwrap();
-    common::settle_gnome(&d, Instant::now() + limit, || g.guest_tmp("wm.log"));
+    common::settle_gnome(&d, Instant::now() + limit, || {
+        common::guest_logs(i64::from(g.pid))
+    });
     d
 }
 

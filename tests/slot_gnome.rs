@@ -56,7 +56,9 @@ fn gate_names(o: &Value) -> Vec<String> {
 fn settle(pid: i64) {
     let sock = netprobe::slot::display::socket_of(pid as i32, 0);
     let d = Display::connect(&sock, Duration::from_secs(30)).unwrap();
-    common::settle_gnome(&d, Instant::now() + Duration::from_secs(150), String::new);
+    common::settle_gnome(&d, Instant::now() + Duration::from_secs(150), || {
+        common::guest_logs(pid)
+    });
 }
 
 /// Copies the slot's evidence folders (gates, PNGs, logs) and the snapshot's `screen.png` to

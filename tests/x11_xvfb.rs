@@ -17,16 +17,35 @@ use x11rb::protocol::xproto::{
     ConnectionExt as _, CreateGCAux, CreateWindowAux, EventMask, InputFocus, Rectangle, WindowClass,
 };
 
-/// A host Xvfb on display `:n`; killed and reaped on drop.
+/// A host Xvfb on display `:n`; stopped and reaped on drop, its socket and lock file gone.
 struct Xvfb {
     child: Child,
     socket: PathBuf,
 }
 
 impl Drop for Xvfb {
+    /// SIGTERM first (Xvfb then removes its `/tmp/.X11-unix/X<n>` socket and `/tmp/.X<n>-lock`),
+    /// SIGKILL after 5 s; whatever a killed server left is removed (SIGKILL alone left both
+    /// behind, one pair per test run).
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !matches!(self.child.try_wait(), Ok(Some(_))) {
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let n = self.socket.file_name().unwrap().to_string_lossy()[1..].to_string();
+        let lock = PathBuf::from(format!("/tmp/.X{n}-lock"));
+        if std::fs::read_to_string(&lock).unwrap_or_default().trim() == self.child.id().to_string()
+        {
+            let _ = std::fs::remove_file(&self.socket);
+            let _ = std::fs::remove_file(&lock);
+        }
     }
 }
 
@@ -393,4 +412,16 @@ fn display_gates_record_pass_and_fail_with_pngs() {
     )
     .unwrap();
     assert!(!ig.passed && ig.detail.contains("unchanged"), "{ig:?}");
+}
+
+#[test]
+fn a_stopped_xvfb_leaves_no_socket_or_lock_behind() {
+    let x = start_xvfb();
+    let socket = x.socket.clone();
+    let n = socket.file_name().unwrap().to_string_lossy()[1..].to_string();
+    let lock = PathBuf::from(format!("/tmp/.X{n}-lock"));
+    assert!(socket.exists() && lock.exists());
+    drop(x);
+    assert!(!socket.exists(), "{} left behind", socket.display());
+    assert!(!lock.exists(), "{} left behind", lock.display());
 }

@@ -156,6 +156,47 @@ pub fn active_window_name(d: &netprobe::x11::Display) -> Option<String> {
     Some(String::from_utf8_lossy(&v.value).into_owned())
 }
 
+/// The typing app's windows (`WM_NAME` `netprobe-typing`, searched through the whole window
+/// tree) with their map state, e.g. `["0x1a00003 Viewable"]`: what a focus wait's panic names.
+pub fn typing_windows(d: &netprobe::x11::Display) -> Vec<String> {
+    use x11rb::protocol::xproto::{AtomEnum, ConnectionExt as _};
+    let c = d.connection();
+    let mut found = Vec::new();
+    let mut todo = vec![d.root()];
+    while let Some(w) = todo.pop() {
+        if let Ok(t) = c.query_tree(w).map(|r| r.reply()) {
+            todo.extend(t.map(|t| t.children).unwrap_or_default());
+        }
+        let name = c
+            .get_property(false, w, AtomEnum::WM_NAME, AtomEnum::ANY, 0, 64)
+            .ok()
+            .and_then(|r| r.reply().ok())
+            .map(|v| v.value);
+        if name.as_deref() == Some(b"netprobe-typing".as_slice()) {
+            let state = c
+                .get_window_attributes(w)
+                .ok()
+                .and_then(|r| r.reply().ok())
+                .map(|a| format!("{:?}", a.map_state));
+            found.push(format!("{w:#x} {}", state.unwrap_or_else(|| "gone".into())));
+        }
+    }
+    found
+}
+
+/// The guest's own logs (`wm.log`, `app.log`, `x.log` in its `/tmp`, read through
+/// `/proc/<pid>/root`), each under a `== name ==` line; a missing file reads as empty.
+pub fn guest_logs(pid: i64) -> String {
+    ["wm.log", "app.log", "x.log"]
+        .iter()
+        .map(|f| {
+            let text =
+                std::fs::read_to_string(format!("/proc/{pid}/root/tmp/{f}")).unwrap_or_default();
+            format!("== {f} ==\n{text}\n")
+        })
+        .collect()
+}
+
 /// A point inside the typing app's window (typing.py: white, 900x240+200+150; openbox's frame
 /// adds a title bar above it).
 pub const APP_POINT: (u32, u32) = (650, 350);
@@ -222,9 +263,18 @@ pub fn settle_gnome(
     wait("GNOME Shell did not become the window manager", &|| {
         wm_name(d).as_deref() == Some("GNOME Shell")
     });
-    wait("the typing app did not get the focus", &|| {
-        active_window_name(d).as_deref() == Some("netprobe-typing")
-    });
+    let focus_wait = Instant::now();
+    while active_window_name(d).as_deref() != Some("netprobe-typing") {
+        assert!(
+            Instant::now() < deadline,
+            "GNOME: the typing app did not get the focus within {:?} (active window: {:?}; the app's windows: {:?}); logs:\n{}",
+            focus_wait.elapsed(),
+            active_window_name(d),
+            typing_windows(d),
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
     let mut reference = d.screenshot().unwrap();
     let mut still = 0;
     while still < 4 {
