@@ -15,6 +15,19 @@ fn assert_guest(o: &SlotOutcome, when: &str) {
     );
 }
 
+/// The slot's overlay is mounted `volatile` (no sync of the upper's filesystem at unmount): in
+/// `state.json` and in the mount table's super options.
+fn assert_volatile_overlay(st: &netprobe::slot::SlotState, when: &str) {
+    let ov = st.overlay.clone().expect("an overlay in the state");
+    assert!(ov.volatile, "{when}: {ov:?}");
+    let mi = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let line = mi
+        .lines()
+        .find(|l| l.split(' ').nth(4) == Some(ov.merged.to_str().unwrap()))
+        .expect("the overlay is mounted");
+    assert!(line.contains("volatile"), "{when}: {line}");
+}
+
 #[test]
 fn full_cycle_default_image_with_gates() {
     require_root();
@@ -88,6 +101,7 @@ fn full_cycle_default_image_with_gates() {
     assert!(!gate(&p, "probe-verdict").proven && !gate(&p, "probe-verdict").blocking);
     // The default CRIU (4.2.1) was recorded, and runc is pointed at it.
     let st = state(&sd, 7);
+    assert_volatile_overlay(&st, "provision");
     let cg = st.cgroup.clone().expect("cgroup facts in the state");
     assert_eq!(cg.driver.driver, netprobe::cgroup::CgroupDriver::Cgroupfs);
     assert_eq!(cg.mode, netprobe::cgroup::CgroupMode::Hybrid);
@@ -201,6 +215,8 @@ fn full_cycle_default_image_with_gates() {
         assert!(gate(&r, "cgroup-limits").proven, "reset {i}");
         assert!(gate(&r, "container-in-holder-netns").proven, "reset {i}");
         assert_guest(&r, &format!("reset {i}"));
+        assert_eq!(r.facts["overlay_volatile"], true, "reset {i}");
+        assert_volatile_overlay(&state(&sd, 7), &format!("reset {i}"));
     }
     assert_eq!(state(&sd, 7).restores, 4);
 

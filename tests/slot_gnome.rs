@@ -124,8 +124,14 @@ fn gnome_profile_provision_snapshot_restore_input_reset_cleanup() {
             .find(|l| l.split(' ').nth(4) == Some(ov.merged.to_str().unwrap()))
             .expect("the overlay is mounted");
         assert!(
-            line.contains("index=on") && line.contains("nfs_export=on"),
+            line.contains("index=on")
+                && line.contains("nfs_export=on")
+                && line.contains("volatile"),
             "{line}"
+        );
+        assert!(
+            ov.volatile && p["facts"]["overlay_volatile"] == true,
+            "{ov:?}"
         );
         // Readiness in the profile's order: x-display, tcp 5000, http /health.
         let names = gate_names(&p);

@@ -375,12 +375,15 @@ fn provision_steps(
         run: 1,
         mounted: false,
         options,
+        volatile: false,
     };
     let (upper, work) = (ov.upper(&p.overlay_dir(), 1), ov.work(&p.overlay_dir(), 1));
     mkdirs(run, &[upper.clone(), work.clone()])?;
     run.fact("overlay_options", ov.options.join(","));
-    let g = mounts::mount_overlay(&image.lower, &upper, &work, &ov.merged, &ov.options)
-        .map_err(|e| run.step_err("overlay", e))?;
+    let (g, volatile) =
+        mounts::mount_overlay_volatile(&image.lower, &upper, &work, &ov.merged, &ov.options)
+            .map_err(|e| run.step_err("overlay", e))?;
+    run.fact("overlay_volatile", volatile);
     let merged = ov.merged.clone();
     started.on_signal(format!("overlay {}", merged.display()), move || {
         mounts::unmount(&merged)
@@ -388,6 +391,7 @@ fn provision_steps(
     started.overlay = Some(g);
     st.overlay = Some(OverlayState {
         mounted: true,
+        volatile,
         ..ov
     });
     run.save(st)?;

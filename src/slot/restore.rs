@@ -307,12 +307,15 @@ fn reset_upper(
     }
     let _ = support::remove_tree_same_fs(&work);
     mkdirs(run, std::slice::from_ref(&work))?;
-    let g = mounts::mount_overlay(&image.lower, &upper, &work, &ov.merged, &ov.options)
-        .map_err(|e| run.step_err("overlay", e))?;
+    let (g, volatile) =
+        mounts::mount_overlay_volatile(&image.lower, &upper, &work, &ov.merged, &ov.options)
+            .map_err(|e| run.step_err("overlay", e))?;
     g.disarm();
+    run.fact("overlay_volatile", volatile);
     st.overlay = Some(OverlayState {
         run: next,
         mounted: true,
+        volatile,
         ..ov.clone()
     });
     run.save(st)?;

@@ -271,6 +271,11 @@ pub struct OverlayState {
     /// `index=off`.
     #[serde(default = "default_overlay_options")]
     pub options: Vec<String>,
+    /// Whether the mount also has overlayfs' `volatile` (no sync of the upper's filesystem;
+    /// [`crate::slot::mounts::mount_overlay_volatile`]); false in states written before the
+    /// field and where the kernel refused it.
+    #[serde(default)]
+    pub volatile: bool,
 }
 
 fn default_overlay_options() -> Vec<String> {
@@ -542,15 +547,18 @@ mod tests {
     }
 
     #[test]
-    fn overlay_options_are_recorded_and_older_states_mean_index_off() {
+    fn overlay_options_are_recorded_and_older_states_mean_index_off_without_volatile() {
         let old: OverlayState =
             serde_json::from_str(r#"{"merged": "/s/rootfs", "run": 2, "mounted": true}"#).unwrap();
         assert_eq!(old.options, ["index=off"]);
+        assert!(!old.volatile, "older states were mounted without volatile");
         let ov = OverlayState {
             options: vec!["index=on".into(), "nfs_export=on".into()],
+            volatile: true,
             ..old
         };
         let j = serde_json::to_value(&ov).unwrap();
+        assert_eq!(j["volatile"], true);
         assert_eq!(
             j["options"],
             serde_json::json!(["index=on", "nfs_export=on"])

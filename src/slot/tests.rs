@@ -240,6 +240,7 @@ fn snapshot_never_checkpoints_an_unmounted_overlay() {
             run: 1,
             mounted: true,
             options: vec!["index=off".into()],
+            volatile: true,
         })
     });
     let (r, trace) = drive(Verb::Snapshot, &f.sd, Some("running"), |_| {});
