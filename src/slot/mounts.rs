@@ -94,8 +94,8 @@ pub fn mount_overlay(
 
 /// [`mount_overlay`] with overlayfs' `volatile` added (Linux 5.10+): no sync of the upper's
 /// filesystem at all, also not the whole-filesystem `syncfs` that unmounting a non-volatile
-/// overlay does (measured here: CRIU's restore right after a reset's unmount and mount stalled
-/// 25–45 ms on that sync's journal commit). The slot's upper is disposable — every reset mounts
+/// overlay does (measured here: with 300 MB of the host's writes pending, a reset's unmount
+/// flushed them all, 101–107 ms; with `volatile` 1 ms). The slot's upper is disposable — every reset mounts
 /// a fresh copy of the snapshot's saved upper with a new empty `workdir` (where overlayfs leaves
 /// its `work/incompat/volatile` mark) — so nothing is lost that a sync would keep: after a host
 /// crash the slot is cleaned and provisioned again. A kernel that refuses `volatile`
