@@ -331,34 +331,7 @@ impl Holder {
 
         let bytes = read_report(&rd, HANDSHAKE_TIMEOUT).map_err(handshake)?;
         drop(rd);
-        let text = String::from_utf8(bytes).map_err(|e| handshake(HandshakeError::NotUtf8(e)))?;
-        let line = match text.strip_suffix('\n') {
-            Some(l) if !l.contains('\n') => l,
-            _ => {
-                return Err(handshake(HandshakeError::NotOneLine(text.clone())));
-            }
-        };
-        let reported = match serde_json::from_str::<HolderReport>(line) {
-            Ok(HolderReport::Ready(id)) => id,
-            Ok(HolderReport::Failed { error }) => {
-                return Err(NsError::HolderFailed {
-                    pid,
-                    message: error,
-                });
-            }
-            Err(source) => {
-                return Err(handshake(HandshakeError::BadJson {
-                    line: line.to_string(),
-                    source,
-                }));
-            }
-        };
-        if reported.pid != pid {
-            return Err(handshake(HandshakeError::PidMismatch {
-                reported: reported.pid,
-                spawned: pid,
-            }));
-        }
+        let reported = parse_report(bytes, pid, handshake)?;
         let observed = ProcessIdentity::read(pid)?;
         if observed != reported {
             return Err(NsError::IdentityChanged {
@@ -482,4 +455,45 @@ impl Drop for Holder {
 /// that); `IdentityChanged` (nothing was signalled); `Pidfd`; `StopTimeout`; `StillAlive`.
 pub fn stop_by_identity(id: &ProcessIdentity, timeout: Duration) -> Result<(), NsError> {
     ProcessGuard::adopt(*id)?.stop(timeout)
+}
+
+/// The holder's one report line (`bytes`: everything read from the report pipe until EOF),
+/// parsed and checked against the spawned `pid`.
+///
+/// Errors: `Handshake` via `handshake` (not UTF-8, not one line, bad JSON, another pid);
+/// `HolderFailed` when the holder reported its own error.
+fn parse_report(
+    bytes: Vec<u8>,
+    pid: i32,
+    handshake: impl Fn(HandshakeError) -> NsError,
+) -> Result<ProcessIdentity, NsError> {
+    let text = String::from_utf8(bytes).map_err(|e| handshake(HandshakeError::NotUtf8(e)))?;
+    let line = match text.strip_suffix('\n') {
+        Some(l) if !l.contains('\n') => l,
+        _ => {
+            return Err(handshake(HandshakeError::NotOneLine(text.clone())));
+        }
+    };
+    let reported = match serde_json::from_str::<HolderReport>(line) {
+        Ok(HolderReport::Ready(id)) => id,
+        Ok(HolderReport::Failed { error }) => {
+            return Err(NsError::HolderFailed {
+                pid,
+                message: error,
+            });
+        }
+        Err(source) => {
+            return Err(handshake(HandshakeError::BadJson {
+                line: line.to_string(),
+                source,
+            }));
+        }
+    };
+    if reported.pid != pid {
+        return Err(handshake(HandshakeError::PidMismatch {
+            reported: reported.pid,
+            spawned: pid,
+        }));
+    }
+    Ok(reported)
 }

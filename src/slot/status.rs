@@ -82,38 +82,7 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
         "journal_entries": journal.len(),
         "last_journal_entry": journal.last(),
         "declared_differences": declared,
-        "advice": match &held_by {
-            // Held by no netprobe process: what a killed verb left; it never ends by itself.
-            Some(by) if !super::lock::orphan_holders(&p.lock()).is_empty() => Some(format!(
-                "the slot lock is held by {by} and by no netprobe process: a runtime or CRIU task that outlived the verb that started it (killed); it never ends by itself: stop it (`kill -9 {}`), then run `netprobe slot status` again",
-                super::lock::orphan_holders(&p.lock()).iter().map(u32::to_string).collect::<Vec<_>>().join(" ")
-            )),
-            // A verb runs: what it is doing looks like a lost container; wait for it.
-            Some(by) => Some(format!(
-                "a verb is running on this slot (its lock is held by {by}); its runtime and CRIU processes are not a lost container: wait for it to end, then run `netprobe slot status` again"
-            )),
-            None => {
-                let next = match &state_error {
-                    Some(e) => Some(unreadable_state_advice(&p, e, &live)),
-                    None => st.as_ref().and_then(|s| super::advice::advice(
-                        s.phase,
-                        &p,
-                        super::advice::Container::from_live(&live),
-                        s.holder.map(|h| h.pid).filter(|_| live["holder"]["alive"] == true),
-                        matches!(snap, Some(Ok(_))),
-                        super::advice::last_verb(&p.evidence()),
-                    )),
-                };
-                // A lock no verb can take comes first; what the phase needs follows it.
-                match (&lock_error, next) {
-                    (Some(e), next) => Some(format!(
-                        "no verb can take the slot lock: {e}; make the state directory writable (a read-only mount, a full disk or permissions), then run `netprobe slot status` again{}",
-                        next.map(|n| format!("; then: {n}")).unwrap_or_default()
-                    )),
-                    (None, next) => next,
-                }
-            }
-        },
+        "advice": status_advice(&p, held_by.as_deref(), lock_error.as_deref(), state_error.as_deref(), st.as_ref(), &live, snap.as_ref().is_some_and(|s| s.is_ok())),
     });
     Ok(SlotOutcome {
         verb: Verb::Status,
@@ -127,6 +96,61 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
         evidence: None,
         status: Some(doc),
     })
+}
+
+/// The status document's `advice`: a lock held by no netprobe process (a killed verb's runtime
+/// or CRIU task: kill it), a running verb (wait), else what the phase needs next
+/// ([`super::advice::advice`]), after a lock no verb can take. `snapshot_ok`: the snapshot
+/// recorded in the state is complete.
+fn status_advice(
+    p: &SlotPaths,
+    held_by: Option<&str>,
+    lock_error: Option<&str>,
+    state_error: Option<&str>,
+    st: Option<&SlotState>,
+    live: &Value,
+    snapshot_ok: bool,
+) -> Option<String> {
+    match held_by {
+        // Held by no netprobe process: what a killed verb left; it never ends by itself.
+        Some(by) if !super::lock::orphan_holders(&p.lock()).is_empty() => Some(format!(
+            "the slot lock is held by {by} and by no netprobe process: a runtime or CRIU task that outlived the verb that started it (killed); it never ends by itself: stop it (`kill -9 {}`), then run `netprobe slot status` again",
+            super::lock::orphan_holders(&p.lock())
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(" ")
+        )),
+        // A verb runs: what it is doing looks like a lost container; wait for it.
+        Some(by) => Some(format!(
+            "a verb is running on this slot (its lock is held by {by}); its runtime and CRIU processes are not a lost container: wait for it to end, then run `netprobe slot status` again"
+        )),
+        None => {
+            let next = match state_error {
+                Some(e) => Some(unreadable_state_advice(p, e, live)),
+                None => st.and_then(|s| {
+                    super::advice::advice(
+                        s.phase,
+                        p,
+                        super::advice::Container::from_live(live),
+                        s.holder
+                            .map(|h| h.pid)
+                            .filter(|_| live["holder"]["alive"] == true),
+                        snapshot_ok,
+                        super::advice::last_verb(&p.evidence()),
+                    )
+                }),
+            };
+            // A lock no verb can take comes first; what the phase needs follows it.
+            match (lock_error, next) {
+                (Some(e), next) => Some(format!(
+                    "no verb can take the slot lock: {e}; make the state directory writable (a read-only mount, a full disk or permissions), then run `netprobe slot status` again{}",
+                    next.map(|n| format!("; then: {n}")).unwrap_or_default()
+                )),
+                (None, next) => next,
+            }
+        }
+    }
 }
 
 /// What is alive now: holder, container (the runtime is run only if it is still the binary
