@@ -157,7 +157,7 @@ pub fn active_window_name(d: &netprobe::x11::Display) -> Option<String> {
 }
 
 /// The typing app's windows (`WM_NAME` `netprobe-typing`, searched through the whole window
-/// tree) with their map state, e.g. `["0x1a00003 Viewable"]`: what a focus wait's panic names.
+/// tree) with their map state, e.g. `["0x1a00003 VIEWABLE"]`: what a focus wait's panic names.
 pub fn typing_windows(d: &netprobe::x11::Display) -> Vec<String> {
     use x11rb::protocol::xproto::{AtomEnum, ConnectionExt as _};
     let c = d.connection();
@@ -292,5 +292,10 @@ pub fn settle_gnome(
         active_window_name(d).as_deref(),
         Some("netprobe-typing"),
         "the typing app lost the focus while GNOME settled"
+    );
+    let windows = typing_windows(d);
+    assert!(
+        windows.iter().any(|w| w.ends_with(" VIEWABLE")),
+        "the focused typing app has no viewable window: {windows:?}"
     );
 }
