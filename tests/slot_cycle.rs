@@ -15,6 +15,24 @@ fn assert_guest(o: &SlotOutcome, when: &str) {
     );
 }
 
+/// The names of the run folders (`upper-*`, `work-*`) in the slot's `overlay/`, sorted.
+fn run_folders(odir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(odir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("upper-") || n.starts_with("work-"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// `upper-<run>` and `work-<run>` of the run `state.json` records.
+fn current_run_folders(sd: &std::path::Path) -> Vec<String> {
+    let run = state(sd, 7).overlay.unwrap().run;
+    vec![format!("upper-{run}"), format!("work-{run}")]
+}
+
 /// The slot's overlay is mounted `volatile` (no sync of the upper's filesystem at unmount): in
 /// `state.json` and in the mount table's super options.
 fn assert_volatile_overlay(st: &netprobe::slot::SlotState, when: &str) {
@@ -208,8 +226,20 @@ fn full_cycle_default_image_with_gates() {
     );
     assert_eq!(state(&sd, 7).phase, Phase::Running);
 
+    // What an interrupted reset leaves (another run's upper and work, a prepared copy) is
+    // removed by the next reset; only the mounted run's folders stay.
+    let odir = sd.join("slot-7").join("overlay");
+    for stale in ["upper-90", "work-90", "upper-91"] {
+        std::fs::create_dir_all(odir.join(stale).join("var")).unwrap();
+        std::fs::write(
+            odir.join(stale).join("var/big"),
+            b"left by an interrupted reset",
+        )
+        .unwrap();
+    }
     for i in 0..3 {
         let r = ok(Verb::Reset, "7", &sd);
+        assert_eq!(run_folders(&odir), current_run_folders(&sd), "reset {i}");
         assert!(gate(&r, "container-stopped").proven, "reset {i}");
         assert!(gate(&r, "net-fidelity").proven, "reset {i}");
         assert!(gate(&r, "cgroup-limits").proven, "reset {i}");
@@ -227,7 +257,11 @@ fn full_cycle_default_image_with_gates() {
     assert_valid(&slot_state_validator(), &doc);
 
     let holders = holder_pids(&sd);
+    std::fs::create_dir_all(odir.join("upper-92")).unwrap();
+    let kept = current_run_folders(&sd);
     let c = ok(Verb::Cleanup, "7", &sd);
+    // The last run's upper and work are kept with the evidence; nothing else.
+    assert_eq!(run_folders(&odir), kept, "after cleanup");
     // Every part of the `released` detail is something cleanup checked, nothing it did not do.
     let rel = gate(&c, "released");
     assert!(

@@ -144,6 +144,15 @@ fn unmount_all(run: &VerbRun, st: &mut SlotState) -> Vec<String> {
             problems.push(e);
         }
         ov.mounted = mounts::is_mounted(&ov.merged);
+        // The last run's upper is kept with the evidence; what earlier runs and interrupted
+        // verbs left beside it is not.
+        if !ov.mounted {
+            for stale in OverlayState::runs_except(&run.paths.overlay_dir(), ov.run) {
+                if let Err(e) = support::remove_tree_same_fs(&stale) {
+                    problems.push(format!("{}: {e}", stale.display()));
+                }
+            }
+        }
     }
     if let Some(img) = st.image.clone()
         && img.kind == ImageKind::Qcow2

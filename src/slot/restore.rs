@@ -263,15 +263,16 @@ impl PreparedUpper {
 }
 
 /// The upper reset to the snapshot's, as a new overlay run (unmount, the prepared copy — or a
-/// copy now when it is missing or failed —, mount). Returns the previous run's upper and work
-/// folders, to be removed off the critical path.
+/// copy now when it is missing or failed —, mount). Returns every other run's upper and work
+/// folders (the previous run's, and what interrupted verbs left), to be removed off the
+/// critical path.
 fn reset_upper(
     run: &mut VerbRun,
     st: &mut SlotState,
     ov: &OverlayState,
     snap_dir: &Path,
     prep: Option<PreparedUpper>,
-) -> Result<[PathBuf; 2], SlotError> {
+) -> Result<Vec<PathBuf>, SlotError> {
     let image = st
         .image
         .clone()
@@ -319,7 +320,8 @@ fn reset_upper(
         ..ov.clone()
     });
     run.save(st)?;
-    Ok([ov.upper(&odir, ov.run), ov.work(&odir, ov.run)])
+    // The previous run's folders, and any other run's an interrupted verb left behind.
+    Ok(OverlayState::runs_except(&odir, next))
 }
 
 /// The snapshot's `manifest.json` beside its saved upper `src` (`<snapshot>/upper`), parsed.

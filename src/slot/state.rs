@@ -291,6 +291,32 @@ impl OverlayState {
     pub fn work(&self, overlay_dir: &Path, run: u32) -> PathBuf {
         overlay_dir.join(format!("work-{run}"))
     }
+
+    /// Every run's folder in `overlay_dir` (`upper-<n>`, `work-<n>`, `n` digits only) but run
+    /// `keep`'s: what earlier runs, interrupted resets and their prepared copies left. Sorted;
+    /// an unreadable folder has none.
+    pub fn runs_except(overlay_dir: &Path, keep: u32) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(overlay_dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                let n = name
+                    .strip_prefix("upper-")
+                    .or_else(|| name.strip_prefix("work-"));
+                n.is_some_and(|n| {
+                    !n.is_empty()
+                        && n.bytes().all(|b| b.is_ascii_digit())
+                        && n.parse::<u32>().ok() != Some(keep)
+                })
+            })
+            .map(|e| e.path())
+            .collect();
+        v.sort();
+        v
+    }
 }
 
 /// Whether `name` is a snapshot folder's name as `snapshot` writes it: `snapshot-` followed by
@@ -544,6 +570,22 @@ mod tests {
         );
         assert_eq!(Phase::after(Verb::Cleanup, Succeeded, Running), Some(Clean));
         assert_eq!(Phase::after(Verb::Status, Began, Ready), None);
+    }
+
+    #[test]
+    fn runs_except_names_every_other_run_folder_and_nothing_else() {
+        let d = tempfile::tempdir().unwrap();
+        for n in [
+            "upper-3", "work-3", "upper-4", "work-4", "upper-12", "upper-x", "work-", "keep",
+        ] {
+            std::fs::create_dir(d.path().join(n)).unwrap();
+        }
+        let names: Vec<String> = OverlayState::runs_except(d.path(), 4)
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["upper-12", "upper-3", "work-3"]);
+        assert!(OverlayState::runs_except(&d.path().join("missing"), 1).is_empty());
     }
 
     #[test]
