@@ -531,3 +531,18 @@ pub(crate) fn mkdirs(run: &VerbRun, dirs: &[PathBuf]) -> Result<(), SlotError> {
     }
     Ok(())
 }
+
+/// Records how the overlay was mounted ([`super::mounts::mount_overlay_volatile`]): fact
+/// `overlay_volatile` (bool) and, when the kernel refused `volatile`, fact
+/// `overlay_volatile_refused` with the refused mount's message. Returns whether `volatile` is
+/// on.
+pub(crate) fn volatile_fact(run: &mut VerbRun, refused: Option<String>) -> bool {
+    run.fact("overlay_volatile", refused.is_none());
+    match refused {
+        Some(m) => {
+            run.fact("overlay_volatile_refused", m);
+            false
+        }
+        None => true,
+    }
+}

@@ -46,6 +46,7 @@ fn lock_holders(path: &Path) -> Vec<LockHolder> {
             .trim()
             .to_string();
         let named_netprobe = comm == "netprobe";
+        let comm = sealed_name(&comm, exe.as_deref()).unwrap_or(comm);
         out.push(LockHolder {
             pid,
             comm,
@@ -55,6 +56,18 @@ fn lock_holders(path: &Path) -> Vec<LockHolder> {
     }
     out.sort_by_key(|h| h.pid);
     out
+}
+
+/// The name to show for a process run from one of the slot's sealed copies
+/// ([`crate::slot::sealed`]): it was executed as `/proc/<holder pid>/fd/<n>`, so its `comm` is
+/// the descriptor number (`8`) and its `exe` link the memfd (`/memfd:netprobe-runc (deleted)`):
+/// `memfd:netprobe-runc (sealed copy, run as fd 8)`. None for any other process.
+fn sealed_name(comm: &str, exe: Option<&Path>) -> Option<String> {
+    let exe = exe?.to_str()?;
+    let memfd = exe.strip_prefix("/memfd:")?;
+    let memfd = memfd.strip_suffix(" (deleted)").unwrap_or(memfd);
+    (!comm.is_empty() && comm.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| format!("memfd:{memfd} (sealed copy, run as fd {comm})"))
 }
 
 /// How many descriptors of the process at `proc_dir` (`/proc/PID`) are open on `target`
@@ -251,6 +264,18 @@ impl SlotLock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sealed_copy_is_named_by_its_memfd_not_its_fd_number() {
+        let exe = Path::new("/memfd:netprobe-runc (deleted)");
+        assert_eq!(
+            sealed_name("8", Some(exe)).as_deref(),
+            Some("memfd:netprobe-runc (sealed copy, run as fd 8)")
+        );
+        assert_eq!(sealed_name("runc", Some(exe)), None);
+        assert_eq!(sealed_name("8", Some(Path::new("/usr/sbin/runc"))), None);
+        assert_eq!(sealed_name("8", None), None);
+    }
 
     #[test]
     fn probe_tells_held_from_unusable() {

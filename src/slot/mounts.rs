@@ -99,20 +99,21 @@ pub fn mount_overlay(
 /// a fresh copy of the snapshot's saved upper with a new empty `workdir` (where overlayfs leaves
 /// its `work/incompat/volatile` mark) — so nothing is lost that a sync would keep: after a host
 /// crash the slot is cleaned and provisioned again. A kernel that refuses `volatile`
-/// (`EINVAL`) gets the plain mount. Returns the guard and whether `volatile` was applied.
+/// (`EINVAL`) gets the plain mount. Returns the guard and, when the plain mount was taken, the
+/// refused mount's message (None: `volatile` applied).
 ///
-/// Errors: as [`mount_overlay`].
+/// Errors: as [`mount_overlay`] (an `EINVAL` for another reason fails the plain mount too).
 pub fn mount_overlay_volatile(
     lower: &Path,
     upper: &Path,
     work: &Path,
     merged: &Path,
     options: &[String],
-) -> Result<(MountGuard, bool), String> {
+) -> Result<(MountGuard, Option<String>), String> {
     match mount_overlay_with(lower, upper, work, merged, options, Some("volatile")) {
-        Ok(g) => Ok((g, true)),
-        Err((Some(nix::errno::Errno::EINVAL), _)) => {
-            mount_overlay(lower, upper, work, merged, options).map(|g| (g, false))
+        Ok(g) => Ok((g, None)),
+        Err((Some(nix::errno::Errno::EINVAL), refused)) => {
+            mount_overlay(lower, upper, work, merged, options).map(|g| (g, Some(refused)))
         }
         Err((_, e)) => Err(e),
     }

@@ -380,10 +380,10 @@ fn provision_steps(
     let (upper, work) = (ov.upper(&p.overlay_dir(), 1), ov.work(&p.overlay_dir(), 1));
     mkdirs(run, &[upper.clone(), work.clone()])?;
     run.fact("overlay_options", ov.options.join(","));
-    let (g, volatile) =
+    let (g, refused) =
         mounts::mount_overlay_volatile(&image.lower, &upper, &work, &ov.merged, &ov.options)
             .map_err(|e| run.step_err("overlay", e))?;
-    run.fact("overlay_volatile", volatile);
+    let volatile = super::common::volatile_fact(run, refused);
     let merged = ov.merged.clone();
     started.on_signal(format!("overlay {}", merged.display()), move || {
         mounts::unmount(&merged)

@@ -308,11 +308,11 @@ fn reset_upper(
     }
     let _ = support::remove_tree_same_fs(&work);
     mkdirs(run, std::slice::from_ref(&work))?;
-    let (g, volatile) =
+    let (g, refused) =
         mounts::mount_overlay_volatile(&image.lower, &upper, &work, &ov.merged, &ov.options)
             .map_err(|e| run.step_err("overlay", e))?;
     g.disarm();
-    run.fact("overlay_volatile", volatile);
+    let volatile = common::volatile_fact(run, refused);
     st.overlay = Some(OverlayState {
         run: next,
         mounted: true,
