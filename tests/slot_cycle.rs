@@ -290,6 +290,12 @@ fn full_cycle_default_image_with_gates() {
     );
     assert_eq!(state(&sd, 7).phase, Phase::Clean);
     assert_released(&sd, &holders);
+    // Status of the clean slot: no lost-container check of a namespace and cgroup that cleanup
+    // released (it said "none: false" about an unknown namespace, and listed gone directories).
+    let doc = ok(Verb::Status, "7", &sd).to_json();
+    assert_eq!(doc["live"]["container"]["status"], "absent", "{doc:#}");
+    assert!(doc["live"]["left_processes"].is_null(), "{doc:#}");
+    assert_valid(&slot_state_validator(), &doc);
     // A second cleanup finds nothing to stop, and says so.
     let c2 = ok(Verb::Cleanup, "7", &sd);
     let rel = gate(&c2, "released");

@@ -27,14 +27,31 @@ pub(crate) fn no_container_procs(st: &SlotState) -> Result<String, String> {
         }
     }
     if busy.is_empty() {
-        return Ok(format!(
-            "no process in the container's cgroup ({} directories: {})",
-            dirs.len(),
-            dirs.iter()
+        let list = |v: &[&PathBuf]| {
+            v.iter()
                 .map(|d| d.display().to_string())
                 .collect::<Vec<_>>()
                 .join(", ")
-        ));
+        };
+        let (here, gone): (Vec<&PathBuf>, Vec<&PathBuf>) = dirs.iter().partition(|d| d.exists());
+        return Ok(match (here.is_empty(), gone.is_empty()) {
+            (true, _) => format!(
+                "no process: the container's cgroup directories are gone ({}: {})",
+                gone.len(),
+                list(&gone)
+            ),
+            (false, true) => format!(
+                "no process in the container's cgroup ({} directories: {})",
+                here.len(),
+                list(&here)
+            ),
+            (false, false) => format!(
+                "no process in the container's cgroup ({} directories: {}; gone: {})",
+                here.len(),
+                list(&here),
+                list(&gone)
+            ),
+        });
     }
     let mut all: Vec<i32> = busy.iter().flat_map(|(_, p)| p.iter().copied()).collect();
     all.sort_unstable();
@@ -351,6 +368,23 @@ pub(crate) mod tests {
         let ok = no_container_procs(&st).unwrap();
         assert!(
             ok.contains("no process in the container's cgroup (1 directories"),
+            "{ok}"
+        );
+        // Directories that are gone (after cleanup) are said to be gone, not listed as empty.
+        let gone = fake_cgroup(d.path(), "");
+        let dirs = gone
+            .last_readback
+            .as_ref()
+            .unwrap()
+            .container_dirs()
+            .unwrap();
+        for dir in &dirs {
+            std::fs::remove_dir_all(dir).unwrap();
+        }
+        st.cgroup = Some(gone);
+        let ok = no_container_procs(&st).unwrap();
+        assert!(
+            ok.starts_with("no process: the container's cgroup directories are gone (1: "),
             "{ok}"
         );
         st.cgroup = Some(fake_cgroup(d.path(), "31493\n31764\n"));

@@ -200,8 +200,10 @@ fn live_facts(run: &mut VerbRun, st: &SlotState, busy: bool) -> Value {
     };
     // Only when the runtime has no container: then any process in its cgroup or beside the
     // holder in the slot's netns is one it lost track of (the restore gates refuse on them).
-    // (Not while a verb runs: its runtime and CRIU processes are not a lost container.)
-    let left = if container["status"] == "absent" && !busy {
+    // (Not while a verb runs: its runtime and CRIU processes are not a lost container. Not for
+    // a clean slot: cleanup checked both — gates netns-empty and cgroup-released (the directories
+    // gone) in its evidence — and the holder that named the namespace is stopped and no longer recorded.)
+    let left = if container["status"] == "absent" && !busy && st.phase != Phase::Clean {
         let one = |r: Result<String, String>| match r {
             Ok(d) => json!({"none": true, "detail": d}),
             Err(d) => json!({"none": false, "detail": d}),
