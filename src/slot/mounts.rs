@@ -95,10 +95,11 @@ pub fn mount_overlay(
 /// [`mount_overlay`] with overlayfs' `volatile` added (Linux 5.10+): no sync of the upper's
 /// filesystem at all, also not the whole-filesystem `syncfs` that unmounting a non-volatile
 /// overlay does (measured here: with 300 MB of the host's writes pending, a reset's unmount
-/// flushed them all, 101–107 ms; with `volatile` 1 ms). The slot's upper is disposable — every reset mounts
-/// a fresh copy of the snapshot's saved upper with a new empty `workdir` (where overlayfs leaves
-/// its `work/incompat/volatile` mark) — so nothing is lost that a sync would keep: after a host
-/// crash the slot is cleaned and provisioned again. A kernel that refuses `volatile`
+/// flushed them all, 101–107 ms; with `volatile` 1 ms). The slot's upper is disposable — every
+/// reset mounts a fresh copy of the snapshot's saved upper with a new empty `workdir` (where
+/// overlayfs leaves its `work/incompat/volatile` mark) — so nothing is lost that a sync would
+/// keep: after a host crash the slot is cleaned and provisioned again. A snapshot's saved upper
+/// is netprobe's own copy, made durable by the snapshot's `syncfs`, not by the overlay. A kernel that refuses `volatile`
 /// (`EINVAL`) gets the plain mount. Returns the guard and, when the plain mount was taken, the
 /// refused mount's message (None: `volatile` applied).
 ///
