@@ -99,6 +99,15 @@ pub fn validate(o: &OverlaySpec, name: &Path) -> Result<()> {
                 "remove it; give only behaviour options such as index=on",
             ));
         }
+        if k == "volatile" {
+            return Err(bad(
+                name,
+                format!(
+                    "{opt:?}: the slot mounts its overlay volatile itself (state.json overlay.volatile)"
+                ),
+                "remove it",
+            ));
+        }
         let Some((_, values)) = KNOWN_OPTIONS.iter().find(|(n, _)| *n == k) else {
             return Err(bad(
                 name,
@@ -182,6 +191,7 @@ mod tests {
             (&["colour=on"], "not an overlay option"),
             (&["index"], "index takes one of"),
             (&["upperdir=/x"], "directories are netprobe's"),
+            (&["volatile"], "mounts its overlay volatile itself"),
             (&["index=on", "index=off"], "given twice"),
             (&["nfs_export=on"], "needs index=on"),
             (&["index=off", "nfs_export=on"], "needs index=on"),
