@@ -49,6 +49,30 @@ impl CaptureExtras {
 ///
 /// Errors: as [`capture`]; `Decode` naming `/proc/sys/net` or the netfilter tool that failed.
 pub fn capture_full(settle_ms: u64) -> Result<(NetState, CaptureExtras), NetlinkError> {
+    capture_with(settle_ms, Sysctls::All)
+}
+
+/// [`capture_full`] without the sysctls CRIU does not save: the same compared [`NetState`]
+/// (its sysctls read by name, [`super::sysctl::capture_saved_sysctls`]: ~220 files instead of
+/// the walk's ~580), and [`CaptureExtras::uncovered_sysctls`] left **empty** — the caller reads
+/// them apart ([`super::sysctl::capture_unsaved_sysctls`] in the same netns), off its critical
+/// path, and must not write the empty map as evidence.
+///
+/// Errors: as [`capture_full`].
+pub fn capture_compared(settle_ms: u64) -> Result<(NetState, CaptureExtras), NetlinkError> {
+    capture_with(settle_ms, Sysctls::SavedOnly)
+}
+
+/// Which sysctls [`capture_with`] reads.
+#[derive(Clone, Copy)]
+enum Sysctls {
+    /// Every file under `/proc/sys/net` (saved ones compared, the others as extras).
+    All,
+    /// The ones CRIU saves only.
+    SavedOnly,
+}
+
+fn capture_with(settle_ms: u64, which: Sysctls) -> Result<(NetState, CaptureExtras), NetlinkError> {
     let start = std::time::Instant::now();
     let mut retries = 0;
     let mut state = loop {
@@ -67,7 +91,12 @@ pub fn capture_full(settle_ms: u64) -> Result<(NetState, CaptureExtras), Netlink
     // while this thread reads the sysctls (`/proc/sys/net` answers for the reader's netns).
     let (sysctls, netfilter) = std::thread::scope(|s| {
         let nf = s.spawn(super::netfilter::capture);
-        let sysctls = super::sysctl::capture_sysctls();
+        let sysctls = match which {
+            Sysctls::All => super::sysctl::capture_sysctls(),
+            Sysctls::SavedOnly => {
+                super::sysctl::capture_saved_sysctls().map(|c| (c, BTreeMap::new()))
+            }
+        };
         let nf = nf.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
         (sysctls, nf)
     });

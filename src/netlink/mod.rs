@@ -26,7 +26,7 @@ pub use criu_dump::{
     criu_link_dump_request, decode_link_replies, dump_links_criu,
 };
 pub use error::NetlinkError;
-pub use full::{CaptureExtras, capture_full};
+pub use full::{CaptureExtras, capture_compared, capture_full};
 pub use mutate::{
     add_address, create_veth_pair, create_veth_pairs, delete_link, delete_links, link_index,
     set_link_up,

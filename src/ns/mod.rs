@@ -21,7 +21,7 @@ pub use guard::{ChildGuard, ProcessGuard};
 pub use holder::{Holder, HolderOptions, default_exe, holder_main, stop_by_identity};
 pub use identity::ProcessIdentity;
 pub use netns::{
-    CaptureError, SETTLE_MS, capture_netstate, netns_cookie_of, netns_inode_of, own_netns_inode,
-    run_in_fresh_netns, run_in_netns,
+    CaptureError, SETTLE_MS, capture_netstate, capture_netstate_compared, netns_cookie_of,
+    netns_inode_of, own_netns_inode, run_in_fresh_netns, run_in_netns, unsaved_sysctls_in,
 };
 pub use pidfd::{pidfd_open, pidfd_send_signal, wait_pidfd_exit};

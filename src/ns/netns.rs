@@ -215,3 +215,58 @@ pub fn capture_netstate(
             source,
         })
 }
+
+/// [`capture_netstate`] for a verb's gates: the same compared state, by
+/// [`crate::netlink::capture_compared`], so the extras' `uncovered_sysctls` are **empty** — read
+/// them with [`unsaved_sysctls_in`] (e.g. on another thread, off the verb's critical path).
+///
+/// Errors: as [`capture_netstate`].
+pub fn capture_netstate_compared(
+    netns: &Path,
+) -> Result<(crate::netlink::NetState, crate::netlink::CaptureExtras), CaptureError> {
+    run_in_netns(netns, || crate::netlink::capture_compared(SETTLE_MS))
+        .map_err(|source| CaptureError::Enter {
+            path: netns.to_path_buf(),
+            source,
+        })?
+        .map_err(|source| CaptureError::Netlink {
+            path: netns.to_path_buf(),
+            source,
+        })
+}
+
+/// The sysctls CRIU does not save in the network namespace at `netns`
+/// ([`crate::netlink::sysctl::capture_unsaved_sysctls`], entered on the calling thread), as
+/// dotted name → value.
+///
+/// Errors: a sentence naming the namespace that could not be entered or `/proc/sys/net` that
+/// could not be read.
+pub fn unsaved_sysctls_in(
+    netns: &Path,
+) -> Result<std::collections::BTreeMap<String, String>, String> {
+    run_in_netns(netns, crate::netlink::sysctl::capture_unsaved_sysctls)
+        .map_err(|e| format!("enter {}: {e}", netns.display()))?
+        .map_err(|e| format!("{}: /proc/sys/net: {e}", netns.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsaved_sysctls_of_a_namespace_that_cannot_be_entered_name_it() {
+        let e = unsaved_sysctls_in(Path::new("/nonexistent/ns/net")).unwrap_err();
+        assert!(e.starts_with("enter /nonexistent/ns/net: "), "{e}");
+    }
+
+    #[test]
+    fn unsaved_sysctls_of_this_namespace_are_the_walk_s_unsaved_half() {
+        let own = Path::new("/proc/thread-self/ns/net");
+        let m = unsaved_sysctls_in(own).unwrap();
+        assert!(m.contains_key("net.core.somaxconn"), "{m:?}");
+        assert!(
+            !m.keys().any(|k| crate::netlink::sysctl::criu_saves(k)),
+            "{m:?}"
+        );
+    }
+}

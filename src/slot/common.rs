@@ -361,13 +361,45 @@ pub(crate) fn guest_port(st: &SlotState) -> Option<u16> {
     t.trim().parse::<u16>().ok().filter(|p| *p > 0)
 }
 
+/// The `guest-http` check ([`net::http_check_in_netns`]) started on a thread of its own by
+/// [`start_guest_check`], so that it runs beside the network capture and the net-fidelity
+/// comparison; [`ready_gates`] records its answer in the gate's place.
+pub(crate) struct GuestStarted {
+    /// Port, path and the thread (the check's answer and its milliseconds); `None` when the
+    /// image declares no guest server.
+    check: Option<GuestThread>,
+}
+
+/// Port, path and the thread of a started guest check.
+type GuestThread = (
+    u16,
+    String,
+    std::thread::JoinHandle<(Result<String, String>, u64)>,
+);
+
+/// Starts the `guest-http` check of the slot's guest server (port, path, status and timeout
+/// from [`super::profiled::guest_check`]) in holder `h`'s netns, on a new thread. Read-only
+/// for the slot (one new TCP connection to the guest).
+pub(crate) fn start_guest_check(st: &SlotState, h: &ProcessIdentity) -> GuestStarted {
+    let check = super::profiled::guest_check(st).map(|(port, path, status, timeout)| {
+        let (netns, p) = (h.netns_path(), path.clone());
+        let thread = std::thread::spawn(move || {
+            super::support::timed(|| net::http_check_in_netns(&netns, port, &p, status, timeout))
+        });
+        (port, path, thread)
+    });
+    GuestStarted { check }
+}
+
+/// Records `guest-http` from a started check (its duration as timing `<when>-guest-http`), or
+/// "not applicable" when the image declares no guest server.
 fn guest_gate(
     run: &mut VerbRun,
-    st: &SlotState,
     h: &ProcessIdentity,
+    started: GuestStarted,
     when: &str,
 ) -> Result<(), SlotError> {
-    let Some((port, path, status, timeout)) = super::profiled::guest_check(st) else {
+    let Some((port, path, thread)) = started.check else {
         run.record(
             GateId::GuestHttp,
             Err(format!(
@@ -377,10 +409,26 @@ fn guest_gate(
         );
         return Ok(());
     };
-    let t = Instant::now();
-    let r = guest_http_gate(run, h, port, &path, status, timeout);
-    run.took(&format!("{when}-guest-http"), t);
-    r
+    let (r, ms) = thread
+        .join()
+        .unwrap_or_else(|p| std::panic::resume_unwind(p));
+    run.timings.insert(format!("{when}-guest-http"), ms);
+    run.gate(GateId::GuestHttp, guest_detail(r, h, port, &path))
+}
+
+/// The `guest-http` gate's detail: the check's answer line with port, path and the netns inode.
+fn guest_detail(
+    r: Result<String, String>,
+    h: &ProcessIdentity,
+    port: u16,
+    path: &str,
+) -> Result<String, String> {
+    r.map(|l| {
+        format!(
+            "127.0.0.1:{port} GET {path}: {l} (new connection from a thread in netns {})",
+            h.netns_inode
+        )
+    })
 }
 
 /// The `guest-http` gate: `GET path` on 127.0.0.1:`port` from a thread in holder `h`'s netns
@@ -397,25 +445,20 @@ pub(crate) fn guest_http_gate(
     timeout: std::time::Duration,
 ) -> Result<(), SlotError> {
     let r = net::http_check_in_netns(&h.netns_path(), port, path, status, timeout);
-    run.gate(
-        GateId::GuestHttp,
-        r.map(|l| {
-            format!(
-                "127.0.0.1:{port} GET {path}: {l} (new connection from a thread in netns {})",
-                h.netns_inode
-            )
-        }),
-    )
+    run.gate(GateId::GuestHttp, guest_detail(r, h, port, path))
 }
 
 /// The container's `runtime state` answer and how long the query took (ms).
 pub(crate) type StateAnswer = (Result<Option<ContainerState>, OciError>, u64, String);
 
-/// The network state of holder `h`'s namespace ([`crate::ns::capture_netstate`]), its time
-/// recorded under `timing` (milliseconds). What the capture saw beside the compared state is
-/// written into the verb's evidence, as the rungs do: `netfilter[-<when>].txt` (the raw
-/// iptables-save / ip6tables-save / nft output) and `sysctls-other[-<when>].json` (the sysctls
-/// CRIU does not save), `<when>` being `timing` without its `netstate-capture` suffix.
+/// The network state of holder `h`'s namespace ([`crate::ns::capture_netstate_compared`]: the
+/// state the gates compare), its time recorded under `timing` (milliseconds). What the capture
+/// saw beside the compared state is written into the verb's evidence, as the rungs do:
+/// `netfilter[-<when>].txt` (the raw iptables-save / ip6tables-save / nft output) and
+/// `sysctls-other[-<when>].json` (the sysctls CRIU does not save; read on a thread of its own
+/// right after the compared capture, beside the gates that follow it, so off the verb's
+/// critical path — `sysctls-other[-<when>].error.txt` says why when they cannot be read),
+/// `<when>` being `timing` without its `netstate-capture` suffix.
 ///
 /// Errors: step `netstate-capture` could not run.
 pub(crate) fn holder_netstate(
@@ -423,7 +466,8 @@ pub(crate) fn holder_netstate(
     h: &ProcessIdentity,
     timing: &str,
 ) -> Result<NetState, SlotError> {
-    let cap = run.time(timing, || crate::ns::capture_netstate(&h.netns_path()));
+    let netns = h.netns_path();
+    let cap = run.time(timing, || crate::ns::capture_netstate_compared(&netns));
     let (state, extras) = cap.map_err(|e| run.step_err("netstate-capture", e))?;
     let when = timing
         .strip_suffix("netstate-capture")
@@ -438,15 +482,26 @@ pub(crate) fn holder_netstate(
         &format!("netfilter{sfx}.txt"),
         extras.netfilter_text().into(),
     );
-    run.ev_write_beside(
-        &format!("sysctls-other{sfx}.json"),
-        extras.uncovered_sysctls_json().into(),
-    );
+    run.ev_make_beside(move || {
+        vec![match crate::ns::unsaved_sysctls_in(&netns) {
+            Ok(m) => (
+                format!("sysctls-other{sfx}.json"),
+                serde_json::to_string_pretty(&m)
+                    .unwrap_or_else(|_| "{}".into())
+                    .into(),
+            ),
+            Err(e) => (
+                format!("sysctls-other{sfx}.error.txt"),
+                format!("the sysctls CRIU does not save were not read: {e}\n").into(),
+            ),
+        }]
+    });
     Ok(state)
 }
 
 /// Ready gates: lo UP with 127.0.0.1/8 in the container's netns, the guest server answers 200
-/// from inside the namespace (when `guest`; provision runs its guest checks afterwards as the
+/// from inside the namespace (when `guest` holds the check the caller started with
+/// [`start_guest_check`]; provision passes `None` and runs its guest checks afterwards as the
 /// profile's readiness checks, [`super::readiness`]), the container runs in the holder's netns (runtime state), cgroup
 /// limits read back (v1 or v2 files; with the systemd driver also from the scope unit,
 /// [`super::cgroups::limits_gates`]). Returns the captured network state.
@@ -463,7 +518,7 @@ pub(crate) fn ready_gates(
     st: &mut SlotState,
     when: &str,
     captured: Option<NetState>,
-    guest: bool,
+    guest: Option<GuestStarted>,
     state: impl FnOnce() -> StateAnswer,
 ) -> Result<NetState, SlotError> {
     let h = holder_gate(run, st, &format!("{when} ready checks"))?;
@@ -476,8 +531,8 @@ pub(crate) fn ready_gates(
         cap.to_canonical_json().as_bytes(),
     );
     lo_gate(run, &cap)?;
-    if guest {
-        guest_gate(run, st, &h, when)?;
+    if let Some(started) = guest {
+        guest_gate(run, &h, started, when)?;
     }
 
     // Container in the holder's netns, limits from its cgroup.

@@ -643,7 +643,7 @@ fn start_container(run: &mut VerbRun, st: &mut SlotState) -> Result<String, Slot
     run.timings.insert("create-start".into(), ms_since(t));
     // The guest checks are the readiness checks, in the profile's order, once the container is
     // proven in the holder's netns.
-    common::ready_gates(run, st, "provision", None, false, || {
+    common::ready_gates(run, st, "provision", None, None, || {
         let ((r, how), ms) = timed(|| c.state_quick());
         (r, ms, how)
     })?;

@@ -421,6 +421,9 @@ fn restored_gates(
     // The snapshot's netstate.json was verified against its sha256 by `snapshot-complete`.
     let recorded =
         crate::evidence::read_recorded_text(&snap_dir.join("netstate.json")).unwrap_or_default();
+    // The guest's HTTP answer (read-only: one new connection) is asked for beside the capture;
+    // `guest-http` is recorded in its place among the ready gates.
+    let guest = common::start_guest_check(st, &h);
     let checked = common::holder_netstate(run, &h, "netstate-capture")
         .and_then(|observed| net_fidelity(run, &recorded, &observed).map(|n| (n, observed)));
     let (bytes, observed) = match checked {
@@ -430,7 +433,7 @@ fn restored_gates(
     let t = Instant::now();
     // The ready gates check the state net-fidelity just captured (nothing ran in between).
     let when = if reset { "reset" } else { "restore" };
-    let ready = common::ready_gates(run, st, when, Some(observed), true, state);
+    let ready = common::ready_gates(run, st, when, Some(observed), Some(guest), state);
     run.took("ready-gates", t);
     if let Err(e) = ready {
         return Err(restore_failed(run, st, rt, e));

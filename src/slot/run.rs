@@ -310,13 +310,28 @@ impl<'a> VerbRun<'a> {
     /// write and fsync stay off the verb's critical path. [`VerbRun::finish`] waits for it, so the
     /// folder is complete when the verb ends, also when it fails.
     pub fn ev_write_beside(&mut self, name: &str, bytes: Vec<u8>) {
+        let name = name.to_string();
+        self.ev_make_beside(move || vec![(name, bytes)]);
+    }
+
+    /// [`VerbRun::ev_write_beside`] of files whose bytes are made on that thread too: `make`
+    /// returns (file name, bytes) pairs, each written atomically (never overwriting). For
+    /// evidence read after a gate's facts that no gate reads (the sysctls CRIU does not save,
+    /// read beside the gates that follow the compared capture). Nothing runs without an
+    /// evidence folder.
+    pub fn ev_make_beside(
+        &mut self,
+        make: impl FnOnce() -> Vec<(String, Vec<u8>)> + Send + 'static,
+    ) {
         let Some(d) = self.ev.clone() else {
             return;
         };
-        let name = name.to_string();
         self.pending.push(std::thread::spawn(move || {
+            let files = make();
             if let Ok(dir) = EvidenceDir::open(&d) {
-                let _ = dir.write(&name, &bytes);
+                for (name, bytes) in files {
+                    let _ = dir.write(&name, &bytes);
+                }
             }
         }));
     }
