@@ -418,6 +418,26 @@ fn breakdown(
             crate::stats::median(pr).as_secs_f64() * 1e3,
         ),
     );
+    // netprobe's own time per run: its process wall minus its runtime `restore` step (the
+    // step runs the same runtime restore of the same images as the peer), so without that
+    // step's run-to-run noise, which both sides share and which dominates the ratios above.
+    let own: Vec<f64> = np
+        .iter()
+        .zip(timed_steps)
+        .filter_map(|(d, m)| Some(d.as_secs_f64() * 1e3 - m.get("restore")?))
+        .collect();
+    if !own.is_empty() {
+        let (o1, o2, o3) = crate::stats::quartiles_f64(&own);
+        let peer_ms = crate::stats::median(pr).as_secs_f64() * 1e3;
+        note(
+            section,
+            format!(
+                "{verb}: netprobe's own time per run (process wall minus its `restore` step, n={}):                  median {o2:.1} ms, quartiles {o1:.1}–{o3:.1} ms; with the peer's median bare                  restore {peer_ms:.0} ms: (bare + own) / bare = {:.3} (informational; the target                  line above is the verdict)",
+                own.len(),
+                (peer_ms + o2) / peer_ms
+            ),
+        );
+    }
     // `*-runtime-state-query` steps run on a second thread beside others (their waits are
     // named `*-runtime-state` / `runtime-state-wait`): not part of the sequential sum.
     let named: f64 = keys
