@@ -205,7 +205,18 @@ pub const SETTLE_MS: u64 = 5000;
 pub fn capture_netstate(
     netns: &Path,
 ) -> Result<(crate::netlink::NetState, crate::netlink::CaptureExtras), CaptureError> {
-    run_in_netns(netns, || crate::netlink::capture_full(SETTLE_MS))
+    capture_in(netns, crate::netlink::capture_full)
+}
+
+/// A captured state with what the capture saw beside it.
+type Captured = (crate::netlink::NetState, crate::netlink::CaptureExtras);
+
+/// One capture `how` (waiting at most [`SETTLE_MS`]) run in the netns at `netns`.
+fn capture_in(
+    netns: &Path,
+    how: fn(u64) -> Result<Captured, crate::netlink::NetlinkError>,
+) -> Result<Captured, CaptureError> {
+    run_in_netns(netns, || how(SETTLE_MS))
         .map_err(|source| CaptureError::Enter {
             path: netns.to_path_buf(),
             source,
@@ -224,15 +235,7 @@ pub fn capture_netstate(
 pub fn capture_netstate_compared(
     netns: &Path,
 ) -> Result<(crate::netlink::NetState, crate::netlink::CaptureExtras), CaptureError> {
-    run_in_netns(netns, || crate::netlink::capture_compared(SETTLE_MS))
-        .map_err(|source| CaptureError::Enter {
-            path: netns.to_path_buf(),
-            source,
-        })?
-        .map_err(|source| CaptureError::Netlink {
-            path: netns.to_path_buf(),
-            source,
-        })
+    capture_in(netns, crate::netlink::capture_compared)
 }
 
 /// The sysctls CRIU does not save in the network namespace at `netns`
