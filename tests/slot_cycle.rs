@@ -254,6 +254,11 @@ fn full_cycle_default_image_with_gates() {
     let doc = st.to_json();
     assert_eq!(doc["live"]["container"]["status"], "running");
     assert_eq!(doc["live"]["holder"]["alive"], true);
+    assert_eq!(
+        doc["live"]["overlay_volatile"],
+        serde_json::json!({"recorded": true, "mounted": true, "agrees": true}),
+        "{doc:#}"
+    );
     assert_valid(&slot_state_validator(), &doc);
 
     let holders = holder_pids(&sd);

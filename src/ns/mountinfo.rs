@@ -53,6 +53,33 @@ pub fn overlay_upper(mount_point: &Path) -> Option<PathBuf> {
 /// [`overlay_upper`] over a mountinfo text (`ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS
 /// [OPTIONAL…] - FSTYPE SOURCE SUPER_OPTIONS`, proc(5)).
 fn overlay_upper_in(text: &str, mount_point: &Path) -> Option<PathBuf> {
+    overlay_options_in(text, mount_point)?
+        .split(',')
+        .find_map(|o| o.strip_prefix("upperdir="))
+        .map(|u| PathBuf::from(unescape(u)))
+}
+
+/// Whether the overlay mounted on top at `mount_point` has overlayfs' `volatile` option (no
+/// `syncfs` of the upper's filesystem at unmount; shown as `volatile` before Linux 6.6 and as
+/// `fsync=volatile` since), from `/proc/self/mountinfo`. `None` when
+/// nothing, or something other than an overlay, is mounted there, or the file cannot be read.
+pub fn overlay_is_volatile(mount_point: &Path) -> Option<bool> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    overlay_is_volatile_in(&text, mount_point)
+}
+
+/// [`overlay_is_volatile`] over a mountinfo text.
+fn overlay_is_volatile_in(text: &str, mount_point: &Path) -> Option<bool> {
+    Some(
+        overlay_options_in(text, mount_point)?
+            .split(',')
+            .any(|o| o == "volatile" || o == "fsync=volatile"),
+    )
+}
+
+/// The super options (still escaped) of the overlay mounted on top at `mount_point` (the last
+/// mountinfo line with that mount point, of filesystem type `overlay`).
+fn overlay_options_in<'a>(text: &'a str, mount_point: &Path) -> Option<&'a str> {
     let line = text
         .lines()
         .rfind(|l| l.split(' ').nth(4).map(unescape).as_deref() == mount_point.to_str())?;
@@ -61,10 +88,7 @@ fn overlay_upper_in(text: &str, mount_point: &Path) -> Option<PathBuf> {
     if f.next()? != "overlay" {
         return None;
     }
-    let opts = f.nth(1)?;
-    opts.split(',')
-        .find_map(|o| o.strip_prefix("upperdir="))
-        .map(|u| PathBuf::from(unescape(u)))
+    f.nth(1)
 }
 
 /// Decodes mountinfo's `\ooo` octal escapes.
@@ -101,6 +125,22 @@ mod tests {
         );
         assert_eq!(super::overlay_upper_in(text, Path::new("/s/other")), None);
         assert_eq!(super::overlay_upper_in(text, Path::new("/s/none")), None);
+    }
+
+    #[test]
+    fn the_top_overlay_says_whether_it_is_volatile() {
+        use std::path::Path;
+        let text = "36 25 0:31 / /s/rootfs rw - overlay overlay rw,lowerdir=/i,upperdir=/u,workdir=/w\n\
+                    37 36 0:32 / /s/rootfs rw - overlay overlay rw,lowerdir=/i,upperdir=/u2,workdir=/w2,volatile\n\
+                    38 25 0:33 / /s/plain rw - overlay overlay rw,lowerdir=/i,upperdir=/u3,workdir=/w3,fsync=auto\n\
+                    40 25 0:35 / /s/new rw - overlay overlay rw,lowerdir=/i,upperdir=/u4,workdir=/w4,uuid=on,fsync=volatile\n\
+                    39 25 0:34 / /s/other rw - tmpfs tmpfs rw,volatile\n";
+        let v = |p: &str| super::overlay_is_volatile_in(text, Path::new(p));
+        assert_eq!(v("/s/rootfs"), Some(true));
+        assert_eq!(v("/s/plain"), Some(false));
+        assert_eq!(v("/s/new"), Some(true));
+        assert_eq!(v("/s/other"), None);
+        assert_eq!(v("/s/none"), None);
     }
 
     #[test]

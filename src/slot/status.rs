@@ -222,10 +222,28 @@ fn live_facts(run: &mut VerbRun, st: &SlotState, busy: bool) -> Value {
         "container": container,
         "left_processes": left,
         "overlay_mounted": st.overlay.as_ref().is_some_and(|o| mounts::is_mounted(&o.merged)),
+        "overlay_volatile": overlay_volatile(st),
         "image_mounted": img.is_some_and(|i| i.kind == ImageKind::Qcow2 && mounts::is_mounted(&i.lower)),
         "fuse_export_running": img.and_then(|i| i.qsd_pid.zip(i.export_file.clone())).is_some_and(|(pid, f)| mounts::qsd_is_ours(pid, &f)),
         "loop_attached": img.and_then(|i| i.loop_device.clone().zip(i.export_file.clone())).is_some_and(|(d, f)| mounts::loop_backing_file(&d).as_deref() == Some(f.as_path())),
     })
+}
+
+/// `live.overlay_volatile`: `state.json`'s `overlay.volatile` beside what the mount table says
+/// of the overlay on the slot's rootfs (`volatile` among its options), and whether they agree;
+/// null when no overlay is recorded or none is mounted there.
+fn overlay_volatile(st: &SlotState) -> Value {
+    let Some(ov) = st.overlay.as_ref() else {
+        return Value::Null;
+    };
+    match crate::ns::mountinfo::overlay_is_volatile(&ov.merged) {
+        None => Value::Null,
+        Some(mounted) => json!({
+            "recorded": ov.volatile,
+            "mounted": mounted,
+            "agrees": mounted == ov.volatile,
+        }),
+    }
 }
 
 /// What can be told of a slot whose `state.json` cannot be read: the holder `holder.json`
