@@ -475,6 +475,12 @@ fn lifecycle_faults() {
         advice.contains("state.json cannot be read") && advice.contains("delete -f"),
         "{doc:#}"
     );
+    // The runtime to delete the container with is the one the provision recorded.
+    assert!(
+        advice.contains("(the runtime provision recorded: ")
+            && advice.contains("-provision/verb.json"),
+        "{doc:#}"
+    );
     std::fs::write(&sj, &kept).unwrap();
     // state.json edited to name a folder outside the slot as its snapshot (an absolute path or
     // `..`): refused at load (slot-state), so no restore reads images from there and no

@@ -282,13 +282,48 @@ pub(crate) fn unreadable_state_advice(p: &SlotPaths, e: &str, live: &Value) -> S
     if nothing_live && let Some(why) = super::missing_state_why(p) {
         return why.trim_start_matches(": ").to_string();
     }
+    let runtime = match provisioned_runtime(p) {
+        Some((path, from)) => format!(
+            "`{} --root {} delete -f {}` (the runtime provision recorded: {})",
+            path.display(),
+            p.runtime_root().display(),
+            p.container_id(),
+            from.display()
+        ),
+        None => format!(
+            "`<runtime> --root {} delete -f {}`, with the runtime it was provisioned with (no provision's verb.json under {} names it)",
+            p.runtime_root().display(),
+            p.container_id(),
+            p.evidence().display()
+        ),
+    };
     format!(
-        "state.json cannot be read ({e}): no verb can run on this slot (gate slot-state) and netprobe keeps no copy of it; put back a copy if you have one, else release by hand, in this order: the container (`<runtime> --root {} delete -f {}`, with the runtime it was provisioned with), every mount under {} deepest first (`live.mounts_under_slot`), the holder (`live.holder`: `kill` its pid); keep the evidence ({}), then provision another slot number",
-        p.runtime_root().display(),
-        p.container_id(),
+        "state.json cannot be read ({e}): no verb can run on this slot (gate slot-state) and netprobe keeps no copy of it; put back a copy if you have one, else release by hand, in this order: the container ({runtime}), every mount under {} deepest first (`live.mounts_under_slot`), the holder (`live.holder`: `kill` its pid); keep the evidence ({}), then provision another slot number",
         p.root.display(),
         p.evidence().display()
     )
+}
+
+/// The runtime binary the slot's newest provision recorded (`facts.runtime.path` of
+/// `evidence/NNNN-provision/verb.json`) and that file; `None` when no provision's `verb.json`
+/// can be read or names none.
+fn provisioned_runtime(p: &SlotPaths) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
+    let mut provisions: Vec<std::path::PathBuf> = std::fs::read_dir(p.evidence())
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|d| {
+            d.file_name()
+                .is_some_and(|n| n.to_string_lossy().ends_with("-provision"))
+        })
+        .collect();
+    provisions.sort();
+    provisions.into_iter().rev().find_map(|d| {
+        let f = d.join("verb.json");
+        let doc: Value = serde_json::from_slice(&std::fs::read(&f).ok()?).ok()?;
+        let path = doc["facts"]["runtime"]["path"].as_str()?;
+        Some((std::path::PathBuf::from(path), f))
+    })
 }
 
 /// What to do with a slot whose provision did not finish (interrupted or failed): a slot is

@@ -577,6 +577,25 @@ fn a_provision_stopped_before_its_state_is_told_nothing_is_left() {
     let mounted = serde_json::json!({"holder": {"alive": false}, "mounts_under_slot": ["/x"]});
     let a = super::status::unreadable_state_advice(&p, "missing", &mounted);
     assert!(a.contains("release by hand"), "{a}");
+    assert!(
+        a.contains("`<runtime> --root") && a.contains("no provision's verb.json"),
+        "{a}"
+    );
+    // The runtime the newest provision recorded is named, with the file that names it.
+    for (n, rt) in [("0001", "/opt/old/runc"), ("0003", "/opt/new/runc")] {
+        let d = p.evidence().join(format!("{n}-provision"));
+        fs::create_dir_all(&d).unwrap();
+        let doc = serde_json::json!({"facts": {"runtime": {"path": rt}}});
+        fs::write(d.join("verb.json"), doc.to_string()).unwrap();
+    }
+    let a = super::status::unreadable_state_advice(&p, "missing", &mounted);
+    let want = format!(
+        "`/opt/new/runc --root {} delete -f {}` (the runtime provision recorded: {})",
+        p.runtime_root().display(),
+        p.container_id(),
+        p.evidence().join("0003-provision/verb.json").display()
+    );
+    assert!(a.contains(&want), "{a}");
     fs::write(p.state(), b"{}").unwrap();
     let next = super::run::interruption_next(true, &p);
     assert!(next.contains("netprobe slot cleanup --slot 5"), "{next}");
