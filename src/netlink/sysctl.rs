@@ -103,11 +103,20 @@ pub fn conf_key(proto: &str, target: &str, name: &str) -> String {
 }
 
 /// True when CRIU (v4.2) saves the sysctl with dotted name `key` (e.g.
-/// `net.ipv4.conf.veth0.forwarding`, `net.unix.max_dgram_qlen`). Device names are taken as
-/// one component (they contain no `.` in the probe's namespaces).
+/// `net.ipv4.conf.veth0.forwarding`, `net.unix.max_dgram_qlen`). The key is split at every
+/// `.`, so the key of a device whose name holds one (`net.ipv4.conf.eth0.100.forwarding`) is
+/// not classified as saved: the captures classify by path ([`criu_saves_path`]).
 pub fn criu_saves(key: &str) -> bool {
     let parts: Vec<&str> = key.split('.').collect();
-    match parts.as_slice() {
+    criu_saves_path(&parts)
+}
+
+/// [`criu_saves`] of a sysctl named by its path under `/proc/sys` as components (`["net",
+/// "ipv4", "conf", "eth0.100", "forwarding"]`): a device whose name holds a `.` (a VLAN such
+/// as `eth0.100`) is one component here, where its dotted key is ambiguous. The captures
+/// classify by path.
+pub fn criu_saves_path(parts: &[&str]) -> bool {
+    match parts {
         ["net", "ipv4", "conf", _, name] => DEVCONFS4.contains(name),
         ["net", "ipv6", "conf", _, name] => DEVCONFS6.contains(name),
         ["net", "unix", name] => UNIX_CONF.contains(name),
@@ -130,8 +139,8 @@ pub fn criu_saves(key: &str) -> bool {
 pub fn capture_sysctls() -> std::io::Result<(BTreeMap<String, String>, BTreeMap<String, String>)> {
     let mut covered = BTreeMap::new();
     let mut other = BTreeMap::new();
-    for (key, v) in walk_where(|_| true)? {
-        if criu_saves(&key) {
+    for (key, v, saved) in walk_where(|_| true)? {
+        if saved {
             covered.insert(key, v);
         } else {
             other.insert(key, v);
@@ -141,12 +150,15 @@ pub fn capture_sysctls() -> std::io::Result<(BTreeMap<String, String>, BTreeMap<
 }
 
 /// The second half of [`capture_sysctls`] alone: the sysctls CRIU does not save, found by the
-/// same walk, which opens no file [`criu_saves`] names (evidence beside a compared capture that
-/// read the saved ones with [`capture_saved_sysctls`]).
+/// same walk, which opens no file [`criu_saves_path`] names (evidence beside a compared capture
+/// that read the saved ones with [`capture_saved_sysctls`]).
 ///
 /// Errors: as [`capture_sysctls`].
 pub fn capture_unsaved_sysctls() -> std::io::Result<BTreeMap<String, String>> {
-    Ok(walk_where(|k| !criu_saves(k))?.into_iter().collect())
+    Ok(walk_where(|saved| !saved)?
+        .into_iter()
+        .map(|(k, v, _)| (k, v))
+        .collect())
 }
 
 /// The first half of [`capture_sysctls`] — the sysctls CRIU saves, the same keys and values —
@@ -196,11 +208,12 @@ const DIR_FLAGS: nix::fcntl::OFlag = nix::fcntl::OFlag::O_RDONLY
     .union(nix::fcntl::OFlag::O_DIRECTORY)
     .union(nix::fcntl::OFlag::O_CLOEXEC);
 
-/// Every file under `/proc/sys/net` whose dotted name `keep` accepts (the others are not
-/// opened), as (dotted name, value); `net/ipv4` and `net/ipv6` on two more threads.
+/// Every file under `/proc/sys/net` that `keep` accepts given whether CRIU saves it
+/// ([`criu_saves_path`] of its path; the others are not opened), as (dotted name, value,
+/// saved); `net/ipv4` and `net/ipv6` on two more threads.
 ///
 /// Errors: `/proc/sys/net` itself cannot be opened or listed.
-fn walk_where(keep: fn(&str) -> bool) -> std::io::Result<Vec<(String, String)>> {
+fn walk_where(keep: fn(bool) -> bool) -> std::io::Result<Vec<Read>> {
     use nix::fcntl::openat;
     use nix::sys::stat::Mode;
     let net = nix::fcntl::open("/proc/sys/net", DIR_FLAGS, Mode::empty())?;
@@ -221,13 +234,21 @@ fn walk_where(keep: fn(&str) -> bool) -> std::io::Result<Vec<(String, String)>> 
             .map(|(n, fd)| {
                 s.spawn(move || {
                     let mut out = Vec::new();
-                    let _ = read_tree_skipping(fd, &format!("net.{n}"), &[], keep, &mut out);
+                    let at = Folder {
+                        prefix: &format!("net.{n}"),
+                        path: &["net", n],
+                    };
+                    let _ = read_tree_skipping(fd, &at, &[], keep, &mut out);
                     out
                 })
             })
             .collect();
         let mut out = Vec::new();
-        let listed = read_tree_skipping(net, "net", &skip, keep, &mut out);
+        let at = Folder {
+            prefix: "net",
+            path: &["net"],
+        };
+        let listed = read_tree_skipping(net, &at, &skip, keep, &mut out);
         let parts: Vec<_> = handles
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
@@ -313,25 +334,34 @@ fn read_all(fd: &std::os::fd::OwnedFd, buf: &mut Vec<u8>) -> nix::Result<()> {
     }
 }
 
-/// Reads every file under the folder `dir` (dotted name `prefix`) whose dotted name `keep`
-/// accepts into `out` as (dotted name, value without the trailing newline), recursing into
-/// sub-folders; the entries named in `skip` of this folder are left out. Unreadable files and
-/// folders are left out.
+/// One sysctl read by a walk: (dotted name, value, saved by CRIU).
+type Read = (String, String, bool);
+
+/// A folder of the walk: its dotted name and its path components under `/proc/sys`.
+struct Folder<'a> {
+    prefix: &'a str,
+    path: &'a [&'a str],
+}
+
+/// Reads every file under the folder `dir` (`at`) that `keep` accepts given whether CRIU saves
+/// it ([`criu_saves_path`] of its path) into `out` as (dotted name, value without the trailing
+/// newline, saved), recursing into sub-folders; the entries named in `skip` of this folder are
+/// left out. Unreadable files and folders are left out.
 ///
 /// Errors: `dir` itself cannot be listed.
 fn read_tree_skipping(
     dir: std::os::fd::OwnedFd,
-    prefix: &str,
+    at: &Folder,
     skip: &[&str],
-    keep: fn(&str) -> bool,
-    out: &mut Vec<(String, String)>,
+    keep: fn(bool) -> bool,
+    out: &mut Vec<Read>,
 ) -> nix::Result<()> {
     use nix::dir::{Dir, Type};
     use nix::fcntl::openat;
     use nix::sys::stat::Mode;
     let mut d = Dir::from_fd(dir)?;
     let mut subdirs = Vec::new();
-    let mut files = Vec::new();
+    let mut files: [Vec<String>; 2] = [Vec::new(), Vec::new()];
     for e in d.iter().flatten() {
         let Ok(name) = e.file_name().to_str() else {
             continue;
@@ -341,14 +371,31 @@ fn read_tree_skipping(
         }
         match e.file_type() {
             Some(Type::Directory) => subdirs.push(name.to_string()),
-            Some(Type::File) if keep(&format!("{prefix}.{name}")) => files.push(name.to_string()),
+            Some(Type::File) => {
+                let mut path = at.path.to_vec();
+                path.push(name);
+                let saved = criu_saves_path(&path);
+                if keep(saved) {
+                    files[usize::from(saved)].push(name.to_string());
+                }
+            }
             _ => {}
         }
     }
-    read_named(&d, prefix, &files, out);
+    for (saved, names) in [false, true].into_iter().zip(files) {
+        let mut read = Vec::new();
+        read_named(&d, at.prefix, &names, &mut read);
+        out.extend(read.into_iter().map(|(k, v)| (k, v, saved)));
+    }
     for name in subdirs {
         if let Ok(fd) = openat(&d, name.as_str(), DIR_FLAGS, Mode::empty()) {
-            let _ = read_tree_skipping(fd, &format!("{prefix}.{name}"), &[], keep, out);
+            let mut path = at.path.to_vec();
+            path.push(&name);
+            let sub = Folder {
+                prefix: &format!("{}.{name}", at.prefix),
+                path: &path,
+            };
+            let _ = read_tree_skipping(fd, &sub, &[], keep, out);
         }
     }
     Ok(())
@@ -403,6 +450,33 @@ mod tests {
         assert!(covered.len() > 100, "{covered:?}");
         assert_eq!(capture_saved_sysctls().unwrap(), covered);
         assert_eq!(capture_unsaved_sysctls().unwrap(), other);
+    }
+
+    #[test]
+    fn a_device_whose_name_holds_a_dot_is_one_path_component() {
+        assert!(criu_saves_path(&[
+            "net",
+            "ipv4",
+            "conf",
+            "eth0.100",
+            "forwarding"
+        ]));
+        assert!(criu_saves_path(&[
+            "net",
+            "ipv6",
+            "conf",
+            "x.veth",
+            "hop_limit"
+        ]));
+        assert!(!criu_saves_path(&[
+            "net",
+            "ipv4",
+            "conf",
+            "eth0.100",
+            "not_a_devconf"
+        ]));
+        // The dotted key of such a device cannot be classified.
+        assert!(!criu_saves("net.ipv4.conf.eth0.100.forwarding"));
     }
 
     #[test]

@@ -262,6 +262,35 @@ mod tests {
         assert!(e.starts_with("enter /nonexistent/ns/net: "), "{e}");
     }
 
+    /// A device whose name holds a `.` (a VLAN such as `eth0.100`): its devconf sysctls are
+    /// saved by CRIU, so compared (by-name read and walk agree), never also listed as unsaved.
+    #[test]
+    fn a_dotted_device_s_sysctls_are_saved_ones_in_every_capture() {
+        use crate::netlink::sysctl::*;
+        run_in_fresh_netns(|| {
+            let st = std::process::Command::new("ip")
+                .args(["link", "add", "a.b", "type", "veth", "peer", "name", "c.d"])
+                .status()
+                .expect("ip");
+            assert!(st.success(), "ip link add: {st}");
+            let (covered, other) = capture_sysctls().unwrap();
+            assert!(
+                covered.contains_key("net.ipv4.conf.a.b.forwarding")
+                    && covered.contains_key("net.ipv6.conf.c.d.hop_limit"),
+                "{covered:?}"
+            );
+            assert!(
+                !other
+                    .keys()
+                    .any(|k| k.starts_with("net.ipv4.conf.a.b.") && covered.contains_key(k)),
+                "{other:?}"
+            );
+            assert_eq!(capture_saved_sysctls().unwrap(), covered);
+            assert_eq!(capture_unsaved_sysctls().unwrap(), other);
+        })
+        .unwrap();
+    }
+
     #[test]
     fn unsaved_sysctls_of_this_namespace_are_the_walk_s_unsaved_half() {
         let own = Path::new("/proc/thread-self/ns/net");

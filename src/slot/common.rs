@@ -482,7 +482,8 @@ pub(crate) fn holder_netstate(
         &format!("netfilter{sfx}.txt"),
         extras.netfilter_text().into(),
     );
-    run.ev_make_beside(move || {
+    let what = format!("sysctls-other{sfx}.json");
+    run.ev_make_beside(&what, move || {
         vec![match crate::ns::unsaved_sysctls_in(&netns) {
             Ok(m) => (
                 format!("sysctls-other{sfx}.json"),

@@ -87,6 +87,10 @@ pub(crate) struct VerbRun<'a> {
     /// Evidence files being written on their own threads ([`VerbRun::ev_write_beside`]);
     /// joined by [`VerbRun::finish`] before the verb's own evidence is written.
     pending: Vec<std::thread::JoinHandle<()>>,
+    /// What the `pending` threads are still making (a file name each, removed once written):
+    /// an interruption note names them as possibly missing (a signal ends the verb without
+    /// joining them).
+    in_flight: Arc<Mutex<Vec<String>>>,
     /// The interruption note registered once the evidence folder exists
     /// ([`VerbRun::interruption_note`]); dropped with the run.
     interruption: Option<crate::ns::cleanup::Registration>,
@@ -114,6 +118,7 @@ impl<'a> VerbRun<'a> {
             env,
             rt_kind: None,
             pending: Vec::new(),
+            in_flight: Arc::default(),
             interruption: None,
             refreshed: Default::default(),
         }
@@ -311,21 +316,29 @@ impl<'a> VerbRun<'a> {
     /// folder is complete when the verb ends, also when it fails.
     pub fn ev_write_beside(&mut self, name: &str, bytes: Vec<u8>) {
         let name = name.to_string();
-        self.ev_make_beside(move || vec![(name, bytes)]);
+        self.ev_make_beside(&name.clone(), move || vec![(name, bytes)]);
     }
 
     /// [`VerbRun::ev_write_beside`] of files whose bytes are made on that thread too: `make`
     /// returns (file name, bytes) pairs, each written atomically (never overwriting). For
     /// evidence read after a gate's facts that no gate reads (the sysctls CRIU does not save,
-    /// read beside the gates that follow the compared capture). Nothing runs without an
+    /// read beside the gates that follow the compared capture). `what` names what is made
+    /// (a file name) for an interruption note until it is written. Nothing runs without an
     /// evidence folder.
     pub fn ev_make_beside(
         &mut self,
+        what: &str,
         make: impl FnOnce() -> Vec<(String, Vec<u8>)> + Send + 'static,
     ) {
         let Some(d) = self.ev.clone() else {
             return;
         };
+        let what = what.to_string();
+        let in_flight = self.in_flight.clone();
+        in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(what.clone());
         self.pending.push(std::thread::spawn(move || {
             let files = make();
             if let Ok(dir) = EvidenceDir::open(&d) {
@@ -333,7 +346,20 @@ impl<'a> VerbRun<'a> {
                     let _ = dir.write(&name, &bytes);
                 }
             }
+            let mut v = in_flight.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(i) = v.iter().position(|w| *w == what) {
+                v.remove(i);
+            }
         }));
+    }
+
+    /// What [`VerbRun::ev_make_beside`] threads are still making (for tests).
+    #[cfg(test)]
+    pub(crate) fn in_flight(&self) -> Vec<String> {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Writes one file of this verb's evidence folder through [`EvidenceDir::write`] (atomic,
@@ -419,16 +445,18 @@ impl<'a> VerbRun<'a> {
         let verb = self.verb().to_string();
         let provision = self.args.verb == super::Verb::Provision;
         let paths = self.paths.clone();
+        let in_flight = self.in_flight.clone();
         crate::ns::cleanup::register_reporting(
             format!("slot {verb} interruption note"),
             move || {
                 let by = crate::ns::cleanup::interrupted_by().unwrap_or("a signal");
                 let next = interruption_next(provision, &paths);
+                let making = in_flight_note(&in_flight.lock().unwrap_or_else(|p| p.into_inner()));
                 let text = format!(
                     "netprobe slot {verb} was interrupted by {by} at {}; the step's process tree was \
                  killed and what the verb had started released (netprobe's release list on \
                  stderr names each); the slot's state is as the journal's last step left it \
-                 ({next})\n",
+                 ({next}){making}\n",
                     crate::evidence::now_rfc3339()
                 );
                 let path = ev.join(crate::evidence::dir::INTERRUPTED_FILE);
@@ -647,6 +675,18 @@ fn binaries_difference(st: &SlotState) -> String {
         "Binaries are those recorded at provision: {}; {}.",
         one("runtime", &st.runtime, &pins.runtime),
         one("CRIU", &st.criu, &pins.criu)
+    )
+}
+
+/// The interruption note's sentence on evidence still being made on its own thread when the
+/// signal came ([`VerbRun::ev_make_beside`]): empty when nothing was.
+pub(crate) fn in_flight_note(making: &[String]) -> String {
+    if making.is_empty() {
+        return String::new();
+    }
+    format!(
+        "; evidence still being made beside the verb when the signal came, so possibly missing from this folder: {}",
+        making.join(", ")
     )
 }
 

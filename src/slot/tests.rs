@@ -404,6 +404,33 @@ fn declared_differences_name_the_slots_image() {
     );
 }
 
+/// Evidence made on a thread of its own is named while it is being made (an interruption note
+/// then says it may be missing), and no longer once written; `finish` joins it.
+#[test]
+fn evidence_made_beside_the_verb_is_named_until_written() {
+    let f = existing(false, Phase::Running);
+    let (events, make) = fake(None);
+    let env = fake_env(&events, &make, &f.sd);
+    let args = SlotArgs::new(Verb::Reset, "1", &f.sd);
+    let mut run = VerbRun::new(&args, "1".into(), f.paths.clone(), &env);
+    let ev = tempfile::tempdir().unwrap();
+    run.ev = Some(ev.path().to_path_buf());
+    let (go, wait) = std::sync::mpsc::channel::<()>();
+    run.ev_make_beside("slow.json", move || {
+        let _ = wait.recv();
+        vec![("slow.json".to_string(), b"{}".to_vec())]
+    });
+    assert_eq!(run.in_flight(), vec!["slow.json".to_string()]);
+    assert_eq!(
+        super::run::in_flight_note(&run.in_flight()),
+        "; evidence still being made beside the verb when the signal came, so possibly missing from this folder: slow.json"
+    );
+    go.send(()).unwrap();
+    let _ = run.finish(Ok(("done".into(), None)));
+    assert!(ev.path().join("slow.json").is_file());
+    assert_eq!(super::run::in_flight_note(&[]), "");
+}
+
 #[test]
 fn a_step_cleared_before_its_gate_fails_closed() {
     let f = existing(false, Phase::Running);
