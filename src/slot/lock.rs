@@ -119,21 +119,83 @@ fn orphans(holders: &[LockHolder]) -> Vec<u32> {
     holders.iter().map(|h| h.pid).collect()
 }
 
-/// Who holds the slot lock at `path` now, for a sentence: `pid 123 (netprobe), pid 124 (runc)`,
-/// or `another process` when none is found with it open (it may have just been released).
-pub(crate) fn held_by(path: &Path) -> String {
+/// Who holds a slot lock, from one scan of `/proc` ([`held_by`]).
+pub(crate) struct HeldBy {
+    /// For a sentence: `pid 123 (netprobe), pid 124 (runc)`, or `another process` when none is
+    /// found with it open (it may have just been released).
+    pub text: String,
+    /// [`orphans`] of the same scan: the holders' pids when none is a netprobe process.
+    pub orphans: Vec<u32>,
+    /// The sentence for such holders ([`orphan_sentence`]); empty when there are none.
+    pub orphan_sentence: String,
+}
+
+/// Who holds the slot lock at `path` now ([`HeldBy`], one scan).
+pub(crate) fn held_by(path: &Path) -> HeldBy {
     let me = std::process::id();
-    let h: Vec<String> = holders(path, 1)
+    let all = holders(path, 1);
+    let h: Vec<String> = all
         .iter()
         .map(|h| match h.pid == me {
             true => h.comm.clone(),
             false => format!("pid {} ({})", h.pid, h.comm),
         })
         .collect();
-    if h.is_empty() {
-        return "another process".into();
+    let orphans = orphans(&all);
+    HeldBy {
+        text: if h.is_empty() {
+            "another process".into()
+        } else {
+            h.join(", ")
+        },
+        orphan_sentence: orphan_sentence(&all, &orphans),
+        orphans,
     }
-    h.join(", ")
+}
+
+/// The words for a lock held only by processes that are not netprobe (`orphans`, of
+/// `holders`): how long each has run (`/proc/PID/stat` start time), that nothing bounds them
+/// any more, and `kill -9` if the same pids still hold it when asked again. Empty for none.
+fn orphan_sentence(holders: &[LockHolder], orphans: &[u32]) -> String {
+    if orphans.is_empty() {
+        return String::new();
+    }
+    let ages: Vec<String> = orphans
+        .iter()
+        .map(|p| match running_for_s(*p) {
+            Some(s) => format!("pid {p} for {s:.1} s"),
+            None => format!("pid {p} for an unknown time"),
+        })
+        .collect();
+    let pids: Vec<String> = orphans.iter().map(u32::to_string).collect();
+    format!(
+        "held by {} and by no netprobe process: a runtime or CRIU task whose verb was killed, running ({}) with nothing bounding it any more; it may still be finishing that verb's step: run `netprobe slot status` again, and if the same pids still hold the lock, stop them (`kill -9 {}`), then run the verb again",
+        describe(holders),
+        ages.join(", "),
+        pids.join(" ")
+    )
+}
+
+/// How long process `pid` has run, seconds (its start time in `/proc/PID/stat`, field 22, in
+/// clock ticks since boot, against `/proc/uptime`); `None` when either cannot be read.
+fn running_for_s(pid: u32) -> Option<f64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let start: f64 = stat
+        .rsplit_once(") ")?
+        .1
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()?;
+    let uptime: f64 = fs::read_to_string("/proc/uptime")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then(|| (uptime - start / hz as f64).max(0.0))
 }
 
 /// What [`probe`] saw of a slot lock.
@@ -186,6 +248,7 @@ pub(crate) fn probe(path: &Path) -> LockProbe {
 }
 
 /// [`orphans`] among the other processes holding the slot lock at `path`.
+#[cfg(test)]
 pub(crate) fn orphan_holders(path: &Path) -> Vec<u32> {
     orphans(&lock_holders(path))
 }
@@ -226,13 +289,12 @@ impl SlotLock {
             }
             let holders = holders(path, 2);
             let transient = holders.iter().all(|h| h.forking);
-            let orphans: Vec<String> = orphans(&holders).iter().map(u32::to_string).collect();
+            let orphans = orphans(&holders);
             if !transient && !orphans.is_empty() {
                 return Err(format!(
-                    "{} is held by {} and by no netprobe process: a runtime or CRIU task that outlived the verb that started it (killed); stop it (`kill -9 {}`) and run the verb again",
+                    "{} is {}",
                     path.display(),
-                    describe(&holders),
-                    orphans.join(" ")
+                    orphan_sentence(&holders, &orphans)
                 ));
             }
             if !transient || std::time::Instant::now() > deadline {
@@ -323,6 +385,18 @@ mod tests {
         assert!(
             e.contains("by no netprobe process") && e.contains(&format!("kill -9 {}", child.id())),
             "{e}"
+        );
+        // How long it has run is said (a killed verb's runtime may still be finishing its
+        // step), never that it will not end; one scan gives the names and the pids.
+        assert!(e.contains(&format!("pid {} for ", child.id())), "{e}");
+        assert!(e.contains("if the same pids still hold the lock"), "{e}");
+        assert!(!e.contains("never ends"), "{e}");
+        let h = held_by(&lock);
+        assert_eq!(h.orphans, vec![child.id()]);
+        assert_eq!(h.text, format!("pid {} (sleep)", child.id()));
+        assert!(
+            h.orphan_sentence
+                .contains(&format!("kill -9 {}`", child.id()))
         );
         child.kill().unwrap();
         child.wait().unwrap();

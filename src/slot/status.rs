@@ -40,6 +40,7 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
         true => super::lock::probe(&p.lock()),
         false => super::lock::LockProbe::Free,
     };
+    // One scan of who holds it for every word about it.
     let held_by = (probe == super::lock::LockProbe::Held).then(|| super::lock::held_by(&p.lock()));
     let lock_error = match &probe {
         super::lock::LockProbe::Unusable(e) => Some(e.clone()),
@@ -82,7 +83,7 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
         "journal_entries": journal.len(),
         "last_journal_entry": journal.last(),
         "declared_differences": declared,
-        "advice": status_advice(&p, held_by.as_deref(), lock_error.as_deref(), state_error.as_deref(), st.as_ref(), &live, snap.as_ref().is_some_and(|s| s.is_ok())),
+        "advice": status_advice(&p, held_by.as_ref(), lock_error.as_deref(), state_error.as_deref(), st.as_ref(), &live, snap.as_ref().is_some_and(|s| s.is_ok())),
     });
     Ok(SlotOutcome {
         verb: Verb::Status,
@@ -99,12 +100,13 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
 }
 
 /// The status document's `advice`: a lock held by no netprobe process (a killed verb's runtime
-/// or CRIU task: kill it), a running verb (wait), else what the phase needs next
+/// or CRIU task: how long it has run, and `kill -9` if it still holds the lock when asked
+/// again), a running verb (wait), else what the phase needs next
 /// ([`super::advice::advice`]), after a lock no verb can take. `snapshot_ok`: the snapshot
 /// recorded in the state is complete.
 fn status_advice(
     p: &SlotPaths,
-    held_by: Option<&str>,
+    held_by: Option<&super::lock::HeldBy>,
     lock_error: Option<&str>,
     state_error: Option<&str>,
     st: Option<&SlotState>,
@@ -112,18 +114,14 @@ fn status_advice(
     snapshot_ok: bool,
 ) -> Option<String> {
     match held_by {
-        // Held by no netprobe process: what a killed verb left; it never ends by itself.
-        Some(by) if !super::lock::orphan_holders(&p.lock()).is_empty() => Some(format!(
-            "the slot lock is held by {by} and by no netprobe process: a runtime or CRIU task that outlived the verb that started it (killed); it never ends by itself: stop it (`kill -9 {}`), then run `netprobe slot status` again",
-            super::lock::orphan_holders(&p.lock())
-                .iter()
-                .map(u32::to_string)
-                .collect::<Vec<_>>()
-                .join(" ")
-        )),
+        // Held by no netprobe process: what a killed verb left (same scan as the names).
+        Some(by) if !by.orphans.is_empty() => {
+            Some(format!("the slot lock is {}", by.orphan_sentence))
+        }
         // A verb runs: what it is doing looks like a lost container; wait for it.
         Some(by) => Some(format!(
-            "a verb is running on this slot (its lock is held by {by}); its runtime and CRIU processes are not a lost container: wait for it to end, then run `netprobe slot status` again"
+            "a verb is running on this slot (its lock is held by {}); its runtime and CRIU processes are not a lost container: wait for it to end, then run `netprobe slot status` again",
+            by.text
         )),
         None => {
             let next = match state_error {
