@@ -481,6 +481,14 @@ fn lifecycle_faults() {
             && advice.contains("-provision/verb.json"),
         "{doc:#}"
     );
+    // A verb refused on it points at that advice.
+    let e = err(&args(Verb::Reset, "11", &sd));
+    assert_gate_err(&e, "11", "slot-state", 1);
+    assert!(
+        e.message.contains("netprobe slot status --slot 11")
+            && e.message.contains("what to release by hand"),
+        "{e}"
+    );
     std::fs::write(&sj, &kept).unwrap();
     // state.json edited to name a folder outside the slot as its snapshot (an absolute path or
     // `..`): refused at load (slot-state), so no restore reads images from there and no

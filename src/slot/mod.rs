@@ -361,7 +361,15 @@ fn with_existing(
             ));
         }
         Err(e) => {
-            let why = missing_state_why(&vr.paths).unwrap_or_default();
+            // No state at all (a provision stopped before it): nothing to release. Else what
+            // is left must be released by hand, which `slot status` spells out.
+            let why = missing_state_why(&vr.paths).unwrap_or_else(|| {
+                format!(
+                    "; no verb can run on this slot: `netprobe slot status --slot {} --state-dir {}` says what to release by hand (its `advice`)",
+                    vr.paths.slot,
+                    vr.paths.state_dir.display()
+                )
+            });
             return Err(vr.fail(GateId::SlotState, format!("{e}{why}")));
         }
     };
