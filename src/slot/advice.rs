@@ -57,17 +57,24 @@ impl Container {
     }
 }
 
-/// The newest verb evidence folder's verb and how it ended: `(verb, "was interrupted" | "failed"
-/// | "finished" | "did not record its end")`, or `None` when there is none.
-pub(crate) fn last_verb(evidence: &Path) -> Option<(String, &'static str, String)> {
+/// The verbs' evidence folders under `evidence` (`NNNN-<verb>`), oldest first (by name: the
+/// sequence number); none when it cannot be read.
+pub(crate) fn verb_folders(evidence: &Path) -> Vec<std::path::PathBuf> {
     let mut dirs: Vec<_> = std::fs::read_dir(evidence)
-        .ok()?
+        .into_iter()
+        .flatten()
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.is_dir())
         .collect();
     dirs.sort();
-    let d = dirs.pop()?;
+    dirs
+}
+
+/// The newest verb evidence folder's verb and how it ended: `(verb, "was interrupted" | "failed"
+/// | "finished" | "did not record its end")`, or `None` when there is none.
+pub(crate) fn last_verb(evidence: &Path) -> Option<(String, &'static str, String)> {
+    let d = verb_folders(evidence).pop()?;
     let name = d.file_name()?.to_string_lossy().into_owned();
     let verb = name.split_once('-').map(|(_, v)| v.to_string())?;
     let how = if d.join(crate::evidence::dir::INTERRUPTED_FILE).is_file() {

@@ -315,8 +315,8 @@ impl<'a> VerbRun<'a> {
     /// write and fsync stay off the verb's critical path. [`VerbRun::finish`] waits for it, so the
     /// folder is complete when the verb ends, also when it fails.
     pub fn ev_write_beside(&mut self, name: &str, bytes: Vec<u8>) {
-        let name = name.to_string();
-        self.ev_make_beside(&name.clone(), move || vec![(name, bytes)]);
+        let file = name.to_string();
+        self.ev_make_beside(name, move || vec![(file, bytes)]);
     }
 
     /// [`VerbRun::ev_write_beside`] of files whose bytes are made on that thread too: `make`

@@ -306,22 +306,20 @@ pub(crate) fn unreadable_state_advice(p: &SlotPaths, e: &str, live: &Value) -> S
 /// `evidence/NNNN-provision/verb.json`) and that file; `None` when no provision's `verb.json`
 /// can be read or names none.
 fn provisioned_runtime(p: &SlotPaths) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
-    let mut provisions: Vec<std::path::PathBuf> = std::fs::read_dir(p.evidence())
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
+    super::advice::verb_folders(&p.evidence())
+        .into_iter()
+        .rev()
         .filter(|d| {
             d.file_name()
                 .is_some_and(|n| n.to_string_lossy().ends_with("-provision"))
         })
-        .collect();
-    provisions.sort();
-    provisions.into_iter().rev().find_map(|d| {
-        let f = d.join("verb.json");
-        let doc: Value = serde_json::from_slice(&std::fs::read(&f).ok()?).ok()?;
-        let path = doc["facts"]["runtime"]["path"].as_str()?;
-        Some((std::path::PathBuf::from(path), f))
-    })
+        .find_map(|d| {
+            let f = d.join("verb.json");
+            let b = crate::evidence::read_recorded(&f).ok()?;
+            let doc: Value = serde_json::from_slice(&b).ok()?;
+            let path = doc["facts"]["runtime"]["path"].as_str()?;
+            Some((std::path::PathBuf::from(path), f))
+        })
 }
 
 /// What to do with a slot whose provision did not finish (interrupted or failed): a slot is
