@@ -317,9 +317,11 @@ fn read_conf(
     }
 }
 
-/// Appends everything `fd` reads until end of file to `buf`: `read(2)` into a 4 KiB block
-/// until it returns 0 (no `statx`/`lseek` for a size hint, as `File::read_to_end` makes: a
-/// sysctl value is one short read, so 2 calls instead of 4 per file).
+/// Appends the whole value of the sysctl file `fd` to `buf`: `read(2)` into a 4 KiB block until
+/// it returns 0 or fewer bytes than the block holds (no `statx`/`lseek` for a size hint, as
+/// `File::read_to_end` makes). A short read is the whole value: `proc_sys_call_handler()` in
+/// fs/proc/proc_sysctl.c formats the value in one call into a buffer of the size asked for, so
+/// a sysctl is one `read(2)`, not two.
 ///
 /// Errors: the failed `read(2)` (EINTR retried).
 fn read_all(fd: &std::os::fd::OwnedFd, buf: &mut Vec<u8>) -> nix::Result<()> {
@@ -327,6 +329,10 @@ fn read_all(fd: &std::os::fd::OwnedFd, buf: &mut Vec<u8>) -> nix::Result<()> {
     loop {
         match nix::unistd::read(fd, &mut block) {
             Ok(0) => return Ok(()),
+            Ok(n) if n < block.len() => {
+                buf.extend_from_slice(&block[..n]);
+                return Ok(());
+            }
             Ok(n) => buf.extend_from_slice(&block[..n]),
             Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return Err(e),
