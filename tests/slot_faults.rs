@@ -470,6 +470,11 @@ fn lifecycle_faults() {
             .is_some_and(|m| !m.is_empty()),
         "{doc:#}"
     );
+    // The container runs: the runtime root holds its entry, and the advice deletes it.
+    assert_eq!(
+        doc["live"]["runtime_state_entry"]["exists"], true,
+        "{doc:#}"
+    );
     let advice = doc["advice"].as_str().unwrap_or_default();
     assert!(
         advice.contains("state.json cannot be read") && advice.contains("delete -f"),

@@ -139,6 +139,10 @@ fn status_advice(
                     )
                 }),
             };
+            let next = match (next, overlay_volatile_note(live)) {
+                (Some(n), Some(o)) => Some(format!("{n}; {o}")),
+                (n, o) => n.or(o),
+            };
             // A lock no verb can take comes first; what the phase needs follows it.
             match (lock_error, next) {
                 (Some(e), next) => Some(format!(
@@ -244,9 +248,31 @@ fn overlay_volatile(st: &SlotState) -> Value {
     }
 }
 
+/// The advice when `live.overlay_volatile` disagrees with `state.json` (the overlay was
+/// remounted by other hands since the last verb): what each says, and that the next restore or
+/// reset mounts a new overlay run as its verb does (volatile when the kernel accepts it);
+/// `None` when they agree or nothing is mounted.
+pub(crate) fn overlay_volatile_note(live: &Value) -> Option<String> {
+    let ov = &live["overlay_volatile"];
+    if ov["agrees"] != false {
+        return None;
+    }
+    let word = |v: &Value| match v.as_bool() {
+        Some(true) => "with `volatile`",
+        _ => "without `volatile`",
+    };
+    Some(format!(
+        "the overlay on the slot's rootfs is mounted {} but state.json records it {} (`live.overlay_volatile`): it was remounted by other hands; the next `slot restore` or `slot reset` mounts a new overlay run, volatile when the kernel accepts it",
+        word(&ov["mounted"]),
+        word(&ov["recorded"])
+    ))
+}
+
 /// What can be told of a slot whose `state.json` cannot be read: the holder `holder.json`
-/// records (alive or not, proven by pid, start time and netns inode) and the mounts under the
-/// slot folder (`/proc/self/mountinfo`).
+/// records (alive or not, proven by pid, start time and netns inode), the mounts under the
+/// slot folder (`/proc/self/mountinfo`) and whether the slot's runtime root holds an entry for
+/// its container (`runtime_state_entry`: path and `exists`; the runtime keeps its state of a
+/// container in `<root>/<id>`, so none there is no container to delete).
 fn stateless_live_facts(p: &SlotPaths) -> Value {
     let holder = match crate::evidence::read_recorded(&p.holder())
         .map_err(|e| format!("{}: {e}", p.holder().display()))
@@ -264,7 +290,15 @@ fn stateless_live_facts(p: &SlotPaths) -> Value {
         .iter()
         .map(|m| m.display().to_string())
         .collect();
-    json!({"holder": holder, "mounts_under_slot": mounts})
+    let entry = p.runtime_root().join(p.container_id());
+    json!({
+        "holder": holder,
+        "mounts_under_slot": mounts,
+        "runtime_state_entry": {
+            "path": entry.display().to_string(),
+            "exists": entry.symlink_metadata().is_ok(),
+        },
+    })
 }
 
 /// The advice for a slot whose `state.json` cannot be read: no verb can run on it (gate
@@ -280,7 +314,13 @@ pub(crate) fn unreadable_state_advice(p: &SlotPaths, e: &str, live: &Value) -> S
     if nothing_live && let Some(why) = super::missing_state_why(p) {
         return why.trim_start_matches(": ").to_string();
     }
+    let entry = &live["runtime_state_entry"];
     let runtime = match provisioned_runtime(p) {
+        // The runtime root holds no state of the container: nothing to delete.
+        _ if entry["exists"] == false => format!(
+            "none: the runtime root holds no {} (`live.runtime_state_entry`), so the runtime has no container of this slot to delete",
+            entry["path"].as_str().unwrap_or_default()
+        ),
         Some((path, from)) => format!(
             "`{} --root {} delete -f {}` (the runtime provision recorded: {})",
             path.display(),

@@ -623,6 +623,19 @@ fn a_provision_stopped_before_its_state_is_told_nothing_is_left() {
         p.evidence().join("0003-provision/verb.json").display()
     );
     assert!(a.contains(&want), "{a}");
+    // No entry for the container under the runtime root: nothing to delete, and no runtime
+    // command is given for it.
+    let entry = p.runtime_root().join(p.container_id());
+    let gone = serde_json::json!({"holder": {"alive": false}, "mounts_under_slot": ["/x"],
+        "runtime_state_entry": {"path": entry.display().to_string(), "exists": false}});
+    let a = super::status::unreadable_state_advice(&p, "missing", &gone);
+    assert!(
+        a.contains(&format!(
+            "the container (none: the runtime root holds no {}",
+            entry.display()
+        )) && !a.contains("delete -f"),
+        "{a}"
+    );
     fs::write(p.state(), b"{}").unwrap();
     let next = super::run::interruption_next(true, &p);
     assert!(next.contains("netprobe slot cleanup --slot 5"), "{next}");
@@ -630,4 +643,25 @@ fn a_provision_stopped_before_its_state_is_told_nothing_is_left() {
         super::run::interruption_next(false, &p),
         "run the verb again, or `slot cleanup`"
     );
+}
+
+/// `slot status` of an overlay remounted by other hands (`live.overlay_volatile.agrees` false)
+/// says what the mount table and state.json each say, and what the next restore does; nothing
+/// when they agree or no overlay is mounted.
+#[test]
+fn an_overlay_remounted_by_other_hands_gets_advice() {
+    let live = |v: serde_json::Value| serde_json::json!({ "overlay_volatile": v });
+    let note = super::status::overlay_volatile_note;
+    let a = note(&live(
+        serde_json::json!({"recorded": true, "mounted": false, "agrees": false}),
+    ))
+    .unwrap();
+    assert!(
+        a.contains("mounted without `volatile` but state.json records it with `volatile`")
+            && a.contains("next `slot restore` or `slot reset`"),
+        "{a}"
+    );
+    let agree = serde_json::json!({"recorded": true, "mounted": true, "agrees": true});
+    assert_eq!(note(&live(agree)), None);
+    assert_eq!(note(&live(serde_json::Value::Null)), None);
 }
