@@ -15,10 +15,15 @@ pub struct HolderCmd {
     /// Inherited fd to hold open until the end (repeatable).
     #[arg(long)]
     keep_fd: Vec<i32>,
+    /// The probe run that started it (a marker for the next run's sweep; not read).
+    #[arg(long)]
+    run_pid: Option<u32>,
 }
 
 impl Execute for HolderCmd {
     fn execute(self) -> ExitCode {
+        // Only a marker on the command line for the next run's sweep.
+        let _ = self.run_pid;
         netprobe::ns::holder_main(self.report_fd, self.lo_up, &self.keep_fd)
     }
 }

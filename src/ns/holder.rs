@@ -33,6 +33,10 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The hidden argv\[1\] that selects holder mode in the netprobe binary.
 pub const HOLDER_ARG: &str = "__holder";
 
+/// The holder argument naming the probe run that started it (`--run-pid <pid>`,
+/// [`Holder::spawn_for_run`]); a slot's holder has none.
+pub const RUN_PID_ARG: &str = "--run-pid";
+
 /// The netprobe executable holders are spawned from: `$NETPROBE_EXE` if set (integration tests
 /// set it to `env!("CARGO_BIN_EXE_netprobe")`), else `std::env::current_exe()`, else
 /// `/proc/self/exe`.
@@ -278,6 +282,23 @@ impl Holder {
         opts: &HolderOptions,
         keep: &[std::os::fd::BorrowedFd<'_>],
     ) -> Result<Holder, NsError> {
+        Holder::spawn_with(opts, keep, None)
+    }
+
+    /// [`Holder::spawn`] for a probe run: the holder's command line carries `--run-pid <this
+    /// process's pid>` (a marker it never reads), so that a holder a run killed with SIGKILL
+    /// left behind is found and stopped by the next run ([`RUN_PID_ARG`],
+    /// `crate::probe::stale`). Never for a slot's holder, which outlives the verb that started
+    /// it. Errors: those of [`Holder::spawn`].
+    pub fn spawn_for_run(opts: &HolderOptions) -> Result<Holder, NsError> {
+        Holder::spawn_with(opts, &[], Some(std::process::id()))
+    }
+
+    fn spawn_with(
+        opts: &HolderOptions,
+        keep: &[std::os::fd::BorrowedFd<'_>],
+        run_pid: Option<u32>,
+    ) -> Result<Holder, NsError> {
         let keep: Vec<RawFd> = keep.iter().map(|k| k.as_raw_fd()).collect();
         let mut fds = [0 as libc::c_int; 2];
         // SAFETY: pipe2 writes two fds into the array.
@@ -300,6 +321,9 @@ impl Holder {
             .stderr(Stdio::null());
         if opts.lo_up {
             cmd.arg("--lo-up");
+        }
+        if let Some(pid) = run_pid {
+            cmd.arg(RUN_PID_ARG).arg(pid.to_string());
         }
         for k in &keep {
             cmd.arg("--keep-fd").arg(k.to_string());

@@ -18,7 +18,9 @@ pub mod pidfd;
 
 pub use error::{HandshakeError, NsError, StatParseError};
 pub use guard::{ChildGuard, ProcessGuard};
-pub use holder::{Holder, HolderOptions, default_exe, holder_main, stop_by_identity};
+pub use holder::{
+    HOLDER_ARG, Holder, HolderOptions, RUN_PID_ARG, default_exe, holder_main, stop_by_identity,
+};
 pub use identity::ProcessIdentity;
 pub use netns::{
     CaptureError, SETTLE_MS, capture_netstate, capture_netstate_compared, netns_cookie_of,

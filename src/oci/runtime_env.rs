@@ -104,7 +104,7 @@ pub const CRIU_PATH_PREFIX: &str = "netprobe-criu-path-";
 /// The entries of `tmp` named `<prefix><pid>-…` (and ending in `suffix`) whose netprobe
 /// process no longer exists (`kill(pid, 0)` answers `ESRCH`): what a SIGKILL left behind. A
 /// name without a pid, or of a live process, is not listed.
-fn left_by_dead_processes(tmp: &Path, prefix: &str, suffix: &str) -> Vec<fs::DirEntry> {
+pub fn left_by_dead_processes(tmp: &Path, prefix: &str, suffix: &str) -> Vec<fs::DirEntry> {
     let Ok(entries) = fs::read_dir(tmp) else {
         return Vec::new();
     };

@@ -14,6 +14,7 @@ pub mod rederive_result;
 pub mod rung;
 pub mod runner;
 pub mod runtime_cycle;
+pub mod stale;
 pub mod util;
 pub mod verdict;
 pub mod verify;

@@ -62,7 +62,7 @@ impl RungCtx<'_> {
             op: "holder for a rung that has none",
             source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
         })?;
-        crate::ns::Holder::spawn(&opts)
+        crate::ns::Holder::spawn_for_run(&opts)
     }
 }
 
@@ -87,7 +87,7 @@ impl EarlyHolders {
                 let worker = crate::ns::cleanup::worker();
                 let start = std::thread::spawn(move || {
                     let _worker = worker;
-                    crate::ns::Holder::spawn(&o)
+                    crate::ns::Holder::spawn_for_run(&o)
                 });
                 (r, start)
             })

@@ -166,6 +166,10 @@ pub fn standing_differences(
     d
 }
 
+/// The evidence file listing what the run's start released of runs killed with SIGKILL
+/// ([`crate::probe::stale::Swept`]); written only when something was found.
+pub const STALE_SWEPT_FILE: &str = "stale-swept.json";
+
 /// Runs the ladder and writes the evidence; returns the result (also written to
 /// `DIR/netprobe-result.json`) and the evidence folder.
 ///
@@ -185,6 +189,13 @@ pub fn run(
     if opts.phases.is_empty() {
         return Err(LadderError::Usage("--phases names no phase".into()));
     }
+    // What runs killed with SIGKILL left (holders, containers, work areas), before this run
+    // starts its own; recorded below in `stale-swept.json`.
+    let swept = crate::probe::stale::sweep(
+        Path::new("/proc"),
+        Path::new("/var/tmp"),
+        &std::env::temp_dir(),
+    );
     let (criu_facts, runtime_facts, early_holders) = host_gates(opts)?;
 
     let dir_path = opts
@@ -201,6 +212,16 @@ pub fn run(
         ev.note_incomplete(&e.to_string());
         e
     };
+    if !swept.is_empty() {
+        ev.write_json(STALE_SWEPT_FILE, &swept)
+            .map_err(writing("writing stale-swept.json"))
+            .map_err(noted)?;
+        progress.note(&format!(
+            "released what runs killed with SIGKILL left: {} ({})",
+            swept.summary(),
+            dir_path.join(STALE_SWEPT_FILE).display()
+        ));
+    }
 
     let host_facts = host::host_facts(Some(criu_facts.clone()), runtime_facts.clone());
     ev.write_json("host.json", &host_facts)

@@ -114,6 +114,10 @@ pub fn detach_mounts_under(dir: &Path) -> Vec<PathBuf> {
     .0
 }
 
+/// The name of every work area under `/var/tmp` starts with this, then the pid of the run that
+/// made it and `-`.
+pub const WORK_AREA_PREFIX: &str = "netprobe-";
+
 /// A private work area under `/var/tmp` (rootfs, bundle, the runtime's `--root`), removed on
 /// drop and on interruption — after every mount below it is detached, and never across a
 /// mount that could not be detached (so a bind-mounted rootfs is never deleted through it).
@@ -123,18 +127,19 @@ pub struct WorkArea {
 }
 
 impl WorkArea {
-    /// Creates `/var/tmp/netprobe-XXXXXX` (mode 0700).
+    /// Creates `/var/tmp/netprobe-<pid>-XXXXXX` (mode 0700; `<pid>` this process's, so that
+    /// one a run killed with SIGKILL left is found by the next run: `crate::probe::stale`).
     ///
     /// Errors: the directory cannot be created.
     pub fn new() -> std::io::Result<WorkArea> {
         let path = tempfile::Builder::new()
-            .prefix("netprobe-")
+            .prefix(&format!("{WORK_AREA_PREFIX}{}-", std::process::id()))
             .tempdir_in("/var/tmp")?
             .keep();
         let p = path.clone();
         let on_signal =
             crate::ns::cleanup::register(format!("work area {}", path.display()), move || {
-                remove_work_area(&p)
+                remove_work_area(&p);
             });
         Ok(WorkArea {
             path,
@@ -148,21 +153,26 @@ impl WorkArea {
     }
 }
 
-fn remove_work_area(path: &Path) {
+/// Removes the work area `path` after detaching every mount below it; never across a mount
+/// that could not be detached (then it says so on stderr and returns false). True when it is
+/// gone.
+pub(crate) fn remove_work_area(path: &Path) -> bool {
     detach_mounts_under(path);
     if mounts_under(path).is_empty() {
         let _ = std::fs::remove_dir_all(path);
+        !path.exists()
     } else {
         eprintln!(
             "netprobe: left {} in place: a mount below it could not be detached",
             path.display()
         );
+        false
     }
 }
 
 impl Drop for WorkArea {
     fn drop(&mut self) {
-        remove_work_area(&self.path);
+        let _ = remove_work_area(&self.path);
     }
 }
 

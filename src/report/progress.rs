@@ -89,6 +89,11 @@ impl Progress {
         }
     }
 
+    /// A line of its own, `netprobe: <text>` (not in quiet mode).
+    pub fn note(&mut self, text: &str) {
+        self.line(&format!("netprobe: {}", one_line(text)));
+    }
+
     /// A rung begins: a spinner `rung …` (terminal) or the line `netprobe: <rung> started`.
     pub fn rung_started(&mut self, rung: RungName) {
         self.finish_bar();

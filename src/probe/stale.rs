@@ -1,0 +1,302 @@
+//! What probe runs killed with SIGKILL left behind, found and released by the next run.
+//!
+//! A SIGKILL runs no clean-up: a `netprobe run` (or a matrix part) killed in the middle of a
+//! runtime rung leaves its holder (a `netprobe __holder` re-parented to init), the container
+//! (its init re-parented too, in the cgroup the runtime named after the container id), the
+//! work area under `/var/tmp` with the runtime's `--root`, and its temporary CRIU PATH folder
+//! and runc log. Each carries the pid of the run that made it — the holder's `--run-pid <pid>`
+//! ([`crate::ns::RUN_PID_ARG`]), the container id `netprobe-<rung>-<pid>-<nanos>`
+//! ([`crate::oci::unique_container_id`]), `/var/tmp/netprobe-<pid>-…`
+//! ([`crate::probe::util::WorkArea`]), `netprobe-criu-path-<pid>-…` and
+//! `netprobe-runc-<pid>-….log` — and is released only when that pid no longer exists
+//! (`kill(pid, 0)` answers `ESRCH`): what a live run (or a slot, whose holder has no
+//! `--run-pid` and whose cgroups live under `netprobe/`) owns is never touched. A pid reused
+//! by another process keeps its leftovers in place (never a wrong kill).
+
+use crate::evidence::result::RungName;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How long the sweep waits for killed processes to leave (`/proc` or their cgroup).
+const GONE_WAIT: Duration = Duration::from_secs(3);
+
+/// What the sweep released (`stale-swept.json` in the next run's evidence folder), each as
+/// the path or `pid N (command line)` it was; `problems` names what it could not release.
+#[derive(Debug, Default, Serialize, PartialEq, Eq)]
+pub struct Swept {
+    /// Holders of dead runs, killed (SIGKILL) and gone.
+    pub holders: Vec<String>,
+    /// Container cgroups of dead runs: their processes killed, the folder removed (one entry
+    /// per hierarchy).
+    pub container_cgroups: Vec<String>,
+    /// Work areas of dead runs, removed after every mount below them was detached.
+    pub work_areas: Vec<String>,
+    /// CRIU PATH folders of dead runs ([`crate::oci::sweep_stale_criu_path_dirs`]).
+    pub criu_path_dirs: Vec<String>,
+    /// runc `--log` files of dead runs ([`crate::oci::sweep_stale_runc_logs`]).
+    pub runc_logs: Vec<String>,
+    /// What could not be released, and why.
+    pub problems: Vec<String>,
+}
+
+impl Swept {
+    /// Nothing was found.
+    pub fn is_empty(&self) -> bool {
+        *self == Swept::default()
+    }
+
+    /// One line: how many of each were released, and the problems' count.
+    pub fn summary(&self) -> String {
+        let mut parts = Vec::new();
+        for (n, what) in [
+            (self.holders.len(), "holder(s)"),
+            (self.container_cgroups.len(), "container cgroup folder(s)"),
+            (self.work_areas.len(), "work area(s)"),
+            (self.criu_path_dirs.len(), "CRIU PATH folder(s)"),
+            (self.runc_logs.len(), "runc log(s)"),
+        ] {
+            if n > 0 {
+                parts.push(format!("{n} {what}"));
+            }
+        }
+        if !self.problems.is_empty() {
+            parts.push(format!("{} not released", self.problems.len()));
+        }
+        parts.join(", ")
+    }
+}
+
+/// `pid` names no process (`kill(pid, 0)` answers `ESRCH`); false for pid ≤ 0.
+fn dead(pid: i32) -> bool {
+    pid > 0
+        && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+            == Err(nix::errno::Errno::ESRCH)
+}
+
+/// `pid` has left: no `/proc/<pid>` or a zombie (its parent, init, has not reaped it yet).
+fn gone(proc_root: &Path, pid: i32) -> bool {
+    match std::fs::read_to_string(proc_root.join(format!("{pid}/stat"))) {
+        Err(_) => true,
+        Ok(s) => s
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
+    }
+}
+
+/// The run pid of a holder command line (`argv` split on NUL): `Some(pid)` when it is
+/// `<exe> __holder … --run-pid <pid> …`, else `None` (a slot's holder, any other process).
+pub fn holder_run_pid(cmdline: &[u8]) -> Option<i32> {
+    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    if args.get(1) != Some(&crate::ns::HOLDER_ARG.as_bytes()) {
+        return None;
+    }
+    let i = args
+        .iter()
+        .position(|a| *a == crate::ns::RUN_PID_ARG.as_bytes())?;
+    std::str::from_utf8(args.get(i + 1)?).ok()?.parse().ok()
+}
+
+/// The run pid of a probe container's cgroup folder name `netprobe-<rung>-<pid>-<nanos>`
+/// (`<rung>` one of the runtime rungs), else `None`.
+pub fn container_run_pid(name: &str) -> Option<i32> {
+    let rest = name.strip_prefix("netprobe-")?;
+    let mut it = rest.rsplitn(3, '-');
+    let (nanos, pid, rung) = (it.next()?, it.next()?, it.next()?);
+    let runtime_rung = [RungName::Oci, RungName::ExternalNetns]
+        .iter()
+        .any(|r| r.as_str() == rung);
+    (runtime_rung && !nanos.is_empty() && nanos.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| pid.parse().ok())
+        .flatten()
+}
+
+/// Kills (SIGKILL) every holder of a dead run under `proc_root` and waits for it to leave.
+fn sweep_holders(proc_root: &Path, out: &mut Swept) {
+    let Ok(entries) = std::fs::read_dir(proc_root) else {
+        return;
+    };
+    let mut killed = Vec::new();
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        if holder_run_pid(&cmd).is_some_and(dead) {
+            let text = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            killed.push((pid, format!("pid {pid} ({})", text.trim_end())));
+        }
+    }
+    let deadline = Instant::now() + GONE_WAIT;
+    for (pid, what) in killed {
+        while !gone(proc_root, pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        match gone(proc_root, pid) {
+            true => out.holders.push(what),
+            false => out.problems.push(format!(
+                "{what}: still there {} s after SIGKILL",
+                GONE_WAIT.as_secs()
+            )),
+        }
+    }
+}
+
+/// The folders of the containers of dead runs in every cgroup hierarchy mounted (at the
+/// hierarchy's root, where the runtime puts a container whose `config.json` names no
+/// `cgroupsPath`), grouped by name.
+fn dead_container_cgroups() -> Vec<(String, Vec<PathBuf>)> {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo")
+        .map(|t| crate::cgroup::parse_mountinfo(&t))
+        .unwrap_or_default();
+    let mut by_name: std::collections::BTreeMap<String, Vec<PathBuf>> = Default::default();
+    for m in mounts {
+        let Ok(entries) = std::fs::read_dir(&m.mount_point) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if e.file_type().is_ok_and(|t| t.is_dir()) && container_run_pid(&name).is_some_and(dead)
+            {
+                by_name.entry(name).or_default().push(e.path());
+            }
+        }
+    }
+    by_name.into_iter().collect()
+}
+
+/// The pids listed in `<dir>/cgroup.procs` (none when it cannot be read).
+fn procs(dir: &Path) -> Vec<i32> {
+    std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// Kills every process of each dead run's container cgroup (thawed first: a v1 freezer or v2
+/// `cgroup.freeze` a killed CRIU left frozen would hold SIGKILL), waits for the folders to
+/// empty and removes them.
+fn sweep_container_cgroups(out: &mut Swept) {
+    for (name, dirs) in dead_container_cgroups() {
+        for d in &dirs {
+            let _ = std::fs::write(d.join("freezer.state"), "THAWED");
+            let _ = std::fs::write(d.join("cgroup.freeze"), "0");
+            for pid in procs(d) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+        let deadline = Instant::now() + GONE_WAIT;
+        while dirs.iter().any(|d| !procs(d).is_empty()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        for d in dirs {
+            match std::fs::remove_dir(&d) {
+                Ok(()) => out.container_cgroups.push(d.display().to_string()),
+                Err(e) => out.problems.push(format!(
+                    "{} (container {name} of a killed run): rmdir: {e}; processes left: {:?}",
+                    d.display(),
+                    procs(&d)
+                )),
+            }
+        }
+    }
+}
+
+/// Finds and releases what probe runs killed with SIGKILL left (see the module doc), in
+/// order: holders, containers (by their cgroups), work areas (mounts below detached first),
+/// the temporary CRIU PATH folders and runc logs. `proc_root` is `/proc`; `var_tmp` is
+/// `/var/tmp` and `tmp` the temporary folder (parameters for tests).
+pub fn sweep(proc_root: &Path, var_tmp: &Path, tmp: &Path) -> Swept {
+    let mut out = Swept::default();
+    sweep_holders(proc_root, &mut out);
+    sweep_container_cgroups(&mut out);
+    for e in crate::oci::left_by_dead_processes(var_tmp, crate::probe::util::WORK_AREA_PREFIX, "") {
+        let p = e.path();
+        if !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        match crate::probe::util::remove_work_area(&p) {
+            true => out.work_areas.push(p.display().to_string()),
+            false => out.problems.push(format!(
+                "{}: left in place: a mount below it could not be detached",
+                p.display()
+            )),
+        }
+    }
+    let names = |v: Vec<PathBuf>| v.iter().map(|p| p.display().to_string()).collect();
+    out.criu_path_dirs = names(crate::oci::sweep_stale_criu_path_dirs(tmp));
+    out.runc_logs = names(crate::oci::sweep_stale_runc_logs(tmp));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_holder_names_its_run_and_a_slot_holder_none() {
+        assert_eq!(
+            holder_run_pid(b"/x/netprobe\0__holder\0--report-fd\x007\0--lo-up\0--run-pid\x00412\0"),
+            Some(412)
+        );
+        assert_eq!(
+            holder_run_pid(b"/x/netprobe\0__holder\0--report-fd\x007\0--keep-fd\x008\0"),
+            None
+        );
+        assert_eq!(holder_run_pid(b"sleep\0--run-pid\x00412\0"), None);
+        assert_eq!(holder_run_pid(b"/x/netprobe\0__holder\0--run-pid\0"), None);
+    }
+
+    #[test]
+    fn a_probe_container_cgroup_names_its_run() {
+        assert_eq!(
+            container_run_pid("netprobe-external-netns-22530-1796421548665148979"),
+            Some(22530)
+        );
+        assert_eq!(container_run_pid("netprobe-oci-7-12"), Some(7));
+        // A slot's cgroup parent, another rung's name, a malformed id.
+        assert_eq!(container_run_pid("netprobe"), None);
+        assert_eq!(container_run_pid("netprobe-criu-7-12"), None);
+        assert_eq!(container_run_pid("netprobe-oci-x-12"), None);
+        assert_eq!(container_run_pid("netprobe-oci-7-"), None);
+        assert_eq!(container_run_pid("slot-3-abcdef12"), None);
+    }
+
+    #[test]
+    fn a_zombie_or_a_missing_pid_has_left() {
+        let tmp = tempfile::tempdir().unwrap();
+        for (pid, stat) in [(1, "1 (a b) S 0"), (2, "2 (x) y) Z 1"), (3, "3 (t) R 1")] {
+            std::fs::create_dir_all(tmp.path().join(pid.to_string())).unwrap();
+            std::fs::write(tmp.path().join(format!("{pid}/stat")), stat).unwrap();
+        }
+        assert!(!gone(tmp.path(), 1));
+        assert!(gone(tmp.path(), 2));
+        assert!(!gone(tmp.path(), 3));
+        assert!(gone(tmp.path(), 4));
+    }
+
+    #[test]
+    fn the_summary_counts_what_was_released() {
+        let s = Swept {
+            holders: vec!["pid 1".into()],
+            container_cgroups: vec!["/a".into(), "/b".into()],
+            problems: vec!["x".into()],
+            ..Swept::default()
+        };
+        assert_eq!(
+            s.summary(),
+            "1 holder(s), 2 container cgroup folder(s), 1 not released"
+        );
+        assert!(Swept::default().is_empty() && !s.is_empty());
+    }
+}

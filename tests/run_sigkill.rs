@@ -1,0 +1,177 @@
+//! `netprobe run` killed with SIGKILL while a runtime rung's container runs: a SIGKILL runs no
+//! clean-up, so its holders, the container (in the cgroup named after its id), its work area
+//! under `/var/tmp` and its temporary files are left. The next `netprobe run` releases them
+//! before it starts (`netprobe::probe::stale`), lists them in `stale-swept.json` (an artifact
+//! `verify` accepts) and says so on stderr; afterwards none of them is left. Real runc and
+//! CRIU (the run's defaults).
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const EXE: &str = env!("CARGO_BIN_EXE_netprobe");
+
+/// The container cgroup folders (every hierarchy) of probe runs started by `pid`, with the
+/// processes each lists.
+fn container_cgroups_of(pid: i32) -> Vec<(PathBuf, String)> {
+    let mi = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let mut out = Vec::new();
+    for m in netprobe::cgroup::parse_mountinfo(&mi) {
+        for e in std::fs::read_dir(&m.mount_point)
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if netprobe::probe::stale::container_run_pid(&name) == Some(pid) {
+                let procs =
+                    std::fs::read_to_string(e.path().join("cgroup.procs")).unwrap_or_default();
+                out.push((e.path(), procs));
+            }
+        }
+    }
+    out
+}
+
+/// Pids of the holders whose `--run-pid` is `pid`.
+fn holders_of(pid: i32) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let p: i32 = e.file_name().to_str()?.parse().ok()?;
+            let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+            (netprobe::probe::stale::holder_run_pid(&cmd) == Some(pid)).then_some(p)
+        })
+        .collect()
+}
+
+/// Live (not zombie) pids among `pids`.
+fn alive(pids: &[i32]) -> Vec<i32> {
+    pids.iter()
+        .copied()
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
+                s.rsplit_once(") ")
+                    .is_some_and(|(_, r)| !r.starts_with('Z'))
+            })
+        })
+        .collect()
+}
+
+/// `/var/tmp/netprobe-<pid>-*`.
+fn work_areas_of(pid: i32) -> Vec<PathBuf> {
+    let prefix = format!("netprobe-{pid}-");
+    std::fs::read_dir("/var/tmp")
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Whatever the test leaves (a failed assertion) is released as the next run would.
+struct Sweep;
+impl Drop for Sweep {
+    fn drop(&mut self) {
+        let _ = netprobe::probe::stale::sweep(
+            std::path::Path::new("/proc"),
+            std::path::Path::new("/var/tmp"),
+            &std::env::temp_dir(),
+        );
+    }
+}
+
+#[test]
+fn the_next_run_releases_what_a_killed_run_left() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "needs root; CI runs it as root"
+    );
+    let _sweep = Sweep;
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let mut child = Command::new(EXE)
+        .args(["run", "--evidence"])
+        .arg(&a)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    // Killed while a runtime rung's container runs (its cgroup lists a process).
+    let t0 = Instant::now();
+    while !container_cgroups_of(pid)
+        .iter()
+        .any(|(_, p)| !p.trim().is_empty())
+    {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before its container was seen"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(120), "no container seen");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    // A runtime or CRIU call the run had started ends by itself.
+    std::thread::sleep(Duration::from_secs(2));
+    let holders = alive(&holders_of(pid));
+    let cgroups = container_cgroups_of(pid);
+    let areas = work_areas_of(pid);
+    assert!(!holders.is_empty(), "a SIGKILL left no holder");
+    assert!(!areas.is_empty(), "a SIGKILL left no work area");
+
+    let o = Command::new(EXE)
+        .args(["run", "--evidence"])
+        .arg(&b)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("released what runs killed with SIGKILL left")
+            && err.contains("stale-swept.json"),
+        "{err}"
+    );
+    let swept: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(b.join("stale-swept.json")).unwrap()).unwrap();
+    let listed = |k: &str, what: &str| {
+        swept[k].as_array().is_some_and(|v| {
+            v.iter()
+                .any(|s| s.as_str().is_some_and(|s| s.contains(what)))
+        })
+    };
+    for h in &holders {
+        assert!(listed("holders", &format!("pid {h} ")), "{swept:#}");
+    }
+    for (c, _) in &cgroups {
+        assert!(
+            listed("container_cgroups", &c.display().to_string()),
+            "{swept:#}"
+        );
+    }
+    for w in &areas {
+        assert!(listed("work_areas", &w.display().to_string()), "{swept:#}");
+    }
+    assert_eq!(swept["problems"], serde_json::json!([]), "{swept:#}");
+    // Nothing of the killed run is left.
+    assert_eq!(alive(&holders), Vec::<i32>::new());
+    assert_eq!(container_cgroups_of(pid), Vec::new());
+    assert_eq!(work_areas_of(pid), Vec::<PathBuf>::new());
+    // The list is one of the run's artifacts.
+    let v = Command::new(EXE).arg("verify").arg(&b).output().unwrap();
+    assert_eq!(
+        v.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&v.stdout),
+        String::from_utf8_lossy(&v.stderr)
+    );
+}
