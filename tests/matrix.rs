@@ -57,7 +57,7 @@ fn matrix_against(
 
 #[test]
 fn two_by_two_matrix_runs_verifies_and_compares() {
-    require(&[RUNC, CRUN, CRIU_4_2, CRIU_4_3]);
+    require(&[RUNC, RUNC_1_3, CRUN, CRIU_4_2, CRIU_4_3]);
     let tmp = tempfile::tempdir().unwrap();
     let mx = tmp.path().join("mx");
     let o = netprobe(&[
@@ -192,6 +192,50 @@ fn two_by_two_matrix_runs_verifies_and_compares() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("unexpected: crun 1.28 × CRIU 4.3"), "{out}");
     assert!(!out.contains("changed against the baseline"), "{out}");
+
+    // A new runtime version beside its predecessor: a baseline that ran runc 1.3.6 (its cell's
+    // label differs) is compared with by runtime kind and CRIU, and said so; unchanged → exit 0.
+    let base_v = tmp.path().join("baseline-v");
+    let o = netprobe(&[
+        "matrix",
+        "--runtime",
+        RUNC_1_3,
+        "--criu",
+        CRIU_4_3,
+        "--evidence",
+        base_v.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let old_label = load(&base_v).cells[0].label.clone();
+    let mx4 = tmp.path().join("mx4");
+    let o = matrix_against(RUNC, &base_v, &mx4);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains(": 1 of 1 cell(s) compared")
+            && out.contains(&format!(
+                "compared with the baseline's {old_label}: runc 1.4.3+ds1 × CRIU 4.3"
+            )),
+        "{out}"
+    );
+    let m4 = load(&mx4);
+    assert_eq!(m4.cells[0].baseline, Some(VerdictCode::RuntimeEmptyNs));
+    assert_eq!(
+        m4.cells[0].baseline_label.as_deref(),
+        Some(old_label.as_str())
+    );
+    // A baseline with no cell of this runtime kind (mx3: crun only): the cell is not compared,
+    // which is said, and the matrix does not pass (exit 1).
+    let mx5 = tmp.path().join("mx5");
+    let o = matrix_against(RUNC, &mx3, &mx5);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        !out.contains("NOT VERIFIED")
+            && out.contains(": 0 of 1 cell(s) compared")
+            && out.contains("not compared with the baseline: runc 1.4.3+ds1 × CRIU 4.3: the baseline has no cell of this label, runtime or runtime kind (its cells: crun 1.28 × CRIU 4.3)"),
+        "{out}"
+    );
 }
 
 #[test]

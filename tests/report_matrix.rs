@@ -211,6 +211,7 @@ fn matrix_report_escapes_hostile_labels() {
             rests_on: vec![],
             expected: Some(VerdictCode::RuntimePreservesNetns),
             baseline: None,
+            baseline_label: None,
         }],
         baseline: None,
     };
@@ -293,6 +294,7 @@ fn matrix_md_written_by_netprobe_matrix_escapes_names_and_errors() {
             rests_on: vec![],
             expected: None,
             baseline: None,
+            baseline_label: None,
         }],
         baseline: None,
     };

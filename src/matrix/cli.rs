@@ -87,10 +87,22 @@ fn runtime_matches(r: &str, p: &std::path::Path) -> bool {
     *r == p.display().to_string() || p.file_name().is_some_and(|n| n.to_string_lossy() == *r)
 }
 
+/// The first path of `list` that names the same file as an earlier one (both resolved with
+/// `canonicalize`, or compared as given when that fails).
+fn duplicate(list: &[PathBuf]) -> Option<&PathBuf> {
+    let key = |p: &PathBuf| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+    let keys: Vec<PathBuf> = list.iter().map(key).collect();
+    list.iter()
+        .enumerate()
+        .find(|(i, _)| keys[..*i].contains(&keys[*i]))
+        .map(|(_, p)| p)
+}
+
 /// Builds the options from the arguments and the optional TOML file.
 ///
 /// Errors: the file cannot be read or parsed; an expectation names an unknown verdict or a
-/// runtime that is not in the matrix (a typo would otherwise never be checked).
+/// runtime that is not in the matrix (a typo would otherwise never be checked); a runtime or
+/// CRIU given twice.
 pub fn options(a: &MatrixArgs, exe: PathBuf) -> Result<MatrixOptions, String> {
     let mut runtimes = a.runtimes.clone();
     let mut crius = a.crius.clone();
@@ -117,6 +129,14 @@ pub fn options(a: &MatrixArgs, exe: PathBuf) -> Result<MatrixOptions, String> {
     }
     for e in &a.expect {
         expect.push(parse_expect(e)?);
+    }
+    for (what, list) in [("--runtime", &runtimes), ("--criu", &crius)] {
+        if let Some(d) = duplicate(list) {
+            return Err(format!(
+                "{what} {} is given twice (the same file after resolving links and the command line and --config together): give each binary once; two builds of one version go in as two different files",
+                d.display()
+            ));
+        }
     }
     for e in &expect {
         if let Some(r) = &e.runtime
@@ -170,6 +190,45 @@ fn baseline_not_verified(b: &std::path::Path) -> Result<Vec<String>, String> {
     )];
     lines.extend(problems.iter().map(|p| format!("  MISMATCH {p}")));
     Ok(lines)
+}
+
+/// Prints how the matrix `m` met the baseline folder `b`: how many cells were compared, each
+/// compared with a baseline cell of another label, each changed, each not compared (and why).
+/// Returns [`ExitClass::Gate`] when a cell changed or could not be compared (its verdict
+/// against the baseline is not proven), else [`ExitClass::Ok`].
+fn baseline_lines(m: &super::model::MatrixResult, b: &std::path::Path) -> ExitClass {
+    let mut class = ExitClass::Ok;
+    let n = m.cells.iter().filter(|c| c.baseline.is_some()).count();
+    crate::out::line(format!(
+        "baseline {}: {n} of {} cell(s) compared (matrix.json: cells[].baseline, cells[].baseline_label)",
+        b.display(),
+        m.cells.len()
+    ));
+    for c in &m.cells {
+        if let Some(l) = &c.baseline_label {
+            crate::out::line(format!(
+                "compared with the baseline's {l}: {} (no baseline cell of its label)",
+                c.label
+            ));
+        }
+    }
+    for line in table::baseline_changes(m) {
+        crate::out::line(format!("changed against the baseline: {line}"));
+        class = ExitClass::Gate;
+    }
+    match super::model::load_matrix(b) {
+        Ok(bm) => {
+            for line in table::not_compared(m, &bm) {
+                crate::out::line(format!("not compared with the baseline: {line}"));
+                class = ExitClass::Gate;
+            }
+        }
+        Err(e) => {
+            crate::out::line(format!("not compared with the baseline: {e}"));
+            class = ExitClass::Gate;
+        }
+    }
+    class
 }
 
 /// Runs `netprobe matrix`: verifies `--baseline` first, prints the table, expectation misses
@@ -228,8 +287,9 @@ pub fn handle(a: MatrixArgs, exe: PathBuf) -> ExitCode {
         ));
         class = ExitClass::Gate;
     }
-    for line in table::baseline_changes(&m) {
-        crate::out::line(format!("changed against the baseline: {line}"));
+    if let Some(b) = opts.baseline.as_deref()
+        && baseline_lines(&m, b) == ExitClass::Gate
+    {
         class = ExitClass::Gate;
     }
     if !not_verified.is_empty() {
@@ -275,5 +335,24 @@ pub fn handle_verify(dir: &std::path::Path) -> ExitCode {
                 ExitClass::Gate.into()
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_binary_given_twice_is_found() {
+        let tmp = tempfile::tempdir().unwrap();
+        let f = tmp.path().join("runc");
+        std::fs::write(&f, b"").unwrap();
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&f, &link).unwrap();
+        let other = tmp.path().join("crun");
+        assert_eq!(duplicate(&[f.clone(), other.clone()]), None);
+        assert_eq!(duplicate(&[f.clone(), other, link.clone()]), Some(&link));
+        let given = PathBuf::from("runc");
+        assert_eq!(duplicate(&[given.clone(), given.clone()]), Some(&given));
     }
 }

@@ -173,14 +173,12 @@ pub fn run_matrix(opts: &MatrixOptions) -> Result<MatrixResult, MatrixError> {
             cell.criu = c.display().to_string();
             cell.label = label;
             cell.expected = expectation(&opts.expect, r);
-            cell.baseline = baseline.as_ref().and_then(|b| {
-                b.cells
-                    .iter()
-                    .find(|x| x.label == cell.label)
-                    .map(|x| x.verdict)
-            });
             cells.push(cell);
         }
+    }
+    table::unique_labels(&mut cells);
+    if let Some(b) = &baseline {
+        table::match_baseline(&mut cells, b);
     }
     let result = MatrixResult {
         schema_version: model::MATRIX_SCHEMA_VERSION,
@@ -428,6 +426,7 @@ pub fn cell_verdict(root: &Path, parts: &[MatrixPart], folders: &[String; 3]) ->
         rests_on,
         expected: None,
         baseline: None,
+        baseline_label: None,
     }
 }
 

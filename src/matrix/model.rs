@@ -82,8 +82,14 @@ pub struct MatrixCell {
     pub rests_on: Vec<String>,
     /// The expected verdict (`--expect`), if any.
     pub expected: Option<VerdictCode>,
-    /// The verdict of the same cell in `--baseline`, if given and present there.
+    /// The verdict of the cell of `--baseline` this cell was compared with, if any
+    /// ([`super::table::match_baseline`]).
     pub baseline: Option<VerdictCode>,
+    /// That baseline cell's label when it differs from this cell's (a new runtime or CRIU
+    /// version compared with its predecessor); null when the labels are equal or nothing was
+    /// compared. Absent in matrix.json files written before it existed.
+    #[serde(default)]
+    pub baseline_label: Option<String>,
 }
 
 /// The whole matrix run (`matrix.json`).
