@@ -121,3 +121,22 @@ fn diff_paths_accepts_folders_and_files() {
         "{e}"
     );
 }
+
+/// Two runs of part of the ladder (a matrix's cell folders: oci and external-netns only) are
+/// both inconclusive whatever their rungs say: a rung whose status moved is the change (the
+/// CLI exits 1 on `changed()`), said on the verdict line.
+#[test]
+fn a_rung_that_moved_under_an_unchanged_verdict_is_a_change() {
+    let (mut old, mut new) = (fixtures::runc_result(), fixtures::other_runtime_result());
+    old.verdict.code = VerdictCode::Inconclusive;
+    new.verdict.code = VerdictCode::Inconclusive;
+    let d = diff_results(&old, &new);
+    assert!(!d.verdict_changed() && d.changed());
+    let text = render_diff(&d);
+    assert!(
+        text.contains("verdict unchanged: inconclusive — but 1 rung status(es) CHANGED (below); a run of part of the ladder"),
+        "{text}"
+    );
+    let same = diff_results(&old, &old);
+    assert!(!same.changed());
+}

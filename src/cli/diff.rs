@@ -28,7 +28,7 @@ impl Execute for DiffCmd {
                 if verified.contains(&false) {
                     return ExitClass::Gate.into();
                 }
-                if d.verdict_changed() {
+                if d.changed() {
                     ExitClass::Gate.into()
                 } else {
                     ExitClass::Ok.into()

@@ -110,9 +110,16 @@ pub struct ResultDiff {
 }
 
 impl ResultDiff {
-    /// True when the verdict code differs (the CLI exits 1 then).
+    /// True when the verdict code differs.
     pub fn verdict_changed(&self) -> bool {
         self.old_verdict != self.new_verdict
+    }
+
+    /// True when the verdict or a rung's status differs (the CLI exits 1 then): two runs of
+    /// part of the ladder — a matrix's cell folders, `--phases` runs — are both inconclusive
+    /// whatever their rungs say, so the rungs are what changed.
+    pub fn changed(&self) -> bool {
+        self.verdict_changed() || !self.rungs.is_empty()
     }
 }
 
@@ -333,8 +340,19 @@ fn render_diff_raw(d: &ResultDiff) -> String {
             "verdict CHANGED: {} -> {} — {}\n",
             d.old_verdict, d.new_verdict, d.new_verdict_summary
         ));
-    } else {
+    } else if d.rungs.is_empty() {
         s.push_str(&format!("verdict unchanged: {}\n", d.new_verdict));
+    } else {
+        s.push_str(&format!(
+            "verdict unchanged: {} — but {} rung status(es) CHANGED (below){}\n",
+            d.new_verdict,
+            d.rungs.len(),
+            if d.new_verdict == VerdictCode::Inconclusive {
+                "; a run of part of the ladder (a matrix cell's folder) is inconclusive whatever its rungs say: a matrix's cell verdicts are in its matrix.json"
+            } else {
+                ""
+            }
+        ));
     }
     s.push_str("\nrungs:\n");
     if d.rungs.is_empty() {
