@@ -174,6 +174,19 @@ fn group_sigint_during_the_last_rung_is_an_interruption() {
     );
     assert_eq!(o.status.code(), Some(130), "{}", text(&o));
     assert!(ev.join("interrupted.txt").is_file(), "{}", text(&o));
+    // The note carries the release list stderr showed (all but its own line, written last).
+    let note = std::fs::read_to_string(ev.join("interrupted.txt")).unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    let released: Vec<&str> = err
+        .lines()
+        .filter_map(|l| l.strip_prefix("netprobe:   released "))
+        .filter(|l| !l.starts_with("interruption note"))
+        .collect();
+    assert!(!released.is_empty(), "{}", text(&o));
+    assert!(note.contains("released, in order:\n"), "{note}");
+    for r in released {
+        assert!(note.contains(&format!("  - {r}\n")), "{r:?} not in {note}");
+    }
     let temp_left: Vec<_> = std::fs::read_dir(&tmpdir)
         .unwrap()
         .flatten()

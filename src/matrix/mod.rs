@@ -202,11 +202,12 @@ pub fn run_matrix(opts: &MatrixOptions) -> Result<MatrixResult, MatrixError> {
 /// stopped (releases run newest first).
 fn interruption_note(dir: &Path) -> crate::ns::cleanup::Registration {
     let dir = dir.to_path_buf();
-    crate::ns::cleanup::register_reporting("matrix interruption note", move || {
+    crate::ns::cleanup::register_note("matrix interruption note", move || {
         let by = crate::ns::cleanup::interrupted_by().unwrap_or("a signal");
         let text = format!(
-            "netprobe matrix was interrupted by {by} at {}; its running parts were stopped (the release list names each; each part's folder keeps its own interrupted.txt); no matrix.json or matrix.md was written, so this folder is no matrix result; run `netprobe matrix` again with a new --evidence folder\n",
-            crate::evidence::now_rfc3339()
+            "netprobe matrix was interrupted by {by} at {}; its running parts were stopped (the release list below names each; each part's folder keeps its own interrupted.txt); no matrix.json or matrix.md was written, so this folder is no matrix result; run `netprobe matrix` again with a new --evidence folder\n{}",
+            crate::evidence::now_rfc3339(),
+            crate::probe::runner::released_list()
         );
         let path = dir.join(crate::evidence::dir::INTERRUPTED_FILE);
         let wrote = std::fs::OpenOptions::new()

@@ -28,6 +28,8 @@ struct Entry {
     id: u64,
     what: String,
     action: Action,
+    /// Released after every other entry ([`register_note`]).
+    last: bool,
 }
 
 static REGISTRY: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
@@ -49,6 +51,23 @@ fn on_signal_thread() -> bool {
 
 /// Set by [`command_finished`]: the command has done its work and printed its outcome.
 static FINISHED: AtomicBool = AtomicBool::new(false);
+/// What the signal path has released so far, in order ([`released_so_far`]).
+static RELEASED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// What the signal path has stopped and released so far, in order (`killed the process tree
+/// of …`, then each [`release_all`] entry as it finished): what an action that runs last — an
+/// interruption note — writes into the evidence, so that the release list is on disk and not
+/// only on stderr.
+pub fn released_so_far() -> Vec<String> {
+    RELEASED.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+fn note_released(what: String) {
+    RELEASED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(what);
+}
 
 /// Called by `main` once the command has done its work (its outcome printed), before it
 /// returns its exit code. When the signal thread has already seen a signal: if nothing is
@@ -156,6 +175,23 @@ pub fn register_reporting(
     what: impl Into<String>,
     action: impl FnOnce() -> Option<String> + Send + 'static,
 ) -> Registration {
+    register_entry(what, action, false)
+}
+
+/// [`register_reporting`] for an interruption note: released after every other entry, also
+/// those registered before it, so that it can list them ([`released_so_far`]).
+pub fn register_note(
+    what: impl Into<String>,
+    action: impl FnOnce() -> Option<String> + Send + 'static,
+) -> Registration {
+    register_entry(what, action, true)
+}
+
+fn register_entry(
+    what: impl Into<String>,
+    action: impl FnOnce() -> Option<String> + Send + 'static,
+    last: bool,
+) -> Registration {
     if closing() && !on_signal_thread() {
         let what = what.into();
         if let Some(d) = action() {
@@ -169,6 +205,7 @@ pub fn register_reporting(
         id,
         what: what.into(),
         action: Box::new(action),
+        last,
     });
     Registration { id }
 }
@@ -197,15 +234,29 @@ pub fn registered() -> Vec<String> {
 pub fn release_all() -> Vec<String> {
     let mut done = Vec::new();
     loop {
-        let entries = std::mem::take(&mut *REGISTRY.lock().unwrap_or_else(|p| p.into_inner()));
+        let entries = {
+            let mut r = REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
+            // Every other entry first; the notes (`last`) when nothing else is left.
+            match r.iter().any(|e| !e.last) {
+                true => {
+                    let (now, notes): (Vec<Entry>, Vec<Entry>) =
+                        std::mem::take(&mut *r).into_iter().partition(|e| !e.last);
+                    *r = notes;
+                    now
+                }
+                false => std::mem::take(&mut *r),
+            }
+        };
         if entries.is_empty() {
             return done;
         }
         for e in entries.into_iter().rev() {
-            match (e.action)() {
-                Some(d) => done.push(format!("{}: {d}", e.what)),
-                None => done.push(e.what),
-            }
+            let line = match (e.action)() {
+                Some(d) => format!("{}: {d}", e.what),
+                None => e.what,
+            };
+            note_released(line.clone());
+            done.push(line);
         }
     }
 }
@@ -256,6 +307,7 @@ pub fn install_signal_handler() -> std::io::Result<()> {
                 // stop point: kill every running process tree first.
                 for what in crate::proc::kill_running_trees() {
                     eprintln!("netprobe:   killed the process tree of {what}");
+                    note_released(format!("killed the process tree of {what}"));
                 }
                 let deadline = Instant::now() + STOP_WAIT;
                 let all_stopped = || {
@@ -282,6 +334,14 @@ mod tests {
 
     #[test]
     fn dropped_registrations_never_run_and_live_ones_run_newest_first() {
+        // A note registered before them all is still released after them, and lists them.
+        let note = register_note("zz-note", || {
+            let seen: Vec<String> = released_so_far()
+                .into_iter()
+                .filter(|w| w.starts_with("unit-"))
+                .collect();
+            Some(seen.join(" | "))
+        });
         let log = std::sync::Arc::new(Mutex::new(Vec::new()));
         let l1 = log.clone();
         let a = register("unit-a", move || l1.lock().unwrap().push("a"));
@@ -297,11 +357,18 @@ mod tests {
         drop(b);
         assert!(registered().contains(&"unit-a".to_string()));
         assert!(!registered().contains(&"unit-b".to_string()));
-        let released: Vec<String> = release_all()
-            .into_iter()
+        let all = release_all();
+        let released: Vec<String> = all
+            .iter()
             .filter(|w| w.starts_with("unit-"))
+            .cloned()
             .collect();
         assert_eq!(released, ["unit-d: said what it did", "unit-c", "unit-a"]);
+        assert_eq!(
+            all.last().map(String::as_str),
+            Some("zz-note: unit-d: said what it did | unit-c | unit-a")
+        );
+        drop(note);
         assert_eq!(*log.lock().unwrap(), ["d", "c", "a"]);
         drop((a, c, d)); // already released: deregistering is a no-op
     }

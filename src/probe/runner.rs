@@ -306,20 +306,36 @@ fn declared_differences(
     declared
 }
 
+/// The release list an interruption note carries: `released, in order:` and one `  - …` line
+/// per thing the signal path stopped or released before the note
+/// ([`crate::ns::cleanup::released_so_far`]); `released: nothing else was running` when none.
+pub fn released_list() -> String {
+    let done = crate::ns::cleanup::released_so_far();
+    if done.is_empty() {
+        return "released: nothing else was running\n".into();
+    }
+    let mut s = String::from("released, in order:\n");
+    for d in done {
+        s.push_str(&format!("  - {}\n", crate::report::one_line(&d)));
+    }
+    s
+}
+
 /// Registers the note an interrupted run leaves (`interrupted.txt`, no result): a signal does
 /// not unwind, so the release writes it beside the evidence gathered so far.
 fn interruption_note(ev: &EvidenceDir) -> crate::ns::cleanup::Registration {
     let note_dir = ev.clone();
-    crate::ns::cleanup::register_reporting("interruption note", move || {
+    crate::ns::cleanup::register_note("interruption note", move || {
         let by = crate::ns::cleanup::interrupted_by().unwrap_or("a signal");
         let path = note_dir.root().join(evidence::dir::INTERRUPTED_FILE);
         let wrote = note_dir.write(
             evidence::dir::INTERRUPTED_FILE,
             format!(
-                "netprobe run was interrupted by {by} at {}; what it had started was released; \
-                 no netprobe-result.json was written; run `netprobe run` again with a new \
-                 --evidence folder\n",
-                crate::evidence::now_rfc3339()
+                "netprobe run was interrupted by {by} at {}; what it had started was released \
+                 (listed below); no netprobe-result.json was written; run `netprobe run` again \
+                 with a new --evidence folder\n{}",
+                crate::evidence::now_rfc3339(),
+                released_list()
             )
             .as_bytes(),
         );
