@@ -216,6 +216,19 @@ fn bounded_case(which: &str, step: &str, phases: &str, rung: &str) {
     let err = rung_error(&ev, rung);
     assert!(err.contains("6000 ms"), "{err}");
     assert!(err.contains("whole process tree was killed"), "{err}");
+    if which == "runtime" {
+        // What the runtime's temporary --log held is in the error (the log itself is removed):
+        // the wrapper hangs before runc starts, so nothing (restore, detached) or no --log at
+        // all (checkpoint, piped); and where CRIU's log is.
+        let said = match step {
+            "restore" => "its --log was empty when it was killed",
+            _ => "the runtime ran without --log",
+        };
+        assert!(
+            err.contains(said) && err.contains("is in the --work-path above"),
+            "{err}"
+        );
+    }
     assert_nothing_left(dir, pid);
 }
 

@@ -143,13 +143,16 @@ pub enum OciError {
     /// The runtime did not exit within its time limit; its whole process tree was killed
     /// (SIGKILL).
     #[error(
-        "the OCI runtime did not finish within {timeout_ms} ms and its whole process tree was killed: {argv:?}; see the runtime's and CRIU's logs in the work path (the bound is NETPROBE_STEP_TIMEOUT_S seconds when set)"
+        "the OCI runtime did not finish within {timeout_ms} ms and its whole process tree was killed: {argv:?}; {log} (the bound is NETPROBE_STEP_TIMEOUT_S seconds when set)"
     )]
     Timeout {
         /// The argv that was run.
         argv: Vec<String>,
         /// The limit, milliseconds.
         timeout_ms: u64,
+        /// What its `--log` held when it was killed (its last lines, or that it was empty or
+        /// there was none: the temporary log is removed afterwards), and where CRIU's log is.
+        log: String,
     },
 
     /// The runtime's process tree was killed because netprobe is being interrupted (only seen

@@ -544,6 +544,7 @@ impl Runtime {
             }
             Err(crate::proc::TreeError::TimedOut { .. }) => {
                 return Err(OciError::Timeout {
+                    log: timeout_log(log.as_ref().map(|f| f.path())),
                     argv: argv_str,
                     timeout_ms: limit.as_millis() as u64,
                 });
@@ -685,3 +686,27 @@ pub fn read_pid_file(path: &Path) -> Result<i32> {
 
 pub use super::guard::ContainerGuard;
 use super::guard::reap_if_child;
+
+/// What a killed runtime's temporary `--log` (`log`) held, for [`OciError::Timeout`]: its last
+/// 5 lines (one line each, `|`-joined), or that it was empty or there was none; with where
+/// CRIU's own log is (its work path, which netprobe keeps in the evidence).
+fn timeout_log(log: Option<&std::path::Path>) -> String {
+    const CRIU: &str =
+        "CRIU's dump.log or restore.log, for a checkpoint or restore, is in the --work-path above";
+    let Some(p) = log else {
+        return format!("the runtime ran without --log (its output was piped); {CRIU}");
+    };
+    let text = fs::read_to_string(p).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return format!("its --log was empty when it was killed; {CRIU}");
+    }
+    let tail = &lines[lines.len().saturating_sub(5)..];
+    format!(
+        "its --log ended with: {}; {CRIU}",
+        tail.iter()
+            .map(|l| l.trim())
+            .collect::<Vec<_>>()
+            .join(" | ")
+    )
+}
