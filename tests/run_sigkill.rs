@@ -1,7 +1,7 @@
 //! `netprobe run` killed with SIGKILL while a runtime rung's container runs: a SIGKILL runs no
 //! clean-up, so its holders, the container (in the cgroup named after its id), its work area
 //! under `/var/tmp` and its temporary files are left. The next `netprobe run` releases them
-//! before it starts (`netprobe::probe::stale`), lists them in `stale-swept.json` (an artifact
+//! before it starts (`netprobe::probe::stale`; `doctor` names them first), lists them in `stale-swept.json` (an artifact
 //! `verify` accepts) and says so on stderr; afterwards none of them is left. Real runc and
 //! CRIU (the run's defaults).
 
@@ -126,6 +126,21 @@ fn the_next_run_releases_what_a_killed_run_left() {
     let areas = work_areas_of(pid);
     assert!(!holders.is_empty(), "a SIGKILL left no holder");
     assert!(!areas.is_empty(), "a SIGKILL left no work area");
+    // `doctor` names them (and releases nothing).
+    let d = Command::new(EXE).arg("doctor").output().unwrap();
+    let out = String::from_utf8_lossy(&d.stdout);
+    assert!(
+        out.contains("left by netprobe runs killed with SIGKILL: ")
+            && out.contains("fix: the next `sudo netprobe run` releases them"),
+        "{out}"
+    );
+    for h in &holders {
+        assert!(out.contains(&format!("pid {h} (")), "{out}");
+    }
+    for w in &areas {
+        assert!(out.contains(&w.display().to_string()), "{out}");
+    }
+    assert_eq!(alive(&holders), holders, "doctor released a holder");
 
     let o = Command::new(EXE)
         .args(["run", "--evidence"])

@@ -27,6 +27,22 @@ impl Execute for DoctorCmd {
             .unwrap_or_else(netprobe::host::pinned_default_runtime);
         let prereqs = netprobe::host::doctor(&criu, &runtime);
         super::out::raw(netprobe::report::console::doctor_text(&prereqs));
+        // Not a prerequisite: what runs killed with SIGKILL left (the next run releases it).
+        let left = netprobe::probe::stale::find(
+            std::path::Path::new("/proc"),
+            std::path::Path::new("/var/tmp"),
+            &std::env::temp_dir(),
+        );
+        if !left.is_empty() {
+            super::out::line(format!(
+                "note    left by netprobe runs killed with SIGKILL: {}: {}",
+                left.summary(),
+                left.items().join(", ")
+            ));
+            super::out::line(
+                "        fix: the next `sudo netprobe run` releases them (listed in its evidence's stale-swept.json)",
+            );
+        }
         if netprobe::host::doctor_ok(&prereqs) {
             ExitClass::Ok.into()
         } else {

@@ -190,7 +190,7 @@ fn criu_prereqs(criu: &Path) -> [Prereq; 2] {
                 false,
                 e.to_string(),
                 &format!(
-                    "{SETUP_FIX} (builds CRIU 4.2.1 into /opt/criu-4.2.1 and 4.1.1 into /opt/criu-4.1.1), or pass --criu PATH"
+                    "{SETUP_FIX} (installs CRIU 4.3, the default, into /opt/criu-4.3 and builds 4.2.1 and 4.1.1 into /opt/criu-4.2.1 and /opt/criu-4.1.1), or pass --criu PATH"
                 ),
             ),
             prereq(

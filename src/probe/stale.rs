@@ -111,12 +111,12 @@ pub fn container_run_pid(name: &str) -> Option<i32> {
         .flatten()
 }
 
-/// Kills (SIGKILL) every holder of a dead run under `proc_root` and waits for it to leave.
-fn sweep_holders(proc_root: &Path, out: &mut Swept) {
+/// The holders of dead runs under `proc_root`: pid and `pid N (command line)`.
+fn dead_runs_holders(proc_root: &Path) -> Vec<(i32, String)> {
     let Ok(entries) = std::fs::read_dir(proc_root) else {
-        return;
+        return Vec::new();
     };
-    let mut killed = Vec::new();
+    let mut found = Vec::new();
     for e in entries.flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
             continue;
@@ -124,14 +124,22 @@ fn sweep_holders(proc_root: &Path, out: &mut Swept) {
         let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
             continue;
         };
-        if holder_run_pid(&cmd).is_some_and(dead) {
+        if holder_run_pid(&cmd).is_some_and(dead) && !gone(proc_root, pid) {
             let text = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-            killed.push((pid, format!("pid {pid} ({})", text.trim_end())));
+            found.push((pid, format!("pid {pid} ({})", text.trim_end())));
         }
+    }
+    found
+}
+
+/// Kills (SIGKILL) every holder of a dead run under `proc_root` and waits for it to leave.
+fn sweep_holders(proc_root: &Path, out: &mut Swept) {
+    let killed = dead_runs_holders(proc_root);
+    for (pid, _) in &killed {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
     }
     let deadline = Instant::now() + GONE_WAIT;
     for (pid, what) in killed {
@@ -209,6 +217,50 @@ fn sweep_container_cgroups(out: &mut Swept) {
                 )),
             }
         }
+    }
+}
+
+/// What [`sweep`] would release now, without releasing anything (`netprobe doctor`): the same
+/// lists, `problems` empty.
+pub fn find(proc_root: &Path, var_tmp: &Path, tmp: &Path) -> Swept {
+    let names =
+        |v: Vec<std::fs::DirEntry>| v.iter().map(|e| e.path().display().to_string()).collect();
+    use crate::oci::{CRIU_PATH_PREFIX, RUNC_LOG_PREFIX, left_by_dead_processes};
+    Swept {
+        holders: dead_runs_holders(proc_root)
+            .into_iter()
+            .map(|(_, w)| w)
+            .collect(),
+        container_cgroups: dead_container_cgroups()
+            .into_iter()
+            .flat_map(|(_, dirs)| dirs)
+            .map(|d| d.display().to_string())
+            .collect(),
+        work_areas: names(left_by_dead_processes(
+            var_tmp,
+            crate::probe::util::WORK_AREA_PREFIX,
+            "",
+        )),
+        criu_path_dirs: names(left_by_dead_processes(tmp, CRIU_PATH_PREFIX, "")),
+        runc_logs: names(left_by_dead_processes(tmp, RUNC_LOG_PREFIX, ".log")),
+        problems: Vec::new(),
+    }
+}
+
+impl Swept {
+    /// Every entry of every list, in the lists' order.
+    pub fn items(&self) -> Vec<&str> {
+        [
+            &self.holders,
+            &self.container_cgroups,
+            &self.work_areas,
+            &self.criu_path_dirs,
+            &self.runc_logs,
+        ]
+        .into_iter()
+        .flatten()
+        .map(String::as_str)
+        .collect()
     }
 }
 
