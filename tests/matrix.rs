@@ -283,6 +283,47 @@ fn matrix_bad_input() {
         );
         assert!(!z.exists(), "nothing run");
     }
+    // The same binary twice: usage (2), naming it, before anything runs.
+    let o = netprobe(&[
+        "matrix",
+        "--runtime",
+        CRUN,
+        "--runtime",
+        CRUN,
+        "--criu",
+        CRIU_4_3,
+        "--evidence",
+        z.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(&format!("--runtime {CRUN} is given twice")),
+        "{}",
+        text(&o)
+    );
+    assert!(!z.exists(), "nothing run");
+    // A runtime that is no runtime: its part is refused (exit 3); the cell says which part gave
+    // no result and why, not the ladder's "add it to --phases".
+    let bad = tmp.path().join("bad");
+    let o = netprobe(&[
+        "matrix",
+        "--runtime",
+        "/bin/true",
+        "--criu",
+        CRIU_4_3,
+        "--evidence",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let cell = &load(&bad).cells[0];
+    assert!(
+        cell.summary.contains("gave no result")
+            && cell
+                .summary
+                .contains("until every part it rests on gives a result")
+            && !cell.summary.contains("--phases"),
+        "{cell:?}"
+    );
     // A baseline folder without matrix.json.
     let o = netprobe(&[
         "matrix",

@@ -412,10 +412,16 @@ pub fn cell_verdict(root: &Path, parts: &[MatrixPart], folders: &[String; 3]) ->
             format!("{}:{a}", owner.get(rung).map(String::as_str).unwrap_or("?"))
         })
         .collect();
+    // A part without a result is the reason, not the rung it would have run: the verdict's
+    // own "rung … was not run (add it to --phases)" is no fix for a matrix cell.
     let summary = if missing.is_empty() {
         v.summary.clone()
     } else {
-        format!("{}; {}", missing.join("; "), v.summary)
+        format!(
+            "{}; the cell is {} until every part it rests on gives a result",
+            missing.join("; "),
+            v.code.as_str()
+        )
     };
     MatrixCell {
         runtime: String::new(),
