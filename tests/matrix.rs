@@ -525,6 +525,15 @@ fn stop_matrix(group: bool) {
         "{}",
         text(&v)
     );
+    // As a baseline it is refused (2) as an interrupted matrix, quoting its note.
+    let o = matrix_against(RUNC, &mx, &mx.with_extension("next"));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("is a matrix that was interrupted")
+            && text(&o).contains("says: netprobe matrix was interrupted by SIGTERM"),
+        "{}",
+        text(&o)
+    );
 }
 
 const RUNC_1_3: &str = "/opt/runc-1.3.6/sbin/runc";

@@ -151,11 +151,22 @@ pub fn load_matrix(dir: &Path) -> Result<MatrixResult, String> {
     let p = dir.join(MATRIX_FILE);
     let text =
         crate::evidence::read_bounded_text(&p, MATRIX_JSON_CAP, Symlinks::Follow).map_err(|e| {
-            format!(
-                "{}: {e} (is {} a matrix folder?)",
-                p.display(),
-                dir.display()
-            )
+            let note = dir.join(crate::evidence::dir::INTERRUPTED_FILE);
+            match note.is_file() {
+                // A matrix stopped by a signal writes no matrix.json: say so, with its note.
+                true => format!(
+                    "{}: {e}: {} is a matrix that was interrupted ({} says: {}), so it has no result; pass a matrix folder that finished",
+                    p.display(),
+                    dir.display(),
+                    note.display(),
+                    crate::evidence::dir::note_first_line(&note)
+                ),
+                false => format!(
+                    "{}: {e} (is {} a matrix folder?)",
+                    p.display(),
+                    dir.display()
+                ),
+            }
         })?;
     let v: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", p.display()))?;
