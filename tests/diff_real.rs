@@ -66,8 +66,25 @@ fn diff_names_a_criu_change_and_a_verdict_change() {
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", show(&o));
 
+    // The same run on both sides: said, exit 0.
+    let o = run(&[
+        "diff",
+        &ev("old"),
+        &format!("{}/netprobe-result.json", ev("old")),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("note: old and new are the same result file"),
+        "{}",
+        show(&o)
+    );
     let o = run(&["diff", &ev("old"), &ev("new")]);
     assert_eq!(o.status.code(), Some(0), "same verdict: {}", show(&o));
+    assert!(
+        !String::from_utf8_lossy(&o.stdout).contains("the same result file"),
+        "{}",
+        show(&o)
+    );
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("verdict unchanged: inconclusive"), "{out}");
     assert!(out.contains("criu version: 4.1.1 -> 4.2.1"), "{out}");

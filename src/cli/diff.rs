@@ -1,6 +1,7 @@
 //! `netprobe diff OLD NEW`: what moved between two runs.
 
 use super::{Execute, fail};
+use netprobe::evidence::result::RESULT_FILE;
 use netprobe::exit::ExitClass;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -24,6 +25,22 @@ impl Execute for DiffCmd {
                 // against its own evidence first (said above the diff, on stdout too), and one
                 // that does not reproduce fails the command.
                 let verified = [&self.old, &self.new].map(|p| verify_side(p));
+                let key = |p: &Path| {
+                    let f = if p.is_dir() {
+                        p.join(RESULT_FILE)
+                    } else {
+                        p.to_path_buf()
+                    };
+                    std::fs::canonicalize(f).ok()
+                };
+                if let (Some(a), Some(b)) = (key(&self.old), key(&self.new))
+                    && a == b
+                {
+                    super::out::line(format!(
+                        "note: old and new are the same result file ({}): nothing below can differ",
+                        a.display()
+                    ));
+                }
                 super::out::raw(render_diff(&d));
                 if verified.contains(&false) {
                     return ExitClass::Gate.into();
