@@ -340,3 +340,25 @@ fn html_template_escapes_script_ampersand_and_quotes_in_every_context() {
         html.contains(r#"<code title="abc&quot; onmouseover=&quot;alert(1)&#39; x=&#39;&amp;">"#)
     );
 }
+
+/// `--expect` in the recorded command is shown beside the verdict, met or NOT MET; no line
+/// without it.
+#[test]
+fn the_recorded_expectation_is_shown_beside_the_verdict() {
+    let t = runc_dir();
+    let mut r = fixtures::runc_result();
+    let md = render_markdown(&r, t.path());
+    assert!(!md.contains("Expected by the recorded command"), "{md}");
+    r.command
+        .extend(["--expect".into(), "runtime-preserves-netns".into()]);
+    let md = render_markdown(&r, t.path());
+    assert!(
+        md.contains("Expected by the recorded command (`--expect`): `runtime-preserves-netns` — **NOT MET** (`netprobe run` exited 1)."),
+        "{md}"
+    );
+    let html = render_html(&r, t.path());
+    assert!(html.contains("<strong>NOT MET</strong>"), "{html}");
+    r.command.push("--expect=runtime-empty-ns".into());
+    let md = render_markdown(&r, t.path());
+    assert!(md.contains("`runtime-empty-ns` — met."), "{md}");
+}

@@ -231,7 +231,7 @@ fn pin_differences(result: &RunResult, pins: &[PinCheck], file: &HostFacts, out:
 }
 
 /// The value of option `--name` in `argv` (`--name V` or `--name=V`), the last one given.
-fn option<'a>(argv: &'a [String], name: &str) -> Option<&'a str> {
+pub fn option<'a>(argv: &'a [String], name: &str) -> Option<&'a str> {
     let eq = format!("{name}=");
     let mut found = None;
     for (i, a) in argv.iter().enumerate() {

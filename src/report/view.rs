@@ -28,6 +28,8 @@ pub(crate) struct Page<'a> {
     pub rests_on: &'a [String],
     /// The first broken rung (ladder order), with its failing `pass` assertions.
     pub culprit: Option<Rung<'a>>,
+    /// The verdict the recorded command expected (`--expect`), and whether this one is it.
+    pub expected: Option<Expected<'a>>,
     /// netprobe version that wrote the result.
     pub tool_version: &'a str,
     /// RFC 3339 start and end of the run.
@@ -299,6 +301,15 @@ fn status_class(s: Status) -> &'static str {
     }
 }
 
+/// `--expect` of the recorded command (`netprobe-result.json` `command`) beside the verdict.
+#[derive(Debug, Serialize)]
+pub(crate) struct Expected<'a> {
+    /// The expected verdict code, as given.
+    pub verdict: &'a str,
+    /// The recorded verdict is it (`netprobe run` exited 1 when not).
+    pub met: bool,
+}
+
 impl<'a> Page<'a> {
     /// Builds the page of `result` whose evidence is in `evidence_dir` (read for the netstate
     /// diffs only). Never fails: an unreadable netstate file is reported in the page.
@@ -347,6 +358,12 @@ impl<'a> Page<'a> {
             reason: v.reason.as_deref(),
             rests_on: &v.rests_on,
             culprit,
+            expected: crate::probe::rederive_result::option(&result.command, "--expect").map(|e| {
+                Expected {
+                    verdict: e,
+                    met: e == v.code.as_str(),
+                }
+            }),
             tool_version: &result.tool_version,
             started_at: &result.started_at,
             finished_at: &result.finished_at,
