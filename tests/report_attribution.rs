@@ -84,3 +84,35 @@ fn report_shows_three_way_attribution_and_images_tree_per_rung() {
     assert!(pre.contains("table inet np14 {"), "{pre}");
     assert!(!pre.contains('<'), "the tree is escaped: {pre}");
 }
+
+/// A criu rung whose two live states agree says only that: the images are not compared fact by
+/// fact there, so the sentence claims nothing about them.
+#[test]
+fn agreeing_live_states_claim_nothing_about_the_images() {
+    let t = tempfile::tempdir().unwrap();
+    let ev = t.path().join("ev");
+    let evs = ev.to_str().unwrap();
+    let o = netprobe(&[
+        "run",
+        "--phases",
+        "kernel,criu",
+        "--evidence",
+        evs,
+        "--quiet",
+    ]);
+    assert!(
+        ev.join("criu/netstate-after.json").is_file(),
+        "the criu rung ran: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for (format, file) in [("md", "report.md"), ("html", "report.html")] {
+        let o = netprobe(&["report", evs, "--format", format]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let page = std::fs::read_to_string(ev.join(file)).unwrap();
+        assert!(
+            page.contains("Live before and live after agree: no fact differs between them")
+                && !page.contains("images and live after agree"),
+            "{page}"
+        );
+    }
+}
