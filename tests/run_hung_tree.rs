@@ -225,7 +225,15 @@ fn bounded_case(which: &str, step: &str, phases: &str, rung: &str) {
             _ => "the runtime ran without --log",
         };
         assert!(
-            err.contains(said) && err.contains("is in the --work-path above"),
+            err.contains(said)
+                && err.contains(&format!(
+                    "CRIU wrote no {} in the --work-path",
+                    if step == "restore" {
+                        "restore.log"
+                    } else {
+                        "dump.log"
+                    }
+                )),
             "{err}"
         );
     }

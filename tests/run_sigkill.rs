@@ -70,6 +70,10 @@ fn work_areas_of(pid: i32) -> Vec<PathBuf> {
         .collect()
 }
 
+/// The tests kill runs and sweep what dead runs left: one at a time, or one's sweep takes the
+/// other's leftovers.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Whatever the test leaves (a failed assertion) is released as the next run would.
 struct Sweep;
 impl Drop for Sweep {
@@ -88,6 +92,7 @@ fn the_next_run_releases_what_a_killed_run_left() {
         nix::unistd::geteuid().is_root(),
         "needs root; CI runs it as root"
     );
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let _sweep = Sweep;
     let tmp = tempfile::tempdir().unwrap();
     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
@@ -141,6 +146,25 @@ fn the_next_run_releases_what_a_killed_run_left() {
         assert!(out.contains(&w.display().to_string()), "{out}");
     }
     assert_eq!(alive(&holders), holders, "doctor released a holder");
+    // A run refused at its host checks touches nothing.
+    let o = Command::new(EXE)
+        .args(["run", "--runtime", "/bin/true", "--evidence"])
+        .arg(tmp.path().join("refused"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(alive(&holders), holders, "a refused run released a holder");
+    assert_eq!(
+        work_areas_of(pid),
+        areas,
+        "a refused run removed a work area"
+    );
 
     let o = Command::new(EXE)
         .args(["run", "--evidence"])
@@ -189,4 +213,93 @@ fn the_next_run_releases_what_a_killed_run_left() {
         String::from_utf8_lossy(&v.stdout),
         String::from_utf8_lossy(&v.stderr)
     );
+}
+
+/// A run killed while it waits for its runtime (here a wrapper that hangs at `checkpoint`,
+/// forking a `sleep`): the runtime's process group outlives it, marked with the run's pid in
+/// its environment; the next run kills it and lists it under `processes`.
+#[test]
+fn the_next_run_kills_the_runtime_a_killed_run_waited_for() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "needs root; CI runs it as root"
+    );
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _sweep = Sweep;
+    let tmp = tempfile::tempdir().unwrap();
+    let runc = netprobe::host::find_in_path(std::path::Path::new("runc")).expect("runc in PATH");
+    let gc = tmp.path().join("gc.pid");
+    let wrapper = tmp.path().join("runc");
+    netprobe::evidence::fsio::write_executable(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do\n  if [ \"$a\" = checkpoint ]; then\n    sleep 1000 &\n    echo $! > {gc}\n    wait\n  fi\ndone\nexec {runc} \"$@\"\n",
+            gc = gc.display(),
+            runc = runc.display()
+        ),
+        0o755,
+    )
+    .unwrap();
+    let mut child = Command::new(EXE)
+        .args(["run", "--phases", "oci", "--runtime"])
+        .arg(&wrapper)
+        .arg("--evidence")
+        .arg(tmp.path().join("a"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let t0 = Instant::now();
+    let sleep_pid: i32 = loop {
+        if let Some(p) = std::fs::read_to_string(&gc)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            break p;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the run ended first");
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the wrapper never hung"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        alive(&[sleep_pid]),
+        [sleep_pid],
+        "the hung runtime's sleep died with the run"
+    );
+
+    let b = tmp.path().join("b");
+    let o = Command::new(EXE)
+        .args(["run", "--phases", "kernel", "--evidence"])
+        .arg(&b)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let swept: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(b.join("stale-swept.json")).unwrap()).unwrap();
+    let listed = swept["processes"].as_array().is_some_and(|v| {
+        v.iter().any(|s| {
+            s.as_str()
+                .is_some_and(|s| s.starts_with(&format!("pid {sleep_pid} ")))
+        })
+    });
+    assert!(listed, "{swept:#}");
+    assert_eq!(alive(&[sleep_pid]), Vec::<i32>::new(), "the sleep is left");
 }

@@ -140,17 +140,27 @@ pub fn not_compared(m: &MatrixResult, baseline: &MatrixResult) -> Vec<String> {
         .collect()
 }
 
-/// Makes the cells' labels unique: cells whose `<runtime> × <CRIU>` label is another's (two
-/// binaries of one version, e.g. a rebuild beside the original) get each binary's path in it,
-/// `<runtime> (<path>) × <CRIU> (<path>)`, so that no table row or baseline match stands for
-/// two cells.
+/// Makes the cells' labels unique: where cells share a `<runtime> × <CRIU>` label (two binaries
+/// of one version, e.g. a rebuild beside the original), the half whose binaries differ among
+/// them gets each one's path, `<runtime> (<path>) × <CRIU>`, so that no table row or baseline
+/// match stands for two cells; the other half keeps its label (it still meets the baseline's).
 pub fn unique_labels(cells: &mut [MatrixCell]) {
-    let labels: Vec<String> = cells.iter().map(|c| c.label.clone()).collect();
+    let before: Vec<MatrixCell> = cells.to_vec();
     for c in cells.iter_mut() {
-        if labels.iter().filter(|l| **l == c.label).count() > 1 {
-            let (rt, criu, _) = halves(&c.label);
-            c.label = format!("{rt} ({}) × {criu} ({})", c.runtime, c.criu);
+        let twins: Vec<&MatrixCell> = before.iter().filter(|b| b.label == c.label).collect();
+        if twins.len() < 2 {
+            continue;
         }
+        let (rt, criu, _) = halves(&c.label);
+        let rt = match twins.iter().all(|t| t.runtime == c.runtime) {
+            true => rt.to_string(),
+            false => format!("{rt} ({})", c.runtime),
+        };
+        let criu = match twins.iter().all(|t| t.criu == c.criu) {
+            true => criu.to_string(),
+            false => format!("{criu} ({})", c.criu),
+        };
+        c.label = format!("{rt} × {criu}");
     }
 }
 
@@ -271,14 +281,13 @@ mod tests {
         let c = cell("crun 1.28 × CRIU 4.3", KEPT);
         let mut cells = vec![a, b, c];
         unique_labels(&mut cells);
-        assert_eq!(
-            cells[0].label,
-            "runc 1.4.3 (/opt/a/runc) × CRIU 4.3 (/x/criu)"
-        );
-        assert_eq!(
-            cells[1].label,
-            "runc 1.4.3 (/opt/b/runc) × CRIU 4.3 (/x/criu)"
-        );
+        assert_eq!(cells[0].label, "runc 1.4.3 (/opt/a/runc) × CRIU 4.3");
+        assert_eq!(cells[1].label, "runc 1.4.3 (/opt/b/runc) × CRIU 4.3");
         assert_eq!(cells[2].label, "crun 1.28 × CRIU 4.3");
+        // Each still meets the baseline's cell of that runtime kind and CRIU.
+        let base = matrix(vec![cell("runc 1.4.3 × CRIU 4.3", EMPTY)]);
+        match_baseline(&mut cells, &base);
+        assert_eq!(cells[0].baseline, Some(EMPTY));
+        assert_eq!(cells[1].baseline, Some(EMPTY));
     }
 }

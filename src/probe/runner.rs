@@ -189,13 +189,9 @@ pub fn run(
     if opts.phases.is_empty() {
         return Err(LadderError::Usage("--phases names no phase".into()));
     }
-    // What runs killed with SIGKILL left (holders, containers, work areas), before this run
-    // starts its own; recorded below in `stale-swept.json`.
-    let swept = crate::probe::stale::sweep(
-        Path::new("/proc"),
-        Path::new("/var/tmp"),
-        &std::env::temp_dir(),
-    );
+    // Every runtime and CRIU this run starts carries its pid: what a SIGKILL leaves running is
+    // found by the next run (`probe::stale`).
+    crate::proc::mark_children_with_run_pid();
     let (criu_facts, runtime_facts, early_holders) = host_gates(opts)?;
 
     let dir_path = opts
@@ -212,6 +208,14 @@ pub fn run(
         ev.note_incomplete(&e.to_string());
         e
     };
+    // What runs killed with SIGKILL left (holders, containers, work areas), once this run is
+    // past its refusals and has a folder to record it in (`stale-swept.json`): a refused run
+    // touches nothing. This run's own holders carry a live pid.
+    let swept = crate::probe::stale::sweep(
+        Path::new("/proc"),
+        Path::new("/var/tmp"),
+        &std::env::temp_dir(),
+    );
     if !swept.is_empty() {
         ev.write_json(STALE_SWEPT_FILE, &swept)
             .map_err(writing("writing stale-swept.json"))

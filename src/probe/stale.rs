@@ -1,7 +1,8 @@
 //! What probe runs killed with SIGKILL left behind, found and released by the next run.
 //!
 //! A SIGKILL runs no clean-up: a `netprobe run` (or a matrix part) killed in the middle of a
-//! runtime rung leaves its holder (a `netprobe __holder` re-parented to init), the container
+//! runtime rung leaves the runtime or CRIU it was waiting for (each in its own process group,
+//! carrying [`crate::proc::RUN_PID_ENV`]), its holder (a `netprobe __holder` re-parented to init), the container
 //! (its init re-parented too, in the cgroup the runtime named after the container id), the
 //! work area under `/var/tmp` with the runtime's `--root`, and its temporary CRIU PATH folder
 //! and runc log. Each carries the pid of the run that made it — the holder's `--run-pid <pid>`
@@ -25,6 +26,9 @@ const GONE_WAIT: Duration = Duration::from_secs(3);
 /// the path or `pid N (command line)` it was; `problems` names what it could not release.
 #[derive(Debug, Default, Serialize, PartialEq, Eq)]
 pub struct Swept {
+    /// Programs of dead runs still running (a runtime or CRIU marked
+    /// [`crate::proc::RUN_PID_ENV`]), killed with their process group and gone.
+    pub processes: Vec<String>,
     /// Holders of dead runs, killed (SIGKILL) and gone.
     pub holders: Vec<String>,
     /// Container cgroups of dead runs: their processes killed, the folder removed (one entry
@@ -50,6 +54,7 @@ impl Swept {
     pub fn summary(&self) -> String {
         let mut parts = Vec::new();
         for (n, what) in [
+            (self.processes.len(), "runtime/CRIU process(es)"),
             (self.holders.len(), "holder(s)"),
             (self.container_cgroups.len(), "container cgroup folder(s)"),
             (self.work_areas.len(), "work area(s)"),
@@ -109,6 +114,75 @@ pub fn container_run_pid(name: &str) -> Option<i32> {
     (runtime_rung && !nanos.is_empty() && nanos.bytes().all(|b| b.is_ascii_digit()))
         .then(|| pid.parse().ok())
         .flatten()
+}
+
+/// The run pid in a process's environment (`environ`: NUL-separated), when it carries
+/// [`crate::proc::RUN_PID_ENV`].
+pub fn environ_run_pid(environ: &[u8]) -> Option<i32> {
+    let key = format!("{}=", crate::proc::RUN_PID_ENV);
+    environ
+        .split(|b| *b == 0)
+        .find_map(|kv| kv.strip_prefix(key.as_bytes()))
+        .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok())
+}
+
+/// The programs of dead runs still running under `proc_root` (marked in their environment):
+/// pid, process group and `pid N (command line)`.
+fn dead_runs_processes(proc_root: &Path) -> Vec<(i32, i32, String)> {
+    let Ok(entries) = std::fs::read_dir(proc_root) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(e.path().join("environ")) else {
+            continue;
+        };
+        if environ_run_pid(&env).is_some_and(dead) && !gone(proc_root, pid) {
+            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            let text = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            let pgid = nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid)))
+                .map(|p| p.as_raw())
+                .unwrap_or(pid);
+            found.push((pid, pgid, format!("pid {pid} ({})", text.trim_end())));
+        }
+    }
+    found
+}
+
+/// Kills (SIGKILL) every program of a dead run and its process group (the runtime's or
+/// CRIU's children with it), and waits for each to leave.
+fn sweep_processes(proc_root: &Path, out: &mut Swept) {
+    let found = dead_runs_processes(proc_root);
+    let own = nix::unistd::getpgrp().as_raw();
+    for (pid, pgid, _) in &found {
+        // Only a group of its own (run_tree makes each program a group leader), never ours.
+        if *pgid > 1 && *pgid != own {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(-pgid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let deadline = Instant::now() + GONE_WAIT;
+    for (pid, _, what) in found {
+        while !gone(proc_root, pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        match gone(proc_root, pid) {
+            true => out.processes.push(what),
+            false => out.problems.push(format!(
+                "{what}: still there {} s after SIGKILL",
+                GONE_WAIT.as_secs()
+            )),
+        }
+    }
 }
 
 /// The holders of dead runs under `proc_root`: pid and `pid N (command line)`.
@@ -209,7 +283,11 @@ fn sweep_container_cgroups(out: &mut Swept) {
         }
         for d in dirs {
             match std::fs::remove_dir(&d) {
+                // Gone already: the dead run's runtime removes the cgroup once its init died.
                 Ok(()) => out.container_cgroups.push(d.display().to_string()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    out.container_cgroups.push(d.display().to_string())
+                }
                 Err(e) => out.problems.push(format!(
                     "{} (container {name} of a killed run): rmdir: {e}; processes left: {:?}",
                     d.display(),
@@ -227,6 +305,10 @@ pub fn find(proc_root: &Path, var_tmp: &Path, tmp: &Path) -> Swept {
         |v: Vec<std::fs::DirEntry>| v.iter().map(|e| e.path().display().to_string()).collect();
     use crate::oci::{CRIU_PATH_PREFIX, RUNC_LOG_PREFIX, left_by_dead_processes};
     Swept {
+        processes: dead_runs_processes(proc_root)
+            .into_iter()
+            .map(|(_, _, w)| w)
+            .collect(),
         holders: dead_runs_holders(proc_root)
             .into_iter()
             .map(|(_, w)| w)
@@ -251,6 +333,7 @@ impl Swept {
     /// Every entry of every list, in the lists' order.
     pub fn items(&self) -> Vec<&str> {
         [
+            &self.processes,
             &self.holders,
             &self.container_cgroups,
             &self.work_areas,
@@ -270,6 +353,9 @@ impl Swept {
 /// `/var/tmp` and `tmp` the temporary folder (parameters for tests).
 pub fn sweep(proc_root: &Path, var_tmp: &Path, tmp: &Path) -> Swept {
     let mut out = Swept::default();
+    // A runtime or CRIU first: a restore left running would bring a holder back after its
+    // sweep.
+    sweep_processes(proc_root, &mut out);
     sweep_holders(proc_root, &mut out);
     sweep_container_cgroups(&mut out);
     for e in crate::oci::left_by_dead_processes(var_tmp, crate::probe::util::WORK_AREA_PREFIX, "") {
@@ -307,6 +393,16 @@ mod tests {
         );
         assert_eq!(holder_run_pid(b"sleep\0--run-pid\x00412\0"), None);
         assert_eq!(holder_run_pid(b"/x/netprobe\0__holder\0--run-pid\0"), None);
+    }
+
+    #[test]
+    fn a_marked_environment_names_its_run() {
+        let key = crate::proc::RUN_PID_ENV;
+        let env = format!("PATH=/bin\0{key}=77\0HOME=/\0");
+        assert_eq!(environ_run_pid(env.as_bytes()), Some(77));
+        assert_eq!(environ_run_pid(b"PATH=/bin\0HOME=/\0"), None);
+        let other = format!("X{key}=5\0");
+        assert_eq!(environ_run_pid(other.as_bytes()), None);
     }
 
     #[test]

@@ -20,6 +20,26 @@ pub use tree::{
 
 use std::time::Duration;
 
+/// Environment variable every program [`run_tree`] starts carries once
+/// [`mark_children_with_run_pid`] was called (a probe run): the pid of that run, so that a
+/// runtime or CRIU a run killed with SIGKILL left running is found by the next run
+/// (`crate::probe::stale`). A slot verb never sets it: its runtime's work outlives nothing.
+pub const RUN_PID_ENV: &str = "NETPROBE_RUN_PID";
+
+static MARK_CHILDREN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// From now on, every program [`run_tree`] starts gets [`RUN_PID_ENV`]`=<this process's pid>`.
+pub fn mark_children_with_run_pid() {
+    MARK_CHILDREN.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// The value [`run_tree`] gives [`RUN_PID_ENV`], if children are marked.
+fn child_mark() -> Option<u32> {
+    MARK_CHILDREN
+        .load(std::sync::atomic::Ordering::SeqCst)
+        .then(std::process::id)
+}
+
 /// Environment variable overriding the bound of every runtime / CRIU step, in seconds (a
 /// positive number, fractions allowed: `0.5`). Unset or empty: the caller's default; any other
 /// value that is not a positive number is refused before a command runs

@@ -150,6 +150,9 @@ pub fn run_tree(
 ) -> Result<TreeOutput, TreeError> {
     crate::ns::cleanup::checkpoint();
     let program = cmd.get_program().to_string_lossy().into_owned();
+    if let Some(pid) = super::child_mark() {
+        cmd.env(super::RUN_PID_ENV, pid.to_string());
+    }
     // SAFETY: setpgid(2) is async-signal-safe and touches no memory.
     unsafe {
         let inherit = INHERITED_FD.with(|c| c.get());
