@@ -496,6 +496,15 @@ fn stop_matrix(group: bool) {
         group || (err.contains("released matrix part cell-") && err.contains("sent SIGTERM")),
         "group {group}: {err}"
     );
+    // Each stopped part's line says what its folder holds, read from the folder.
+    for l in err.lines().filter(|l| l.contains("released matrix part")) {
+        assert!(
+            l.contains("its folder holds its result, ")
+                || l.contains("its folder keeps its interrupted.txt, ")
+                || l.contains("holds neither a result nor interrupted.txt"),
+            "{l}"
+        );
+    }
     let note = std::fs::read_to_string(mx.join("interrupted.txt")).unwrap();
     assert!(
         note.contains("netprobe matrix was interrupted by SIGTERM"),

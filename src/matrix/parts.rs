@@ -77,7 +77,11 @@ fn run_part(opts: &MatrixOptions, job: &Job) -> MatrixPart {
             return part;
         }
     };
-    let release = on_signal(&job.folder, child.id() as i32);
+    let release = on_signal(
+        &job.folder,
+        &opts.evidence.join(&job.folder),
+        child.id() as i32,
+    );
     let status = wait_bounded(&mut child, opts.cell_timeout);
     // A group signal (Ctrl-C) ends the part too: seen here, the matrix stops, not records it.
     crate::ns::cleanup::checkpoint();
@@ -173,6 +177,23 @@ fn wait_bounded(
     None
 }
 
+/// What the part's folder `dir` holds now: its result, its `interrupted.txt`, or neither —
+/// said of each part the matrix's release stopped, from the folder, not assumed.
+fn kept(dir: &std::path::Path) -> String {
+    let result = dir.join(crate::evidence::result::RESULT_FILE);
+    let note = dir.join(crate::evidence::dir::INTERRUPTED_FILE);
+    if result.is_file() {
+        format!("its folder holds its result, {}", result.display())
+    } else if note.is_file() {
+        format!("its folder keeps its interrupted.txt, {}", note.display())
+    } else {
+        format!(
+            "{} holds neither a result nor interrupted.txt",
+            dir.display()
+        )
+    }
+}
+
 /// How long a part may take to release what it started after SIGTERM before it is killed.
 const PART_STOP_WAIT: Duration = Duration::from_secs(30);
 
@@ -181,19 +202,28 @@ const PART_STOP_WAIT: Duration = Duration::from_secs(30);
 /// [`PART_STOP_WAIT`] for it to release what it started and exit, then SIGKILL. The release
 /// list names it with how it ended. `None` when the pidfd cannot be opened (the part already
 /// ended).
-fn on_signal(folder: &str, pid: i32) -> Option<crate::ns::cleanup::Registration> {
+fn on_signal(
+    folder: &str,
+    dir: &std::path::Path,
+    pid: i32,
+) -> Option<crate::ns::cleanup::Registration> {
     let fd = crate::ns::pidfd_open(pid).ok()?;
+    let dir = dir.to_path_buf();
     Some(crate::ns::cleanup::register_reporting(
         format!("matrix part {folder} (pid {pid})"),
         move || {
             let t0 = Instant::now();
-            if crate::ns::pidfd_send_signal(&fd, libc::SIGTERM).is_err() {
-                return Some("it had already ended".into());
+            // Ended but not yet reaped: a signal would still be "sent" to it.
+            if crate::ns::wait_pidfd_exit(&fd, Duration::ZERO).unwrap_or(false)
+                || crate::ns::pidfd_send_signal(&fd, libc::SIGTERM).is_err()
+            {
+                return Some(format!("it had already ended ({})", kept(&dir)));
             }
             if crate::ns::wait_pidfd_exit(&fd, PART_STOP_WAIT).unwrap_or(false) {
                 return Some(format!(
-                    "sent SIGTERM; it released what it started and ended in {} ms (its folder keeps its interrupted.txt)",
-                    t0.elapsed().as_millis()
+                    "sent SIGTERM; it ended in {} ms ({})",
+                    t0.elapsed().as_millis(),
+                    kept(&dir)
                 ));
             }
             let _ = crate::ns::pidfd_send_signal(&fd, libc::SIGKILL);
