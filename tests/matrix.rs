@@ -665,3 +665,56 @@ fn matrix_verify_checks_cell_binaries_and_its_own_files() {
             .all(|c| c.verdict == VerdictCode::RuntimeEmptyNs)
     );
 }
+
+/// A matrix killed with SIGKILL leaves `incomplete.txt` (its first file, removed once
+/// `matrix.json` is written): `verify` says the matrix did not finish, not that a run's result
+/// is missing.
+#[test]
+fn a_matrix_killed_with_sigkill_is_told_as_unfinished() {
+    require(&[RUNC, CRIU_4_3]);
+    let tmp = tempfile::tempdir().unwrap();
+    let mk = tmp.path().join("mk");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_netprobe"))
+        .args([
+            "matrix",
+            "--runtime",
+            RUNC,
+            "--criu",
+            CRIU_4_3,
+            "--evidence",
+        ])
+        .arg(&mk)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !mk.join("incomplete.txt").is_file() {
+        assert!(t0.elapsed().as_secs() < 30, "no incomplete.txt");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Its parts run on by themselves and end (each releases what it started).
+    let mks = mk.display().to_string();
+    let parts_running = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&mks))
+        })
+    };
+    while parts_running() {
+        assert!(t0.elapsed().as_secs() < 120, "parts still running");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(!mk.join("matrix.json").exists());
+    let v = netprobe(&["verify", mk.to_str().unwrap()]);
+    assert_eq!(v.status.code(), Some(2), "{}", text(&v));
+    assert!(
+        text(&v).contains("incomplete.txt says: netprobe matrix (pid ")
+            && text(&v).contains("has not finished"),
+        "{}",
+        text(&v)
+    );
+}

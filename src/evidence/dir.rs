@@ -67,11 +67,11 @@ pub enum EvidenceError {
     /// The folder holds no result because the run that wrote it did not finish
     /// (`incomplete.txt` is still there; it holds the reason when it could be written).
     #[error(
-        "evidence folder {0} holds no netprobe-result.json: the run that wrote it did not finish \
-         (see {0}/incomplete.txt{1}); its files are kept but prove nothing; free space or fix \
-         the cause, then run `netprobe run` again with a new --evidence folder"
+        "evidence folder {0} holds no netprobe-result.json: what wrote it did not finish \
+         ({0}/incomplete.txt says: {2}{1}); its files are kept but prove nothing; free space or \
+         fix the cause, then run it again with a new --evidence folder"
     )]
-    Incomplete(PathBuf, String),
+    Incomplete(PathBuf, String, String),
     /// `open` / `read_result` was given a folder that does not exist.
     #[error(
         "evidence folder {0} does not exist; pass the folder a `netprobe run --evidence` wrote"
@@ -242,7 +242,8 @@ pub fn read_result(dir: &Path) -> Result<RunResult, EvidenceError> {
             .find_map(|l| l.strip_prefix("reason: "))
             .map(|r| format!(": {r}"))
             .unwrap_or_default();
-        return Err(EvidenceError::Incomplete(dir.to_path_buf(), reason));
+        let first = note.lines().next().unwrap_or("").to_string();
+        return Err(EvidenceError::Incomplete(dir.to_path_buf(), reason, first));
     }
     let text = super::fsio::read_recorded(&path).map_err(io_err("read", &path))?;
     let value: serde_json::Value =

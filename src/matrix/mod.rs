@@ -118,8 +118,19 @@ pub fn run_matrix(opts: &MatrixOptions) -> Result<MatrixResult, MatrixError> {
     std::fs::create_dir_all(opts.evidence.join("logs")).map_err(|e| {
         MatrixError::Usage(format!("cannot create {}: {e}", opts.evidence.display()))
     })?;
-    let _note = interruption_note(&opts.evidence);
     let started_at = now();
+    // The first file: a matrix killed (SIGKILL, a crash) leaves this, not a folder that reads
+    // as a run's; removed once matrix.json is written.
+    let incomplete = opts.evidence.join(crate::evidence::dir::INCOMPLETE_FILE);
+    std::fs::write(
+        &incomplete,
+        format!(
+            "netprobe matrix (pid {}) started at {started_at} and has not finished: this note is removed once matrix.json is written; if it is still here, the matrix ended without a result\n",
+            std::process::id()
+        ),
+    )
+    .map_err(|e| MatrixError::Usage(format!("cannot write {}: {e}", incomplete.display())))?;
+    let _note = interruption_note(&opts.evidence);
     let t0 = Instant::now();
     let binaries = binaries(opts);
     let rslug: Vec<String> = (0..opts.runtimes.len())
@@ -194,6 +205,8 @@ pub fn run_matrix(opts: &MatrixOptions) -> Result<MatrixResult, MatrixError> {
     };
     table::write_matrix(&opts.evidence, &result)
         .map_err(|e| MatrixError::Usage(format!("writing the matrix files: {e}")))?;
+    std::fs::remove_file(&incomplete)
+        .map_err(|e| MatrixError::Usage(format!("removing {}: {e}", incomplete.display())))?;
     Ok(result)
 }
 
