@@ -218,6 +218,12 @@ fn two_by_two_matrix_runs_verifies_and_compares() {
             )),
         "{out}"
     );
+    let md = std::fs::read_to_string(mx4.join("matrix.md")).unwrap();
+    assert!(
+        md.contains(": 1 of 1 cell(s) compared")
+            && md.contains(&format!("(baseline cell {old_label})")),
+        "{md}"
+    );
     let m4 = load(&mx4);
     assert_eq!(m4.cells[0].baseline, Some(VerdictCode::RuntimeEmptyNs));
     assert_eq!(
@@ -235,6 +241,11 @@ fn two_by_two_matrix_runs_verifies_and_compares() {
             && out.contains(": 0 of 1 cell(s) compared")
             && out.contains("not compared with the baseline: runc 1.4.3+ds1 × CRIU 4.3: the baseline has no cell of this label, runtime or runtime kind (its cells: crun 1.28 × CRIU 4.3)"),
         "{out}"
+    );
+    let md = std::fs::read_to_string(mx5.join("matrix.md")).unwrap();
+    assert!(
+        md.contains(": 0 of 1 cell(s) compared") && md.contains("(not compared with the baseline)"),
+        "{md}"
     );
 }
 

@@ -22,6 +22,8 @@ pub(crate) struct MatrixPage<'a> {
     pub jobs: usize,
     /// The earlier matrix folder compared against, if any.
     pub baseline: Option<&'a str>,
+    /// How many cells were compared with it (`cells[].baseline` set).
+    pub compared: usize,
     /// Column heads (CRIU labels, first-seen order).
     pub crius: Vec<&'a str>,
     /// One row per runtime label (first-seen order).
@@ -109,6 +111,10 @@ pub(crate) struct Cell<'a> {
     pub unexpected: Option<&'static str>,
     /// Baseline verdict when it differs from the observed one.
     pub was: Option<&'static str>,
+    /// The baseline cell it was compared with, when its label differs (`baseline_label`).
+    pub baseline_cell: Option<&'a str>,
+    /// A baseline was given and this cell was not compared with it.
+    pub not_compared: bool,
 }
 
 /// One binary.
@@ -174,6 +180,8 @@ fn cell<'a>(m: &'a MatrixResult, c: &'a MatrixCell) -> Cell<'a> {
             .changed()
             .then(|| c.baseline.map(|b| b.as_str()))
             .flatten(),
+        baseline_cell: c.baseline_label.as_deref(),
+        not_compared: m.baseline.is_some() && c.baseline.is_none(),
     }
 }
 
@@ -241,6 +249,7 @@ impl<'a> MatrixPage<'a> {
             duration_ms: m.duration_ms,
             jobs: m.jobs,
             baseline: m.baseline.as_deref(),
+            compared: m.cells.iter().filter(|c| c.baseline.is_some()).count(),
             crius,
             rows,
             cells: m.cells.iter().map(|c| cell(m, c)).collect(),
