@@ -126,9 +126,9 @@ pub fn environ_run_pid(environ: &[u8]) -> Option<i32> {
         .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok())
 }
 
-/// The programs of dead runs still running under `proc_root` (marked in their environment):
-/// pid, process group and `pid N (command line)`.
-fn dead_runs_processes(proc_root: &Path) -> Vec<(i32, i32, String)> {
+/// The processes under `proc_root` that `run_pid_of` (given a `/proc/<pid>` folder) ties to a
+/// run that no longer exists, and have not left: pid and `pid N (command line)`.
+fn of_dead_runs(proc_root: &Path, run_pid_of: impl Fn(&Path) -> Option<i32>) -> Vec<(i32, String)> {
     let Ok(entries) = std::fs::read_dir(proc_root) else {
         return Vec::new();
     };
@@ -137,29 +137,45 @@ fn dead_runs_processes(proc_root: &Path) -> Vec<(i32, i32, String)> {
         let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
             continue;
         };
-        let Ok(env) = std::fs::read(e.path().join("environ")) else {
-            continue;
-        };
-        if environ_run_pid(&env).is_some_and(dead) && !gone(proc_root, pid) {
+        if run_pid_of(&e.path()).is_some_and(dead) && !gone(proc_root, pid) {
             let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
             let text = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            let pgid = nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid)))
-                .map(|p| p.as_raw())
-                .unwrap_or(pid);
-            found.push((pid, pgid, format!("pid {pid} ({})", text.trim_end())));
+            found.push((pid, format!("pid {pid} ({})", text.trim_end())));
         }
     }
     found
 }
 
-/// Kills (SIGKILL) every program of a dead run and its process group (the runtime's or
-/// CRIU's children with it), and waits for each to leave.
-fn sweep_processes(proc_root: &Path, out: &mut Swept) {
-    let found = dead_runs_processes(proc_root);
+/// The programs of dead runs still running under `proc_root` (marked in their environment).
+fn dead_runs_processes(proc_root: &Path) -> Vec<(i32, String)> {
+    of_dead_runs(proc_root, |d| {
+        environ_run_pid(&std::fs::read(d.join("environ")).ok()?)
+    })
+}
+
+/// The holders of dead runs under `proc_root` (`--run-pid` on their command line).
+fn dead_runs_holders(proc_root: &Path) -> Vec<(i32, String)> {
+    of_dead_runs(proc_root, |d| {
+        holder_run_pid(&std::fs::read(d.join("cmdline")).ok()?)
+    })
+}
+
+/// Kills (SIGKILL) each of `found` — with its process group when `groups` and the group is
+/// its own (`run_tree` makes each program a group leader; never netprobe's) — waits up to
+/// [`GONE_WAIT`] for each to leave, and records it in `done` or, still there, in `problems`.
+fn kill_and_wait(
+    proc_root: &Path,
+    found: Vec<(i32, String)>,
+    groups: bool,
+    done: &mut Vec<String>,
+    problems: &mut Vec<String>,
+) {
     let own = nix::unistd::getpgrp().as_raw();
-    for (pid, pgid, _) in &found {
-        // Only a group of its own (run_tree makes each program a group leader), never ours.
-        if *pgid > 1 && *pgid != own {
+    for (pid, _) in &found {
+        let pgid = nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(*pid)))
+            .map(|p| p.as_raw())
+            .unwrap_or(0);
+        if groups && pgid == *pid && pgid != own {
             let _ = nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(-pgid),
                 nix::sys::signal::Signal::SIGKILL,
@@ -171,58 +187,13 @@ fn sweep_processes(proc_root: &Path, out: &mut Swept) {
         );
     }
     let deadline = Instant::now() + GONE_WAIT;
-    for (pid, _, what) in found {
+    for (pid, what) in found {
         while !gone(proc_root, pid) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
         }
         match gone(proc_root, pid) {
-            true => out.processes.push(what),
-            false => out.problems.push(format!(
-                "{what}: still there {} s after SIGKILL",
-                GONE_WAIT.as_secs()
-            )),
-        }
-    }
-}
-
-/// The holders of dead runs under `proc_root`: pid and `pid N (command line)`.
-fn dead_runs_holders(proc_root: &Path) -> Vec<(i32, String)> {
-    let Ok(entries) = std::fs::read_dir(proc_root) else {
-        return Vec::new();
-    };
-    let mut found = Vec::new();
-    for e in entries.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-            continue;
-        };
-        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
-            continue;
-        };
-        if holder_run_pid(&cmd).is_some_and(dead) && !gone(proc_root, pid) {
-            let text = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            found.push((pid, format!("pid {pid} ({})", text.trim_end())));
-        }
-    }
-    found
-}
-
-/// Kills (SIGKILL) every holder of a dead run under `proc_root` and waits for it to leave.
-fn sweep_holders(proc_root: &Path, out: &mut Swept) {
-    let killed = dead_runs_holders(proc_root);
-    for (pid, _) in &killed {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(*pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
-    let deadline = Instant::now() + GONE_WAIT;
-    for (pid, what) in killed {
-        while !gone(proc_root, pid) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        match gone(proc_root, pid) {
-            true => out.holders.push(what),
-            false => out.problems.push(format!(
+            true => done.push(what),
+            false => problems.push(format!(
                 "{what}: still there {} s after SIGKILL",
                 GONE_WAIT.as_secs()
             )),
@@ -307,7 +278,7 @@ pub fn find(proc_root: &Path, var_tmp: &Path, tmp: &Path) -> Swept {
     Swept {
         processes: dead_runs_processes(proc_root)
             .into_iter()
-            .map(|(_, _, w)| w)
+            .map(|(_, w)| w)
             .collect(),
         holders: dead_runs_holders(proc_root)
             .into_iter()
@@ -355,8 +326,16 @@ pub fn sweep(proc_root: &Path, var_tmp: &Path, tmp: &Path) -> Swept {
     let mut out = Swept::default();
     // A runtime or CRIU first: a restore left running would bring a holder back after its
     // sweep.
-    sweep_processes(proc_root, &mut out);
-    sweep_holders(proc_root, &mut out);
+    let found = dead_runs_processes(proc_root);
+    kill_and_wait(
+        proc_root,
+        found,
+        true,
+        &mut out.processes,
+        &mut out.problems,
+    );
+    let found = dead_runs_holders(proc_root);
+    kill_and_wait(proc_root, found, false, &mut out.holders, &mut out.problems);
     sweep_container_cgroups(&mut out);
     for e in crate::oci::left_by_dead_processes(var_tmp, crate::probe::util::WORK_AREA_PREFIX, "") {
         let p = e.path();
