@@ -544,7 +544,7 @@ impl Runtime {
             }
             Err(crate::proc::TreeError::TimedOut { .. }) => {
                 return Err(OciError::Timeout {
-                    log: timeout_log(log.as_ref().map(|f| f.path()), &argv_str),
+                    log: super::error::timeout_log(log.as_ref().map(|f| f.path()), &argv_str),
                     argv: argv_str,
                     timeout_ms: limit.as_millis() as u64,
                 });
@@ -686,45 +686,3 @@ pub fn read_pid_file(path: &Path) -> Result<i32> {
 
 pub use super::guard::ContainerGuard;
 use super::guard::reap_if_child;
-
-/// What a killed runtime's temporary `--log` (`log`) held, for [`OciError::Timeout`]: its last
-/// 5 lines (one line each, `|`-joined), or that it was empty or there was none; and the step's
-/// CRIU log (`dump.log`, or `restore.log` for a restore) in the `--work-path` of `argv` (which
-/// netprobe keeps in the evidence), named when CRIU wrote it, else said to be missing.
-fn timeout_log(log: Option<&std::path::Path>, argv: &[String]) -> String {
-    let work = argv
-        .iter()
-        .position(|a| a == "--work-path")
-        .and_then(|i| argv.get(i + 1));
-    let criu = match work {
-        None => "no CRIU step (no --work-path)".to_string(),
-        Some(w) => {
-            // The step's own log: a restore's work path may hold the checkpoint's dump.log.
-            let name = match argv.iter().any(|a| a == "restore") {
-                true => "restore.log",
-                false => "dump.log",
-            };
-            let p = std::path::Path::new(w).join(name);
-            match p.is_file() {
-                true => format!("CRIU's log: {}", p.display()),
-                false => format!("CRIU wrote no {name} in the --work-path {w}"),
-            }
-        }
-    };
-    let Some(p) = log else {
-        return format!("the runtime ran without --log (its output was piped); {criu}");
-    };
-    let text = fs::read_to_string(p).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    if lines.is_empty() {
-        return format!("its --log was empty when it was killed; {criu}");
-    }
-    let tail = &lines[lines.len().saturating_sub(5)..];
-    format!(
-        "its --log ended with: {}; {criu}",
-        tail.iter()
-            .map(|l| l.trim())
-            .collect::<Vec<_>>()
-            .join(" | ")
-    )
-}
