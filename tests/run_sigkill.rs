@@ -11,26 +11,17 @@ use std::time::{Duration, Instant};
 
 const EXE: &str = env!("CARGO_BIN_EXE_netprobe");
 
-/// The container cgroup folders (every hierarchy) of probe runs started by `pid`, with the
-/// processes each lists.
+/// The container cgroup folders (every hierarchy, at any depth the sweep looks) of probe runs
+/// started by `pid`, with the processes each lists.
 fn container_cgroups_of(pid: i32) -> Vec<(PathBuf, String)> {
-    let mi = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let mut out = Vec::new();
-    for m in netprobe::cgroup::parse_mountinfo(&mi) {
-        for e in std::fs::read_dir(&m.mount_point)
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if netprobe::probe::stale::container_run_pid(&name) == Some(pid) {
-                let procs =
-                    std::fs::read_to_string(e.path().join("cgroup.procs")).unwrap_or_default();
-                out.push((e.path(), procs));
-            }
-        }
-    }
-    out
+    netprobe::probe::stale::probe_container_cgroups()
+        .into_iter()
+        .filter(|(name, _)| netprobe::probe::stale::container_run_pid(name) == Some(pid))
+        .map(|(_, p)| {
+            let procs = std::fs::read_to_string(p.join("cgroup.procs")).unwrap_or_default();
+            (p, procs)
+        })
+        .collect()
 }
 
 /// Pids of the holders whose `--run-pid` is `pid`.

@@ -201,24 +201,50 @@ fn kill_and_wait(
     }
 }
 
-/// The folders of the containers of dead runs in every cgroup hierarchy mounted (at the
-/// hierarchy's root, where the runtime puts a container whose `config.json` names no
-/// `cgroupsPath`), grouped by name.
-fn dead_container_cgroups() -> Vec<(String, Vec<PathBuf>)> {
+/// How deep below a hierarchy's root a probe container's cgroup is looked for: the runtime
+/// puts a container whose `config.json` names no `cgroupsPath` under the cgroup the runtime
+/// itself ran in, which differs per hierarchy and per invoking process (e.g.
+/// `memory/<supervisor>/<session>/netprobe-oci-…`).
+const CGROUP_DEPTH: usize = 4;
+
+/// Every probe container cgroup folder (`netprobe-<rung>-<pid>-<nanos>`) in every cgroup
+/// hierarchy mounted, at most [`CGROUP_DEPTH`] levels below its root (never below a match):
+/// the folder's name and path.
+pub fn probe_container_cgroups() -> Vec<(String, PathBuf)> {
     let mounts = std::fs::read_to_string("/proc/self/mountinfo")
         .map(|t| crate::cgroup::parse_mountinfo(&t))
         .unwrap_or_default();
-    let mut by_name: std::collections::BTreeMap<String, Vec<PathBuf>> = Default::default();
-    for m in mounts {
-        let Ok(entries) = std::fs::read_dir(&m.mount_point) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if e.file_type().is_ok_and(|t| t.is_dir()) && container_run_pid(&name).is_some_and(dead)
-            {
-                by_name.entry(name).or_default().push(e.path());
+    let mut found = Vec::new();
+    let mut level: Vec<PathBuf> = mounts.into_iter().map(|m| m.mount_point).collect();
+    for _ in 0..CGROUP_DEPTH {
+        let mut next = Vec::new();
+        for dir in level {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                    continue;
+                }
+                let name = e.file_name().to_string_lossy().into_owned();
+                match container_run_pid(&name) {
+                    Some(_) => found.push((name, e.path())),
+                    None => next.push(e.path()),
+                }
             }
+        }
+        level = next;
+    }
+    found
+}
+
+/// The folders of the containers of dead runs ([`probe_container_cgroups`] whose run pid no
+/// longer exists), grouped by name (one per hierarchy).
+fn dead_container_cgroups() -> Vec<(String, Vec<PathBuf>)> {
+    let mut by_name: std::collections::BTreeMap<String, Vec<PathBuf>> = Default::default();
+    for (name, path) in probe_container_cgroups() {
+        if container_run_pid(&name).is_some_and(dead) {
+            by_name.entry(name).or_default().push(path);
         }
     }
     by_name.into_iter().collect()
