@@ -8,21 +8,26 @@
 mod common;
 use common::cli::netprobe;
 
+/// `netprobe run --phases kernel,criu --netns NETNS --evidence EV --quiet`.
+fn criu_run(ev: &str, netns: &str) -> std::process::Output {
+    netprobe(&[
+        "run",
+        "--phases",
+        "kernel,criu",
+        "--netns",
+        netns,
+        "--evidence",
+        ev,
+        "--quiet",
+    ])
+}
+
 #[test]
 fn report_shows_three_way_attribution_and_images_tree_per_rung() {
     let t = tempfile::tempdir().unwrap();
     let ev = t.path().join("ev");
     let evs = ev.to_str().unwrap();
-    let o = netprobe(&[
-        "run",
-        "--phases",
-        "kernel,criu",
-        "--netns",
-        "rich",
-        "--evidence",
-        evs,
-        "--quiet",
-    ]);
+    let o = criu_run(evs, "rich");
     assert!(
         ev.join("criu/netstate-after.json").is_file() && ev.join("criu/images").is_dir(),
         "the criu rung ran: {}",
@@ -92,14 +97,7 @@ fn agreeing_live_states_claim_nothing_about_the_images() {
     let t = tempfile::tempdir().unwrap();
     let ev = t.path().join("ev");
     let evs = ev.to_str().unwrap();
-    let o = netprobe(&[
-        "run",
-        "--phases",
-        "kernel,criu",
-        "--evidence",
-        evs,
-        "--quiet",
-    ]);
+    let o = criu_run(evs, "lo");
     assert!(
         ev.join("criu/netstate-after.json").is_file(),
         "the criu rung ran: {}",

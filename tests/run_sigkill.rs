@@ -65,6 +65,40 @@ fn work_areas_of(pid: i32) -> Vec<PathBuf> {
 /// other's leftovers.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// SIGKILL to the run `child` (netprobe alone, as `kill -9 PID` does), then reaped.
+fn kill9(child: &mut std::process::Child) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+}
+
+/// `netprobe run ARGS --evidence DIR` with null stdio, started (not waited for).
+fn spawn_run(args: &[&std::ffi::OsStr], dir: &std::path::Path) -> std::process::Child {
+    Command::new(EXE)
+        .arg("run")
+        .args(args)
+        .arg("--evidence")
+        .arg(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Root, one test at a time, and the sweep on the way out (drop order: sweep, then lock).
+fn setup() -> (Sweep, std::sync::MutexGuard<'static, ()>) {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "needs root; CI runs it as root"
+    );
+    let one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    (Sweep, one)
+}
+
 /// Whatever the test leaves (a failed assertion) is released as the next run would.
 struct Sweep;
 impl Drop for Sweep {
@@ -79,22 +113,10 @@ impl Drop for Sweep {
 
 #[test]
 fn the_next_run_releases_what_a_killed_run_left() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "needs root; CI runs it as root"
-    );
-    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let _sweep = Sweep;
+    let _setup = setup();
     let tmp = tempfile::tempdir().unwrap();
     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
-    let mut child = Command::new(EXE)
-        .args(["run", "--evidence"])
-        .arg(&a)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_run(&[], &a);
     let pid = child.id() as i32;
     // Killed while a runtime rung's container runs (its cgroup lists a process).
     let t0 = Instant::now();
@@ -109,12 +131,7 @@ fn the_next_run_releases_what_a_killed_run_left() {
         assert!(t0.elapsed() < Duration::from_secs(120), "no container seen");
         std::thread::sleep(Duration::from_millis(2));
     }
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    child.wait().unwrap();
+    kill9(&mut child);
     // A runtime or CRIU call the run had started ends by itself.
     std::thread::sleep(Duration::from_secs(2));
     let holders = alive(&holders_of(pid));
@@ -211,12 +228,7 @@ fn the_next_run_releases_what_a_killed_run_left() {
 /// its environment; the next run kills it and lists it under `processes`.
 #[test]
 fn the_next_run_kills_the_runtime_a_killed_run_waited_for() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "needs root; CI runs it as root"
-    );
-    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let _sweep = Sweep;
+    let _setup = setup();
     let tmp = tempfile::tempdir().unwrap();
     let runc = netprobe::host::find_in_path(std::path::Path::new("runc")).expect("runc in PATH");
     let gc = tmp.path().join("gc.pid");
@@ -231,17 +243,15 @@ fn the_next_run_kills_the_runtime_a_killed_run_waited_for() {
         0o755,
     )
     .unwrap();
-    let mut child = Command::new(EXE)
-        .args(["run", "--phases", "oci", "--runtime"])
-        .arg(&wrapper)
-        .arg("--evidence")
-        .arg(tmp.path().join("a"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = child.id() as i32;
+    let mut child = spawn_run(
+        &[
+            "--phases".as_ref(),
+            "oci".as_ref(),
+            "--runtime".as_ref(),
+            wrapper.as_os_str(),
+        ],
+        &tmp.path().join("a"),
+    );
     let t0 = Instant::now();
     let sleep_pid: i32 = loop {
         if let Some(p) = std::fs::read_to_string(&gc)
@@ -257,12 +267,7 @@ fn the_next_run_kills_the_runtime_a_killed_run_waited_for() {
         );
         std::thread::sleep(Duration::from_millis(20));
     };
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    child.wait().unwrap();
+    kill9(&mut child);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
         alive(&[sleep_pid]),
