@@ -133,7 +133,7 @@ pub fn options(a: &MatrixArgs, exe: PathBuf) -> Result<MatrixOptions, String> {
     for (what, list) in [("--runtime", &runtimes), ("--criu", &crius)] {
         if let Some(d) = duplicate(list) {
             return Err(format!(
-                "{what} {} is given twice (the same file after resolving links and the command line and --config together): give each binary once; two builds of one version go in as two different files",
+                "{what} {} is given twice (the same file after resolving links, counting the command line and --config together): give each binary once; two builds of one version go in as two different files",
                 d.display()
             ));
         }
