@@ -5,7 +5,8 @@
 //! ends. SIGTERM during such a step (no bound override) ends the run within seconds (exit 143,
 //! `interrupted.txt`). Afterwards nothing netprobe started is left: no process re-parented to
 //! this test (a child subreaper), no holder, no mount under the test's directory, no cgroup of
-//! the run's containers. Also: 20 runs interrupted at random moments leave nothing either.
+//! the run's containers. Also: 20 runs interrupted at random moments leave nothing either (no
+//! CRIU root yard in `/tmp` either).
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -326,6 +327,7 @@ fn twenty_runs_interrupted_at_random_moments_leave_nothing() {
     let _g = setup();
     let tmp = tempfile::tempdir().unwrap();
     // xorshift seeded by the clock; the delays are printed on failure.
+    let yards_before = netprobe::criu::yard::yards_in(Path::new("/tmp"));
     let mut x = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -363,5 +365,9 @@ fn twenty_runs_interrupted_at_random_moments_leave_nothing() {
             );
         }
         assert_nothing_left(&dir, pid);
+        // A CRIU killed mid-restore leaves its root yard unless netprobe removes it.
+        let yards = netprobe::criu::yard::yards_in(Path::new("/tmp"));
+        let new: Vec<_> = yards.iter().filter(|y| !yards_before.contains(y)).collect();
+        assert!(new.is_empty(), "run {i}: CRIU root yards left: {new:?}");
     }
 }

@@ -43,6 +43,17 @@ impl Execute for DoctorCmd {
                 "        fix: the next `sudo netprobe run` releases them (listed in its evidence's stale-swept.json)",
             );
         }
+        // Not attributable to a run (CRIU names its yard nowhere but in its log): counted only
+        // when no CRIU runs, so that none of them can be in use.
+        let tmp = std::path::Path::new("/tmp");
+        let yards = netprobe::criu::yard::yards_in(tmp);
+        if !yards.is_empty() && !netprobe::criu::yard::criu_running(std::path::Path::new("/proc")) {
+            super::out::line(format!(
+                "note    {} CRIU root yard(s) /tmp/.criu.mntns.* and no CRIU is running: folders CRIU processes killed mid-restore left (CRIU removes its own when it ends)",
+                yards.len()
+            ));
+            super::out::line("        fix: rmdir /tmp/.criu.mntns.* (removes only the empty ones)");
+        }
         if netprobe::host::doctor_ok(&prereqs) {
             ExitClass::Ok.into()
         } else {

@@ -281,7 +281,10 @@ impl Criu {
         }
         cmd.arg("--pidfile").arg(absolute(&o.pidfile));
         cmd.args(&o.extra);
-        let outcome = run("restore", &mut cmd, Some(timeout_or_default(o.timeout)))?;
+        // A CRIU killed at the bound or on an interruption leaves its root yard (`yard`).
+        let _yard_on_signal = super::yard::register_release(o.log_path());
+        let outcome = run("restore", &mut cmd, Some(timeout_or_default(o.timeout)))
+            .inspect_err(|_| drop(super::yard::release_named_in(&o.log_path())))?;
         if outcome.success() {
             Ok(outcome)
         } else {

@@ -259,16 +259,47 @@ fn how_it_ended(code: Option<i32>, signal: Option<i32>) -> String {
     }
 }
 
+/// The `--work-path` of a runtime argv, if any.
+fn work_path(argv: &[String]) -> Option<&str> {
+    argv.iter()
+        .position(|a| a == "--work-path")
+        .and_then(|i| argv.get(i + 1))
+        .map(String::as_str)
+}
+
+/// After a runtime step's whole tree was killed (bound or interruption): removes the CRIU root
+/// yard its restore left ([`crate::criu::yard`]), found in the step's `restore.log` in its
+/// `--work-path`. Returns "; " and what became of it, or "" when the log named none (no
+/// restore, no work path, or CRIU had not reached its mount namespace).
+pub(crate) fn release_criu_yards(argv: &[String]) -> String {
+    let released = match restore_log(argv) {
+        Some(log) => crate::criu::yard::release_named_in(&log),
+        None => Vec::new(),
+    };
+    match crate::criu::yard::outcomes(&released) {
+        Some(o) => format!("; the killed CRIU's root yard {o}"),
+        None => String::new(),
+    }
+}
+
+/// The `restore.log` in the `--work-path` of a runtime `restore` argv.
+fn restore_log(argv: &[String]) -> Option<std::path::PathBuf> {
+    let w = work_path(argv).filter(|_| argv.iter().any(|a| a == "restore"))?;
+    Some(std::path::Path::new(w).join("restore.log"))
+}
+
+/// For a runtime `restore` argv: [`crate::criu::yard::register_release`] of the step's
+/// `restore.log`; `None` for any other step.
+pub(crate) fn register_yard_release(argv: &[String]) -> Option<crate::ns::cleanup::Registration> {
+    restore_log(argv).map(crate::criu::yard::register_release)
+}
+
 /// What a killed runtime's temporary `--log` (`log`) held, for [`OciError::Timeout`]: its last
 /// 5 lines (one line each, `|`-joined), or that it was empty or there was none; and the step's
 /// CRIU log (`dump.log`, or `restore.log` for a restore) in the `--work-path` of `argv` (which
 /// netprobe keeps in the evidence), named when CRIU wrote it, else said to be missing.
 pub(crate) fn timeout_log(log: Option<&std::path::Path>, argv: &[String]) -> String {
-    let work = argv
-        .iter()
-        .position(|a| a == "--work-path")
-        .and_then(|i| argv.get(i + 1));
-    let criu = match work {
+    let criu = match work_path(argv) {
         None => "no CRIU step (no --work-path)".to_string(),
         Some(w) => {
             // The step's own log: a restore's work path may hold the checkpoint's dump.log.
@@ -323,5 +354,46 @@ mod tests {
         assert_eq!(how_it_ended(Some(1), None), "exited with 1");
         assert_eq!(how_it_ended(None, None), "was killed by a signal");
         assert_eq!(how_it_ended(None, Some(200)), "was killed by signal 200");
+    }
+
+    /// A yard named in a killed restore's `restore.log` (made here as `mkdtemp` names it).
+    fn test_yard(tag: &str) -> std::path::PathBuf {
+        let n = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos()
+            % 10_000;
+        let y = std::path::PathBuf::from(format!("/tmp/.criu.mntns.{tag}{n:04}"));
+        std::fs::create_dir(&y).unwrap();
+        y
+    }
+
+    #[test]
+    fn a_killed_restore_s_yard_is_removed_and_said() {
+        let w = tempfile::tempdir().unwrap();
+        let y = test_yard("ut");
+        let log = format!("(00.04) mnt: Will mount 58 @ {}/mnt-58 /sys\n", y.display());
+        std::fs::write(w.path().join("restore.log"), log).unwrap();
+        let ws = w.path().display().to_string();
+        let argv = |step: &str| -> Vec<String> {
+            ["runc", step, "--work-path", &ws, "id"]
+                .map(String::from)
+                .to_vec()
+        };
+        assert_eq!(release_criu_yards(&argv("checkpoint")), "");
+        assert!(y.is_dir(), "a checkpoint's work path is not looked at");
+        assert_eq!(
+            release_criu_yards(&argv("restore")),
+            format!("; the killed CRIU's root yard {}: removed", y.display())
+        );
+        assert!(!y.exists());
+        assert_eq!(
+            release_criu_yards(&argv("restore")),
+            format!(
+                "; the killed CRIU's root yard {}: already gone",
+                y.display()
+            )
+        );
+        assert!(register_yard_release(&argv("delete")).is_none());
     }
 }

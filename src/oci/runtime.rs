@@ -533,6 +533,8 @@ impl Runtime {
         // interruption, so netprobe — and its release on interruption, which calls the runtime
         // too — never waits forever.
         let limit = runtime_timeout();
+        // An interruption kills the tree, then releases: CRIU's root yard goes too.
+        let _yards_on_signal = super::error::register_yard_release(&argv_str);
         let output = match crate::proc::run_tree(&mut cmd, limit, None) {
             Ok(o) => o,
             Err(crate::proc::TreeError::Spawn { source, .. })
@@ -543,8 +545,10 @@ impl Runtime {
                 });
             }
             Err(crate::proc::TreeError::TimedOut { .. }) => {
+                let yards = super::error::release_criu_yards(&argv_str);
                 return Err(OciError::Timeout {
-                    log: super::error::timeout_log(log.as_ref().map(|f| f.path()), &argv_str),
+                    log: super::error::timeout_log(log.as_ref().map(|f| f.path()), &argv_str)
+                        + &yards,
                     argv: argv_str,
                     timeout_ms: limit.as_millis() as u64,
                 });

@@ -40,6 +40,9 @@ pub struct Swept {
     pub criu_path_dirs: Vec<String>,
     /// runc `--log` files of dead runs ([`crate::oci::sweep_stale_runc_logs`]).
     pub runc_logs: Vec<String>,
+    /// CRIU root yards (`/tmp/.criu.mntns.XXXXXX`, [`crate::criu::yard`]) named in the
+    /// `restore.log` a killed CRIU of a dead run had open, removed.
+    pub criu_yards: Vec<String>,
     /// What could not be released, and why.
     pub problems: Vec<String>,
 }
@@ -60,6 +63,7 @@ impl Swept {
             (self.work_areas.len(), "work area(s)"),
             (self.criu_path_dirs.len(), "CRIU PATH folder(s)"),
             (self.runc_logs.len(), "runc log(s)"),
+            (self.criu_yards.len(), "CRIU root yard(s)"),
         ] {
             if n > 0 {
                 parts.push(format!("{n} {what}"));
@@ -295,6 +299,32 @@ fn sweep_container_cgroups(out: &mut Swept) {
     }
 }
 
+/// The `restore.log` files process `pid` has open (a CRIU restoring keeps its log open; the
+/// yard it built is named there), from `<proc_root>/<pid>/fd`.
+fn open_restore_logs(proc_root: &Path, pid: i32) -> Vec<PathBuf> {
+    let Ok(fds) = std::fs::read_dir(proc_root.join(pid.to_string()).join("fd")) else {
+        return Vec::new();
+    };
+    fds.flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .filter(|p| p.file_name().is_some_and(|n| n == "restore.log"))
+        .collect()
+}
+
+/// Once the CRIUs that had `logs` open are dead: removes the root yards those logs name.
+fn release_yards(logs: &[PathBuf], out: &mut Swept) {
+    use crate::criu::yard::{YardRelease, release_named_in};
+    for log in logs {
+        for (yard, r) in release_named_in(log) {
+            match r {
+                YardRelease::Removed => out.criu_yards.push(yard.display().to_string()),
+                YardRelease::Absent => {}
+                YardRelease::Kept(why) => out.problems.push(format!("CRIU root yard {why}")),
+            }
+        }
+    }
+}
+
 /// What [`sweep`] would release now, without releasing anything (`netprobe doctor`): the same
 /// lists, `problems` empty.
 pub fn find(proc_root: &Path, var_tmp: &Path, tmp: &Path) -> Swept {
@@ -322,6 +352,15 @@ pub fn find(proc_root: &Path, var_tmp: &Path, tmp: &Path) -> Swept {
         )),
         criu_path_dirs: names(left_by_dead_processes(tmp, CRIU_PATH_PREFIX, "")),
         runc_logs: names(left_by_dead_processes(tmp, RUNC_LOG_PREFIX, ".log")),
+        criu_yards: dead_runs_processes(proc_root)
+            .into_iter()
+            .flat_map(|(pid, _)| open_restore_logs(proc_root, pid))
+            .flat_map(|log| {
+                crate::criu::yard::yards_named_in(&std::fs::read(log).unwrap_or_default())
+            })
+            .filter(|y| y.is_dir())
+            .map(|y| y.display().to_string())
+            .collect(),
         problems: Vec::new(),
     }
 }
@@ -336,6 +375,7 @@ impl Swept {
             &self.work_areas,
             &self.criu_path_dirs,
             &self.runc_logs,
+            &self.criu_yards,
         ]
         .into_iter()
         .flatten()
@@ -353,6 +393,10 @@ pub fn sweep(proc_root: &Path, var_tmp: &Path, tmp: &Path) -> Swept {
     // A runtime or CRIU first: a restore left running would bring a holder back after its
     // sweep.
     let found = dead_runs_processes(proc_root);
+    let logs: Vec<PathBuf> = found
+        .iter()
+        .flat_map(|(pid, _)| open_restore_logs(proc_root, *pid))
+        .collect();
     kill_and_wait(
         proc_root,
         found,
@@ -360,6 +404,7 @@ pub fn sweep(proc_root: &Path, var_tmp: &Path, tmp: &Path) -> Swept {
         &mut out.processes,
         &mut out.problems,
     );
+    release_yards(&logs, &mut out);
     let found = dead_runs_holders(proc_root);
     kill_and_wait(proc_root, found, false, &mut out.holders, &mut out.problems);
     sweep_container_cgroups(&mut out);
@@ -385,6 +430,40 @@ pub fn sweep(proc_root: &Path, var_tmp: &Path, tmp: &Path) -> Swept {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_killed_criu_s_yard_is_found_through_its_open_log() {
+        let proc_root = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let fd = proc_root.path().join("4242/fd");
+        std::fs::create_dir_all(&fd).unwrap();
+        let log = work.path().join("restore.log");
+        std::os::unix::fs::symlink(&log, fd.join("4")).unwrap();
+        std::os::unix::fs::symlink(work.path().join("other.log"), fd.join("5")).unwrap();
+        assert_eq!(open_restore_logs(proc_root.path(), 4242), vec![log.clone()]);
+        assert!(open_restore_logs(proc_root.path(), 4243).is_empty());
+        let n = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos()
+            % 10_000;
+        let y = PathBuf::from(format!("/tmp/.criu.mntns.sw{n:04}"));
+        std::fs::create_dir(&y).unwrap();
+        std::fs::write(
+            &log,
+            format!("mnt: Move the root to {}/13-0\n", y.display()),
+        )
+        .unwrap();
+        let mut out = Swept::default();
+        release_yards(&[log], &mut out);
+        assert_eq!(out.criu_yards, vec![y.display().to_string()]);
+        assert!(!y.exists() && out.problems.is_empty());
+        assert!(
+            out.summary().contains("1 CRIU root yard(s)"),
+            "{}",
+            out.summary()
+        );
+    }
 
     #[test]
     fn a_holder_names_its_run_and_a_slot_holder_none() {
