@@ -230,6 +230,40 @@ fn two_by_two_matrix_runs_verifies_and_compares() {
         m4.cells[0].baseline_label.as_deref(),
         Some(old_label.as_str())
     );
+    // verify matches the cells against the baseline again: as recorded; a baseline verdict
+    // edited afterwards is a mismatch (exit 1); a baseline gone is said not re-checked.
+    let v = netprobe(&["verify", mx4.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&v.stdout);
+    assert_eq!(v.status.code(), Some(0), "{}", text(&v));
+    assert!(
+        out.contains("baseline: every cell's comparison matched again"),
+        "{out}"
+    );
+    let mut edited = load(&base_v);
+    edited.cells[0].verdict = VerdictCode::RuntimePreservesNetns;
+    std::fs::write(
+        base_v.join("matrix.json"),
+        serde_json::to_vec_pretty(&edited).unwrap(),
+    )
+    .unwrap();
+    let v = netprobe(&["verify", mx4.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&v.stdout);
+    assert_eq!(v.status.code(), Some(1), "{}", text(&v));
+    assert!(
+        out.contains(&format!(
+            "MISMATCH cell runc 1.4.3+ds1 × CRIU 4.3: matrix.json records baseline runtime-empty-ns (cell {old_label}), the baseline {}'s matrix.json gives runtime-preserves-netns (cell {old_label})",
+            base_v.display()
+        )),
+        "{out}"
+    );
+    std::fs::rename(&base_v, tmp.path().join("baseline-v-moved")).unwrap();
+    let v = netprobe(&["verify", mx4.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&v.stdout);
+    assert_eq!(v.status.code(), Some(0), "{}", text(&v));
+    assert!(
+        out.contains("note: the comparison with the baseline was not re-checked ("),
+        "{out}"
+    );
     // A baseline with no cell of this runtime kind (mx3: crun only): the cell is not compared,
     // which is said, and the matrix does not pass (exit 1).
     let mx5 = tmp.path().join("mx5");

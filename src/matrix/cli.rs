@@ -328,6 +328,22 @@ pub fn handle_verify(dir: &std::path::Path) -> ExitCode {
             for p in &problems {
                 crate::out::line(format!("  MISMATCH {p}"));
             }
+            let baseline = super::model::load_matrix(dir)
+                .map(|m| super::verify::verify_baseline(&m))
+                .ok();
+            match &baseline {
+                Some(super::verify::BaselineCheck::Rechecked(p)) if p.is_empty() => {
+                    crate::out::line(
+                        "baseline: every cell's comparison matched again against the baseline's matrix.json, as recorded",
+                    );
+                }
+                Some(super::verify::BaselineCheck::NotRechecked(why)) => {
+                    crate::out::line(format!(
+                        "note: the comparison with the baseline was not re-checked ({why}); its `was …` verdicts are as matrix.json records them"
+                    ));
+                }
+                _ => {}
+            }
             if problems.is_empty() {
                 crate::out::line("reproduced: every part and every cell verdict");
                 ExitClass::Ok.into()

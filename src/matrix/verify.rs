@@ -54,7 +54,63 @@ pub fn verify_matrix(dir: &Path) -> Result<(Vec<String>, usize), String> {
         }
     }
     problems.extend(own_file_mismatches(dir, &m));
+    if let BaselineCheck::Rechecked(p) = verify_baseline(&m) {
+        problems.extend(p);
+    }
     Ok((problems, checked))
+}
+
+/// What [`verify_baseline`] could check of the comparison with `--baseline` a matrix records.
+#[derive(Debug, PartialEq, Eq)]
+pub enum BaselineCheck {
+    /// The matrix was run without `--baseline`.
+    NoBaseline,
+    /// The baseline folder's `matrix.json` was read and each cell's recorded `baseline` and
+    /// `baseline_label` compared with what matching it again gives: the differences (empty:
+    /// they agree).
+    Rechecked(Vec<String>),
+    /// The baseline's `matrix.json` (at its path as `matrix.json` records it: absolute, or
+    /// relative to the folder netprobe ran in) could not be read: why.
+    NotRechecked(String),
+}
+
+/// Re-derives the comparison of matrix `m` with its recorded baseline folder: each cell
+/// matched again against the baseline's `matrix.json` ([`super::table::match_baseline`]), its
+/// `baseline` verdict and `baseline_label` held to what `m` records.
+pub fn verify_baseline(m: &MatrixResult) -> BaselineCheck {
+    let Some(b) = &m.baseline else {
+        return BaselineCheck::NoBaseline;
+    };
+    let base = match load_matrix(Path::new(b)) {
+        Ok(base) => base,
+        Err(e) => return BaselineCheck::NotRechecked(e),
+    };
+    let mut again = m.cells.clone();
+    for c in &mut again {
+        c.baseline = None;
+        c.baseline_label = None;
+    }
+    super::table::match_baseline(&mut again, &base);
+    let shown = |v: Option<crate::evidence::result::VerdictCode>, l: &Option<String>| match (v, l) {
+        (None, _) => "no baseline cell".to_string(),
+        (Some(v), None) => format!("{} (the cell of the same label)", v.as_str()),
+        (Some(v), Some(l)) => format!("{} (cell {l})", v.as_str()),
+    };
+    let problems = m
+        .cells
+        .iter()
+        .zip(&again)
+        .filter(|(c, a)| c.baseline != a.baseline || c.baseline_label != a.baseline_label)
+        .map(|(c, a)| {
+            format!(
+                "cell {}: {MATRIX_FILE} records baseline {}, the baseline {b}'s {MATRIX_FILE} gives {}",
+                c.label,
+                shown(c.baseline, &c.baseline_label),
+                shown(a.baseline, &a.baseline_label)
+            )
+        })
+        .collect();
+    BaselineCheck::Rechecked(problems)
 }
 
 /// The runtimes, then the CRIUs, of `m.binaries`, in the order the matrix numbered them.
