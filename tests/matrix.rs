@@ -264,6 +264,15 @@ fn two_by_two_matrix_runs_verifies_and_compares() {
         out.contains("note: the comparison with the baseline was not re-checked ("),
         "{out}"
     );
+    let r = netprobe(&["report", mx4.to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    let md = std::fs::read_to_string(mx4.join("report.md")).unwrap();
+    assert!(
+        md.contains("Verified when this report was written")
+            && md.contains("The comparison with the baseline was not re-checked ("),
+        "{md}"
+    );
+    std::fs::remove_file(mx4.join("report.md")).unwrap();
     // A baseline with no cell of this runtime kind (mx3: crun only): the cell is not compared,
     // which is said, and the matrix does not pass (exit 1).
     let mx5 = tmp.path().join("mx5");

@@ -53,6 +53,9 @@ pub(crate) struct MatrixVerification {
     pub problems: Vec<String>,
     /// Why verification could not run (then nothing was checked).
     pub error: Option<String>,
+    /// Why the comparison with the baseline was not re-checked (its baseline folder's
+    /// `matrix.json` could not be read: [`crate::matrix::verify::BaselineCheck::NotRechecked`]).
+    pub baseline_note: Option<String>,
 }
 
 impl MatrixVerification {
@@ -65,6 +68,7 @@ impl MatrixVerification {
                 parts,
                 problems,
                 error: None,
+                baseline_note: None,
             },
             Ok(super::Verified::Run(_)) => {
                 Self::failed("a run outcome was given for a matrix folder".into())
@@ -73,12 +77,23 @@ impl MatrixVerification {
         }
     }
 
+    /// With [`MatrixVerification::baseline_note`] set when the comparison of `m` with its
+    /// baseline cannot be re-checked.
+    pub(crate) fn with_baseline_of(mut self, m: &MatrixResult) -> Self {
+        use crate::matrix::verify::{BaselineCheck, verify_baseline};
+        if let BaselineCheck::NotRechecked(why) = verify_baseline(m) {
+            self.baseline_note = Some(why);
+        }
+        self
+    }
+
     fn failed(error: String) -> Self {
         MatrixVerification {
             reproduced: false,
             parts: 0,
             problems: Vec::new(),
             error: Some(error),
+            baseline_note: None,
         }
     }
 }

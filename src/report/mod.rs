@@ -386,7 +386,7 @@ fn matrix_text(
     verification: Option<matrix_view::MatrixVerification>,
 ) -> String {
     let mut page = matrix_view::MatrixPage::new(m);
-    page.verification = verification;
+    page.verification = verification.map(|v| v.with_baseline_of(m));
     let name = match format {
         Format::Markdown => template::MATRIX_MD,
         Format::Html => template::MATRIX_HTML,
