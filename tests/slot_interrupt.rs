@@ -288,3 +288,109 @@ fn interrupted_or_failed_restore_removes_criu_lock_and_the_retry_succeeds() {
     assert_eq!(code, Some(0), "cleanup: {err}{out}");
     assert_released(&sd, &holders);
 }
+
+/// `criu-lock-released.txt` of the newest `snapshot` evidence folder names the lock removed.
+fn assert_snapshot_lock_evidence(slot: &Path) {
+    let ev = newest(slot, "snapshot");
+    let t = std::fs::read_to_string(ev.join("criu-lock-released.txt"))
+        .unwrap_or_else(|e| panic!("{}: {e}", ev.display()));
+    assert!(
+        t.contains("found: iptables: chain CRIU in table filter") && t.contains("result: removed"),
+        "{t}"
+    );
+}
+
+/// A checkpoint that does not finish leaves CRIU's network lock (the dump locks the namespace;
+/// planted here while CRIU hangs, as a killed dump leaves it): an interrupted snapshot and a
+/// timed-out one each remove it, and a snapshot that finds it (left by a verb killed with
+/// SIGKILL) removes it before recording the network state, so no snapshot records it and the
+/// restore passes net-fidelity.
+#[test]
+fn a_snapshot_that_does_not_finish_removes_criu_lock_and_none_records_it() {
+    require_root();
+    let _s = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let sd = state_dir(&tmp);
+    let _c = CleanupOnDrop(sd.clone(), vec![76]);
+    let wdir = tmp.path().join("wrappers");
+    std::fs::create_dir(&wdir).unwrap();
+    let cw = flagged_wrapper(&wdir, "criu", &netprobe::host::default_criu());
+    let cw = cw.to_string_lossy();
+    let (code, out, err) = cli_slot(
+        "provision",
+        "76",
+        &sd,
+        &["--no-probe-gate", "--reason", "lock test", "--criu", &cw],
+    );
+    assert_eq!(code, Some(0), "provision: {err}{out}");
+    let h = holder(&sd, 76);
+    let slot = sd.join("slot-76");
+
+    // Interrupted while CRIU's dump "holds" the lock.
+    let (code, _, err) = interrupt_hung(
+        &wdir,
+        &sd,
+        ("76", &[]),
+        ("snapshot", "criu", "swrk"),
+        libc::SIGINT,
+        30,
+        || plant_lock(&h),
+    );
+    assert_eq!(code, Some(130), "{err}");
+    assert!(
+        err.contains(&format!(
+            "released CRIU's network lock in the netns of holder pid {}: removed iptables: chain CRIU in table filter",
+            h.pid
+        )),
+        "{err}"
+    );
+    assert_eq!(lock_in(&h), Vec::<String>::new());
+    assert_snapshot_lock_evidence(&slot);
+
+    // Timed out (6 s bound) while CRIU hangs with the lock in place.
+    let _ = std::fs::remove_file(wdir.join("gc.pid"));
+    std::fs::write(wdir.join("criu.hang"), "swrk").unwrap();
+    let planter = {
+        let gc = wdir.join("gc.pid");
+        std::thread::spawn(move || {
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while !gc.is_file() && std::time::Instant::now() < until {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            plant_lock(&h);
+        })
+    };
+    let (code, out, err) = cli_slot_env(
+        "snapshot",
+        "76",
+        &sd,
+        &[],
+        &[("NETPROBE_STEP_TIMEOUT_S", "6")],
+    );
+    planter.join().unwrap();
+    std::fs::remove_file(wdir.join("criu.hang")).unwrap();
+    assert_ne!(code, Some(0), "{out}{err}");
+    assert!(err.contains("6000 ms"), "{err}");
+    assert_eq!(lock_in(&h), Vec::<String>::new(), "{err}");
+    assert_snapshot_lock_evidence(&slot);
+
+    // Left by a verb that could release nothing (SIGKILL): removed before the capture.
+    plant_lock(&h);
+    let (code, out, err) = cli_slot("snapshot", "76", &sd, &[]);
+    assert_eq!(code, Some(0), "snapshot: {err}{out}");
+    assert_snapshot_lock_evidence(&slot);
+    let ev = newest(&slot, "snapshot");
+    let gates = std::fs::read_to_string(ev.join("gates.json")).unwrap();
+    assert!(gates.contains("\"no-criu-lock\""), "{gates}");
+    let verb = std::fs::read_to_string(ev.join("verb.json")).unwrap();
+    assert!(verb.contains("criu_lock_released_before_capture"), "{verb}");
+    let recorded = std::fs::read_to_string(ev.join("netstate-before.json")).unwrap();
+    assert!(!recorded.contains("CRIU"), "{recorded}");
+    let (code, out, err) = cli_slot("restore", "76", &sd, &[]);
+    assert_eq!(code, Some(0), "restore: {err}{out}");
+
+    let holders = holder_pids(&sd);
+    let (code, out, err) = cli_slot("cleanup", "76", &sd, &[]);
+    assert_eq!(code, Some(0), "cleanup: {err}{out}");
+    assert_released(&sd, &holders);
+}

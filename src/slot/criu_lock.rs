@@ -89,7 +89,35 @@ pub fn on_signal(h: ProcessIdentity, ev: Option<PathBuf>) -> Registration {
     )
 }
 
-/// After a failed restore or reset whose container is stopped: removes CRIU's lock from the
+/// Before a snapshot records the network state of holder `h`'s netns, which shows CRIU's lock
+/// (left by a checkpoint or restore of this slot that did not finish, e.g. killed with
+/// SIGKILL): removes it, recording fact `criu_lock_released_before_capture` (or
+/// `criu_lock_left`), the evidence file and a journal step. The snapshot's `no-criu-lock` gate
+/// then decides on a new capture.
+pub(crate) fn before_capture(run: &mut VerbRun, h: &ProcessIdentity) {
+    let r = release(h);
+    write_evidence(run.ev.as_ref(), h, &r);
+    match r {
+        Ok(u) => {
+            let d = format!(
+                "CRIU's network lock found in the holder's netns before the capture: {}",
+                u.summary()
+            );
+            run.journal("step", true, &d);
+            run.fact("criu_lock_released_before_capture", u.found);
+        }
+        Err(e) => {
+            run.journal(
+                "step",
+                false,
+                &format!("CRIU's network lock in the holder's netns not removed: {e}"),
+            );
+            run.fact("criu_lock_left", e);
+        }
+    }
+}
+
+/// After a failed restore or reset whose container is stopped, or a failed checkpoint: removes CRIU's lock from the
 /// recorded holder's netns (not entered when the holder is not proven: fact
 /// `criu_lock_not_checked`), recording fact `criu_lock_released` (or `criu_lock_left`), the
 /// evidence file and a journal step. Returns a note for the verb's error when the lock could

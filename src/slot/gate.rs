@@ -115,6 +115,8 @@ gates! {
     OverlayMounted => ("overlay-mounted", Gate, "the container rootfs overlay is mounted, with the upper state.json records"),
     /// `lo` is UP with 127.0.0.1/8 in the holder's netns.
     LoUp127 => ("lo-up-127", Gate, "lo is UP with 127.0.0.1/8 in the container's network namespace"),
+    /// snapshot: no part of CRIU's network lock is in the namespace whose state is recorded.
+    NoCriuLock => ("no-criu-lock", Gate, "no part of CRIU's network lock is in the container's network namespace (a checkpoint or restore that did not finish leaves it, and a snapshot would record it)"),
     /// The guest server answers 200.
     GuestHttp => ("guest-http", Gate, "the guest server answers GET / with 200 on 127.0.0.1:<port> from inside the namespace"),
     /// provision: a profile's `tcp` readiness check: the port accepts a connection.
@@ -214,7 +216,7 @@ pub const PROVISION_CREATE_GATES: [GateId; 4] = [
 pub const SNAPSHOT_GATES: [GateId; 13] = concat_gates!(
     ENTER_EXISTING, COMMON, [GateId::ContainerRunning, GateId::OverlayMounted]; 13);
 /// snapshot: before the checkpoint itself (network state recorded first).
-pub const CHECKPOINT_GATES: [GateId; 1] = [GateId::LoUp127];
+pub const CHECKPOINT_GATES: [GateId; 2] = [GateId::LoUp127, GateId::NoCriuLock];
 /// restore: before the phase changes, the overlay is reset and the runtime restores.
 pub const RESTORE_GATES: [GateId; 15] = concat_gates!(
     ENTER_EXISTING, COMMON, [GateId::SnapshotComplete, GateId::ContainerAbsent, GateId::CgroupEmpty, GateId::NetnsEmpty]; 15);
@@ -369,7 +371,7 @@ mod tests {
         let before = names.len();
         names.dedup();
         assert_eq!(before - names.len(), 2);
-        assert_eq!(GateId::ALL.len(), 41);
+        assert_eq!(GateId::ALL.len(), 42);
     }
 
     #[test]

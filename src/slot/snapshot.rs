@@ -111,8 +111,23 @@ fn checkpoint(
     };
     let screen = super::display::snapshot_gate(run, st, pid, tmp)?;
     let h = holder_gate(run, st, "recording the network state")?;
-    let cap = common::holder_netstate(run, &h, "netstate-capture")?;
+    let mut cap = common::holder_netstate(run, &h, "netstate-capture")?;
+    if !crate::netlink::netfilter::criu_lock(&cap.netfilter).is_empty() {
+        // Left by a checkpoint or restore of this slot that did not finish (e.g. killed with
+        // SIGKILL): removed as CRIU's own unlock does, recorded, and the state captured again.
+        super::criu_lock::before_capture(run, &h);
+        cap = common::holder_netstate(run, &h, "netstate-capture")?;
+    }
     common::lo_gate(run, &cap)?;
+    let lock = crate::netlink::netfilter::criu_lock(&cap.netfilter);
+    let r = match lock.is_empty() {
+        true => Ok("no CRIU chain or table in iptables, ip6tables or nftables".to_string()),
+        false => Err(format!(
+            "CRIU's network lock is in the namespace and could not be removed ({}; see criu-lock-released.txt): the snapshot would record it and every restore would fail at net-fidelity; `netprobe slot cleanup` this slot and provision another",
+            lock.join(", ")
+        )),
+    };
+    run.gate(GateId::NoCriuLock, r)?;
     let cap = cap.to_canonical_json();
     let path = tmp.join("netstate.json");
     replace_atomic(&path, cap.as_bytes())
@@ -127,11 +142,14 @@ fn checkpoint(
     let mut c = Container::new(rt, &st.container_id, run.paths.bundle(), "");
     let extra = super::cgroups::manage_cgroups_args(run, st);
     // An interrupted checkpoint (its runtime and CRIU killed) leaves the container frozen:
-    // thawed on the way out, as a failed checkpoint leaves it running.
+    // thawed on the way out, as a failed checkpoint leaves it running; and CRIU's network
+    // lock in the holder's netns, removed after the thaw (released newest first).
+    let unlock = super::criu_lock::on_signal(h, run.ev.clone());
     let thaw = rt.on_signal_thaw(&st.container_id);
     let r =
         run.time_with_lock_inherited("checkpoint", || c.checkpoint(None, &images, &work, &extra));
     drop(thaw);
+    drop(unlock);
     run.rt_log("checkpoint", r.as_ref());
     if let Err(e) = r {
         let dump = fs::read_to_string(work.join("dump.log")).unwrap_or_default();
@@ -140,7 +158,11 @@ fn checkpoint(
         } else {
             ""
         };
-        return Err(run.step_err("runtime-checkpoint", e).with_note(known));
+        // A CRIU that did not end on its own (killed at the step's bound) leaves its lock.
+        let left = super::criu_lock::after_failure(run, st).unwrap_or_default();
+        return Err(run
+            .step_err("runtime-checkpoint", e)
+            .with_note(&format!("{known}{left}")));
     }
     Ok((h, cap, screen))
 }
