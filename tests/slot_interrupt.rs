@@ -346,6 +346,16 @@ fn a_snapshot_that_does_not_finish_removes_criu_lock_and_none_records_it() {
     );
     assert_eq!(lock_in(&h), Vec::<String>::new());
     assert_snapshot_lock_evidence(&slot);
+    // interrupted.txt lists what was released, in order, as stderr did.
+    let note = std::fs::read_to_string(newest(&slot, "snapshot").join("interrupted.txt")).unwrap();
+    assert!(
+        note.contains("released, in order:\n")
+            && note.contains(&format!(
+                "  - CRIU's network lock in the netns of holder pid {}: removed",
+                h.pid
+            )),
+        "{note}"
+    );
 
     // Timed out (6 s bound) while CRIU hangs with the lock in place.
     let _ = std::fs::remove_file(wdir.join("gc.pid"));

@@ -169,6 +169,25 @@ pub fn register(what: impl Into<String>, action: impl FnOnce() + Send + 'static)
     })
 }
 
+/// The release list an interruption note carries: `released, in order:` and one `  - …` line
+/// per thing the signal path stopped or released before the note ([`released_so_far`], control
+/// characters as spaces); `released: nothing else was running` when none.
+pub fn released_list() -> String {
+    let done = released_so_far();
+    if done.is_empty() {
+        return "released: nothing else was running\n".into();
+    }
+    let mut s = String::from("released, in order:\n");
+    for d in done {
+        let line: String = d
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        s.push_str(&format!("  - {line}\n"));
+    }
+    s
+}
+
 /// [`register`] for an action that says what it found and did (e.g. `removed …`, `none found`):
 /// [`release_all`] lists it as `what: detail`.
 pub fn register_reporting(

@@ -310,19 +310,9 @@ fn declared_differences(
     declared
 }
 
-/// The release list an interruption note carries: `released, in order:` and one `  - …` line
-/// per thing the signal path stopped or released before the note
-/// ([`crate::ns::cleanup::released_so_far`]); `released: nothing else was running` when none.
+/// The release list an interruption note carries ([`crate::ns::cleanup::released_list`]).
 pub fn released_list() -> String {
-    let done = crate::ns::cleanup::released_so_far();
-    if done.is_empty() {
-        return "released: nothing else was running\n".into();
-    }
-    let mut s = String::from("released, in order:\n");
-    for d in done {
-        s.push_str(&format!("  - {}\n", crate::report::one_line(&d)));
-    }
-    s
+    crate::ns::cleanup::released_list()
 }
 
 /// Registers the note an interrupted run leaves (`interrupted.txt`, no result): a signal does

@@ -446,36 +446,33 @@ impl<'a> VerbRun<'a> {
         let provision = self.args.verb == super::Verb::Provision;
         let paths = self.paths.clone();
         let in_flight = self.in_flight.clone();
-        crate::ns::cleanup::register_reporting(
-            format!("slot {verb} interruption note"),
-            move || {
-                let by = crate::ns::cleanup::interrupted_by().unwrap_or("a signal");
-                let next = interruption_next(provision, &paths);
-                let making = in_flight_note(&in_flight.lock().unwrap_or_else(|p| p.into_inner()));
-                let text = format!(
-                    "netprobe slot {verb} was interrupted by {by} at {}; the step's process tree was \
-                 killed and what the verb had started released (netprobe's release list on \
-                 stderr names each); the slot's state is as the journal's last step left it \
-                 ({next}){making}\n",
-                    crate::evidence::now_rfc3339()
-                );
-                let path = ev.join(crate::evidence::dir::INTERRUPTED_FILE);
-                let wrote = EvidenceDir::open(&ev)
-                    .map_err(|e| e.to_string())
-                    .and_then(|d| {
-                        d.write(crate::evidence::dir::INTERRUPTED_FILE, text.as_bytes())
-                            .map_err(|e| e.to_string())
-                    });
-                let _ = layout::journal_append(
-                    &journal,
-                    &verb,
-                    "end",
-                    false,
-                    &format!("interrupted by {by}"),
-                );
-                crate::ns::cleanup::wrote_note(&path, wrote)
-            },
-        )
+        crate::ns::cleanup::register_note(format!("slot {verb} interruption note"), move || {
+            let by = crate::ns::cleanup::interrupted_by().unwrap_or("a signal");
+            let next = interruption_next(provision, &paths);
+            let making = in_flight_note(&in_flight.lock().unwrap_or_else(|p| p.into_inner()));
+            let text = format!(
+                "netprobe slot {verb} was interrupted by {by} at {}; the step's process tree was \
+                 killed and what the verb had started released (listed below); the slot's state \
+                 is as the journal's last step left it ({next}){making}\n{}",
+                crate::evidence::now_rfc3339(),
+                crate::ns::cleanup::released_list()
+            );
+            let path = ev.join(crate::evidence::dir::INTERRUPTED_FILE);
+            let wrote = EvidenceDir::open(&ev)
+                .map_err(|e| e.to_string())
+                .and_then(|d| {
+                    d.write(crate::evidence::dir::INTERRUPTED_FILE, text.as_bytes())
+                        .map_err(|e| e.to_string())
+                });
+            let _ = layout::journal_append(
+                &journal,
+                &verb,
+                "end",
+                false,
+                &format!("interrupted by {by}"),
+            );
+            crate::ns::cleanup::wrote_note(&path, wrote)
+        })
     }
 
     /// The declared differences, with the binaries recorded at provision.
