@@ -386,9 +386,20 @@ fn a_snapshot_that_does_not_finish_removes_criu_lock_and_none_records_it() {
 
     // Left by a verb that could release nothing (SIGKILL): removed before the capture.
     plant_lock(&h);
+    let stale = netprobe::slot::checks::stale_tmp(&slot);
+    assert!(
+        !stale.is_empty(),
+        "the snapshots that did not finish left their folders"
+    );
     let (code, out, err) = cli_slot("snapshot", "76", &sd, &[]);
     assert_eq!(code, Some(0), "snapshot: {err}{out}");
     assert_snapshot_lock_evidence(&slot);
+    // ... which the snapshot that completes removes, and says so.
+    assert!(netprobe::slot::checks::stale_tmp(&slot).is_empty());
+    assert!(
+        out.contains("removed the interrupted snapshot folder(s) ") && out.contains(&stale[0]),
+        "{out}"
+    );
     let ev = newest(&slot, "snapshot");
     let gates = std::fs::read_to_string(ev.join("gates.json")).unwrap();
     assert!(gates.contains("\"no-criu-lock\""), "{gates}");

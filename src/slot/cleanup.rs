@@ -64,7 +64,7 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
     problems.extend(half);
     problems.extend(cgroup_problems);
     run.took("unmount", t);
-    let mut removed_detail = remove_stale_snapshots(run, &mut problems);
+    let mut removed_detail = common::remove_stale_snapshots(run, &mut problems);
     // What netprobe processes killed by SIGKILL left in the temporary folder.
     type Sweep = fn(&std::path::Path) -> Vec<PathBuf>;
     let sweeps: [(Sweep, &str, &str); 2] = [
@@ -190,31 +190,6 @@ fn release_export(img: &ImageState, export: &std::path::Path, problems: &mut Vec
     if mounts::is_mounted(export) {
         problems.push(format!("FUSE export {} still mounted", export.display()));
     }
-}
-
-/// Interrupted snapshots: a snapshot is complete only after its rename, so a `snapshot.tmp-*`
-/// folder is never evidence and never used; nothing runs in it any more (the container is gone
-/// and the lock, inherited by the runtime and CRIU, is ours). Returns the summary suffix.
-fn remove_stale_snapshots(run: &mut VerbRun, problems: &mut Vec<String>) -> String {
-    let mut removed = Vec::new();
-    for name in checks::stale_tmp(&run.paths.root) {
-        match support::remove_tree_same_fs(&run.paths.root.join(&name)) {
-            Ok(()) => removed.push(name),
-            Err(e) => problems.push(format!("stale {name} not removed: {e}")),
-        }
-    }
-    let detail = if removed.is_empty() {
-        String::new()
-    } else {
-        let d = format!(
-            "removed the interrupted snapshot folder(s) {} (never evidence: a snapshot is complete only after its rename)",
-            removed.join(", ")
-        );
-        run.journal("step", true, &d);
-        format!("; {d}")
-    };
-    run.fact("stale_snapshot_tmp_removed", removed);
-    detail
 }
 
 /// The holder, through its pidfd, only if it is still the recorded process (`holder_r`, the

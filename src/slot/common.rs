@@ -602,3 +602,30 @@ pub(crate) fn volatile_fact(run: &mut VerbRun, refused: Option<String>) -> bool 
         None => true,
     }
 }
+
+/// Interrupted or failed snapshots: a snapshot is complete only after its rename, so a
+/// `snapshot.tmp-*` folder is never evidence and never used; nothing runs in it any more (the
+/// verb that made it has ended: the slot lock, inherited by the runtime and CRIU, is ours).
+/// Removed by cleanup and by the next snapshot that completes, recorded in fact
+/// `stale_snapshot_tmp_removed` and a journal step. Returns the summary suffix.
+pub(crate) fn remove_stale_snapshots(run: &mut VerbRun, problems: &mut Vec<String>) -> String {
+    let mut removed = Vec::new();
+    for name in checks::stale_tmp(&run.paths.root) {
+        match super::support::remove_tree_same_fs(&run.paths.root.join(&name)) {
+            Ok(()) => removed.push(name),
+            Err(e) => problems.push(format!("stale {name} not removed: {e}")),
+        }
+    }
+    let detail = if removed.is_empty() {
+        String::new()
+    } else {
+        let d = format!(
+            "removed the interrupted snapshot folder(s) {} (never evidence: a snapshot is complete only after its rename)",
+            removed.join(", ")
+        );
+        run.journal("step", true, &d);
+        format!("; {d}")
+    };
+    run.fact("stale_snapshot_tmp_removed", removed);
+    detail
+}

@@ -246,8 +246,14 @@ fn snapshot_steps(
         json!({"dir": dst, "checkpoint_files": files.len()}),
     );
     run.ev_write("manifest.json", &mbytes);
+    // What earlier snapshots that did not finish left (never used).
+    let mut left = Vec::new();
+    let removed = common::remove_stale_snapshots(run, &mut left);
+    if !left.is_empty() {
+        run.fact("stale_snapshot_tmp_left", left);
+    }
     Ok(format!(
-        "snapshot {name} complete ({} checkpoint files); container stopped by the checkpoint",
+        "snapshot {name} complete ({} checkpoint files); container stopped by the checkpoint{removed}",
         files.len()
     ))
 }
