@@ -154,6 +154,7 @@ fn slot_verbs_take_only_their_own_flags() {
     };
     for (extra, says) in [
         (&["--no-probe-gate"][..], "--reason <REASON>"),
+        (&["--reason", "r"], "--no-probe-gate"),
         (&["--no-probe-gate", "--reason", "  "], "must not be blank"),
         (
             &["--no-probe-gate", "--reason", "r", "--probe-evidence", "/e"],

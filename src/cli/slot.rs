@@ -109,8 +109,8 @@ struct ProvisionCmd {
     /// Skip the probe gate (recorded in the slot with --reason).
     #[arg(long, requires = "reason")]
     no_probe_gate: bool,
-    /// Why the probe gate is skipped.
-    #[arg(long, value_parser = parse_reason)]
+    /// Why the probe gate is skipped (only with --no-probe-gate).
+    #[arg(long, requires = "no_probe_gate", value_parser = parse_reason)]
     reason: Option<String>,
     /// OCI runtime binary. Default: the one the --probe-evidence run used, else runc in PATH.
     #[arg(long)]
