@@ -188,9 +188,15 @@ pub fn snapshot_complete(root: &Path, st: &SlotState) -> Result<(PathBuf, String
         ));
     };
     let dir = root.join(&s.dir);
-    let mbytes = crate::evidence::read_recorded(&dir.join("manifest.json"))
-        .map_err(|e| format!("{}/manifest.json: {e}", dir.display()))?;
     let retake = "this snapshot cannot be used: while the container runs (`netprobe slot status`), `netprobe slot snapshot` takes a new one; otherwise `netprobe slot cleanup` this slot and provision another";
+    if !dir.is_dir() {
+        return Err(format!(
+            "the snapshot folder {} that state.json records is gone (moved or deleted; nothing netprobe does removes a recorded snapshot); {retake}",
+            dir.display()
+        ));
+    }
+    let mbytes = crate::evidence::read_recorded(&dir.join("manifest.json"))
+        .map_err(|e| format!("{}/manifest.json: {e}; {retake}", dir.display()))?;
     match &s.manifest_sha256 {
         None => {
             return Err(format!(
@@ -208,9 +214,9 @@ pub fn snapshot_complete(root: &Path, st: &SlotState) -> Result<(PathBuf, String
         Some(_) => {}
     }
     let m: Value = serde_json::from_slice(&mbytes)
-        .map_err(|e| format!("{}/manifest.json: {e}", dir.display()))?;
+        .map_err(|e| format!("{}/manifest.json: {e}; {retake}", dir.display()))?;
     let net = crate::evidence::read_recorded_text(&dir.join("netstate.json"))
-        .map_err(|e| format!("netstate.json: {e}"))?;
+        .map_err(|e| format!("{}/netstate.json: {e}; {retake}", dir.display()))?;
     if sha256_hex(net.as_bytes()) != s.netstate_sha256 || m["netstate_sha256"] != s.netstate_sha256
     {
         return Err("netstate.json does not match its recorded sha256".into());

@@ -209,6 +209,16 @@ fn snapshot_completeness_is_checked_file_by_file() {
         "{e}"
     );
     fs::write(dir.join("checkpoint/core-1.img"), b"core").unwrap();
+    // The folder moved away: said so, with the way on.
+    let away = d.path().join("moved");
+    fs::rename(&dir, &away).unwrap();
+    let e = snapshot_complete(d.path(), &st).unwrap_err();
+    assert!(
+        e.contains("that state.json records is gone")
+            && e.contains("`netprobe slot snapshot` takes a new one"),
+        "{e}"
+    );
+    fs::rename(&away, &dir).unwrap();
     // A manifest of an older netprobe (no `blake3`): proven by sha256, as it was.
     let mut m: serde_json::Value =
         serde_json::from_slice(&fs::read(dir.join("manifest.json")).unwrap()).unwrap();
