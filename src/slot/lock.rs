@@ -253,6 +253,17 @@ pub(crate) fn orphan_holders(path: &Path) -> Vec<u32> {
     orphans(&lock_holders(path))
 }
 
+/// The fix for a slot lock that cannot be opened, after its error: for a read-only mount,
+/// missing permissions or a full disk, make the state directory writable; else nothing.
+fn open_fix(e: &std::io::Error) -> &'static str {
+    match e.raw_os_error() {
+        Some(libc::EROFS | libc::EACCES | libc::EPERM | libc::ENOSPC) => {
+            "; make the state directory writable (a read-only mount, permissions or a full disk), then run the verb again"
+        }
+        _ => "",
+    }
+}
+
 /// The per-slot exclusive lock: `flock(LOCK_EX | LOCK_NB)` on `slot-N/lock`. A second verb on
 /// the same slot is refused, not queued. Released when dropped (or when the process dies).
 #[derive(Debug)]
@@ -273,7 +284,7 @@ impl SlotLock {
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)
-            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+            .map_err(|e| format!("cannot open {}: {e}{}", path.display(), open_fix(&e)))?;
         // A child another thread of this process is forking holds the lock until its exec
         // (bounded wait); anything else holding it refuses at once.
         let deadline = std::time::Instant::now() + std::time::Duration::from_millis(500);
@@ -337,6 +348,21 @@ mod tests {
         assert_eq!(sealed_name("runc", Some(exe)), None);
         assert_eq!(sealed_name("8", Some(Path::new("/usr/sbin/runc"))), None);
         assert_eq!(sealed_name("8", None), None);
+    }
+
+    #[test]
+    fn a_lock_on_a_read_only_state_dir_names_the_fix() {
+        for errno in [libc::EROFS, libc::EACCES, libc::ENOSPC] {
+            let e = std::io::Error::from_raw_os_error(errno);
+            assert!(
+                open_fix(&e).contains("make the state directory writable"),
+                "{e}"
+            );
+        }
+        assert_eq!(
+            open_fix(&std::io::Error::from_raw_os_error(libc::ELOOP)),
+            ""
+        );
     }
 
     #[test]
