@@ -361,4 +361,9 @@ fn the_recorded_expectation_is_shown_beside_the_verdict() {
     r.command.push("--expect=runtime-empty-ns".into());
     let md = render_markdown(&r, t.path());
     assert!(md.contains("`runtime-empty-ns` — met."), "{md}");
+    // The line says what it rests on: the recorded command, which verify does not re-derive.
+    assert!(
+        md.contains("read from the result's `command`, which `netprobe verify` does not re-derive"),
+        "{md}"
+    );
 }
