@@ -12,6 +12,8 @@
 //! Layout (ARCHITECTURE.md section 4): `DIR/netprobe-result.json` (written last, by
 //! [`EvidenceDir::write_result`]), `DIR/host.json`, `DIR/<rung>/…`.
 
+pub use super::error::EvidenceError;
+use super::error::io_err;
 use crate::evidence::result::{Artifact, RESULT_FILE, RunResult, RungName};
 use crate::evidence::schema::validate_result;
 use serde::Serialize;
@@ -38,112 +40,6 @@ const IO_CHUNK: usize = 1 << 16;
 const TMP_PREFIX: &str = ".netprobe-tmp-";
 
 static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// Errors of evidence handling. Each names the path and what to do about it.
-#[derive(Debug, thiserror::Error)]
-pub enum EvidenceError {
-    /// `create` was given a folder that already holds files.
-    #[error(
-        "evidence folder {0} already exists and is not empty; choose a new --evidence folder \
-         (netprobe never reuses or overwrites evidence)"
-    )]
-    NotEmpty(PathBuf),
-    /// The path exists but is not a directory.
-    #[error("evidence path {0} exists and is not a directory; choose a new --evidence folder")]
-    NotADirectory(PathBuf),
-    /// Another netprobe holds the folder (it is writing evidence into it right now).
-    #[error(
-        "evidence folder {0} is being written by another netprobe; choose a new --evidence folder"
-    )]
-    InUse(PathBuf),
-    /// The folder holds no result because what wrote it (a run, a matrix, a slot verb) was
-    /// interrupted: `interrupted.txt` says by what, when and what to do; its first line is
-    /// quoted.
-    #[error(
-        "evidence folder {0} holds no netprobe-result.json: what wrote it was interrupted; \
-         {0}/interrupted.txt says: {1}; its files are kept but prove nothing"
-    )]
-    Interrupted(PathBuf, String),
-    /// The folder holds no result because the run that wrote it did not finish
-    /// (`incomplete.txt` is still there; it holds the reason when it could be written).
-    #[error(
-        "evidence folder {0} holds no netprobe-result.json: what wrote it did not finish \
-         ({0}/incomplete.txt says: {2}{1}); its files are kept but prove nothing; free space or \
-         fix the cause, then run it again with a new --evidence folder"
-    )]
-    Incomplete(PathBuf, String, String),
-    /// `open` / `read_result` was given a folder that does not exist.
-    #[error(
-        "evidence folder {0} does not exist; pass the folder a `netprobe run --evidence` wrote"
-    )]
-    Missing(PathBuf),
-    /// A file of that name already exists in the evidence folder.
-    #[error(
-        "refusing to overwrite {0}: evidence is never overwritten; write it under a new name \
-         or use a new --evidence folder"
-    )]
-    Exists(PathBuf),
-    /// A relative path given to `write`/`adopt` is not a plain relative path.
-    #[error(
-        "invalid evidence path {rel:?}: {reason}; use a relative `/`-separated path such as \
-         `criu/dump.log`"
-    )]
-    BadPath {
-        /// The path as given.
-        rel: String,
-        /// What is wrong with it.
-        reason: &'static str,
-    },
-    /// An I/O operation failed.
-    #[error("could not {action} {path}: {source}; {}", io_hint(action))]
-    Io {
-        /// What was being done (e.g. `create`, `read`, `fsync`).
-        action: &'static str,
-        /// The path it was done to.
-        path: PathBuf,
-        /// The underlying error.
-        #[source]
-        source: io::Error,
-    },
-    /// A file was expected to be JSON (or a value could not be serialized).
-    #[error("{path}: invalid JSON: {source}; the file is damaged or not written by this netprobe")]
-    Json {
-        /// The file (or the file about to be written).
-        path: PathBuf,
-        /// The underlying error.
-        #[source]
-        source: serde_json::Error,
-    },
-    /// A result does not match `netprobe-result.schema.json`.
-    #[error(
-        "{path} does not match evidence-schema/netprobe-result.schema.json: {}; \
-         a result must be fixed before it is written or trusted",
-        .errors.join("; ")
-    )]
-    Invalid {
-        /// The result file (to be written, or read).
-        path: PathBuf,
-        /// Every violation, `"<JSON pointer>: <message>"`.
-        errors: Vec<String>,
-    },
-    /// The evidence folder contains something netprobe never writes (symlink, socket, …).
-    #[error(
-        "{0} is neither a regular file nor a directory; evidence folders hold only files \
-         netprobe wrote — remove it or use a fresh folder"
-    )]
-    NotAFile(PathBuf),
-}
-
-fn io_err<'a>(
-    action: &'static str,
-    path: &'a Path,
-) -> impl FnOnce(io::Error) -> EvidenceError + 'a {
-    move |source| EvidenceError::Io {
-        action,
-        path: path.to_path_buf(),
-        source,
-    }
-}
 
 /// A fresh (or, for reading, existing) evidence directory.
 #[derive(Debug, Clone)]
@@ -688,15 +584,6 @@ fn walk(dir: &Path, prefix: &str, out: &mut Vec<(String, PathBuf)>) -> Result<()
         out.sort_by(|a, b| a.0.cmp(&b.0));
     }
     Ok(())
-}
-
-/// What to check after a failed `action`: free space matters only to what writes.
-fn io_hint(action: &str) -> &'static str {
-    if matches!(action, "read" | "open" | "list" | "inspect" | "resolve") {
-        "check the path and its permissions"
-    } else {
-        "check the path, free space and permissions"
-    }
 }
 
 #[cfg(test)]

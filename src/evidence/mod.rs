@@ -3,6 +3,7 @@
 //!
 //! - [`dir`]: [`EvidenceDir`] (create / open / write / adopt / inventory / write_result),
 //!   [`sha256_file`], [`read_result`], [`default_path`].
+//! - [`error`]: [`EvidenceError`] (re-exported by [`dir`]).
 //! - [`fsio`]: [`replace_atomic`], [`fsync_dir`], [`sha256_hex`], [`now_rfc3339`], [`unix_nanos`],
 //!   [`read_bounded`] (a regular file, at most a cap: every operator-named input) and through it
 //!   [`read_recorded`], [`read_recorded_text`], [`sha256_recorded`] (every read of a recorded
@@ -12,6 +13,7 @@
 //! - [`result`]: the shared result model.
 
 pub mod dir;
+pub mod error;
 pub mod fsio;
 pub mod result;
 pub mod schema;
