@@ -200,10 +200,13 @@ impl EvidenceDir {
     /// must not exist, or be an empty directory. The root is made absolute (a relative `path` is
     /// resolved against the current directory once, here).
     ///
-    /// Errors: [`EvidenceError::NotEmpty`] (holds anything), [`EvidenceError::NotADirectory`],
+    /// Errors: [`EvidenceError::InsideEvidence`] (inside a folder netprobe wrote, see
+    /// [`super::enclosing`]), [`EvidenceError::NotEmpty`] (holds anything),
+    /// [`EvidenceError::NotADirectory`],
     /// [`EvidenceError::InUse`] (another netprobe holds it), [`EvidenceError::Io`] (cannot
     /// create, claim, list or write into it — `access(W_OK)`, e.g. EROFS on a read-only mount).
     pub fn create(path: &Path) -> Result<EvidenceDir, EvidenceError> {
+        super::enclosing::refuse_inside_evidence(path)?;
         match fs::symlink_metadata(path) {
             Ok(md) if md.is_dir() => {}
             Ok(_) => return Err(EvidenceError::NotADirectory(path.to_path_buf())),

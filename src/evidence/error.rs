@@ -15,6 +15,25 @@ pub enum EvidenceError {
     /// The path exists but is not a directory.
     #[error("evidence path {0} exists and is not a directory; choose a new --evidence folder")]
     NotADirectory(PathBuf),
+    /// The path lies inside a folder netprobe already wrote (a run's or matrix's evidence, a
+    /// slot state directory or a slot's evidence): see [`super::enclosing`].
+    #[error(
+        "--evidence {}: refusing a path inside {what} {} (it holds {marker}): netprobe never \
+         writes into existing evidence, and files added there would break it; choose a folder \
+         outside it",
+        .path.display(),
+        .folder.display()
+    )]
+    InsideEvidence {
+        /// The path as given.
+        path: PathBuf,
+        /// The folder netprobe wrote that holds it (its real path).
+        folder: PathBuf,
+        /// What that folder is, e.g. `the evidence folder of a run`.
+        what: &'static str,
+        /// The file that marks it, e.g. `netprobe-result.json`.
+        marker: &'static str,
+    },
     /// Another netprobe holds the folder (it is writing evidence into it right now).
     #[error(
         "evidence folder {0} is being written by another netprobe; choose a new --evidence folder"

@@ -3,6 +3,8 @@
 //!
 //! - [`dir`]: [`EvidenceDir`] (create / open / write / adopt / inventory / write_result),
 //!   [`sha256_file`], [`read_result`], [`default_path`].
+//! - [`enclosing`]: [`enclosing::refuse_inside_evidence`] (no new evidence folder inside one
+//!   netprobe already wrote).
 //! - [`error`]: [`EvidenceError`] (re-exported by [`dir`]).
 //! - [`fsio`]: [`replace_atomic`], [`fsync_dir`], [`sha256_hex`], [`now_rfc3339`], [`unix_nanos`],
 //!   [`read_bounded`] (a regular file, at most a cap: every operator-named input) and through it
@@ -13,6 +15,7 @@
 //! - [`result`]: the shared result model.
 
 pub mod dir;
+pub mod enclosing;
 pub mod error;
 pub mod fsio;
 pub mod result;

@@ -93,7 +93,8 @@ use parts::run_jobs;
 
 /// Runs the matrix; returns the result (also in `<evidence>/matrix.json` and `matrix.md`).
 ///
-/// Errors: [`MatrixError::Usage`] (no runtime or CRIU, the folder exists and is not empty, the
+/// Errors: [`MatrixError::Usage`] (no runtime or CRIU, the folder exists and is not empty or
+/// lies inside a folder netprobe wrote ([`crate::evidence::enclosing`]), the
 /// baseline has no readable matrix.json), [`MatrixError::HostRefused`] (not root). A part that
 /// fails, is refused or hangs is recorded, not an error.
 pub fn run_matrix(opts: &MatrixOptions) -> Result<MatrixResult, MatrixError> {
@@ -107,6 +108,8 @@ pub fn run_matrix(opts: &MatrixOptions) -> Result<MatrixResult, MatrixError> {
         Some(b) => Some(model::load_matrix(b).map_err(MatrixError::Usage)?),
         None => None,
     };
+    crate::evidence::enclosing::refuse_inside_evidence(&opts.evidence)
+        .map_err(|e| MatrixError::Usage(e.to_string()))?;
     if opts.evidence.exists()
         && std::fs::read_dir(&opts.evidence).is_ok_and(|mut d| d.next().is_some())
     {

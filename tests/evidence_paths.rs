@@ -1,0 +1,93 @@
+//! Where evidence may go and what `verify` takes, through the netprobe binary (root, for `run`):
+//! - `run --evidence` / `matrix --evidence` inside a folder netprobe wrote (a run's evidence,
+//!   an unfinished or interrupted one, a matrix folder, a slot state directory or a slot's
+//!   evidence) is refused (exit 2) naming the path, the folder and the fix, and nothing is
+//!   written there: the folder still verifies.
+
+mod common;
+use common::cli::{netprobe, text};
+use std::path::Path;
+
+/// `netprobe run --quiet --phases kernel --evidence DIR`.
+fn run_kernel(dir: &Path) -> std::process::Output {
+    netprobe(&[
+        "run",
+        "--quiet",
+        "--phases",
+        "kernel",
+        "--evidence",
+        dir.to_str().unwrap(),
+    ])
+}
+
+/// `o` is a refusal (exit 2) of `input` for lying inside `folder`, marked by `marker`.
+fn assert_inside(o: &std::process::Output, input: &Path, folder: &Path, marker: &str) {
+    let t = text(o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    let folder = std::fs::canonicalize(folder).unwrap();
+    for needle in [
+        format!("--evidence {}", input.display()),
+        format!("{} (it holds {marker})", folder.display()),
+        "choose a folder outside it".to_string(),
+    ] {
+        assert!(t.contains(&needle), "{needle:?} not in {t}");
+    }
+}
+
+#[test]
+fn a_new_evidence_folder_inside_one_netprobe_wrote_is_refused() {
+    common::require_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let ev = tmp.path().join("ev");
+    let o = run_kernel(&ev);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Deep inside, through `..`, and through a symlink into it: refused, nothing created.
+    std::os::unix::fs::symlink(ev.join("kernel"), tmp.path().join("link")).unwrap();
+    for inside in [
+        ev.join("kernel/sub"),
+        ev.join("new/deeper"),
+        tmp.path().join("ev/kernel/../kernel/x"),
+        tmp.path().join("link/x"),
+    ] {
+        let o = run_kernel(&inside);
+        assert_inside(&o, &inside, &ev, "netprobe-result.json");
+    }
+    assert!(!ev.join("kernel/sub").exists() && !ev.join("new").exists());
+    let o = netprobe(&["verify", ev.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "still verifies: {}", text(&o));
+    // `matrix --evidence` too, before anything runs.
+    let m = ev.join("kernel/m");
+    let o = netprobe(&[
+        "matrix",
+        "--runtime",
+        "/usr/sbin/runc",
+        "--criu",
+        "/opt/criu-4.3/sbin/criu",
+        "--evidence",
+        m.to_str().unwrap(),
+    ]);
+    assert_inside(&o, &m, &ev, "netprobe-result.json");
+    assert!(!m.exists());
+    // Every other kind of folder netprobe writes, marked by its file.
+    for (marker, extra) in [
+        ("incomplete.txt", None),
+        ("interrupted.txt", None),
+        ("matrix.json", None),
+        (".netprobe-state-dir", None),
+        ("verb.json", None),
+        ("owner.json", Some("evidence")),
+    ] {
+        let folder = tmp.path().join(format!("kind{marker}"));
+        std::fs::create_dir(&folder).unwrap();
+        std::fs::write(folder.join(marker), b"netprobe matrix (pid 0) started\n").unwrap();
+        if let Some(d) = extra {
+            std::fs::create_dir(folder.join(d)).unwrap();
+        }
+        let inside = folder.join("sub/x");
+        assert_inside(&run_kernel(&inside), &inside, &folder, marker);
+        assert!(!folder.join("sub").exists());
+    }
+    // A sibling is fine.
+    let o = run_kernel(&tmp.path().join("ev2"));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
