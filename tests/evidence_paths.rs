@@ -2,7 +2,11 @@
 //! - `run --evidence` / `matrix --evidence` inside a folder netprobe wrote (a run's evidence,
 //!   an unfinished or interrupted one, a matrix folder, a slot state directory or a slot's
 //!   evidence) is refused (exit 2) naming the path, the folder and the fix, and nothing is
-//!   written there: the folder still verifies.
+//!   written there: the folder still verifies;
+//! - `run --evidence` at a symlink is refused saying symlinks are not followed, with the real
+//!   path;
+//! - `verify` of a file (e.g. one inside an evidence folder) says it takes an evidence folder
+//!   and names the one to pass.
 
 mod common;
 use common::cli::{netprobe, text};
@@ -90,4 +94,61 @@ fn a_new_evidence_folder_inside_one_netprobe_wrote_is_refused() {
     // A sibling is fine.
     let o = run_kernel(&tmp.path().join("ev2"));
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+#[test]
+fn a_symlinked_evidence_folder_is_refused_with_its_real_path() {
+    common::require_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let real = tmp.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let link = tmp.path().join("linkdir");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let o = run_kernel(&link);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(!t.contains("is not a directory"), "{t}");
+    for needle in [
+        format!("evidence path {} is a symlink", link.display()),
+        "does not follow symlinks".to_string(),
+        format!("give the real path (here {})", real.display()),
+    ] {
+        assert!(t.contains(&needle), "{needle:?} not in {t}");
+    }
+    assert_eq!(std::fs::read_dir(&real).unwrap().count(), 0);
+}
+
+#[test]
+fn verify_of_a_file_asks_for_the_evidence_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ev = tmp.path().join("ev");
+    std::fs::create_dir_all(ev.join("kernel")).unwrap();
+    std::fs::write(ev.join("netprobe-result.json"), b"{}").unwrap();
+    std::fs::write(ev.join("kernel/kernel.log"), b"x").unwrap();
+    let lone = tmp.path().join("lone.txt");
+    std::fs::write(&lone, b"x").unwrap();
+    for (file, fix) in [
+        (
+            ev.join("kernel/kernel.log"),
+            format!("pass the evidence folder that holds it, {}", ev.display()),
+        ),
+        (
+            lone.clone(),
+            "pass the folder a `netprobe run --evidence` wrote".to_string(),
+        ),
+    ] {
+        let o = netprobe(&["verify", file.to_str().unwrap()]);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{t}");
+        assert!(!t.contains("choose a new --evidence folder"), "{t}");
+        assert!(
+            t.contains(&format!(
+                "{} is not a directory: it must be an evidence folder (a directory holding \
+                 netprobe-result.json)",
+                file.display()
+            )),
+            "{t}"
+        );
+        assert!(t.contains(&fix), "{fix:?} not in {t}");
+    }
 }

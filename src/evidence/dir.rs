@@ -112,14 +112,15 @@ pub fn note_first_line(path: &Path) -> String {
 /// Reads and checks `DIR/netprobe-result.json`: it must parse as JSON, validate against the
 /// schema, and deserialize into [`RunResult`].
 ///
-/// Errors: [`EvidenceError::Missing`] (no folder), [`EvidenceError::Interrupted`] (no result,
+/// Errors: [`EvidenceError::Missing`] (no folder), [`EvidenceError::NotAnEvidenceFolder`] (a
+/// file, e.g. one inside an evidence folder), [`EvidenceError::Interrupted`] (no result,
 /// `interrupted.txt` present), [`EvidenceError::Incomplete`] (no result, `incomplete.txt`
 /// present), [`EvidenceError::Io`] (no result file), [`EvidenceError::Json`],
 /// [`EvidenceError::Invalid`].
 pub fn read_result(dir: &Path) -> Result<RunResult, EvidenceError> {
     if !dir.is_dir() {
         return Err(if dir.exists() {
-            EvidenceError::NotADirectory(dir.to_path_buf())
+            not_an_evidence_folder(dir)
         } else {
             EvidenceError::Missing(dir.to_path_buf())
         });
@@ -152,6 +153,21 @@ pub fn read_result(dir: &Path) -> Result<RunResult, EvidenceError> {
         errors,
     })?;
     serde_json::from_value(value).map_err(|source| EvidenceError::Json { path, source })
+}
+
+/// [`EvidenceError::NotAnEvidenceFolder`] for `path` (an existing non-directory), naming the
+/// nearest folder above it that holds a result.
+fn not_an_evidence_folder(path: &Path) -> EvidenceError {
+    let folder = fs::canonicalize(path).ok().and_then(|real| {
+        real.ancestors()
+            .skip(1)
+            .find(|a| a.join(RESULT_FILE).is_file())
+            .map(Path::to_path_buf)
+    });
+    EvidenceError::NotAnEvidenceFolder {
+        path: path.to_path_buf(),
+        folder,
+    }
 }
 
 /// Checks that `rel` is a plain relative `/`-separated path with no `.`/`..`/empty parts.
@@ -202,13 +218,19 @@ impl EvidenceDir {
     ///
     /// Errors: [`EvidenceError::InsideEvidence`] (inside a folder netprobe wrote, see
     /// [`super::enclosing`]), [`EvidenceError::NotEmpty`] (holds anything),
-    /// [`EvidenceError::NotADirectory`],
+    /// [`EvidenceError::NotADirectory`], [`EvidenceError::Symlink`] (not followed),
     /// [`EvidenceError::InUse`] (another netprobe holds it), [`EvidenceError::Io`] (cannot
     /// create, claim, list or write into it — `access(W_OK)`, e.g. EROFS on a read-only mount).
     pub fn create(path: &Path) -> Result<EvidenceDir, EvidenceError> {
         super::enclosing::refuse_inside_evidence(path)?;
         match fs::symlink_metadata(path) {
             Ok(md) if md.is_dir() => {}
+            Ok(md) if md.is_symlink() => {
+                return Err(EvidenceError::Symlink {
+                    path: path.to_path_buf(),
+                    real: fs::canonicalize(path).ok(),
+                });
+            }
             Ok(_) => return Err(EvidenceError::NotADirectory(path.to_path_buf())),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 fs::create_dir_all(path).map_err(io_err("create", path))?;
@@ -240,14 +262,14 @@ impl EvidenceDir {
 
     /// Opens an existing evidence folder for reading (`verify`, `report`). Nothing is written.
     ///
-    /// Errors: [`EvidenceError::Missing`], [`EvidenceError::NotADirectory`].
+    /// Errors: [`EvidenceError::Missing`], [`EvidenceError::NotAnEvidenceFolder`].
     pub fn open(path: &Path) -> Result<EvidenceDir, EvidenceError> {
         match fs::metadata(path) {
             Ok(md) if md.is_dir() => Ok(EvidenceDir {
                 root: path.to_path_buf(),
                 _claim: None,
             }),
-            Ok(_) => Err(EvidenceError::NotADirectory(path.to_path_buf())),
+            Ok(_) => Err(not_an_evidence_folder(path)),
             Err(_) => Err(EvidenceError::Missing(path.to_path_buf())),
         }
     }

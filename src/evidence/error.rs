@@ -12,9 +12,39 @@ pub enum EvidenceError {
          (netprobe never reuses or overwrites evidence)"
     )]
     NotEmpty(PathBuf),
-    /// The path exists but is not a directory.
+    /// The path exists but is not a directory (a new evidence folder was asked for).
     #[error("evidence path {0} exists and is not a directory; choose a new --evidence folder")]
     NotADirectory(PathBuf),
+    /// A new evidence folder was asked for at a symlink: it is not followed.
+    #[error(
+        "evidence path {} is a symlink; netprobe does not follow symlinks for --evidence: give \
+         the real path{}",
+        .path.display(),
+        .real.as_ref().map(|r| format!(" (here {})", r.display())).unwrap_or_default()
+    )]
+    Symlink {
+        /// The path as given.
+        path: PathBuf,
+        /// Where it leads, when that resolves.
+        real: Option<PathBuf>,
+    },
+    /// An existing evidence folder was asked for (`verify`, reading a result) and the path is
+    /// not a directory.
+    #[error(
+        "{} is not a directory: it must be an evidence folder (a directory holding \
+         netprobe-result.json); pass {}",
+        .path.display(),
+        .folder.as_ref().map_or_else(
+            || "the folder a `netprobe run --evidence` wrote".to_string(),
+            |f| format!("the evidence folder that holds it, {}", f.display())
+        )
+    )]
+    NotAnEvidenceFolder {
+        /// The path as given.
+        path: PathBuf,
+        /// The nearest folder above it holding `netprobe-result.json`, if any.
+        folder: Option<PathBuf>,
+    },
     /// The path lies inside a folder netprobe already wrote (a run's or matrix's evidence, a
     /// slot state directory or a slot's evidence): see [`super::enclosing`].
     #[error(
