@@ -1,8 +1,10 @@
 //! Evidence folders on hostile disks (issue 11, point 5), through the netprobe binary:
 //! - a read-only mount: an existing empty folder and a new one are refused with the same exit
 //!   class (2), before anything runs;
-//! - a full disk: the run ends without a result and the folder says so (`incomplete.txt`),
-//!   which `verify` and `report` name.
+//! - a full disk: the run ends without a result, exit 2 ("cannot write into the evidence folder",
+//!   as a folder refused at the start), and the folder says so (`incomplete.txt`, with the
+//!   reason), which `verify` and `report` name — also when only the final write of
+//!   `netprobe-result.json` finds the disk full.
 
 use std::path::Path;
 use std::process::Command;
@@ -104,8 +106,12 @@ fn a_run_that_fills_the_disk_leaves_incomplete_txt_named_by_verify_and_report() 
         "--evidence",
         &evs,
     ]);
-    assert_eq!(code, Some(4), "{out}");
+    assert_eq!(code, Some(2), "{out}");
     assert!(out.contains("No space left on device"), "{out}");
+    assert!(
+        out.contains(&format!("cannot write into the evidence folder {evs}")),
+        "{out}"
+    );
     assert!(!ev.join("netprobe-result.json").exists(), "{out}");
     let note = std::fs::read_to_string(ev.join("incomplete.txt")).unwrap();
     assert!(note.contains("has not finished"), "{note}");
@@ -116,4 +122,65 @@ fn a_run_that_fills_the_disk_leaves_incomplete_txt_named_by_verify_and_report() 
     let (code, out) = netprobe(&["report", &evs]);
     assert_eq!(code, Some(2), "{out}");
     assert!(out.contains("incomplete.txt"), "{out}");
+}
+
+/// Pages of 4 KiB the files under `dir` take on a tmpfs, `netprobe-result.json` left out.
+fn pages_without_result(dir: &Path) -> u64 {
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        let md = e.metadata().unwrap();
+        if md.is_dir() {
+            n += pages_without_result(&e.path());
+        } else if e.file_name() != "netprobe-result.json" {
+            n += md.len().div_ceil(4096);
+        }
+    }
+    n
+}
+
+#[test]
+fn a_full_disk_at_the_final_write_of_the_result_exits_2_and_names_the_file() {
+    // A kernel run measured on a roomy tmpfs; then one on a tmpfs that holds its files and
+    // `incomplete.txt` with a page to spare, where the result (two pages) no longer fits.
+    let roomy = Tmpfs::new("size=1m,mode=0755");
+    let probe = roomy.path().join("probe");
+    let (code, out) = netprobe(&[
+        "run",
+        "--quiet",
+        "--phases",
+        "kernel",
+        "--evidence",
+        &probe.to_string_lossy(),
+    ]);
+    assert_eq!(code, Some(0), "{out}");
+    let result_bytes = std::fs::metadata(probe.join("netprobe-result.json"))
+        .unwrap()
+        .len();
+    assert!(result_bytes > 4096, "the result must need two pages");
+    let pages = pages_without_result(&probe) + 1 + 1;
+    let fs = Tmpfs::new(&format!("size={}k,mode=0755", pages * 4));
+    let ev = fs.path().join("ev");
+    let evs = ev.to_string_lossy().to_string();
+    let (code, out) = netprobe(&["run", "--quiet", "--phases", "kernel", "--evidence", &evs]);
+    assert_eq!(code, Some(2), "{out}");
+    for needle in [
+        format!("cannot write into the evidence folder {evs}"),
+        format!("could not write {evs}/netprobe-result.json: No space left on device"),
+        "free space on its filesystem".to_string(),
+        "new --evidence folder".to_string(),
+    ] {
+        assert!(out.contains(&needle), "{needle:?} not in {out}");
+    }
+    assert!(!ev.join("netprobe-result.json").exists(), "{out}");
+    let note = std::fs::read_to_string(ev.join("incomplete.txt")).unwrap();
+    assert!(note.contains("has not finished"), "{note}");
+    assert!(
+        note.contains("reason: cannot write into the evidence folder")
+            && note.contains("No space left on device"),
+        "{note}"
+    );
+    let (code, out) = netprobe(&["verify", &evs]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("did not finish"), "{out}");
 }

@@ -155,6 +155,21 @@ pub fn read_result(dir: &Path) -> Result<RunResult, EvidenceError> {
     serde_json::from_value(value).map_err(|source| EvidenceError::Json { path, source })
 }
 
+/// The file `path` was to become: a temporary file of [`EvidenceDir`]'s atomic writes
+/// (`.netprobe-tmp-<pid>-<n>-<name>`) is named by its destination in the same folder; any other
+/// path is returned as it is.
+pub fn written_name(path: &Path) -> PathBuf {
+    let dest = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix(TMP_PREFIX))
+        .and_then(|rest| rest.splitn(3, '-').nth(2));
+    match dest {
+        Some(name) if !name.is_empty() => path.with_file_name(name),
+        _ => path.to_path_buf(),
+    }
+}
+
 /// [`EvidenceError::NotAnEvidenceFolder`] for `path` (an existing non-directory), naming the
 /// nearest folder above it that holds a result.
 fn not_an_evidence_folder(path: &Path) -> EvidenceError {

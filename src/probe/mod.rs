@@ -7,6 +7,7 @@ pub mod capture;
 pub mod criu_rung;
 pub mod external_netns;
 pub mod kernel;
+pub mod ladder_error;
 pub mod netns_content;
 pub mod oci_rung;
 pub mod rederive;

@@ -10,6 +10,8 @@ use crate::evidence::result::{
 use crate::evidence::{self, EvidenceDir};
 use crate::exit::ExitClass;
 use crate::host;
+pub use crate::probe::ladder_error::LadderError;
+use crate::probe::ladder_error::{writing, writing_into};
 use crate::probe::rung::{EarlyHolders, RungCtx, RungError, RungOutput};
 use crate::probe::{criu_rung, external_netns, kernel, oci_rung, verdict};
 use crate::report::progress::Progress;
@@ -38,56 +40,6 @@ pub struct RunOptions {
     pub command: Vec<String>,
     /// What the probe's netns holds before the checkpoint (`--netns`).
     pub netns: crate::probe::netns_content::NetnsContent,
-}
-
-/// Why a ladder run did not produce a result; its exit class comes from the variant (README's
-/// table, [`ExitClass`]). (Named apart from [`crate::criu::RunError`], a CRIU command's error.)
-#[derive(Debug, thiserror::Error)]
-pub enum LadderError {
-    /// Bad input (`--phases`): exit 2.
-    #[error("{0}")]
-    Usage(String),
-    /// The `--rootfs` cannot serve the runtime rungs: exit 2.
-    #[error(transparent)]
-    Rootfs(crate::oci::OciError),
-    /// The evidence folder cannot be created (exists, not empty, being written): exit 2.
-    #[error(transparent)]
-    EvidenceFolder(evidence::EvidenceError),
-    /// The host refused (not root, CRIU config file, missing prerequisite): exit 3.
-    #[error(transparent)]
-    HostRefused(#[from] host::HostError),
-    /// Writing the evidence failed after the rungs ran (or before any could): exit 4.
-    #[error("{what}: {source}")]
-    Evidence {
-        /// What was being written, e.g. `writing host.json`.
-        what: String,
-        /// The evidence error.
-        #[source]
-        source: evidence::EvidenceError,
-    },
-}
-
-impl LadderError {
-    /// The exit class of this error.
-    pub fn exit_class(&self) -> ExitClass {
-        match self {
-            LadderError::Usage(_) | LadderError::Rootfs(_) | LadderError::EvidenceFolder(_) => {
-                ExitClass::Usage
-            }
-            LadderError::HostRefused(_) => ExitClass::HostRefused,
-            LadderError::Evidence { .. } => ExitClass::CouldNotRun,
-        }
-    }
-
-    /// The process exit code for this error (README's table).
-    pub fn exit_code(&self) -> i32 {
-        i32::from(self.exit_class().code())
-    }
-}
-
-fn writing(what: impl Into<String>) -> impl FnOnce(evidence::EvidenceError) -> LadderError {
-    let what = what.into();
-    move |source| LadderError::Evidence { what, source }
 }
 
 /// Parses `--phases`: a comma-separated list of rung names in ladder order
@@ -203,7 +155,7 @@ pub fn run(
     // The first file: says "not finished" until the result is written (a full disk may refuse
     // every later write, even the reason).
     ev.mark_incomplete(&started_at)
-        .map_err(writing("writing the first evidence file"))?;
+        .map_err(writing_into(&ev, "writing the first evidence file"))?;
     let noted = |e: LadderError| {
         ev.note_incomplete(&e.to_string());
         e
@@ -218,7 +170,7 @@ pub fn run(
     );
     if !swept.is_empty() {
         ev.write_json(STALE_SWEPT_FILE, &swept)
-            .map_err(writing("writing stale-swept.json"))
+            .map_err(writing_into(&ev, "writing stale-swept.json"))
             .map_err(noted)?;
         progress.note(&format!(
             "released what runs killed with SIGKILL left: {} ({})",
@@ -229,7 +181,7 @@ pub fn run(
 
     let host_facts = host::host_facts(Some(criu_facts.clone()), runtime_facts.clone());
     ev.write_json("host.json", &host_facts)
-        .map_err(writing("writing host.json"))
+        .map_err(writing_into(&ev, "writing host.json"))
         .map_err(noted)?;
     let pins = host::check_pins(&criu_facts, runtime_facts.as_ref());
     let runtime_kind = runtime_facts
@@ -408,10 +360,10 @@ fn run_rungs(opts: &RunOptions, ctx: &RungCtx, progress: &mut Progress) -> Vec<R
 /// folder), stamps the end time and writes `netprobe-result.json` last.
 fn write_result(ev: &EvidenceDir, result: &mut RunResult, t0: Instant) -> Result<(), LadderError> {
     ev.make_readable()
-        .map_err(writing("making the evidence readable"))?;
+        .map_err(writing_into(ev, "making the evidence readable"))?;
     let artifacts: Vec<Artifact> = ev
         .inventory()
-        .map_err(writing("listing the evidence folder"))?;
+        .map_err(writing_into(ev, "listing the evidence folder"))?;
     for r in result.rungs.iter_mut() {
         let prefix = format!("{}/", r.name.as_str());
         r.artifacts = artifacts
@@ -423,10 +375,10 @@ fn write_result(ev: &EvidenceDir, result: &mut RunResult, t0: Instant) -> Result
     result.artifacts = artifacts;
     result.finished_at = crate::evidence::now_rfc3339();
     result.duration_ms = t0.elapsed().as_millis() as u64;
-    ev.write_result(result).map_err(writing(format!(
-        "writing {}",
-        evidence::result::RESULT_FILE
-    )))?;
+    ev.write_result(result).map_err(writing_into(
+        ev,
+        format!("writing {}", evidence::result::RESULT_FILE),
+    ))?;
     Ok(())
 }
 
@@ -585,24 +537,5 @@ mod tests {
         assert!(e.contains("named twice"), "{e}");
         let e = parse_phases("kernel,,criu").unwrap_err();
         assert_eq!(e.exit_code(), 2);
-    }
-
-    #[test]
-    fn ladder_errors_carry_their_exit_class_and_cause() {
-        let host = LadderError::from(host::HostError::NotRoot);
-        assert_eq!(
-            (host.exit_class(), host.exit_code()),
-            (ExitClass::HostRefused, 3)
-        );
-        let io = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
-        let ev = evidence::EvidenceError::Io {
-            action: "write",
-            path: "/e/host.json".into(),
-            source: io,
-        };
-        let e = writing("writing host.json")(ev);
-        assert_eq!(e.exit_code(), 4);
-        assert!(e.to_string().starts_with("writing host.json: "), "{e}");
-        assert!(std::error::Error::source(&e).is_some());
     }
 }
