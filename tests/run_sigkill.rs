@@ -198,11 +198,18 @@ fn the_next_run_releases_what_a_killed_run_left() {
     for h in &holders {
         assert!(listed("holders", &format!("pid {h} ")), "{swept:#}");
     }
-    for (c, _) in &cgroups {
+    for (c, procs) in &cgroups {
         assert!(
             listed("container_cgroups", &c.display().to_string()),
             "{swept:#}"
         );
+        // What still ran in it was killed, and is named.
+        for p in procs.split_whitespace() {
+            assert!(
+                listed("container_processes", &format!("pid {p} (")),
+                "{swept:#}"
+            );
+        }
     }
     for w in &areas {
         assert!(listed("work_areas", &w.display().to_string()), "{swept:#}");

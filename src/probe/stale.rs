@@ -34,6 +34,9 @@ pub struct Swept {
     /// Container cgroups of dead runs: their processes killed, the folder removed (one entry
     /// per hierarchy).
     pub container_cgroups: Vec<String>,
+    /// Processes that were still in those container cgroups (the container's init and what it
+    /// forked), killed (SIGKILL): `pid N (command line) in container ID`.
+    pub container_processes: Vec<String>,
     /// Work areas of dead runs, removed after every mount below them was detached.
     pub work_areas: Vec<String>,
     /// CRIU PATH folders of dead runs ([`crate::oci::sweep_stale_criu_path_dirs`]).
@@ -60,6 +63,7 @@ impl Swept {
             (self.processes.len(), "runtime/CRIU process(es)"),
             (self.holders.len(), "holder(s)"),
             (self.container_cgroups.len(), "container cgroup folder(s)"),
+            (self.container_processes.len(), "container process(es)"),
             (self.work_areas.len(), "work area(s)"),
             (self.criu_path_dirs.len(), "CRIU PATH folder(s)"),
             (self.runc_logs.len(), "runc log(s)"),
@@ -254,6 +258,21 @@ fn dead_container_cgroups() -> Vec<(String, Vec<PathBuf>)> {
     by_name.into_iter().collect()
 }
 
+/// The processes in the cgroup folders `dirs` of container `name` (each pid once, whatever
+/// the number of hierarchies listing it): `pid N (command line) in container NAME`.
+fn container_processes(name: &str, dirs: &[PathBuf]) -> Vec<String> {
+    let mut pids: Vec<i32> = dirs.iter().flat_map(|d| procs(d)).collect();
+    pids.sort_unstable();
+    pids.dedup();
+    pids.into_iter()
+        .map(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let text = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            format!("pid {pid} ({}) in container {name}", text.trim_end())
+        })
+        .collect()
+}
+
 /// The pids listed in `<dir>/cgroup.procs` (none when it cannot be read).
 fn procs(dir: &Path) -> Vec<i32> {
     std::fs::read_to_string(dir.join("cgroup.procs"))
@@ -268,6 +287,8 @@ fn procs(dir: &Path) -> Vec<i32> {
 /// empty and removes them.
 fn sweep_container_cgroups(out: &mut Swept) {
     for (name, dirs) in dead_container_cgroups() {
+        out.container_processes
+            .extend(container_processes(&name, &dirs));
         for d in &dirs {
             let _ = std::fs::write(d.join("freezer.state"), "THAWED");
             let _ = std::fs::write(d.join("cgroup.freeze"), "0");
@@ -340,6 +361,10 @@ pub fn find(proc_root: &Path, var_tmp: &Path, tmp: &Path) -> Swept {
             .into_iter()
             .map(|(_, w)| w)
             .collect(),
+        container_processes: dead_container_cgroups()
+            .iter()
+            .flat_map(|(name, dirs)| container_processes(name, dirs))
+            .collect(),
         container_cgroups: dead_container_cgroups()
             .into_iter()
             .flat_map(|(_, dirs)| dirs)
@@ -372,6 +397,7 @@ impl Swept {
             &self.processes,
             &self.holders,
             &self.container_cgroups,
+            &self.container_processes,
             &self.work_areas,
             &self.criu_path_dirs,
             &self.runc_logs,
