@@ -201,6 +201,34 @@ fn images_decodes_every_network_image_of_a_real_rich_dump() {
             && err.contains("larger than"),
         "{err}"
     );
+    // The real ifaddr image with the family byte of its first entry flipped (2 → 87): refused
+    // naming the entry, not decoded without it (the user trial's reproduction).
+    let ifaddr = std::fs::read_dir(&images)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("ifaddr-")
+        })
+        .unwrap();
+    let mut bytes = std::fs::read(&ifaddr).unwrap();
+    assert_eq!(bytes[20], 2, "the first address is 127.0.0.1 (AF_INET)");
+    bytes[20] ^= 0x55;
+    let name = ifaddr.file_name().unwrap();
+    std::fs::write(bad.join(name), &bytes).unwrap();
+    std::fs::remove_file(bad.join(netdev.file_name().unwrap())).unwrap();
+    let o = netprobe(&["images", bad.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}: offset 20: entry 1 (RTM_NEWADDR at offset 4): family 87 is neither",
+            name.to_string_lossy()
+        )),
+        "{err}"
+    );
     // Every truncation of every real network image: an error or fewer entries, never a panic.
     for e in std::fs::read_dir(&images).unwrap() {
         let p = e.unwrap().path();
@@ -343,6 +371,54 @@ fn padded_device_and_oversized_images_are_refused_with_file_and_offset() {
     assert!(
         err.contains("offset 0: its 3 network image files hold")
             && err.contains("more than the 16 MiB"),
+        "{err}"
+    );
+}
+
+/// An `ip addr save` image (127.0.0.1/8 then ::1/128, as CRIU's `ifaddr-<id>.img` of a fresh
+/// netns) whose first entry's family byte is flipped to 87: exit 2 naming the file, the byte
+/// offset, the entry and the reason; before, exit 0 with `addresses: 1` and 127.0.0.1 gone.
+#[test]
+fn an_address_of_an_unknown_family_is_refused_not_dropped() {
+    let entry = |family: u8, plen: u8, ip: &[u8]| {
+        let mut p = vec![family, plen, 0x80, 254, 1, 0, 0, 0];
+        for ty in [2u16, 1u16] {
+            p.extend_from_slice(&((4 + ip.len()) as u16).to_ne_bytes());
+            p.extend_from_slice(&ty.to_ne_bytes());
+            p.extend_from_slice(ip);
+        }
+        let mut m = ((16 + p.len()) as u32).to_ne_bytes().to_vec();
+        m.extend_from_slice(&20u16.to_ne_bytes()); // RTM_NEWADDR
+        m.extend_from_slice(&[0; 10]);
+        m.extend_from_slice(&p);
+        m
+    };
+    let mut img = netprobe::images::ipdump::IFADDR_DUMP_MAGIC
+        .to_ne_bytes()
+        .to_vec();
+    img.extend(entry(2, 8, &[127, 0, 0, 1]));
+    let mut v6 = [0u8; 16];
+    v6[15] = 1;
+    img.extend(entry(10, 128, &v6));
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("ifaddr-9.img");
+    std::fs::write(&f, &img).unwrap();
+    let dir = d.path().to_str().unwrap();
+    let o = netprobe(&["images", dir]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("addresses: 2\n"));
+    img[20] ^= 0x55;
+    std::fs::write(&f, &img).unwrap();
+    let o = netprobe(&["images", dir]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(o.stdout.is_empty());
+    assert!(
+        err.contains(&format!(
+            "{}: offset 20: entry 1 (RTM_NEWADDR at offset 4): family 87 is neither AF_INET (2) \
+             nor AF_INET6 (10)",
+            f.display()
+        )) && err.contains("give the folder of an unmodified dump"),
         "{err}"
     );
 }

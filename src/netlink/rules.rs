@@ -44,7 +44,8 @@ fn action_name(a: RuleAction) -> String {
 }
 
 /// The [`RuleState`] of one parsed `RTM_NEWRULE` payload; `None` for a family other than
-/// `inet`/`inet6`.
+/// `inet`/`inet6` (the live capture skips it, e.g. an ipmr rule of its `AF_UNSPEC` dump; the
+/// decoder of `rule-<id>.img` refuses it).
 pub fn rule_state_from(msg: &RuleMessage) -> Option<RuleState> {
     let h = &msg.header;
     let family = family_name(u8::from(h.family))?;

@@ -463,7 +463,9 @@ fn dump_routes_with(sock: &mut RtSocket) -> Result<Vec<RouteState>, NetlinkError
 
 /// The [`AddrState`] of one parsed `RTM_NEWADDR` payload; `None` for a family other than
 /// `inet`/`inet6` or a message without `IFA_LOCAL`/`IFA_ADDRESS`. Shared by the live capture
-/// and the decoder of CRIU's `ifaddr-<id>.img` (`ip addr save` output).
+/// (which skips a `None`: its `AF_UNSPEC` dumps may list other families, outside [`NetState`])
+/// and the decoder of CRIU's `ifaddr-<id>.img` (`ip addr save` output; it refuses a `None`,
+/// see `images::ipdump`).
 pub fn addr_state_from(msg: AddressMessage) -> Option<AddrState> {
     let family = family_name(u8::from(msg.header.family))?;
     let (mut local, mut address, mut label, mut flags) = (None, None, None, None);
@@ -507,8 +509,9 @@ pub fn addr_flag_names(bits: u32) -> Vec<String> {
 }
 
 /// The [`RouteState`] of one parsed `RTM_NEWROUTE` payload; `None` for a family other than
-/// `inet`/`inet6`. Shared by the live capture and the decoder of CRIU's `route-<id>.img` /
-/// `route6-<id>.img` (`ip route save` output).
+/// `inet`/`inet6`. Shared by the live capture (which skips a `None`, e.g. an MPLS or ipmr
+/// route of its `AF_UNSPEC` dump) and the decoder of CRIU's `route-<id>.img` /
+/// `route6-<id>.img` (`ip route save` output; it refuses a `None`).
 pub fn route_state_from(msg: &RouteMessage) -> Option<RouteState> {
     let h = &msg.header;
     let family = family_name(u8::from(h.address_family))?;
