@@ -6,7 +6,8 @@
 //! - `run --evidence` at a symlink is refused saying symlinks are not followed, with the real
 //!   path;
 //! - `verify` of a file (e.g. one inside an evidence folder) says it takes an evidence folder
-//!   and names the one to pass.
+//!   and names the one to pass;
+//! - `cgroup --evidence` refused for its folder exits 2 too.
 
 mod common;
 use common::cli::{netprobe, text};
@@ -151,4 +152,28 @@ fn verify_of_a_file_asks_for_the_evidence_folder() {
         );
         assert!(t.contains(&fix), "{fix:?} not in {t}");
     }
+}
+
+/// `cgroup --evidence` refused for its folder is a usage error (exit 2), as for `run`: a
+/// non-empty folder, and one inside a folder netprobe wrote. Nothing runs.
+#[test]
+fn cgroup_evidence_refusals_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let full = tmp.path().join("full");
+    std::fs::create_dir(&full).unwrap();
+    std::fs::write(full.join("x"), b"x").unwrap();
+    let o = netprobe(&["cgroup", "--evidence", full.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("already exists and is not empty"),
+        "{}",
+        text(&o)
+    );
+    let run = tmp.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    std::fs::write(run.join("netprobe-result.json"), b"{}").unwrap();
+    let inner = run.join("sub");
+    let o = netprobe(&["cgroup", "--evidence", inner.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(!inner.exists());
 }

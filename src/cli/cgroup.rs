@@ -77,9 +77,17 @@ impl Execute for CgroupCmd {
                 }
             }
             Err(e) => {
-                let class = e
-                    .downcast_ref::<CgroupError>()
-                    .map_or(ExitClass::CouldNotRun, CgroupError::exit_class);
+                // A refused --evidence folder is a usage error (2), as for `run`.
+                let class = match e.downcast_ref::<CgroupError>() {
+                    Some(c) => c.exit_class(),
+                    None if e
+                        .downcast_ref::<netprobe::evidence::EvidenceError>()
+                        .is_some() =>
+                    {
+                        ExitClass::Usage
+                    }
+                    None => ExitClass::CouldNotRun,
+                };
                 fail(class, format!("{e:#}"))
             }
         }
