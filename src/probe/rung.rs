@@ -167,11 +167,20 @@ pub struct RungError {
 }
 
 impl RungError {
-    /// A new error in `phase`.
+    /// A new error in `phase`. A `reason` that itself begins with `<phase>: ` (e.g. a CRIU
+    /// error, `criu dump: …`) keeps the phase once: it is shown as `phase: reason`.
     pub fn new(phase: &str, reason: impl std::fmt::Display) -> Self {
+        let reason = reason.to_string();
+        let reason = match reason
+            .strip_prefix(phase)
+            .and_then(|r| r.strip_prefix(": "))
+        {
+            Some(rest) => rest.to_string(),
+            None => reason,
+        };
         RungError {
             phase: phase.into(),
-            reason: reason.to_string(),
+            reason,
             facts: BTreeMap::new(),
             timings_ms: BTreeMap::new(),
         }
@@ -188,4 +197,19 @@ impl RungError {
 /// `map_err` helper: `.map_err(at("criu dump"))`.
 pub fn at<E: std::fmt::Display>(phase: &'static str) -> impl Fn(E) -> RungError {
     move |e| RungError::new(phase, e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reason_that_repeats_its_phase_keeps_it_once() {
+        let e = RungError::new("criu dump", "criu dump: did not finish within 50 ms");
+        assert_eq!(e.reason, "did not finish within 50 ms");
+        let e = RungError::new("criu dump", "criu dumped nothing");
+        assert_eq!(e.reason, "criu dumped nothing");
+        let e = RungError::new("holder", "holder pid 3 died");
+        assert_eq!(e.reason, "holder pid 3 died");
+    }
 }
