@@ -346,8 +346,25 @@ fn a_snapshot_that_does_not_finish_removes_criu_lock_and_none_records_it() {
     );
     assert_eq!(lock_in(&h), Vec::<String>::new());
     assert_snapshot_lock_evidence(&slot);
-    // interrupted.txt lists what was released, in order, as stderr did.
-    let note = std::fs::read_to_string(newest(&slot, "snapshot").join("interrupted.txt")).unwrap();
+    // interrupted.txt lists what was released, in order, as stderr did; the gates the verb
+    // had evaluated are kept (gates.json is written only at a verb's end).
+    let ev = newest(&slot, "snapshot");
+    let so_far = std::fs::read_to_string(ev.join("gates-so-far.json")).unwrap();
+    let so_far: Vec<netprobe::slot::gate::Gate> = serde_json::from_str(&so_far).unwrap();
+    let names: Vec<&str> = so_far.iter().map(|g| g.name.as_str()).collect();
+    assert!(
+        names.contains(&"container-running") && names.contains(&"no-criu-lock"),
+        "{names:?}"
+    );
+    let note = std::fs::read_to_string(ev.join("interrupted.txt")).unwrap();
+    assert!(
+        note.contains(&format!(
+            "the {} gate(s) it had evaluated ({} proven) are in gates-so-far.json",
+            so_far.len(),
+            so_far.len()
+        )),
+        "{note}"
+    );
     assert!(
         note.contains("released, in order:\n")
             && note.contains(&format!(

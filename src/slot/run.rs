@@ -91,6 +91,9 @@ pub(crate) struct VerbRun<'a> {
     /// an interruption note names them as possibly missing (a signal ends the verb without
     /// joining them).
     in_flight: Arc<Mutex<Vec<String>>>,
+    /// Every gate evaluated so far, mirrored for the interruption note (`gates-so-far.json`:
+    /// a signal ends the verb before `gates.json` is written).
+    gates_so_far: Arc<Mutex<Vec<super::gate::Gate>>>,
     /// The interruption note registered once the evidence folder exists
     /// ([`VerbRun::interruption_note`]); dropped with the run.
     interruption: Option<crate::ns::cleanup::Registration>,
@@ -119,6 +122,7 @@ impl<'a> VerbRun<'a> {
             rt_kind: None,
             pending: Vec::new(),
             in_flight: Arc::default(),
+            gates_so_far: Arc::default(),
             interruption: None,
             refreshed: Default::default(),
         }
@@ -240,7 +244,16 @@ impl<'a> VerbRun<'a> {
     pub fn gate(&mut self, id: GateId, r: Observed) -> Result<(), SlotError> {
         self.trace(format!("gate {}", id.name()));
         let raw = self.raw.clone();
-        self.gates.check(&raw, id, r)
+        let r = self.gates.check(&raw, id, r);
+        self.mirror_gates();
+        r
+    }
+
+    /// Copies the gates evaluated since the last call into [`VerbRun::gates_so_far`].
+    fn mirror_gates(&self) {
+        let mut m = self.gates_so_far.lock().unwrap_or_else(|p| p.into_inner());
+        let n = m.len();
+        m.extend(self.gates.gates.iter().skip(n).cloned());
     }
 
     /// Records blocking gate `id` as failed with `detail`; returns its error (for a gate whose
@@ -248,13 +261,16 @@ impl<'a> VerbRun<'a> {
     pub fn fail(&mut self, id: GateId, detail: impl Into<String>) -> SlotError {
         self.trace(format!("gate {}", id.name()));
         let raw = self.raw.clone();
-        self.gates.fail(&raw, id, detail.into())
+        let e = self.gates.fail(&raw, id, detail.into());
+        self.mirror_gates();
+        e
     }
 
     /// Records gate `id` as a non-blocking fact.
     pub fn record(&mut self, id: GateId, r: Observed) {
         self.trace(format!("gate {}", id.name()));
         self.gates.record(id, r);
+        self.mirror_gates();
     }
 
     /// Evaluates gate `id`, blocking or recorded.
@@ -436,42 +452,15 @@ impl<'a> VerbRun<'a> {
         }
     }
 
-    /// Registers what an interrupted verb leaves (a signal does not unwind): `interrupted.txt`
-    /// in its evidence folder and the journal's `end` entry (not ok), written by the release
-    /// after the step's process tree was killed and what it started was released
-    /// ([`crate::ns::cleanup`]). Dropped when the verb finishes.
+    /// Registers what an interrupted verb leaves ([`super::interruption::register`]).
     fn interruption_note(&self, ev: &std::path::Path) -> crate::ns::cleanup::Registration {
-        let (ev, journal) = (ev.to_path_buf(), self.paths.journal());
-        let verb = self.verb().to_string();
-        let provision = self.args.verb == super::Verb::Provision;
-        let paths = self.paths.clone();
-        let in_flight = self.in_flight.clone();
-        crate::ns::cleanup::register_note(format!("slot {verb} interruption note"), move || {
-            let by = crate::ns::cleanup::interrupted_by().unwrap_or("a signal");
-            let next = interruption_next(provision, &paths);
-            let making = in_flight_note(&in_flight.lock().unwrap_or_else(|p| p.into_inner()));
-            let text = format!(
-                "netprobe slot {verb} was interrupted by {by} at {}; the step's process tree was \
-                 killed and what the verb had started released (listed below); the slot's state \
-                 is as the journal's last step left it ({next}){making}\n{}",
-                crate::evidence::now_rfc3339(),
-                crate::ns::cleanup::released_list()
-            );
-            let path = ev.join(crate::evidence::dir::INTERRUPTED_FILE);
-            let wrote = EvidenceDir::open(&ev)
-                .map_err(|e| e.to_string())
-                .and_then(|d| {
-                    d.write(crate::evidence::dir::INTERRUPTED_FILE, text.as_bytes())
-                        .map_err(|e| e.to_string())
-                });
-            let _ = layout::journal_append(
-                &journal,
-                &verb,
-                "end",
-                false,
-                &format!("interrupted by {by}"),
-            );
-            crate::ns::cleanup::wrote_note(&path, wrote)
+        super::interruption::register(super::interruption::NoteInputs {
+            ev: ev.to_path_buf(),
+            verb: self.verb().to_string(),
+            provision: self.args.verb == super::Verb::Provision,
+            paths: self.paths.clone(),
+            in_flight: self.in_flight.clone(),
+            gates_so_far: self.gates_so_far.clone(),
         })
     }
 
@@ -673,28 +662,4 @@ fn binaries_difference(st: &SlotState) -> String {
         one("runtime", &st.runtime, &pins.runtime),
         one("CRIU", &st.criu, &pins.criu)
     )
-}
-
-/// The interruption note's sentence on evidence still being made on its own thread when the
-/// signal came ([`VerbRun::ev_make_beside`]): empty when nothing was.
-pub(crate) fn in_flight_note(making: &[String]) -> String {
-    if making.is_empty() {
-        return String::new();
-    }
-    format!(
-        "; evidence still being made beside the verb when the signal came, so possibly missing from this folder: {}",
-        making.join(", ")
-    )
-}
-
-/// What an interrupted verb's note tells to do next, decided when the note is written (after
-/// the release): a provision stopped before it wrote `state.json` left nothing a cleanup could
-/// release (the `slot-state` gate's words); a provision stopped later, `slot cleanup` then
-/// another slot number; any other verb, run it again or clean up.
-pub(crate) fn interruption_next(provision: bool, paths: &SlotPaths) -> String {
-    match (provision, super::missing_state_why(paths)) {
-        (true, Some(why)) => why.trim_start_matches(": ").to_string(),
-        (true, None) => super::status::unfinished_provision_advice(paths),
-        (false, _) => "run the verb again, or `slot cleanup`".to_string(),
-    }
 }

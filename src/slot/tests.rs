@@ -422,13 +422,13 @@ fn evidence_made_beside_the_verb_is_named_until_written() {
     });
     assert_eq!(run.in_flight(), vec!["slow.json".to_string()]);
     assert_eq!(
-        super::run::in_flight_note(&run.in_flight()),
+        super::interruption::in_flight_note(&run.in_flight()),
         "; evidence still being made beside the verb when the signal came, so possibly missing from this folder: slow.json"
     );
     go.send(()).unwrap();
     let _ = run.finish(Ok(("done".into(), None)));
     assert!(ev.path().join("slow.json").is_file());
-    assert_eq!(super::run::in_flight_note(&[]), "");
+    assert_eq!(super::interruption::in_flight_note(&[]), "");
 }
 
 #[test]
@@ -588,7 +588,7 @@ fn a_provision_stopped_before_its_state_is_told_nothing_is_left() {
     let tmp = tempfile::tempdir().unwrap();
     let p = SlotPaths::new(tmp.path(), 5);
     fs::create_dir_all(&p.root).unwrap();
-    let next = super::run::interruption_next(true, &p);
+    let next = super::interruption::interruption_next(true, &p);
     assert!(
         next.contains("slot 5 has no state")
             && next.contains("provision another slot number")
@@ -637,10 +637,10 @@ fn a_provision_stopped_before_its_state_is_told_nothing_is_left() {
         "{a}"
     );
     fs::write(p.state(), b"{}").unwrap();
-    let next = super::run::interruption_next(true, &p);
+    let next = super::interruption::interruption_next(true, &p);
     assert!(next.contains("netprobe slot cleanup --slot 5"), "{next}");
     assert_eq!(
-        super::run::interruption_next(false, &p),
+        super::interruption::interruption_next(false, &p),
         "run the verb again, or `slot cleanup`"
     );
 }
