@@ -64,6 +64,15 @@ fn child_with(content: NetnsContent) -> ChildGuard {
     child
 }
 
+/// The first file in `dir` whose name starts with `prefix` (e.g. `netdev-`).
+fn image_starting(dir: &std::path::Path, prefix: &str) -> std::path::PathBuf {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(prefix))
+        .unwrap_or_else(|| panic!("no {prefix}* in {}", dir.display()))
+}
+
 fn netprobe(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_netprobe"))
         .args(args)
@@ -179,16 +188,7 @@ fn images_decodes_every_network_image_of_a_real_rich_dump() {
     // A truncated copy of the netdev image: exit 2, file + offset + reason on stderr.
     let bad = tmp.path().join("bad");
     std::fs::create_dir(&bad).unwrap();
-    let netdev = std::fs::read_dir(&images)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("netdev-")
-        })
-        .unwrap();
+    let netdev = image_starting(&images, "netdev-");
     let bytes = std::fs::read(&netdev).unwrap();
     let name = netdev.file_name().unwrap();
     std::fs::write(bad.join(name), &bytes[..bytes.len() - 3]).unwrap();
@@ -203,16 +203,7 @@ fn images_decodes_every_network_image_of_a_real_rich_dump() {
     );
     // The real ifaddr image with the family byte of its first entry flipped (2 → 87): refused
     // naming the entry, not decoded without it (the user trial's reproduction).
-    let ifaddr = std::fs::read_dir(&images)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("ifaddr-")
-        })
-        .unwrap();
+    let ifaddr = image_starting(&images, "ifaddr-");
     let mut bytes = std::fs::read(&ifaddr).unwrap();
     assert_eq!(bytes[20], 2, "the first address is 127.0.0.1 (AF_INET)");
     bytes[20] ^= 0x55;

@@ -146,9 +146,9 @@ fn lock_in(h: &ProcessIdentity) -> Vec<String> {
     .unwrap()
 }
 
-/// `criu-lock-released.txt` in the newest `restore` evidence folder names the lock removed.
-fn assert_lock_evidence(slot: &Path) {
-    let ev = newest(slot, "restore");
+/// `criu-lock-released.txt` in the newest `verb` evidence folder names the lock removed.
+fn assert_lock_evidence_of(slot: &Path, verb: &str) {
+    let ev = newest(slot, verb);
     let t = std::fs::read_to_string(ev.join("criu-lock-released.txt"))
         .unwrap_or_else(|e| panic!("{}: {e}", ev.display()));
     assert!(
@@ -159,20 +159,27 @@ fn assert_lock_evidence(slot: &Path) {
     );
 }
 
-#[test]
-fn interrupted_or_failed_restore_removes_criu_lock_and_the_retry_succeeds() {
-    require_root();
-    let _s = serial();
-    let tmp = tempfile::tempdir().unwrap();
-    let sd = state_dir(&tmp);
-    let _c = CleanupOnDrop(sd.clone(), vec![75]);
+/// As [`assert_lock_evidence_of`] for `restore`.
+fn assert_lock_evidence(slot: &Path) {
+    assert_lock_evidence_of(slot, "restore");
+}
+
+/// A state dir in `tmp` with slot `slot` provisioned (no probe gate) with a CRIU wrapper that
+/// hangs on request ([`flagged_wrapper`] in `<tmp>/wrappers`): the state dir, its cleanup
+/// guard, the wrappers' folder and the slot's holder.
+fn provisioned_with_criu_wrapper(
+    tmp: &tempfile::TempDir,
+    slot: u32,
+) -> (PathBuf, CleanupOnDrop, PathBuf, ProcessIdentity) {
+    let sd = state_dir(tmp);
+    let c = CleanupOnDrop(sd.clone(), vec![slot]);
     let wdir = tmp.path().join("wrappers");
     std::fs::create_dir(&wdir).unwrap();
     let cw = flagged_wrapper(&wdir, "criu", &netprobe::host::default_criu());
     let cw = cw.to_string_lossy();
     let (code, out, err) = cli_slot(
         "provision",
-        "75",
+        &slot.to_string(),
         &sd,
         &[
             "--no-probe-gate",
@@ -183,7 +190,16 @@ fn interrupted_or_failed_restore_removes_criu_lock_and_the_retry_succeeds() {
         ],
     );
     assert_eq!(code, Some(0), "provision: {err}{out}");
-    let h = holder(&sd, 75);
+    let h = holder(&sd, slot);
+    (sd, c, wdir, h)
+}
+
+#[test]
+fn interrupted_or_failed_restore_removes_criu_lock_and_the_retry_succeeds() {
+    require_root();
+    let _s = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let (sd, _c, wdir, h) = provisioned_with_criu_wrapper(&tmp, 75);
     let slot = sd.join("slot-75");
 
     // A checkpoint interrupted while the container is frozen (CRIU hangs in `swrk`; the
@@ -289,17 +305,6 @@ fn interrupted_or_failed_restore_removes_criu_lock_and_the_retry_succeeds() {
     assert_released(&sd, &holders);
 }
 
-/// `criu-lock-released.txt` of the newest `snapshot` evidence folder names the lock removed.
-fn assert_snapshot_lock_evidence(slot: &Path) {
-    let ev = newest(slot, "snapshot");
-    let t = std::fs::read_to_string(ev.join("criu-lock-released.txt"))
-        .unwrap_or_else(|e| panic!("{}: {e}", ev.display()));
-    assert!(
-        t.contains("found: iptables: chain CRIU in table filter") && t.contains("result: removed"),
-        "{t}"
-    );
-}
-
 /// A checkpoint that does not finish leaves CRIU's network lock (the dump locks the namespace;
 /// planted here while CRIU hangs, as a killed dump leaves it): an interrupted snapshot and a
 /// timed-out one each remove it, and a snapshot that finds it (left by a verb killed with
@@ -310,20 +315,7 @@ fn a_snapshot_that_does_not_finish_removes_criu_lock_and_none_records_it() {
     require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();
-    let sd = state_dir(&tmp);
-    let _c = CleanupOnDrop(sd.clone(), vec![76]);
-    let wdir = tmp.path().join("wrappers");
-    std::fs::create_dir(&wdir).unwrap();
-    let cw = flagged_wrapper(&wdir, "criu", &netprobe::host::default_criu());
-    let cw = cw.to_string_lossy();
-    let (code, out, err) = cli_slot(
-        "provision",
-        "76",
-        &sd,
-        &["--no-probe-gate", "--reason", "lock test", "--criu", &cw],
-    );
-    assert_eq!(code, Some(0), "provision: {err}{out}");
-    let h = holder(&sd, 76);
+    let (sd, _c, wdir, h) = provisioned_with_criu_wrapper(&tmp, 76);
     let slot = sd.join("slot-76");
 
     // Interrupted while CRIU's dump "holds" the lock.
@@ -345,7 +337,7 @@ fn a_snapshot_that_does_not_finish_removes_criu_lock_and_none_records_it() {
         "{err}"
     );
     assert_eq!(lock_in(&h), Vec::<String>::new());
-    assert_snapshot_lock_evidence(&slot);
+    assert_lock_evidence_of(&slot, "snapshot");
     // interrupted.txt lists what was released, in order, as stderr did; the gates the verb
     // had evaluated are kept (gates.json is written only at a verb's end).
     let ev = newest(&slot, "snapshot");
@@ -399,7 +391,7 @@ fn a_snapshot_that_does_not_finish_removes_criu_lock_and_none_records_it() {
     assert_ne!(code, Some(0), "{out}{err}");
     assert!(err.contains("6000 ms"), "{err}");
     assert_eq!(lock_in(&h), Vec::<String>::new(), "{err}");
-    assert_snapshot_lock_evidence(&slot);
+    assert_lock_evidence_of(&slot, "snapshot");
 
     // Left by a verb that could release nothing (SIGKILL): removed before the capture.
     plant_lock(&h);
@@ -410,7 +402,7 @@ fn a_snapshot_that_does_not_finish_removes_criu_lock_and_none_records_it() {
     );
     let (code, out, err) = cli_slot("snapshot", "76", &sd, &[]);
     assert_eq!(code, Some(0), "snapshot: {err}{out}");
-    assert_snapshot_lock_evidence(&slot);
+    assert_lock_evidence_of(&slot, "snapshot");
     // ... which the snapshot that completes removes, and says so.
     assert!(netprobe::slot::checks::stale_tmp(&slot).is_empty());
     assert!(
