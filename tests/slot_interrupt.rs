@@ -411,7 +411,15 @@ fn a_snapshot_that_does_not_finish_removes_criu_lock_and_none_records_it() {
     );
     let ev = newest(&slot, "snapshot");
     let gates = std::fs::read_to_string(ev.join("gates.json")).unwrap();
-    assert!(gates.contains("\"no-criu-lock\""), "{gates}");
+    assert!(
+        gates.contains("\"no-criu-lock\"") && gates.contains("captured again"),
+        "{gates}"
+    );
+    // The first capture's side files keep the lock they saw; the second's are beside them.
+    let first = std::fs::read_to_string(ev.join("netfilter.txt")).unwrap();
+    assert!(first.contains("CRIU"), "{first}");
+    let second = std::fs::read_to_string(ev.join("netfilter-unlocked.txt")).unwrap();
+    assert!(!second.contains(":CRIU"), "{second}");
     let verb = std::fs::read_to_string(ev.join("verb.json")).unwrap();
     assert!(verb.contains("criu_lock_released_before_capture"), "{verb}");
     let recorded = std::fs::read_to_string(ev.join("netstate-before.json")).unwrap();

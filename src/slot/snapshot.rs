@@ -112,16 +112,25 @@ fn checkpoint(
     let screen = super::display::snapshot_gate(run, st, pid, tmp)?;
     let h = holder_gate(run, st, "recording the network state")?;
     let mut cap = common::holder_netstate(run, &h, "netstate-capture")?;
-    if !crate::netlink::netfilter::criu_lock(&cap.netfilter).is_empty() {
+    let unlocked = !crate::netlink::netfilter::criu_lock(&cap.netfilter).is_empty();
+    if unlocked {
         // Left by a checkpoint or restore of this slot that did not finish (e.g. killed with
-        // SIGKILL): removed as CRIU's own unlock does, recorded, and the state captured again.
+        // SIGKILL): removed as CRIU's own unlock does, recorded, and the state captured again
+        // (its side files `netfilter-unlocked.txt`, `sysctls-other-unlocked.json`).
         super::criu_lock::before_capture(run, &h);
-        cap = common::holder_netstate(run, &h, "netstate-capture")?;
+        cap = common::holder_netstate(run, &h, "unlocked-netstate-capture")?;
     }
     common::lo_gate(run, &cap)?;
     let lock = crate::netlink::netfilter::criu_lock(&cap.netfilter);
     let r = match lock.is_empty() {
-        true => Ok("no CRIU chain or table in iptables, ip6tables or nftables".to_string()),
+        true => Ok(format!(
+            "no CRIU chain or table in iptables, ip6tables or nftables{}",
+            if unlocked {
+                " (after removing the lock a verb that did not finish had left: criu-lock-released.txt, captured again)"
+            } else {
+                ""
+            }
+        )),
         false => Err(format!(
             "CRIU's network lock is in the namespace and could not be removed ({}; see criu-lock-released.txt): the snapshot would record it and every restore would fail at net-fidelity; `netprobe slot cleanup` this slot and provision another",
             lock.join(", ")
