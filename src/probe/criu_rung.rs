@@ -71,7 +71,18 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     }
     holder.stop().map_err(at("holder stop"))?;
 
-    let after = restore_and_capture(ctx, &criu, &dir, &images, &rel, &mut out)?;
+    // CRIU restores the holder under its dumped pid; a CRIU killed once it has made that task
+    // (an interruption, the step's bound) leaves it running, not yet adopted.
+    let restored_on_signal = crate::ns::cleanup::register_reporting(
+        format!("restored holder pid {}", id.pid),
+        move || Some(release_restored_holder(id.pid)),
+    );
+    let after = restore_and_capture(ctx, &criu, &dir, &images, &rel, &mut out);
+    drop(restored_on_signal);
+    if after.is_err() {
+        release_restored_holder(id.pid);
+    }
+    let after = after?;
 
     let inv = criu::inventory(&images).map_err(at("image inventory"))?;
     out.fact("image_files", inv.len());
@@ -91,6 +102,36 @@ pub fn summary(image_files: usize, lo_up_after: bool, state_byte_equal: bool) ->
     format!(
         "CRIU dumped and restored the netns: {image_files} image files, lo UP with 127.0.0.1/8 after restore: {lo_up_after}, state byte-equal: {state_byte_equal}"
     )
+}
+
+/// Kills (SIGKILL) the process CRIU restored at `pid` — only if it is this run's holder
+/// (`netprobe __holder … --run-pid <this pid>` on its command line) — and waits up to 2 s for
+/// it to go. Returns what was done: `killed`, `none left` or why it was left alone.
+fn release_restored_holder(pid: i32) -> String {
+    let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    if cmd.is_empty() {
+        return "none left".into();
+    }
+    if crate::probe::stale::holder_run_pid(&cmd) != Some(std::process::id() as i32) {
+        return format!("pid {pid} is not this run's holder: left alone");
+    }
+    let p = nix::unistd::Pid::from_raw(pid);
+    let _ = nix::sys::signal::kill(p, nix::sys::signal::Signal::SIGKILL);
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while std::time::Instant::now() < until {
+        // Reaped here if it is our child; else gone or a zombie of its new parent.
+        let _ = nix::sys::wait::waitpid(p, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if stat.is_empty()
+            || stat
+                .rsplit_once(") ")
+                .is_some_and(|(_, r)| r.starts_with('Z'))
+        {
+            return format!("killed pid {pid}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    format!("pid {pid}: still there 2 s after SIGKILL")
 }
 
 /// `criu restore -d` of the dumped images, the restored process adopted (killed on drop) and
