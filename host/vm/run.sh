@@ -86,9 +86,15 @@ boot() {
   local accel=$1 io=$2 bound=$3 console=$4 size
   size=$(( $(du -sm "$io" | cut -f1) + 768 ))
   mkfs.ext4 -q -F -L netprobe-io -d "$io" "$work/io.img" "${size}M" >/dev/null
-  local cpu=()
-  [ "$accel" = kvm ] && cpu=(-cpu host)
-  qemu-system-x86_64 -accel "$accel" "${cpu[@]}" -smp 2 -m 2048 -nodefaults -display none \
+  # TCG runs both vCPUs on one host thread (thread=single): under multi-threaded TCG a guest
+  # kernel's cross-CPU code patching (text_poke_bp's int3) was seen executed stale on the other
+  # vCPU, "Oops: int3" in __schedule during CRIU's dump (trixie's 6.12 kernel, twice in one CI
+  # run). One thread runs one vCPU at a time, so a patch is seen by the next block translated.
+  local acc=(-accel "$accel")
+  [ "$accel" = kvm ] && acc+=(-cpu host)
+  [ "$accel" = tcg ] && acc=(-accel tcg,thread=single)
+  QEMU_ACCEL=$(IFS=' '; echo "${acc[*]}")
+  qemu-system-x86_64 "${acc[@]}" -smp 2 -m 2048 -nodefaults -display none \
     -no-reboot -serial "file:$console" -monitor none -nic none \
     -kernel "$vmlinuz" -initrd "$initrd" \
     -append "root=/dev/vda rw console=ttyS0 panic=-1 systemd.show_status=1" \
@@ -144,14 +150,14 @@ kver_file=$IMAGE/kernel-version
 [ -n "$KERNEL" ] && kver_file=$IMAGE/kernel-version-$KERNEL
 kver=$(cat "$kver_file" 2>/dev/null || echo unknown)
 
-# The guest's own kernel can die under TCG before the command reports (seen once in CI: a 6.12
+# The guest's own kernel can die under TCG before the command reports (seen in CI under multi-threaded TCG: a 6.12
 # guest, "Kernel panic - not syncing: Fatal exception in interrupt" in __schedule during CRIU's
 # dump). That is the emulator's or the guest kernel's failure, not the command's: boot again, at
 # most PANIC_RETRIES more times, and keep every failed attempt's console and output beside the
 # result (attempt-N/), named in vm.json. Anything else that stops the command is not retried.
 PANIC_RETRIES=${NETPROBE_VM_PANIC_RETRIES:-1}
 [[ "$PANIC_RETRIES" =~ ^[0-9]+$ ]] || die 2 "NETPROBE_VM_PANIC_RETRIES must be a whole number"
-attempt=0 panics=0
+attempt=0 panics=0 QEMU_ACCEL=""
 mkdir -p "$work/attempts"
 while :; do
   attempt=$((attempt + 1))
@@ -183,8 +189,8 @@ if [ -d "$work/result/out" ]; then mv "$work/result/out" "$OUT"; else mkdir "$OU
 cp "$work/console.log" "$OUT/console.log" 2>/dev/null || true
 cp "$work/qemu-stderr.txt" "$OUT/qemu-stderr.txt" 2>/dev/null || true
 for a in "$work"/attempts/attempt-*; do [ -d "$a" ] && mv "$a" "$OUT/"; done
-printf '{"accel":"%s","kernel":"%s","kernel_version":"%s","image":"%s","timeout_s":%s,"seconds":%s,"qemu_exit":%s,"attempts":%s,"guest_kernel_panics":%s}\n' \
-  "$accel" "$(basename "$vmlinuz")" "$kver" "$IMAGE" "$TIMEOUT" "$BOOT_SECONDS" "$BOOT_RC" "$attempt" "$panics" >"$OUT/vm.json"
+printf '{"accel":"%s","qemu_accel":"%s","kernel":"%s","kernel_version":"%s","image":"%s","timeout_s":%s,"seconds":%s,"qemu_exit":%s,"attempts":%s,"guest_kernel_panics":%s}\n' \
+  "$accel" "$QEMU_ACCEL" "$(basename "$vmlinuz")" "$kver" "$IMAGE" "$TIMEOUT" "$BOOT_SECONDS" "$BOOT_RC" "$attempt" "$panics" >"$OUT/vm.json"
 if [ "$BOOT_RC" = 124 ]; then
   tail -20 "$OUT/console.log" >&2 || true
   die 4 "the guest did not power off within ${TIMEOUT}s: killed (console tail above, all in $OUT/console.log)"
