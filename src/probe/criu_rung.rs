@@ -104,34 +104,30 @@ pub fn summary(image_files: usize, lo_up_after: bool, state_byte_equal: bool) ->
     )
 }
 
-/// Kills (SIGKILL) the process CRIU restored at `pid` — only if it is this run's holder
-/// (`netprobe __holder … --run-pid <this pid>` on its command line) — and waits up to 2 s for
-/// it to go. Returns what was done: `killed`, `none left` or why it was left alone.
+/// Kills (SIGKILL, through a pidfd: never a reused pid) the process CRIU restored at `pid` —
+/// only if it is this run's holder (`netprobe __holder … --run-pid <this pid>` on its command
+/// line) — with [`crate::ns::ProcessGuard::stop`]: waited for up to 2 s, reaped if it is our
+/// child, proven gone from `/proc`. Returns what was done: `killed`, `none left` or why it was
+/// left alone.
 fn release_restored_holder(pid: i32) -> String {
+    use crate::ns::{NsError, ProcessGuard, ProcessIdentity};
+    // The identity (pid + start time) first: `adopt` proves the process it kills is the one
+    // whose command line is read here.
+    let id = match ProcessIdentity::read(pid) {
+        Ok(id) => id,
+        Err(NsError::Gone { .. }) => return "none left".into(),
+        Err(e) => return format!("pid {pid}: {e}"),
+    };
     let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    if cmd.is_empty() {
-        return "none left".into();
-    }
     if crate::probe::stale::holder_run_pid(&cmd) != Some(std::process::id() as i32) {
         return format!("pid {pid} is not this run's holder: left alone");
     }
-    let p = nix::unistd::Pid::from_raw(pid);
-    let _ = nix::sys::signal::kill(p, nix::sys::signal::Signal::SIGKILL);
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
-    while std::time::Instant::now() < until {
-        // Reaped here if it is our child; else gone or a zombie of its new parent.
-        let _ = nix::sys::wait::waitpid(p, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        if stat.is_empty()
-            || stat
-                .rsplit_once(") ")
-                .is_some_and(|(_, r)| r.starts_with('Z'))
-        {
-            return format!("killed pid {pid}");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
+    let stopped = ProcessGuard::adopt(id).and_then(|g| g.stop(std::time::Duration::from_secs(2)));
+    match stopped {
+        Ok(()) => format!("killed pid {pid}"),
+        Err(NsError::Gone { .. }) => "none left".into(),
+        Err(e) => format!("pid {pid}: {e}"),
     }
-    format!("pid {pid}: still there 2 s after SIGKILL")
 }
 
 /// `criu restore -d` of the dumped images, the restored process adopted (killed on drop) and
@@ -184,4 +180,44 @@ fn restore_and_capture(
     out.fact("settle_retries_after", retries);
 
     Ok(after)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::release_restored_holder;
+    use std::process::{Command, Stdio};
+
+    /// A process whose command line is `sh __holder --run-pid <run>` (what
+    /// [`crate::probe::stale::holder_run_pid`] reads), blocked on its stdin.
+    fn fake_holder(dir: &std::path::Path, run: u32) -> std::process::Child {
+        std::fs::write(dir.join("__holder"), "read x\n").unwrap();
+        Command::new("sh")
+            .current_dir(dir)
+            .args(["__holder", "--run-pid", &run.to_string()])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    #[test]
+    fn kills_only_this_runs_restored_holder_and_proves_it_gone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut ours = fake_holder(tmp.path(), std::process::id());
+        let pid = ours.id() as i32;
+        assert_eq!(release_restored_holder(pid), format!("killed pid {pid}"));
+        // Reaped by the release (our child): /proc no longer shows it.
+        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
+        let _ = ours.wait();
+        assert_eq!(release_restored_holder(pid), "none left");
+
+        let mut other = fake_holder(tmp.path(), 1);
+        let pid = other.id() as i32;
+        assert_eq!(
+            release_restored_holder(pid),
+            format!("pid {pid} is not this run's holder: left alone")
+        );
+        assert_eq!(other.try_wait().unwrap(), None, "left running");
+        other.kill().unwrap();
+        other.wait().unwrap();
+    }
 }
