@@ -175,6 +175,27 @@ fn edits_of_unhashed_result_fields_are_caught() {
         });
         assert_caught(&o, &format!("oci/{id}.{field}"));
     }
+    // The attribution a rung recorded: the MISMATCH names the entry and both values.
+    let o = verify_edited(&ev, &original, |v| {
+        rung(v, "oci")["facts"]["attribution"]["external_netns"] = Value::Bool(true);
+    });
+    assert_caught(
+        &o,
+        "oci: recorded attribution differs from the one the evidence gives: external_netns recorded true, evidence gives false",
+    );
+    let o = verify_edited(&ev, &original, |v| {
+        let row = &mut rung(v, "oci")["facts"]["attribution"]["changed"][0];
+        assert!(row.is_object(), "the oci rung records a changed fact (lo)");
+        row["after"] = Value::from("forged");
+    });
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.lines()
+            .any(|l| l.contains("recorded attribution differs")
+                && l.contains(": after recorded `forged`, evidence gives ")),
+        "{}",
+        text(&o)
+    );
     // An error on a rung that ran to its end.
     let o = verify_edited(&ev, &original, |v| {
         rung(v, "oci")["error"] = Value::from("boom");

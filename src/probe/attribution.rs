@@ -335,7 +335,15 @@ pub fn verify_recorded(rung: &str, dir: &Path, recorded: &serde_json::Value) -> 
         Ok(a) => {
             let fresh = serde_json::to_value(&a).unwrap_or_default();
             (fresh != *recorded).then(|| {
-                format!("{rung}: recorded attribution differs from the one the evidence gives")
+                let d = super::attribution_diff::differences(recorded, &a);
+                format!(
+                    "{rung}: recorded attribution differs from the one the evidence gives: {}",
+                    match d.is_empty() {
+                        // Equal once parsed: a field the type does not know, or its order.
+                        true => "the same entries, written differently".to_string(),
+                        false => d.join("; "),
+                    }
+                )
             })
         }
     }

@@ -2,6 +2,7 @@
 //! verdict, and `verify`.
 
 pub mod attribution;
+pub mod attribution_diff;
 pub mod attribution_view;
 pub mod capture;
 pub mod criu_rung;
