@@ -184,6 +184,19 @@ fn images_decodes_every_network_image_of_a_real_rich_dump() {
         "{tree}"
     );
     assert!(tree.contains("netns entry: full,"), "{tree}");
+    // CRIU dumped the tables under its own network lock (iptables-nft here): said once, named.
+    let lock = tree
+        .lines()
+        .find(|l| {
+            l.trim_start()
+                .starts_with("CRIU's network lock in these tables: ")
+        })
+        .unwrap_or_else(|| panic!("no CRIU lock line: {tree}"));
+    assert!(
+        lock.contains("nftables: chain CRIU in table ip filter")
+            && lock.ends_with("CRIU's unlock at the end of a successful restore removes it)"),
+        "{lock}"
+    );
 
     // A truncated copy of the netdev image: exit 2, file + offset + reason on stderr.
     let bad = tmp.path().join("bad");

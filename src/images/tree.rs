@@ -102,6 +102,26 @@ fn render_ns(o: &mut String, ns: &NsImages, sysctls: bool) {
             }
         }
     }
+    let lock = criu_lock_in(ns);
+    if !lock.is_empty() {
+        let _ = writeln!(
+            o,
+            "    CRIU's network lock in these tables: {} (in place when CRIU dumped the tables; CRIU's unlock at the end of a successful restore removes it)",
+            lock.join(", ")
+        );
+    }
+}
+
+/// What of CRIU's network lock the namespace's firewall images hold
+/// ([`crate::netlink::netfilter::criu_lock`] over their canonical forms); empty when none.
+fn criu_lock_in(ns: &NsImages) -> Vec<String> {
+    use crate::netlink::netfilter::{NetfilterState, canonical_nft, canonical_save, criu_lock};
+    let text = |t: &Option<String>| t.as_deref().unwrap_or_default().to_string();
+    criu_lock(&NetfilterState {
+        iptables: canonical_save(&text(&ns.iptables)),
+        ip6tables: canonical_save(&text(&ns.ip6tables)),
+        nftables: canonical_nft(&text(&ns.nftables)),
+    })
 }
 
 fn render_dev(o: &mut String, d: &DeviceInfo, sysctls: bool) {
