@@ -160,24 +160,7 @@ pub fn run(
         ev.note_incomplete(&e.to_string());
         e
     };
-    // What runs killed with SIGKILL left (holders, containers, work areas), once this run is
-    // past its refusals and has a folder to record it in (`stale-swept.json`): a refused run
-    // touches nothing. This run's own holders carry a live pid.
-    let swept = crate::probe::stale::sweep(
-        Path::new("/proc"),
-        Path::new("/var/tmp"),
-        &std::env::temp_dir(),
-    );
-    if !swept.is_empty() {
-        ev.write_json(STALE_SWEPT_FILE, &swept)
-            .map_err(writing_into(&ev, "writing stale-swept.json"))
-            .map_err(noted)?;
-        progress.note(&format!(
-            "released what runs killed with SIGKILL left: {} ({})",
-            swept.summary(),
-            dir_path.join(STALE_SWEPT_FILE).display()
-        ));
-    }
+    sweep_stale(&ev, progress).map_err(noted)?;
 
     let host_facts = host::host_facts(Some(criu_facts.clone()), runtime_facts.clone());
     ev.write_json("host.json", &host_facts)
@@ -238,6 +221,30 @@ pub fn run(
         "the result is written, but removing the incomplete marker",
     ))?;
     Ok((result, dir_path))
+}
+
+/// What runs killed with SIGKILL left (holders, containers, work areas), released once this run
+/// is past its refusals and has a folder to record it in (`stale-swept.json`, named on the
+/// progress lines): a refused run touches nothing. This run's own holders carry a live pid.
+///
+/// Errors: `stale-swept.json` cannot be written.
+fn sweep_stale(ev: &EvidenceDir, progress: &mut Progress) -> Result<(), LadderError> {
+    let swept = crate::probe::stale::sweep(
+        Path::new("/proc"),
+        Path::new("/var/tmp"),
+        &std::env::temp_dir(),
+    );
+    if swept.is_empty() {
+        return Ok(());
+    }
+    ev.write_json(STALE_SWEPT_FILE, &swept)
+        .map_err(writing_into(ev, "writing stale-swept.json"))?;
+    progress.note(&format!(
+        "released what runs killed with SIGKILL left: {} ({})",
+        swept.summary(),
+        ev.root().join(STALE_SWEPT_FILE).display()
+    ));
+    Ok(())
 }
 
 /// Every declared difference of the run: binaries vs the pins (with paths), what the phases
