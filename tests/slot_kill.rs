@@ -185,3 +185,100 @@ fn sigkill_mid_snapshot_then_every_verb() {
     );
     assert!(slot.join("journal.jsonl").exists());
 }
+
+/// `netprobe slot reset` killed with SIGKILL while CRIU restores: the runtime and CRIU finish the
+/// restore on their own, so a container runs that no restore gate checked (phase `restoring`).
+/// A snapshot must not take it (gate `container-gated`, naming `slot reset`): it would replace
+/// the last proven snapshot. The snapshot is kept; reset brings it back through every gate, and
+/// a snapshot is taken again after it.
+#[test]
+fn sigkill_mid_restore_then_snapshot_refuses_the_ungated_container() {
+    require_root();
+    let _s = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let sd = state_dir(&tmp);
+    let _c = CleanupOnDrop(sd.clone(), vec![32]);
+    let slot = sd.join("slot-32");
+    let (code, out, err) = cli_slot(
+        "provision",
+        "32",
+        &sd,
+        &["--no-probe-gate", "--reason", "SIGKILL test"],
+    );
+    assert_eq!(code, Some(0), "provision: {err}{out}");
+    let (code, out, err) = cli_slot("snapshot", "32", &sd, &[]);
+    assert_eq!(code, Some(0), "snapshot: {err}{out}");
+    let good = state(&sd, 32).snapshot.unwrap();
+
+    let mut child = std::process::Command::new(EXE)
+        .args(["slot", "reset", "--slot", "32", "--state-dir"])
+        .arg(&sd)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed once CRIU has started writing its restore log.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let restoring = || {
+        std::fs::read_dir(slot.join("evidence"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with("-reset"))
+            .any(|e| e.path().join("criu-work/restore.log").exists())
+    };
+    while !restoring() {
+        assert!(
+            Instant::now() < deadline,
+            "the reset never reached CRIU's restore"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the reset finished before it could be killed"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while SlotLock::acquire(&slot.join("lock")).is_err() {
+        assert!(Instant::now() < deadline, "lock never released");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (_, out, _) = cli_slot("status", "32", &sd, &["--json"]);
+    let doc = json(&out);
+    assert_eq!(doc["state"]["phase"], "restoring", "{doc}");
+    assert_eq!(
+        doc["live"]["container"]["status"], "running",
+        "runc and CRIU finish the restore without netprobe: {doc}"
+    );
+
+    let (code, out, err) = cli_slot("snapshot", "32", &sd, &["--json"]);
+    assert_eq!(code, Some(1), "{err}{out}");
+    assert!(
+        err.contains("gate `container-gated` failed")
+            && err.contains("phase restoring")
+            && err.contains("netprobe slot reset --slot 32"),
+        "{err}"
+    );
+    assert_eq!(
+        state(&sd, 32).snapshot.unwrap(),
+        good,
+        "the proven snapshot is kept"
+    );
+    assert!(slot.join(&good.dir).join("manifest.json").exists());
+
+    let (code, out, err) = cli_slot("reset", "32", &sd, &["--json"]);
+    assert_eq!(code, Some(0), "reset: {err}{out}");
+    assert!(gate_proven(&json(&out), "net-fidelity"), "{out}");
+    let (code, out, err) = cli_slot("snapshot", "32", &sd, &["--json"]);
+    assert_eq!(code, Some(0), "snapshot after reset: {err}{out}");
+    assert!(gate_proven(&json(&out), "container-gated"), "{out}");
+    let holders = holder_pids(&sd);
+    let (code, out, err) = cli_slot("cleanup", "32", &sd, &[]);
+    assert_eq!(code, Some(0), "cleanup: {err}{out}");
+    assert_released(&sd, &holders);
+}

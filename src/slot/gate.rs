@@ -111,6 +111,8 @@ gates! {
     ContainerRunning => ("container-running", Gate, "the container is running (runtime state)"),
     /// The container was stopped and is proven gone.
     ContainerStopped => ("container-stopped", Gate, "the container is proven gone (no <root>/<id> entry under its runtime root, or runtime state)"),
+    /// snapshot: the running container is one a verb brought up through every gate.
+    ContainerGated => ("container-gated", Gate, "the container to checkpoint is one a provision, restore or reset brought up through every gate (phase ready or running, or a snapshot of it that did not finish): a restore that did not pass its gates leaves a container whose state is unproven"),
     /// snapshot: the rootfs overlay is mounted.
     OverlayMounted => ("overlay-mounted", Gate, "the container rootfs overlay is mounted, with the upper state.json records"),
     /// `lo` is UP with 127.0.0.1/8 in the holder's netns.
@@ -213,8 +215,8 @@ pub const PROVISION_CREATE_GATES: [GateId; 4] = [
     GateId::ContainerAbsent,
 ];
 /// snapshot: before the phase changes and the checkpoint stops the container.
-pub const SNAPSHOT_GATES: [GateId; 13] = concat_gates!(
-    ENTER_EXISTING, COMMON, [GateId::ContainerRunning, GateId::OverlayMounted]; 13);
+pub const SNAPSHOT_GATES: [GateId; 14] = concat_gates!(
+    ENTER_EXISTING, COMMON, [GateId::ContainerRunning, GateId::ContainerGated, GateId::OverlayMounted]; 14);
 /// snapshot: before the checkpoint itself (network state recorded first).
 pub const CHECKPOINT_GATES: [GateId; 2] = [GateId::LoUp127, GateId::NoCriuLock];
 /// restore: before the phase changes, the overlay is reset and the runtime restores.
@@ -371,7 +373,7 @@ mod tests {
         let before = names.len();
         names.dedup();
         assert_eq!(before - names.len(), 2);
-        assert_eq!(GateId::ALL.len(), 42);
+        assert_eq!(GateId::ALL.len(), 43);
     }
 
     #[test]

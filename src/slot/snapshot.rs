@@ -40,6 +40,8 @@ pub(crate) fn snapshot(run: &mut VerbRun, st: &mut SlotState) -> Result<String, 
         Err(e) => Err(e),
     };
     run.gate(GateId::ContainerRunning, r)?;
+    let r = container_gated(st.phase, &run.paths);
+    run.gate(GateId::ContainerGated, r)?;
     let ov = st
         .overlay
         .clone()
@@ -95,6 +97,44 @@ pub(crate) fn snapshot(run: &mut VerbRun, st: &mut SlotState) -> Result<String, 
         let _ = st.save(&run.paths.state());
     }
     res
+}
+
+/// Gate `container-gated`: the running container is one whose state the slot's gates proved —
+/// provisioned or restored through every gate (`ready`, `running`), or still the one a snapshot
+/// that did not finish began from (`snapshotting`, `snapshot-failed`: a snapshot begins only
+/// from a gated container). A restore or reset that did not pass its gates (`restoring`: killed,
+/// its runtime and CRIU may have finished on their own; `restore-failed`) leaves a container
+/// nothing proved, and a snapshot of it would replace the last proven one. Pure.
+pub(crate) fn container_gated(
+    phase: Phase,
+    p: &super::layout::SlotPaths,
+) -> Result<String, String> {
+    let name = serde_json::to_value(phase)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default();
+    let reset = format!(
+        "`netprobe slot reset --slot {} --state-dir {}`",
+        p.slot,
+        p.state_dir.display()
+    );
+    match phase {
+        Phase::Ready | Phase::Running | Phase::Snapshotting | Phase::SnapshotFailed => Ok(format!(
+            "phase {name}: the container passed every gate of the verb that brought it up"
+        )),
+        Phase::Restoring | Phase::RestoreFailed => Err(format!(
+            "phase {name}: the running container comes from a restore or reset that did not pass its gates (interrupted, killed or failed closed), so its state is unproven and a snapshot of it would replace the last proven one; {reset} restores the snapshot through every gate, then snapshot again"
+        )),
+        Phase::Provisioning
+        | Phase::ProvisionFailed
+        | Phase::Checkpointed
+        | Phase::Cleaning
+        | Phase::Clean => Err(format!(
+            "phase {name}: no verb brought a container up through its gates here; `netprobe slot status --slot {} --state-dir {}` gives the next step",
+            p.slot,
+            p.state_dir.display()
+        )),
+    }
 }
 
 /// Network state recorded (the canonical bytes the `net-fidelity` gate compares at restore),
@@ -265,4 +305,39 @@ fn snapshot_steps(
         "snapshot {name} complete ({} checkpoint files); container stopped by the checkpoint{removed}",
         files.len()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_gated_container_is_snapshotted() {
+        let p = super::super::layout::SlotPaths::new(Path::new("/var/lib/np"), 3);
+        for ok in [
+            Phase::Ready,
+            Phase::Running,
+            Phase::Snapshotting,
+            Phase::SnapshotFailed,
+        ] {
+            assert!(container_gated(ok, &p).is_ok(), "{ok:?}");
+        }
+        let e = container_gated(Phase::Restoring, &p).unwrap_err();
+        assert!(e.starts_with("phase restoring: the running container comes from a restore or reset that did not pass its gates"), "{e}");
+        assert!(
+            e.contains("`netprobe slot reset --slot 3 --state-dir /var/lib/np`"),
+            "{e}"
+        );
+        assert!(container_gated(Phase::RestoreFailed, &p).is_err());
+        for no in [
+            Phase::Provisioning,
+            Phase::ProvisionFailed,
+            Phase::Checkpointed,
+            Phase::Cleaning,
+            Phase::Clean,
+        ] {
+            let e = container_gated(no, &p).unwrap_err();
+            assert!(e.contains("gives the next step"), "{no:?}: {e}");
+        }
+    }
 }
