@@ -155,6 +155,10 @@ fn slot_verbs_take_only_their_own_flags() {
     for (extra, says) in [
         (&["--no-probe-gate"][..], "--reason <REASON>"),
         (&["--reason", "r"], "--no-probe-gate"),
+        (
+            &["--reason", "r", "--probe-evidence", "/e"],
+            "--reason is recorded only with --no-probe-gate",
+        ),
         (&["--no-probe-gate", "--reason", "  "], "must not be blank"),
         (
             &["--no-probe-gate", "--reason", "r", "--probe-evidence", "/e"],

@@ -110,7 +110,9 @@ struct ProvisionCmd {
     #[arg(long, requires = "reason")]
     no_probe_gate: bool,
     /// Why the probe gate is skipped (only with --no-probe-gate).
-    #[arg(long, requires = "no_probe_gate", value_parser = parse_reason)]
+    // Not `requires = "no_probe_gate"`: a flag's default (false) satisfies clap's `requires`;
+    // [`SlotCmd::validate`] checks it.
+    #[arg(long, value_parser = parse_reason)]
     reason: Option<String>,
     /// OCI runtime binary. Default: the one the --probe-evidence run used, else runc in PATH.
     #[arg(long)]
@@ -215,12 +217,19 @@ fn args(
 }
 
 impl SlotCmd {
-    /// Checks what clap could not ([`netprobe::slot::checks::image_pin`], which the library
+    /// Checks what clap could not (`--reason` only with `--no-probe-gate`;
+    /// [`netprobe::slot::checks::image_pin`], which the library
     /// applies again to every provision). Errors: a clap usage error.
     pub fn validate(&self) -> Result<(), clap::Error> {
-        if let SlotVerb::Provision(p) = &self.verb
-            && let Err(m) = checks::image_pin(p.image.as_deref(), p.image_sha256.as_deref())
-        {
+        let SlotVerb::Provision(p) = &self.verb else {
+            return Ok(());
+        };
+        let reason_alone = match p.no_probe_gate {
+            true => None,
+            false => checks::reason_without_override(p.reason.as_deref()).err(),
+        };
+        let pin = checks::image_pin(p.image.as_deref(), p.image_sha256.as_deref()).err();
+        if let Some(m) = reason_alone.or(pin) {
             let mut cmd = <super::Cli as clap::CommandFactory>::command();
             let cmd = cmd
                 .find_subcommand_mut("slot")

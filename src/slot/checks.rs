@@ -29,7 +29,7 @@ pub fn usage_checks(a: &SlotArgs, raw: &str) -> Result<(), SlotError> {
     let reason = if a.no_probe_gate {
         probe_gate_reason(a.reason.as_deref())
     } else {
-        Ok(())
+        reason_without_override(a.reason.as_deref())
     };
     reason
         .and_then(|()| image_pin(a.image.as_deref(), a.image_sha256.as_deref()))
@@ -56,6 +56,15 @@ pub fn image_exists(image: Option<&Path>) -> Result<(), String> {
             img.display()
         )),
         Ok(_) => Ok(()),
+    }
+}
+
+/// `--reason` without `--no-probe-gate` would be recorded nowhere (the probe gate is not
+/// skipped). Errors: the usage message naming both ways out.
+pub fn reason_without_override(reason: Option<&str>) -> Result<(), String> {
+    match reason {
+        None => Ok(()),
+        Some(_) => Err("--reason is recorded only with --no-probe-gate (it says why the probe gate is skipped): drop --reason, or skip the gate with --no-probe-gate --reason TEXT instead of --probe-evidence".into()),
     }
 }
 
