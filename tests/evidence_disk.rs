@@ -184,3 +184,60 @@ fn a_full_disk_at_the_final_write_of_the_result_exits_2_and_names_the_file() {
     assert_eq!(code, Some(2), "{out}");
     assert!(out.contains("did not finish"), "{out}");
 }
+
+/// The slot journal on a full disk (the user trial's finding): an entry whose write fails part
+/// way is undone — the journal keeps its length, no half entry is left for the next verb's
+/// entry to be glued to — and once there is room again the next entry is a whole line; no line
+/// is reported as edited. A line cut by a crash (its JSON ends early) gets the next entry on a
+/// line of its own and is not flagged; a line that is not an entry is.
+#[test]
+fn a_journal_entry_that_finds_the_disk_full_is_undone_not_left_half() {
+    use netprobe::slot::layout::{journal_append, journal_bad_lines, journal_read};
+    let fs = Tmpfs::new("size=64k");
+    let j = fs.path().join("journal.jsonl");
+    // Entries up to a few bytes short of a page: the next one needs a second page.
+    while std::fs::metadata(&j).map(|m| m.len()).unwrap_or(0) < 4096 - 300 {
+        journal_append(&j, "reset", "step", true, "x").unwrap();
+    }
+    let pad = 4096 - 150 - std::fs::metadata(&j).unwrap().len() as usize;
+    journal_append(
+        &j,
+        "reset",
+        "step",
+        true,
+        &"p".repeat(pad.saturating_sub(90)),
+    )
+    .unwrap();
+    let before = std::fs::read(&j).unwrap();
+    // Fill every other page.
+    let filler = fs.path().join("filler");
+    let _ = Command::new("dd")
+        .args(["if=/dev/zero", "bs=4k"])
+        .arg(format!("of={}", filler.display()))
+        .status();
+    let long = "d".repeat(600);
+    let r = journal_append(&j, "reset", "end", true, &long);
+    assert!(r.is_err(), "the disk is full");
+    assert_eq!(
+        std::fs::read(&j).unwrap(),
+        before,
+        "the half entry is undone"
+    );
+    std::fs::remove_file(&filler).unwrap();
+    journal_append(&j, "reset", "end", true, &long).unwrap();
+    assert_eq!(journal_bad_lines(&j), Vec::<usize>::new());
+    assert_eq!(journal_read(&j).last().unwrap().detail, long);
+
+    // A crash-cut line, then an entry: the entry starts its own line; nothing is flagged.
+    let text = std::fs::read_to_string(&j).unwrap();
+    std::fs::write(&j, format!("{text}{{\"at\":\"2026-12-05T0")).unwrap();
+    journal_append(&j, "snapshot", "start", true, "").unwrap();
+    let text = std::fs::read_to_string(&j).unwrap();
+    assert!(text.contains("{\"at\":\"2026-12-05T0\n{"), "{text}");
+    assert_eq!(journal_bad_lines(&j), Vec::<usize>::new());
+    assert_eq!(journal_read(&j).last().unwrap().verb, "snapshot");
+    // A line that is no entry at all is flagged.
+    std::fs::write(&j, format!("{text}edited\n")).unwrap();
+    let n = std::fs::read_to_string(&j).unwrap().lines().count();
+    assert_eq!(journal_bad_lines(&j), vec![n]);
+}

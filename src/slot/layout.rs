@@ -523,14 +523,19 @@ pub fn journal_append(
     journal_append_entry(path, &e)
 }
 
-/// Appends `e` to the journal (`O_APPEND`, one `write`, then `fsync`).
+/// Appends `e` to the journal (`O_APPEND`, one `write`, then `fsync`). A write that fails part
+/// way (a full disk, a quota) is undone (the file cut back to its length before), so no
+/// half entry is left for the next one to be glued to; a journal whose last line was cut by a
+/// crash gets a newline first, so the new entry starts its own line.
 ///
-/// Errors: the journal cannot be opened or written.
+/// Errors: the journal cannot be opened or written (then it is as it was).
 pub fn journal_append_entry(path: &Path, e: &JournalEntry) -> std::io::Result<()> {
     let mut line = serde_json::to_vec(e).map_err(std::io::Error::other)?;
     line.push(b'\n');
     // O_NONBLOCK: a FIFO in its place opens at once (and is refused below) instead of blocking.
+    // Readable too: its last byte tells whether a crash cut the last line.
     let mut f = OpenOptions::new()
+        .read(true)
         .append(true)
         .create(true)
         .mode(0o600)
@@ -550,24 +555,35 @@ pub fn journal_append_entry(path: &Path, e: &JournalEntry) -> std::io::Result<()
             format!("{} is not a regular file", path.display()),
         ));
     }
-    f.write_all(&line)?;
-    f.sync_data()
+    let before = f.metadata()?.len();
+    if before > 0 {
+        let mut last = [0u8; 1];
+        if std::os::unix::fs::FileExt::read_at(&f, &mut last, before - 1).is_ok_and(|n| n == 1)
+            && last[0] != b'\n'
+        {
+            line.insert(0, b'\n');
+        }
+    }
+    if let Err(e) = f.write_all(&line).and_then(|()| f.sync_data()) {
+        let _ = f.set_len(before);
+        return Err(e);
+    }
+    Ok(())
 }
 
-/// The 1-based numbers of the journal's lines that are not journal entries, but a last line
-/// without its newline (cut by a crash while it was written, so never trusted, never flagged):
-/// every other line netprobe writes is one whole entry, so these were edited in. An unreadable
-/// journal has none.
+/// The 1-based numbers of the journal's lines that are not journal entries, but an entry cut
+/// by a crash while it was written (its JSON ends early: never trusted, never flagged; the next
+/// append starts a new line after it): every other line netprobe writes is one whole entry, so
+/// these were edited in. An unreadable journal has none.
 pub fn journal_bad_lines(path: &Path) -> Vec<usize> {
     let Ok(text) = crate::evidence::read_recorded_text(path) else {
         return Vec::new();
     };
-    let cut_last = !text.is_empty() && !text.ends_with('\n');
-    let n = text.lines().count();
     text.lines()
         .enumerate()
-        .filter(|(i, l)| {
-            !(cut_last && i + 1 == n) && serde_json::from_str::<JournalEntry>(l).is_err()
+        .filter(|(_, l)| match serde_json::from_str::<JournalEntry>(l) {
+            Ok(_) => false,
+            Err(e) => !(e.is_eof() && l.starts_with('{')),
         })
         .map(|(i, _)| i + 1)
         .collect()
