@@ -750,7 +750,8 @@ fn a_matrix_killed_with_sigkill_is_told_as_unfinished() {
     }
     child.kill().unwrap();
     child.wait().unwrap();
-    // Its parts run on by themselves and end (each releases what it started).
+    // Its parts die with it (SIGTERM as it dies: each releases what it started and keeps its
+    // interrupted.txt; tests/matrix_kill.rs proves what they leave).
     let mks = mk.display().to_string();
     let parts_running = || {
         std::fs::read_dir("/proc").unwrap().flatten().any(|e| {

@@ -3,7 +3,9 @@
 //! way it stops `netprobe run` ([`crate::ns::cleanup`]): no new part starts, every running part
 //! gets SIGTERM (its own handler releases what it started and leaves its `interrupted.txt`),
 //! SIGKILL 30 s later, each named in the release list; the matrix folder gets
-//! `interrupted.txt` and no `matrix.json`; exit 128 + signal.
+//! `interrupted.txt` and no `matrix.json`; exit 128 + signal. A matrix that cannot handle its
+//! end (SIGKILL, a crash) still takes its parts with it: each part gets SIGTERM from the kernel
+//! when the thread that started it ends ([`die_with_matrix`]), and stops as above.
 
 use super::model::MatrixPart;
 use super::{Job, MatrixOptions};
@@ -68,6 +70,12 @@ fn run_part(opts: &MatrixOptions, job: &Job) -> MatrixPart {
         if let Some(r) = &job.runtime {
             cmd.arg("--runtime").arg(r);
         }
+        let matrix = std::process::id() as libc::pid_t;
+        // SAFETY: the closure runs in the child between fork and exec and makes only the
+        // async-signal-safe calls signal(2), prctl(2) and getppid(2); it allocates nothing.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || die_with_matrix(matrix));
+        }
         cmd.spawn()
     });
     let mut child = match spawned {
@@ -122,6 +130,33 @@ fn run_part(opts: &MatrixOptions, job: &Job) -> MatrixPart {
         }
     }
     part
+}
+
+/// Run in a part's child between fork and exec: the part gets SIGTERM when the thread that
+/// forked it ends (`PR_SET_PDEATHSIG` is tied to the forking thread, not the process). That is
+/// this worker thread, which waits for its part and returns only once the part has ended: it
+/// ends first only when the matrix dies (SIGKILL, a crash) or the thread panics. The part then
+/// stops as on any SIGTERM: its own release stops what it started (holders, runtime, CRIU,
+/// containers) and leaves its `interrupted.txt`. The setting survives the part's `execve`
+/// (netprobe is not set-user-ID). A matrix `matrix` that died before the setting took (the child
+/// already re-parented) ends the child here, before exec: nothing has started. SIGTERM is set
+/// back to its default action first: the child inherited the matrix's handler, which would
+/// swallow a SIGTERM arriving before exec and let the part run on unsignalled; now such a
+/// signal ends the child before exec (after exec the action is the default anyway until the
+/// part installs its own handler, first thing, before it starts anything).
+///
+/// Errors: signal(2) or prctl(2) refused, or the parent is no longer `matrix` (`ESRCH`); the
+/// spawn fails.
+fn die_with_matrix(matrix: libc::pid_t) -> std::io::Result<()> {
+    // SAFETY: signal(2) with SIG_DFL installs no handler and touches no memory of ours.
+    if unsafe { libc::signal(libc::SIGTERM, libc::SIG_DFL) } == libc::SIG_ERR {
+        return Err(std::io::Error::last_os_error());
+    }
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM)?;
+    if nix::unistd::getppid().as_raw() != matrix {
+        return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+    }
+    Ok(())
 }
 
 /// Waits for `child` at most `limit`; then SIGTERM, and SIGKILL 30 s later. `None` on timeout.
