@@ -7,7 +7,9 @@
 //!   path;
 //! - `verify` of a file (e.g. one inside an evidence folder) says it takes an evidence folder
 //!   and names the one to pass;
-//! - `cgroup --evidence` refused for its folder exits 2 too.
+//! - `cgroup --evidence` refused for its folder exits 2 too;
+//! - `run --part-of-matrix DIR` (what `netprobe matrix` passes its parts) from a process that is
+//!   not the part of a matrix running in DIR is refused (exit 2), and nothing is created.
 
 mod common;
 use common::cli::{netprobe, text};
@@ -176,4 +178,80 @@ fn cgroup_evidence_refusals_exit_2() {
     let o = netprobe(&["cgroup", "--evidence", inner.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(!inner.exists());
+}
+
+/// A folder's name, its files with their text, a part path in it, and why it is refused.
+type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str, &'a str);
+
+/// A run that names a folder as its matrix by hand (`--part-of-matrix`, the matrix's own option
+/// for its parts) cannot pass for a part: a finished run's folder, a finished matrix's, a
+/// matrix folder whose matrix is not this run's parent (here: the note of a dead matrix), a
+/// plain folder, and a part path not directly in the named folder are each refused (exit 2)
+/// saying why, and nothing is created.
+#[test]
+fn a_run_cannot_pass_for_a_matrix_part() {
+    common::require_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let dead =
+        "netprobe matrix (pid 999999999) started at 2025-01-01T00:00:00Z and has not finished\n";
+    // (folder, its files with their text, the part path in it, why it is refused)
+    let cases: [Case; 5] = [
+        (
+            "run",
+            &[("netprobe-result.json", "{}")],
+            "kernel",
+            "it holds netprobe-result.json",
+        ),
+        (
+            "done",
+            &[("incomplete.txt", dead), ("matrix.json", "{}")],
+            "kernel",
+            "it holds matrix.json",
+        ),
+        (
+            "dead",
+            &[("incomplete.txt", dead)],
+            "kernel",
+            "does not name this process's parent",
+        ),
+        ("plain", &[], "kernel", "it holds no incomplete.txt"),
+        (
+            "deep",
+            &[("incomplete.txt", dead)],
+            "kernel/x",
+            "is not directly in it",
+        ),
+    ];
+    for (name, files, part, why) in cases {
+        let m = tmp.path().join(name);
+        std::fs::create_dir(&m).unwrap();
+        for (f, text) in files {
+            std::fs::write(m.join(f), text).unwrap();
+        }
+        let ev = m.join(part);
+        let o = netprobe(&[
+            "run",
+            "--quiet",
+            "--phases",
+            "kernel",
+            "--part-of-matrix",
+            m.to_str().unwrap(),
+            "--evidence",
+            ev.to_str().unwrap(),
+        ]);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{name}: {t}");
+        for needle in [
+            format!(
+                "--evidence {} --part-of-matrix {}: ",
+                ev.display(),
+                m.display()
+            ),
+            why.to_string(),
+            "leave it out".to_string(),
+        ] {
+            assert!(t.contains(&needle), "{name}: {needle:?} not in {t}");
+        }
+        assert!(!m.join("kernel").exists(), "{name}: a folder was created");
+    }
 }

@@ -52,6 +52,11 @@ pub struct RunCmd {
     /// Print only the verdict.
     #[arg(long)]
     quiet: bool,
+    /// The folder of the `netprobe matrix` that started this run as one of its parts, passed by
+    /// the matrix: --evidence may then be directly in it (proven from the matrix's
+    /// incomplete.txt and this process's parent). Not for operators; hidden from --help.
+    #[arg(long, hide = true, value_name = "MATRIX_FOLDER")]
+    part_of_matrix: Option<PathBuf>,
 }
 
 impl Execute for RunCmd {
@@ -73,6 +78,7 @@ impl Execute for RunCmd {
             exe: netprobe::ns::default_exe(),
             command: std::env::args().collect(),
             netns: a.netns,
+            part_of_matrix: a.part_of_matrix,
         };
         let mode = if a.json {
             ProgressMode::Json

@@ -237,7 +237,16 @@ impl EvidenceDir {
     /// [`EvidenceError::InUse`] (another netprobe holds it), [`EvidenceError::Io`] (cannot
     /// create, claim, list or write into it — `access(W_OK)`, e.g. EROFS on a read-only mount).
     pub fn create(path: &Path) -> Result<EvidenceDir, EvidenceError> {
-        super::enclosing::refuse_inside_evidence(path)?;
+        Self::create_part(path, None)
+    }
+
+    /// [`EvidenceDir::create`] for a run that may be a matrix's part: `matrix` is the folder
+    /// `netprobe matrix` named to it (`--part-of-matrix`), which `path` may then be directly in
+    /// once that is proven ([`super::enclosing::refuse_inside_evidence`]); `None` is `create`.
+    ///
+    /// Errors: those of `create`, and [`EvidenceError::NotAMatrixPart`] (`matrix` not proven).
+    pub fn create_part(path: &Path, matrix: Option<&Path>) -> Result<EvidenceDir, EvidenceError> {
+        super::enclosing::refuse_inside_evidence(path, matrix)?;
         match fs::symlink_metadata(path) {
             Ok(md) if md.is_dir() => {}
             Ok(md) if md.is_symlink() => {

@@ -4,17 +4,34 @@
 //! "file … is in the folder but not among the recorded artifacts"), and netprobe never reuses or
 //! overwrites evidence. [`EvidenceDir::create`](super::EvidenceDir::create) (`run`, `cgroup`)
 //! and `netprobe matrix` refuse such a path before anything is created.
+//!
+//! The one exception is a matrix's part: `netprobe matrix` names its folder to each part it
+//! starts (`netprobe run --part-of-matrix <matrix folder> --evidence <matrix folder>/<part>`),
+//! and the part checks that claim against its own evidence path and the matrix's note
+//! ([`refuse_inside_evidence`]). The names of the files that mark each kind of folder are
+//! defined here, below the modules that write them (`matrix::model`, `slot::layout` and
+//! `report::slot_view` name theirs from these): this module imports neither.
 
 use super::EvidenceError;
 use super::dir::{INCOMPLETE_FILE, INTERRUPTED_FILE};
 use super::result::RESULT_FILE;
 use std::path::{Path, PathBuf};
 
+/// File name of the matrix result inside a matrix folder (`matrix::model::MATRIX_FILE`).
+pub const MATRIX_FILE: &str = "matrix.json";
+/// Name of a slot state directory's marker file (`slot::layout::STATE_DIR_MARKER`).
+pub const SLOT_STATE_DIR_MARKER: &str = ".netprobe-state-dir";
+/// Name of a slot folder's ownership marker (`slot::layout::OWNER_FILE`); a slot folder holds
+/// it beside its `evidence/` folder.
+pub const SLOT_OWNER_FILE: &str = "owner.json";
+/// Name of a slot verb's outcome document in its evidence folder.
+pub const SLOT_VERB_FILE: &str = "verb.json";
+
 /// The files that mark a folder netprobe wrote, each with what that folder is. The first found
 /// (in this order) names the folder.
 const MARKERS: [(&str, &str); 6] = [
     (RESULT_FILE, "the evidence folder of a run"),
-    (crate::matrix::model::MATRIX_FILE, "the matrix folder"),
+    (MATRIX_FILE, "the matrix folder"),
     (
         INTERRUPTED_FILE,
         "the evidence folder of an interrupted run or matrix",
@@ -23,34 +40,52 @@ const MARKERS: [(&str, &str); 6] = [
         INCOMPLETE_FILE,
         "the evidence folder of a run or matrix that did not finish",
     ),
-    (
-        crate::slot::layout::STATE_DIR_MARKER,
-        "the slot state directory",
-    ),
-    ("verb.json", "the evidence folder of a slot verb"),
+    (SLOT_STATE_DIR_MARKER, "the slot state directory"),
+    (SLOT_VERB_FILE, "the evidence folder of a slot verb"),
 ];
+
+/// How the `incomplete.txt` a running matrix writes first into its folder begins:
+/// `netprobe matrix (pid P) ` with P the matrix's pid. `netprobe matrix` writes its note with
+/// it; a part reads it to tell that the folder it was named is its matrix's.
+pub fn matrix_note_head(pid: u32) -> String {
+    format!("netprobe matrix (pid {pid}) ")
+}
 
 /// The folder netprobe wrote that `path` would be created in, if any: the nearest folder above
 /// `path` holding one of [`MARKERS`], or a slot folder (`owner.json` and `evidence/`). Folders
 /// are compared by their real path: the part of `path` that exists is resolved (symlinks,
 /// `..`), so a link into an evidence folder is caught too.
 ///
-/// A part of a running matrix is allowed: the matrix runs `netprobe run --evidence
-/// <matrix>/<part>` while its folder holds its `incomplete.txt` (first line `netprobe matrix
-/// (pid P)`, P = this process's parent), and no `matrix.json`, result or `interrupted.txt`.
+/// `matrix` is the folder `netprobe matrix` named to this process, its part
+/// (`--part-of-matrix`; `None` for every other run): `path` may then be created directly in it,
+/// once it is proven to be the folder of the running matrix that started this process — `path`'s
+/// real parent, holding that matrix's `incomplete.txt` (first line [`matrix_note_head`] of this
+/// process's parent pid) and no other marker (no `matrix.json`, result or `interrupted.txt`).
+/// The folders above it are refused as for any run.
 ///
-/// Errors: [`EvidenceError::InsideEvidence`] naming `path`, the folder, the file that marks
-/// it and the fix. A path whose existing part cannot be resolved is let through (creating it
-/// then fails with its own error).
-pub fn refuse_inside_evidence(path: &Path) -> Result<(), EvidenceError> {
+/// Errors: [`EvidenceError::NotAMatrixPart`] (`matrix` given and not proven, naming why),
+/// [`EvidenceError::InsideEvidence`] naming `path`, the folder, the file that marks it and the
+/// fix. A path whose existing part cannot be resolved is let through (creating it then fails
+/// with its own error), unless `matrix` is given (nothing is proven then).
+pub fn refuse_inside_evidence(path: &Path, matrix: Option<&Path>) -> Result<(), EvidenceError> {
     let Some(start) = real_parent(path) else {
-        return Ok(());
+        return match matrix {
+            None => Ok(()),
+            Some(m) => Err(not_a_part(
+                path,
+                m,
+                "the folder --evidence would be created in cannot be resolved".into(),
+            )),
+        };
     };
+    if let Some(m) = matrix {
+        check_part(path, &start, m)?;
+    }
     for folder in start.ancestors() {
         let Some((marker, what)) = marked(folder) else {
             continue;
         };
-        if folder == start.as_path() && is_running_matrix(folder) {
+        if matrix.is_some() && folder == start.as_path() {
             continue;
         }
         return Err(EvidenceError::InsideEvidence {
@@ -59,6 +94,53 @@ pub fn refuse_inside_evidence(path: &Path) -> Result<(), EvidenceError> {
             what,
             marker,
         });
+    }
+    Ok(())
+}
+
+fn not_a_part(path: &Path, matrix: &Path, why: String) -> EvidenceError {
+    EvidenceError::NotAMatrixPart {
+        path: path.to_path_buf(),
+        matrix: matrix.to_path_buf(),
+        why,
+    }
+}
+
+/// Proves that `start`, the real folder the part's evidence folder `path` would be created
+/// in, is `matrix`, the folder of the running matrix that started this process (see
+/// [`refuse_inside_evidence`]).
+fn check_part(path: &Path, start: &Path, matrix: &Path) -> Result<(), EvidenceError> {
+    let not = |why: String| not_a_part(path, matrix, why);
+    let real = std::fs::canonicalize(matrix)
+        .map_err(|e| not(format!("the folder cannot be resolved ({e})")))?;
+    if real != start {
+        return Err(not(format!(
+            "--evidence is not directly in it (it would be created in {})",
+            start.display()
+        )));
+    }
+    let other = MARKERS
+        .iter()
+        .copied()
+        .chain(slot_folder(&real))
+        .find(|(m, _)| *m != INCOMPLETE_FILE && real.join(m).is_file());
+    if let Some((marker, what)) = other {
+        return Err(not(format!(
+            "it holds {marker}, which makes it {what}, not the folder of a running matrix"
+        )));
+    }
+    let ppid = std::os::unix::process::parent_id();
+    let note = real.join(INCOMPLETE_FILE);
+    if !note.is_file() {
+        return Err(not(format!(
+            "it holds no {INCOMPLETE_FILE}: no matrix is running in it"
+        )));
+    }
+    let first = super::dir::note_first_line(&note);
+    if !first.starts_with(&matrix_note_head(ppid)) {
+        return Err(not(format!(
+            "its {INCOMPLETE_FILE} does not name this process's parent (pid {ppid}) as the matrix writing it; it says: {first}"
+        )));
     }
     Ok(())
 }
@@ -99,26 +181,13 @@ fn marked(folder: &Path) -> Option<(&'static str, &'static str)> {
     if let Some(m) = MARKERS.iter().find(|(m, _)| folder.join(m).is_file()) {
         return Some(*m);
     }
-    (folder.join(crate::slot::layout::OWNER_FILE).is_file() && folder.join("evidence").is_dir())
-        .then_some((crate::slot::layout::OWNER_FILE, "the slot folder"))
+    slot_folder(folder)
 }
 
-/// `folder` is the folder of the matrix that started this process, still running: only its
-/// `incomplete.txt`, written by our parent.
-fn is_running_matrix(folder: &Path) -> bool {
-    let done = [
-        RESULT_FILE,
-        crate::matrix::model::MATRIX_FILE,
-        INTERRUPTED_FILE,
-    ];
-    if done.iter().any(|f| folder.join(f).exists()) {
-        return false;
-    }
-    let first = super::dir::note_first_line(&folder.join(INCOMPLETE_FILE));
-    first.starts_with(&format!(
-        "netprobe matrix (pid {}) ",
-        std::os::unix::process::parent_id()
-    ))
+/// `folder` as a slot folder (`owner.json` beside an `evidence/` folder), if it is one.
+fn slot_folder(folder: &Path) -> Option<(&'static str, &'static str)> {
+    (folder.join(SLOT_OWNER_FILE).is_file() && folder.join("evidence").is_dir())
+        .then_some((SLOT_OWNER_FILE, "the slot folder"))
 }
 
 #[cfg(test)]
@@ -138,14 +207,14 @@ mod tests {
             "sib/../ev/x",
         ] {
             let p = tmp.path().join(inside);
-            let e = refuse_inside_evidence(&p).unwrap_err().to_string();
+            let e = refuse_inside_evidence(&p, None).unwrap_err().to_string();
             assert!(e.contains(&ev.display().to_string()), "{inside}: {e}");
             assert!(e.contains("choose a folder outside it"), "{e}");
         }
-        refuse_inside_evidence(&tmp.path().join("sibling/new")).unwrap();
+        refuse_inside_evidence(&tmp.path().join("sibling/new"), None).unwrap();
         // A symlink into the folder is resolved.
         std::os::unix::fs::symlink(ev.join("criu"), tmp.path().join("link")).unwrap();
-        assert!(refuse_inside_evidence(&tmp.path().join("link/new")).is_err());
+        assert!(refuse_inside_evidence(&tmp.path().join("link/new"), None).is_err());
     }
 
     #[test]
@@ -157,7 +226,7 @@ mod tests {
                 b"netprobe matrix (pid 0) started\n",
             )
             .unwrap();
-            let e = refuse_inside_evidence(&tmp.path().join("x")).unwrap_err();
+            let e = refuse_inside_evidence(&tmp.path().join("x"), None).unwrap_err();
             assert!(e.to_string().contains(marker), "{e}");
         }
     }
@@ -165,14 +234,84 @@ mod tests {
     #[test]
     fn only_a_part_of_the_matrix_that_started_us_goes_into_its_folder() {
         let tmp = tempfile::tempdir().unwrap();
+        let m = tmp.path();
         let note = format!(
-            "netprobe matrix (pid {}) started at now and has not finished\n",
-            std::os::unix::process::parent_id()
+            "{}started at now and has not finished\n",
+            matrix_note_head(std::os::unix::process::parent_id())
         );
-        std::fs::write(tmp.path().join(INCOMPLETE_FILE), note).unwrap();
-        refuse_inside_evidence(&tmp.path().join("kernel")).unwrap();
-        assert!(refuse_inside_evidence(&tmp.path().join("kernel/deeper")).is_err());
-        std::fs::write(tmp.path().join(INTERRUPTED_FILE), b"interrupted\n").unwrap();
-        assert!(refuse_inside_evidence(&tmp.path().join("kernel")).is_err());
+        std::fs::write(m.join(INCOMPLETE_FILE), note).unwrap();
+        refuse_inside_evidence(&m.join("kernel"), Some(m)).unwrap();
+        // Not told it is a part: refused as any run is.
+        let e = refuse_inside_evidence(&m.join("kernel"), None).unwrap_err();
+        assert!(matches!(e, EvidenceError::InsideEvidence { .. }), "{e}");
+        // Deeper than a part's folder, or beside the named folder: the claim is refused.
+        let e = refuse_inside_evidence(&m.join("kernel/deeper"), Some(m)).unwrap_err();
+        assert!(e.to_string().contains("is not directly in it"), "{e}");
+        std::fs::write(m.join(INTERRUPTED_FILE), b"interrupted\n").unwrap();
+        let e = refuse_inside_evidence(&m.join("kernel"), Some(m)).unwrap_err();
+        assert!(e.to_string().contains("it holds interrupted.txt"), "{e}");
+    }
+
+    /// A folder that is not a running matrix's, named by hand as the matrix: refused, saying
+    /// why, whatever it holds.
+    #[test]
+    fn a_run_that_names_a_folder_not_its_running_matrix_is_refused() {
+        let ppid = std::os::unix::process::parent_id();
+        let cases: [(&[(&str, String)], &str); 6] = [
+            (&[], "it holds no incomplete.txt"),
+            (
+                &[(INCOMPLETE_FILE, format!("{}started", matrix_note_head(0)))],
+                &format!("does not name this process's parent (pid {ppid})"),
+            ),
+            (
+                &[(
+                    INCOMPLETE_FILE,
+                    format!("netprobe run (pid {ppid}) started"),
+                )],
+                "as the matrix writing it",
+            ),
+            (
+                &[
+                    (
+                        INCOMPLETE_FILE,
+                        format!("{}started", matrix_note_head(ppid)),
+                    ),
+                    (MATRIX_FILE, "{}".into()),
+                ],
+                "it holds matrix.json, which makes it the matrix folder",
+            ),
+            (
+                &[(RESULT_FILE, "{}".into())],
+                "it holds netprobe-result.json",
+            ),
+            (
+                &[
+                    (
+                        INCOMPLETE_FILE,
+                        format!("{}started", matrix_note_head(ppid)),
+                    ),
+                    (SLOT_OWNER_FILE, "{}".into()),
+                ],
+                "it holds owner.json, which makes it the slot folder",
+            ),
+        ];
+        for (files, why) in cases {
+            let tmp = tempfile::tempdir().unwrap();
+            std::fs::create_dir(tmp.path().join("evidence")).unwrap();
+            for (f, text) in files {
+                std::fs::write(tmp.path().join(f), text).unwrap();
+            }
+            let e =
+                refuse_inside_evidence(&tmp.path().join("kernel"), Some(tmp.path())).unwrap_err();
+            assert!(matches!(e, EvidenceError::NotAMatrixPart { .. }), "{e}");
+            let t = e.to_string();
+            assert!(t.contains(why), "{why:?} not in {t}");
+            assert!(t.contains("leave it out"), "{t}");
+        }
+        // A path outside every folder netprobe wrote, with a made-up matrix: refused too.
+        let tmp = tempfile::tempdir().unwrap();
+        let e = refuse_inside_evidence(&tmp.path().join("a/x"), Some(&tmp.path().join("b")))
+            .unwrap_err();
+        assert!(e.to_string().contains("cannot be resolved"), "{e}");
     }
 }

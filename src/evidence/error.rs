@@ -64,6 +64,24 @@ pub enum EvidenceError {
         /// The file that marks it, e.g. `netprobe-result.json`.
         marker: &'static str,
     },
+    /// `--part-of-matrix` (passed by `netprobe matrix` to each part it starts) names a folder
+    /// that is not proven to be the folder of the running matrix that started this process, or
+    /// `--evidence` is not directly in it: see [`super::enclosing::refuse_inside_evidence`].
+    #[error(
+        "--evidence {} --part-of-matrix {}: {why}; --part-of-matrix is passed by `netprobe \
+         matrix` to the parts it starts, and only they can prove it: leave it out and choose an \
+         --evidence folder outside every folder netprobe wrote",
+        .path.display(),
+        .matrix.display()
+    )]
+    NotAMatrixPart {
+        /// The evidence path as given.
+        path: PathBuf,
+        /// The matrix folder as named.
+        matrix: PathBuf,
+        /// What is not so, e.g. `it holds no incomplete.txt: no matrix is running in it`.
+        why: String,
+    },
     /// Another netprobe holds the folder (it is writing evidence into it right now).
     #[error(
         "evidence folder {0} is being written by another netprobe; choose a new --evidence folder"

@@ -108,7 +108,7 @@ pub fn run_matrix(opts: &MatrixOptions) -> Result<MatrixResult, MatrixError> {
         Some(b) => Some(model::load_matrix(b).map_err(MatrixError::Usage)?),
         None => None,
     };
-    crate::evidence::enclosing::refuse_inside_evidence(&opts.evidence)
+    crate::evidence::enclosing::refuse_inside_evidence(&opts.evidence, None)
         .map_err(|e| MatrixError::Usage(e.to_string()))?;
     if opts.evidence.exists()
         && std::fs::read_dir(&opts.evidence).is_ok_and(|mut d| d.next().is_some())
@@ -123,13 +123,14 @@ pub fn run_matrix(opts: &MatrixOptions) -> Result<MatrixResult, MatrixError> {
     })?;
     let started_at = now();
     // The first file: a matrix killed (SIGKILL, a crash) leaves this, not a folder that reads
-    // as a run's; removed once matrix.json is written.
+    // as a run's; removed once matrix.json is written. Each part proves with it that the
+    // folder named to it (`--part-of-matrix`) is the one of the matrix that started it.
     let incomplete = opts.evidence.join(crate::evidence::dir::INCOMPLETE_FILE);
     std::fs::write(
         &incomplete,
         format!(
-            "netprobe matrix (pid {}) started at {started_at} and has not finished: this note is removed once matrix.json is written; if it is still here, the matrix ended without a result\n",
-            std::process::id()
+            "{}started at {started_at} and has not finished: this note is removed once matrix.json is written; if it is still here, the matrix ended without a result\n",
+            crate::evidence::enclosing::matrix_note_head(std::process::id())
         ),
     )
     .map_err(|e| MatrixError::Usage(format!("cannot write {}: {e}", incomplete.display())))?;

@@ -7,8 +7,9 @@ use crate::evidence::result::VerdictCode;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-/// File name of the matrix result inside the matrix folder.
-pub const MATRIX_FILE: &str = "matrix.json";
+/// File name of the matrix result inside the matrix folder (defined with the other files that
+/// mark a folder netprobe wrote, [`crate::evidence::enclosing`]).
+pub const MATRIX_FILE: &str = crate::evidence::enclosing::MATRIX_FILE;
 /// File name of the Markdown matrix report inside the matrix folder (written by `netprobe
 /// matrix` from `templates/matrix.md`).
 pub const MATRIX_MD: &str = "matrix.md";

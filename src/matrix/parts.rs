@@ -64,6 +64,10 @@ fn run_part(opts: &MatrixOptions, job: &Job) -> MatrixPart {
             .arg(&job.criu)
             .arg("--evidence")
             .arg(opts.evidence.join(&job.folder))
+            // Its folder is inside this one: the part may create it only as this matrix's
+            // part, which it proves (`evidence::enclosing::refuse_inside_evidence`).
+            .arg("--part-of-matrix")
+            .arg(&opts.evidence)
             .stdin(std::process::Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);

@@ -40,6 +40,10 @@ pub struct RunOptions {
     pub command: Vec<String>,
     /// What the probe's netns holds before the checkpoint (`--netns`).
     pub netns: crate::probe::netns_content::NetnsContent,
+    /// The folder of the `netprobe matrix` that started this run as one of its parts
+    /// (`--part-of-matrix`): `evidence` may be directly in it, once proven
+    /// ([`crate::evidence::enclosing::refuse_inside_evidence`]). `None` for every other run.
+    pub part_of_matrix: Option<PathBuf>,
 }
 
 /// Parses `--phases`: a comma-separated list of rung names in ladder order
@@ -150,7 +154,8 @@ pub fn run(
         .evidence
         .clone()
         .unwrap_or_else(|| evidence::default_path(Path::new("evidence")));
-    let ev = EvidenceDir::create(&dir_path).map_err(LadderError::EvidenceFolder)?;
+    let ev = EvidenceDir::create_part(&dir_path, opts.part_of_matrix.as_deref())
+        .map_err(LadderError::EvidenceFolder)?;
     let dir_path = ev.root().to_path_buf();
     // The first file: says "not finished" until the result is written (a full disk may refuse
     // every later write, even the reason).

@@ -17,11 +17,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// A verb's outcome document in its evidence folder.
-pub(crate) const VERB_FILE: &str = "verb.json";
+pub(crate) const VERB_FILE: &str = crate::evidence::enclosing::SLOT_VERB_FILE;
 /// The slot's ownership marker (a slot folder holds it).
-pub(crate) const OWNER_FILE: &str = "owner.json";
+pub(crate) const OWNER_FILE: &str = crate::evidence::enclosing::SLOT_OWNER_FILE;
 /// The state directory's marker (a state directory holds it).
-pub(crate) const STATE_DIR_MARKER: &str = ".netprobe-state-dir";
+pub(crate) const STATE_DIR_MARKER: &str = crate::evidence::enclosing::SLOT_STATE_DIR_MARKER;
 /// The display gates' records in a verb's evidence folder.
 const DISPLAY_FILE: &str = "display-gates.json";
 /// Files of a verb folder linked from the report when present.

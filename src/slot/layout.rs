@@ -29,11 +29,12 @@ use std::path::{Path, PathBuf};
 /// Highest accepted slot number (inclusive). Slot numbers are 0..=999.
 pub const MAX_SLOT: u32 = 999;
 
-/// Name of the state-directory marker file.
-pub const STATE_DIR_MARKER: &str = ".netprobe-state-dir";
+/// Name of the state-directory marker file (defined with the other files that mark a folder
+/// netprobe wrote, [`crate::evidence::enclosing`]).
+pub const STATE_DIR_MARKER: &str = crate::evidence::enclosing::SLOT_STATE_DIR_MARKER;
 
-/// Name of the slot ownership marker inside a slot directory.
-pub const OWNER_FILE: &str = "owner.json";
+/// Name of the slot ownership marker inside a slot directory (see [`STATE_DIR_MARKER`]).
+pub const OWNER_FILE: &str = crate::evidence::enclosing::SLOT_OWNER_FILE;
 
 /// Validates a raw slot number: ASCII digits only, 1 to 3 characters, no leading zero (except
 /// `0` itself), value 0..=[`MAX_SLOT`]. No signs, spaces, dots or slashes: the number becomes part
