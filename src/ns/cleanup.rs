@@ -280,14 +280,66 @@ pub fn release_all() -> Vec<String> {
     }
 }
 
-/// The signal that interrupted this process, once the handler has seen one (`SIGINT`, …).
+/// A signal [`install_signal_handler`] waits for, as evidence writes it (`"SIGINT"`, …).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum InterruptSignal {
+    /// SIGINT (Ctrl-C): exit 130.
+    #[serde(rename = "SIGINT")]
+    Sigint,
+    /// SIGTERM: exit 143.
+    #[serde(rename = "SIGTERM")]
+    Sigterm,
+    /// SIGHUP: exit 129.
+    #[serde(rename = "SIGHUP")]
+    Sighup,
+}
+
+impl InterruptSignal {
+    /// The signal of number `n`, if it is one of the three.
+    pub fn from_number(n: i32) -> Option<InterruptSignal> {
+        match n {
+            signal_hook::consts::SIGINT => Some(InterruptSignal::Sigint),
+            signal_hook::consts::SIGTERM => Some(InterruptSignal::Sigterm),
+            signal_hook::consts::SIGHUP => Some(InterruptSignal::Sighup),
+            _ => None,
+        }
+    }
+
+    /// The signal's number (2, 15, 1).
+    pub fn number(self) -> i32 {
+        match self {
+            InterruptSignal::Sigint => signal_hook::consts::SIGINT,
+            InterruptSignal::Sigterm => signal_hook::consts::SIGTERM,
+            InterruptSignal::Sighup => signal_hook::consts::SIGHUP,
+        }
+    }
+
+    /// The signal's name, as [`interrupted_by`] and the evidence write it (`SIGINT`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            InterruptSignal::Sigint => "SIGINT",
+            InterruptSignal::Sigterm => "SIGTERM",
+            InterruptSignal::Sighup => "SIGHUP",
+        }
+    }
+
+    /// The exit code of a process it interrupts: 128 + its number (130, 143, 129).
+    pub fn exit_code(self) -> i32 {
+        128 + self.number()
+    }
+}
+
+/// The signal that interrupted this process, once the handler has seen one of the three.
+pub fn interrupt_signal() -> Option<InterruptSignal> {
+    InterruptSignal::from_number(INTERRUPTED_BY.load(Ordering::SeqCst))
+}
+
+/// The signal that interrupted this process, once the handler has seen one (`SIGINT`, …;
+/// [`InterruptSignal::name`]).
 pub fn interrupted_by() -> Option<&'static str> {
     match INTERRUPTED_BY.load(Ordering::SeqCst) {
         0 => None,
-        signal_hook::consts::SIGINT => Some("SIGINT"),
-        signal_hook::consts::SIGTERM => Some("SIGTERM"),
-        signal_hook::consts::SIGHUP => Some("SIGHUP"),
-        _ => Some("a signal"),
+        n => Some(InterruptSignal::from_number(n).map_or("a signal", InterruptSignal::name)),
     }
 }
 
@@ -350,6 +402,21 @@ pub fn install_signal_handler() -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn interrupt_signals_name_their_number_and_exit_code() {
+        for (s, name, code) in [
+            (InterruptSignal::Sigint, "SIGINT", 130),
+            (InterruptSignal::Sigterm, "SIGTERM", 143),
+            (InterruptSignal::Sighup, "SIGHUP", 129),
+        ] {
+            assert_eq!(InterruptSignal::from_number(s.number()), Some(s));
+            assert_eq!(s.name(), name);
+            assert_eq!(s.exit_code(), code);
+            assert_eq!(serde_json::to_value(s).unwrap(), name);
+        }
+        assert_eq!(InterruptSignal::from_number(9), None);
+    }
 
     #[test]
     fn dropped_registrations_never_run_and_live_ones_run_newest_first() {
