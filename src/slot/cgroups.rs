@@ -226,7 +226,7 @@ fn unit_gate(
             .unwrap_or_default(),
     );
     if !aligned.is_empty() {
-        run.extra_diffs.push(format!(
+        run.declare(format!(
             "The runtime left limits out of the scope unit {unit}; netprobe set them on the unit (systemctl set-property --runtime) so that systemd keeps them: {}.",
             aligned.join("; ")
         ));
@@ -326,7 +326,7 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &SlotState, problems: &mut Vec<Stri
             .iter()
             .map(|p| p.display().to_string())
             .collect();
-        run.extra_diffs.push(format!(
+        run.declare(format!(
             "The cgroupfs driver's parent cgroup directories ({}) are left: runc creates them and leaves them, and they are shared by every slot (removing one could fail another slot's runtime create).",
             l.join(", ")
         ));

@@ -412,7 +412,7 @@ fn guest_gate(
     let (r, ms) = thread
         .join()
         .unwrap_or_else(|p| std::panic::resume_unwind(p));
-    run.timings.insert(format!("{when}-guest-http"), ms);
+    run.timing(&format!("{when}-guest-http"), ms);
     run.gate(GateId::GuestHttp, guest_detail(r, h, port, &path))
 }
 
@@ -540,8 +540,7 @@ pub(crate) fn ready_gates(
     let t = Instant::now();
     let (state, query_ms, how) = state();
     run.took(&format!("{when}-runtime-state"), t);
-    run.timings
-        .insert(format!("{when}-runtime-state-query"), query_ms);
+    run.timing(&format!("{when}-runtime-state-query"), query_ms);
     run.rt_log("state", state.as_ref().map(|_| &how));
     run.fact(&format!("{when}_runtime_state_source"), how.as_str());
     let state = state.map_err(|e| run.step_err("runtime-state", e))?;

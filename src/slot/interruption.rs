@@ -1,11 +1,11 @@
 //! What an interrupted slot verb leaves (a signal does not unwind): `interrupted.txt` in its
 //! evidence folder — why, what to do next and the release list — the gates it had evaluated
-//! (`gates-so-far.json`: `gates.json` is written only at the verb's end), and the journal's
-//! `end` entry (not ok). Written by the release after the step's process tree was killed and
+//! (`gates-so-far.json`: `gates.json` is written only at the verb's end, read from the verb's
+//! own record, [`super::verb_record::VerbRecord`]), and the journal's `end` entry (not ok). Written by the release after the step's process tree was killed and
 //! what the verb had started was released ([`crate::ns::cleanup::register_note`]: last).
 
-use super::gate::Gate;
 use super::layout::{self, SlotPaths};
+use super::verb_record::VerbRecord;
 use crate::evidence::EvidenceDir;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -25,8 +25,8 @@ pub(crate) struct NoteInputs {
     pub paths: SlotPaths,
     /// Evidence files still being made on their own threads.
     pub in_flight: Arc<Mutex<Vec<String>>>,
-    /// The gates evaluated so far, in order.
-    pub gates_so_far: Arc<Mutex<Vec<Gate>>>,
+    /// The verb's record: the gates evaluated so far, in order.
+    pub record: VerbRecord,
 }
 
 /// Registers the note; dropped when the verb finishes.
@@ -37,11 +37,7 @@ pub(crate) fn register(n: NoteInputs) -> crate::ns::cleanup::Registration {
         let next = interruption_next(n.provision, &n.paths);
         let making = in_flight_note(&n.in_flight.lock().unwrap_or_else(|p| p.into_inner()));
         let dir = EvidenceDir::open(&n.ev).map_err(|e| e.to_string());
-        let gates = n
-            .gates_so_far
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let gates = n.record.lock().gates.gates.clone();
         let gates_line = match (&dir, gates.is_empty()) {
             (_, true) => String::new(),
             (Ok(d), false) => {

@@ -51,6 +51,7 @@ mod status;
 pub mod support;
 #[cfg(test)]
 mod tests;
+pub mod verb_record;
 
 pub use error::{SlotError, StepError};
 pub use gate::{Gate, GateClass, GateId, GateLog, Observed};

@@ -14,7 +14,7 @@ use super::mounts;
 use super::profiled::{self, ImageSource};
 use super::run::VerbRun;
 use super::state::*;
-use super::support::{ms_since, timed};
+use super::support::timed;
 use super::{SLOT_RESOURCES, Verb};
 use crate::evidence::now_rfc3339;
 use crate::host::{self, BinaryKind};
@@ -238,7 +238,7 @@ fn probe_gate(
             GateId::ProbeVerdict,
             Err(format!("OVERRIDDEN by --no-probe-gate: {reason}")),
         );
-        run.extra_diffs.push(format!(
+        run.declare(format!(
             "The probe gate was overridden at provision (--no-probe-gate): {reason}"
         ));
         return Ok(ProbeGateRecord {
@@ -640,7 +640,7 @@ fn start_container(run: &mut VerbRun, st: &mut SlotState) -> Result<String, Slot
     let r = c.start();
     run.rt_log("start", r.as_ref());
     r.map_err(|e| run.step_err("runtime-start", e))?;
-    run.timings.insert("create-start".into(), ms_since(t));
+    run.took("create-start", t);
     // The guest checks are the readiness checks, in the profile's order, once the container is
     // proven in the holder's netns.
     common::ready_gates(run, st, "provision", None, None, || {
@@ -648,8 +648,7 @@ fn start_container(run: &mut VerbRun, st: &mut SlotState) -> Result<String, Slot
         (r, ms, how)
     })?;
     let pid = run
-        .facts
-        .get("provision_container_pid")
+        .fact_of("provision_container_pid")
         .and_then(|v| v.as_i64())
         .unwrap_or(0) as i32;
     let h = st

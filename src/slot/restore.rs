@@ -136,7 +136,7 @@ fn gates(
             let t = Instant::now();
             let (snap, snap_ms) = snap.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
             run.took("gate-snapshot-wait", t);
-            run.timings.insert("gate-snapshot".into(), snap_ms);
+            run.timing("gate-snapshot", snap_ms);
             let (dir, d) = snap.map_err(|e| run.fail(GateId::SnapshotComplete, e))?;
             run.gate(GateId::SnapshotComplete, Ok(d))?;
             Ok((rt, dir))
@@ -150,7 +150,7 @@ fn gates(
     match &absent {
         Some(_) => run.fact("container_absence_proof", "runtime-root-entry"),
         None => {
-            run.timings.insert("runtime-state-query".into(), before_ms);
+            run.timing("runtime-state-query", before_ms);
         }
     }
     let t = Instant::now();
@@ -439,8 +439,7 @@ fn restored_gates(
         return Err(restore_failed(run, st, rt, e));
     }
     let pid = run
-        .facts
-        .get(&format!("{}_container_pid", run.verb()))
+        .fact_of(&format!("{}_container_pid", run.verb()))
         .and_then(|v| v.as_i64())
         .unwrap_or(0) as i32;
     crate::ns::cleanup::checkpoint();
@@ -464,7 +463,7 @@ fn restored_gates(
             .file_name()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default(),
-        claims::gate_claims(&run.gates, &claims::RESTORED_CLAIMS),
+        claims::gate_claims(&run.gate_log(), &claims::RESTORED_CLAIMS),
     ))
 }
 

@@ -1,18 +1,19 @@
 //! [`VerbRun`]: what every verb does around its own steps — enter (state dir, ownership marker,
 //! lock, evidence folder, journal), gates ([`GateId`]) and the check that a destructive step
 //! comes after its gates ([`VerbRun::clear`]), timings, facts, the runtime log, and the end
-//! (`gates.json`, `timings.json`, `verb.json`, journal).
+//! (`gates.json`, `timings.json`, `verb.json`, journal). Gates, timings and facts are kept in
+//! one record shared with the verb's interruption note ([`super::verb_record`]).
 
 use super::error::{SlotError, StepError};
 use super::gate::{GateId, GateLog, Observed};
 use super::layout::{self, SlotLock, SlotPaths, StateDirUse};
-use super::state::{ImageKind, SlotState};
+use super::state::SlotState;
 use super::support::ms_since;
-use super::{DECLARED_DIFFERENCES, SlotArgs, SlotOutcome};
+use super::verb_record::{self as vrec, Ending, VerbDoc, VerbRecord};
+use super::{SlotArgs, SlotOutcome};
 use crate::evidence::{EvidenceDir, now_rfc3339};
 use crate::oci::{OciError, Runtime, RuntimeKind, RuntimeOps};
-use serde_json::{Value, json};
-use std::collections::BTreeMap;
+use serde_json::Value;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -64,12 +65,9 @@ pub(crate) struct VerbRun<'a> {
     pub raw: String,
     /// The slot's paths.
     pub paths: SlotPaths,
-    /// Every gate evaluated so far, in order (`gates.json`).
-    pub gates: GateLog,
-    /// Named step timings, milliseconds, monotonic clock (`timings.json`).
-    pub timings: BTreeMap<String, u64>,
-    /// Facts for `verb.json` and the outcome.
-    pub facts: BTreeMap<String, Value>,
+    /// Gates (`gates.json`), step timings (`timings.json`), facts, declared differences added
+    /// and the detected runtime kind, shared with the interruption note.
+    rec: VerbRecord,
     /// This verb's evidence folder, once opened.
     pub ev: Option<PathBuf>,
     /// When the verb started (monotonic).
@@ -78,12 +76,8 @@ pub(crate) struct VerbRun<'a> {
     pub started_at: String,
     /// The slot's exclusive lock, once taken.
     pub lock: Option<SlotLock>,
-    /// Declared differences this verb adds (e.g. an overridden probe gate).
-    pub extra_diffs: Vec<String>,
     /// The runtime factory, root requirement and trace.
     pub env: &'a SlotEnv<'a>,
-    /// The runtime kind detected for a path ([`VerbRun::runtime_kind`]).
-    rt_kind: Option<(Vec<PathBuf>, RuntimeKind)>,
     /// Evidence files being written on their own threads ([`VerbRun::ev_write_beside`]);
     /// joined by [`VerbRun::finish`] before the verb's own evidence is written.
     pending: Vec<std::thread::JoinHandle<()>>,
@@ -91,9 +85,6 @@ pub(crate) struct VerbRun<'a> {
     /// an interruption note names them as possibly missing (a signal ends the verb without
     /// joining them).
     in_flight: Arc<Mutex<Vec<String>>>,
-    /// Every gate evaluated so far, mirrored for the interruption note (`gates-so-far.json`:
-    /// a signal ends the verb before `gates.json` is written).
-    gates_so_far: Arc<Mutex<Vec<super::gate::Gate>>>,
     /// The interruption note registered once the evidence folder exists
     /// ([`VerbRun::interruption_note`]); dropped with the run.
     interruption: Option<crate::ns::cleanup::Registration>,
@@ -110,19 +101,14 @@ impl<'a> VerbRun<'a> {
             args,
             raw,
             paths,
-            gates: GateLog::default(),
-            timings: BTreeMap::new(),
-            facts: BTreeMap::new(),
+            rec: VerbRecord::default(),
             ev: None,
             started: Instant::now(),
             started_at: now_rfc3339(),
             lock: None,
-            extra_diffs: Vec::new(),
             env,
-            rt_kind: None,
             pending: Vec::new(),
             in_flight: Arc::default(),
-            gates_so_far: Arc::default(),
             interruption: None,
             refreshed: Default::default(),
         }
@@ -144,11 +130,12 @@ impl<'a> VerbRun<'a> {
                 .as_ref()
                 .is_some_and(|s| super::sealed::exec_path(h.pid, s) == rt)
         };
-        if let (None, Some(k)) = (&self.rt_kind, st.runtime.kind)
+        let detected = self.rec.lock().rt_kind.is_some();
+        if let (false, Some(k)) = (detected, st.runtime.kind)
             && (st.runtime.path == rt || st.holder.as_ref().is_some_and(sealed))
         {
             // The recorded path and its sealed copy are the same binary (one pin).
-            self.rt_kind = Some((vec![rt.to_path_buf(), st.runtime.path.clone()], k));
+            self.rec.lock().rt_kind = Some((vec![rt.to_path_buf(), st.runtime.path.clone()], k));
             self.fact(
                 "runtime_kind_from",
                 format!(
@@ -166,11 +153,16 @@ impl<'a> VerbRun<'a> {
     /// The kind of runtime `rt` (detected once per verb and path, [`super::crun::detect_kind`]),
     /// recorded in the facts.
     pub fn runtime_kind(&mut self, rt: &Path) -> RuntimeKind {
-        let kind = match &self.rt_kind {
-            Some((p, k)) if p.iter().any(|p| p == rt) => *k,
-            _ => {
+        let known = match &self.rec.lock().rt_kind {
+            Some((p, k)) if p.iter().any(|p| p == rt) => Some(*k),
+            _ => None,
+        };
+        let kind = match known {
+            Some(k) => k,
+            None => {
+                // `--version` runs a process: not under the record's lock.
                 let (k, how) = super::crun::detect_kind(rt);
-                self.rt_kind = Some((vec![rt.to_path_buf()], k));
+                self.rec.lock().rt_kind = Some((vec![rt.to_path_buf()], k));
                 self.fact("runtime_kind_from", how);
                 k
             }
@@ -206,20 +198,41 @@ impl<'a> VerbRun<'a> {
 
     /// Records fact `k`.
     pub fn fact(&mut self, k: &str, v: impl Into<Value>) {
-        self.facts.insert(k.into(), v.into());
+        let v = v.into();
+        self.rec.lock().facts.insert(k.into(), v);
+    }
+
+    /// Fact `k`, if recorded.
+    pub fn fact_of(&self, k: &str) -> Option<Value> {
+        self.rec.lock().facts.get(k).cloned()
+    }
+
+    /// Adds a declared difference of this verb (e.g. an overridden probe gate).
+    pub fn declare(&mut self, difference: String) {
+        self.rec.lock().extra_diffs.push(difference);
+    }
+
+    /// The gates evaluated so far, in order (a copy).
+    pub fn gate_log(&self) -> GateLog {
+        self.rec.lock().gates.clone()
+    }
+
+    /// Records `ms` milliseconds (monotonic clock) as timing `name`.
+    pub fn timing(&mut self, name: &str, ms: u64) {
+        self.rec.lock().timings.insert(name.into(), ms);
     }
 
     /// Runs `f`, recording its milliseconds as timing `name`.
     pub fn time<T>(&mut self, name: &str, f: impl FnOnce() -> T) -> T {
         let t = Instant::now();
         let out = f();
-        self.timings.insert(name.into(), ms_since(t));
+        self.took(name, t);
         out
     }
 
     /// Records the milliseconds since `t` as timing `name`.
     pub fn took(&mut self, name: &str, t: Instant) {
-        self.timings.insert(name.into(), ms_since(t));
+        self.timing(name, ms_since(t));
     }
 
     /// [`VerbRun::time`] for a runtime call that runs CRIU: the slot lock is handed to the
@@ -243,34 +256,21 @@ impl<'a> VerbRun<'a> {
     /// Evaluates blocking gate `id`. Errors: the gate's [`SlotError`] when not proven.
     pub fn gate(&mut self, id: GateId, r: Observed) -> Result<(), SlotError> {
         self.trace(format!("gate {}", id.name()));
-        let raw = self.raw.clone();
-        let r = self.gates.check(&raw, id, r);
-        self.mirror_gates();
-        r
-    }
-
-    /// Copies the gates evaluated since the last call into [`VerbRun::gates_so_far`].
-    fn mirror_gates(&self) {
-        let mut m = self.gates_so_far.lock().unwrap_or_else(|p| p.into_inner());
-        let n = m.len();
-        m.extend(self.gates.gates.iter().skip(n).cloned());
+        self.rec.lock().gates.check(&self.raw, id, r)
     }
 
     /// Records blocking gate `id` as failed with `detail`; returns its error (for a gate whose
     /// failure ends the verb at once, with no value to go on with).
     pub fn fail(&mut self, id: GateId, detail: impl Into<String>) -> SlotError {
         self.trace(format!("gate {}", id.name()));
-        let raw = self.raw.clone();
-        let e = self.gates.fail(&raw, id, detail.into());
-        self.mirror_gates();
-        e
+        let detail = detail.into();
+        self.rec.lock().gates.fail(&self.raw, id, detail)
     }
 
     /// Records gate `id` as a non-blocking fact.
     pub fn record(&mut self, id: GateId, r: Observed) {
         self.trace(format!("gate {}", id.name()));
-        self.gates.record(id, r);
-        self.mirror_gates();
+        self.rec.lock().gates.record(id, r);
     }
 
     /// Evaluates gate `id`, blocking or recorded.
@@ -295,7 +295,8 @@ impl<'a> VerbRun<'a> {
     /// Errors: [`SlotError::step`] naming the step and the missing gate.
     pub fn clear(&mut self, step: &str, required: &[GateId]) -> Result<(), SlotError> {
         self.trace(format!("step {step}"));
-        match self.gates.missing(required) {
+        let missing = self.rec.lock().gates.missing(required);
+        match missing {
             None => Ok(()),
             Some(g) => Err(self
                 .step_err(
@@ -460,77 +461,40 @@ impl<'a> VerbRun<'a> {
             provision: self.args.verb == super::Verb::Provision,
             paths: self.paths.clone(),
             in_flight: self.in_flight.clone(),
-            gates_so_far: self.gates_so_far.clone(),
+            record: self.rec.clone(),
         })
     }
 
-    /// The declared differences, with the binaries recorded at provision.
+    /// The declared differences, with the binaries recorded at provision
+    /// ([`vrec::declared`]).
     pub fn declared(&self, st: Option<&SlotState>) -> Vec<String> {
-        let mut v: Vec<String> = DECLARED_DIFFERENCES.iter().map(|s| s.to_string()).collect();
-        if let Some(img) = st.and_then(|s| s.image.as_ref())
-            && img.kind != ImageKind::Embedded
-        {
-            let profile = st
-                .and_then(|s| s.profile.as_ref())
-                .filter(|p| !p.image_from_flags)
-                .map(|p| format!("profile {}", p.name))
-                .unwrap_or_else(|| "--image".into());
-            v.retain(|d| d != super::EMBEDDED_IMAGE_DIFFERENCE);
-            let kind = if img.kind == ImageKind::Qcow2 {
-                "qcow2"
-            } else {
-                "directory"
-            };
-            v.push(format!(
-                "The image is not netprobe's embedded busybox rootfs: {kind} {} ({profile}).",
-                img.source.display()
-            ));
-        }
-        if let Some(st) = st {
-            v.push(binaries_difference(st));
-        }
-        v.extend(self.extra_diffs.iter().cloned());
-        if let Some((_, kind)) = &self.rt_kind {
-            v.extend(crate::oci::crun_quirks(*kind, crate::oci::host_is_hybrid()));
-            if *kind == RuntimeKind::Crun {
-                v.push(format!("A failed crun restore leaves a half-written state folder (config.json, no status) and an empty `{}` cgroup under the slot's cgroup in every hierarchy: the slot removes both when they are its own and empty, and fails closed naming them otherwise.", super::crun::PROXY_CGROUP));
-            }
-        }
-        v
+        let (extra, kind) = {
+            let r = self.rec.lock();
+            (r.extra_diffs.clone(), r.rt_kind.as_ref().map(|(_, k)| *k))
+        };
+        vrec::declared(st, &extra, kind)
     }
 
-    /// Writes `gates.json`, `timings.json` and `verb.json`; returns the sha256 of `verb.json`'s
-    /// bytes (recorded in the journal's end entry).
+    /// Writes `gates.json`, `timings.json` and `verb.json` from `rec` (claimed by the verb's
+    /// end, [`VerbRecord::claim_end`]); returns the sha256 of `verb.json`'s bytes (recorded in
+    /// the journal's end entry).
     fn write_verb_evidence(
         &self,
         res: &Result<(String, Option<SlotState>), SlotError>,
+        rec: &vrec::Recorded,
         st: Option<&SlotState>,
         declared: &[String],
     ) -> String {
-        let gates = serde_json::to_vec_pretty(&self.gates.gates).unwrap_or_default();
-        self.ev_write("gates.json", &gates);
-        self.ev_write(
-            "timings.json",
-            &serde_json::to_vec_pretty(&self.timings).unwrap_or_default(),
-        );
-        let verb_doc = json!({
-            "tool": "netprobe",
-            "tool_version": env!("CARGO_PKG_VERSION"),
-            "verb": self.verb(),
-            "slot": self.paths.slot,
-            "ok": res.is_ok(),
-            "summary": res.as_ref().map(|(s, _)| s.clone()).ok(),
-            "error": res.as_ref().err().map(|e| e.to_json()),
-            "started_at": self.started_at,
-            "finished_at": now_rfc3339(),
-            "timings_ms": self.timings,
-            "gates": self.gates.gates,
-            "facts": self.facts,
-            "phase": st.map(|s| s.phase),
-            "declared_differences": declared,
-        });
-        let bytes = serde_json::to_vec_pretty(&verb_doc).unwrap_or_default();
-        self.ev_write("verb.json", &bytes);
+        let gates = serde_json::to_vec_pretty(&rec.gates.gates).unwrap_or_default();
+        self.ev_write(vrec::GATES_FILE, &gates);
+        self.ev_write(vrec::TIMINGS_FILE, &vrec::timings_bytes(&rec.timings));
+        let ending = match res {
+            Ok((s, _)) => Ending::Succeeded(s),
+            Err(e) => Ending::Failed(e),
+        };
+        let id = (self.verb(), self.paths.slot, self.started_at.as_str());
+        let bytes = VerbDoc::new(id, ending, rec, st.map(|s| s.phase), declared).to_bytes();
+        self.ev_write(vrec::VERB_FILE, &bytes);
         crate::evidence::sha256_hex(&bytes)
     }
 
@@ -539,20 +503,7 @@ impl<'a> VerbRun<'a> {
         if self.lock.is_none() {
             return;
         }
-        let e = layout::JournalEntry {
-            at: now_rfc3339(),
-            pid: std::process::id(),
-            verb: self.verb().into(),
-            event: "end".into(),
-            ok,
-            detail: detail.into(),
-            evidence: self
-                .ev
-                .as_ref()
-                .and_then(|d| d.file_name())
-                .map(|n| n.to_string_lossy().into_owned()),
-            verb_sha256,
-        };
+        let e = vrec::end_entry(self.verb(), ok, detail, self.ev.as_deref(), verb_sha256);
         let _ = layout::journal_append_entry(&self.paths.journal(), &e);
     }
 
@@ -565,34 +516,39 @@ impl<'a> VerbRun<'a> {
         for w in std::mem::take(&mut self.pending) {
             let _ = w.join();
         }
-        self.timings.insert("total".into(), ms_since(self.started));
+        self.took("total", self.started);
         let st = match &res {
             Ok((_, s)) => s.clone(),
             Err(_) => SlotState::load(&self.paths.state()).ok(),
         };
         let declared = self.declared(st.as_ref());
-        let verb_sha = self
-            .ev
-            .is_some()
-            .then(|| self.write_verb_evidence(&res, st.as_ref(), &declared));
+        // A signal that came as the verb ended may have let its note claim the end first: the
+        // note's timings.json, verb.json and journal end stand (the process is exiting).
+        let (ours, rec) = self.rec.claim_end();
+        let verb_sha = (ours && self.ev.is_some())
+            .then(|| self.write_verb_evidence(&res, &rec, st.as_ref(), &declared));
         match res {
             Ok((summary, st)) => {
-                self.journal_end(true, &summary, verb_sha);
+                if ours {
+                    self.journal_end(true, &summary, verb_sha);
+                }
                 Ok(SlotOutcome {
                     verb: self.args.verb,
                     slot: self.paths.slot,
                     phase: st.map(|s| s.phase),
                     summary,
-                    gates: self.gates.gates.clone(),
-                    timings_ms: self.timings.clone(),
-                    facts: self.facts.clone(),
+                    gates: rec.gates.gates,
+                    timings_ms: rec.timings,
+                    facts: rec.facts,
                     declared_differences: declared,
                     evidence: self.ev.clone(),
                     status: None,
                 })
             }
             Err(mut e) => {
-                self.journal_end(false, &e.to_string(), verb_sha);
+                if ours {
+                    self.journal_end(false, &e.to_string(), verb_sha);
+                }
                 if let Some(d) = &self.ev {
                     e = e.with_evidence(d.clone());
                 }
@@ -632,34 +588,4 @@ impl RtLogged for () {
     fn logged(&self) -> String {
         "ok".into()
     }
-}
-
-/// The declared difference about the slot's binaries: each recorded binary (path, version,
-/// sha256) against the reference arm's pin of `host/pins.toml` ([`crate::host::pins`]): the
-/// pinned one when its version (and sha256, where pinned) match, else named as not the pin.
-fn binaries_difference(st: &SlotState) -> String {
-    let pins = crate::host::pins::pins();
-    let one = |what: &str, b: &super::state::BinaryPin, pin: &crate::host::pins::Pin| {
-        let version = b.version.as_deref().unwrap_or("unknown");
-        let same = b.version.as_deref() == Some(pin.version.as_str())
-            && pin
-                .sha256
-                .as_ref()
-                .is_none_or(|s| s.eq_ignore_ascii_case(&b.sha256));
-        format!(
-            "{what} {} (version {version}, sha256 {}): {}",
-            b.path.display(),
-            b.sha256,
-            if same {
-                format!("the reference arm's pin ({} {})", pin.name, pin.version)
-            } else {
-                format!("not the reference arm's pin ({} {})", pin.name, pin.version)
-            }
-        )
-    };
-    format!(
-        "Binaries are those recorded at provision: {}; {}.",
-        one("runtime", &st.runtime, &pins.runtime),
-        one("CRIU", &st.criu, &pins.criu)
-    )
 }

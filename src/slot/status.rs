@@ -90,7 +90,7 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
         slot: p.slot,
         phase: st.as_ref().map(|s| s.phase),
         summary: format!("phase {:?}", st.as_ref().map(|s| s.phase)),
-        gates: run.gates.gates.clone(),
+        gates: run.gate_log().gates,
         timings_ms: BTreeMap::new(),
         facts: BTreeMap::new(),
         declared_differences: declared,
