@@ -361,6 +361,65 @@ fn an_interrupted_verb_is_shown_as_interrupted_with_its_note() {
     );
 }
 
+/// A verb folder whose `verb.json` says the verb was interrupted (the note writes it with the
+/// timings and gates so far) is shown as interrupted, not FAILED, with the note's first line,
+/// its total time and gates; without `interrupted.txt` the text is the signal `verb.json` names
+/// (not quoted as the note).
+#[test]
+fn a_verb_json_that_says_interrupted_is_shown_as_interrupted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let slot = make_slot(tmp.path());
+    let mut doc = verb_doc(
+        "restore",
+        false,
+        vec![gate("net-fidelity", true, "eq")],
+        &[],
+    );
+    doc["error"] = Value::Null;
+    doc["interrupted"] = json!({"signal": "SIGTERM", "exit_code": 143,
+                                "released": ["container x"], "evidence_in_flight": []});
+    for (n, note) in [("0005-restore", true), ("0006-restore", false)] {
+        let d = slot.join("evidence").join(n);
+        std::fs::create_dir_all(&d).unwrap();
+        write_json(&d.join("verb.json"), &doc);
+        if note {
+            let first = "netprobe slot restore was interrupted by SIGTERM at 2026-12-01T10:00:00Z";
+            std::fs::write(d.join("interrupted.txt"), format!("{first}\nreleased\n")).unwrap();
+        }
+    }
+    let md = std::fs::read_to_string(write_report(&slot, Format::Markdown).unwrap()).unwrap();
+    let row = |name: &str| {
+        md.lines()
+            .find(|l| l.starts_with(&format!("| {name}")))
+            .unwrap_or_else(|| panic!("no row for {name}: {md}"))
+            .to_string()
+    };
+    let r5 = row("0005-restore");
+    assert!(
+        r5.contains("**interrupted**")
+            && r5.contains("| 321 |")
+            && r5.contains("interrupted.txt: “netprobe slot restore was interrupted by SIGTERM"),
+        "{r5}"
+    );
+    let r6 = row("0006-restore");
+    assert!(
+        r6.contains("**interrupted**")
+            && r6.contains(
+                "verb.json: interrupted by SIGTERM (exit 143); no readable interrupted.txt"
+            )
+            && !r6.contains("interrupted.txt: “"),
+        "{r6}"
+    );
+    assert!(
+        !r5.contains("FAILED") && !r6.contains("FAILED"),
+        "{r5}\n{r6}"
+    );
+    assert!(
+        md.contains("### 0005-restore: restore ⏹ **interrupted**"),
+        "{md}"
+    );
+}
+
 /// Each verb's `verb.json` is checked against the sha256 the slot's journal recorded at the
 /// verb's end: matches, DIFFERS (edited after the verb wrote it: the page says NOT VERIFIED,
 /// `write_report_verified` says not reproduced), or unchecked (no end with a hash).

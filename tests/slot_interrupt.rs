@@ -9,6 +9,9 @@
 //!   each remove it once the container is stopped (named in the release list and the evidence),
 //!   and the next restore succeeds at its first attempt.
 //! - SIGINT during a checkpoint that left the container paused: it is resumed on the way out.
+//! - Every interrupted verb's folder holds, beside `interrupted.txt` (which names them), the
+//!   step timings so far (`timings.json`) and `verb.json` (not ok, `interrupted` by SIGINT, exit
+//!   130, the gates and timings so far), whose sha256 the journal's `end` entry records.
 mod slot_support;
 use netprobe::netlink::criu_unlock::IPTABLES_LOCK;
 use netprobe::ns::ProcessIdentity;
@@ -16,6 +19,72 @@ use slot_support::*;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+/// The interrupted verb's folder `ev` (slot folder `slot`) holds `timings.json` (with `total`)
+/// and `verb.json` (a finished verb's shape; not ok, interrupted by SIGINT, exit 130; the same
+/// timings, and the gates of `gates-so-far.json`), both named in `interrupted.txt`; the
+/// journal's `end` entry for the folder records `verb.json`'s sha256.
+fn assert_interrupted_end(slot: &Path, ev: &Path) {
+    let read =
+        |f: &str| std::fs::read(ev.join(f)).unwrap_or_else(|e| panic!("{}/{f}: {e}", ev.display()));
+    let timings: std::collections::BTreeMap<String, u64> =
+        serde_json::from_slice(&read("timings.json")).unwrap();
+    assert!(
+        timings.contains_key("total") && timings.len() > 1,
+        "{timings:?}"
+    );
+    let bytes = read("verb.json");
+    let verb: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    let name = ev.file_name().unwrap().to_string_lossy().into_owned();
+    assert_eq!(verb["verb"], name.split_once('-').unwrap().1, "{verb:#}");
+    assert_eq!(verb["ok"], false, "{verb:#}");
+    assert!(
+        verb["summary"].is_null() && verb["error"].is_null(),
+        "{verb:#}"
+    );
+    let i: netprobe::slot::verb_record::Interrupted =
+        serde_json::from_value(verb["interrupted"].clone()).unwrap();
+    assert_eq!(i.signal, netprobe::ns::cleanup::InterruptSignal::Sigint);
+    assert_eq!(i.exit_code, 130);
+    assert!(
+        i.released
+            .iter()
+            .any(|r| r.starts_with("killed the process tree of ")),
+        "{i:?}"
+    );
+    assert_eq!(verb["timings_ms"], serde_json::to_value(&timings).unwrap());
+    let so_far: serde_json::Value = serde_json::from_slice(&read("gates-so-far.json")).unwrap();
+    assert_eq!(verb["gates"], so_far, "{verb:#}");
+    for key in [
+        "started_at",
+        "finished_at",
+        "facts",
+        "declared_differences",
+        "tool_version",
+    ] {
+        assert!(!verb[key].is_null(), "{key}: {verb:#}");
+    }
+    let note = String::from_utf8(read("interrupted.txt")).unwrap();
+    assert!(
+        note.contains("the step timings measured so far are in timings.json (ms)")
+            && note.contains("its outcome (interrupted by SIGINT, not ok) is in verb.json"),
+        "{note}"
+    );
+    let journal = std::fs::read_to_string(slot.join("journal.jsonl")).unwrap();
+    let end: serde_json::Value = journal
+        .lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["event"] == "end" && e["evidence"] == name.as_str())
+        .unwrap_or_else(|| panic!("no end entry for {name}: {journal}"));
+    assert_eq!(end["ok"], false, "{end}");
+    assert_eq!(end["detail"], "interrupted by SIGINT", "{end}");
+    assert_eq!(
+        end["verb_sha256"],
+        netprobe::evidence::sha256_hex(&bytes).as_str(),
+        "{end}"
+    );
+}
 
 fn newest(slot_dir: &Path, verb: &str) -> PathBuf {
     std::fs::read_dir(slot_dir.join("evidence"))
@@ -78,6 +147,7 @@ fn interrupted_provision_releases_its_mounts_and_says_cleanup_then_another_slot(
     assert_released(&sd, &holder_pids(&sd));
 
     let slot = sd.join("slot-74");
+    assert_interrupted_end(&slot, &newest(&slot, "provision"));
     let note = std::fs::read_to_string(newest(&slot, "provision").join("interrupted.txt")).unwrap();
     let cleanup = format!(
         "netprobe slot cleanup --slot 74 --state-dir {}",
@@ -257,6 +327,7 @@ fn interrupted_or_failed_restore_removes_criu_lock_and_the_retry_succeeds() {
     );
     assert_eq!(lock_in(&h), Vec::<String>::new());
     assert_lock_evidence(&slot);
+    assert_interrupted_end(&slot, &newest(&slot, "restore"));
     // `slot status` says which verb did not finish and the command that applies now.
     let (_, out, _) = cli_slot("status", "75", &sd, &["--json"]);
     let advice = serde_json::from_str::<serde_json::Value>(&out).unwrap()["advice"]
@@ -341,6 +412,7 @@ fn a_snapshot_that_does_not_finish_removes_criu_lock_and_none_records_it() {
     // interrupted.txt lists what was released, in order, as stderr did; the gates the verb
     // had evaluated are kept (gates.json is written only at a verb's end).
     let ev = newest(&slot, "snapshot");
+    assert_interrupted_end(&slot, &ev);
     let so_far = std::fs::read_to_string(ev.join("gates-so-far.json")).unwrap();
     let so_far: Vec<netprobe::slot::gate::Gate> = serde_json::from_str(&so_far).unwrap();
     let names: Vec<&str> = so_far.iter().map(|g| g.name.as_str()).collect();

@@ -25,9 +25,10 @@ pub(crate) const STATE_DIR_MARKER: &str = crate::evidence::enclosing::SLOT_STATE
 /// The display gates' records in a verb's evidence folder.
 const DISPLAY_FILE: &str = "display-gates.json";
 /// Files of a verb folder linked from the report when present.
-const VERB_FILES: [&str; 8] = [
+const VERB_FILES: [&str; 9] = [
     VERB_FILE,
     "gates.json",
+    "gates-so-far.json",
     "timings.json",
     DISPLAY_FILE,
     "runtime.log",
@@ -36,18 +37,25 @@ const VERB_FILES: [&str; 8] = [
     "criu-lock-released.txt",
 ];
 
-/// Why a verb folder has no readable `verb.json`: interrupted (outcome `interrupted`, the first
-/// line of its `interrupted.txt`, which the verb's release writes on a signal), else
-/// `incomplete` with the read error.
-fn unfinished(verb_dir: &Path, why: String) -> (&'static str, String) {
+/// The first line of the verb folder's `interrupted.txt` (which the verb's release writes on a
+/// signal), when it is readable and not empty.
+fn note_line(verb_dir: &Path) -> Option<String> {
     let note =
         crate::evidence::read_recorded_text(&verb_dir.join(crate::evidence::dir::INTERRUPTED_FILE));
     match note {
-        Ok(t) if !t.trim().is_empty() => (
-            "interrupted",
-            t.lines().next().unwrap_or_default().trim().to_string(),
-        ),
-        _ => ("incomplete", why),
+        Ok(t) if !t.trim().is_empty() => {
+            Some(t.lines().next().unwrap_or_default().trim().to_string())
+        }
+        _ => None,
+    }
+}
+
+/// Why a verb folder has no readable `verb.json`: interrupted (outcome `interrupted`, the first
+/// line of its `interrupted.txt`: [`note_line`]), else `incomplete` with the read error.
+fn unfinished(verb_dir: &Path, why: String) -> (&'static str, String) {
+    match note_line(verb_dir) {
+        Some(line) => ("interrupted", line),
+        None => ("incomplete", why),
     }
 }
 
@@ -103,6 +111,16 @@ struct VerbDoc {
     phase: Option<String>,
     #[serde(default)]
     declared_differences: Vec<String>,
+    /// An interrupted verb's signal (absent from a finished verb's `verb.json`).
+    #[serde(default)]
+    interrupted: Option<InterruptedDoc>,
+}
+
+/// The `interrupted` object of an interrupted verb's `verb.json`, the field the report shows.
+#[derive(Debug, Deserialize)]
+struct InterruptedDoc {
+    signal: crate::ns::cleanup::InterruptSignal,
+    exit_code: i32,
 }
 
 /// The slot page.
@@ -133,10 +151,15 @@ pub(crate) struct VerbView {
     pub folder: String,
     /// `provision`, `snapshot`, `restore`, …
     pub verb: String,
-    /// `ok`, `FAILED` or `incomplete` (no readable `verb.json`).
+    /// `ok`, `FAILED`, `interrupted` (its `verb.json` says so, or it has none and an
+    /// `interrupted.txt`) or `incomplete` (no readable `verb.json`).
     pub outcome: &'static str,
-    /// The verb's summary (success) or error message (failure), or why `verb.json` is unreadable.
+    /// The verb's summary (success) or error message (failure), or why `verb.json` is unreadable;
+    /// for an interrupted verb the first line of `interrupted.txt` (`from_note`), else the
+    /// signal `verb.json` names.
     pub text: String,
+    /// `text` is the first line of `interrupted.txt`.
+    pub from_note: bool,
     /// The gate an error names, if any.
     pub failed_gate: Option<String>,
     /// RFC 3339.
@@ -173,8 +196,8 @@ pub(crate) struct JournalCheck {
 /// holds for that folder: `matches` (same sha256), `DIFFERS` (another sha256, another outcome,
 /// `verb.json` missing where the journal recorded one, or a `verb.json` whose folder the
 /// journal does not name at all: journal missing, emptied or cut), or `unchecked` (no end
-/// entry with a hash for a folder the journal names: a verb interrupted before its end, or one
-/// recorded before netprobe kept hashes). The journal is the slot's own append-only record; it is
+/// entry with a hash for a folder the journal names: a verb interrupted before it or its note
+/// wrote `verb.json`, or one recorded before netprobe kept hashes). The journal is the slot's own append-only record; it is
 /// not a signature — both files are root's to edit.
 fn journal_check(
     verb_dir: &Path,
@@ -416,12 +439,14 @@ fn verb_view(
         Some(why) => unfinished(verb_dir, why),
         None => ("incomplete", String::new()),
     };
+    let from_note = outcome == "interrupted";
     let mut v = VerbView {
         name: name.to_string(),
         folder: prefix.to_string(),
         verb: fallback_verb,
         outcome,
         text,
+        from_note,
         failed_gate: None,
         started_at: String::new(),
         finished_at: String::new(),
@@ -442,6 +467,18 @@ fn verb_view(
         (_, Some(e)) => e["message"].as_str().unwrap_or_default().to_string(),
         _ => String::new(),
     };
+    if let (false, Some(i)) = (d.ok, &d.interrupted) {
+        v.outcome = "interrupted";
+        let line = note_line(verb_dir);
+        v.from_note = line.is_some();
+        v.text = line.unwrap_or_else(|| {
+            format!(
+                "verb.json: interrupted by {} (exit {}); no readable interrupted.txt",
+                i.signal.name(),
+                i.exit_code
+            )
+        });
+    }
     v.failed_gate = err.and_then(|e| e["gate"].as_str()).map(str::to_string);
     v.started_at = d.started_at.clone();
     v.finished_at = d.finished_at.clone();

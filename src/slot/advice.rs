@@ -85,6 +85,8 @@ pub(crate) fn last_verb(evidence: &Path) -> Option<(String, &'static str, String
             .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
         {
             Some(v) if v["ok"] == true => "finished",
+            // The note writes verb.json before interrupted.txt: a verb.json that says so stands.
+            Some(v) if v["interrupted"].is_object() => "was interrupted",
             Some(_) => "failed",
             None => "did not record its end",
         }
@@ -475,5 +477,10 @@ mod tests {
         assert_eq!(last_verb(d.path()).unwrap().1, "was interrupted");
         mk("0004-cleanup");
         assert_eq!(last_verb(d.path()).unwrap().1, "did not record its end");
+        // An interrupted verb's verb.json says so, also when interrupted.txt is missing.
+        let p = mk("0005-restore");
+        let doc = r#"{"ok":false,"error":null,"interrupted":{"signal":"SIGTERM","exit_code":143}}"#;
+        std::fs::write(p.join("verb.json"), doc).unwrap();
+        assert_eq!(last_verb(d.path()).unwrap().1, "was interrupted");
     }
 }

@@ -1,14 +1,21 @@
 //! What an interrupted slot verb leaves (a signal does not unwind): `interrupted.txt` in its
-//! evidence folder — why, what to do next and the release list — the gates it had evaluated
-//! (`gates-so-far.json`: `gates.json` is written only at the verb's end, read from the verb's
-//! own record, [`super::verb_record::VerbRecord`]), and the journal's `end` entry (not ok). Written by the release after the step's process tree was killed and
-//! what the verb had started was released ([`crate::ns::cleanup::register_note`]: last).
+//! evidence folder — why, what to do next, the files below and the release list — the gates it
+//! had evaluated (`gates-so-far.json`: `gates.json` is written only at the verb's end), the step
+//! timings measured so far (`timings.json`, with `total` up to the note), `verb.json` (a finished
+//! verb's shape, not ok, with `interrupted`: the signal, exit code and release list;
+//! [`super::verb_record::VerbDoc`]), and the journal's `end` entry (not ok, naming the folder and
+//! `verb.json`'s sha256). All are made from the verb's own record
+//! ([`super::verb_record::VerbRecord`]) by the release that runs after the step's process tree
+//! was killed and what the verb had started was released ([`crate::ns::cleanup::register_note`]:
+//! last).
 
 use super::layout::{self, SlotPaths};
-use super::verb_record::VerbRecord;
+use super::state::SlotState;
+use super::verb_record::{self as vrec, Ending, Interrupted, Recorded, VerbDoc, VerbRecord};
 use crate::evidence::EvidenceDir;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 /// The file of the gates an interrupted verb had evaluated, in order (as `gates.json`).
 pub const GATES_SO_FAR_FILE: &str = "gates-so-far.json";
@@ -25,8 +32,12 @@ pub(crate) struct NoteInputs {
     pub paths: SlotPaths,
     /// Evidence files still being made on their own threads.
     pub in_flight: Arc<Mutex<Vec<String>>>,
-    /// The verb's record: the gates evaluated so far, in order.
+    /// The verb's record: gates, timings, facts, declared differences.
     pub record: VerbRecord,
+    /// When the verb started (monotonic: `total` in `timings.json`).
+    pub started: Instant,
+    /// When the verb started (RFC 3339: `started_at` in `verb.json`).
+    pub started_at: String,
 }
 
 /// Registers the note; dropped when the verb finishes.
@@ -35,30 +46,32 @@ pub(crate) fn register(n: NoteInputs) -> crate::ns::cleanup::Registration {
     crate::ns::cleanup::register_note(label, move || {
         let by = crate::ns::cleanup::interrupted_by().unwrap_or("a signal");
         let next = interruption_next(n.provision, &n.paths);
-        let making = in_flight_note(&n.in_flight.lock().unwrap_or_else(|p| p.into_inner()));
+        let making = n
+            .in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         let dir = EvidenceDir::open(&n.ev).map_err(|e| e.to_string());
-        let gates = n.record.lock().gates.gates.clone();
-        let gates_line = match (&dir, gates.is_empty()) {
-            (_, true) => String::new(),
-            (Ok(d), false) => {
-                let bytes = serde_json::to_vec_pretty(&gates).unwrap_or_default();
-                match d.write(GATES_SO_FAR_FILE, &bytes) {
-                    Ok(_) => format!(
-                        "; the {} gate(s) it had evaluated ({} proven) are in {GATES_SO_FAR_FILE}",
-                        gates.len(),
-                        gates.iter().filter(|g| g.proven).count()
-                    ),
-                    Err(e) => format!("; its gates could not be written ({e})"),
-                }
+        let (ours, mut rec) = n.record.claim_end();
+        rec.timings
+            .insert("total".into(), super::support::ms_since(n.started));
+        let (gates_line, end_line, verb_sha) = match &dir {
+            Ok(d) => {
+                let (end_line, sha) = match ours {
+                    true => write_end(d, &n, &rec, &making),
+                    false => (VERB_ENDED.to_string(), None),
+                };
+                (gates_so_far(d, &rec), end_line, sha)
             }
-            (Err(_), false) => String::new(),
+            Err(_) => (String::new(), String::new(), None),
         };
         let text = format!(
             "netprobe slot {} was interrupted by {by} at {}; the step's process tree was \
              killed and what the verb had started released (listed below); the slot's state \
-             is as the journal's last step left it ({next}){making}{gates_line}\n{}",
+             is as the journal's last step left it ({next}){}{gates_line}{end_line}\n{}",
             n.verb,
             crate::evidence::now_rfc3339(),
+            in_flight_note(&making),
             crate::ns::cleanup::released_list()
         );
         let path = n.ev.join(crate::evidence::dir::INTERRUPTED_FILE);
@@ -66,15 +79,88 @@ pub(crate) fn register(n: NoteInputs) -> crate::ns::cleanup::Registration {
             d.write(crate::evidence::dir::INTERRUPTED_FILE, text.as_bytes())
                 .map_err(|e| e.to_string())
         });
-        let _ = layout::journal_append(
-            &n.paths.journal(),
-            &n.verb,
-            "end",
-            false,
-            &format!("interrupted by {by}"),
-        );
+        if ours {
+            let detail = format!("interrupted by {by}");
+            let e = vrec::end_entry(&n.verb, false, &detail, Some(&n.ev), verb_sha);
+            let _ = layout::journal_append_entry(&n.paths.journal(), &e);
+        }
         crate::ns::cleanup::wrote_note(&path, wrote)
     })
+}
+
+/// What the note says when the verb's own end had claimed `timings.json` and `verb.json` (the
+/// signal came as the verb ended).
+const VERB_ENDED: &str = "; the verb had begun writing its end (gates.json, timings.json, verb.json, the journal's end) when the signal came: those are its own";
+
+/// Writes `gates-so-far.json` into `d` when any gate was evaluated: the note's sentence on it.
+fn gates_so_far(d: &EvidenceDir, rec: &Recorded) -> String {
+    let gates = &rec.gates.gates;
+    if gates.is_empty() {
+        return String::new();
+    }
+    let bytes = serde_json::to_vec_pretty(gates).unwrap_or_default();
+    match d.write(GATES_SO_FAR_FILE, &bytes) {
+        Ok(_) => format!(
+            "; the {} gate(s) it had evaluated ({} proven) are in {GATES_SO_FAR_FILE}",
+            gates.len(),
+            gates.iter().filter(|g| g.proven).count()
+        ),
+        Err(e) => format!("; its gates could not be written ({e})"),
+    }
+}
+
+/// Writes the interrupted verb's `timings.json` and `verb.json` into `d` (evidence still being
+/// made: `making`): the note's sentence on them and `verb.json`'s sha256 when it was written.
+/// Without a known signal (the note ran with no interruption) no `verb.json` is written.
+fn write_end(
+    d: &EvidenceDir,
+    n: &NoteInputs,
+    rec: &Recorded,
+    making: &[String],
+) -> (String, Option<String>) {
+    let mut said = match d.write(vrec::TIMINGS_FILE, &vrec::timings_bytes(&rec.timings)) {
+        Ok(_) => format!(
+            "; the step timings measured so far are in {} (ms)",
+            vrec::TIMINGS_FILE
+        ),
+        Err(e) => format!("; its timings could not be written ({e})"),
+    };
+    let Some(signal) = crate::ns::cleanup::interrupt_signal() else {
+        said.push_str(&format!(
+            "; no {} was written: no interrupting signal is recorded",
+            vrec::VERB_FILE
+        ));
+        return (said, None);
+    };
+    let interrupted = Interrupted {
+        signal,
+        exit_code: signal.exit_code(),
+        released: crate::ns::cleanup::released_so_far(),
+        evidence_in_flight: making.to_vec(),
+    };
+    let st = SlotState::load(&n.paths.state()).ok();
+    let kind = rec.rt_kind.as_ref().map(|(_, k)| *k);
+    let declared = vrec::declared(st.as_ref(), &rec.extra_diffs, kind);
+    let id = (n.verb.as_str(), n.paths.slot, n.started_at.as_str());
+    let ending = Ending::Interrupted(interrupted);
+    let bytes = VerbDoc::new(id, ending, rec, st.map(|s| s.phase), &declared).to_bytes();
+    match d.write(vrec::VERB_FILE, &bytes) {
+        Ok(a) => {
+            said.push_str(&format!(
+                "; its outcome (interrupted by {}, not ok) is in {}",
+                signal.name(),
+                vrec::VERB_FILE
+            ));
+            (said, Some(a.sha256))
+        }
+        Err(e) => {
+            said.push_str(&format!(
+                "; its {} could not be written ({e})",
+                vrec::VERB_FILE
+            ));
+            (said, None)
+        }
+    }
 }
 
 /// The interruption note's sentence on evidence still being made on its own thread when the

@@ -462,6 +462,8 @@ impl<'a> VerbRun<'a> {
             paths: self.paths.clone(),
             in_flight: self.in_flight.clone(),
             record: self.rec.clone(),
+            started: self.started,
+            started_at: self.started_at.clone(),
         })
     }
 

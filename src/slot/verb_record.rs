@@ -11,8 +11,9 @@ use super::gate::{Gate, GateLog};
 use super::layout::JournalEntry;
 use super::state::{ImageKind, Phase, SlotState};
 use super::{DECLARED_DIFFERENCES, EMBEDDED_IMAGE_DIFFERENCE};
+use crate::ns::cleanup::InterruptSignal;
 use crate::oci::RuntimeKind;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -76,9 +77,28 @@ pub(crate) enum Ending<'a> {
     Succeeded(&'a str),
     /// It failed with this error.
     Failed(&'a SlotError),
+    /// A signal interrupted it.
+    Interrupted(Interrupted),
 }
 
-/// `verb.json`: a verb's outcome (`ok`, `summary` or `error`), gates, timings (ms), facts, the slot's phase after it and the declared
+/// The `interrupted` object of an interrupted verb's `verb.json` (absent from a finished
+/// verb's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Interrupted {
+    /// The signal (`SIGINT`, `SIGTERM`, `SIGHUP`).
+    pub signal: InterruptSignal,
+    /// The exit code netprobe exits with: 128 + the signal's number.
+    pub exit_code: i32,
+    /// What the signal path stopped and released before `verb.json` was written, in order (the
+    /// release list of `interrupted.txt`).
+    pub released: Vec<String>,
+    /// Evidence files still being made beside the verb when the signal came, so possibly
+    /// missing from the folder ([`super::run::VerbRun::ev_make_beside`]).
+    pub evidence_in_flight: Vec<String>,
+}
+
+/// `verb.json`: a verb's outcome (`ok`, `summary` or `error`, and `interrupted` for a verb a
+/// signal stopped), gates, timings (ms), facts, the slot's phase after it and the declared
 /// differences. Written with its keys in alphabetical order ([`VerbDoc::to_bytes`]), as every
 /// `verb.json` before this type.
 #[derive(Debug, Serialize)]
@@ -97,6 +117,9 @@ pub(crate) struct VerbDoc<'a> {
     pub summary: Option<&'a str>,
     /// A failed verb's error ([`SlotError::to_json`]).
     pub error: Option<Value>,
+    /// An interrupted verb's signal and release list; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<Interrupted>,
     /// When the verb started (RFC 3339).
     pub started_at: &'a str,
     /// When the document was made (RFC 3339).
@@ -123,9 +146,10 @@ impl<'a> VerbDoc<'a> {
         phase: Option<Phase>,
         declared_differences: &'a [String],
     ) -> VerbDoc<'a> {
-        let (ok, summary, error) = match ending {
-            Ending::Succeeded(s) => (true, Some(s), None),
-            Ending::Failed(e) => (false, None, Some(e.to_json())),
+        let (ok, summary, error, interrupted) = match ending {
+            Ending::Succeeded(s) => (true, Some(s), None, None),
+            Ending::Failed(e) => (false, None, Some(e.to_json()), None),
+            Ending::Interrupted(i) => (false, None, None, Some(i)),
         };
         VerbDoc {
             tool: "netprobe",
@@ -135,6 +159,7 @@ impl<'a> VerbDoc<'a> {
             ok,
             summary,
             error,
+            interrupted,
             started_at,
             finished_at: crate::evidence::now_rfc3339(),
             timings_ms: &rec.timings,
@@ -317,6 +342,42 @@ mod tests {
             &declared,
         );
         assert_eq!(doc.to_bytes(), before_the_type(&rec, false, Some(&e), &doc));
+        let v: Value = serde_json::from_slice(&doc.to_bytes()).unwrap();
+        assert!(v.get("interrupted").is_none(), "{v:#}");
+    }
+
+    #[test]
+    fn an_interrupted_verbs_verb_json_names_the_signal_and_is_not_ok() {
+        let rec = record();
+        let i = Interrupted {
+            signal: InterruptSignal::Sigterm,
+            exit_code: InterruptSignal::Sigterm.exit_code(),
+            released: vec!["killed the process tree of criu".into()],
+            evidence_in_flight: vec!["sysctls-other.json".into()],
+        };
+        let doc = VerbDoc::new(
+            ("snapshot", 7, "2026-01-01T00:00:00.000Z"),
+            Ending::Interrupted(i.clone()),
+            &rec,
+            None,
+            &[],
+        );
+        let v: Value = serde_json::from_slice(&doc.to_bytes()).unwrap();
+        assert_eq!(v["ok"], false);
+        assert!(v["summary"].is_null() && v["error"].is_null(), "{v:#}");
+        assert_eq!(v["interrupted"]["signal"], "SIGTERM");
+        assert_eq!(v["interrupted"]["exit_code"], 143);
+        let back: Interrupted = serde_json::from_value(v["interrupted"].clone()).unwrap();
+        assert_eq!(back, i);
+        // The rest has a finished verb's shape: gates, timings (with total), facts, phase.
+        assert_eq!(v["timings_ms"]["total"], 41);
+        assert_eq!(v["gates"].as_array().unwrap().len(), 2);
+        assert_eq!(v["facts"]["runtime_kind"], "runc");
+        assert!(v["phase"].is_null());
+        assert_eq!(v["verb"], "snapshot");
+        let t: BTreeMap<String, u64> =
+            serde_json::from_slice(&timings_bytes(&rec.timings)).unwrap();
+        assert_eq!(t, rec.timings);
     }
 
     #[test]
