@@ -191,12 +191,20 @@ mod tests {
     /// [`crate::probe::stale::holder_run_pid`] reads), blocked on its stdin.
     fn fake_holder(dir: &std::path::Path, run: u32) -> std::process::Child {
         std::fs::write(dir.join("__holder"), "read x\n").unwrap();
-        Command::new("sh")
+        let child = Command::new("sh")
             .current_dir(dir)
             .args(["__holder", "--run-pid", &run.to_string()])
             .stdin(Stdio::piped())
             .spawn()
-            .unwrap()
+            .unwrap();
+        // Until its exec, the child shows this test's command line.
+        let cmdline = format!("/proc/{}/cmdline", child.id());
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !std::fs::read(&cmdline).is_ok_and(|c| c.windows(8).any(|w| w == b"__holder")) {
+            assert!(std::time::Instant::now() < until, "sh never ran");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        child
     }
 
     #[test]
