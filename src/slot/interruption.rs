@@ -178,11 +178,17 @@ pub(crate) fn in_flight_note(making: &[String]) -> String {
 /// What an interrupted verb's note tells to do next, decided when the note is written (after
 /// the release): a provision stopped before it wrote `state.json` left nothing a cleanup could
 /// release (the `slot-state` gate's words); a provision stopped later, `slot cleanup` then
-/// another slot number; any other verb, run it again or clean up.
+/// another slot number; any other verb, `slot status` (which step applies depends on where the
+/// verb stopped — a snapshot stopped after its checkpoint has no container left to snapshot
+/// again — and the note does not ask the runtime; status does).
 pub(crate) fn interruption_next(provision: bool, paths: &SlotPaths) -> String {
     match (provision, super::missing_state_why(paths)) {
         (true, Some(why)) => why.trim_start_matches(": ").to_string(),
         (true, None) => super::status::unfinished_provision_advice(paths),
-        (false, _) => "run the verb again, or `slot cleanup`".to_string(),
+        (false, _) => format!(
+            "`netprobe slot status --slot {} --state-dir {}` gives the next step (its `advice`, from the container's runtime state, the holder and the snapshot now: the verb again, another verb, or `slot cleanup`)",
+            paths.slot,
+            paths.state_dir.display()
+        ),
     }
 }
