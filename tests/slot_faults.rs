@@ -103,6 +103,15 @@ fn state_dir_symlink_or_not_ours() {
         let doc = ok(Verb::Status, "3", &sd).to_json();
         assert_eq!(doc["exists"], false, "{doc}");
         assert_eq!(doc["declared_differences"], serde_json::json!([]), "{doc}");
+        // The advice says which: no such state directory (a mistyped path?), or no such slot.
+        let advice = doc["advice"].as_str().unwrap_or_else(|| panic!("{doc}"));
+        let said = match sd == empty {
+            true => {
+                "holds no slot 3 (never provisioned there, or moved away); it holds no slot folder at all"
+            }
+            false => "does not exist: no slot was provisioned there; check `--state-dir`",
+        };
+        assert!(advice.contains(said), "{advice}");
         assert_valid(&slot_state_validator(), &doc);
     }
     assert!(

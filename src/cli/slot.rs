@@ -72,7 +72,7 @@ struct Target {
     /// Slot number (digits only, 0 to 999).
     #[arg(long, allow_hyphen_values = true)]
     slot: String,
-    /// State directory holding the slots (created if missing; never a symlink).
+    /// State directory holding the slots (provision creates it if missing; never a symlink).
     #[arg(long)]
     state_dir: PathBuf,
 }

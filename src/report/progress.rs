@@ -159,12 +159,23 @@ impl Progress {
                 )?;
                 writeln!(
                     self.out,
-                    "report:   netprobe report {} --format html",
+                    "report:   {} report {} --format html",
+                    invoked_as(std::env::args_os().next()),
                     evidence_dir.display()
                 )?;
             }
         }
         self.out.flush()
+    }
+}
+
+/// How to run this netprobe again, for a printed command: the path it was started by when
+/// that names a file (`target/release/netprobe` under `cargo run`, which puts nothing on PATH),
+/// else `netprobe` (found through PATH). Pure.
+pub fn invoked_as(argv0: Option<std::ffi::OsString>) -> String {
+    match argv0 {
+        Some(a) if a.to_string_lossy().contains('/') => a.to_string_lossy().into_owned(),
+        _ => "netprobe".into(),
     }
 }
 
@@ -250,6 +261,21 @@ pub fn ladder_text(result: &RunResult) -> String {
 mod tests {
     use super::*;
     use crate::evidence::result::RungName;
+
+    #[test]
+    fn the_report_command_names_the_binary_as_it_was_started() {
+        let a = |s: &str| Some(std::ffi::OsString::from(s));
+        assert_eq!(
+            invoked_as(a("target/release/netprobe")),
+            "target/release/netprobe"
+        );
+        assert_eq!(
+            invoked_as(a("/usr/local/bin/netprobe")),
+            "/usr/local/bin/netprobe"
+        );
+        assert_eq!(invoked_as(a("netprobe")), "netprobe");
+        assert_eq!(invoked_as(None), "netprobe");
+    }
 
     fn errored(summary: &str, error: &str) -> RungResult {
         RungResult {

@@ -125,7 +125,7 @@ pub fn config_hash(bundle: &Path, st: &SlotState) -> Observed {
     let h = config_sha256(bundle).map_err(|e| e.to_string())?;
     if &h != want {
         return Err(format!(
-            "config.json sha256 {h} != {want} recorded at provision (tampered)"
+            "config.json sha256 {h} != {want} recorded at provision (tampered): the container would run with another spec than the one provision proved; put back the provisioned config.json, or `netprobe slot cleanup` this slot and provision another"
         ));
     }
     let spec = read_bundle_spec(bundle).map_err(|e| e.to_string())?;
@@ -228,7 +228,13 @@ pub fn snapshot_complete(root: &Path, st: &SlotState) -> Result<(PathBuf, String
         .map_err(|e| format!("{}/netstate.json: {e}; {retake}", dir.display()))?;
     if sha256_hex(net.as_bytes()) != s.netstate_sha256 || m["netstate_sha256"] != s.netstate_sha256
     {
-        return Err("netstate.json does not match its recorded sha256".into());
+        return Err(format!(
+            "{}/netstate.json has sha256 {}, state.json records {} and the manifest {}: the recorded network state changed since the snapshot; {retake}",
+            dir.display(),
+            sha256_hex(net.as_bytes()),
+            s.netstate_sha256,
+            m["netstate_sha256"]
+        ));
     }
     let files: Vec<ImageFile> = serde_json::from_value(m["checkpoint_files"].clone())
         .map_err(|e| format!("manifest checkpoint_files: {e}"))?;

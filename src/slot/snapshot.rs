@@ -19,7 +19,7 @@ use std::path::Path;
 
 /// The diagnosis added to a failed checkpoint whose `dump.log` shows CRIU 4.1's SO_PASSCRED
 /// failure on kernels >= 6.16.
-const PASSCRED_DIAGNOSIS: &str = "\ndiagnosis: CRIU could not read SO_PASSCRED of an inet socket (EOPNOTSUPP). Kernels >= 6.16 restrict SO_PASSCRED/SO_PASSSEC to AF_UNIX/AF_NETLINK sockets and this CRIU treats the error as fatal, so no container holding a TCP/UDP socket (e.g. the guest server) can be checkpointed on this host; a CRIU with the upstream fix is needed.";
+const PASSCRED_DIAGNOSIS: &str = "\ndiagnosis: CRIU could not read SO_PASSCRED of an inet socket (EOPNOTSUPP). Kernels >= 6.16 restrict SO_PASSCRED/SO_PASSSEC to AF_UNIX/AF_NETLINK sockets and this CRIU treats the error as fatal, so no container holding a TCP/UDP socket (e.g. the guest server) can be checkpointed on this host; a CRIU with the upstream fix is needed (host/setup.sh installs CRIU 4.2.1 and 4.3 under /opt, whose snapshots of the embedded guest this project's tests run on such kernels): `netprobe slot cleanup` this slot and provision another with `--criu` one of them.";
 
 /// Runs `snapshot` on the loaded slot state.
 pub(crate) fn snapshot(run: &mut VerbRun, st: &mut SlotState) -> Result<String, SlotError> {
@@ -27,7 +27,11 @@ pub(crate) fn snapshot(run: &mut VerbRun, st: &mut SlotState) -> Result<String, 
     let id = st.container_id.clone();
     let r = match common::container_status(&*rt, &id) {
         Ok(Some(s)) if s == "running" => Ok(format!("runtime state {id}: running")),
-        Ok(Some(s)) => Err(format!("runtime state {id}: {s}, need running")),
+        Ok(Some(s)) => Err(format!(
+            "runtime state {id}: {s}, need running: only a running container is checkpointed; `netprobe slot status --slot {} --state-dir {}` gives the next step (a paused container is resumed, a stopped one reset)",
+            run.paths.slot,
+            run.paths.state_dir.display()
+        )),
         Ok(None) => Err(format!(
             "runtime state {id}: the runtime has no such container (nothing it can checkpoint; phase {:?}): {}",
             st.phase,

@@ -83,7 +83,10 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
         "journal_entries": journal.len(),
         "last_journal_entry": journal.last(),
         "declared_differences": declared,
-        "advice": status_advice(&p, held_by.as_ref(), lock_error.as_deref(), state_error.as_deref(), st.as_ref(), &live, snap.as_ref().is_some_and(|s| s.is_ok())),
+        "advice": match exists {
+            false => Some(absent_slot_advice(&p)),
+            true => status_advice(&p, held_by.as_ref(), lock_error.as_deref(), state_error.as_deref(), st.as_ref(), &live, snap.as_ref().is_some_and(|s| s.is_ok())),
+        },
     });
     Ok(SlotOutcome {
         verb: Verb::Status,
@@ -97,6 +100,40 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
         evidence: None,
         status: Some(doc),
     })
+}
+
+/// The status document's `advice` for a slot folder that does not exist: the state directory
+/// itself is missing (a mistyped `--state-dir`?), or it holds no such slot (never provisioned
+/// there, or moved away). Names the slot folders it does hold.
+fn absent_slot_advice(p: &SlotPaths) -> String {
+    if !p.state_dir.exists() {
+        return format!(
+            "the state directory {} does not exist: no slot was provisioned there; check `--state-dir` (it is the one given at provision), or `netprobe slot provision --slot {} --state-dir {}` creates it with this slot",
+            p.state_dir.display(),
+            p.slot,
+            p.state_dir.display()
+        );
+    }
+    let mut slots: Vec<String> = fs::read_dir(&p.state_dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("slot-"))
+                .collect()
+        })
+        .unwrap_or_default();
+    slots.sort();
+    format!(
+        "{} holds no slot {} (never provisioned there, or moved away){}; `netprobe slot provision --slot {} --state-dir {}` makes it",
+        p.state_dir.display(),
+        p.slot,
+        match slots.is_empty() {
+            true => String::from("; it holds no slot folder at all"),
+            false => format!("; it holds {}", slots.join(", ")),
+        },
+        p.slot,
+        p.state_dir.display()
+    )
 }
 
 /// The status document's `advice`: a lock held by no netprobe process (a killed verb's runtime

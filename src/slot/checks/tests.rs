@@ -133,10 +133,10 @@ fn config_hash_proves_hash_and_holder_netns() {
     let mut text = fs::read_to_string(&cfg).unwrap();
     text.push(' ');
     fs::write(&cfg, text).unwrap();
+    let e = config_hash(&bundle, &st).unwrap_err();
     assert!(
-        config_hash(&bundle, &st)
-            .unwrap_err()
-            .contains("(tampered)")
+        e.contains("(tampered)") && e.contains("put back the provisioned config.json"),
+        "{e}"
     );
 }
 
@@ -350,10 +350,14 @@ fn snapshot_completeness_is_checked_file_by_file() {
             .contains("no digest of the saved upper")
     );
     fs::write(dir.join("netstate.json"), b"{}").unwrap();
+    let e = snapshot_complete(d.path(), &st).unwrap_err();
     assert!(
-        snapshot_complete(d.path(), &st)
-            .unwrap_err()
-            .contains("recorded sha256")
+        e.contains(&format!(
+            "/netstate.json has sha256 {}, state.json records {}",
+            sha256_hex(b"{}"),
+            st.snapshot.as_ref().unwrap().netstate_sha256
+        )) && e.contains("`netprobe slot snapshot` takes a new one"),
+        "{e}"
     );
 }
 
