@@ -24,18 +24,40 @@ pub struct LogLine {
     pub text: String,
 }
 
-/// The deciding lines of a CRIU log: every line holding `Error (`, each preceded by up to
-/// [`CONTEXT_LINES`] lines, in file order, without repeats, at most [`MAX_LINES`] lines. Empty
-/// when the log holds no `Error (` line. Found with `memchr::memmem` (one pass over the bytes).
+/// `Error (` lines CRIU logs and goes on after, in every successful dump and restore too: not
+/// its reason when another error is there. Each: a substring of the line, and why.
+pub const NOT_FATAL: &[(&str, &str)] = &[(
+    "rlimit: Can't setup RLIMIT_NOFILE",
+    "criu/util.c rlimit_unlimit_nofile(): CRIU could not raise its own open-files limit and continues (logged by every successful dump and restore on this machine kind)",
+)];
+
+/// The deciding lines of a CRIU log: every line holding `Error (` — but one of [`NOT_FATAL`]
+/// when another is there —, each preceded by up to [`CONTEXT_LINES`] lines, in file order,
+/// without repeats, at most [`MAX_LINES`] lines. Empty when the log holds no `Error (` line.
+/// Found with `memchr::memmem` (one pass over the bytes).
 pub fn deciding_lines(log: &[u8]) -> Vec<LogLine> {
     let finder = memchr::memmem::Finder::new(b"Error (");
     // Line start offsets, computed once (memchr over the newlines).
     let mut starts = vec![0usize];
     starts.extend(memchr::memchr_iter(b'\n', log).map(|i| i + 1));
     let line_of = |off: usize| starts.partition_point(|&s| s <= off) - 1;
+    let line_text = |l: usize| {
+        let end = starts
+            .get(l + 1)
+            .map_or(log.len(), |&e| e.saturating_sub(1));
+        &log[starts[l]..end.max(starts[l])]
+    };
+    let not_fatal = |l: usize| {
+        let t = line_text(l);
+        NOT_FATAL
+            .iter()
+            .any(|(s, _)| memchr::memmem::find(t, s.as_bytes()).is_some())
+    };
+    let errors: Vec<usize> = finder.find_iter(log).map(line_of).collect();
+    let fatal: Vec<usize> = errors.iter().copied().filter(|&l| !not_fatal(l)).collect();
+    let chosen = if fatal.is_empty() { errors } else { fatal };
     let mut wanted: Vec<usize> = Vec::new();
-    for off in finder.find_iter(log) {
-        let l = line_of(off);
+    for l in chosen {
         let from = l.saturating_sub(CONTEXT_LINES);
         for i in from..=l {
             if wanted.last().is_none_or(|&last| i > last) {
@@ -73,7 +95,30 @@ pub fn quote_log(path: &Path) -> Option<String> {
     for l in lines {
         s.push_str(&format!("\n  {}: {}", l.number, l.text));
     }
+    if let Some(d) = no_space_diagnosis(&bytes, path) {
+        s.push_str(&format!("\n{d}"));
+    }
     Some(s)
+}
+
+/// When the log says a write found no space (`No space left on device`, ENOSPC): the first such
+/// line, and the space free now on the filesystem of the log's folder (`statvfs`, bytes
+/// available to root's unprivileged callers: `f_bavail × f_frsize`), with the fix.
+fn no_space_diagnosis(log: &[u8], path: &Path) -> Option<String> {
+    let off = memchr::memmem::find(log, b"No space left on device")?;
+    let line = memchr::memchr_iter(b'\n', &log[..off]).count() + 1;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let free = match nix::sys::statvfs::statvfs(dir) {
+        Ok(v) => format!(
+            "{} bytes free now",
+            v.blocks_available().saturating_mul(v.fragment_size())
+        ),
+        Err(e) => format!("its free space unknown: statvfs: {e}"),
+    };
+    Some(format!(
+        "diagnosis: a write failed with ENOSPC (line {line}: No space left on device): the filesystem CRIU writes its images and logs to is full (that of {}: {free}); free space there, then run again",
+        dir.display()
+    ))
 }
 
 #[cfg(test)]
@@ -88,6 +133,41 @@ mod tests {
         assert_eq!(nums, [2, 3, 4, 5, 6, 7]);
         assert!(l[3].text.contains("Connected TCP socket"));
         assert!(l[5].text.ends_with("Dumping FAILED."));
+    }
+
+    #[test]
+    fn a_not_fatal_error_is_quoted_only_when_it_is_the_only_one() {
+        let rl = "(0.1) Error (criu/util.c:1532): rlimit: Can't setup RLIMIT_NOFILE for self: Operation not permitted\n";
+        let l = deciding_lines(rl.as_bytes());
+        assert_eq!(l.len(), 1, "{l:?}");
+        let log = format!(
+            "{rl}(0.2) a\n(0.3) b\n(0.4) c\n(0.5) d\n(0.6) Error (criu/image.c:9): write: No space left on device\n"
+        );
+        let l = deciding_lines(log.as_bytes());
+        let nums: Vec<usize> = l.iter().map(|x| x.number).collect();
+        assert_eq!(nums, [3, 4, 5, 6], "{l:?}");
+    }
+
+    #[test]
+    fn a_full_disk_is_diagnosed_with_the_line_and_the_free_space() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("dump.log");
+        std::fs::write(
+            &p,
+            b"(0.1) x\n(0.2) Error (criu/image.c:9): write: No space left on device\n",
+        )
+        .unwrap();
+        let q = quote_log(&p).unwrap();
+        let diag = q.lines().last().unwrap();
+        assert!(
+            diag.starts_with(
+                "diagnosis: a write failed with ENOSPC (line 2: No space left on device)"
+            ) && diag.contains(&format!("that of {}: ", d.path().display()))
+                && diag.contains(" bytes free now); free space there, then run again"),
+            "{q}"
+        );
+        std::fs::write(&p, b"(0.2) Error (criu/x.c:1): other\n").unwrap();
+        assert!(!quote_log(&p).unwrap().contains("diagnosis"));
     }
 
     #[test]
