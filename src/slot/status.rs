@@ -176,10 +176,11 @@ fn status_advice(
                     )
                 }),
             };
-            let next = match (next, overlay_volatile_note(live)) {
-                (Some(n), Some(o)) => Some(format!("{n}; {o}")),
-                (n, o) => n.or(o),
-            };
+            let overlay = st.and_then(|s| overlay_unmounted_note(p, s.phase, live, snapshot_ok));
+            let next = [next, overlay, overlay_volatile_note(live)]
+                .into_iter()
+                .flatten()
+                .reduce(|a, b| format!("{a}; {b}"));
             // A lock no verb can take comes first; what the phase needs follows it.
             match (lock_error, next) {
                 (Some(e), next) => Some(format!(
@@ -283,6 +284,42 @@ fn overlay_volatile(st: &SlotState) -> Value {
             "agrees": mounted == ov.volatile,
         }),
     }
+}
+
+/// The advice when the phase says the container runs on its overlay (`ready`, `running`) but
+/// the mount table shows none on the slot's rootfs (`live.overlay_mounted` false: unmounted by
+/// other hands): a snapshot refuses (gate `overlay-mounted`); `slot reset` mounts a new overlay
+/// run and restores the snapshot onto it, else (no complete snapshot) `slot cleanup`. `None`
+/// otherwise.
+pub(crate) fn overlay_unmounted_note(
+    p: &SlotPaths,
+    phase: Phase,
+    live: &Value,
+    snapshot_ok: bool,
+) -> Option<String> {
+    if !matches!(phase, Phase::Ready | Phase::Running) || live["overlay_mounted"] != false {
+        return None;
+    }
+    let cmd = |verb: &str| {
+        format!(
+            "`netprobe slot {verb} --slot {} --state-dir {}`",
+            p.slot,
+            p.state_dir.display()
+        )
+    };
+    Some(format!(
+        "no overlay is mounted on the slot's rootfs (`live.overlay_mounted`: unmounted by other hands), so a snapshot refuses (gate overlay-mounted); {}",
+        match snapshot_ok {
+            true => format!(
+                "{} mounts a new overlay run and restores the snapshot onto it",
+                cmd("reset")
+            ),
+            false => format!(
+                "no complete snapshot exists to restore: {} releases what is left, then provision another slot number",
+                cmd("cleanup")
+            ),
+        }
+    ))
 }
 
 /// The advice when `live.overlay_volatile` disagrees with `state.json` (the overlay was

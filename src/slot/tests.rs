@@ -667,3 +667,26 @@ fn an_overlay_remounted_by_other_hands_gets_advice() {
     assert_eq!(note(&live(agree)), None);
     assert_eq!(note(&live(serde_json::Value::Null)), None);
 }
+
+/// `slot status` of a slot whose overlay was unmounted by other hands while the phase says the
+/// container runs on it: the snapshot gate that will refuse, and reset (or cleanup without a
+/// complete snapshot).
+#[test]
+fn an_overlay_unmounted_by_other_hands_gets_advice() {
+    let p = SlotPaths::new(Path::new("/var/lib/np"), 4);
+    let note = super::status::overlay_unmounted_note;
+    let gone = serde_json::json!({"overlay_mounted": false});
+    let a = note(&p, Phase::Running, &gone, true).unwrap();
+    assert!(
+        a.contains("gate overlay-mounted")
+            && a.contains(
+                "`netprobe slot reset --slot 4 --state-dir /var/lib/np` mounts a new overlay run"
+            ),
+        "{a}"
+    );
+    let a = note(&p, Phase::Ready, &gone, false).unwrap();
+    assert!(a.contains("`netprobe slot cleanup --slot 4"), "{a}");
+    assert_eq!(note(&p, Phase::Checkpointed, &gone, true), None);
+    let there = serde_json::json!({"overlay_mounted": true});
+    assert_eq!(note(&p, Phase::Running, &there, true), None);
+}
