@@ -489,6 +489,20 @@ fn lifecycle_faults() {
         advice.contains("state.json cannot be read") && advice.contains("delete -f"),
         "{doc:#}"
     );
+    // Its cgroup folders, found by the owner id (owner.json), one per hierarchy, are named in
+    // the advice's release list.
+    let cg = doc["live"]["cgroup_dirs"].as_array().unwrap().clone();
+    let leaf = good.cgroups_path.rsplit('/').next().unwrap().to_string();
+    assert!(
+        !cg.is_empty()
+            && cg.iter().all(|d| d.as_str().unwrap().ends_with(&leaf)
+                && std::path::Path::new(d.as_str().unwrap()).is_dir()),
+        "{doc:#}"
+    );
+    assert!(
+        advice.contains("cgroup folder(s) (`live.cgroup_dirs`: `rmdir` each"),
+        "{advice}"
+    );
     // The runtime to delete the container with is the one the provision recorded.
     assert!(
         advice.contains("(the runtime provision recorded: ")

@@ -37,6 +37,7 @@
 pub mod check;
 pub mod driver;
 pub mod error;
+pub mod find;
 pub mod limits;
 pub mod mode;
 pub mod systemd;

@@ -219,31 +219,7 @@ const CGROUP_DEPTH: usize = 4;
 /// hierarchy mounted, at most [`CGROUP_DEPTH`] levels below its root (never below a match):
 /// the folder's name and path.
 pub fn probe_container_cgroups() -> Vec<(String, PathBuf)> {
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo")
-        .map(|t| crate::cgroup::parse_mountinfo(&t))
-        .unwrap_or_default();
-    let mut found = Vec::new();
-    let mut level: Vec<PathBuf> = mounts.into_iter().map(|m| m.mount_point).collect();
-    for _ in 0..CGROUP_DEPTH {
-        let mut next = Vec::new();
-        for dir in level {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for e in entries.flatten() {
-                if !e.file_type().is_ok_and(|t| t.is_dir()) {
-                    continue;
-                }
-                let name = e.file_name().to_string_lossy().into_owned();
-                match container_run_pid(&name) {
-                    Some(_) => found.push((name, e.path())),
-                    None => next.push(e.path()),
-                }
-            }
-        }
-        level = next;
-    }
-    found
+    crate::cgroup::find::dirs_named(CGROUP_DEPTH, |n| container_run_pid(n).is_some())
 }
 
 /// The folders of the containers of dead runs ([`probe_container_cgroups`] whose run pid no

@@ -49,7 +49,13 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
     let busy = held_by.is_some();
     let live = match (&st, &state_error) {
         (Some(st), _) => live_facts(run, st, busy),
-        (None, Some(_)) => stateless_live_facts(&p),
+        (None, Some(_)) => stateless_live_facts(
+            &p,
+            owner
+                .as_ref()
+                .and_then(|o| o.as_ref().ok())
+                .map(|(m, _)| m.id.as_str()),
+        ),
         (None, None) => json!({}),
     };
     let snap = st.as_ref().map(|s| checks::snapshot_complete(&p.root, s));
@@ -347,7 +353,7 @@ pub(crate) fn overlay_volatile_note(live: &Value) -> Option<String> {
 /// slot folder (`/proc/self/mountinfo`) and whether the slot's runtime root holds an entry for
 /// its container (`runtime_state_entry`: path and `exists`; the runtime keeps its state of a
 /// container in `<root>/<id>`, so none there is no container to delete).
-fn stateless_live_facts(p: &SlotPaths) -> Value {
+fn stateless_live_facts(p: &SlotPaths, owner_id: Option<&str>) -> Value {
     let holder = match crate::evidence::read_recorded(&p.holder())
         .map_err(|e| format!("{}: {e}", p.holder().display()))
         .and_then(|b| {
@@ -368,11 +374,26 @@ fn stateless_live_facts(p: &SlotPaths) -> Value {
     json!({
         "holder": holder,
         "mounts_under_slot": mounts,
+        "cgroup_dirs": owner_id.map(|id| container_cgroup_dirs(p.slot, id)).unwrap_or_default(),
         "runtime_state_entry": {
             "path": entry.display().to_string(),
             "exists": entry.symlink_metadata().is_ok(),
         },
     })
+}
+
+/// The container cgroup folders of slot `slot` whose lifetime id is `owner_id` (owner.json)
+/// still in any hierarchy: `slot-N-<id8>` (cgroupfs) or `netprobe-slot-N-<id8>.scope`
+/// (systemd), found by name ([`crate::cgroup::find::dirs_named`]).
+fn container_cgroup_dirs(slot: u32, owner_id: &str) -> Vec<String> {
+    let leaf = format!("slot-{slot}-{}", &owner_id[..owner_id.len().min(8)]);
+    let scope = format!("netprobe-{leaf}.scope");
+    let mut dirs: Vec<String> = crate::cgroup::find::dirs_named(4, |n| n == leaf || n == scope)
+        .into_iter()
+        .map(|(_, d)| d.display().to_string())
+        .collect();
+    dirs.sort();
+    dirs
 }
 
 /// The advice for a slot whose `state.json` cannot be read: no verb can run on it (gate
@@ -384,7 +405,8 @@ pub(crate) fn unreadable_state_advice(p: &SlotPaths, e: &str, live: &Value) -> S
     let nothing_live = live["holder"]["alive"] != true
         && live["mounts_under_slot"]
             .as_array()
-            .is_some_and(|m| m.is_empty());
+            .is_some_and(|m| m.is_empty())
+        && live["cgroup_dirs"].as_array().is_none_or(|c| c.is_empty());
     if nothing_live && let Some(why) = super::missing_state_why(p) {
         return why.trim_start_matches(": ").to_string();
     }
@@ -410,8 +432,14 @@ pub(crate) fn unreadable_state_advice(p: &SlotPaths, e: &str, live: &Value) -> S
         ),
     };
     format!(
-        "state.json cannot be read ({e}): no verb can run on this slot (gate slot-state) and netprobe keeps no copy of it; put back a copy if you have one, else release by hand, in this order: the container ({runtime}), every mount under {} deepest first (`live.mounts_under_slot`), the holder (`live.holder`: `kill` its pid); keep the evidence ({}), then provision another slot number",
+        "state.json cannot be read ({e}): no verb can run on this slot (gate slot-state) and netprobe keeps no copy of it; put back a copy if you have one, else release by hand, in this order: the container ({runtime}), every mount under {} deepest first (`live.mounts_under_slot`), the holder (`live.holder`: `kill` its pid){}; keep the evidence ({}), then provision another slot number",
         p.root.display(),
+        match live["cgroup_dirs"].as_array().map_or(0, Vec::len) {
+            0 => String::new(),
+            n => format!(
+                ", the container's {n} cgroup folder(s) (`live.cgroup_dirs`: `rmdir` each once no process is in it)"
+            ),
+        },
         p.evidence().display()
     )
 }
