@@ -33,6 +33,7 @@ pub mod error;
 mod fidelity;
 pub mod gate;
 mod half_state;
+pub mod image_manifest;
 pub mod interruption;
 pub mod layout;
 mod lock;
