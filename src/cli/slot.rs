@@ -92,7 +92,9 @@ struct ProvisionCmd {
     target: Target,
     /// Image: a directory or a .qcow2 file. Default: the embedded busybox rootfs serving HTTP on :5000.
     /// An image declares its guest server's TCP port in /etc/netprobe-guest-port (one number);
-    /// without that file the guest-http gate is "not applicable".
+    /// without that file the guest-http gate is "not applicable". A directory is used in place as
+    /// the overlay's lower: it must not change while the slot lives (snapshot, restore and reset
+    /// refuse at gate image-unchanged, naming what changed).
     #[arg(long, conflicts_with = "profile")]
     image: Option<PathBuf>,
     /// Slot profile (TOML; evidence-schema/slot-profile.schema.json, examples in profiles/):

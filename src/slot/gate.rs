@@ -99,6 +99,8 @@ gates! {
     ImageSha256 => ("image-sha256", Gate, "the qcow2 image has the pinned sha256"),
     /// provision: the image directory exists.
     ImagePresent => ("image-present", Gate, "the image directory exists"),
+    /// snapshot/restore/reset: the image under the container is the one provision recorded.
+    ImageUnchanged => ("image-unchanged", Gate, "the image under the container is the one provision recorded: a directory image's metadata manifest (path, type, mode, owner, size, mtime, ctime, symlink target, device number of every entry) walked again equals the recorded one; a qcow2 has the stat (device, inode, size, mtime, ctime) it had when hashed to its pin"),
     /// The holder is the recorded process.
     HolderIdentity => ("holder-identity", Gate, "the holder is alive with the recorded pid, start time and netns inode"),
     /// provision: the holder's netns is not netprobe's.
@@ -215,16 +217,16 @@ pub const PROVISION_CREATE_GATES: [GateId; 4] = [
     GateId::ContainerAbsent,
 ];
 /// snapshot: before the phase changes and the checkpoint stops the container.
-pub const SNAPSHOT_GATES: [GateId; 14] = concat_gates!(
-    ENTER_EXISTING, COMMON, [GateId::ContainerRunning, GateId::ContainerGated, GateId::OverlayMounted]; 14);
+pub const SNAPSHOT_GATES: [GateId; 15] = concat_gates!(
+    ENTER_EXISTING, COMMON, [GateId::ContainerRunning, GateId::ContainerGated, GateId::ImageUnchanged, GateId::OverlayMounted]; 15);
 /// snapshot: before the checkpoint itself (network state recorded first).
 pub const CHECKPOINT_GATES: [GateId; 2] = [GateId::LoUp127, GateId::NoCriuLock];
 /// restore: before the phase changes, the overlay is reset and the runtime restores.
-pub const RESTORE_GATES: [GateId; 15] = concat_gates!(
-    ENTER_EXISTING, COMMON, [GateId::SnapshotComplete, GateId::ContainerAbsent, GateId::CgroupEmpty, GateId::NetnsEmpty]; 15);
+pub const RESTORE_GATES: [GateId; 16] = concat_gates!(
+    ENTER_EXISTING, COMMON, [GateId::SnapshotComplete, GateId::ImageUnchanged, GateId::ContainerAbsent, GateId::CgroupEmpty, GateId::NetnsEmpty]; 16);
 /// reset: before the running container is killed.
-pub const RESET_GATES: [GateId; 12] =
-    concat_gates!(ENTER_EXISTING, COMMON, [GateId::SnapshotComplete]; 12);
+pub const RESET_GATES: [GateId; 13] =
+    concat_gates!(ENTER_EXISTING, COMMON, [GateId::SnapshotComplete, GateId::ImageUnchanged]; 13);
 /// cleanup: before the phase changes and the container is stopped. The runtime binary is
 /// blocking (cleanup runs it); CRIU config, CRIU binary and config hash are recorded, not
 /// blocking: they protect no step cleanup takes.
@@ -373,7 +375,7 @@ mod tests {
         let before = names.len();
         names.dedup();
         assert_eq!(before - names.len(), 2);
-        assert_eq!(GateId::ALL.len(), 43);
+        assert_eq!(GateId::ALL.len(), 44);
     }
 
     #[test]
@@ -384,6 +386,17 @@ mod tests {
                 "{v:?}"
             );
         }
+    }
+
+    #[test]
+    fn image_unchanged_is_reproven_before_every_destructive_step_on_a_running_slot() {
+        for v in [Verb::Snapshot, Verb::Restore, Verb::Reset] {
+            assert!(
+                GateId::required_before(v).contains(&GateId::ImageUnchanged),
+                "{v:?}"
+            );
+        }
+        assert!(!CLEANUP_GATES.contains(&GateId::ImageUnchanged));
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! DIR/slot-N/state.json            slot state (schema: evidence-schema/slot-state.schema.json)
 //! DIR/slot-N/holder.json           holder identity (pid, start time, netns inode)
 //! DIR/slot-N/image/                image source, FUSE export file, read-only lower mount
+//! DIR/slot-N/image-manifest.json   a directory image's metadata listing taken at provision
 //! DIR/slot-N/overlay/{upper,work}  per-run overlay upper and work directories
 //! DIR/slot-N/bundle/               OCI bundle: config.json, rootfs (overlay mount point)
 //! DIR/slot-N/runc-root/            the runtime's state root (`runc --root`)
@@ -114,6 +115,11 @@ impl SlotPaths {
     /// `image/`.
     pub fn image_dir(&self) -> PathBuf {
         self.root.join("image")
+    }
+    /// `image-manifest.json`: the directory image's listing taken at provision
+    /// ([`super::image_manifest::ManifestListing`]).
+    pub fn image_manifest(&self) -> PathBuf {
+        self.root.join("image-manifest.json")
     }
     /// `overlay/`.
     pub fn overlay_dir(&self) -> PathBuf {

@@ -13,7 +13,9 @@
 //! `common` (gates and steps several verbs share), [`gate`] ([`GateId`]: name, fact, class;
 //! the per-verb lists of gates before the first destructive step), [`state`] (`state.json`,
 //! [`Phase::after`], the one table of phase transitions), [`checks`] (pure checks, unit-tested
-//! without root; the snapshot's images by BLAKE3 or sha256 in [`checkpoint_images`]), [`cgroups`] (the cgroup driver, the limit gates read back from v1 or v2 files
+//! without root; the snapshot's images by BLAKE3 or sha256 in [`checkpoint_images`]),
+//! `image_check` (the `image-unchanged` gate over a directory image's [`image_manifest`] or a
+//! qcow2's `stat`), [`cgroups`] (the cgroup driver, the limit gates read back from v1 or v2 files
 //! and the scope unit, the cgroups' release), [`layout`], [`mounts`],
 //! [`net`], [`support`]. The runtime is reached only through [`crate::oci::RuntimeOps`] and
 //! [`crate::oci::Container`], so the gate order is unit-tested with a recording fake.
@@ -33,6 +35,7 @@ pub mod error;
 mod fidelity;
 pub mod gate;
 mod half_state;
+mod image_check;
 pub mod image_manifest;
 pub mod interruption;
 pub mod layout;

@@ -1,7 +1,8 @@
 //! The slot's image and rootfs mounts, each behind an RAII guard:
 //! a `.qcow2` is served read-only by `qemu-storage-daemon` (FUSE export, `writable=off`, no
 //! conversion), attached to a read-only loop device, and its filesystem mounted read-only; a
-//! directory image is used as-is. The container's rootfs is an overlay: lower = the image,
+//! directory image is used as-is (proven unchanged by its metadata manifest:
+//! [`super::image_check`]). The container's rootfs is an overlay: lower = the image,
 //! upper + work = per-run directories in the slot.
 //!
 //! Guards undo their step on drop (failure or panic) unless [`disarm`](MountGuard::disarm)ed once

@@ -30,6 +30,9 @@ pub(crate) struct ImageSource {
     pub sha256: Option<String>,
     /// Which partition of a qcow2 holds the root filesystem.
     pub partition: Partition,
+    /// A qcow2's `stat` taken before it was hashed to its pin (`None` for the other kinds, or
+    /// when it could not be taken: provision then refuses the image once it is exported).
+    pub stat: Option<super::sealed::FileStat>,
 }
 
 /// provision's profile parse, before the state directory is touched: `--profile FILE` loaded
@@ -66,6 +69,11 @@ pub(crate) fn load_gate(
         let src = image_source(&lp, None);
         return Ok(Some((lp, src)));
     };
+    // A qcow2's stat before its hash: provision proves the exported file still has it.
+    let stat = match &lp.profile.image {
+        Image::Qcow2 { path, .. } => super::sealed::source_stat(path).ok(),
+        _ => None,
+    };
     let checked = profile::verify_image(&lp);
     let id = match lp.profile.image {
         Image::Qcow2 { .. } => GateId::ImageSha256,
@@ -86,7 +94,10 @@ pub(crate) fn load_gate(
         "profile",
         serde_json::json!({"name": lp.profile.name, "source": abs_display(&lp), "sha256": lp.sha256}),
     );
-    let src = image_source(&lp, check.sha256);
+    let src = ImageSource {
+        stat,
+        ..image_source(&lp, check.sha256)
+    };
     Ok(Some((lp, src)))
 }
 
@@ -104,12 +115,14 @@ fn image_source(lp: &LoadedProfile, sha256: Option<String>) -> ImageSource {
             path: None,
             sha256: None,
             partition: Partition::Auto,
+            stat: None,
         },
         Image::Directory { path } => ImageSource {
             kind: ImageKind::Directory,
             path: Some(path.clone()),
             sha256: None,
             partition: Partition::Auto,
+            stat: None,
         },
         Image::Qcow2 {
             path, partition, ..
@@ -118,6 +131,7 @@ fn image_source(lp: &LoadedProfile, sha256: Option<String>) -> ImageSource {
             path: Some(path.clone()),
             sha256,
             partition: partition_of(partition),
+            stat: None,
         },
     }
 }

@@ -9,6 +9,7 @@ use super::checks;
 use super::common::{self, holder_gate, mkdirs};
 use super::error::{SlotError, StepError};
 use super::gate::{GateId, PROVISION_CREATE_GATES, PROVISION_GATES};
+use super::image_check;
 use super::layout::{self, StateDirUse};
 use super::mounts;
 use super::profiled::{self, ImageSource};
@@ -133,12 +134,13 @@ pub(crate) fn provision(run: &mut VerbRun) -> Result<(String, Option<SlotState>)
 /// and the built-in default profile recorded with this image (fact `profile`).
 fn image_from_flags(run: &mut VerbRun) -> Result<(ImageSource, ProfileRecord), SlotError> {
     let kind = ImageKind::of(run.args.image.as_deref());
-    image_gate(run, kind)?;
+    let stat = image_gate(run, kind)?;
     let src = ImageSource {
         kind,
         path: run.args.image.clone(),
         sha256: run.args.image_sha256.clone(),
         partition: mounts::Partition::Auto,
+        stat,
     };
     let img = src.path.clone().unwrap_or_default();
     let abs = fs::canonicalize(&img).unwrap_or(img);
@@ -264,15 +266,21 @@ fn probe_gate(
 }
 
 /// `image-sha256` (qcow2) or `image-present` (directory); nothing for the embedded image.
-fn image_gate(run: &mut VerbRun, kind: ImageKind) -> Result<(), SlotError> {
+/// Returns the qcow2's `stat` taken before its hash (proven unchanged once it is exported:
+/// [`image_check::qcow2_stat_held`]).
+fn image_gate(
+    run: &mut VerbRun,
+    kind: ImageKind,
+) -> Result<Option<super::sealed::FileStat>, SlotError> {
     let Some(img) = run.args.image.clone() else {
-        return Ok(());
+        return Ok(None);
     };
     match kind {
-        ImageKind::Embedded => Ok(()),
+        ImageKind::Embedded => Ok(None),
         ImageKind::Qcow2 => {
             let want = run.args.image_sha256.clone().unwrap_or_default();
             let t = Instant::now();
+            let stat = super::sealed::source_stat(&img).ok();
             let r = match checks::file_sha256(&img) {
                 Ok(h) if h == want => Ok(format!("{} sha256 {h}", img.display())),
                 Ok(h) => Err(format!(
@@ -282,7 +290,7 @@ fn image_gate(run: &mut VerbRun, kind: ImageKind) -> Result<(), SlotError> {
                 Err(e) => Err(e),
             };
             run.took("image-sha256", t);
-            run.gate(GateId::ImageSha256, r)
+            run.gate(GateId::ImageSha256, r).map(|()| stat)
         }
         ImageKind::Directory => {
             let r = match fs::metadata(&img) {
@@ -293,7 +301,7 @@ fn image_gate(run: &mut VerbRun, kind: ImageKind) -> Result<(), SlotError> {
                 )),
                 Err(e) => Err(format!("{}: {e}", img.display())),
             };
-            run.gate(GateId::ImagePresent, r)
+            run.gate(GateId::ImagePresent, r).map(|()| None)
         }
     }
 }
@@ -426,9 +434,12 @@ fn mount_image(
         ImageKind::Embedded => {
             let dir = image_dir.join("rootfs");
             oci::build_busybox_rootfs(&dir).map_err(|e| run.step_err("image", e))?;
-            return Ok(ImageState::plain_directory(kind, dir));
+            return with_manifest(run, ImageState::plain_directory(kind, dir));
         }
-        ImageKind::Directory => return Ok(ImageState::plain_directory(kind, canonical(run)?)),
+        ImageKind::Directory => {
+            let dir = canonical(run)?;
+            return with_manifest(run, ImageState::plain_directory(kind, dir));
+        }
         ImageKind::Qcow2 => {}
     }
     let file = canonical(run)?;
@@ -445,6 +456,8 @@ fn mount_image(
         loop_device: None,
         fstype: None,
         partition: None,
+        manifest: None,
+        file_stat: None,
     };
     let q = mounts::qsd_start(
         &file,
@@ -463,6 +476,10 @@ fn mount_image(
         move || mounts::qsd_stop(pid, &file),
     );
     started.qsd = Some(q);
+    // The bytes exported are the ones hashed to the pin: the same stat as before the hash.
+    let held = image_check::qcow2_stat_held(&img.source, src.stat)
+        .map_err(|e| run.step_err("image", StepError::Tool(e)))?;
+    img.file_stat = Some(held);
     st.image = Some(img.clone());
     run.save(st)?;
     let (l, part) = mounts::loop_attach_partition(&export, &src.partition)
@@ -484,6 +501,18 @@ fn mount_image(
     });
     started.lower = Some(g);
     img.fstype = Some(fstype);
+    Ok(img)
+}
+
+/// A directory image (`embedded`, `directory`: the overlay's lower used in place) with its
+/// metadata manifest taken now, its listing written to `slot-N/image-manifest.json`
+/// ([`image_check::record_manifest`]; timing `image-manifest`).
+fn with_manifest(run: &mut VerbRun, mut img: ImageState) -> Result<ImageState, SlotError> {
+    let t = Instant::now();
+    let m = image_check::record_manifest(&img.lower, &run.paths.image_manifest())
+        .map_err(|e| run.step_err("image-manifest", StepError::Tool(e)))?;
+    run.took("image-manifest", t);
+    img.manifest = Some(m);
     Ok(img)
 }
 

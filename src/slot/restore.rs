@@ -107,9 +107,10 @@ pub(crate) fn restore(
 /// Every gate before the first destructive step. The container's `runtime state` is read-only,
 /// so it is queried on a second thread while the gates hash the binaries; its answer is used
 /// only after the runtime-binary gate has proven the binary that gave it (same path, same
-/// sha256). The snapshot's files are re-hashed on a third thread at the same time (read-only
-/// too); `snapshot-complete` is decided and recorded after the common gates, in its place. For
-/// reset, the running container is then stopped and proven gone.
+/// sha256). The snapshot's files are re-hashed on a third thread at the same time, and the
+/// image's manifest walked (or its qcow2 `stat`ed) on a fourth (read-only too);
+/// `snapshot-complete` and `image-unchanged` are decided and recorded after the common gates,
+/// in their place. For reset, the running container is then stopped and proven gone.
 fn gates(
     run: &mut VerbRun,
     st: &SlotState,
@@ -119,6 +120,7 @@ fn gates(
     let (paths_rt, paths_cr) = common::binary_paths(run, st);
     let query_rt = run.runtime(st, &paths_rt, &paths_cr);
     let root = run.paths.root.clone();
+    let paths = run.paths.clone();
     // No `<root>/<id>` under the slot lock is the proof of absence without starting the runtime
     // (a Go process on the 2 cores the hashes need); else `runtime state` tells.
     // A half-written state only (a runtime killed mid-restore; crun's `state` fails on it) is
@@ -132,6 +134,7 @@ fn gates(
             None => timed(|| common::container_status_quick(&*query_rt, &id)),
         });
         let snap = s.spawn(|| timed(|| checks::snapshot_complete(&root, st)));
+        let image = s.spawn(|| timed(|| super::image_check::image_unchanged(st, &paths)));
         let gates = common::common_gates(run, st).and_then(|rt| {
             let t = Instant::now();
             let (snap, snap_ms) = snap.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
@@ -139,6 +142,13 @@ fn gates(
             run.timing("gate-snapshot", snap_ms);
             let (dir, d) = snap.map_err(|e| run.fail(GateId::SnapshotComplete, e))?;
             run.gate(GateId::SnapshotComplete, Ok(d))?;
+            let t = Instant::now();
+            let (image, image_ms) = image
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            run.took("gate-image-wait", t);
+            run.timing("gate-image", image_ms);
+            run.gate(GateId::ImageUnchanged, image)?;
             Ok((rt, dir))
         });
         let t = Instant::now();

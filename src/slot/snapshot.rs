@@ -46,6 +46,12 @@ pub(crate) fn snapshot(run: &mut VerbRun, st: &mut SlotState) -> Result<String, 
     run.gate(GateId::ContainerRunning, r)?;
     let r = container_gated(st.phase, &run.paths);
     run.gate(GateId::ContainerGated, r)?;
+    // The image under the container is the one provision recorded: a snapshot of a guest
+    // running on other files would be restored onto the recorded ones.
+    let t = std::time::Instant::now();
+    let r = super::image_check::image_unchanged(st, &run.paths);
+    run.took("gate-image", t);
+    run.gate(GateId::ImageUnchanged, r)?;
     let ov = st
         .overlay
         .clone()

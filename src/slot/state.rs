@@ -236,11 +236,23 @@ pub struct ImageState {
     /// profile; `None`: the whole device).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partition: Option<super::mounts::PartitionInfo>,
+    /// `embedded` and `directory`: the lower's metadata manifest taken at provision (its listing
+    /// in `slot-N/image-manifest.json`), re-proven by the `image-unchanged` gate
+    /// ([`super::image_check`]). `None` for a qcow2, and in states written before it was
+    /// recorded (the gate then fails closed: nothing proves the folder unchanged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<super::image_manifest::ImageManifest>,
+    /// `qcow2`: the file's `stat` taken before it was hashed to its pin and proven the same once
+    /// exported, compared by the `image-unchanged` gate instead of re-hashing it. `None` for a
+    /// directory image, and in states written before it was recorded (the gate then hashes the
+    /// file whole against `sha256`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_stat: Option<super::sealed::FileStat>,
 }
 
 impl ImageState {
     /// An image that is a plain directory used as the overlay's lower as it is (`embedded` or
-    /// `directory`): no hash, no export, no mounts of its own.
+    /// `directory`): no hash, no export, no mounts of its own; its manifest not yet taken.
     pub fn plain_directory(kind: ImageKind, dir: PathBuf) -> ImageState {
         ImageState {
             kind,
@@ -252,6 +264,8 @@ impl ImageState {
             loop_device: None,
             fstype: None,
             partition: None,
+            manifest: None,
+            file_stat: None,
         }
     }
 }

@@ -21,7 +21,8 @@ struct Fixture {
 }
 
 /// An existing slot 1 whose holder is this test process, with binaries (two small files),
-/// `config.json`, optionally a complete snapshot, no overlay and no image.
+/// `config.json`, a directory image (`image/` beside the state dir) with its manifest,
+/// optionally a complete snapshot, and no overlay.
 fn existing(snapshot: bool, phase: Phase) -> Fixture {
     let tmp = tempfile::tempdir().unwrap();
     let sd = tmp.path().join("state");
@@ -44,6 +45,13 @@ fn existing(snapshot: bool, phase: Phase) -> Fixture {
     fs::create_dir_all(me.join("net")).unwrap();
     std::os::unix::fs::symlink("/proc/self/ns/net", me.join("ns/net")).unwrap();
     std::os::unix::fs::symlink("/proc/self/net/dev", me.join("net/dev")).unwrap();
+    let img = tmp.path().join("image");
+    fs::create_dir_all(img.join("var/www")).unwrap();
+    fs::write(img.join("var/www/index.html"), b"hello\n").unwrap();
+    let mut image = ImageState::plain_directory(ImageKind::Directory, img.clone());
+    image.manifest =
+        Some(super::image_check::record_manifest(&img, &paths.image_manifest()).unwrap());
+    st.image = Some(image);
     if snapshot {
         snapshot_for(&mut st, &paths.root);
     }
@@ -175,6 +183,46 @@ fn a_failed_gate_stops_reset_before_any_runtime_change() {
     let (r, trace) = drive(Verb::Reset, &f.sd, Some("running"), |_| {});
     assert_eq!(r.unwrap_err().gate.as_deref(), Some("snapshot-complete"));
     assert!(!trace.iter().any(|e| destructive(e)), "{trace:#?}");
+}
+
+/// A file of the directory image edited after provision: snapshot, restore and reset refuse at
+/// `image-unchanged`, naming the file, before any step or runtime change; the phase is kept.
+#[test]
+fn an_image_edited_after_provision_stops_every_verb_before_its_first_step() {
+    for (verb, phase, status) in [
+        (Verb::Snapshot, Phase::Running, Some("running")),
+        (Verb::Restore, Phase::Checkpointed, None),
+        (Verb::Reset, Phase::Running, Some("running")),
+    ] {
+        let f = existing(true, phase);
+        let html = f
+            .paths
+            .state_dir
+            .parent()
+            .unwrap()
+            .join("image/var/www/index.html");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        fs::write(&html, b"CHANGED\n").unwrap();
+        let (r, trace) = drive(verb, &f.sd, status, |_| {});
+        let e = r.unwrap_err();
+        assert_eq!(
+            (e.exit_code(), e.gate.as_deref()),
+            (1, Some("image-unchanged")),
+            "{verb:?}: {e}"
+        );
+        assert!(
+            e.message
+                .contains("changed ./var/www/index.html (size 6 → 8, mtime, ctime)"),
+            "{e}"
+        );
+        assert!(
+            !trace.iter().any(|e| destructive(e)),
+            "{verb:?}: {trace:#?}"
+        );
+        assert!(!trace.iter().any(|e| e.starts_with("step ")), "{trace:#?}");
+        assert_eq!(f.state().phase, phase);
+        assert!(f.paths.root.join("snapshot-t").is_dir());
+    }
 }
 
 #[test]
