@@ -21,6 +21,8 @@
 //! [`crate::oci::Container`], so the gate order is unit-tested with a recording fake.
 
 mod advice;
+#[cfg(test)]
+mod advice_tests;
 mod cgroup_procs;
 pub mod cgroups;
 pub mod checkpoint_images;

@@ -100,7 +100,7 @@ fn fake_env<'e>(events: &Events, make: &'e Make, sd: &Path) -> SlotEnv<'e> {
 }
 
 /// Runs `verb` with the fake (container `status`); returns the result and the trace.
-fn drive(
+pub(super) fn drive(
     verb: Verb,
     sd: &Path,
     status: Option<&str>,
@@ -123,7 +123,7 @@ fn pos(trace: &[String], event: &str) -> usize {
 }
 
 /// The runtime calls that change a container.
-fn destructive(e: &str) -> bool {
+pub(super) fn destructive(e: &str) -> bool {
     ["create", "start", "checkpoint", "restore", "kill", "delete"]
         .iter()
         .any(|v| e.starts_with(&format!("runtime {v} ")))
@@ -591,150 +591,4 @@ fn the_binaries_difference_names_each_binary_against_its_pin() {
         )),
         "{line}"
     );
-}
-
-#[test]
-fn a_slot_whose_provision_stopped_before_its_state_says_what_to_do() {
-    let tmp = tempfile::tempdir().unwrap();
-    let sd = tmp.path().join("state");
-    layout::check_state_dir(&sd, StateDirUse::Create).unwrap();
-    let paths = SlotPaths::new(&sd, 1);
-    layout::create_slot(&paths).unwrap();
-    layout::journal_append(
-        &paths.journal(),
-        "provision",
-        "end",
-        false,
-        "interrupted by SIGINT",
-    )
-    .unwrap();
-    for verb in [Verb::Cleanup, Verb::Restore] {
-        let (r, trace) = drive(verb, &sd, None, |_| {});
-        let e = r.unwrap_err();
-        assert_eq!(
-            (e.exit_code(), e.gate.as_deref()),
-            (1, Some("slot-state")),
-            "{e}"
-        );
-        let m = e.to_string();
-        assert!(
-            m.contains("slot 1 has no state: its provision ended at")
-                && m.contains("(interrupted by SIGINT) before recording anything")
-                && m.contains("provision another slot number"),
-            "{m}"
-        );
-        assert!(!trace.iter().any(|e| destructive(e)), "{trace:#?}");
-    }
-}
-
-/// An interrupted provision that had not written `state.json` (and left nothing live) is told
-/// the same as the `slot-state` gate tells its cleanup — nothing to release, move the folder,
-/// another slot number — not to run a cleanup that refuses; once `state.json` exists (or
-/// something is live), the cleanup / release-by-hand advice.
-#[test]
-fn a_provision_stopped_before_its_state_is_told_nothing_is_left() {
-    let tmp = tempfile::tempdir().unwrap();
-    let p = SlotPaths::new(tmp.path(), 5);
-    fs::create_dir_all(&p.root).unwrap();
-    let next = super::interruption::interruption_next(true, &p);
-    assert!(
-        next.contains("slot 5 has no state")
-            && next.contains("provision another slot number")
-            && !next.contains("netprobe slot cleanup"),
-        "{next}"
-    );
-    let nothing = serde_json::json!({"holder": {"alive": false}, "mounts_under_slot": []});
-    let a = super::status::unreadable_state_advice(&p, "missing", &nothing);
-    assert!(
-        a.contains("slot 5 has no state") && !a.contains("delete -f"),
-        "{a}"
-    );
-    let mounted = serde_json::json!({"holder": {"alive": false}, "mounts_under_slot": ["/x"]});
-    let a = super::status::unreadable_state_advice(&p, "missing", &mounted);
-    assert!(a.contains("release by hand"), "{a}");
-    assert!(
-        a.contains("`<runtime> --root") && a.contains("no provision's verb.json"),
-        "{a}"
-    );
-    // The runtime the newest provision recorded is named, with the file that names it.
-    for (n, rt) in [("0001", "/opt/old/runc"), ("0003", "/opt/new/runc")] {
-        let d = p.evidence().join(format!("{n}-provision"));
-        fs::create_dir_all(&d).unwrap();
-        let doc = serde_json::json!({"facts": {"runtime": {"path": rt}}});
-        fs::write(d.join("verb.json"), doc.to_string()).unwrap();
-    }
-    let a = super::status::unreadable_state_advice(&p, "missing", &mounted);
-    let want = format!(
-        "`/opt/new/runc --root {} delete -f {}` (the runtime provision recorded: {})",
-        p.runtime_root().display(),
-        p.container_id(),
-        p.evidence().join("0003-provision/verb.json").display()
-    );
-    assert!(a.contains(&want), "{a}");
-    // No entry for the container under the runtime root: nothing to delete, and no runtime
-    // command is given for it.
-    let entry = p.runtime_root().join(p.container_id());
-    let gone = serde_json::json!({"holder": {"alive": false}, "mounts_under_slot": ["/x"],
-        "runtime_state_entry": {"path": entry.display().to_string(), "exists": false}});
-    let a = super::status::unreadable_state_advice(&p, "missing", &gone);
-    assert!(
-        a.contains(&format!(
-            "the container (none: the runtime root holds no {}",
-            entry.display()
-        )) && !a.contains("delete -f"),
-        "{a}"
-    );
-    fs::write(p.state(), b"{}").unwrap();
-    let next = super::interruption::interruption_next(true, &p);
-    assert!(next.contains("netprobe slot cleanup --slot 5"), "{next}");
-    let next = super::interruption::interruption_next(false, &p);
-    assert!(
-        next.starts_with("`netprobe slot status --slot 5 --state-dir ")
-            && next.contains("`advice`"),
-        "{next}"
-    );
-}
-
-/// `slot status` of an overlay remounted by other hands (`live.overlay_volatile.agrees` false)
-/// says what the mount table and state.json each say, and what the next restore does; nothing
-/// when they agree or no overlay is mounted.
-#[test]
-fn an_overlay_remounted_by_other_hands_gets_advice() {
-    let live = |v: serde_json::Value| serde_json::json!({ "overlay_volatile": v });
-    let note = super::status::overlay_volatile_note;
-    let a = note(&live(
-        serde_json::json!({"recorded": true, "mounted": false, "agrees": false}),
-    ))
-    .unwrap();
-    assert!(
-        a.contains("mounted without `volatile` but state.json records it with `volatile`")
-            && a.contains("next `slot restore` or `slot reset`"),
-        "{a}"
-    );
-    let agree = serde_json::json!({"recorded": true, "mounted": true, "agrees": true});
-    assert_eq!(note(&live(agree)), None);
-    assert_eq!(note(&live(serde_json::Value::Null)), None);
-}
-
-/// `slot status` of a slot whose overlay was unmounted by other hands while the phase says the
-/// container runs on it: the snapshot gate that will refuse, and reset (or cleanup without a
-/// complete snapshot).
-#[test]
-fn an_overlay_unmounted_by_other_hands_gets_advice() {
-    let p = SlotPaths::new(Path::new("/var/lib/np"), 4);
-    let note = super::status::overlay_unmounted_note;
-    let gone = serde_json::json!({"overlay_mounted": false});
-    let a = note(&p, Phase::Running, &gone, true).unwrap();
-    assert!(
-        a.contains("gate overlay-mounted")
-            && a.contains(
-                "`netprobe slot reset --slot 4 --state-dir /var/lib/np` mounts a new overlay run"
-            ),
-        "{a}"
-    );
-    let a = note(&p, Phase::Ready, &gone, false).unwrap();
-    assert!(a.contains("`netprobe slot cleanup --slot 4"), "{a}");
-    assert_eq!(note(&p, Phase::Checkpointed, &gone, true), None);
-    let there = serde_json::json!({"overlay_mounted": true});
-    assert_eq!(note(&p, Phase::Running, &there, true), None);
 }
