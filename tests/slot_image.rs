@@ -247,6 +247,9 @@ fn an_edited_embedded_image_is_refused_before_snapshot_reset_and_restore() {
         .join(state(&sd, 84).snapshot.unwrap().dir);
     let holders = holder_pids(&sd);
 
+    let live = |sd: &std::path::Path| ok(Verb::Status, "84", sd).to_json();
+    let doc = live(&sd);
+    assert_eq!(doc["live"]["image_unchanged"]["proven"], true, "{doc:#}");
     let html = img.lower.join("var/www/index.html");
     std::thread::sleep(std::time::Duration::from_millis(20));
     let was = std::fs::read(&html).unwrap();
@@ -272,6 +275,23 @@ fn an_edited_embedded_image_is_refused_before_snapshot_reset_and_restore() {
             "{verb:?} left the container running"
         );
     }
+    // Status says so before any verb is tried: the check, and the advice.
+    let doc = live(&sd);
+    assert_eq!(doc["live"]["image_unchanged"]["proven"], false, "{doc:#}");
+    assert!(
+        doc["live"]["image_unchanged"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("changed ./var/www/index.html"),
+        "{doc:#}"
+    );
+    assert!(
+        doc["advice"]
+            .as_str()
+            .is_some_and(|a| a.starts_with("the image changed since provision")),
+        "{doc:#}"
+    );
+    assert_valid(&slot_state_validator(), &doc);
     assert!(snap_dir.join("manifest.json").is_file());
     assert_eq!(state(&sd, 84).phase, netprobe::slot::Phase::Running);
     assert!(holders.iter().all(|p| !gone(*p)), "{holders:?}");

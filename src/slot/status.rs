@@ -183,7 +183,11 @@ fn status_advice(
                 }),
             };
             let overlay = st.and_then(|s| overlay_unmounted_note(p, s.phase, live, snapshot_ok));
-            let next = [next, overlay, overlay_volatile_note(live)]
+            // An image changed since provision stops every later verb but cleanup.
+            let image = (live["image_unchanged"]["proven"] == false).then(|| {
+                "the image changed since provision (`live.image_unchanged` names what): snapshot, restore and reset refuse (gate image-unchanged) until the slot is cleaned up and another provisioned".to_string()
+            });
+            let next = [image, next, overlay, overlay_volatile_note(live)]
                 .into_iter()
                 .flatten()
                 .reduce(|a, b| format!("{a}; {b}"));
@@ -262,8 +266,20 @@ fn live_facts(run: &mut VerbRun, st: &SlotState, busy: bool) -> Value {
         Value::Null
     };
     let img = st.image.as_ref();
+    // The `image-unchanged` gate's check, where it is cheap (a walk of a directory image's
+    // metadata, one stat of a qcow2): never a whole-file hash of a qcow2 with no recorded stat.
+    let image_unchanged = match img {
+        Some(i) if i.manifest.is_some() || i.file_stat.is_some() => {
+            match super::image_check::image_unchanged(st, &run.paths) {
+                Ok(d) => json!({"proven": true, "detail": d}),
+                Err(d) => json!({"proven": false, "detail": d}),
+            }
+        }
+        _ => Value::Null,
+    };
     json!({
         "holder": holder,
+        "image_unchanged": image_unchanged,
         "sealed_copies": sealed,
         "container": container,
         "left_processes": left,
