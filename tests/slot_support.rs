@@ -426,3 +426,22 @@ pub fn private_copy(dir: &Path, name: &str, src: &Path) -> PathBuf {
     netprobe::evidence::fsio::wait_no_writer(&p, netprobe::evidence::fsio::NO_WRITER_WAIT).unwrap();
     p
 }
+
+/// The error of a verb expected to fail (panics when it succeeds).
+pub fn err(a: &SlotArgs) -> netprobe::slot::SlotError {
+    match run_verb(a) {
+        Ok(o) => panic!("{} unexpectedly succeeded: {}", a.verb.as_str(), o.summary),
+        Err(e) => e,
+    }
+}
+
+/// Asserts a gate error: exit code, gate, and a message naming the slot and the gate.
+pub fn assert_gate_err(e: &netprobe::slot::SlotError, slot: &str, gate: &str, code: i32) {
+    assert_eq!(e.exit_code(), code, "{e}");
+    assert_eq!(e.gate.as_deref(), Some(gate), "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains(&format!("slot {slot}")) && text.contains(gate),
+        "{text}"
+    );
+}
