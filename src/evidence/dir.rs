@@ -584,13 +584,23 @@ impl EvidenceDir {
     ///
     /// Errors: [`EvidenceError::Io`] (unreadable entry), [`EvidenceError::NotAFile`].
     pub fn inventory(&self) -> Result<Vec<Artifact>, EvidenceError> {
+        // The result is not its own artifact; the incomplete marker is removed once the result
+        // is written.
+        self.inventory_except(&[RESULT_FILE, INCOMPLETE_FILE])
+    }
+
+    /// Every file under the folder except those whose relative path is one of `skip`, sorted by
+    /// relative `/`-separated path, each hashed by streaming (a slot verb's `verb.json` lists
+    /// its folder so, leaving out itself and the notes written after it).
+    ///
+    /// Errors: [`EvidenceError::Io`] (unreadable entry), [`EvidenceError::NotAFile`] (a
+    /// symlink, FIFO, socket or device: never opened).
+    pub fn inventory_except(&self, skip: &[&str]) -> Result<Vec<Artifact>, EvidenceError> {
         let mut files = Vec::new();
         walk(&self.root, "", &mut files)?;
         let mut out = Vec::with_capacity(files.len());
         for (rel, path) in files {
-            // The result is not its own artifact; the incomplete marker is removed once the
-            // result is written.
-            if rel == RESULT_FILE || rel == INCOMPLETE_FILE {
+            if skip.contains(&rel.as_str()) {
                 continue;
             }
             let (sha256, bytes) = sha256_file(&path).map_err(io_err("hash", &path))?;

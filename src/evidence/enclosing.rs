@@ -26,6 +26,21 @@ pub const SLOT_STATE_DIR_MARKER: &str = ".netprobe-state-dir";
 pub const SLOT_OWNER_FILE: &str = "owner.json";
 /// Name of a slot verb's outcome document in its evidence folder.
 pub const SLOT_VERB_FILE: &str = "verb.json";
+/// Name of the gates an interrupted slot verb had evaluated (`slot::interruption`).
+pub const SLOT_GATES_SO_FAR_FILE: &str = "gates-so-far.json";
+/// The files of a slot verb's evidence folder that its `verb.json`'s `artifacts` never lists
+/// (and `netprobe report` does not require listed): `verb.json` itself; what may be written
+/// after it — by a signal that came as the verb ended (`interrupted.txt`, `gates-so-far.json`)
+/// or by a verb whose end could not write all it should (`incomplete.txt`, which only grows);
+/// the reports `netprobe report` derives into the folder (`report.md`, `report.html`).
+pub const SLOT_VERB_UNLISTED: [&str; 6] = [
+    SLOT_VERB_FILE,
+    INTERRUPTED_FILE,
+    SLOT_GATES_SO_FAR_FILE,
+    INCOMPLETE_FILE,
+    "report.md",
+    "report.html",
+];
 
 /// The files that mark a folder netprobe wrote, each with what that folder is. The first found
 /// (in this order) names the folder.

@@ -91,6 +91,59 @@ fn overlay_options_in<'a>(text: &'a str, mount_point: &Path) -> Option<&'a str> 
     f.nth(1)
 }
 
+/// The filesystem a path lives on, as the mount table shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountedFs {
+    /// Where it is mounted (the deepest mount point at or above the path; the last mounted
+    /// there when several are stacked).
+    pub mount_point: PathBuf,
+    /// Its type, e.g. `tmpfs`, `ext4`.
+    pub fstype: String,
+    /// Its source, e.g. `/dev/vda`, `tmpfs`.
+    pub source: String,
+}
+
+/// The filesystem `path` lives on ([`MountedFs`]): `path` is made absolute and resolved
+/// (symlinks, `..`) as far as it exists, then matched against `/proc/self/mountinfo`. `None`
+/// when the mount table cannot be read or names no mount above it.
+pub fn filesystem_of(path: &Path) -> Option<MountedFs> {
+    let real = path
+        .ancestors()
+        .find_map(|a| std::fs::canonicalize(a).ok().map(|r| (a, r)))
+        .map(|(a, r)| r.join(path.strip_prefix(a).unwrap_or(Path::new(""))))?;
+    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    filesystem_of_in(&text, &real)
+}
+
+/// [`filesystem_of`] over a mountinfo text and an absolute, resolved `path`: the line of the
+/// deepest mount point at or above `path`, the last such line when several are stacked there.
+fn filesystem_of_in(text: &str, path: &Path) -> Option<MountedFs> {
+    let mut best: Option<MountedFs> = None;
+    for line in text.lines() {
+        let Some(mp) = line.split(' ').nth(4).map(unescape).map(PathBuf::from) else {
+            continue;
+        };
+        let Some((_, tail)) = line.split_once(" - ") else {
+            continue;
+        };
+        let mut f = tail.split(' ');
+        let (Some(fstype), Some(source)) = (f.next(), f.next()) else {
+            continue;
+        };
+        let deeper = best
+            .as_ref()
+            .is_none_or(|b| mp.components().count() >= b.mount_point.components().count());
+        if path.starts_with(&mp) && deeper {
+            best = Some(MountedFs {
+                mount_point: mp,
+                fstype: fstype.to_string(),
+                source: unescape(source),
+            });
+        }
+    }
+    best
+}
+
 /// Decodes mountinfo's `\ooo` octal escapes.
 fn unescape(s: &str) -> String {
     let b = s.as_bytes();
@@ -141,6 +194,29 @@ mod tests {
         assert_eq!(v("/s/new"), Some(true));
         assert_eq!(v("/s/other"), None);
         assert_eq!(v("/s/none"), None);
+    }
+
+    #[test]
+    fn a_path_lives_on_the_deepest_mount_above_it_the_last_stacked_one() {
+        use std::path::{Path, PathBuf};
+        let text = "22 1 0:21 / / rw - ext4 /dev/vda rw\n\
+                    30 22 0:40 / /tmp/s rw - tmpfs netprobe-test rw,size=3072k\n\
+                    31 30 0:41 / /tmp/s rw - tmpfs second rw\n\
+                    32 22 0:42 / /tmp/s\\040x rw - tmpfs spaced rw\n\
+                    33 22 0:43 / /tmp/sx rw - tmpfs sibling rw\n";
+        let of = |p: &str| super::filesystem_of_in(text, Path::new(p)).unwrap();
+        let s = of("/tmp/s/slot-61/evidence");
+        assert_eq!(
+            (s.mount_point, s.fstype.as_str(), s.source.as_str()),
+            (PathBuf::from("/tmp/s"), "tmpfs", "second")
+        );
+        assert_eq!(of("/tmp/sx/a").source, "sibling");
+        assert_eq!(of("/tmp/s x/a").source, "spaced");
+        assert_eq!(of("/var/lib").mount_point, PathBuf::from("/"));
+        assert_eq!(super::filesystem_of_in("", Path::new("/x")), None);
+        // The real table names some mount for an existing path and for one not made yet.
+        assert!(super::filesystem_of(Path::new("/proc/self")).is_some());
+        assert!(super::filesystem_of(Path::new("/tmp/no/such/folder")).is_some());
     }
 
     #[test]

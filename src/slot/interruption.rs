@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// The file of the gates an interrupted verb had evaluated, in order (as `gates.json`).
-pub const GATES_SO_FAR_FILE: &str = "gates-so-far.json";
+pub const GATES_SO_FAR_FILE: &str = crate::evidence::enclosing::SLOT_GATES_SO_FAR_FILE;
 
 /// What the note is made of, shared with the running verb.
 pub(crate) struct NoteInputs {
