@@ -469,7 +469,7 @@ fn an_edited_verb_json_is_named_against_the_journal() {
     assert_eq!(reproduced, Some(false));
     let md = std::fs::read_to_string(path).unwrap();
     assert!(
-        md.contains("**NOT VERIFIED**: these verb.json files differ"),
+        md.contains("**NOT VERIFIED**: this evidence differs from what the slot recorded when each verb ended"),
         "{md}"
     );
     assert!(
@@ -544,4 +544,121 @@ fn an_edited_verb_json_is_named_against_the_journal() {
             "{md}"
         );
     }
+}
+
+/// A finished verb's `verb.json` lists its other files (path, bytes, sha256, as the slot driver
+/// writes it); `netprobe report` hashes them again. An edited `netstate-after.json`,
+/// `gates.json` or `cgroup-limits-restore.json`, a line appended to `criu-work/restore.log`, a
+/// listed file removed, a file added: each is a MISMATCH naming the file and the page says NOT
+/// VERIFIED (the binary exits 1) while `verb.json` itself still matches the journal.
+#[test]
+fn a_listed_file_edited_after_its_verb_is_named() {
+    use netprobe::evidence::EvidenceDir;
+    use netprobe::evidence::enclosing::SLOT_VERB_UNLISTED;
+    let tmp = tempfile::tempdir().unwrap();
+    let slot = make_slot(tmp.path());
+    let rd = slot.join("evidence/0003-restore");
+    std::fs::write(rd.join("netstate-after.json"), "{\"links\": []}\n").unwrap();
+    std::fs::write(rd.join("gates.json"), "[]").unwrap();
+    std::fs::write(rd.join("cgroup-limits-restore.json"), "{\"cpu\": 1}").unwrap();
+    std::fs::create_dir(rd.join("criu-work")).unwrap();
+    std::fs::write(rd.join("criu-work/restore.log"), "(00.000001) restored\n").unwrap();
+    let listed = EvidenceDir::open(&rd)
+        .unwrap()
+        .inventory_except(&SLOT_VERB_UNLISTED)
+        .unwrap();
+    let p = rd.join("verb.json");
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+    v["artifacts"] = json!(listed);
+    write_json(&p, &v);
+    journal_every_verb(&slot);
+    let report = || {
+        let (path, reproduced) =
+            netprobe::report::write_report_verified(&slot, Format::Markdown, |_, _| None).unwrap();
+        (std::fs::read_to_string(path).unwrap(), reproduced)
+    };
+    let (md, reproduced) = report();
+    assert_ne!(reproduced, Some(false), "{md}");
+    assert!(
+        md.contains(&format!(
+            "Files against verb.json: the folder's {} other file(s) have the sha256 and size verb.json lists",
+            listed.len()
+        )),
+        "{md}"
+    );
+    assert!(
+        md.contains("Files against verb.json: verb.json lists no artifacts"),
+        "the older verbs (no list) are unchecked: {md}"
+    );
+
+    type Edit = fn(&Path);
+    let edits: [(&str, Edit); 4] = [
+        ("netstate-after.json", |f| {
+            std::fs::write(f, "{\"links\": [1]}\n").unwrap()
+        }),
+        ("gates.json", |f| std::fs::write(f, "[{}]").unwrap()),
+        ("cgroup-limits-restore.json", |f| {
+            std::fs::write(f, "{\"cpu\": 2}").unwrap()
+        }),
+        ("criu-work/restore.log", |f| {
+            let mut l = std::fs::OpenOptions::new().append(true).open(f).unwrap();
+            std::io::Write::write_all(&mut l, b"(00.000002) edited\n").unwrap();
+        }),
+    ];
+    for (file, edit) in edits {
+        let f = rd.join(file);
+        let orig = std::fs::read(&f).unwrap();
+        edit(&f);
+        let (md, reproduced) = report();
+        assert_eq!(reproduced, Some(false), "{file}: {md}");
+        assert!(
+            md.contains(&format!("- MISMATCH: 0003-restore: {file}: sha256 "))
+                && md.contains("the file was changed after the verb wrote it"),
+            "{file}: {md}"
+        );
+        assert!(
+            md.contains("verb.json has the sha256 journal.jsonl recorded"),
+            "{md}"
+        );
+        if file == "netstate-after.json" {
+            // The binary exits 1 and names the file on stderr.
+            let o = std::process::Command::new(env!("CARGO_BIN_EXE_netprobe"))
+                .arg("report")
+                .arg(&slot)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(1), "{err}");
+            assert!(
+                err.contains("MISMATCH: 0003-restore: netstate-after.json: sha256 "),
+                "{err}"
+            );
+        }
+        std::fs::write(&f, orig).unwrap();
+    }
+    assert_ne!(report().1, Some(false), "all put back");
+
+    // A listed file removed, a file added.
+    let limits = rd.join("cgroup-limits-restore.json");
+    let orig = std::fs::read(&limits).unwrap();
+    std::fs::remove_file(&limits).unwrap();
+    std::fs::write(rd.join("added.txt"), "x").unwrap();
+    let (md, reproduced) = report();
+    assert_eq!(reproduced, Some(false));
+    assert!(
+        md.contains("- MISMATCH: 0003-restore: cgroup-limits-restore.json: listed in verb.json"),
+        "{md}"
+    );
+    assert!(
+        md.contains("- MISMATCH: 0003-restore: added.txt: in the folder but not among the artifacts verb.json lists"),
+        "{md}"
+    );
+    std::fs::write(&limits, orig).unwrap();
+    std::fs::remove_file(rd.join("added.txt")).unwrap();
+    // A report written into the verb folder itself is not an added file.
+    let (path, reproduced) =
+        netprobe::report::write_report_verified(&rd, Format::Markdown, |_, _| None).unwrap();
+    assert_eq!(path, rd.join("report.md"));
+    assert_ne!(reproduced, Some(false));
+    assert_ne!(report().1, Some(false));
 }

@@ -68,9 +68,12 @@ impl Execute for ReportCmd {
                     && netprobe::report::slot_folder_kind(&self.dir).is_some()
                 {
                     eprintln!(
-                        "netprobe: a verb.json in {} differs from what the slot's journal.jsonl recorded at that verb's end; the report says NOT VERIFIED and names it",
+                        "netprobe: evidence in {} differs from what the slot recorded when its verbs ended (journal.jsonl holds each verb.json's sha256, verb.json each other file's); the report says NOT VERIFIED:",
                         self.dir.display()
                     );
+                    for m in netprobe::report::slot_mismatches(&self.dir) {
+                        eprintln!("  MISMATCH: {m}");
+                    }
                     return ExitClass::Gate.into();
                 }
                 if reproduced == Some(false) {

@@ -16,6 +16,7 @@ pub mod markdown;
 mod matrix_view;
 mod network_view;
 pub mod progress;
+mod slot_artifacts;
 mod slot_view;
 mod template;
 mod view;
@@ -321,7 +322,8 @@ pub fn write_report_verified(
         return write_atomic_report(dir, format, &text).map(|p| (p, reproduced));
     }
     if dir.is_dir() && slot_view::SlotSource::detect(dir).is_some() {
-        // `Some(false)` when a verb.json differs from the journal's record; else no claim.
+        // `Some(false)` when a verb.json differs from the journal's record or a file from
+        // its verb.json's artifacts; else no claim.
         let (text, all_match) = slot_report_checked(dir, format);
         return write_atomic_report(dir, format, &text).map(|p| (p, (!all_match).then_some(false)));
     }
@@ -413,8 +415,20 @@ pub fn slot_report(dir: &Path, format: Format) -> String {
     slot_report_checked(dir, format).0
 }
 
+/// What differs in the slot folder or verb folder `dir` from what the slot recorded when each
+/// verb ended (the MISMATCH lines of its report: a `verb.json` against the journal's sha256, a
+/// file against `verb.json`'s artifacts, a journal line that is not an entry); empty when
+/// nothing does, or when `dir` is not a slot or verb folder.
+pub fn slot_mismatches(dir: &Path) -> Vec<String> {
+    match slot_view::SlotSource::detect(dir) {
+        Some(source) => slot_view::SlotPage::new(dir, source).differs,
+        None => Vec::new(),
+    }
+}
+
 /// [`slot_report`], and whether every verb's `verb.json` that the journal recorded a sha256 for
-/// still has it (false: the page says NOT VERIFIED and names each one that differs).
+/// still has it and every file it lists still has its sha256 (false: the page says NOT
+/// VERIFIED and names each one that differs).
 fn slot_report_checked(dir: &Path, format: Format) -> (String, bool) {
     let source = slot_view::SlotSource::detect(dir).unwrap_or(slot_view::SlotSource::Slot);
     let page = slot_view::SlotPage::new(dir, source);

@@ -50,12 +50,37 @@ fn note_line(verb_dir: &Path) -> Option<String> {
     }
 }
 
+/// The note a verb leaves when it could not write all of its evidence.
+const INCOMPLETE_NOTE: &str = crate::evidence::dir::INCOMPLETE_FILE;
+
+/// The first line of the verb folder's `incomplete.txt` (which a verb that could not write
+/// all of its evidence leaves), when it has one.
+fn incomplete_line(verb_dir: &Path) -> Option<String> {
+    let p = verb_dir.join(INCOMPLETE_NOTE);
+    if !p.is_file() {
+        return None;
+    }
+    let line = crate::evidence::dir::note_first_line(&p);
+    Some(match line.as_str() {
+        "(empty)" => "(empty: the disk took no byte of it)".to_string(),
+        _ => line,
+    })
+}
+
 /// Why a verb folder has no readable `verb.json`: interrupted (outcome `interrupted`, the first
-/// line of its `interrupted.txt`: [`note_line`]), else `incomplete` with the read error.
+/// line of its `interrupted.txt`: [`note_line`]), else `incomplete` — with the first line of
+/// its `incomplete.txt` when it has one (a verb that could not write all of its evidence) —
+/// and the read error.
 fn unfinished(verb_dir: &Path, why: String) -> (&'static str, String) {
-    match note_line(verb_dir) {
-        Some(line) => ("interrupted", line),
-        None => ("incomplete", why),
+    match (note_line(verb_dir), incomplete_line(verb_dir)) {
+        (Some(line), _) => ("interrupted", line),
+        (None, Some(line)) => (
+            "incomplete",
+            format!(
+                "the verb could not write its {VERB_FILE} (its {INCOMPLETE_NOTE}: {line}); {why}"
+            ),
+        ),
+        (None, None) => ("incomplete", why),
     }
 }
 
@@ -114,6 +139,10 @@ struct VerbDoc {
     /// An interrupted verb's signal (absent from a finished verb's `verb.json`).
     #[serde(default)]
     interrupted: Option<InterruptedDoc>,
+    /// A finished verb's other files (path, bytes, sha256; absent from an interrupted verb's
+    /// and from those written before netprobe listed them).
+    #[serde(default)]
+    artifacts: Option<Vec<crate::evidence::result::Artifact>>,
 }
 
 /// The `interrupted` object of an interrupted verb's `verb.json`, the field the report shows.
@@ -136,8 +165,9 @@ pub(crate) struct SlotPage {
     pub verbs: Vec<VerbView>,
     /// Declared differences of the last readable verb.
     pub declared: Vec<String>,
-    /// The verbs whose `verb.json` differs from what the journal recorded at their end
-    /// (`name: detail`); the page says NOT VERIFIED when any.
+    /// What differs from what the slot recorded when each verb ended (`name: detail`): a
+    /// `verb.json` against the journal's sha256, a file against `verb.json`'s artifacts, a
+    /// journal line that is not an entry; the page says NOT VERIFIED when any.
     pub differs: Vec<String>,
 }
 
@@ -180,6 +210,9 @@ pub(crate) struct VerbView {
     pub files: Vec<String>,
     /// `verb.json` against the journal's `end` entry for this folder ([`journal_check`]).
     pub journal: JournalCheck,
+    /// The folder's other files against the artifacts `verb.json` lists
+    /// ([`super::slot_artifacts::check`]).
+    pub artifacts: super::slot_artifacts::ArtifactCheck,
 }
 
 /// How a verb's `verb.json` compares with the sha256 the slot journal (`journal.jsonl`)
@@ -416,8 +449,13 @@ fn verb_view(
     prefix: &str,
     journal: &[crate::slot::layout::JournalEntry],
 ) -> (VerbView, Option<VerbDoc>) {
+    // A verb that could not write its verb.json said so in incomplete.txt: it did finish.
+    let unfinished_why = match verb_dir.join(INCOMPLETE_NOTE).is_file() {
+        true => "",
+        false => " (the verb did not finish)",
+    };
     let read = crate::evidence::read_recorded(&verb_dir.join(VERB_FILE))
-        .map_err(|e| format!("{VERB_FILE}: {e} (the verb did not finish)"))
+        .map_err(|e| format!("{VERB_FILE}: {e}{unfinished_why}"))
         .and_then(|b| {
             serde_json::from_slice::<VerbDoc>(&b).map_err(|e| format!("{VERB_FILE}: {e}"))
         });
@@ -457,7 +495,19 @@ fn verb_view(
         timings: Vec::new(),
         files,
         journal: journal_check(verb_dir, name, journal),
+        artifacts: super::slot_artifacts::check(
+            verb_dir,
+            doc.as_ref().and_then(|d| d.artifacts.as_deref()),
+        ),
     };
+    if v.journal.state == "DIFFERS"
+        && let Some(line) = incomplete_line(verb_dir)
+    {
+        // The verb said, when it ended, what it could not write (its journal end among them).
+        v.journal
+            .detail
+            .push_str(&format!(" (its {INCOMPLETE_NOTE} says: {line})"));
+    }
     let Some(d) = doc else { return (v, None) };
     let err = d.error.as_ref();
     v.verb = d.verb.clone();
@@ -583,6 +633,9 @@ impl SlotPage {
             if v.journal.state == "DIFFERS" {
                 page.differs
                     .push(format!("{}: {}", v.name, v.journal.detail));
+            }
+            for m in &v.artifacts.mismatches {
+                page.differs.push(format!("{}: {m}", v.name));
             }
             if let Some(d) = doc {
                 page.slot = Some(d.slot);

@@ -1,0 +1,181 @@
+//! A slot verb's evidence folder against the `artifacts` its `verb.json` lists (path relative
+//! to the folder, bytes, sha256 of every file the verb wrote before `verb.json`, as a run's
+//! result lists its artifacts): each file hashed again. With `verb.json`'s own sha256 in the
+//! slot's journal ([`super::slot_view`]), the chain journal → `verb.json` → every file holds:
+//! a file changed, missing or added after the verb wrote `verb.json` is a MISMATCH.
+//!
+//! The folder is listed and hashed by [`crate::evidence::EvidenceDir::inventory_except`], the
+//! listing the verb made its list with, leaving out the same files
+//! ([`crate::evidence::enclosing::SLOT_VERB_UNLISTED`]: `verb.json`, notes written after it,
+//! derived reports); a listed path is never opened by itself, so a name in `verb.json` that
+//! leaves the folder reads nothing.
+
+use crate::evidence::EvidenceDir;
+use crate::evidence::enclosing::SLOT_VERB_UNLISTED;
+use crate::evidence::result::Artifact;
+use serde::Serialize;
+use std::path::Path;
+
+/// How a verb folder's files compare with the artifacts its `verb.json` lists.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct ArtifactCheck {
+    /// `matches`, `DIFFERS` or `unchecked`.
+    pub state: &'static str,
+    /// The sentence the report shows.
+    pub detail: String,
+    /// One line per file that changed, is missing, or is in the folder but not listed.
+    pub mismatches: Vec<String>,
+}
+
+/// The first 12 characters of a sha256, for people.
+fn short(sha: &str) -> &str {
+    &sha[..sha.len().min(12)]
+}
+
+/// The files of `verb_dir` against `listed` (`verb.json`'s `artifacts`; `None`: it lists
+/// none — an interrupted verb's, or one written before netprobe listed them — so nothing is
+/// checked).
+pub(crate) fn check(verb_dir: &Path, listed: Option<&[Artifact]>) -> ArtifactCheck {
+    let Some(listed) = listed else {
+        return ArtifactCheck {
+            state: "unchecked",
+            detail: "verb.json lists no artifacts (an interrupted verb's, or one written before netprobe listed them): the folder's other files are not checked".into(),
+            mismatches: Vec::new(),
+        };
+    };
+    let on_disk =
+        match EvidenceDir::open(verb_dir).and_then(|d| d.inventory_except(&SLOT_VERB_UNLISTED)) {
+            Ok(files) => files,
+            Err(e) => {
+                return ArtifactCheck {
+                    state: "DIFFERS",
+                    detail: format!(
+                        "the folder cannot be listed to check the {} file(s) verb.json lists: {e}",
+                        listed.len()
+                    ),
+                    mismatches: vec![format!(
+                        "the folder cannot be listed to check the files verb.json lists: {e}"
+                    )],
+                };
+            }
+        };
+    let mut mismatches = Vec::new();
+    for a in listed {
+        match on_disk.iter().find(|f| f.path == a.path) {
+            Some(f) if f.sha256 == a.sha256 && f.bytes == a.bytes => {}
+            Some(f) => mismatches.push(format!(
+                "{}: sha256 {}… ({} bytes) is not the {}… ({} bytes) verb.json lists: the file was changed after the verb wrote it",
+                a.path,
+                short(&f.sha256),
+                f.bytes,
+                short(&a.sha256),
+                a.bytes
+            )),
+            None => mismatches.push(format!(
+                "{}: listed in verb.json ({}…, {} bytes) but not in the folder: removed after the verb wrote it",
+                a.path,
+                short(&a.sha256),
+                a.bytes
+            )),
+        }
+    }
+    for f in &on_disk {
+        if !listed.iter().any(|a| a.path == f.path) {
+            mismatches.push(format!(
+                "{}: in the folder but not among the artifacts verb.json lists: added after the verb wrote it",
+                f.path
+            ));
+        }
+    }
+    if mismatches.is_empty() {
+        ArtifactCheck {
+            state: "matches",
+            detail: format!(
+                "the folder's {} other file(s) have the sha256 and size verb.json lists",
+                listed.len()
+            ),
+            mismatches,
+        }
+    } else {
+        ArtifactCheck {
+            state: "DIFFERS",
+            detail: format!(
+                "{} of the folder's files differ from the artifacts verb.json lists",
+                mismatches.len()
+            ),
+            mismatches,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changed_missing_and_added_files_are_each_named() {
+        let d = tempfile::tempdir().unwrap();
+        let ev = EvidenceDir::open(d.path()).unwrap();
+        ev.write("gates.json", b"[]").unwrap();
+        ev.write("criu-work/restore.log", b"restored\n").unwrap();
+        ev.write("netstate-after.json", b"{}").unwrap();
+        let listed = ev.inventory_except(&SLOT_VERB_UNLISTED).unwrap();
+        // Written after verb.json: never listed, never a mismatch.
+        for late in SLOT_VERB_UNLISTED {
+            std::fs::write(d.path().join(late), "x").unwrap();
+        }
+        let c = check(d.path(), Some(&listed));
+        assert_eq!(c.state, "matches", "{c:?}");
+        assert!(c.detail.contains("3 other file(s)"), "{c:?}");
+        assert_eq!(check(d.path(), None).state, "unchecked");
+
+        let mut log = std::fs::OpenOptions::new()
+            .append(true)
+            .open(d.path().join("criu-work/restore.log"))
+            .unwrap();
+        std::io::Write::write_all(&mut log, b"appended\n").unwrap();
+        std::fs::remove_file(d.path().join("netstate-after.json")).unwrap();
+        std::fs::write(d.path().join("added.txt"), "x").unwrap();
+        let c = check(d.path(), Some(&listed));
+        assert_eq!(c.state, "DIFFERS");
+        assert_eq!(c.mismatches.len(), 3, "{c:#?}");
+        assert!(
+            c.mismatches[0].starts_with("criu-work/restore.log: sha256 ")
+                && c.mismatches[0].contains("(18 bytes) is not the")
+                && c.mismatches[0].contains("(9 bytes) verb.json lists"),
+            "{c:#?}"
+        );
+        assert!(
+            c.mismatches[1].starts_with("netstate-after.json: listed in verb.json"),
+            "{c:#?}"
+        );
+        assert!(
+            c.mismatches[2].starts_with("added.txt: in the folder but not among"),
+            "{c:#?}"
+        );
+    }
+
+    #[test]
+    fn a_listed_name_that_leaves_the_folder_is_never_opened_and_a_fifo_never_read() {
+        let root = tempfile::tempdir().unwrap();
+        let d = root.path().join("0003-restore");
+        std::fs::create_dir(&d).unwrap();
+        std::fs::write(root.path().join("owner.json"), "{}").unwrap();
+        let forged = [Artifact {
+            path: "../owner.json".into(),
+            bytes: 2,
+            sha256: crate::evidence::sha256_hex(b"{}"),
+        }];
+        let c = check(&d, Some(&forged));
+        assert_eq!(c.state, "DIFFERS");
+        assert!(c.mismatches[0].contains("not in the folder"), "{c:#?}");
+        nix::unistd::mkfifo(
+            &d.join("pipe"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        let c = check(&d, Some(&[]));
+        assert_eq!(c.state, "DIFFERS");
+        assert!(c.mismatches[0].contains("cannot be listed"), "{c:#?}");
+    }
+}
