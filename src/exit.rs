@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | 0 | [`ExitClass::Ok`] | ran; with `--expect`, the verdict matched; `verify` reproduced the result |
 //! | 1 | [`ExitClass::Gate`] | the verdict differs from `--expect`; a slot gate failed; `verify` did not reproduce; `diff` saw the verdict change |
-//! | 2 | [`ExitClass::Usage`] | bad arguments, unknown or out-of-order phase, an existing evidence folder (or one inside a folder netprobe wrote), an evidence folder netprobe cannot write into (also a full disk before the result), a malformed slot number, a folder without a readable result |
+//! | 2 | [`ExitClass::Usage`] | bad arguments, unknown or out-of-order phase, an existing evidence folder (or one inside a folder netprobe wrote), an evidence folder netprobe cannot write into (also a full disk before the result, and a slot verb that could not write all of its own record), a malformed slot number, a folder without a readable result |
 //! | 3 | [`ExitClass::HostRefused`] | not root, CRIU config file present, missing prerequisite, `criu check` fails, a leftover container of the same id |
 //! | 4 | [`ExitClass::CouldNotRun`] | a phase could not run (its evidence is kept); a slot verb could not run |
 //! | 128+N | — | interrupted by signal N (see [`crate::ns::cleanup`]) |

@@ -581,8 +581,15 @@ pub(crate) fn ready_gates(
 /// Creates folders. Errors: the folder that could not be created.
 pub(crate) fn mkdirs(run: &VerbRun, dirs: &[PathBuf]) -> Result<(), SlotError> {
     for d in dirs {
-        fs::create_dir_all(d)
-            .map_err(|e| run.step_err("mkdir", super::error::StepError::io(d)(e)))?;
+        fs::create_dir_all(d).map_err(|e| {
+            // A folder of the verb's evidence (CRIU's work folder) is evidence not written.
+            if let Some(rel) = run.ev.as_deref().and_then(|ev| d.strip_prefix(ev).ok()) {
+                let file = format!("{}/", rel.display());
+                let u = super::evidence_writes::Unwritten::io(&file, "create", &e);
+                run.unwritten.push(u);
+            }
+            run.step_err("mkdir", super::error::StepError::io(d)(e))
+        })?;
     }
     Ok(())
 }

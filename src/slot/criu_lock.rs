@@ -60,12 +60,21 @@ fn evidence_text(h: &ProcessIdentity, r: &Result<Unlocked, String>) -> String {
     t
 }
 
-/// Writes [`EVIDENCE_FILE`] in `ev` (best effort, atomic, never overwrites).
-fn write_evidence(ev: Option<&PathBuf>, h: &ProcessIdentity, r: &Result<Unlocked, String>) {
-    if let Some(d) = ev
-        && let Ok(dir) = EvidenceDir::open(d)
+/// On the signal path (no verb to record it): writes [`EVIDENCE_FILE`] in `ev` (atomic, never
+/// overwrites); the release list's sentence says when it could not be.
+fn write_evidence_on_signal(
+    ev: Option<&PathBuf>,
+    h: &ProcessIdentity,
+    r: &Result<Unlocked, String>,
+) -> String {
+    let Some(d) = ev else {
+        return String::new();
+    };
+    match EvidenceDir::open(d)
+        .and_then(|dir| dir.write(EVIDENCE_FILE, evidence_text(h, r).as_bytes()))
     {
-        let _ = dir.write(EVIDENCE_FILE, evidence_text(h, r).as_bytes());
+        Ok(_) => String::new(),
+        Err(e) => format!(" ({EVIDENCE_FILE} not written: {e})"),
     }
 }
 
@@ -80,10 +89,10 @@ pub fn on_signal(h: ProcessIdentity, ev: Option<PathBuf>) -> Registration {
                 return Some(format!("not checked: holder not proven ({e})"));
             }
             let r = release(&h);
-            write_evidence(ev.as_ref(), &h, &r);
+            let unwritten = write_evidence_on_signal(ev.as_ref(), &h, &r);
             Some(match r {
-                Ok(u) => u.summary(),
-                Err(e) => format!("FAILED: {e}"),
+                Ok(u) => format!("{}{unwritten}", u.summary()),
+                Err(e) => format!("FAILED: {e}{unwritten}"),
             })
         },
     )
@@ -96,7 +105,7 @@ pub fn on_signal(h: ProcessIdentity, ev: Option<PathBuf>) -> Registration {
 /// then decides on a new capture.
 pub(crate) fn before_capture(run: &mut VerbRun, h: &ProcessIdentity) {
     let r = release(h);
-    write_evidence(run.ev.as_ref(), h, &r);
+    run.ev_write(EVIDENCE_FILE, evidence_text(h, &r).as_bytes());
     match r {
         Ok(u) => {
             let d = format!(
@@ -133,7 +142,7 @@ pub(crate) fn after_failure(run: &mut VerbRun, st: &SlotState) -> Option<String>
         return None;
     }
     let r = release(&h);
-    write_evidence(run.ev.as_ref(), &h, &r);
+    run.ev_write(EVIDENCE_FILE, evidence_text(&h, &r).as_bytes());
     match r {
         Ok(u) if u.found.is_empty() => None,
         Ok(u) => {

@@ -98,7 +98,18 @@ fn gate_of(run: &mut VerbRun, id: GateId, r: &GateRecord) -> Result<(), SlotErro
     }
 }
 
+/// Step `display` could not run because of `e`; a PNG the gate could not write into the
+/// verb's evidence folder is recorded as not written too ([`VerbRun::unwritten`]).
 fn x11_err(run: &VerbRun, e: X11Error) -> SlotError {
+    if let (X11Error::Io { what, path, source }, Some(ev)) = (&e, run.ev.as_deref())
+        && let Ok(rel) = path.strip_prefix(ev)
+    {
+        // `Screenshot::write_png` writes `NAME.png.tmp`, then renames it to `NAME.png`.
+        let rel = rel.to_string_lossy();
+        let file = rel.strip_suffix(".tmp").unwrap_or(&rel);
+        run.unwritten
+            .push(super::evidence_writes::Unwritten::io(file, what, source));
+    }
     run.step_err("display", StepError::Tool(e.to_string()))
 }
 
@@ -338,9 +349,11 @@ impl Drop for PreparedBuffers {
 ///
 /// Errors: step `display` could not run (the write failed).
 fn copy_reference(run: &VerbRun, bytes: &[u8], dir: &Path) -> Result<PngArtifact, SlotError> {
-    let a = crate::evidence::EvidenceDir::open(dir)
-        .and_then(|d| d.write("screen-snapshot.png", bytes))
-        .map_err(|e| run.step_err("display", StepError::Tool(e.to_string())))?;
+    const NAME: &str = "screen-snapshot.png";
+    let a = run.ev_write_artifact(NAME, bytes).ok_or_else(|| {
+        let why = format!("{NAME} could not be written into {}", dir.display());
+        run.step_err("display", StepError::Tool(why))
+    })?;
     Ok(PngArtifact {
         file: a.path,
         sha256: a.sha256,

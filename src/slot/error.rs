@@ -70,6 +70,10 @@ impl From<String> for StepError {
     }
 }
 
+/// The `gate` of [`SlotError::evidence_incomplete`]: the verb's own record (its evidence
+/// folder, journal entries, last `state.json` update) could not all be written.
+pub const EVIDENCE_GATE: &str = "evidence";
+
 /// A failed slot verb. `Display` names the slot and, for gate failures, the gate.
 ///
 /// Source: produced by [`crate::slot::run_verb`]; the CLI maps it to an exit code with
@@ -130,6 +134,14 @@ impl SlotError {
         let mut e = Self::new(ExitClass::CouldNotRun, slot, Some(step), message);
         e.source = Some(Arc::new(cause));
         e
+    }
+
+    /// A verb whose own record could not all be written (evidence files, journal entries, its
+    /// last `state.json` update): exit 2, as an evidence folder netprobe cannot write into
+    /// (README's table); gate `evidence`. The message names the files, the state directory's
+    /// filesystem and the fix ([`super::evidence_writes::Incomplete::message`]).
+    pub fn evidence_incomplete(slot: &str, message: impl Into<String>) -> Self {
+        Self::new(ExitClass::Usage, slot, Some(EVIDENCE_GATE), message)
     }
 
     fn new(kind: ExitClass, slot: &str, gate: Option<&str>, message: impl Into<String>) -> Self {
@@ -223,6 +235,9 @@ impl fmt::Display for SlotError {
             )?,
             (ExitClass::CouldNotRun, Some(g)) => {
                 write!(f, "slot {slot}: step `{g}` could not run: {}", self.message)?
+            }
+            (ExitClass::Usage, Some(g)) if &**g == EVIDENCE_GATE => {
+                write!(f, "slot {slot}: {}", self.message)?
             }
             (ExitClass::Usage, _) => write!(f, "slot {slot}: usage: {}", self.message)?,
             (_, _) => write!(f, "slot {slot}: {}", self.message)?,

@@ -143,7 +143,7 @@ fn write_end(
     let declared = vrec::declared(st.as_ref(), &rec.extra_diffs, kind);
     let id = (n.verb.as_str(), n.paths.slot, n.started_at.as_str());
     let ending = Ending::Interrupted(interrupted);
-    let bytes = VerbDoc::new(id, ending, rec, st.map(|s| s.phase), &declared).to_bytes();
+    let bytes = VerbDoc::new(id, ending, rec, (st.map(|s| s.phase), &declared), None).to_bytes();
     match d.write(vrec::VERB_FILE, &bytes) {
         Ok(a) => {
             said.push_str(&format!(

@@ -503,7 +503,8 @@ pub struct JournalEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<String>,
     /// `end` only: sha256 (lower-case hex) of the `verb.json` written into that folder just
-    /// before, so `netprobe report` can tell an edited `verb.json` from the one the verb wrote.
+    /// before, so `netprobe report` can tell an edited `verb.json` from the one the verb wrote;
+    /// absent when no `verb.json` could be written (the detail then says why).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verb_sha256: Option<String>,
 }

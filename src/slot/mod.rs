@@ -34,6 +34,7 @@ pub mod criu_lock;
 pub mod crun;
 pub mod display;
 pub mod error;
+mod evidence_writes;
 mod fidelity;
 pub mod gate;
 mod half_state;
@@ -57,6 +58,7 @@ mod status;
 pub mod support;
 #[cfg(test)]
 mod tests;
+mod verb_end;
 pub mod verb_record;
 
 pub use error::{SlotError, StepError};
@@ -292,8 +294,9 @@ pub const EMBEDDED_IMAGE_DIFFERENCE: &str = "The default image is netprobe's emb
 /// Runs one slot verb. See the module docs for the order of checks.
 ///
 /// Errors: [`SlotError`] naming the slot and the failed gate or step; exit codes from
-/// [`SlotError::exit_class`] ([`crate::exit::ExitClass`]): 1 a gate failed, 2 usage, 3 host
-/// refused, 4 could not run.
+/// [`SlotError::exit_class`] ([`crate::exit::ExitClass`]): 1 a gate failed, 2 usage or a
+/// verb's own record (evidence, journal, last `state.json` update) not all written
+/// ([`SlotError::evidence_incomplete`]), 3 host refused, 4 could not run.
 pub fn run_verb(args: &SlotArgs) -> Result<SlotOutcome, SlotError> {
     let env = run::SlotEnv {
         make_runtime: &run::real_runtime,
@@ -406,6 +409,11 @@ fn with_existing(
     }
     st.last_verb = Some(vr.verb().into());
     st.last_ok = r.is_ok();
-    let _ = st.save_if_changed(&vr.paths.state());
+    if let Err(e) = st.save_if_changed(&vr.paths.state()) {
+        // The phase the verb saved stands; its last_verb and last_ok did not reach the file.
+        let file = vr.paths.state().display().to_string();
+        let why = format!("update of last_verb and last_ok: {e}");
+        vr.unwritten.push(evidence_writes::Unwritten { file, why });
+    }
     r.map(|s| (s, Some(st)))
 }

@@ -5,12 +5,14 @@
 //! one record shared with the verb's interruption note ([`super::verb_record`]).
 
 use super::error::{SlotError, StepError};
+use super::evidence_writes::{Unwritten, UnwrittenLog};
 use super::gate::{GateId, GateLog, Observed};
 use super::layout::{self, SlotLock, SlotPaths, StateDirUse};
 use super::state::SlotState;
 use super::support::ms_since;
-use super::verb_record::{self as vrec, Ending, VerbDoc, VerbRecord};
+use super::verb_record::{self as vrec, VerbRecord};
 use super::{SlotArgs, SlotOutcome};
+use crate::evidence::result::Artifact;
 use crate::evidence::{EvidenceDir, now_rfc3339};
 use crate::oci::{OciError, Runtime, RuntimeKind, RuntimeOps};
 use serde_json::Value;
@@ -19,6 +21,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+/// The runtime steps of a verb, appended one by one ([`VerbRun::rt_log`]).
+const RUNTIME_LOG: &str = "runtime.log";
+
+/// What a verb's own steps came to: its summary and the slot's state after it, or its error.
+pub(crate) type VerbResult = Result<(String, Option<SlotState>), SlotError>;
 
 /// Makes the runtime a verb drives: `(runtime binary, CRIU binary, runtime root, runtime kind,
 /// systemd cgroup driver)`.
@@ -92,6 +100,10 @@ pub(crate) struct VerbRun<'a> {
     /// they kept from before the hash to after it: recorded in `state.json` at the verb's end
     /// ([`super::sealed::SourceRefresh::apply`]), so the next verb compares by `stat` again.
     pub(crate) refreshed: super::sealed::SourceRefresh,
+    /// What the verb could not write of its own record (evidence files, journal entries, its
+    /// last `state.json` update), shared with the `pending` threads: any makes the verb fail at
+    /// its end ([`super::evidence_writes`]).
+    pub(crate) unwritten: UnwrittenLog,
 }
 
 impl<'a> VerbRun<'a> {
@@ -111,6 +123,7 @@ impl<'a> VerbRun<'a> {
             in_flight: Arc::default(),
             interruption: None,
             refreshed: Default::default(),
+            unwritten: UnwrittenLog::default(),
         }
     }
 
@@ -312,10 +325,16 @@ impl<'a> VerbRun<'a> {
         SlotError::step(&self.raw, step, cause)
     }
 
-    /// Appends to the slot journal (only while the lock is held).
+    /// Appends to the slot journal (only while the lock is held); an append that fails is
+    /// recorded as not written ([`VerbRun::unwritten`]).
     pub fn journal(&self, event: &str, ok: bool, detail: &str) {
-        if self.lock.is_some() {
-            let _ = layout::journal_append(&self.paths.journal(), self.verb(), event, ok, detail);
+        if self.lock.is_some()
+            && let Err(e) =
+                layout::journal_append(&self.paths.journal(), self.verb(), event, ok, detail)
+        {
+            let what = format!("append of a `{event}` entry");
+            let file = self.paths.journal().display().to_string();
+            self.unwritten.push(Unwritten::io(&file, &what, &e));
         }
     }
 
@@ -352,15 +371,16 @@ impl<'a> VerbRun<'a> {
         };
         let what = what.to_string();
         let in_flight = self.in_flight.clone();
+        let unwritten = self.unwritten.clone();
         in_flight
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(what.clone());
         self.pending.push(std::thread::spawn(move || {
             let files = make();
-            if let Ok(dir) = EvidenceDir::open(&d) {
-                for (name, bytes) in files {
-                    let _ = dir.write(&name, &bytes);
+            for (name, bytes) in files {
+                if let Err(e) = EvidenceDir::open(&d).and_then(|dir| dir.write(&name, &bytes)) {
+                    unwritten.push(Unwritten::of(&name, &e));
                 }
             }
             let mut v = in_flight.lock().unwrap_or_else(|p| p.into_inner());
@@ -380,29 +400,44 @@ impl<'a> VerbRun<'a> {
     }
 
     /// Writes one file of this verb's evidence folder through [`EvidenceDir::write`] (atomic,
-    /// never overwrites). Best effort: a failed write never changes the verb's outcome.
+    /// never overwrites). A write that fails is recorded ([`VerbRun::unwritten`]): the verb
+    /// goes on, and fails at its end naming the file ([`super::evidence_writes`]). Nothing is
+    /// written before the evidence folder exists.
     pub fn ev_write(&self, name: &str, bytes: &[u8]) {
-        if let Some(d) = &self.ev
-            && let Ok(dir) = EvidenceDir::open(d)
-        {
-            let _ = dir.write(name, bytes);
+        let _ = self.ev_write_artifact(name, bytes);
+    }
+
+    /// [`VerbRun::ev_write`], returning the file's [`Artifact`] (its sha256) when written.
+    pub fn ev_write_artifact(&self, name: &str, bytes: &[u8]) -> Option<Artifact> {
+        let d = self.ev.as_ref()?;
+        match EvidenceDir::open(d).and_then(|dir| dir.write(name, bytes)) {
+            Ok(a) => Some(a),
+            Err(e) => {
+                self.unwritten.push(Unwritten::of(name, &e));
+                None
+            }
         }
     }
 
-    /// Appends one runtime step to `runtime.log` in this verb's evidence folder (best effort):
-    /// `what` and, for an invocation, its argv, exit code, duration and stderr / `--log` text.
+    /// Appends one runtime step to `runtime.log` in this verb's evidence folder: `what` and,
+    /// for an invocation, its argv, exit code, duration and stderr / `--log` text. An append
+    /// that fails is recorded ([`VerbRun::unwritten`]).
     pub fn rt_log<T: RtLogged>(&self, what: &str, r: Result<&T, &OciError>) {
         let body = match r {
             Ok(o) => o.logged(),
             Err(e) => format!("FAILED: {e}"),
         };
-        if self.ev.is_some()
-            && let Ok(mut f) = fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(self.ev_path("runtime.log"))
-        {
-            let _ = writeln!(f, "[{}] {what}: {}", now_rfc3339(), body.trim_end());
+        if self.ev.is_none() {
+            return;
+        }
+        let appended = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.ev_path(RUNTIME_LOG))
+            .and_then(|mut f| writeln!(f, "[{}] {what}: {}", now_rfc3339(), body.trim_end()));
+        if let Err(e) = appended {
+            self.unwritten
+                .push(Unwritten::io(RUNTIME_LOG, "append", &e));
         }
     }
 
@@ -435,8 +470,7 @@ impl<'a> VerbRun<'a> {
 
     fn open_evidence(&mut self) -> Result<(), SlotError> {
         let base = self.paths.evidence();
-        fs::create_dir_all(&base)
-            .map_err(|e| self.step_err("evidence", StepError::io(&base)(e)))?;
+        fs::create_dir_all(&base).map_err(|e| self.folder_error(&base, &e))?;
         let mut seq = fs::read_dir(&base).map(|r| r.count()).unwrap_or(0) + 1;
         loop {
             let d = base.join(format!("{seq:04}-{}", self.verb()));
@@ -448,9 +482,19 @@ impl<'a> VerbRun<'a> {
                     return Ok(());
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => seq += 1,
-                Err(e) => return Err(self.step_err("evidence", StepError::io(&d)(e))),
+                Err(e) => return Err(self.folder_error(&d, &e)),
             }
         }
+    }
+
+    /// The error of an evidence folder `d` that cannot be created (exit 2, as one netprobe
+    /// cannot write into), with the state directory's filesystem; nothing was done yet.
+    fn folder_error(&self, d: &Path, e: &std::io::Error) -> SlotError {
+        let fs = super::evidence_writes::StateFs::of(&self.paths.state_dir, Some(d));
+        SlotError::evidence_incomplete(
+            &self.raw,
+            super::evidence_writes::folder_message(self.args.verb, (&self.paths.root, d), e, &fs),
+        )
     }
 
     /// Registers what an interrupted verb leaves ([`super::interruption::register`]).
@@ -477,44 +521,29 @@ impl<'a> VerbRun<'a> {
         vrec::declared(st, &extra, kind)
     }
 
-    /// Writes `gates.json`, `timings.json` and `verb.json` from `rec` (claimed by the verb's
-    /// end, [`VerbRecord::claim_end`]); returns the sha256 of `verb.json`'s bytes (recorded in
-    /// the journal's end entry).
-    fn write_verb_evidence(
+    /// Appends the journal's `end` entry (only while the lock is held), naming the evidence
+    /// folder and `verb.json`'s sha256 when it was written.
+    ///
+    /// Errors: the append ([`layout::journal_append_entry`]: undone when it fails).
+    pub(super) fn journal_end(
         &self,
-        res: &Result<(String, Option<SlotState>), SlotError>,
-        rec: &vrec::Recorded,
-        st: Option<&SlotState>,
-        declared: &[String],
-    ) -> String {
-        let gates = serde_json::to_vec_pretty(&rec.gates.gates).unwrap_or_default();
-        self.ev_write(vrec::GATES_FILE, &gates);
-        self.ev_write(vrec::TIMINGS_FILE, &vrec::timings_bytes(&rec.timings));
-        let ending = match res {
-            Ok((s, _)) => Ending::Succeeded(s),
-            Err(e) => Ending::Failed(e),
-        };
-        let id = (self.verb(), self.paths.slot, self.started_at.as_str());
-        let bytes = VerbDoc::new(id, ending, rec, st.map(|s| s.phase), declared).to_bytes();
-        self.ev_write(vrec::VERB_FILE, &bytes);
-        crate::evidence::sha256_hex(&bytes)
-    }
-
-    /// The journal's `end` entry, naming the evidence folder and `verb.json`'s sha256.
-    fn journal_end(&self, ok: bool, detail: &str, verb_sha256: Option<String>) {
+        ok: bool,
+        detail: &str,
+        verb_sha256: Option<String>,
+    ) -> std::io::Result<()> {
         if self.lock.is_none() {
-            return;
+            return Ok(());
         }
         let e = vrec::end_entry(self.verb(), ok, detail, self.ev.as_deref(), verb_sha256);
-        let _ = layout::journal_append_entry(&self.paths.journal(), &e);
+        layout::journal_append_entry(&self.paths.journal(), &e)
     }
 
-    /// Ends the verb: total time, `gates.json`, `timings.json`, `verb.json`, journal end; the
-    /// outcome, or the error with this verb's evidence folder attached.
-    pub fn finish(
-        mut self,
-        res: Result<(String, Option<SlotState>), SlotError>,
-    ) -> Result<SlotOutcome, SlotError> {
+    /// Ends the verb: total time, then — once it claimed the end ([`VerbRecord::claim_end`]) —
+    /// `gates.json`, `timings.json`, `verb.json` with its artifact list and the journal's end,
+    /// each write checked ([`VerbRun::write_end`]); the outcome, or the error with this verb's
+    /// evidence folder attached. A verb any of whose own record could not be written fails
+    /// (exit 2), whatever its work came to ([`super::evidence_writes`]).
+    pub fn finish(mut self, res: VerbResult) -> Result<SlotOutcome, SlotError> {
         for w in std::mem::take(&mut self.pending) {
             let _ = w.join();
         }
@@ -527,30 +556,32 @@ impl<'a> VerbRun<'a> {
         // A signal that came as the verb ended may have let its note claim the end first: the
         // note's timings.json, verb.json and journal end stand (the process is exiting).
         let (ours, rec) = self.rec.claim_end();
-        let verb_sha = (ours && self.ev.is_some())
-            .then(|| self.write_verb_evidence(&res, &rec, st.as_ref(), &declared));
-        match res {
-            Ok((summary, st)) => {
-                if ours {
-                    self.journal_end(true, &summary, verb_sha);
-                }
-                Ok(SlotOutcome {
-                    verb: self.args.verb,
-                    slot: self.paths.slot,
-                    phase: st.map(|s| s.phase),
-                    summary,
-                    gates: rec.gates.gates,
-                    timings_ms: rec.timings,
-                    facts: rec.facts,
-                    declared_differences: declared,
-                    evidence: self.ev.clone(),
-                    status: None,
-                })
+        let res = match (ours, self.ev.clone()) {
+            (true, Some(ev)) => self.write_end(&ev, res, &rec, st.as_ref(), &declared),
+            (true, None) => {
+                let (ok, detail) = match &res {
+                    Ok((s, _)) => (true, s.clone()),
+                    Err(e) => (false, e.to_string()),
+                };
+                let _ = self.journal_end(ok, &detail, None);
+                res
             }
+            (false, _) => res,
+        };
+        match res {
+            Ok((summary, st)) => Ok(SlotOutcome {
+                verb: self.args.verb,
+                slot: self.paths.slot,
+                phase: st.map(|s| s.phase),
+                summary,
+                gates: rec.gates.gates,
+                timings_ms: rec.timings,
+                facts: rec.facts,
+                declared_differences: declared,
+                evidence: self.ev.clone(),
+                status: None,
+            }),
             Err(mut e) => {
-                if ours {
-                    self.journal_end(false, &e.to_string(), verb_sha);
-                }
                 if let Some(d) = &self.ev {
                     e = e.with_evidence(d.clone());
                 }

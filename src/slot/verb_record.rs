@@ -11,6 +11,7 @@ use super::gate::{Gate, GateLog};
 use super::layout::JournalEntry;
 use super::state::{ImageKind, Phase, SlotState};
 use super::{DECLARED_DIFFERENCES, EMBEDDED_IMAGE_DIFFERENCE};
+use crate::evidence::result::Artifact;
 use crate::ns::cleanup::InterruptSignal;
 use crate::oci::RuntimeKind;
 use serde::{Deserialize, Serialize};
@@ -134,17 +135,24 @@ pub(crate) struct VerbDoc<'a> {
     pub phase: Option<Phase>,
     /// The declared differences ([`declared`]).
     pub declared_differences: &'a [String],
+    /// A finished verb's evidence folder as it was when `verb.json` was made: every file but
+    /// those [`crate::evidence::enclosing::SLOT_VERB_UNLISTED`] names (path relative to the
+    /// folder, bytes, sha256), as a run's result lists its artifacts; `netprobe report` hashes
+    /// them again. Absent from an interrupted verb's (its folder may still be growing).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub artifacts: Option<&'a [Artifact]>,
 }
 
 impl<'a> VerbDoc<'a> {
     /// The document of verb `verb` of slot `slot` started at `started_at`, ended as `ending`,
-    /// from record `rec` (its timings must already hold `total`), finished now.
+    /// from record `rec` (its timings must already hold `total`), finished now, listing
+    /// `artifacts` (a finished verb's; `None` for an interrupted one).
     pub fn new(
         (verb, slot, started_at): (&'a str, u32, &'a str),
         ending: Ending<'a>,
         rec: &'a Recorded,
-        phase: Option<Phase>,
-        declared_differences: &'a [String],
+        (phase, declared_differences): (Option<Phase>, &'a [String]),
+        artifacts: Option<&'a [Artifact]>,
     ) -> VerbDoc<'a> {
         let (ok, summary, error, interrupted) = match ending {
             Ending::Succeeded(s) => (true, Some(s), None, None),
@@ -167,6 +175,7 @@ impl<'a> VerbDoc<'a> {
             facts: &rec.facts,
             phase,
             declared_differences,
+            artifacts,
         }
     }
 
@@ -294,14 +303,15 @@ mod tests {
         r
     }
 
-    /// The bytes a finished verb's `verb.json` had when it was made with `json!` (keys sorted).
+    /// The bytes a finished verb's `verb.json` had when it was made with `json!` (keys sorted),
+    /// with the `artifacts` list since added.
     fn before_the_type(
         rec: &Recorded,
         ok: bool,
         err: Option<&SlotError>,
         doc: &VerbDoc,
     ) -> Vec<u8> {
-        let v = json!({
+        let mut v = json!({
             "tool": "netprobe",
             "tool_version": env!("CARGO_PKG_VERSION"),
             "verb": "restore",
@@ -317,33 +327,49 @@ mod tests {
             "phase": Some(Phase::Running),
             "declared_differences": ["d1"],
         });
+        v["artifacts"] = json!(doc.artifacts);
         serde_json::to_vec_pretty(&v).unwrap()
     }
 
+    /// A finished verb's `verb.json` keeps the bytes it had before the type, with one field
+    /// more: `artifacts`, the files of its folder (path, bytes, sha256).
     #[test]
-    fn a_finished_verbs_verb_json_keeps_its_bytes() {
+    fn a_finished_verbs_verb_json_keeps_its_bytes_and_lists_its_artifacts() {
         let rec = record();
         let declared = ["d1".to_string()];
         let id = ("restore", 7, "2026-01-01T00:00:00.000Z");
+        let arts = [Artifact {
+            path: "criu-work/restore.log".into(),
+            bytes: 3,
+            sha256: "ab".repeat(32),
+        }];
+        let running = (Some(Phase::Running), &declared[..]);
         let doc = VerbDoc::new(
             id,
             Ending::Succeeded("restored"),
             &rec,
-            Some(Phase::Running),
-            &declared,
+            running,
+            Some(&arts),
         );
         assert_eq!(doc.to_bytes(), before_the_type(&rec, true, None, &doc));
         let e = SlotError::gate_failed("7", GateId::ConfigHash, "tampered");
-        let doc = VerbDoc::new(
-            id,
-            Ending::Failed(&e),
-            &rec,
-            Some(Phase::Running),
-            &declared,
-        );
+        let doc = VerbDoc::new(id, Ending::Failed(&e), &rec, running, Some(&[]));
         assert_eq!(doc.to_bytes(), before_the_type(&rec, false, Some(&e), &doc));
         let v: Value = serde_json::from_slice(&doc.to_bytes()).unwrap();
         assert!(v.get("interrupted").is_none(), "{v:#}");
+        assert_eq!(v["artifacts"], json!([]));
+        let doc = VerbDoc::new(
+            id,
+            Ending::Succeeded("restored"),
+            &rec,
+            running,
+            Some(&arts),
+        );
+        let v: Value = serde_json::from_slice(&doc.to_bytes()).unwrap();
+        assert_eq!(
+            v["artifacts"],
+            json!([{"path": "criu-work/restore.log", "bytes": 3, "sha256": "ab".repeat(32)}])
+        );
     }
 
     #[test]
@@ -359,11 +385,12 @@ mod tests {
             ("snapshot", 7, "2026-01-01T00:00:00.000Z"),
             Ending::Interrupted(i.clone()),
             &rec,
+            (None, &[]),
             None,
-            &[],
         );
         let v: Value = serde_json::from_slice(&doc.to_bytes()).unwrap();
         assert_eq!(v["ok"], false);
+        assert!(v.get("artifacts").is_none(), "{v:#}");
         assert!(v["summary"].is_null() && v["error"].is_null(), "{v:#}");
         assert_eq!(v["interrupted"]["signal"], "SIGTERM");
         assert_eq!(v["interrupted"]["exit_code"], 143);
