@@ -86,6 +86,13 @@ fn assert_interrupted_end(slot: &Path, ev: &Path) {
         .unwrap_or_else(|| panic!("no end entry for {name}: {journal}"));
     assert_eq!(end["ok"], false, "{end}");
     assert_eq!(end["detail"], "interrupted by SIGINT", "{end}");
+    // The report of the verb's folder says how the journal saw it end: interrupted.
+    let md = std::fs::read_to_string(
+        netprobe::report::write_report(ev, netprobe::report::Format::Markdown).unwrap(),
+    )
+    .unwrap();
+    assert!(md.contains(", interrupted at "), "{md}");
+    std::fs::remove_file(ev.join("report.md")).unwrap();
     assert_eq!(
         end["verb_sha256"],
         netprobe::evidence::sha256_hex(&bytes).as_str(),

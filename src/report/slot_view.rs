@@ -284,7 +284,7 @@ fn journal_check(
             detail: format!(
                 "verb.json has the sha256 journal.jsonl recorded at the verb's end ({}…, {} at {})",
                 &want[..want.len().min(12)],
-                if end.ok { "ok" } else { "failed" },
+                end_word(end),
                 end.at
             ),
         },
@@ -292,13 +292,27 @@ fn journal_check(
             "verb.json sha256 {}… is not the {}… journal.jsonl recorded at the verb's end ({} at {}): the file was changed after the verb wrote it",
             &now[..now.len().min(12)],
             &want[..want.len().min(12)],
-            if end.ok { "ok" } else { "failed" },
+            end_word(end),
             end.at
         )),
         Err(e) => differs(format!(
             "journal.jsonl recorded a verb.json (sha256 {}…) at the verb's end, but it cannot be read now: {e}",
             &want[..want.len().min(12)]
         )),
+    }
+}
+
+/// How a journal `end` entry ended, in one word: `ok`, `interrupted` (its detail begins as an
+/// interruption note's end does), else `failed`.
+fn end_word(end: &crate::slot::layout::JournalEntry) -> &'static str {
+    match (
+        end.ok,
+        end.detail
+            .starts_with(crate::slot::interruption::INTERRUPTED_END_PREFIX),
+    ) {
+        (true, _) => "ok",
+        (false, true) => "interrupted",
+        (false, false) => "failed",
     }
 }
 
@@ -644,5 +658,31 @@ impl SlotPage {
             page.verbs.push(v);
         }
         page
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::end_word;
+    use crate::slot::layout::JournalEntry;
+
+    #[test]
+    fn a_journal_end_says_ok_interrupted_or_failed() {
+        let end = |ok: bool, detail: &str| JournalEntry {
+            at: "2026-12-05T00:00:00Z".into(),
+            pid: 1,
+            verb: "restore".into(),
+            event: "end".into(),
+            ok,
+            detail: detail.into(),
+            evidence: None,
+            verb_sha256: None,
+        };
+        assert_eq!(end_word(&end(true, "restored")), "ok");
+        assert_eq!(
+            end_word(&end(false, "interrupted by SIGINT")),
+            "interrupted"
+        );
+        assert_eq!(end_word(&end(false, "gate net-fidelity failed")), "failed");
     }
 }

@@ -17,6 +17,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+/// How the journal's `end` entry of an interrupted verb begins (then the signal: `SIGINT`, …);
+/// `netprobe report` reads it to say "interrupted" rather than "failed".
+pub const INTERRUPTED_END_PREFIX: &str = "interrupted by ";
+
 /// The file of the gates an interrupted verb had evaluated, in order (as `gates.json`).
 pub const GATES_SO_FAR_FILE: &str = crate::evidence::enclosing::SLOT_GATES_SO_FAR_FILE;
 
@@ -80,7 +84,7 @@ pub(crate) fn register(n: NoteInputs) -> crate::ns::cleanup::Registration {
                 .map_err(|e| e.to_string())
         });
         if ours {
-            let detail = format!("interrupted by {by}");
+            let detail = format!("{INTERRUPTED_END_PREFIX}{by}");
             let e = vrec::end_entry(&n.verb, false, &detail, Some(&n.ev), verb_sha);
             let _ = layout::journal_append_entry(&n.paths.journal(), &e);
         }
