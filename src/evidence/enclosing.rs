@@ -47,16 +47,17 @@ pub const SLOT_VERB_UNLISTED: [&str; 6] = [
 const MARKERS: [(&str, &str); 6] = [
     (RESULT_FILE, "the evidence folder of a run"),
     (MATRIX_FILE, "the matrix folder"),
+    // Before the notes: an interrupted slot verb leaves both its verb.json and a note.
+    (SLOT_VERB_FILE, "the evidence folder of a slot verb"),
     (
         INTERRUPTED_FILE,
-        "the evidence folder of an interrupted run or matrix",
+        "the evidence folder of an interrupted run, matrix or slot verb",
     ),
     (
         INCOMPLETE_FILE,
-        "the evidence folder of a run or matrix that did not finish",
+        "the evidence folder of a run, matrix or slot verb that did not finish",
     ),
     (SLOT_STATE_DIR_MARKER, "the slot state directory"),
-    (SLOT_VERB_FILE, "the evidence folder of a slot verb"),
 ];
 
 /// How the `incomplete.txt` a running matrix writes first into its folder begins:
@@ -230,6 +231,26 @@ mod tests {
         // A symlink into the folder is resolved.
         std::os::unix::fs::symlink(ev.join("criu"), tmp.path().join("link")).unwrap();
         assert!(refuse_inside_evidence(&tmp.path().join("link/new"), None).is_err());
+    }
+
+    #[test]
+    fn an_interrupted_slot_verb_folder_is_named_a_slot_verbs() {
+        let tmp = tempfile::tempdir().unwrap();
+        for f in [SLOT_VERB_FILE, INTERRUPTED_FILE] {
+            std::fs::write(tmp.path().join(f), b"{}").unwrap();
+        }
+        let e = refuse_inside_evidence(&tmp.path().join("x"), None).unwrap_err();
+        assert!(
+            e.to_string().contains("the evidence folder of a slot verb"),
+            "{e}"
+        );
+        std::fs::remove_file(tmp.path().join(SLOT_VERB_FILE)).unwrap();
+        let e = refuse_inside_evidence(&tmp.path().join("x"), None).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("interrupted run, matrix or slot verb"),
+            "{e}"
+        );
     }
 
     #[test]
