@@ -121,29 +121,46 @@ impl std::fmt::Display for ListingDiff {
 
 /// The paths of `now` that differ from `recorded`, each list in path order.
 pub fn listing_diff(recorded: &[TreeEntry], now: &[TreeEntry]) -> ListingDiff {
+    let (changed, added, removed) = diff_by_path(
+        recorded
+            .iter()
+            .map(|e| (e.path.as_str(), e.record_sha256.as_str())),
+        now.iter()
+            .map(|e| (e.path.as_str(), e.record_sha256.as_str())),
+        |p, _, _| p.to_string(),
+    );
+    ListingDiff {
+        changed,
+        added,
+        removed,
+    }
+}
+
+/// Two listings of records keyed by path, compared: `(changed, added, removed)`, each in path
+/// order; a path in both with unequal records is told by `changed(path, was, now)`. Shared by
+/// every listing diff (the snapshot's upper, the slot image's manifest).
+pub fn diff_by_path<'a, T: PartialEq, C>(
+    recorded: impl IntoIterator<Item = (&'a str, T)>,
+    now: impl IntoIterator<Item = (&'a str, T)>,
+    changed: impl Fn(&str, &T, &T) -> C,
+) -> (Vec<C>, Vec<String>, Vec<String>) {
     use std::collections::BTreeMap;
-    let a: BTreeMap<&str, &str> = recorded
-        .iter()
-        .map(|e| (e.path.as_str(), e.record_sha256.as_str()))
-        .collect();
-    let b: BTreeMap<&str, &str> = now
-        .iter()
-        .map(|e| (e.path.as_str(), e.record_sha256.as_str()))
-        .collect();
-    let mut d = ListingDiff::default();
+    let a: BTreeMap<&str, T> = recorded.into_iter().collect();
+    let b: BTreeMap<&str, T> = now.into_iter().collect();
+    let mut out = (Vec::new(), Vec::new(), Vec::new());
     for (p, r) in &b {
         match a.get(p) {
-            None => d.added.push(p.to_string()),
-            Some(r0) if r0 != r => d.changed.push(p.to_string()),
+            None => out.1.push(p.to_string()),
+            Some(r0) if r0 != r => out.0.push(changed(p, r0, r)),
             Some(_) => {}
         }
     }
-    d.removed = a
+    out.2 = a
         .keys()
         .filter(|p| !b.contains_key(*p))
         .map(|p| p.to_string())
         .collect();
-    d
+    out
 }
 
 /// The digest of `root`, pushing each entry to `listing` when given.

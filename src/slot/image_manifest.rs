@@ -348,26 +348,19 @@ fn kind_name(k: EntryKind) -> String {
 
 /// The paths of `now` that differ from `recorded`.
 pub fn diff(recorded: &[ManifestEntry], now: &[ManifestEntry]) -> ManifestDiff {
-    use std::collections::BTreeMap;
-    let a: BTreeMap<&str, &ManifestEntry> = recorded.iter().map(|e| (e.path.as_str(), e)).collect();
-    let b: BTreeMap<&str, &ManifestEntry> = now.iter().map(|e| (e.path.as_str(), e)).collect();
-    let mut d = ManifestDiff::default();
-    for (p, e) in &b {
-        match a.get(p) {
-            None => d.added.push(p.to_string()),
-            Some(was) if was != e => d.changed.push(Changed {
-                path: p.to_string(),
-                fields: fields_changed(was, e),
-            }),
-            Some(_) => {}
-        }
+    let (changed, added, removed) = crate::evidence::tree_digest::diff_by_path(
+        recorded.iter().map(|e| (e.path.as_str(), e)),
+        now.iter().map(|e| (e.path.as_str(), e)),
+        |p, was, now| Changed {
+            path: p.to_string(),
+            fields: fields_changed(was, now),
+        },
+    );
+    ManifestDiff {
+        changed,
+        added,
+        removed,
     }
-    d.removed = a
-        .keys()
-        .filter(|p| !b.contains_key(*p))
-        .map(|p| p.to_string())
-        .collect();
-    d
 }
 
 #[cfg(test)]
