@@ -69,18 +69,20 @@ pub fn tree_listing(root: &Path) -> Result<(TreeDigest, Vec<TreeEntry>), TreeDig
     Ok((d, l))
 }
 
-/// The paths that differ between a recorded listing and one taken now.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ListingDiff {
+/// The paths that differ between a recorded listing and one taken now, each list in path
+/// order. `C` tells a changed path: its path (the upper's listing), or the path with what
+/// changed (the slot image's manifest).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListingDiff<C = String> {
     /// In both, with another record (content, mode, owner, type, target or xattrs).
-    pub changed: Vec<String>,
+    pub changed: Vec<C>,
     /// Only now.
     pub added: Vec<String>,
     /// Only in the recorded listing.
     pub removed: Vec<String>,
 }
 
-impl ListingDiff {
+impl<C> ListingDiff<C> {
     /// True when the listings name the same paths with the same records.
     pub fn is_empty(&self) -> bool {
         self.changed.is_empty() && self.added.is_empty() && self.removed.is_empty()

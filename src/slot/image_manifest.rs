@@ -253,23 +253,9 @@ pub struct Changed {
     pub fields: Vec<String>,
 }
 
-/// The paths that differ between a recorded listing and the walk now, each list in path order.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ManifestDiff {
-    /// In both, with another record.
-    pub changed: Vec<Changed>,
-    /// Only now.
-    pub added: Vec<String>,
-    /// Only in the recorded listing.
-    pub removed: Vec<String>,
-}
-
-impl ManifestDiff {
-    /// True when both name the same paths with the same records.
-    pub fn is_empty(&self) -> bool {
-        self.changed.is_empty() && self.added.is_empty() && self.removed.is_empty()
-    }
-}
+/// The paths that differ between a recorded listing and the walk now, each list in path order;
+/// a changed path with the fields that changed.
+pub type ManifestDiff = crate::evidence::tree_digest::ListingDiff<Changed>;
 
 /// Paths shown per kind of difference; the rest are counted.
 const SHOWN: usize = 5;
