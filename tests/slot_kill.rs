@@ -21,6 +21,17 @@ fn gate_proven(doc: &serde_json::Value, name: &str) -> bool {
         .is_some_and(|g| g["proven"] == true)
 }
 
+/// `netprobe slot VERB --slot N --state-dir SD` started with its output discarded (to be killed).
+fn spawn_quiet(verb: &str, slot: &str, sd: &std::path::Path) -> std::process::Child {
+    std::process::Command::new(EXE)
+        .args(["slot", verb, "--slot", slot, "--state-dir"])
+        .arg(sd)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 #[test]
 fn sigkill_mid_snapshot_then_every_verb() {
     require_root();
@@ -47,13 +58,7 @@ fn sigkill_mid_snapshot_then_every_verb() {
 
     // Kill `netprobe slot snapshot` once it has created the checkpoint image directory, i.e.
     // while the runtime checkpoint is starting or running.
-    let mut child = std::process::Command::new(EXE)
-        .args(["slot", "snapshot", "--slot", "31", "--state-dir"])
-        .arg(&sd)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_quiet("snapshot", "31", &sd);
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut seen = false;
     while Instant::now() < deadline && !seen {
@@ -210,13 +215,7 @@ fn sigkill_mid_restore_then_snapshot_refuses_the_ungated_container() {
     assert_eq!(code, Some(0), "snapshot: {err}{out}");
     let good = state(&sd, 32).snapshot.unwrap();
 
-    let mut child = std::process::Command::new(EXE)
-        .args(["slot", "reset", "--slot", "32", "--state-dir"])
-        .arg(&sd)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_quiet("reset", "32", &sd);
     // Killed once CRIU has started writing its restore log.
     let deadline = Instant::now() + Duration::from_secs(60);
     let restoring = || {
