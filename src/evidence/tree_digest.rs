@@ -138,6 +138,17 @@ pub fn listing_diff(recorded: &[TreeEntry], now: &[TreeEntry]) -> ListingDiff {
     }
 }
 
+/// The names in folder `path`, sorted bytewise (the order every tree walk records in).
+///
+/// Errors: the folder or one of its entries cannot be read.
+pub fn sorted_names(path: &Path) -> std::io::Result<Vec<std::ffi::OsString>> {
+    let mut names = fs::read_dir(path)?
+        .map(|e| e.map(|e| e.file_name()))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    names.sort();
+    Ok(names)
+}
+
 /// Two listings of records keyed by path, compared: `(changed, added, removed)`, each in path
 /// order; a path in both with unequal records is told by `changed(path, was, now)`. Shared by
 /// every listing diff (the snapshot's upper, the slot image's manifest).
@@ -216,13 +227,7 @@ fn walk(
     if kind != 'd' || ft.is_symlink() {
         return Ok(());
     }
-    let mut names: Vec<_> = fs::read_dir(&path)
-        .map_err(err)?
-        .map(|e| e.map(|e| e.file_name()))
-        .collect::<Result<_, _>>()
-        .map_err(err)?;
-    names.sort();
-    for n in names {
+    for n in sorted_names(&path).map_err(err)? {
         walk(root, &rel.join(n), h, d, listing)?;
     }
     Ok(())

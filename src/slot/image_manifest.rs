@@ -164,13 +164,7 @@ fn walk_dir(
     if !is_dir {
         return Ok(());
     }
-    let mut names: Vec<_> = fs::read_dir(path)
-        .map_err(err)?
-        .map(|e| e.map(|e| e.file_name()))
-        .collect::<Result<_, _>>()
-        .map_err(err)?;
-    names.sort();
-    for n in names {
+    for n in crate::evidence::tree_digest::sorted_names(path).map_err(err)? {
         let child = path.join(&n);
         let md = fs::symlink_metadata(&child).map_err(|e| format!("{}: {e}", child.display()))?;
         let rel = format!(
