@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use netprobe::evidence::sha256_hex;
 use netprobe::x11::{
     DIFF_MARK, Display, Rect, ScreenBuffers, Screenshot, X11Error, ascii_keysym, diff, diff_image,
-    sha256_hex,
 };
 use x11rb::connection::Connection;
 use x11rb::protocol::Event;

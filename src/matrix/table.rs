@@ -11,13 +11,8 @@ fn verdict_str(v: VerdictCode) -> &'static str {
     v.as_str()
 }
 
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
-}
-
-/// Writes `matrix.json` (after validating it) and `matrix.md` into `dir`, each atomically.
+/// Writes `matrix.json` (after validating it) and `matrix.md` into `dir`, each atomically
+/// ([`crate::evidence::replace_atomic`]: a temporary sibling, `fsync`, `rename`, `fsync` of `dir`).
 /// `matrix.md` is the Markdown matrix report ([`crate::report::matrix_report`]), the same text
 /// `netprobe report DIR --format md` writes: one renderer, auto-escaping.
 ///
@@ -31,9 +26,9 @@ pub fn write_matrix(dir: &Path, m: &MatrixResult) -> std::io::Result<()> {
         ));
     }
     let text = serde_json::to_string_pretty(&v).map_err(std::io::Error::other)?;
-    write_atomic(&dir.join(MATRIX_FILE), text.as_bytes())?;
+    crate::evidence::replace_atomic(&dir.join(MATRIX_FILE), text.as_bytes())?;
     let md = crate::report::matrix_report(m, crate::report::Format::Markdown);
-    write_atomic(&dir.join(MATRIX_MD), md.as_bytes())
+    crate::evidence::replace_atomic(&dir.join(MATRIX_MD), md.as_bytes())
 }
 
 /// Lines saying which cells changed verdict against the baseline (`label: old -> new`, with

@@ -152,7 +152,7 @@ fn verify_image_checks_existence_and_the_pin() {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("d.qcow2");
     std::fs::write(&img, b"disk").unwrap();
-    let good = crate::x11::sha256_hex(b"disk");
+    let good = crate::evidence::sha256_hex(b"disk");
     std::fs::write(
         dir.path().join("d.qcow2.sha256"),
         format!("{good}  d.qcow2\n"),

@@ -228,7 +228,7 @@ pub fn pixel_gate_png(
 ) -> Result<GateRecord> {
     let t = Instant::now();
     let after = write_artifact(dir, &format!("{prefix}.png"), actual)?;
-    let reference_sha = super::image::sha256_hex(reference_png);
+    let reference_sha = crate::evidence::sha256_hex(reference_png);
     if after.sha256 == reference_sha {
         let total = u64::from(actual.width) * u64::from(actual.height);
         return Ok(GateRecord {
@@ -366,10 +366,7 @@ mod tests {
         );
         assert_eq!(r.diff.unwrap().total, 64 * 48);
         assert_eq!(r.pngs.len(), 1);
-        assert_eq!(
-            r.pngs[0].sha256,
-            super::super::image::sha256_hex(&reference)
-        );
+        assert_eq!(r.pngs[0].sha256, crate::evidence::sha256_hex(&reference));
     }
 
     #[test]

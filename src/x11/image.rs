@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use sha2::{Digest, Sha256};
+use crate::evidence::sha256_hex;
 
 use super::error::{Result, X11Error};
 
@@ -76,11 +76,6 @@ impl PixelDiff {
     pub fn is_equal(&self) -> bool {
         self.differing == 0
     }
-}
-
-/// Lower-case hex sha256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
 }
 
 impl Screenshot {

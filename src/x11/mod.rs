@@ -31,5 +31,5 @@ pub use gates::{
 };
 pub use image::{
     DIFF_MARK, PixelDiff, Rect, Screenshot, diff, diff_image, rect_text, region_equal,
-    region_other_pixels, sha256_hex,
+    region_other_pixels,
 };
