@@ -110,7 +110,10 @@ pub(crate) fn restore(
 /// sha256). The snapshot's files are re-hashed on a third thread at the same time, and the
 /// image's manifest walked (or its qcow2 `stat`ed) on a fourth (read-only too);
 /// `snapshot-complete` and `image-unchanged` are decided and recorded after the common gates,
-/// in their place. For reset, the running container is then stopped and proven gone.
+/// in their place. For reset, the running container is then stopped and proven gone. When the
+/// runtime root already proves the container absent (nothing to stop), the scans behind
+/// `cgroup-empty` and `netns-empty` ([`LeftProcs`]) run on a fifth thread as well and are
+/// recorded in their place (timing `gate-leftovers`).
 fn gates(
     run: &mut VerbRun,
     st: &SlotState,
@@ -128,13 +131,20 @@ fn gates(
     let absent = query_rt
         .absent_by_root(&id)
         .or_else(|| super::half_state::only_half_state(&st.runtime_root, &id));
-    let (gates, (before, before_ms)) = std::thread::scope(|s| {
+    let proc_root = run.env.proc_root.clone();
+    let (gates, (before, before_ms), early) = std::thread::scope(|s| {
         let q = s.spawn(|| match absent {
             Some(_) => (Ok(None), 0),
             None => timed(|| common::container_status_quick(&*query_rt, &id)),
         });
         let snap = s.spawn(|| timed(|| checks::snapshot_complete(&root, st)));
         let image = s.spawn(|| timed(|| super::image_check::image_unchanged(st, &paths)));
+        // With the container already proven absent nothing is stopped before `cgroup-empty` and
+        // `netns-empty`, so their scans of the cgroup and of every process's `ns/net` run
+        // here beside the other gates' work; recorded below in their place.
+        let leftovers = absent
+            .is_some()
+            .then(|| s.spawn(|| timed(|| LeftProcs::scan(st, &proc_root))));
         let gates = common::common_gates(run, st).and_then(|rt| {
             let t = Instant::now();
             let (snap, snap_ms) = snap.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
@@ -154,9 +164,17 @@ fn gates(
         let t = Instant::now();
         let before = q.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
         run.took("runtime-state-wait", t);
-        (gates, before)
+        let early = leftovers.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        (gates, before, early)
     });
     let (rt, snap_dir) = gates?;
+    if let Some((_, ms)) = &early {
+        run.timing("gate-leftovers", *ms);
+    }
+    let left = |st: &SlotState| match early {
+        Some((l, _)) => l,
+        None => LeftProcs::scan(st, &proc_root),
+    };
     match &absent {
         Some(_) => run.fact("container_absence_proof", "runtime-root-entry"),
         None => {
@@ -168,10 +186,7 @@ fn gates(
         // Destructive: stop the current container (proven), after every gate above passed.
         run.clear("container-stop", &RESET_GATES)?;
         common::stop_container_proven_from(run, &*rt, &id, before, absent)?;
-        let r = super::cgroup_procs::no_container_procs(st);
-        run.gate(GateId::CgroupEmpty, r)?;
-        let r = super::cgroup_procs::no_netns_strangers(st, &run.env.proc_root);
-        run.gate(GateId::NetnsEmpty, r)?;
+        left(st).record(run)?;
         clear_half_state(run, st)?;
     } else {
         let r = match before {
@@ -185,15 +200,39 @@ fn gates(
             Err(e) => Err(e),
         };
         run.gate(GateId::ContainerAbsent, r)?;
-        let r = super::cgroup_procs::no_container_procs(st);
-        run.gate(GateId::CgroupEmpty, r)?;
-        let r = super::cgroup_procs::no_netns_strangers(st, &run.env.proc_root);
-        run.gate(GateId::NetnsEmpty, r)?;
+        left(st).record(run)?;
         run.clear("restore", &RESTORE_GATES)?;
         clear_half_state(run, st)?;
     }
     run.took("gate-container", t);
     Ok((rt, snap_dir))
+}
+
+/// What `cgroup-empty` and `netns-empty` decide: no process left in the container's cgroup
+/// ([`super::cgroup_procs::no_container_procs`]) and none beside the holder in the slot's
+/// network namespace ([`super::cgroup_procs::no_netns_strangers`]). Read-only scans (the
+/// cgroup's `cgroup.procs`, every process's `ns/net`), so they may run on another thread.
+struct LeftProcs {
+    cgroup: Result<String, String>,
+    netns: Result<String, String>,
+}
+
+impl LeftProcs {
+    /// Both scans, now.
+    fn scan(st: &SlotState, proc_root: &Path) -> LeftProcs {
+        LeftProcs {
+            cgroup: super::cgroup_procs::no_container_procs(st),
+            netns: super::cgroup_procs::no_netns_strangers(st, proc_root),
+        }
+    }
+
+    /// Records `cgroup-empty` then `netns-empty`.
+    ///
+    /// Errors: the first that failed, as its gate's error.
+    fn record(self, run: &mut VerbRun) -> Result<(), SlotError> {
+        run.gate(GateId::CgroupEmpty, self.cgroup)?;
+        run.gate(GateId::NetnsEmpty, self.netns)
+    }
 }
 
 /// The container proven absent and no process of it left: a half-written runtime state under
