@@ -98,42 +98,8 @@ use parts::run_jobs;
 /// baseline has no readable matrix.json), [`MatrixError::HostRefused`] (not root). A part that
 /// fails, is refused or hangs is recorded, not an error.
 pub fn run_matrix(opts: &MatrixOptions) -> Result<MatrixResult, MatrixError> {
-    if opts.runtimes.is_empty() || opts.crius.is_empty() {
-        return Err(MatrixError::Usage(
-            "netprobe matrix needs at least one --runtime and one --criu (or a --config file naming them)".into(),
-        ));
-    }
-    crate::host::check_root().map_err(|e| MatrixError::HostRefused(e.to_string()))?;
-    let baseline = match &opts.baseline {
-        Some(b) => Some(model::load_matrix(b).map_err(MatrixError::Usage)?),
-        None => None,
-    };
-    crate::evidence::enclosing::refuse_inside_evidence(&opts.evidence, None)
-        .map_err(|e| MatrixError::Usage(e.to_string()))?;
-    if opts.evidence.exists()
-        && std::fs::read_dir(&opts.evidence).is_ok_and(|mut d| d.next().is_some())
-    {
-        return Err(MatrixError::Usage(format!(
-            "matrix folder {} exists and is not empty: pass a new --evidence folder",
-            opts.evidence.display()
-        )));
-    }
-    std::fs::create_dir_all(opts.evidence.join("logs")).map_err(|e| {
-        MatrixError::Usage(format!("cannot create {}: {e}", opts.evidence.display()))
-    })?;
-    let started_at = now();
-    // The first file: a matrix killed (SIGKILL, a crash) leaves this, not a folder that reads
-    // as a run's; removed once matrix.json is written. Each part proves with it that the
-    // folder named to it (`--part-of-matrix`) is the one of the matrix that started it.
-    let incomplete = opts.evidence.join(crate::evidence::dir::INCOMPLETE_FILE);
-    std::fs::write(
-        &incomplete,
-        format!(
-            "{}started at {started_at} and has not finished: this note is removed once matrix.json is written; if it is still here, the matrix ended without a result\n",
-            crate::evidence::enclosing::matrix_note_head(std::process::id())
-        ),
-    )
-    .map_err(|e| MatrixError::Usage(format!("cannot write {}: {e}", incomplete.display())))?;
+    let baseline = check_inputs(opts)?;
+    let (started_at, incomplete) = start_folder(&opts.evidence)?;
     let _note = interruption_note(&opts.evidence);
     let t0 = Instant::now();
     let binaries = binaries(opts);
@@ -143,54 +109,10 @@ pub fn run_matrix(opts: &MatrixOptions) -> Result<MatrixResult, MatrixError> {
     let cslug: Vec<String> = (0..opts.crius.len())
         .map(|i| slug(&binaries[opts.runtimes.len() + i], i))
         .collect();
-    let mut jobs = vec![Job {
-        folder: "kernel".into(),
-        phases: "kernel",
-        criu: opts.crius[0].clone(),
-        runtime: None,
-    }];
-    for (c, s) in opts.crius.iter().zip(&cslug) {
-        jobs.push(Job {
-            folder: format!("criu-{s}"),
-            phases: "criu",
-            criu: c.clone(),
-            runtime: None,
-        });
-    }
-    for (r, rs) in opts.runtimes.iter().zip(&rslug) {
-        for (c, cs) in opts.crius.iter().zip(&cslug) {
-            jobs.push(Job {
-                folder: format!("cell-{rs}__{cs}"),
-                phases: "oci,external-netns",
-                criu: c.clone(),
-                runtime: Some(r.clone()),
-            });
-        }
-    }
-    let parts = run_jobs(opts, &jobs);
+    let parts = run_jobs(opts, &plan_jobs(opts, &rslug, &cslug));
     // A signal seen while the parts ran stops the matrix here: no matrix.json of stopped parts.
     crate::ns::cleanup::checkpoint();
-    let mut cells = Vec::new();
-    for (ri, r) in opts.runtimes.iter().enumerate() {
-        for (ci, c) in opts.crius.iter().enumerate() {
-            let label = format!(
-                "{} × {}",
-                label_of(&binaries[ri], r),
-                label_of(&binaries[opts.runtimes.len() + ci], c)
-            );
-            let folders = [
-                "kernel".to_string(),
-                format!("criu-{}", cslug[ci]),
-                format!("cell-{}__{}", rslug[ri], cslug[ci]),
-            ];
-            let mut cell = cell_verdict(&opts.evidence, &parts, &folders);
-            cell.runtime = r.display().to_string();
-            cell.criu = c.display().to_string();
-            cell.label = label;
-            cell.expected = expectation(&opts.expect, r);
-            cells.push(cell);
-        }
-    }
+    let mut cells = cells_of(opts, &binaries, &parts, &rslug, &cslug);
     table::unique_labels(&mut cells);
     if let Some(b) = &baseline {
         table::match_baseline(&mut cells, b);
@@ -212,6 +134,118 @@ pub fn run_matrix(opts: &MatrixOptions) -> Result<MatrixResult, MatrixError> {
     std::fs::remove_file(&incomplete)
         .map_err(|e| MatrixError::Usage(format!("removing {}: {e}", incomplete.display())))?;
     Ok(result)
+}
+
+/// The checks [`run_matrix`] makes before it writes anything, in order: a runtime and a CRIU
+/// named, root, the baseline's matrix.json loaded, the folder not inside netprobe evidence and
+/// new or empty. Returns the loaded baseline (`None` without `--baseline`).
+fn check_inputs(opts: &MatrixOptions) -> Result<Option<MatrixResult>, MatrixError> {
+    if opts.runtimes.is_empty() || opts.crius.is_empty() {
+        return Err(MatrixError::Usage(
+            "netprobe matrix needs at least one --runtime and one --criu (or a --config file naming them)".into(),
+        ));
+    }
+    crate::host::check_root().map_err(|e| MatrixError::HostRefused(e.to_string()))?;
+    let baseline = match &opts.baseline {
+        Some(b) => Some(model::load_matrix(b).map_err(MatrixError::Usage)?),
+        None => None,
+    };
+    crate::evidence::enclosing::refuse_inside_evidence(&opts.evidence, None)
+        .map_err(|e| MatrixError::Usage(e.to_string()))?;
+    if opts.evidence.exists()
+        && std::fs::read_dir(&opts.evidence).is_ok_and(|mut d| d.next().is_some())
+    {
+        return Err(MatrixError::Usage(format!(
+            "matrix folder {} exists and is not empty: pass a new --evidence folder",
+            opts.evidence.display()
+        )));
+    }
+    Ok(baseline)
+}
+
+/// Creates the matrix folder `evidence` (with `logs/`) and writes its incomplete note first.
+/// Returns the start time (RFC 3339) and the note's path (removed once matrix.json is written).
+fn start_folder(evidence: &Path) -> Result<(String, PathBuf), MatrixError> {
+    std::fs::create_dir_all(evidence.join("logs"))
+        .map_err(|e| MatrixError::Usage(format!("cannot create {}: {e}", evidence.display())))?;
+    let started_at = now();
+    // The first file: a matrix killed (SIGKILL, a crash) leaves this, not a folder that reads
+    // as a run's; removed once matrix.json is written. Each part proves with it that the
+    // folder named to it (`--part-of-matrix`) is the one of the matrix that started it.
+    let incomplete = evidence.join(crate::evidence::dir::INCOMPLETE_FILE);
+    std::fs::write(
+        &incomplete,
+        format!(
+            "{}started at {started_at} and has not finished: this note is removed once matrix.json is written; if it is still here, the matrix ended without a result\n",
+            crate::evidence::enclosing::matrix_note_head(std::process::id())
+        ),
+    )
+    .map_err(|e| MatrixError::Usage(format!("cannot write {}: {e}", incomplete.display())))?;
+    Ok((started_at, incomplete))
+}
+
+/// The parts to run: the kernel rung once (with the first CRIU), the criu rung once per CRIU,
+/// the runtime rungs once per runtime × CRIU pair. `rslug`/`cslug`: the folder names of the
+/// runtimes and CRIUs, in the order of `opts`.
+fn plan_jobs(opts: &MatrixOptions, rslug: &[String], cslug: &[String]) -> Vec<Job> {
+    let mut jobs = vec![Job {
+        folder: "kernel".into(),
+        phases: "kernel",
+        criu: opts.crius[0].clone(),
+        runtime: None,
+    }];
+    for (c, s) in opts.crius.iter().zip(cslug) {
+        jobs.push(Job {
+            folder: format!("criu-{s}"),
+            phases: "criu",
+            criu: c.clone(),
+            runtime: None,
+        });
+    }
+    for (r, rs) in opts.runtimes.iter().zip(rslug) {
+        for (c, cs) in opts.crius.iter().zip(cslug) {
+            jobs.push(Job {
+                folder: format!("cell-{rs}__{cs}"),
+                phases: "oci,external-netns",
+                criu: c.clone(),
+                runtime: Some(r.clone()),
+            });
+        }
+    }
+    jobs
+}
+
+/// One cell per runtime × CRIU pair (rows by runtime), each with the verdict of its three parts
+/// (kernel, its CRIU's, its own) and its expectation; labels not yet made unique.
+fn cells_of(
+    opts: &MatrixOptions,
+    binaries: &[MatrixBinary],
+    parts: &[MatrixPart],
+    rslug: &[String],
+    cslug: &[String],
+) -> Vec<MatrixCell> {
+    let mut cells = Vec::new();
+    for (ri, r) in opts.runtimes.iter().enumerate() {
+        for (ci, c) in opts.crius.iter().enumerate() {
+            let label = format!(
+                "{} × {}",
+                label_of(&binaries[ri], r),
+                label_of(&binaries[opts.runtimes.len() + ci], c)
+            );
+            let folders = [
+                "kernel".to_string(),
+                format!("criu-{}", cslug[ci]),
+                format!("cell-{}__{}", rslug[ri], cslug[ci]),
+            ];
+            let mut cell = cell_verdict(&opts.evidence, parts, &folders);
+            cell.runtime = r.display().to_string();
+            cell.criu = c.display().to_string();
+            cell.label = label;
+            cell.expected = expectation(&opts.expect, r);
+            cells.push(cell);
+        }
+    }
+    cells
 }
 
 /// Registers the note an interrupted matrix leaves in its folder (`interrupted.txt`; no
