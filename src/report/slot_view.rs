@@ -463,17 +463,7 @@ fn verb_view(
     prefix: &str,
     journal: &[crate::slot::layout::JournalEntry],
 ) -> (VerbView, Option<VerbDoc>) {
-    // A verb that could not write its verb.json said so in incomplete.txt: it did finish.
-    let unfinished_why = match verb_dir.join(INCOMPLETE_NOTE).is_file() {
-        true => "",
-        false => " (the verb did not finish)",
-    };
-    let read = crate::evidence::read_recorded(&verb_dir.join(VERB_FILE))
-        .map_err(|e| format!("{VERB_FILE}: {e}{unfinished_why}"))
-        .and_then(|b| {
-            serde_json::from_slice::<VerbDoc>(&b).map_err(|e| format!("{VERB_FILE}: {e}"))
-        });
-    let (doc, why) = match read {
+    let (doc, why) = match read_verb_doc(verb_dir) {
         Ok(d) => (Some(d), None),
         Err(e) => (None, Some(e)),
     };
@@ -523,6 +513,29 @@ fn verb_view(
             .push_str(&format!(" (its {INCOMPLETE_NOTE} says: {line})"));
     }
     let Some(d) = doc else { return (v, None) };
+    let d = fill_from_doc(&mut v, verb_dir, d);
+    (v, Some(d))
+}
+
+/// Reads and parses `verb_dir/verb.json`. The error names the file and, when the folder also has
+/// no incomplete.txt, says the verb did not finish.
+fn read_verb_doc(verb_dir: &Path) -> Result<VerbDoc, String> {
+    // A verb that could not write its verb.json said so in incomplete.txt: it did finish.
+    let unfinished_why = match verb_dir.join(INCOMPLETE_NOTE).is_file() {
+        true => "",
+        false => " (the verb did not finish)",
+    };
+    crate::evidence::read_recorded(&verb_dir.join(VERB_FILE))
+        .map_err(|e| format!("{VERB_FILE}: {e}{unfinished_why}"))
+        .and_then(|b| {
+            serde_json::from_slice::<VerbDoc>(&b).map_err(|e| format!("{VERB_FILE}: {e}"))
+        })
+}
+
+/// Fills `v` from the verb's parsed verb.json `d`: verb, outcome and its text (an interrupted
+/// verb's from its interrupted.txt), failed gate, times, phase, timings (longest first, without
+/// the total) and gate rows. Returns `d` without its gates (moved into `v`).
+fn fill_from_doc(v: &mut VerbView, verb_dir: &Path, d: VerbDoc) -> VerbDoc {
     let err = d.error.as_ref();
     v.verb = d.verb.clone();
     v.outcome = if d.ok { "ok" } else { "FAILED" };
@@ -561,7 +574,7 @@ fn verb_view(
         .into_iter()
         .map(gate_row)
         .collect();
-    (v, Some(d))
+    d
 }
 
 /// The verb folders of `evidence/` (`NNNN-verb`), oldest first.
