@@ -17,6 +17,7 @@ mod matrix_view;
 mod network_view;
 pub mod progress;
 mod slot_artifacts;
+mod slot_journal;
 mod slot_view;
 mod template;
 mod view;

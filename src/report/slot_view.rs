@@ -208,112 +208,11 @@ pub(crate) struct VerbView {
     pub timings: Vec<(String, u64)>,
     /// Evidence files present, relative to the report's folder.
     pub files: Vec<String>,
-    /// `verb.json` against the journal's `end` entry for this folder ([`journal_check`]).
-    pub journal: JournalCheck,
+    /// `verb.json` against the journal's `end` entry for this folder ([`super::slot_journal::journal_check`]).
+    pub journal: super::slot_journal::JournalCheck,
     /// The folder's other files against the artifacts `verb.json` lists
     /// ([`super::slot_artifacts::check`]).
     pub artifacts: super::slot_artifacts::ArtifactCheck,
-}
-
-/// How a verb's `verb.json` compares with the sha256 the slot journal (`journal.jsonl`)
-/// recorded when the verb ended.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct JournalCheck {
-    /// `matches`, `DIFFERS` or `unchecked`.
-    pub state: &'static str,
-    /// The sentence the report shows.
-    pub detail: String,
-}
-
-/// `verb.json` in `verb_dir` (folder name `name`) against the `end` entry the journal `journal`
-/// holds for that folder: `matches` (same sha256), `DIFFERS` (another sha256, another outcome,
-/// `verb.json` missing where the journal recorded one, or a `verb.json` whose folder the
-/// journal does not name at all: journal missing, emptied or cut), or `unchecked` (no end
-/// entry with a hash for a folder the journal names: a verb interrupted before it or its note
-/// wrote `verb.json`, or one recorded before netprobe kept hashes). The journal is the slot's own append-only record; it is
-/// not a signature — both files are root's to edit.
-fn journal_check(
-    verb_dir: &Path,
-    name: &str,
-    journal: &[crate::slot::layout::JournalEntry],
-) -> JournalCheck {
-    let end = journal
-        .iter()
-        .rev()
-        .find(|e| e.event == "end" && e.evidence.as_deref() == Some(name));
-    let differs = |detail: String| JournalCheck {
-        state: "DIFFERS",
-        detail,
-    };
-    let Some((end, want)) = end.and_then(|e| e.verb_sha256.as_ref().map(|h| (e, h))) else {
-        // The verb's start is journalled (`evidence <path>`); an end by the same process after
-        // it (without a hash: written before netprobe kept them) leaves it unchecked, none at
-        // all while a verb.json is there means the journal's end line is missing.
-        let start = journal
-            .iter()
-            .position(|e| e.event == "start" && e.detail.ends_with(&format!("/{name}")));
-        let ended = start.is_some_and(|i| {
-            journal[i + 1..]
-                .iter()
-                .any(|e| e.event == "end" && e.pid == journal[i].pid && e.verb == journal[i].verb)
-        });
-        if start.is_some() && !ended && verb_dir.join(VERB_FILE).is_file() {
-            return differs(
-                "journal.jsonl records this verb's start but no end, yet verb.json is there: it cannot be shown to be the one the verb wrote (the journal's end line is missing)".into(),
-            );
-        }
-        // Every verb journals its start before it writes anything into its folder: a verb.json
-        // whose folder the journal does not name at all (journal.jsonl missing, emptied, or
-        // its lines removed) cannot be shown to be the one the verb wrote.
-        let named = end.is_some()
-            || start.is_some()
-            || journal.iter().any(|e| e.evidence.as_deref() == Some(name));
-        if !named && verb_dir.join(VERB_FILE).is_file() {
-            return differs(
-                "journal.jsonl has no record of this verb (neither its start nor its end: the journal is missing, emptied, or its lines were removed), yet verb.json is there: it cannot be shown to be the one the verb wrote".into(),
-            );
-        }
-        return JournalCheck {
-            state: "unchecked",
-            detail: "journal.jsonl records no end of this folder with a verb.json sha256".into(),
-        };
-    };
-    match crate::evidence::sha256_recorded(&verb_dir.join(VERB_FILE)) {
-        Ok((now, _)) if now == *want => JournalCheck {
-            state: "matches",
-            detail: format!(
-                "verb.json has the sha256 journal.jsonl recorded at the verb's end ({}…, {} at {})",
-                &want[..want.len().min(12)],
-                end_word(end),
-                end.at
-            ),
-        },
-        Ok((now, _)) => differs(format!(
-            "verb.json sha256 {}… is not the {}… journal.jsonl recorded at the verb's end ({} at {}): the file was changed after the verb wrote it",
-            &now[..now.len().min(12)],
-            &want[..want.len().min(12)],
-            end_word(end),
-            end.at
-        )),
-        Err(e) => differs(format!(
-            "journal.jsonl recorded a verb.json (sha256 {}…) at the verb's end, but it cannot be read now: {e}",
-            &want[..want.len().min(12)]
-        )),
-    }
-}
-
-/// How a journal `end` entry ended, in one word: `ok`, `interrupted` (its detail begins as an
-/// interruption note's end does), else `failed`.
-fn end_word(end: &crate::slot::layout::JournalEntry) -> &'static str {
-    match (
-        end.ok,
-        end.detail
-            .starts_with(crate::slot::interruption::INTERRUPTED_END_PREFIX),
-    ) {
-        (true, _) => "ok",
-        (false, true) => "interrupted",
-        (false, false) => "failed",
-    }
 }
 
 /// One gate row.
@@ -498,7 +397,7 @@ fn verb_view(
         display,
         timings: Vec::new(),
         files,
-        journal: journal_check(verb_dir, name, journal),
+        journal: super::slot_journal::journal_check(verb_dir, name, journal),
         artifacts: super::slot_artifacts::check(
             verb_dir,
             doc.as_ref().and_then(|d| d.artifacts.as_deref()),
@@ -671,31 +570,5 @@ impl SlotPage {
             page.verbs.push(v);
         }
         page
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::end_word;
-    use crate::slot::layout::JournalEntry;
-
-    #[test]
-    fn a_journal_end_says_ok_interrupted_or_failed() {
-        let end = |ok: bool, detail: &str| JournalEntry {
-            at: "2026-12-05T00:00:00Z".into(),
-            pid: 1,
-            verb: "restore".into(),
-            event: "end".into(),
-            ok,
-            detail: detail.into(),
-            evidence: None,
-            verb_sha256: None,
-        };
-        assert_eq!(end_word(&end(true, "restored")), "ok");
-        assert_eq!(
-            end_word(&end(false, "interrupted by SIGINT")),
-            "interrupted"
-        );
-        assert_eq!(end_word(&end(false, "gate net-fidelity failed")), "failed");
     }
 }
