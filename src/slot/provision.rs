@@ -56,21 +56,7 @@ pub(crate) fn provision(run: &mut VerbRun) -> Result<(String, Option<SlotState>)
     let mut cgroup = cgroups::provision_gate(run, &rt_version, profile_driver)?;
 
     // Every check above created nothing; the slot directory is created only now.
-    run.clear("slot-create", &PROVISION_GATES)?;
-    let marker = match layout::create_slot(&run.paths) {
-        Ok(m) => {
-            let d = format!(
-                "{} created (mkdir), marker id {}",
-                run.paths.root.display(),
-                m.id
-            );
-            run.gate(GateId::SlotFresh, Ok(d))?;
-            m
-        }
-        Err((true, d)) => return Err(run.fail(GateId::SlotFresh, d)),
-        Err((false, d)) => return Err(run.step_err("slot-create", d)),
-    };
-    run.enter_slot()?;
+    let marker = create_slot_dir(run)?;
 
     let (cgroups_path, unit) = cgroups::cgroups_path(&run.paths, &marker.id, cgroup.driver.driver);
     cgroup.unit = unit;
@@ -105,6 +91,38 @@ pub(crate) fn provision(run: &mut VerbRun) -> Result<(String, Option<SlotState>)
     run.save(&mut st)?;
     run.journal("step", true, "state written: provisioning");
     let r = provision_steps(run, &mut st, &src);
+    finish(run, st, r)
+}
+
+/// Clears the gates before `slot-create`, creates the slot directory with its owner marker
+/// (gate `slot-fresh`: fails when the directory is there) and enters it. Returns the marker.
+fn create_slot_dir(run: &mut VerbRun) -> Result<layout::OwnerMarker, SlotError> {
+    run.clear("slot-create", &PROVISION_GATES)?;
+    let marker = match layout::create_slot(&run.paths) {
+        Ok(m) => {
+            let d = format!(
+                "{} created (mkdir), marker id {}",
+                run.paths.root.display(),
+                m.id
+            );
+            run.gate(GateId::SlotFresh, Ok(d))?;
+            m
+        }
+        Err((true, d)) => return Err(run.fail(GateId::SlotFresh, d)),
+        Err((false, d)) => return Err(run.step_err("slot-create", d)),
+    };
+    run.enter_slot()?;
+    Ok(marker)
+}
+
+/// Ends `provision` on the outcome `r` of [`provision_steps`]: the phase after success or
+/// failure; on success the state saved (an error if it cannot be), on failure the state saved
+/// as it is left (no holder, the overlay's `mounted` as found) and `r`'s error returned.
+fn finish(
+    run: &mut VerbRun,
+    mut st: SlotState,
+    r: Result<String, SlotError>,
+) -> Result<(String, Option<SlotState>), SlotError> {
     let end = match &r {
         Ok(_) => VerbEnd::Succeeded,
         Err(_) => VerbEnd::Failed {
