@@ -48,6 +48,7 @@ pub mod net;
 pub mod partition;
 mod profiled;
 mod provision;
+mod provision_gates;
 mod readiness;
 mod restore;
 mod run;

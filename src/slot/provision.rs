@@ -13,12 +13,12 @@ use super::image_check;
 use super::layout::{self, StateDirUse};
 use super::mounts;
 use super::profiled::{self, ImageSource};
+use super::provision_gates;
 use super::run::VerbRun;
 use super::state::*;
 use super::support::timed;
 use super::{SLOT_RESOURCES, Verb};
 use crate::evidence::now_rfc3339;
-use crate::host::{self, BinaryKind};
 use crate::ns::{self, Holder, HolderOptions};
 use crate::oci::{self, BundleSpec, Container, NetnsSpec, write_bundle};
 use serde_json::json;
@@ -36,8 +36,8 @@ pub(crate) fn provision(run: &mut VerbRun) -> Result<(String, Option<SlotState>)
     run.gate(GateId::StateDir, r)?;
     let prof = profiled::load_gate(run, parsed)?;
     common::criu_config_gate(run, true)?;
-    let (rt_pin, cr_pin) = binary_gates(run)?;
-    let probe = probe_gate(run, &rt_pin, &cr_pin)?;
+    let (rt_pin, cr_pin) = provision_gates::binary_gates(run)?;
+    let probe = provision_gates::probe_gate(run, &rt_pin, &cr_pin)?;
     let (src, record) = match &prof {
         Some((lp, src)) => (src.clone(), profiled::record(lp)),
         None => image_from_flags(run)?,
@@ -168,119 +168,6 @@ fn image_from_flags(run: &mut VerbRun) -> Result<(ImageSource, ProfileRecord), S
         json!({"name": r.name, "source": null, "sha256": r.sha256, "image_from_flags": true}),
     );
     Ok((src, r))
-}
-
-/// Runtime and CRIU binaries: must exist and be recognised (host refusal otherwise); their
-/// facts are recorded as the slot's pins. Not given, each is the one the `--probe-evidence` run
-/// used (its `netprobe-result.json`, `host.runtime.path` / `host.criu.path`: the pair the probe
-/// gate then proves by sha256), else runc in PATH and [`host::default_criu`]; where each came
-/// from is the fact `binaries_from`.
-fn binary_gates(run: &mut VerbRun) -> Result<(BinaryPin, BinaryPin), SlotError> {
-    let probed = run
-        .args
-        .probe_evidence
-        .as_deref()
-        .and_then(|d| crate::evidence::read_result(d).ok())
-        .map(|r| {
-            let path = |b: Option<&crate::evidence::result::BinaryFacts>| {
-                b.map(|b| PathBuf::from(&b.path))
-            };
-            (path(r.host.runtime.as_ref()), path(r.host.criu.as_ref()))
-        })
-        .unwrap_or((None, None));
-    let from = |given: bool, probed: bool| match (given, probed) {
-        (true, _) => "given",
-        (false, true) => "probe evidence",
-        (false, false) => "default",
-    };
-    run.fact(
-        "binaries_from",
-        json!({
-            "runtime": from(run.args.runtime.is_some(), probed.0.is_some()),
-            "criu": from(run.args.criu.is_some(), probed.1.is_some()),
-        }),
-    );
-    let rt_path = run
-        .args
-        .runtime
-        .clone()
-        .or(probed.0)
-        .unwrap_or_else(host::default_runtime);
-    let cr_path = run
-        .args
-        .criu
-        .clone()
-        .or(probed.1)
-        .unwrap_or_else(host::default_criu);
-    let rt = binary_found(
-        run,
-        GateId::RuntimeBinaryFound,
-        &rt_path,
-        BinaryKind::Runtime,
-    )?;
-    let cr = binary_found(run, GateId::CriuBinaryFound, &cr_path, BinaryKind::Criu)?;
-    Ok((rt, cr))
-}
-
-fn binary_found(
-    run: &mut VerbRun,
-    id: GateId,
-    path: &std::path::Path,
-    kind: BinaryKind,
-) -> Result<BinaryPin, SlotError> {
-    let f = host::binary_facts(path, kind).map_err(|e| run.fail(id, e.to_string()))?;
-    let d = format!(
-        "{} version {} sha256 {} (recorded)",
-        f.path, f.version, f.sha256
-    );
-    run.gate(id, Ok(d))?;
-    run.fact(
-        id.name().trim_end_matches("-binary"),
-        json!({"path": f.path, "version": f.version, "sha256": f.sha256}),
-    );
-    Ok(BinaryPin {
-        path: PathBuf::from(&f.path),
-        sha256: f.sha256,
-        version: Some(f.version),
-        kind: None,
-        sealed: None,
-    })
-}
-
-fn probe_gate(
-    run: &mut VerbRun,
-    rt: &BinaryPin,
-    cr: &BinaryPin,
-) -> Result<ProbeGateRecord, SlotError> {
-    if run.args.no_probe_gate {
-        let reason = run.args.reason.clone().unwrap_or_default();
-        run.record(
-            GateId::ProbeVerdict,
-            Err(format!("OVERRIDDEN by --no-probe-gate: {reason}")),
-        );
-        run.declare(format!(
-            "The probe gate was overridden at provision (--no-probe-gate): {reason}"
-        ));
-        return Ok(ProbeGateRecord {
-            mode: ProbeGateMode::Override,
-            evidence_dir: None,
-            verdict: None,
-            reason: Some(reason),
-        });
-    }
-    let Some(dir) = run.args.probe_evidence.clone() else {
-        let e = "no --probe-evidence DIR (or --no-probe-gate --reason TEXT) given";
-        return Err(run.fail(GateId::ProbeVerdict, e));
-    };
-    let (code, d) =
-        checks::probe_evidence(&dir, rt, cr).map_err(|e| run.fail(GateId::ProbeVerdict, e))?;
-    run.gate(GateId::ProbeVerdict, Ok(d))?;
-    Ok(ProbeGateRecord {
-        mode: ProbeGateMode::Evidence,
-        evidence_dir: Some(dir),
-        verdict: Some(code.as_str().to_string()),
-        reason: None,
-    })
 }
 
 /// `image-sha256` (qcow2) or `image-present` (directory); nothing for the embedded image.
