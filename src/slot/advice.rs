@@ -113,26 +113,20 @@ pub(crate) fn advice(
     snapshot_complete: bool,
     last: Option<(String, &'static str, String)>,
 ) -> Option<String> {
-    let cmd = |verb: &str| {
-        format!(
-            "`netprobe slot {verb} --slot {} --state-dir {}`",
-            p.slot,
-            p.state_dir.display()
-        )
-    };
     let what = match &last {
         Some((verb, how, dir)) => format!("the last verb, {verb}, {how} (evidence {dir})"),
         None => "no verb evidence was found".to_string(),
     };
-    let give_up = format!(
-        "nothing can be restored: {} releases what is left; then provision another slot number",
-        cmd("cleanup")
-    );
-    let left = format!(
-        "the runtime has no container, but processes are left in its cgroup or beside the holder in the slot's network namespace, or that cannot be told (`live.left_processes` names them): a container it lost track of; restore, reset and cleanup refuse while they run (gates cgroup-empty, netns-empty): stop them as the detail says, then {}",
-        cmd("cleanup")
-    );
     let gate = last.as_ref().and_then(|(_, _, dir)| failed_gate(dir));
+    let s = Seen {
+        phase,
+        p,
+        container,
+        holder,
+        snapshot_complete,
+        what,
+        gate,
+    };
     // Whatever the phase (but provision's and clean): without its holder the slot's network
     // namespace cannot be re-proven, so nothing can be restored into it.
     if holder.is_none()
@@ -141,132 +135,228 @@ pub(crate) fn advice(
             Phase::Provisioning | Phase::ProvisionFailed | Phase::Clean | Phase::Cleaning
         )
     {
-        return Some(format!(
-            "phase {}: the holder is gone (`live.holder`), so the slot's network namespace cannot be re-proven and no verb but cleanup can run: {} releases what is left; then provision another slot number; {what}",
-            phase_name(phase),
-            cmd("cleanup")
-        ));
+        return Some(s.holder_gone());
     }
-    let next = match phase {
-        Phase::Provisioning | Phase::ProvisionFailed => {
-            return Some(format!(
-                "provision did not finish (phase {}); {}",
-                phase_name(phase),
-                super::status::unfinished_provision_advice(p)
-            ));
-        }
-        Phase::Clean => return None,
-        Phase::Cleaning => match gate {
-            Some(g) => format!(
-                "it stopped at gate {g}: do what its message in the evidence says (e.g. stop the processes it names), then {} again releases what is left",
-                cmd("cleanup")
-            ),
-            None => format!(
-                "{} again releases what is left (each release is proven, a second run is harmless)",
-                cmd("cleanup")
-            ),
-        },
+    match phase {
+        Phase::Provisioning | Phase::ProvisionFailed => Some(s.provision_unfinished()),
+        Phase::Clean => None,
+        Phase::Cleaning => Some(s.unfinished(s.cleaning())),
         Phase::Checkpointed | Phase::Ready | Phase::Running
             if container == Container::AbsentWithLeft =>
         {
-            return Some(format!("phase {}: {left}; {what}", phase_name(phase)));
+            Some(format!(
+                "phase {}: {}; {}",
+                s.phase_name(),
+                s.left(),
+                s.what
+            ))
         }
-        Phase::Checkpointed if snapshot_complete => return None,
-        Phase::Checkpointed => {
-            return Some(format!(
-                "phase checkpointed, but the snapshot is not complete (`snapshot.detail`): {give_up}; {what}"
-            ));
+        Phase::Checkpointed => s.checkpointed(),
+        Phase::Ready | Phase::Running => s.runs_by_phase(),
+        Phase::Snapshotting | Phase::SnapshotFailed => Some(s.unfinished(s.snapshotting())),
+        Phase::Restoring | Phase::RestoreFailed => Some(s.unfinished(s.restoring())),
+    }
+}
+
+/// What [`advice`] decides on: its inputs, with the last verb described (`what`) and the gate
+/// its `verb.json` says it failed (`gate`).
+struct Seen<'a> {
+    phase: Phase,
+    p: &'a SlotPaths,
+    container: Container,
+    holder: Option<i32>,
+    snapshot_complete: bool,
+    what: String,
+    gate: Option<String>,
+}
+
+impl Seen<'_> {
+    /// The command line of slot verb `verb` for this slot.
+    fn cmd(&self, verb: &str) -> String {
+        format!(
+            "`netprobe slot {verb} --slot {} --state-dir {}`",
+            self.p.slot,
+            self.p.state_dir.display()
+        )
+    }
+
+    /// The phase as `state.json` spells it.
+    fn phase_name(&self) -> String {
+        phase_name(self.phase)
+    }
+
+    /// The way out when nothing can be restored: cleanup, then another slot.
+    fn give_up(&self) -> String {
+        format!(
+            "nothing can be restored: {} releases what is left; then provision another slot number",
+            self.cmd("cleanup")
+        )
+    }
+
+    /// Processes left by a container the runtime lost track of: stop them, then cleanup.
+    fn left(&self) -> String {
+        format!(
+            "the runtime has no container, but processes are left in its cgroup or beside the holder in the slot's network namespace, or that cannot be told (`live.left_processes` names them): a container it lost track of; restore, reset and cleanup refuse while they run (gates cgroup-empty, netns-empty): stop them as the detail says, then {}",
+            self.cmd("cleanup")
+        )
+    }
+
+    /// The advice of a verb that did not finish, `next` being its next step.
+    fn unfinished(&self, next: String) -> String {
+        format!(
+            "a verb did not finish (phase {}): {}; {next}",
+            self.phase_name(),
+            self.what
+        )
+    }
+
+    /// Any phase but provision's and clean, without the holder: only cleanup can run.
+    fn holder_gone(&self) -> String {
+        format!(
+            "phase {}: the holder is gone (`live.holder`), so the slot's network namespace cannot be re-proven and no verb but cleanup can run: {} releases what is left; then provision another slot number; {}",
+            self.phase_name(),
+            self.cmd("cleanup"),
+            self.what
+        )
+    }
+
+    /// Phases provisioning and provision-failed: what status says of an unfinished provision.
+    fn provision_unfinished(&self) -> String {
+        format!(
+            "provision did not finish (phase {}); {}",
+            self.phase_name(),
+            super::status::unfinished_provision_advice(self.p)
+        )
+    }
+
+    /// Phase cleaning: cleanup again, after what the gate it stopped at says, if any.
+    fn cleaning(&self) -> String {
+        match &self.gate {
+            Some(g) => format!(
+                "it stopped at gate {g}: do what its message in the evidence says (e.g. stop the processes it names), then {} again releases what is left",
+                self.cmd("cleanup")
+            ),
+            None => format!(
+                "{} again releases what is left (each release is proven, a second run is harmless)",
+                self.cmd("cleanup")
+            ),
         }
-        Phase::Ready | Phase::Running if container == Container::Paused => {
-            return Some(format!(
-                "phase {} says the container runs, but it is paused (frozen: `live.container`): the slot's runtime (`runtime.path` in state.json) with `--root {} resume {}` thaws it; or {} restores the snapshot",
-                phase_name(phase),
+    }
+
+    /// Phase checkpointed: none with a complete snapshot, else give up.
+    fn checkpointed(&self) -> Option<String> {
+        if self.snapshot_complete {
+            return None;
+        }
+        Some(format!(
+            "phase checkpointed, but the snapshot is not complete (`snapshot.detail`): {}; {}",
+            self.give_up(),
+            self.what
+        ))
+    }
+
+    /// Phases ready and running (no processes left): none while the container runs; else what
+    /// to do with a paused, stopped or absent container.
+    fn runs_by_phase(&self) -> Option<String> {
+        let (phase, p) = (self.phase_name(), self.p);
+        match self.container {
+            Container::Paused => Some(format!(
+                "phase {phase} says the container runs, but it is paused (frozen: `live.container`): the slot's runtime (`runtime.path` in state.json) with `--root {} resume {}` thaws it; or {} restores the snapshot",
                 p.runtime_root().display(),
                 p.container_id(),
-                cmd("reset")
-            ));
-        }
-        Phase::Ready | Phase::Running if container == Container::Stopped => {
-            let next = if snapshot_complete {
-                format!("{} removes it and restores the snapshot", cmd("reset"))
-            } else {
-                give_up
-            };
-            return Some(format!(
-                "phase {} says the container runs, but it has stopped (its init exited: `live.container`): {next}",
-                phase_name(phase)
-            ));
-        }
-        Phase::Ready | Phase::Running => {
-            if container != Container::Absent {
-                return None;
+                self.cmd("reset")
+            )),
+            Container::Stopped => {
+                let next = if self.snapshot_complete {
+                    format!("{} removes it and restores the snapshot", self.cmd("reset"))
+                } else {
+                    self.give_up()
+                };
+                Some(format!(
+                    "phase {phase} says the container runs, but it has stopped (its init exited: `live.container`): {next}"
+                ))
             }
-            let next = if snapshot_complete {
-                format!("{} brings the snapshot back", cmd("restore"))
-            } else {
-                give_up
-            };
-            return Some(format!(
-                "phase {} says the container runs, but the runtime has no container (`live.container`; `live.left_processes` shows none left): {what}; {next}",
-                phase_name(phase)
-            ));
+            Container::Absent => {
+                let next = if self.snapshot_complete {
+                    format!("{} brings the snapshot back", self.cmd("restore"))
+                } else {
+                    self.give_up()
+                };
+                Some(format!(
+                    "phase {phase} says the container runs, but the runtime has no container (`live.container`; `live.left_processes` shows none left): {}; {next}",
+                    self.what
+                ))
+            }
+            Container::Running | Container::AbsentWithLeft | Container::Other => None,
         }
-        Phase::Snapshotting | Phase::SnapshotFailed => match container {
+    }
+
+    /// Phases snapshotting and snapshot-failed: the next step by the container's state now.
+    fn snapshotting(&self) -> String {
+        let p = self.p;
+        match self.container {
             Container::Running => format!(
                 "the container still runs: {} takes the snapshot again",
-                cmd("snapshot")
+                self.cmd("snapshot")
             ),
-            Container::Absent if snapshot_complete => format!(
+            Container::Absent if self.snapshot_complete => format!(
                 "the container is gone; the previous complete snapshot is kept: {} brings it back",
-                cmd("restore")
+                self.cmd("restore")
             ),
             Container::Absent => {
-                format!("the container is gone and no complete snapshot exists; {give_up}")
+                format!(
+                    "the container is gone and no complete snapshot exists; {}",
+                    self.give_up()
+                )
             }
-            Container::AbsentWithLeft => left,
+            Container::AbsentWithLeft => self.left(),
             Container::Paused => format!(
                 "the container is paused (frozen by the checkpoint that was stopped: `live.container`): the slot's runtime (`runtime.path` in state.json) with `--root {} resume {}` thaws it, then {} takes the snapshot again",
                 p.runtime_root().display(),
                 p.container_id(),
-                cmd("snapshot")
+                self.cmd("snapshot")
             ),
             Container::Stopped | Container::Other => format!(
                 "the container's state is not known (see `live.container`); {} once it is absent, or {}",
-                cmd("restore"),
-                cmd("cleanup")
+                self.cmd("restore"),
+                self.cmd("cleanup")
             ),
-        },
-        Phase::Restoring | Phase::RestoreFailed => match (container, snapshot_complete) {
-            (Container::AbsentWithLeft, _) => left,
-            (_, false) => format!("no complete snapshot is left to restore; {give_up}"),
-            _ if gate.as_deref() == Some("net-fidelity") => format!(
+        }
+    }
+
+    /// Phases restoring and restore-failed: the next step by the container's state, the
+    /// snapshot and the gate the restore failed.
+    fn restoring(&self) -> String {
+        match (self.container, self.snapshot_complete) {
+            (Container::AbsentWithLeft, _) => self.left(),
+            (_, false) => format!(
+                "no complete snapshot is left to restore; {}",
+                self.give_up()
+            ),
+            _ if self.gate.as_deref() == Some("net-fidelity") => format!(
                 "its restored network state differed from the snapshot's (gate net-fidelity; the change is in netstate-diff.txt of its evidence): the namespace is the holder's and outlives every restore, so restoring again meets the same change — undo it in the namespace (e.g. `nsenter --net=/proc/{}/ns/net ip …`, as the diff names), then {}; or {}",
-                holder.unwrap_or_default(),
-                cmd("reset"),
-                cmd("cleanup")
+                self.holder.unwrap_or_default(),
+                self.cmd("reset"),
+                self.cmd("cleanup")
             ),
             (Container::Running, true) => format!(
                 "a container runs but the restore's gates did not all pass: {} stops it and restores the snapshot again",
-                cmd("reset")
+                self.cmd("reset")
             ),
             (Container::Absent, true) => format!(
                 "the container is gone: {} restores the snapshot",
-                cmd("restore")
+                self.cmd("restore")
             ),
             (Container::Stopped, true) => format!(
                 "the container has stopped (its init exited: `live.container`): {} removes it and restores the snapshot",
-                cmd("reset")
+                self.cmd("reset")
             ),
             (Container::Other | Container::Paused, true) => format!(
                 "the container's state is not known (see `live.container`): {} stops whatever runs and restores the snapshot",
-                cmd("reset")
+                self.cmd("reset")
             ),
-        },
-    };
-    Some(format!(
-        "a verb did not finish (phase {}): {what}; {next}",
-        phase_name(phase)
-    ))
+        }
+    }
 }
 
 /// The phase as `state.json` spells it.
