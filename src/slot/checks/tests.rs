@@ -219,29 +219,44 @@ fn snapshot_completeness_is_checked_file_by_file() {
         "{e}"
     );
     fs::rename(&away, &dir).unwrap();
-    // A manifest of an older netprobe (no `blake3`): proven by sha256, as it was.
+    older_manifest_is_proven_by_sha256(d.path(), &mut st, &dir);
+    an_unrecorded_or_changed_image_is_named(d.path(), &st, &dir);
+    let m = the_reference_screen_is_hashed(d.path(), &mut st, &dir);
+    a_changed_saved_upper_is_seen(d.path(), &st, &dir);
+    an_edited_or_unrecorded_manifest_proves_nothing(d.path(), &mut st, &dir, &m);
+}
+
+// The steps of `snapshot_completeness_is_checked_file_by_file`, in its order, on the snapshot
+// `dir` of the slot folder `root` with state `st`; each but the last leaves the snapshot complete.
+
+/// A manifest of an older netprobe (no `blake3`) is proven by sha256; then the blake3 one again.
+fn older_manifest_is_proven_by_sha256(root: &Path, st: &mut SlotState, dir: &Path) {
     let mut m: serde_json::Value =
         serde_json::from_slice(&fs::read(dir.join("manifest.json")).unwrap()).unwrap();
     let b3 = m["checkpoint_files"].clone();
     m["checkpoint_files"] =
         serde_json::to_value(inventory(&dir.join("checkpoint")).unwrap()).unwrap();
-    write_manifest(&mut st, &dir, &m);
-    let (_, detail) = snapshot_complete(d.path(), &st).unwrap();
+    write_manifest(st, dir, &m);
+    let (_, detail) = snapshot_complete(root, st).unwrap();
     assert!(
         detail.contains("1 checkpoint files (sha256 as recorded)"),
         "{detail}"
     );
     fs::write(dir.join("checkpoint/core-1.img"), b"CORE").unwrap();
-    let e = snapshot_complete(d.path(), &st).unwrap_err();
+    let e = snapshot_complete(root, st).unwrap_err();
     assert!(
         e.contains("(sha256): changed core-1.img (4 bytes, sha256 "),
         "{e}"
     );
     fs::write(dir.join("checkpoint/core-1.img"), b"core").unwrap();
     m["checkpoint_files"] = b3;
-    write_manifest(&mut st, &dir, &m);
+    write_manifest(st, dir, &m);
+}
+
+/// A checkpoint file the manifest does not list, and a byte changed in a listed one, are named.
+fn an_unrecorded_or_changed_image_is_named(root: &Path, st: &SlotState, dir: &Path) {
     fs::write(dir.join("checkpoint/extra.img"), b"x").unwrap();
-    let e = snapshot_complete(d.path(), &st).unwrap_err();
+    let e = snapshot_complete(root, st).unwrap_err();
     assert!(e.contains("not recorded extra.img"), "{e}");
     fs::remove_file(dir.join("checkpoint/extra.img")).unwrap();
     // A byte changed in a recorded image: named as changed, old and new hash.
@@ -255,14 +270,21 @@ fn snapshot_completeness_is_checked_file_by_file() {
     let mut flipped = kept.clone();
     flipped.push(b'!');
     fs::write(&img, &flipped).unwrap();
-    let e = snapshot_complete(d.path(), &st).unwrap_err();
+    let e = snapshot_complete(root, st).unwrap_err();
     let name = img.file_name().unwrap().to_string_lossy().into_owned();
     assert!(
         e.contains(&format!("changed {name} (")) && e.contains(" → "),
         "{e}"
     );
     fs::write(&img, &kept).unwrap();
-    // The reference screen: hashed like the rest.
+}
+
+/// The reference screen is hashed like the rest; returns the manifest as written (with it).
+fn the_reference_screen_is_hashed(
+    root: &Path,
+    st: &mut SlotState,
+    dir: &Path,
+) -> serde_json::Value {
     let png = dir.join("screen.png");
     fs::write(&png, b"png bytes").unwrap();
     let sha = sha256_hex(b"png bytes");
@@ -274,14 +296,14 @@ fn snapshot_completeness_is_checked_file_by_file() {
     let mut m: serde_json::Value =
         serde_json::from_slice(&fs::read(dir.join("manifest.json")).unwrap()).unwrap();
     m["screen"] = serde_json::to_value(&a).unwrap();
-    write_manifest(&mut st, &dir, &m);
-    let (_, detail) = snapshot_complete(d.path(), &st).unwrap();
+    write_manifest(st, dir, &m);
+    let (_, detail) = snapshot_complete(root, st).unwrap();
     assert!(
         detail.contains(&format!("screen.png sha256 {sha}")),
         "{detail}"
     );
     fs::write(&png, b"other bytes").unwrap();
-    let e = snapshot_complete(d.path(), &st).unwrap_err();
+    let e = snapshot_complete(root, st).unwrap_err();
     assert!(
         e.contains("reference screen changed")
             && e.contains("`netprobe slot snapshot` takes a new one"),
@@ -289,22 +311,25 @@ fn snapshot_completeness_is_checked_file_by_file() {
     );
     fs::remove_file(&png).unwrap();
     assert!(
-        snapshot_complete(d.path(), &st)
+        snapshot_complete(root, st)
             .unwrap_err()
             .contains("screen.png")
     );
     fs::write(&png, b"png bytes").unwrap();
     m["screen"]["sha256"] = "0".repeat(64).into();
-    write_manifest(&mut st, &dir, &m);
-    assert!(snapshot_complete(d.path(), &st).is_err());
+    write_manifest(st, dir, &m);
+    assert!(snapshot_complete(root, st).is_err());
     m["screen"] = serde_json::to_value(&a).unwrap();
-    write_manifest(&mut st, &dir, &m);
-    assert!(snapshot_complete(d.path(), &st).is_ok());
+    write_manifest(st, dir, &m);
+    assert!(snapshot_complete(root, st).is_ok());
+    m
+}
 
-    // The saved upper: a file added, changed or removed is seen.
+/// The saved upper: a file added, changed or removed is seen, and an upper gone is named.
+fn a_changed_saved_upper_is_seen(root: &Path, st: &SlotState, dir: &Path) {
     let evil = dir.join("upper/evil");
     fs::write(&evil, b"hacked").unwrap();
-    let e = snapshot_complete(d.path(), &st).unwrap_err();
+    let e = snapshot_complete(root, st).unwrap_err();
     assert!(
         e.contains("the saved upper changed since the snapshot"),
         "{e}"
@@ -312,45 +337,52 @@ fn snapshot_completeness_is_checked_file_by_file() {
     assert!(e.contains("netprobe slot cleanup"), "names the way on: {e}");
     fs::remove_file(&evil).unwrap();
     fs::write(dir.join("upper/etc/hostname"), b"other").unwrap();
-    assert!(snapshot_complete(d.path(), &st).is_err());
+    assert!(snapshot_complete(root, st).is_err());
     fs::write(dir.join("upper/etc/hostname"), b"guest").unwrap();
-    assert!(snapshot_complete(d.path(), &st).is_ok());
+    assert!(snapshot_complete(root, st).is_ok());
     fs::remove_dir_all(dir.join("upper")).unwrap();
-    let e = snapshot_complete(d.path(), &st).unwrap_err();
+    let e = snapshot_complete(root, st).unwrap_err();
     assert!(e.contains("saved upper cannot be hashed"), "{e}");
     fs::create_dir_all(dir.join("upper/etc")).unwrap();
     fs::write(dir.join("upper/etc/hostname"), b"guest").unwrap();
     // (re-made with the same modes: tempdir defaults)
-    let ok = snapshot_complete(d.path(), &st);
+    let ok = snapshot_complete(root, st);
     assert!(ok.is_ok(), "{ok:?}");
+}
 
-    // The manifest: an edit is seen (its sha256 is in state.json), and a state without
-    // the manifest's sha256 or the upper's digest proves nothing.
+/// An edited manifest is seen, a state without the manifest's sha256 or the upper's digest
+/// proves nothing, and an edited netstate.json is named; `m`: the manifest as written.
+fn an_edited_or_unrecorded_manifest_proves_nothing(
+    root: &Path,
+    st: &mut SlotState,
+    dir: &Path,
+    m: &serde_json::Value,
+) {
     let mut text = fs::read_to_string(dir.join("manifest.json")).unwrap();
     text = text.replace(
         "\"netstate_sha256\"",
         "\"holder\":{\"pid\":1},\"netstate_sha256\"",
     );
     fs::write(dir.join("manifest.json"), &text).unwrap();
-    let e = snapshot_complete(d.path(), &st).unwrap_err();
+    let e = snapshot_complete(root, st).unwrap_err();
     assert!(e.contains("the manifest changed since the snapshot"), "{e}");
-    write_manifest(&mut st, &dir, &m);
+    write_manifest(st, dir, m);
     let mut old = st.clone();
     old.snapshot.as_mut().unwrap().manifest_sha256 = None;
     assert!(
-        snapshot_complete(d.path(), &old)
+        snapshot_complete(root, &old)
             .unwrap_err()
             .contains("not proven")
     );
     let mut old = st.clone();
     old.snapshot.as_mut().unwrap().upper = None;
     assert!(
-        snapshot_complete(d.path(), &old)
+        snapshot_complete(root, &old)
             .unwrap_err()
             .contains("no digest of the saved upper")
     );
     fs::write(dir.join("netstate.json"), b"{}").unwrap();
-    let e = snapshot_complete(d.path(), &st).unwrap_err();
+    let e = snapshot_complete(root, st).unwrap_err();
     assert!(
         e.contains(&format!(
             "/netstate.json has sha256 {}, state.json records {}",
