@@ -3,65 +3,14 @@
 //! with its exit codes, and that nothing is left behind — also after a rung fails.
 
 mod common;
+#[path = "common/ladder.rs"]
+mod ladder_support;
 use common::cli::{EXE, netprobe, text};
+use ladder_support::*;
 use netprobe::evidence::result::{RunResult, RungName, Status, VerdictCode};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-
-fn require_root() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "the ladder tests need root (namespaces, CRIU, runc); CI runs them as root"
-    );
-}
-
-fn read_result(dir: &Path) -> RunResult {
-    let v: Value =
-        serde_json::from_slice(&std::fs::read(dir.join("netprobe-result.json")).unwrap()).unwrap();
-    netprobe::evidence::validate_result(&v).expect("result validates against the schema");
-    serde_json::from_value(v).unwrap()
-}
-
-/// Every pid the run recorded (holders, dumped/restored processes, containers) is gone: no
-/// process, no zombie.
-fn assert_nothing_left(result: &RunResult) {
-    for r in &result.rungs {
-        for (k, v) in &r.facts {
-            if k.ends_with("pid") || k.contains("_pid_") {
-                let pid = v.as_i64().unwrap_or(0);
-                if pid > 0 {
-                    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"));
-                    // A reused pid would be a different process; ours ran netprobe or sleep.
-                    if let Ok(s) = stat {
-                        assert!(
-                            !(s.contains("(netprobe)") || s.contains("(sleep)")),
-                            "{}: {k} = {pid} is still there: {s}",
-                            r.name
-                        );
-                    }
-                }
-            }
-        }
-    }
-    // The work areas this run used are gone, with nothing mounted below them (other tests run
-    // their own at the same time, so only this run's are checked).
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    for r in &result.rungs {
-        if let Some(work) = r.facts.get("work_area").and_then(|v| v.as_str()) {
-            assert!(!mounts.contains(work), "{work} is still mounted:\n{mounts}");
-            assert!(
-                !Path::new(work).exists(),
-                "{}: work area {work} was not removed",
-                r.name
-            );
-        }
-    }
-}
-
-fn evidence_dir(tmp: &tempfile::TempDir, name: &str) -> PathBuf {
-    tmp.path().join(name)
-}
 
 #[test]
 fn full_ladder_on_runc_is_runtime_empty_ns_with_every_fact() {
@@ -85,128 +34,21 @@ fn full_ladder_on_runc_is_runtime_empty_ns_with_every_fact() {
     assert_eq!(st(RungName::Criu), Status::Pass);
     assert_eq!(st(RungName::Oci), Status::Fail);
     assert_eq!(st(RungName::ExternalNetns), Status::Pass);
+    kernel_rung_facts(&ev);
+    criu_rung_facts(&ev);
+    let restore = oci_rung_facts(&ev);
+    external_netns_rung_facts(&ev, &r);
+    binaries_pins_and_declared_differences(&r);
+    assert_nothing_left(&r);
+    verify_reproduces_the_verdict(&ev);
+    verify_catches_tampered_evidence(&ev, &restore);
+}
 
-    // kernel: the exact 20-byte CRIU request, lo type 772 in CRIU's log format.
-    let req = std::fs::read(ev.join("kernel/request.bin")).unwrap();
-    assert_eq!(req.len(), 20);
-    assert_eq!(&req[4..6], &18u16.to_ne_bytes(), "RTM_GETLINK");
-    assert_eq!(
-        &req[6..8],
-        &0x301u16.to_ne_bytes(),
-        "NLM_F_ROOT|NLM_F_MATCH|NLM_F_REQUEST"
-    );
-    assert_eq!(&req[8..12], &24680u32.to_ne_bytes(), "seq");
-    assert_eq!(req[16], 17, "AF_PACKET");
-    let klog = std::fs::read_to_string(ev.join("kernel/kernel.log")).unwrap();
-    assert!(klog.contains("\tLD: Got link 1, type 772"), "{klog}");
+// The steps of `full_ladder_on_runc_is_runtime_empty_ns_with_every_fact` after the rung facts
+// (those are in common/ladder.rs), in its order, on its evidence folder `ev` and result `r`.
 
-    // criu: netns images and a link dumped after the anchor.
-    let images = |rung: &str| -> Vec<(String, u64)> {
-        std::fs::read_dir(ev.join(rung).join("images"))
-            .unwrap()
-            .map(|e| {
-                let e = e.unwrap();
-                (
-                    e.file_name().to_string_lossy().into_owned(),
-                    e.metadata().unwrap().len(),
-                )
-            })
-            .collect()
-    };
-    let criu_imgs = images("criu");
-    for p in ["netns-", "netdev-", "ifaddr-"] {
-        assert!(
-            criu_imgs.iter().any(|(n, _)| n.starts_with(p)),
-            "{p} in {criu_imgs:?}"
-        );
-    }
-    let dump = std::fs::read_to_string(ev.join("criu/dump.log")).unwrap();
-    let after = &dump[dump.find("Dump NET namespace info").unwrap()..];
-    assert!(after.contains("LD: Got link"));
-    assert_eq!(
-        std::fs::read(ev.join("criu/netstate-before.json")).unwrap(),
-        std::fs::read(ev.join("criu/netstate-after.json")).unwrap()
-    );
-
-    // oci: runc's empty_ns signature.
-    assert!(
-        !images("oci").iter().any(|(n, _)| n.starts_with("netns-")),
-        "no netns image under runc"
-    );
-    let restore = std::fs::read_to_string(ev.join("oci/restore.log")).unwrap();
-    assert!(
-        restore.lines().any(|l| {
-            l.split("No netns-")
-                .nth(1)
-                .is_some_and(|t| t.chars().next().is_some_and(|c| c.is_ascii_digit()))
-        }),
-        "No netns-<id>.img image in restore.log"
-    );
-    let dump = std::fs::read_to_string(ev.join("oci/dump.log")).unwrap();
-    let after = &dump[dump.find("Dump NET namespace info").unwrap()..];
-    assert!(!after.contains("LD: Got link"));
-    let after: Value =
-        serde_json::from_slice(&std::fs::read(ev.join("oci/netstate-after.json")).unwrap())
-            .unwrap();
-    let lo = after["links"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["name"] == "lo")
-        .unwrap();
-    assert_eq!(lo["up"], false);
-    assert!(after["addresses"].as_array().unwrap().is_empty());
-
-    // external-netns: only the key in the netns image, holder.json valid, state byte-equal.
-    let ext = images("external-netns");
-    let netns: Vec<_> = ext
-        .iter()
-        .filter(|(n, _)| n.starts_with("netns-"))
-        .collect();
-    assert_eq!(netns.len(), 1, "{ext:?}");
-    assert!(netns[0].1 <= 64, "{netns:?}");
-    let img = std::fs::read(ev.join("external-netns/images").join(&netns[0].0)).unwrap();
-    assert!(img.windows(12).any(|w| w == b"extRootNetNS"));
-    let holder: Value =
-        serde_json::from_slice(&std::fs::read(ev.join("external-netns/holder.json")).unwrap())
-            .unwrap();
-    netprobe::evidence::validate_holder(&holder).unwrap();
-    // Inodes side by side: the restored init's netns inode and the holder's, both recorded,
-    // equal, and asserted so by the rung.
-    let ext_rung = r.rung(RungName::ExternalNetns).unwrap();
-    let restored_inode = ext_rung.facts["container_netns_inode_after"]
-        .as_u64()
-        .unwrap();
-    assert_eq!(
-        Some(restored_inode),
-        ext_rung.facts["holder_netns_inode"].as_u64()
-    );
-    assert_eq!(holder["netns_inode"].as_u64(), Some(restored_inode));
-    assert_eq!(
-        std::fs::read_to_string(ev.join("external-netns/netns-inode-restored.txt")).unwrap(),
-        format!("{restored_inode}\n")
-    );
-    let eq = ext_rung
-        .assertions
-        .iter()
-        .find(|a| a.id == "netns-inode-equal")
-        .expect("netns-inode-equal assertion");
-    assert!(eq.passed, "{eq:?}");
-    assert_eq!(
-        std::fs::read(ev.join("external-netns/netstate-before.json")).unwrap(),
-        std::fs::read(ev.join("external-netns/netstate-after.json")).unwrap()
-    );
-    let config: Value =
-        serde_json::from_slice(&std::fs::read(ev.join("external-netns/config.json")).unwrap())
-            .unwrap();
-    let ns = config["linux"]["namespaces"].as_array().unwrap();
-    let net = ns.iter().find(|n| n["type"] == "network").unwrap();
-    assert_eq!(
-        net["path"].as_str().unwrap(),
-        format!("/proc/{}/ns/net", holder["pid"])
-    );
-
-    // Binaries, pins and declared differences.
+/// Binaries, pins and declared differences.
+fn binaries_pins_and_declared_differences(r: &RunResult) {
     assert!(r.host.runtime.as_ref().unwrap().sha256.len() == 64);
     assert!(r.pins.iter().any(|p| p.name == "runtime" && !p.matches));
     assert!(
@@ -236,10 +78,10 @@ fn full_ladder_on_runc_is_runtime_empty_ns_with_every_fact() {
             .timings_ms
             .contains_key("restore")
     );
+}
 
-    assert_nothing_left(&r);
-
-    // The evidence alone reaches the same verdict, without root.
+/// The evidence alone reaches the same verdict, without root, and with a report beside it.
+fn verify_reproduces_the_verdict(ev: &Path) {
     let o = Command::new("setpriv")
         .args([
             "--reuid=65534",
@@ -248,7 +90,7 @@ fn full_ladder_on_runc_is_runtime_empty_ns_with_every_fact() {
             EXE,
             "verify",
         ])
-        .arg(&ev)
+        .arg(ev)
         .arg("--expect")
         .arg("runtime-empty-ns")
         .output()
@@ -263,7 +105,11 @@ fn full_ladder_on_runc_is_runtime_empty_ns_with_every_fact() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let o = netprobe(&["verify", ev.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
 
+/// An emptied artifact list, and a log edited after the fact (`restore`: the oci rung's
+/// restore.log as written), are caught by verify.
+fn verify_catches_tampered_evidence(ev: &Path, restore: &str) {
     // An emptied artifact list cannot hide files: every file must be listed.
     let result_path = ev.join("netprobe-result.json");
     let original = std::fs::read(&result_path).unwrap();
@@ -345,8 +191,29 @@ fn json_prints_only_the_result() {
 fn bad_input_is_refused_with_the_right_exit_code_and_nothing_lost() {
     require_root();
     let tmp = tempfile::tempdir().unwrap();
-    // An existing, non-empty evidence folder: refused (2), its content untouched.
-    let ev = evidence_dir(&tmp, "used");
+    an_existing_folder_is_refused_untouched(&tmp);
+    bad_phases_and_runtimes_are_refused(&tmp);
+    bad_rootfs_is_refused(&tmp);
+    a_criu_config_missing_criu_or_no_root_is_refused(&tmp);
+    // An unknown --expect verdict: usage (2).
+    let o = netprobe(&["run", "--expect", "maybe"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    // verify on a folder without a result: usage (2), naming it.
+    let o = netprobe(&["verify", tmp.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
+
+// The steps of `bad_input_is_refused_with_the_right_exit_code_and_nothing_lost`, in its order,
+// each run with a new evidence folder in `tmp` ([`fresh`]) unless it says otherwise.
+
+/// `n` in `tmp`, as a string for the command line.
+fn fresh(tmp: &tempfile::TempDir, n: &str) -> String {
+    evidence_dir(tmp, n).to_str().unwrap().to_string()
+}
+
+/// An existing, non-empty evidence folder: refused (2), its content untouched.
+fn an_existing_folder_is_refused_untouched(tmp: &tempfile::TempDir) {
+    let ev = evidence_dir(tmp, "used");
     std::fs::create_dir_all(&ev).unwrap();
     std::fs::write(ev.join("keep.txt"), b"precious").unwrap();
     let o = netprobe(&[
@@ -364,8 +231,11 @@ fn bad_input_is_refused_with_the_right_exit_code_and_nothing_lost() {
     );
     assert_eq!(std::fs::read(ev.join("keep.txt")).unwrap(), b"precious");
     assert_eq!(std::fs::read_dir(&ev).unwrap().count(), 1);
+}
 
-    let fresh = |n: &str| evidence_dir(&tmp, n).to_str().unwrap().to_string();
+/// Unknown phase or wrong order: usage (2); a missing or not-OCI runtime: host refused (3).
+fn bad_phases_and_runtimes_are_refused(tmp: &tempfile::TempDir) {
+    let fresh = |n: &str| fresh(tmp, n);
     // Unknown phase, wrong order: usage (2).
     let o = netprobe(&["run", "--phases", "kernel,crui", "--evidence", &fresh("a")]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
@@ -396,6 +266,11 @@ fn bad_input_is_refused_with_the_right_exit_code_and_nothing_lost() {
         &fresh("d"),
     ]);
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+}
+
+/// A rootfs without sleep, or one that does not exist: usage (2).
+fn bad_rootfs_is_refused(tmp: &tempfile::TempDir) {
+    let fresh = |n: &str| fresh(tmp, n);
     // A rootfs without sleep: usage (2).
     let empty = tmp.path().join("emptyroot");
     std::fs::create_dir_all(&empty).unwrap();
@@ -422,6 +297,12 @@ fn bad_input_is_refused_with_the_right_exit_code_and_nothing_lost() {
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("/nonexistent/rootfs"), "{}", text(&o));
+}
+
+/// A CRIU config file through `$CRIU_CONFIG_FILE`, a missing CRIU, or no root: host refused (3);
+/// without root nothing is written.
+fn a_criu_config_missing_criu_or_no_root_is_refused(tmp: &tempfile::TempDir) {
+    let fresh = |n: &str| fresh(tmp, n);
     // A CRIU config file requested through $CRIU_CONFIG_FILE: refused (3), naming it.
     let conf = tmp.path().join("criu.conf");
     std::fs::write(&conf, b"tcp-established\n").unwrap();
@@ -465,12 +346,6 @@ fn bad_input_is_refused_with_the_right_exit_code_and_nothing_lost() {
         !tmp.path().join("h").exists(),
         "nothing written when refused"
     );
-    // An unknown --expect verdict: usage (2).
-    let o = netprobe(&["run", "--expect", "maybe"]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    // verify on a folder without a result: usage (2), naming it.
-    let o = netprobe(&["verify", tmp.path().to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
 
 /// A runtime whose checkpoint fails: the oci rung errors (exit 4), the evidence gathered so far
@@ -583,54 +458,6 @@ fn two_runs_never_share_an_evidence_folder() {
     assert_eq!(r.rung(RungName::Criu).unwrap().status, Status::Pass);
     let o = netprobe(&["verify", ev.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-}
-
-/// Processes whose environment carries `tag` (netprobe's children inherit it: holders, runc,
-/// CRIU, and the processes CRIU restores from a holder's image).
-fn tagged_processes(tag: &str) -> Vec<String> {
-    let needle = format!("NETPROBE_TEST_TAG={tag}");
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if !name.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        let Ok(env) = std::fs::read(e.path().join("environ")) else {
-            continue;
-        };
-        if env.split(|&b| b == 0).any(|v| v == needle.as_bytes()) {
-            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-            // A zombie is reaped by pid 1 on this machine; only live processes count.
-            let state = stat
-                .rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .chars()
-                .next();
-            if state != Some('Z') {
-                out.push(format!("{name}: {}", stat.trim()));
-            }
-        }
-    }
-    out
-}
-
-/// Cgroups of containers netprobe `pid` created (`netprobe-<rung>-<pid>-<nanos>`).
-fn container_cgroups(pid: u32) -> Vec<String> {
-    let mark = format!("-{pid}-");
-    let mut out = Vec::new();
-    for sub in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
-        if let Ok(rd) = std::fs::read_dir(sub.path()) {
-            for c in rd.flatten() {
-                let n = c.file_name().to_string_lossy().into_owned();
-                if n.starts_with("netprobe-") && n.contains(&mark) {
-                    out.push(c.path().display().to_string());
-                }
-            }
-        }
-    }
-    out
 }
 
 /// SIGINT / SIGTERM in the middle of a run (in different rungs): netprobe releases every holder,
