@@ -1,8 +1,12 @@
 //! Bad input and faults: each gives a clear error naming the slot and the gate, the documented
 //! exit code, loses nothing, and `cleanup` still releases everything.
 mod slot_support;
-use netprobe::slot::{Phase, SlotLock, Verb, run_verb};
+#[path = "common/slot_state_faults.rs"]
+mod state_faults;
+use netprobe::ns::ProcessIdentity;
+use netprobe::slot::{Phase, SlotLock, SlotState, Verb, run_verb};
 use slot_support::*;
+use std::path::{Path, PathBuf};
 
 /// One provisioned slot walked through the faults that do not destroy it.
 #[test]
@@ -14,44 +18,69 @@ fn lifecycle_faults() {
     let _c = CleanupOnDrop(sd.clone(), vec![11]);
     let img = sleep_image(tmp.path());
 
+    refusals_before_a_snapshot(&sd, &img);
+    a_held_lock_and_an_edited_config_are_refused(&sd);
+    let holder = snapshot_restore_and_a_changed_netns(&sd);
+    a_half_written_runtime_state_is_removed(&sd);
+    an_edited_snapshot_is_refused(&sd);
+    a_container_the_runtime_lost_is_refused(&sd);
+    let good = state_faults::an_overlay_run_out_of_step_is_refused(&sd);
+    let kept = state_faults::status_without_a_readable_state(&sd, &good);
+    state_faults::a_snapshot_folder_outside_the_slot_is_refused(&sd, tmp.path(), &kept);
+    let stray = a_stray_in_the_netns(&holder);
+    a_killed_holder_is_refused(&sd, &holder);
+    cleanup_refuses_beside_the_stray_then_releases(&sd, &holder, stray);
+    a_cleaned_slot_refuses_every_verb(&sd);
+}
+
+// The steps of `lifecycle_faults`, in its order, on slot 11 of the state directory `sd` (those
+// on state.json are in common/slot_state_faults.rs).
+
+/// Snapshot before provision, on a slot never provisioned, provision on an existing slot,
+/// restore and reset without a complete snapshot: each refused by its gate. Provisions slot 11
+/// from `img`.
+fn refusals_before_a_snapshot(sd: &Path, img: &Path) {
     // Snapshot before provision.
-    let e = err(&args(Verb::Snapshot, "11", &sd));
+    let e = err(&args(Verb::Snapshot, "11", sd));
     assert_gate_err(&e, "11", "state-dir", 1);
-    provision_dir("11", &sd, &img).unwrap_or_else(|e| panic!("{e}"));
-    let e = err(&args(Verb::Snapshot, "12", &sd));
+    provision_dir("11", sd, img).unwrap_or_else(|e| panic!("{e}"));
+    let e = err(&args(Verb::Snapshot, "12", sd));
     assert_gate_err(&e, "12", "ownership-marker", 1);
     assert!(e.message.contains("never provisioned"), "{e}");
 
     // Provision on an existing slot: refused, with the way out.
-    let e = err(&args(Verb::Provision, "11", &sd));
+    let e = err(&args(Verb::Provision, "11", sd));
     assert_gate_err(&e, "11", "slot-fresh", 1);
-    assert_way_out(&e, &sd, 11);
+    assert_way_out(&e, sd, 11);
 
     // Restore / reset without a complete snapshot.
     assert_gate_err(
-        &err(&args(Verb::Restore, "11", &sd)),
+        &err(&args(Verb::Restore, "11", sd)),
         "11",
         "snapshot-complete",
         1,
     );
     assert_gate_err(
-        &err(&args(Verb::Reset, "11", &sd)),
+        &err(&args(Verb::Reset, "11", sd)),
         "11",
         "snapshot-complete",
         1,
     );
     assert_eq!(
-        ok(Verb::Status, "11", &sd).to_json()["live"]["container"]["status"],
+        ok(Verb::Status, "11", sd).to_json()["live"]["container"]["status"],
         "running"
     );
+}
 
+/// Two verbs at once (the second refused, not queued), and a tampered config.json.
+fn a_held_lock_and_an_edited_config_are_refused(sd: &Path) {
     // Two verbs at once: the second is refused, not queued.
     {
         let _held = SlotLock::acquire(&sd.join("slot-11/lock")).unwrap();
         for verb in [Verb::Snapshot, Verb::Cleanup] {
-            assert_gate_err(&err(&args(verb, "11", &sd)), "11", "slot-lock", 1);
+            assert_gate_err(&err(&args(verb, "11", sd)), "11", "slot-lock", 1);
         }
-        assert_eq!(ok(Verb::Status, "11", &sd).to_json()["busy"], true);
+        assert_eq!(ok(Verb::Status, "11", sd).to_json()["busy"], true);
     }
 
     // Tampered config.json.
@@ -60,23 +89,27 @@ fn lifecycle_faults() {
     let mut t = orig.clone();
     t.extend_from_slice(b" ");
     std::fs::write(&cfg, &t).unwrap();
-    let e = err(&args(Verb::Snapshot, "11", &sd));
+    let e = err(&args(Verb::Snapshot, "11", sd));
     assert_gate_err(&e, "11", "config-hash", 1);
     assert!(e.evidence.as_ref().unwrap().join("gates.json").exists());
     std::fs::write(&cfg, &orig).unwrap();
+}
 
-    ok(Verb::Snapshot, "11", &sd);
+/// Snapshot and restore, then an address added inside the namespace: the reset's net-fidelity
+/// gate names it and the holder is kept; the address removed again. Returns the holder.
+fn snapshot_restore_and_a_changed_netns(sd: &Path) -> ProcessIdentity {
+    ok(Verb::Snapshot, "11", sd);
     // Restore while a container exists would be refused; here it is stopped by the checkpoint.
-    ok(Verb::Restore, "11", &sd);
+    ok(Verb::Restore, "11", sd);
     assert_gate_err(
-        &err(&args(Verb::Restore, "11", &sd)),
+        &err(&args(Verb::Restore, "11", sd)),
         "11",
         "container-absent",
         1,
     );
 
     // An address added inside the namespace between snapshot and restore.
-    let holder = state(&sd, 11).holder.unwrap();
+    let holder = state(sd, 11).holder.unwrap();
     let nsenter = |op: &str| {
         let st = std::process::Command::new("nsenter")
             .arg(format!("--net=/proc/{}/ns/net", holder.pid))
@@ -86,7 +119,7 @@ fn lifecycle_faults() {
         assert!(st.success());
     };
     nsenter("add");
-    let e = err(&args(Verb::Reset, "11", &sd));
+    let e = err(&args(Verb::Reset, "11", sd));
     assert_gate_err(&e, "11", "net-fidelity", 1);
     let diff = e.diff.clone().unwrap();
     // Field paths, the way `run` prints them, not whole JSON lines with "+" and "-".
@@ -108,15 +141,20 @@ fn lifecycle_faults() {
             .join("netstate-diff.txt")
             .exists()
     );
-    let s = state(&sd, 11);
+    let s = state(sd, 11);
     assert_eq!(s.phase, Phase::RestoreFailed);
     holder.verify().expect("a failed restore keeps the holder");
     // Retry after the namespace is put back: works.
     nsenter("del");
+    holder
+}
+
+/// runc killed mid-restore leaves its half-written state: the next restore removes it.
+fn a_half_written_runtime_state_is_removed(sd: &Path) {
     // runc killed mid-restore leaves its half-written state: `<root>/<id>/criu-root` with the
     // rootfs bind-mounted and no state.json — runc then says no such container, yet refuses the
     // id. The next restore removes it (fact runtime_half_state), then restores.
-    let s = state(&sd, 11);
+    let s = state(sd, 11);
     let half = s.runtime_root.join(&s.container_id);
     let criu_root = half.join("criu-root");
     std::fs::create_dir_all(&criu_root).unwrap();
@@ -128,7 +166,7 @@ fn lifecycle_faults() {
         None::<&str>,
     )
     .unwrap();
-    let o = ok(Verb::Restore, "11", &sd);
+    let o = ok(Verb::Restore, "11", sd);
     let done = o.facts["runtime_half_state"].as_str().unwrap_or_default();
     assert!(
         done.contains("no state.json")
@@ -137,16 +175,17 @@ fn lifecycle_faults() {
         o.facts
     );
     assert!(!netprobe::slot::mounts::is_mounted(&criu_root));
-    ok(Verb::Reset, "11", &sd);
+    ok(Verb::Reset, "11", sd);
+}
 
+/// The snapshot's saved upper or manifest edited: refused; put back, reset proves its copy.
+fn an_edited_snapshot_is_refused(sd: &Path) {
     // The snapshot's saved upper or manifest edited: refused before anything changes, and a
     // copy of the upper is proven before it is mounted.
-    let snap = sd
-        .join("slot-11")
-        .join(state(&sd, 11).snapshot.unwrap().dir);
+    let snap = sd.join("slot-11").join(state(sd, 11).snapshot.unwrap().dir);
     std::fs::write(snap.join("upper/evil"), b"hacked").unwrap();
     for verb in [Verb::Reset, Verb::Restore] {
-        let e = err(&args(verb, "11", &sd));
+        let e = err(&args(verb, "11", sd));
         assert_gate_err(&e, "11", "snapshot-complete", 1);
         assert!(
             e.message
@@ -168,7 +207,7 @@ fn lifecycle_faults() {
         1,
     );
     std::fs::write(&manifest, edited).unwrap();
-    let e = err(&args(Verb::Reset, "11", &sd));
+    let e = err(&args(Verb::Reset, "11", sd));
     assert_gate_err(&e, "11", "snapshot-complete", 1);
     assert!(
         e.message
@@ -176,20 +215,24 @@ fn lifecycle_faults() {
         "{e}"
     );
     std::fs::write(&manifest, &orig_manifest).unwrap();
-    let o = ok(Verb::Reset, "11", &sd);
+    let o = ok(Verb::Reset, "11", sd);
     assert!(gate(&o, "upper-copy").proven);
     assert!(gate(&o, "cgroup-empty").proven);
     assert!(gate(&o, "netns-empty").proven);
+}
 
+/// The runtime loses track of the running container: restore and reset refuse (cgroup-empty,
+/// then netns-empty once its init left its cgroups) and status names it; then put back.
+fn a_container_the_runtime_lost_is_refused(sd: &Path) {
     // The runtime loses track of the running container (its root entry moved away): restore
     // and reset refuse to bring up a second one beside it, naming its pid.
-    let s = state(&sd, 11);
+    let s = state(sd, 11);
     let entry = s.runtime_root.join(&s.container_id);
     let aside = s.runtime_root.join("aside");
     std::fs::rename(&entry, &aside).unwrap();
     let init = std::fs::read_to_string(sd.join("slot-11/container.pid")).unwrap();
     for verb in [Verb::Restore, Verb::Reset] {
-        let e = err(&args(verb, "11", &sd));
+        let e = err(&args(verb, "11", sd));
         assert_gate_err(&e, "11", "cgroup-empty", 1);
         assert!(
             e.message
@@ -197,6 +240,21 @@ fn lifecycle_faults() {
             "{e}"
         );
     }
+    let moved = a_lost_init_outside_its_cgroups_is_refused(sd, &s, &init);
+    status_names_the_lost_container(sd, &init);
+    for d in &moved {
+        std::fs::write(d.join("cgroup.procs"), init.trim()).unwrap();
+    }
+    std::fs::rename(&aside, &entry).unwrap();
+}
+
+/// The lost container's init (pid `init`) moved to each hierarchy's root cgroup: netns-empty
+/// refuses. Returns the container's cgroup folders it was moved out of.
+fn a_lost_init_outside_its_cgroups_is_refused(
+    sd: &Path,
+    s: &SlotState,
+    init: &str,
+) -> Vec<PathBuf> {
     // The lost container's init moved out of its cgroups too (to each hierarchy's root):
     // the cgroup is empty, but the process still shares the holder's network namespace and
     // its port: `netns-empty` refuses, naming it.
@@ -224,7 +282,7 @@ fn lifecycle_faults() {
         moved.push(d.clone());
     }
     for verb in [Verb::Restore, Verb::Reset] {
-        let e = err(&args(verb, "11", &sd));
+        let e = err(&args(verb, "11", sd));
         assert_gate_err(&e, "11", "netns-empty", 1);
         assert!(
             e.message.contains(&format!("processes {} (", init.trim()))
@@ -232,9 +290,15 @@ fn lifecycle_faults() {
             "{e}"
         );
     }
+    moved
+}
+
+/// `slot status` names the lost container (its init `init` beside the holder) and what to do;
+/// while a verb holds the lock, it names no processes.
+fn status_names_the_lost_container(sd: &Path, init: &str) {
     // `slot status` names the lost container: its process left beside the holder, and says
     // what to do.
-    let doc = ok(Verb::Status, "11", &sd).to_json();
+    let doc = ok(Verb::Status, "11", sd).to_json();
     assert_valid(&slot_state_validator(), &doc);
     let left = &doc["live"]["left_processes"];
     assert_eq!(doc["live"]["container"]["status"], "absent", "{doc:#}");
@@ -256,7 +320,7 @@ fn lifecycle_faults() {
     // says a verb runs, and names no processes to kill.
     {
         let _held = SlotLock::acquire(&sd.join("slot-11/lock")).unwrap();
-        let doc = ok(Verb::Status, "11", &sd).to_json();
+        let doc = ok(Verb::Status, "11", sd).to_json();
         assert_eq!(doc["busy"], true, "{doc:#}");
         assert!(doc["live"]["left_processes"].is_null(), "{doc:#}");
         let advice = doc["advice"].as_str().unwrap_or_default();
@@ -267,113 +331,16 @@ fn lifecycle_faults() {
             "{doc:#}"
         );
     }
-    for d in &moved {
-        std::fs::write(d.join("cgroup.procs"), init.trim()).unwrap();
-    }
-    std::fs::rename(&aside, &entry).unwrap();
+}
 
-    // state.json's overlay run out of step with the mount: snapshot refuses before the
-    // checkpoint, the container keeps running.
-    let mut s = state(&sd, 11);
-    let mut good = s.clone();
-    s.overlay.as_mut().unwrap().run += 1;
-    s.save(&sd.join("slot-11/state.json")).unwrap();
-    let e = err(&args(Verb::Snapshot, "11", &sd));
-    assert_gate_err(&e, "11", "overlay-mounted", 1);
-    assert!(e.message.contains("but state.json records run"), "{e}");
-    good.save(&sd.join("slot-11/state.json")).unwrap();
-    assert_eq!(
-        ok(Verb::Status, "11", &sd).to_json()["live"]["container"]["status"],
-        "running"
-    );
-    // state.json unreadable: status says why, what holder.json and the mounts still tell, and
-    // what to release by hand (no verb can run).
-    let sj = sd.join("slot-11/state.json");
-    let kept = std::fs::read(&sj).unwrap();
-    std::fs::write(&sj, b"{").unwrap();
-    let doc = ok(Verb::Status, "11", &sd).to_json();
-    assert_valid(&slot_state_validator(), &doc);
-    assert!(
-        doc["state_error"].as_str().is_some_and(|e| !e.is_empty()),
-        "{doc:#}"
-    );
-    assert_eq!(doc["live"]["holder"]["alive"], true, "{doc:#}");
-    assert!(
-        doc["live"]["mounts_under_slot"]
-            .as_array()
-            .is_some_and(|m| !m.is_empty()),
-        "{doc:#}"
-    );
-    // The container runs: the runtime root holds its entry, and the advice deletes it.
-    assert_eq!(
-        doc["live"]["runtime_state_entry"]["exists"], true,
-        "{doc:#}"
-    );
-    let advice = doc["advice"].as_str().unwrap_or_default();
-    assert!(
-        advice.contains("state.json cannot be read") && advice.contains("delete -f"),
-        "{doc:#}"
-    );
-    // Its cgroup folders, found by the owner id (owner.json), one per hierarchy, are named in
-    // the advice's release list.
-    let cg = doc["live"]["cgroup_dirs"].as_array().unwrap().clone();
-    let leaf = good.cgroups_path.rsplit('/').next().unwrap().to_string();
-    assert!(
-        !cg.is_empty()
-            && cg.iter().all(|d| d.as_str().unwrap().ends_with(&leaf)
-                && std::path::Path::new(d.as_str().unwrap()).is_dir()),
-        "{doc:#}"
-    );
-    assert!(
-        advice.contains("cgroup folder(s) (`live.cgroup_dirs`: `rmdir` each"),
-        "{advice}"
-    );
-    // The runtime to delete the container with is the one the provision recorded.
-    assert!(
-        advice.contains("(the runtime provision recorded: ")
-            && advice.contains("-provision/verb.json"),
-        "{doc:#}"
-    );
-    // A verb refused on it points at that advice.
-    let e = err(&args(Verb::Reset, "11", &sd));
-    assert_gate_err(&e, "11", "slot-state", 1);
-    assert!(
-        e.message.contains("netprobe slot status --slot 11")
-            && e.message.contains("what to release by hand"),
-        "{e}"
-    );
-    std::fs::write(&sj, &kept).unwrap();
-    // state.json edited to name a folder outside the slot as its snapshot (an absolute path or
-    // `..`): refused at load (slot-state), so no restore reads images from there and no
-    // snapshot removes it as "the previous snapshot".
-    let victim = tmp.path().join("victim");
-    std::fs::create_dir_all(victim.join("sub")).unwrap();
-    std::fs::write(victim.join("sub/data"), b"x").unwrap();
-    for dir in [victim.to_string_lossy().to_string(), "../../victim".into()] {
-        let mut j: serde_json::Value = serde_json::from_slice(&kept).unwrap();
-        assert!(j["snapshot"]["dir"].is_string(), "{j:#}");
-        j["snapshot"]["dir"] = dir.clone().into();
-        std::fs::write(&sj, serde_json::to_vec(&j).unwrap()).unwrap();
-        for verb in [Verb::Snapshot, Verb::Restore, Verb::Reset] {
-            let e = err(&args(verb, "11", &sd));
-            assert_gate_err(&e, "11", "slot-state", 1);
-            assert!(
-                e.message.contains("not a snapshot folder name"),
-                "{dir}: {e}"
-            );
-        }
-        assert!(
-            victim.join("sub/data").is_file(),
-            "{dir}: the victim was removed"
-        );
-    }
-    std::fs::write(&sj, &kept).unwrap();
-
+/// A process started in the slot's network namespace (of `holder`) outside the container;
+/// returned once it is in the namespace.
+fn a_stray_in_the_netns(holder: &ProcessIdentity) -> KillOnDrop {
     // A process started in the slot's network namespace outside the container (what a lost
     // container amounts to), then the holder killed: cleanup stops the container it knows,
     // then refuses before unmounting anything while the stray keeps the namespace — named,
     // with the way on.
-    let mut stray = KillOnDrop(
+    let stray = KillOnDrop(
         std::process::Command::new("nsenter")
             .arg(format!("--net=/proc/{}/ns/net", holder.pid))
             .args(["sleep", "1000"])
@@ -394,6 +361,11 @@ fn lifecycle_faults() {
         );
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
+    stray
+}
+
+/// The holder killed: every verb but cleanup refuses (holder-identity).
+fn a_killed_holder_is_refused(sd: &Path, holder: &ProcessIdentity) {
     // Killed holder.
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(holder.pid),
@@ -409,21 +381,30 @@ fn lifecycle_faults() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     for verb in [Verb::Snapshot, Verb::Restore, Verb::Reset] {
-        let e = err(&args(verb, "11", &sd));
+        let e = err(&args(verb, "11", sd));
         assert_gate_err(&e, "11", "holder-identity", 1);
     }
+}
+
+/// With `stray` in the namespace of the killed `holder`: cleanup refuses before unmounting;
+/// the stray killed, cleanup releases everything and removes an interrupted snapshot's folder.
+fn cleanup_refuses_beside_the_stray_then_releases(
+    sd: &Path,
+    holder: &ProcessIdentity,
+    mut stray: KillOnDrop,
+) {
     // An interrupted snapshot's folder (never evidence) is removed by cleanup, which says so.
     let stale = sd.join("slot-11/snapshot.tmp-20250101T000000.000Z-dead");
     std::fs::create_dir_all(stale.join("checkpoint")).unwrap();
     std::fs::write(stale.join("netstate.json"), b"{}").unwrap();
-    let listed = ok(Verb::Status, "11", &sd).to_json()["stale_snapshot_tmp"].clone();
+    let listed = ok(Verb::Status, "11", sd).to_json()["stale_snapshot_tmp"].clone();
     assert_eq!(
         listed,
         serde_json::json!([stale.file_name().unwrap().to_str().unwrap()])
     );
-    let holders = holder_pids(&sd);
+    let holders = holder_pids(sd);
     // nsenter execs sleep: same pid, now in the namespace.
-    let e = err(&args(Verb::Cleanup, "11", &sd));
+    let e = err(&args(Verb::Cleanup, "11", sd));
     assert_gate_err(&e, "11", "netns-empty", 1);
     assert!(
         e.message
@@ -434,12 +415,12 @@ fn lifecycle_faults() {
         "{e}"
     );
     assert!(
-        netprobe::slot::mounts::is_mounted(&state(&sd, 11).overlay.unwrap().merged),
+        netprobe::slot::mounts::is_mounted(&state(sd, 11).overlay.unwrap().merged),
         "nothing is unmounted under the stray"
     );
     stray.0.kill().unwrap();
     stray.0.wait().unwrap();
-    let c = ok(Verb::Cleanup, "11", &sd);
+    let c = ok(Verb::Cleanup, "11", sd);
     assert!(gate(&c, "released").proven);
     assert!(
         c.summary
@@ -448,7 +429,7 @@ fn lifecycle_faults() {
         c.summary
     );
     assert!(!stale.exists(), "stale snapshot.tmp-* left by cleanup");
-    let doc = ok(Verb::Status, "11", &sd).to_json();
+    let doc = ok(Verb::Status, "11", sd).to_json();
     assert_eq!(doc["stale_snapshot_tmp"], serde_json::json!([]), "{doc}");
     assert!(
         netprobe::slot::layout::journal_read(&sd.join("slot-11/journal.jsonl"))
@@ -456,12 +437,16 @@ fn lifecycle_faults() {
             .any(|j| j.verb == "cleanup" && j.detail.contains("snapshot.tmp-20250101T000000")),
         "cleanup journals the removal"
     );
-    assert_released(&sd, &holders);
+    assert_released(sd, &holders);
+}
+
+/// Cleanup again is harmless; every later verb refuses, saying what to do.
+fn a_cleaned_slot_refuses_every_verb(sd: &Path) {
     // Cleanup again is harmless; every later verb refuses cleanly, saying the slot was cleaned
     // up and what to do (not a bare holder-identity failure).
-    ok(Verb::Cleanup, "11", &sd);
+    ok(Verb::Cleanup, "11", sd);
     for verb in [Verb::Snapshot, Verb::Restore, Verb::Reset] {
-        let e = err(&args(verb, "11", &sd));
+        let e = err(&args(verb, "11", sd));
         assert_gate_err(&e, "11", "slot-not-clean", 1);
         assert!(
             e.message.contains("state.json records phase clean")
@@ -475,13 +460,13 @@ fn lifecycle_faults() {
         );
     }
     assert_eq!(
-        state(&sd, 11).phase,
+        state(sd, 11).phase,
         Phase::Clean,
         "a refused verb changes nothing"
     );
-    let e = err(&args(Verb::Provision, "11", &sd));
+    let e = err(&args(Verb::Provision, "11", sd));
     assert_gate_err(&e, "11", "slot-fresh", 1);
-    assert_way_out(&e, &sd, 11);
+    assert_way_out(&e, sd, 11);
 }
 
 /// A refused re-provision names the way out: another slot number, or move the folder away after
