@@ -11,6 +11,7 @@
 //!   no false alarm), keeps the phase its work left; and a finished verb's files, listed with
 //!   their sha256 in its `verb.json`, are each checked by `netprobe report`.
 
+#[path = "common/slot_support.rs"]
 mod slot_support;
 
 use slot_support::{assert_released, cli, cli_slot, holder_pids, serial};

@@ -3,6 +3,7 @@
 //! valid against its schema, the table, `verify` on the matrix folder (and on a tampered one),
 //! `--expect` per runtime, `--baseline` (exit 1 on a verdict change).
 
+#[path = "common/matrix_support.rs"]
 mod matrix_support;
 use matrix_support::*;
 use netprobe::evidence::result::VerdictCode;

@@ -2,6 +2,7 @@
 //! SIGINT (to the matrix alone or its process group) stops it and its running parts; a matrix
 //! killed with SIGKILL is told as unfinished (root, real runtimes and CRIUs).
 
+#[path = "common/matrix_support.rs"]
 mod matrix_support;
 use matrix_support::*;
 use netprobe::evidence::result::VerdictCode;

@@ -1,6 +1,7 @@
 //! `netprobe slot …` through the real binary: the exit codes of the README's table (1 a gate
 //! failed, 2 usage, 3 host refused, 4 could not run), `--json` output (errors and `status`, the
 //! latter validated against `evidence-schema/slot-state.schema.json`), and nothing left behind.
+#[path = "common/slot_support.rs"]
 mod slot_support;
 use slot_support::*;
 

@@ -4,6 +4,7 @@
 //! half-written state folder and `.proxy-crun` cgroups are released so the next restore works,
 //! and cleanup leaves nothing: no container, no cgroup in any hierarchy (incl.
 //! /sys/fs/cgroup/unified), no mount, no holder.
+#[path = "common/slot_support.rs"]
 mod slot_support;
 use netprobe::slot::{Phase, SlotOutcome, Verb, run_verb};
 use slot_support::*;

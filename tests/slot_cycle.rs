@@ -2,6 +2,7 @@
 //! 0.0.0.0:5000), real runc and CRIU 4.2.1: provision → snapshot → restore → reset ×3 → cleanup,
 //! with the gates' facts asserted — the guest server answers 200 from inside the namespace after
 //! provision, restore and each reset.
+#[path = "common/slot_support.rs"]
 mod slot_support;
 use netprobe::slot::{Phase, SlotOutcome, Verb};
 use slot_support::*;

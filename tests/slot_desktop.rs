@@ -9,6 +9,7 @@
 //! fail with their exit class and leave nothing behind.
 
 mod common;
+#[path = "common/slot_support.rs"]
 mod slot_support;
 
 use netprobe::x11::{Display, Screenshot};

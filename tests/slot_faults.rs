@@ -1,5 +1,6 @@
 //! Bad input and faults: each gives a clear error naming the slot and the gate, the documented
 //! exit code, loses nothing, and `cleanup` still releases everything.
+#[path = "common/slot_support.rs"]
 mod slot_support;
 #[path = "common/slot_state_faults.rs"]
 mod state_faults;

@@ -7,6 +7,7 @@
 //! - the outcome names what each gate recorded ("not applicable" as such) and both netns inodes;
 //! - a runtime checkpoint that CRIU refuses (an established TCP connection in the guest) carries
 //!   CRIU's reason in the error's `criu_reason` field (library and `--json`).
+#[path = "common/slot_support.rs"]
 mod slot_support;
 use netprobe::slot::{Phase, Verb};
 use slot_support::*;

@@ -13,6 +13,7 @@
 //! screen are copied to `$CARGO_TARGET_TMPDIR/slot-gnome-evidence/<tmp dir>/` before cleanup.
 
 mod common;
+#[path = "common/slot_support.rs"]
 mod slot_support;
 
 use netprobe::x11::Display;

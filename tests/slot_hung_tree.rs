@@ -5,6 +5,7 @@
 //! snapshot / restore ends within seconds with an error naming the bound, the grandchild is
 //! dead; SIGTERM during a hung checkpoint (default bound) ends the verb within seconds (143)
 //! with the hung tree killed; and `cleanup` then releases everything.
+#[path = "common/slot_support.rs"]
 mod slot_support;
 use slot_support::*;
 use std::path::Path;

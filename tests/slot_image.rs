@@ -1,6 +1,7 @@
 //! A qcow2 image built by the test from the busybox rootfs (mkfs.ext4 -d, qemu-img convert),
 //! pinned by sha256 and mounted read-only through qemu-storage-daemon's FUSE export + a loop device;
 //! and the `image-unchanged` gate over a qcow2, a directory image and the embedded image.
+#[path = "common/slot_support.rs"]
 mod slot_support;
 use netprobe::slot::{SlotArgs, Verb, run_verb};
 use slot_support::*;

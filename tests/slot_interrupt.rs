@@ -12,6 +12,7 @@
 //! - Every interrupted verb's folder holds, beside `interrupted.txt` (which names them), the
 //!   step timings so far (`timings.json`) and `verb.json` (not ok, `interrupted` by SIGINT, exit
 //!   130, the gates and timings so far), whose sha256 the journal's `end` entry records.
+#[path = "common/slot_support.rs"]
 mod slot_support;
 use netprobe::netlink::criu_unlock::IPTABLES_LOCK;
 use netprobe::ns::ProcessIdentity;

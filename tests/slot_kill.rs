@@ -2,6 +2,7 @@
 //! the real binary, then every verb run again (through the binary): the interrupted snapshot is
 //! never used, the previous complete one still restores, `status --json` stays valid, and
 //! `cleanup` releases everything.
+#[path = "common/slot_support.rs"]
 mod slot_support;
 use netprobe::slot::SlotLock;
 use slot_support::*;

@@ -1,6 +1,7 @@
 //! `status` output validates against evidence-schema/slot-state.schema.json; the probe-verdict
 //! gate proves the verdict from a real probe run's evidence (as `netprobe verify` does) and
 //! refuses the same evidence once edited.
+#[path = "common/slot_support.rs"]
 mod slot_support;
 use netprobe::evidence::result::RESULT_FILE;
 use netprobe::slot::{Verb, run_verb};

@@ -1,6 +1,7 @@
 //! Bad slot input: malformed slot numbers are usage errors, and a state directory that is a
 //! symlink, not ours, or a file is refused naming the slot and the gate, with the documented exit
 //! code; status of a state directory or slot that is not there says so.
+#[path = "common/slot_support.rs"]
 mod slot_support;
 use netprobe::slot::{SlotArgs, Verb};
 use slot_support::*;

@@ -2,7 +2,7 @@
 //! schema-checked load of `matrix.json`, the prerequisite check, a run against a baseline.
 #![allow(dead_code)]
 
-#[path = "common/cli.rs"]
+#[path = "cli.rs"]
 pub mod cli;
 pub use cli::{netprobe, text};
 use netprobe::matrix::model::{MatrixResult, validate_matrix};

@@ -1,5 +1,6 @@
 //! Shared helpers for the slot driver tests (root, real runc + CRIU). Included with
-//! `mod slot_support;` by the `slot_*` tests.
+//! `#[path = "common/slot_support.rs"] mod slot_support;` by the `slot_*` tests (a module, not a
+//! test binary of its own).
 #![allow(dead_code)]
 
 use netprobe::slot::{SlotArgs, SlotOutcome, SlotState, Verb, run_verb};
