@@ -14,12 +14,10 @@
 //!   130, the gates and timings so far), whose sha256 the journal's `end` entry records.
 #[path = "common/slot_support.rs"]
 mod slot_support;
-use netprobe::netlink::criu_unlock::IPTABLES_LOCK;
 use netprobe::ns::ProcessIdentity;
 use slot_support::*;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 /// The interrupted verb's folder `ev` (slot folder `slot`) holds `timings.json` (with `total`)
 /// and `verb.json` (a finished verb's shape; not ok, interrupted by SIGINT, exit 130; the same
@@ -99,16 +97,6 @@ fn assert_interrupted_end(slot: &Path, ev: &Path) {
         netprobe::evidence::sha256_hex(&bytes).as_str(),
         "{end}"
     );
-}
-
-fn newest(slot_dir: &Path, verb: &str) -> PathBuf {
-    std::fs::read_dir(slot_dir.join("evidence"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.to_string_lossy().ends_with(&format!("-{verb}")))
-        .max()
-        .unwrap()
 }
 
 #[test]
@@ -200,35 +188,6 @@ fn interrupted_provision_releases_its_mounts_and_says_cleanup_then_another_slot(
 
 fn holder(sd: &Path, slot: u32) -> ProcessIdentity {
     state(sd, slot).holder.expect("a holder recorded")
-}
-
-/// Plants CRIU's exact iptables lock (IPv4 and IPv6) once more in the holder's netns.
-fn plant_lock(h: &ProcessIdentity) {
-    netprobe::ns::run_in_netns(&h.netns_path(), || {
-        for tool in ["iptables-restore", "ip6tables-restore"] {
-            let mut c = Command::new(tool)
-                .args(["-w", "--noflush"])
-                .stdin(Stdio::piped())
-                .spawn()
-                .unwrap();
-            c.stdin
-                .take()
-                .unwrap()
-                .write_all(IPTABLES_LOCK.as_bytes())
-                .unwrap();
-            assert!(c.wait().unwrap().success(), "{tool}");
-        }
-    })
-    .unwrap();
-}
-
-/// CRIU's lock as a capture in the holder's netns shows it.
-fn lock_in(h: &ProcessIdentity) -> Vec<String> {
-    netprobe::ns::run_in_netns(&h.netns_path(), || {
-        let (s, _) = netprobe::netlink::netfilter::capture_with_tools_here().unwrap();
-        netprobe::netlink::netfilter::criu_lock(&s)
-    })
-    .unwrap()
 }
 
 /// `criu-lock-released.txt` in the newest `verb` evidence folder names the lock removed.

@@ -446,3 +446,46 @@ pub fn assert_gate_err(e: &netprobe::slot::SlotError, slot: &str, gate: &str, co
         "{text}"
     );
 }
+
+/// The newest evidence folder of `verb` in slot folder `slot_dir` (`evidence/NNNN-<verb>`).
+pub fn newest(slot_dir: &Path, verb: &str) -> PathBuf {
+    std::fs::read_dir(slot_dir.join("evidence"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(&format!("-{verb}")))
+        .max()
+        .unwrap()
+}
+
+/// Plants CRIU's exact iptables lock (IPv4 and IPv6,
+/// `netprobe::netlink::criu_unlock::IPTABLES_LOCK`) once more in the holder's netns: one more
+/// jump to `CRIU` per chain each time, as each dump or restore that locks adds one.
+pub fn plant_lock(h: &netprobe::ns::ProcessIdentity) {
+    use std::io::Write;
+    netprobe::ns::run_in_netns(&h.netns_path(), || {
+        for tool in ["iptables-restore", "ip6tables-restore"] {
+            let mut c = std::process::Command::new(tool)
+                .args(["-w", "--noflush"])
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            c.stdin
+                .take()
+                .unwrap()
+                .write_all(netprobe::netlink::criu_unlock::IPTABLES_LOCK.as_bytes())
+                .unwrap();
+            assert!(c.wait().unwrap().success(), "{tool}");
+        }
+    })
+    .unwrap();
+}
+
+/// CRIU's lock as a capture with the tools in the holder's netns shows it.
+pub fn lock_in(h: &netprobe::ns::ProcessIdentity) -> Vec<String> {
+    netprobe::ns::run_in_netns(&h.netns_path(), || {
+        let (s, _) = netprobe::netlink::netfilter::capture_with_tools_here().unwrap();
+        netprobe::netlink::netfilter::criu_lock(&s)
+    })
+    .unwrap()
+}
