@@ -39,6 +39,6 @@ pub use runtime::{
     unique_container_id,
 };
 pub use runtime_env::{
-    CRIU_PATH_PREFIX, RUNC_LOG_PREFIX, left_by_dead_processes, sweep_stale_criu_path_dirs,
-    sweep_stale_runc_logs,
+    CRIU_PATH_PREFIX, RUNC_LOG_PREFIX, SLOT_TAG_PREFIX, TmpOwner, left_by_dead_processes,
+    slot_owner_tag, sweep_stale_criu_path_dirs, sweep_stale_runc_logs,
 };

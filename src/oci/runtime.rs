@@ -23,7 +23,7 @@ use super::error::{OciError, Result, io_err};
 pub use super::runtime_env::{
     CRUN_DEFAULT_ROOT, HYBRID_UNIFIED_MOUNT, RuntimeKind, crun_quirks, host_is_hybrid,
 };
-use super::runtime_env::{CriuPathDir, CrunNamespace, RUNC_LOG_PREFIX};
+use super::runtime_env::{CriuPathDir, CrunNamespace, RUNC_LOG_PREFIX, tmp_name_prefix};
 
 /// Bytes of stderr (from the end) kept in [`OciError::Failed`].
 const STDERR_TAIL_BYTES: usize = 2000;
@@ -51,6 +51,11 @@ pub struct Runtime {
     /// Pass the global `--systemd-cgroup` (runc/crun: the systemd cgroup driver; `cgroupsPath`
     /// must then be `slice:prefix:name`, see `crate::cgroup::systemd`). False: cgroupfs.
     pub systemd_cgroup: bool,
+    /// The owner tag of every temporary name a call makes (the CRIU PATH folder, the runc
+    /// `--log` file): `slot-<owner id>` for a slot's runtime ([`Runtime::with_slot_owner`]), so
+    /// that only that slot's `cleanup` takes what a killed verb of it left; `None` for a probe
+    /// run's.
+    pub owner_tag: Option<String>,
 }
 
 /// The longest any one runtime call may take by default before its whole process tree is killed
@@ -122,7 +127,16 @@ impl Runtime {
             criu,
             strace: None,
             systemd_cgroup: false,
+            owner_tag: None,
         }
+    }
+
+    /// The same runtime, its temporary names tagged with the slot owner id `owner_id`
+    /// ([`super::runtime_env::slot_owner_tag`]; an id that is not lowercase hex leaves them
+    /// untagged, so no slot's cleanup takes them).
+    pub fn with_slot_owner(mut self, owner_id: &str) -> Self {
+        self.owner_tag = super::runtime_env::slot_owner_tag(owner_id);
+        self
     }
 
     /// The same runtime with the systemd cgroup driver (`--systemd-cgroup` on every call) when
@@ -484,9 +498,9 @@ impl Runtime {
         let mut argv = self.argv_prefix(strace_out.as_deref(), with_globals);
         let log = match stdio {
             Stdio3::Detached => {
-                // Named with this pid, so one a SIGKILL leaves is found and removed
-                // ([`crate::oci::sweep_stale_runc_logs`]).
-                let prefix = format!("{RUNC_LOG_PREFIX}{}-", std::process::id());
+                // Named with this pid (and the owner tag), so one a SIGKILL leaves is found and
+                // removed by its owner ([`crate::oci::sweep_stale_runc_logs`]).
+                let prefix = tmp_name_prefix(RUNC_LOG_PREFIX, self.owner_tag.as_deref());
                 let f = tempfile::Builder::new()
                     .prefix(&prefix)
                     .suffix(".log")
@@ -514,7 +528,7 @@ impl Runtime {
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..]).stdin(Stdio::null());
         let criu_dir = match &self.criu {
-            Some(c) => Some(CriuPathDir::new(c, &mut cmd)?),
+            Some(c) => Some(CriuPathDir::new(c, &mut cmd, self.owner_tag.as_deref())?),
             None => None,
         };
         if self.kind == RuntimeKind::Crun {

@@ -98,13 +98,72 @@ pub fn host_is_hybrid() -> bool {
 }
 
 /// The name of every [`CriuPathDir`] in the temporary folder starts with this, then the pid of
-/// the netprobe process that made it and `-`.
+/// the netprobe process that made it and `-` (and, for a slot's runtime, its owner tag:
+/// [`SLOT_TAG_PREFIX`]).
 pub const CRIU_PATH_PREFIX: &str = "netprobe-criu-path-";
 
-/// The entries of `tmp` named `<prefix><pid>-…` (and ending in `suffix`) whose netprobe
-/// process no longer exists (`kill(pid, 0)` answers `ESRCH`): what a SIGKILL left behind. A
-/// name without a pid, or of a live process, is not listed.
-pub fn left_by_dead_processes(tmp: &Path, prefix: &str, suffix: &str) -> Vec<fs::DirEntry> {
+/// After `<prefix><pid>-`, the names a slot's runtime makes in the temporary folder carry
+/// `slot-<owner id>-` (the id of the slot's `owner.json`, random per slot lifetime): so a slot's
+/// `cleanup` takes only what its own verbs left ([`TmpOwner::Slot`]), and the probe runs' stale
+/// sweep leaves a slot's leftovers to that slot ([`TmpOwner::Untagged`]).
+pub const SLOT_TAG_PREFIX: &str = "slot-";
+
+/// Whose leftovers in the temporary folder a sweep takes, by the owner tag in their names
+/// ([`SLOT_TAG_PREFIX`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TmpOwner<'a> {
+    /// Names without an owner tag: a probe run's (and a slot verb's of a netprobe before the
+    /// tag).
+    Untagged,
+    /// Names tagged with this slot owner id only (never an untagged name, never another id).
+    Slot(&'a str),
+}
+
+impl TmpOwner<'_> {
+    /// Whether `after_pid` (a name's rest after `<prefix><pid>-`) is this owner's.
+    fn owns(self, after_pid: &str) -> bool {
+        let tagged = after_pid.strip_prefix(SLOT_TAG_PREFIX);
+        match self {
+            TmpOwner::Untagged => tagged.is_none(),
+            TmpOwner::Slot(id) => {
+                !id.is_empty()
+                    && tagged
+                        .and_then(|t| t.strip_prefix(id))
+                        .is_some_and(|t| t.starts_with('-'))
+            }
+        }
+    }
+}
+
+/// The owner tag a slot owner id gives the runtime's temporary names (`slot-<id>`), or `None`
+/// when the id is not 1 to 64 lowercase hex digits (as `owner.json` writes it): anything else
+/// could name another folder, so such names stay untagged and no slot's cleanup takes them.
+pub fn slot_owner_tag(owner_id: &str) -> Option<String> {
+    let hex = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
+    (!owner_id.is_empty() && owner_id.len() <= 64 && owner_id.bytes().all(hex))
+        .then(|| format!("{SLOT_TAG_PREFIX}{owner_id}"))
+}
+
+/// The prefix of a temporary name this process makes: `<base><pid>-`, then `<tag>-` when the
+/// runtime has an owner tag ([`slot_owner_tag`]).
+pub(crate) fn tmp_name_prefix(base: &str, tag: Option<&str>) -> String {
+    let pid = std::process::id();
+    match tag {
+        Some(t) => format!("{base}{pid}-{t}-"),
+        None => format!("{base}{pid}-"),
+    }
+}
+
+/// The entries of `tmp` named `<prefix><pid>-…` (and ending in `suffix`) that belong to
+/// `owner` ([`TmpOwner`]) and whose netprobe process no longer exists (`kill(pid, 0)` answers
+/// `ESRCH`): what a SIGKILL left behind. A name without a pid, of a live process, or of another
+/// owner is not listed.
+pub fn left_by_dead_processes(
+    tmp: &Path,
+    prefix: &str,
+    suffix: &str,
+    owner: TmpOwner<'_>,
+) -> Vec<fs::DirEntry> {
     let Ok(entries) = fs::read_dir(tmp) else {
         return Vec::new();
     };
@@ -115,6 +174,7 @@ pub fn left_by_dead_processes(tmp: &Path, prefix: &str, suffix: &str) -> Vec<fs:
             name.strip_prefix(prefix)
                 .filter(|r| r.ends_with(suffix))
                 .and_then(|r| r.split_once('-'))
+                .filter(|(_, after)| owner.owns(after))
                 .and_then(|(pid, _)| pid.parse::<i32>().ok())
                 .filter(|p| *p > 0)
                 .is_some_and(|pid| {
@@ -125,14 +185,14 @@ pub fn left_by_dead_processes(tmp: &Path, prefix: &str, suffix: &str) -> Vec<fs:
         .collect()
 }
 
-/// Removes the CRIU PATH folders ([`CriuPathDir`]) in `tmp` that a netprobe process killed with
-/// SIGKILL left behind: a folder named `netprobe-criu-path-<pid>-…` whose pid no longer exists
-/// and that holds nothing but the `criu` symlink, or nothing (killed before it made the
-/// symlink). A folder of a live process, an unexpected content or a name without a pid is left
-/// alone. Returns the folders removed.
-pub fn sweep_stale_criu_path_dirs(tmp: &Path) -> Vec<PathBuf> {
+/// Removes the CRIU PATH folders ([`CriuPathDir`]) of `owner` in `tmp` that a netprobe process
+/// killed with SIGKILL left behind: a folder named `netprobe-criu-path-<pid>-…` whose pid no
+/// longer exists and that holds nothing but the `criu` symlink, or nothing (killed before it
+/// made the symlink). A folder of a live process or of another owner, an unexpected content or
+/// a name without a pid is left alone. Returns the folders removed.
+pub fn sweep_stale_criu_path_dirs(tmp: &Path, owner: TmpOwner<'_>) -> Vec<PathBuf> {
     let mut removed = Vec::new();
-    for e in left_by_dead_processes(tmp, CRIU_PATH_PREFIX, "") {
+    for e in left_by_dead_processes(tmp, CRIU_PATH_PREFIX, "", owner) {
         let dir = e.path();
         // Empty when the process was killed between making the folder and the symlink.
         let only_criu_link = fs::read_dir(&dir).is_ok_and(|d| {
@@ -150,14 +210,16 @@ pub fn sweep_stale_criu_path_dirs(tmp: &Path) -> Vec<PathBuf> {
 }
 
 /// The name of every temporary runc `--log` file starts with this, then the pid of the netprobe
-/// process that made it and `-` (`netprobe-runc-<pid>-XXXXXX.log`).
+/// process that made it and `-` (`netprobe-runc-<pid>-XXXXXX.log`; a slot's runtime adds its
+/// owner tag: `netprobe-runc-<pid>-slot-<id>-XXXXXX.log`).
 pub const RUNC_LOG_PREFIX: &str = "netprobe-runc-";
 
-/// Removes the runc `--log` files in `tmp` that a netprobe process killed with SIGKILL left
-/// behind: `netprobe-runc-<pid>-….log` whose pid no longer exists. A file of a live process or
-/// a name without a pid is left alone. Returns the files removed.
-pub fn sweep_stale_runc_logs(tmp: &Path) -> Vec<PathBuf> {
-    left_by_dead_processes(tmp, RUNC_LOG_PREFIX, ".log")
+/// Removes the runc `--log` files of `owner` in `tmp` that a netprobe process killed with
+/// SIGKILL left behind: `netprobe-runc-<pid>-….log` whose pid no longer exists. A file of a
+/// live process or of another owner, or a name without a pid, is left alone. Returns the files
+/// removed.
+pub fn sweep_stale_runc_logs(tmp: &Path, owner: TmpOwner<'_>) -> Vec<PathBuf> {
+    left_by_dead_processes(tmp, RUNC_LOG_PREFIX, ".log", owner)
         .into_iter()
         .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
         .map(|e| e.path())
@@ -167,8 +229,8 @@ pub fn sweep_stale_runc_logs(tmp: &Path) -> Vec<PathBuf> {
 
 /// A private folder holding only `criu` (a symlink to the requested CRIU), put first in the
 /// spawned runtime's `PATH`; removed when dropped (and on interruption). Named
-/// `netprobe-criu-path-<pid>-…` so that one left by a killed process is found
-/// ([`sweep_stale_criu_path_dirs`]).
+/// `netprobe-criu-path-<pid>-…` (`…-<pid>-slot-<id>-…` for a slot's runtime) so that one left by
+/// a killed process is found by its owner ([`sweep_stale_criu_path_dirs`]).
 pub(crate) struct CriuPathDir {
     _dir: tempfile::TempDir,
     _on_signal: crate::ns::cleanup::Registration,
@@ -176,14 +238,15 @@ pub(crate) struct CriuPathDir {
 
 impl CriuPathDir {
     /// Creates the folder for `criu` (a bare name is resolved through `PATH`, a relative path
-    /// made absolute) and sets `PATH=<folder>:<netprobe's PATH>` on `cmd`.
+    /// made absolute), its name carrying `tag` when given ([`tmp_name_prefix`]), and sets
+    /// `PATH=<folder>:<netprobe's PATH>` on `cmd`.
     ///
     /// Errors: [`OciError::Io`] when the folder or the symlink cannot be created.
-    pub(crate) fn new(criu: &Path, cmd: &mut Command) -> Result<Self> {
+    pub(crate) fn new(criu: &Path, cmd: &mut Command, tag: Option<&str>) -> Result<Self> {
         let target = crate::host::find_in_path(criu).unwrap_or_else(|| criu.to_path_buf());
         let target = std::path::absolute(&target).unwrap_or(target);
         let dir = tempfile::Builder::new()
-            .prefix(&format!("{CRIU_PATH_PREFIX}{}-", std::process::id()))
+            .prefix(&tmp_name_prefix(CRIU_PATH_PREFIX, tag))
             .tempdir()
             .map_err(io_err(
                 "create the CRIU PATH folder in",
@@ -302,11 +365,62 @@ mod tests {
         let no_pid = mk("netprobe-criu-path-abcdef", false);
         let empty = tmp.path().join("netprobe-criu-path-99999997-abc");
         fs::create_dir(&empty).unwrap();
-        let mut swept = sweep_stale_criu_path_dirs(tmp.path());
+        // A slot's (tagged): never an untagged sweep's.
+        let slot = mk("netprobe-criu-path-99999996-slot-0a1b-abc", false);
+        let mut swept = sweep_stale_criu_path_dirs(tmp.path(), TmpOwner::Untagged);
         swept.sort();
         assert_eq!(swept, vec![empty.clone(), dead.clone()]);
         assert!(!dead.exists() && !empty.exists());
-        assert!(alive.exists() && unexpected.exists() && no_pid.exists());
+        assert!(alive.exists() && unexpected.exists() && no_pid.exists() && slot.exists());
+    }
+
+    /// A slot's sweep takes only the names tagged with its own owner id: never another slot's
+    /// (even one whose id starts with it), never an untagged name, never a live process's.
+    #[test]
+    fn a_slot_sweep_takes_only_its_own_tagged_leftovers() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mk = |name: &str| {
+            let d = tmp.path().join(name);
+            fs::create_dir(&d).unwrap();
+            std::os::unix::fs::symlink("/nonexistent/criu", d.join("criu")).unwrap();
+            d
+        };
+        let mine = mk("netprobe-criu-path-99999999-slot-0a1b-abc");
+        let other = mk("netprobe-criu-path-99999998-slot-ffff-abc");
+        let longer = mk("netprobe-criu-path-99999997-slot-0a1bc-abc");
+        let untagged = mk("netprobe-criu-path-99999996-abc");
+        let live = mk(&format!(
+            "netprobe-criu-path-{}-slot-0a1b-abc",
+            std::process::id()
+        ));
+        let log = tmp.path().join("netprobe-runc-99999999-slot-0a1b-x1.log");
+        let other_log = tmp.path().join("netprobe-runc-99999999-slot-ffff-x1.log");
+        fs::write(&log, b"").unwrap();
+        fs::write(&other_log, b"").unwrap();
+        assert_eq!(
+            sweep_stale_criu_path_dirs(tmp.path(), TmpOwner::Slot("0a1b")),
+            vec![mine.clone()]
+        );
+        assert_eq!(
+            sweep_stale_runc_logs(tmp.path(), TmpOwner::Slot("0a1b")),
+            vec![log.clone()]
+        );
+        assert!(sweep_stale_criu_path_dirs(tmp.path(), TmpOwner::Slot("")).is_empty());
+        assert!(other.exists() && longer.exists() && untagged.exists() && live.exists());
+        assert!(other_log.exists());
+    }
+
+    #[test]
+    fn only_a_hex_owner_id_tags_the_names() {
+        assert_eq!(slot_owner_tag("0a1b").as_deref(), Some("slot-0a1b"));
+        for bad in ["", "0A1B", "../x", "0a-1b", &"a".repeat(65)] {
+            assert_eq!(slot_owner_tag(bad), None, "{bad:?}");
+        }
+        let p = tmp_name_prefix(CRIU_PATH_PREFIX, Some("slot-0a1b"));
+        assert_eq!(
+            p,
+            format!("netprobe-criu-path-{}-slot-0a1b-", std::process::id())
+        );
     }
 
     #[test]
@@ -321,7 +435,10 @@ mod tests {
         let alive = mk(&format!("netprobe-runc-{}-a1b2c3.log", std::process::id()));
         let old_name = mk("netprobe-runc-a1b2c3.log");
         let not_log = mk("netprobe-runc-99999999-a1b2c3.txt");
-        assert_eq!(sweep_stale_runc_logs(tmp.path()), vec![dead.clone()]);
+        assert_eq!(
+            sweep_stale_runc_logs(tmp.path(), TmpOwner::Untagged),
+            vec![dead.clone()]
+        );
         assert!(!dead.exists());
         assert!(alive.exists() && old_name.exists() && not_log.exists());
     }

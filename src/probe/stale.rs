@@ -12,7 +12,10 @@
 //! `netprobe-runc-<pid>-….log` — and is released only when that pid no longer exists
 //! (`kill(pid, 0)` answers `ESRCH`): what a live run (or a slot, whose holder has no
 //! `--run-pid` and whose cgroups live under `netprobe/`) owns is never touched. A pid reused
-//! by another process keeps its leftovers in place (never a wrong kill).
+//! by another process keeps its leftovers in place (never a wrong kill). The CRIU PATH folders
+//! and runc logs a slot's verbs make carry that slot's owner tag
+//! (`netprobe-criu-path-<pid>-slot-<id>-…`, [`crate::oci::SLOT_TAG_PREFIX`]): they are that
+//! slot's, taken only by its `slot cleanup`, never by this sweep.
 
 use crate::evidence::result::RungName;
 use serde::Serialize;
@@ -327,7 +330,7 @@ fn release_yards(logs: &[PathBuf], out: &mut Swept) {
 pub fn find(proc_root: &Path, var_tmp: &Path, tmp: &Path) -> Swept {
     let names =
         |v: Vec<std::fs::DirEntry>| v.iter().map(|e| e.path().display().to_string()).collect();
-    use crate::oci::{CRIU_PATH_PREFIX, RUNC_LOG_PREFIX, left_by_dead_processes};
+    use crate::oci::{CRIU_PATH_PREFIX, RUNC_LOG_PREFIX, TmpOwner, left_by_dead_processes};
     Swept {
         processes: dead_runs_processes(proc_root)
             .into_iter()
@@ -350,9 +353,20 @@ pub fn find(proc_root: &Path, var_tmp: &Path, tmp: &Path) -> Swept {
             var_tmp,
             crate::probe::util::WORK_AREA_PREFIX,
             "",
+            TmpOwner::Untagged,
         )),
-        criu_path_dirs: names(left_by_dead_processes(tmp, CRIU_PATH_PREFIX, "")),
-        runc_logs: names(left_by_dead_processes(tmp, RUNC_LOG_PREFIX, ".log")),
+        criu_path_dirs: names(left_by_dead_processes(
+            tmp,
+            CRIU_PATH_PREFIX,
+            "",
+            TmpOwner::Untagged,
+        )),
+        runc_logs: names(left_by_dead_processes(
+            tmp,
+            RUNC_LOG_PREFIX,
+            ".log",
+            TmpOwner::Untagged,
+        )),
         criu_yards: dead_runs_processes(proc_root)
             .into_iter()
             .flat_map(|(pid, _)| open_restore_logs(proc_root, pid))
@@ -410,7 +424,9 @@ pub fn sweep(proc_root: &Path, var_tmp: &Path, tmp: &Path) -> Swept {
     let found = dead_runs_holders(proc_root);
     kill_and_wait(proc_root, found, false, &mut out.holders, &mut out.problems);
     sweep_container_cgroups(&mut out);
-    for e in crate::oci::left_by_dead_processes(var_tmp, crate::probe::util::WORK_AREA_PREFIX, "") {
+    let untagged = crate::oci::TmpOwner::Untagged;
+    let area = crate::probe::util::WORK_AREA_PREFIX;
+    for e in crate::oci::left_by_dead_processes(var_tmp, area, "", untagged) {
         let p = e.path();
         if !e.file_type().is_ok_and(|t| t.is_dir()) {
             continue;
@@ -424,8 +440,8 @@ pub fn sweep(proc_root: &Path, var_tmp: &Path, tmp: &Path) -> Swept {
         }
     }
     let names = |v: Vec<PathBuf>| v.iter().map(|p| p.display().to_string()).collect();
-    out.criu_path_dirs = names(crate::oci::sweep_stale_criu_path_dirs(tmp));
-    out.runc_logs = names(crate::oci::sweep_stale_runc_logs(tmp));
+    out.criu_path_dirs = names(crate::oci::sweep_stale_criu_path_dirs(tmp, untagged));
+    out.runc_logs = names(crate::oci::sweep_stale_runc_logs(tmp, untagged));
     out
 }
 

@@ -65,32 +65,7 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
     problems.extend(cgroup_problems);
     run.took("unmount", t);
     let mut removed_detail = common::remove_stale_snapshots(run, &mut problems);
-    // What netprobe processes killed by SIGKILL left in the temporary folder.
-    type Sweep = fn(&std::path::Path) -> Vec<PathBuf>;
-    let sweeps: [(Sweep, &str, &str); 2] = [
-        (
-            crate::oci::sweep_stale_criu_path_dirs,
-            "stale_criu_path_dirs_removed",
-            "the CRIU PATH folders of netprobe processes that no longer exist (killed before they could remove them)",
-        ),
-        (
-            crate::oci::sweep_stale_runc_logs,
-            "stale_runc_logs_removed",
-            "the runc --log files of netprobe processes that no longer exist",
-        ),
-    ];
-    for (sweep, fact, what) in sweeps {
-        let names: Vec<String> = sweep(&std::env::temp_dir())
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect();
-        if names.is_empty() {
-            continue;
-        }
-        let d = format!("removed {what}: {}", names.join(", "));
-        run.record_release(Ok(Some((d.clone(), names.into()))), fact, fact);
-        removed_detail.push_str(&format!("; {d}"));
-    }
+    sweep_own_tmp(run, st, &mut removed_detail);
 
     let t = Instant::now();
     let holder_detail = stop_holder(run, st, holder_r, &mut problems);
@@ -108,6 +83,40 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
         "slot clean ({holder_detail}){removed_detail}; evidence kept in {}",
         run.paths.evidence().display()
     ))
+}
+
+/// What this slot's verbs killed by SIGKILL left in the temporary folder: the CRIU PATH folders
+/// and runc logs named with this slot's owner tag (`…-<pid>-slot-<owner id>-…`,
+/// [`crate::oci::TmpOwner::Slot`]) whose process no longer exists, removed and named (facts
+/// `stale_criu_path_dirs_removed`, `stale_runc_logs_removed`, and `removed_detail`). Another
+/// slot's, or a probe run's, are never taken: they are not provably this slot's.
+fn sweep_own_tmp(run: &mut VerbRun, st: &SlotState, removed_detail: &mut String) {
+    let owner = crate::oci::TmpOwner::Slot(&st.owner_id);
+    type Sweep = fn(&std::path::Path, crate::oci::TmpOwner<'_>) -> Vec<PathBuf>;
+    let sweeps: [(Sweep, &str, &str); 2] = [
+        (
+            crate::oci::sweep_stale_criu_path_dirs,
+            "stale_criu_path_dirs_removed",
+            "this slot's CRIU PATH folders of netprobe processes that no longer exist (killed before they could remove them)",
+        ),
+        (
+            crate::oci::sweep_stale_runc_logs,
+            "stale_runc_logs_removed",
+            "this slot's runc --log files of netprobe processes that no longer exist",
+        ),
+    ];
+    for (sweep, fact, what) in sweeps {
+        let names: Vec<String> = sweep(&std::env::temp_dir(), owner)
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        if names.is_empty() {
+            continue;
+        }
+        let d = format!("removed {what}: {}", names.join(", "));
+        run.record_release(Ok(Some((d.clone(), names.into()))), fact, fact);
+        removed_detail.push_str(&format!("; {d}"));
+    }
 }
 
 /// The `released` gate's detail, each part from what was just checked: the container (proven

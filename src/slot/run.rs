@@ -29,9 +29,9 @@ const RUNTIME_LOG: &str = "runtime.log";
 pub(crate) type VerbResult = Result<(String, Option<SlotState>), SlotError>;
 
 /// Makes the runtime a verb drives: `(runtime binary, CRIU binary, runtime root, runtime kind,
-/// systemd cgroup driver)`.
+/// systemd cgroup driver, the slot's owner id)`.
 pub(crate) type MakeRuntime<'e> =
-    &'e (dyn Fn(&Path, &Path, &Path, RuntimeKind, bool) -> Box<dyn RuntimeOps> + Sync);
+    &'e (dyn Fn(&Path, &Path, &Path, RuntimeKind, bool, &str) -> Box<dyn RuntimeOps> + Sync);
 
 /// What a verb runs against: the runtime factory, whether root is required, and (for unit
 /// tests) an event trace that records every gate and cleared step in order.
@@ -50,18 +50,22 @@ pub(crate) struct SlotEnv<'e> {
 /// The real environment: runc/crun through [`Runtime`], root required.
 /// `kind` (from `--version`, [`super::crun::detect_kind`]) gives crun its private mount
 /// namespace, the `--root /run/crun` bind and `--cgroup-manager` ([`crate::oci::crun_quirks`]);
-/// `systemd` adds the systemd cgroup driver (`--systemd-cgroup`) on every call.
+/// `systemd` adds the systemd cgroup driver (`--systemd-cgroup`) on every call; `owner_id` (the
+/// slot's, from `owner.json`) tags the temporary CRIU PATH folders and runc logs the calls make
+/// ([`Runtime::with_slot_owner`]), so only this slot's cleanup sweeps what a killed verb left.
 pub(crate) fn real_runtime(
     rt: &Path,
     cr: &Path,
     root: &Path,
     kind: RuntimeKind,
     systemd: bool,
+    owner_id: &str,
 ) -> Box<dyn RuntimeOps> {
     Box::new(
         Runtime::new(rt, root, Some(cr.to_path_buf()))
             .with_kind(kind)
-            .with_systemd_cgroup(systemd),
+            .with_systemd_cgroup(systemd)
+            .with_slot_owner(owner_id),
     )
 }
 
@@ -160,7 +164,7 @@ impl<'a> VerbRun<'a> {
         }
         let kind = self.runtime_kind(rt);
         let systemd = super::cgroups::uses_systemd(st);
-        (self.env.make_runtime)(rt, cr, &st.runtime_root, kind, systemd)
+        (self.env.make_runtime)(rt, cr, &st.runtime_root, kind, systemd, &st.owner_id)
     }
 
     /// The kind of runtime `rt` (detected once per verb and path, [`super::crun::detect_kind`]),

@@ -74,16 +74,20 @@ impl Fixture {
     }
 }
 
-type Make = Box<dyn Fn(&Path, &Path, &Path, RuntimeKind, bool) -> Box<dyn RuntimeOps> + Sync>;
+type Make = Box<dyn Fn(&Path, &Path, &Path, RuntimeKind, bool, &str) -> Box<dyn RuntimeOps> + Sync>;
 
 /// A recording fake runtime (every runtime a verb builds shares its events and status).
 fn fake(status: Option<&str>) -> (Events, Make) {
     let events = Events::default();
     let fake = RecordingRuntime::new(events.clone(), status);
     let make: Make = Box::new(
-        move |_: &Path, _: &Path, _: &Path, _: RuntimeKind, _: bool| -> Box<dyn RuntimeOps> {
-            Box::new(fake.clone())
-        },
+        move |_: &Path,
+              _: &Path,
+              _: &Path,
+              _: RuntimeKind,
+              _: bool,
+              _: &str|
+              -> Box<dyn RuntimeOps> { Box::new(fake.clone()) },
     );
     (events, make)
 }
@@ -520,7 +524,13 @@ fn kinds_and_source(f: &Fixture, verb: Verb) -> (Vec<RuntimeKind>, String) {
     let kinds = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let (k2, fake) = (kinds.clone(), RecordingRuntime::new(events.clone(), None));
     let make: Make = Box::new(
-        move |_: &Path, _: &Path, _: &Path, k: RuntimeKind, _: bool| -> Box<dyn RuntimeOps> {
+        move |_: &Path,
+              _: &Path,
+              _: &Path,
+              k: RuntimeKind,
+              _: bool,
+              _: &str|
+              -> Box<dyn RuntimeOps> {
             k2.lock().unwrap().push(k);
             Box::new(fake.clone())
         },

@@ -200,6 +200,7 @@ mod tests {
         _: &Path,
         _: crate::oci::RuntimeKind,
         _: bool,
+        _: &str,
     ) -> Box<dyn crate::oci::RuntimeOps> {
         unreachable!("these tests build no runtime")
     }
