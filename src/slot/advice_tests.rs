@@ -153,3 +153,24 @@ fn an_overlay_unmounted_by_other_hands_gets_advice() {
     let there = serde_json::json!({"overlay_mounted": true});
     assert_eq!(note(&p, Phase::Running, &there, true), None);
 }
+
+/// `slot status` with CRIU's network lock in the holder's netns (`live.criu_network_lock`
+/// present): a note naming it and the phase, in every phase but `checkpointed` (there it is the
+/// complete snapshot's dump's, which the restore unlocks); nothing when absent or unknown.
+#[test]
+fn criu_lock_left_in_the_holder_netns_gets_a_note_outside_checkpointed() {
+    let live = |status: &str| serde_json::json!({"criu_network_lock": {"status": status, "detail": "iptables: chain CRIU in table filter in the netns of holder pid 7 (…)"}});
+    let note = super::status::criu_lock_note;
+    let a = note(Phase::Snapshotting, &live("present")).unwrap();
+    assert!(
+        a.contains("(`live.criu_network_lock`: iptables: chain CRIU in table filter")
+            && a.contains("in phase snapshotting, so it is not a complete snapshot's")
+            && a.contains("gate no-criu-lock")
+            && a.contains("fact criu_network_lock_at_cleanup"),
+        "{a}"
+    );
+    assert_eq!(note(Phase::Checkpointed, &live("present")), None);
+    assert_eq!(note(Phase::Running, &live("absent")), None);
+    assert_eq!(note(Phase::Running, &live("unknown")), None);
+    assert_eq!(note(Phase::Clean, &serde_json::json!({})), None);
+}

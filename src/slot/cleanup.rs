@@ -66,6 +66,11 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
     run.took("unmount", t);
     let mut removed_detail = common::remove_stale_snapshots(run, &mut problems);
     sweep_own_tmp(run, st, &mut removed_detail);
+    // CRIU's lock a killed verb left in the holder's netns (`slot status` shows it): recorded,
+    // not removed — the namespace is the holder's, stopped below.
+    if let Some(d) = super::criu_lock::at_cleanup(run, st) {
+        removed_detail.push_str(&format!("; {d}"));
+    }
 
     let t = Instant::now();
     let holder_detail = stop_holder(run, st, holder_r, &mut problems);

@@ -6,9 +6,19 @@
 //! lock is removed here as CRIU's own unlock does ([`crate::netlink::criu_unlock`]), inside the
 //! holder's netns, only when a capture shows it; what was removed is recorded in the verb's
 //! evidence (`criu-lock-released.txt`), and for an interruption in the release list.
+//!
+//! A verb killed with SIGKILL runs none of that: a first `slot snapshot` killed during its
+//! checkpoint leaves the runtime and CRIU to finish the dump without netprobe, and a finished
+//! dump keeps the lock (CRIU unlocks after a dump only when it failed or left the tasks
+//! running; `cr_dump_finish`). So `slot status` looks for it ([`look`]: `live.criu_network_lock`),
+//! `slot cleanup` records whether it was there ([`at_cleanup`]), and a restore or reset whose
+//! slot was not left `checkpointed` by a complete snapshot removes any lock before the runtime
+//! restore and proves it gone, else refuses (gate `no-criu-lock`, [`before_restore`]).
 
+use super::error::SlotError;
+use super::gate::GateId;
 use super::run::VerbRun;
-use super::state::SlotState;
+use super::state::{Phase, SlotState};
 use crate::evidence::EvidenceDir;
 use crate::netlink::criu_unlock::{Unlocked, unlock_here};
 use crate::ns::ProcessIdentity;
@@ -37,6 +47,165 @@ pub fn release(h: &ProcessIdentity) -> Result<Unlocked, String> {
         unlock_here()
     })
     .map_err(|e| format!("enter the netns of holder {h}: {e}"))?
+}
+
+/// Whether CRIU's network lock is in a holder's netns now ([`LockNow`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LockPresence {
+    /// A capture there shows part of CRIU's lock ([`crate::netlink::netfilter::criu_lock`]).
+    Present,
+    /// A capture there shows none of it.
+    Absent,
+    /// Not looked at: the holder is not the recorded one, or its netns could not be entered or
+    /// its ruleset captured (the detail says which).
+    Unknown,
+}
+
+/// What one look at a holder's netns found of CRIU's network lock: `slot status`'s
+/// `live.criu_network_lock` and `slot cleanup`'s fact `criu_network_lock_at_cleanup`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LockNow {
+    /// Present, absent or unknown.
+    pub status: LockPresence,
+    /// The evidence line: each part of the lock found (e.g. `iptables: chain CRIU in table
+    /// filter`) and how the ruleset was read, or why it was not.
+    pub detail: String,
+}
+
+/// Looks for CRIU's network lock in the netns of holder `h`, changing nothing: the holder is
+/// re-verified (pid, start time, netns inode), the calling thread joins its netns (proven to be
+/// that inode) and captures the ruleset there ([`crate::netlink::netfilter::capture`]: without a
+/// process when `NETLINK_NETFILTER` proves that nothing filters, else `iptables-save`,
+/// `ip6tables-save` and `nft list ruleset`).
+pub fn look(h: &ProcessIdentity) -> LockNow {
+    let unknown = |detail: String| LockNow {
+        status: LockPresence::Unknown,
+        detail,
+    };
+    if let Err(e) = h.verify() {
+        return unknown(format!(
+            "holder {h} not proven ({e}): its netns was not entered"
+        ));
+    }
+    let want = h.netns_inode;
+    let seen = crate::ns::run_in_netns(&h.netns_path(), || {
+        match crate::ns::own_netns_inode() {
+            Ok(i) if i == want => {}
+            Ok(i) => return Err(format!("joined netns inode {i}, not the holder's {want}")),
+            Err(e) => return Err(e.to_string()),
+        }
+        crate::netlink::netfilter::capture()
+    });
+    let (state, raw) = match seen {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => return unknown(format!("netns of holder pid {}: {e}", h.pid)),
+        Err(e) => return unknown(format!("enter the netns of holder {h}: {e}")),
+    };
+    let parts = crate::netlink::netfilter::criu_lock(&state);
+    let how = match raw.no_tables {
+        Some(_) => "NETLINK_NETFILTER dumps: no table there filters anything",
+        None => "iptables-save, ip6tables-save and nft list ruleset",
+    };
+    match parts.is_empty() {
+        true => LockNow {
+            status: LockPresence::Absent,
+            detail: format!("none in the netns of holder pid {} ({how})", h.pid),
+        },
+        false => LockNow {
+            status: LockPresence::Present,
+            detail: format!(
+                "{} in the netns of holder pid {} ({how})",
+                parts.join(", "),
+                h.pid
+            ),
+        },
+    }
+}
+
+/// Before the runtime restore of a restore or reset (the container proven absent or stopped,
+/// the holder just re-verified): a lock in the holder's netns is removed and proven gone, else
+/// the restore is refused (gate `no-criu-lock`). `prev` is the phase the verb found.
+///
+/// Not looked for when `prev` is `checkpointed`: a complete snapshot's dump left it there, and
+/// the restore of that snapshot is CRIU's own way out of it (it locks again, then unlocks at
+/// its end; `net-fidelity` fails closed on anything of it left). In every other phase a lock
+/// is a verb's that did not finish — a dump or restore killed with SIGKILL, a snapshot that
+/// failed after its dump — and not the snapshot's: CRIU's restore would not remove it (an
+/// nftables `CRIU-<id>` table of another dump), or adds a jump its unlock cannot all remove.
+///
+/// Errors: the gate's failure (the holder not proven, its ruleset not read, or part of the
+/// lock still there after the removal: named).
+pub(crate) fn before_restore(
+    run: &mut VerbRun,
+    h: &ProcessIdentity,
+    prev: Phase,
+) -> Result<(), SlotError> {
+    if prev == Phase::Checkpointed {
+        run.fact(
+            "criu_lock_before_restore",
+            "not looked for: phase checkpointed, so any lock is the dump's of the snapshot restored now, which CRIU's restore unlocks at its end (net-fidelity fails closed on what is left)",
+        );
+        return Ok(());
+    }
+    let t = std::time::Instant::now();
+    let seen = look(h);
+    let r = match seen.status {
+        LockPresence::Absent => Ok(seen.detail),
+        LockPresence::Unknown => Err(format!("not proven absent: {}", seen.detail)),
+        LockPresence::Present => {
+            let r = release(h);
+            run.ev_write(EVIDENCE_FILE, evidence_text(h, &r).as_bytes());
+            match r {
+                Ok(u) => {
+                    let d = format!(
+                        "CRIU's network lock found in the holder's netns before the restore (phase {}): {}",
+                        prev.name(),
+                        u.summary()
+                    );
+                    run.journal("step", true, &d);
+                    run.fact("criu_lock_released_before_restore", u.found);
+                    Ok(d)
+                }
+                Err(e) => {
+                    run.fact("criu_lock_left", e.clone());
+                    Err(format!(
+                        "{} found before the restore and not removed: {e}; the restore would run into CRIU's lock",
+                        seen.detail
+                    ))
+                }
+            }
+        }
+    };
+    run.took("gate-criu-lock", t);
+    run.gate(GateId::NoCriuLock, r)
+}
+
+/// At cleanup, before the holder is stopped: whether CRIU's lock is in its netns
+/// ([`look`]), recorded as fact `criu_network_lock_at_cleanup` (and a journal step when it is
+/// present or unknown). Nothing is removed: the namespace is the holder's, which cleanup stops
+/// next, and `netns-empty` proved no other process in it. Returns a sentence for the verb's
+/// summary when the lock was there, `None` otherwise (no holder recorded: not looked for).
+pub(crate) fn at_cleanup(run: &mut VerbRun, st: &SlotState) -> Option<String> {
+    let h = st.holder?;
+    let seen = look(&h);
+    run.fact(
+        "criu_network_lock_at_cleanup",
+        serde_json::to_value(&seen).unwrap_or_default(),
+    );
+    let said = match seen.status {
+        LockPresence::Absent => return None,
+        LockPresence::Present => format!(
+            "CRIU's network lock was in the holder's netns at cleanup ({}): not removed, the namespace is the holder's, stopped by this cleanup, and netns-empty proved no other process in it",
+            seen.detail
+        ),
+        LockPresence::Unknown => format!(
+            "CRIU's network lock in the holder's netns at cleanup: not known ({})",
+            seen.detail
+        ),
+    };
+    run.journal("step", true, &said);
+    (seen.status == LockPresence::Present).then_some(said)
 }
 
 /// The text of [`EVIDENCE_FILE`].

@@ -201,14 +201,6 @@ pub(crate) struct Incomplete<'a> {
     pub marker: Result<(), String>,
 }
 
-/// A phase as `state.json` writes it (`running`, `restore-failed`, …).
-fn phase_name(p: Phase) -> String {
-    serde_json::to_value(p)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_else(|| format!("{p:?}"))
-}
-
 impl Incomplete<'_> {
     /// `a (why); b (why)`.
     fn files(&self) -> String {
@@ -237,7 +229,7 @@ impl Incomplete<'_> {
                     "the {verb} itself succeeded ({summary}){}: that stands, only its evidence is incomplete",
                     phase.map_or_else(String::new, |p| format!(
                         "; the slot's phase is {} as state.json records",
-                        phase_name(p)
+                        Phase::name(p)
                     ))
                 ),
                 format!(

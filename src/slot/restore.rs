@@ -26,6 +26,8 @@ pub(crate) fn restore(
     reset: bool,
 ) -> Result<String, SlotError> {
     let prep = PreparedUpper::start(run, st);
+    // The phase the verb found decides whose CRIU lock may be in the holder's netns.
+    let found_phase = st.phase;
     let (rt, snap_dir) = match gates(run, st, reset) {
         Ok(g) => g,
         Err(e) => {
@@ -56,10 +58,13 @@ pub(crate) fn restore(
 
     // Restore.
     let t = Instant::now();
-    if let Err(e) = holder_gate(run, st, "restore") {
-        remove_old_run();
-        return Err(e);
-    }
+    let h = match holder_gate(run, st, "restore") {
+        Ok(h) => h,
+        Err(e) => {
+            remove_old_run();
+            return Err(e);
+        }
+    };
     run.took("gate-holder", t);
     let work = run.ev_path("criu-work");
     mkdirs(run, std::slice::from_ref(&work))?;
@@ -77,6 +82,12 @@ pub(crate) fn restore(
     let _unlock = st
         .holder
         .map(|h| super::criu_lock::on_signal(h, run.ev.clone()));
+    // A lock a verb killed with SIGKILL left (not the complete snapshot's dump's) is removed
+    // and proven gone before the runtime restore, else the restore is refused.
+    if let Err(e) = super::criu_lock::before_restore(run, &h, found_phase) {
+        remove_old_run();
+        return Err(e);
+    }
     // The display gates' whole-screen memory is made ready while CRIU restores.
     let bufs = super::display::prepare_buffers(st);
     let r = run.time_with_lock_inherited("restore", || c.restore(&images, &work, &extra));

@@ -89,6 +89,14 @@ pub enum VerbEnd {
 }
 
 impl Phase {
+    /// The phase as `state.json` spells it (`running`, `restore-failed`, …).
+    pub fn name(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_else(|| format!("{self:?}"))
+    }
+
     /// The one table of phase transitions: the phase a slot is in after `verb` reached `end`,
     /// coming from `prev` (the phase before the verb began). `None` for `status`, which changes
     /// nothing.

@@ -183,11 +183,12 @@ fn status_advice(
                 }),
             };
             let overlay = st.and_then(|s| overlay_unmounted_note(p, s.phase, live, snapshot_ok));
+            let lock = st.and_then(|s| criu_lock_note(s.phase, live));
             // An image changed since provision stops every later verb but cleanup.
             let image = (live["image_unchanged"]["proven"] == false).then(|| {
                 "the image changed since provision (`live.image_unchanged` names what): snapshot, restore and reset refuse (gate image-unchanged) until the slot is cleaned up and another provisioned".to_string()
             });
-            let next = [image, next, overlay, overlay_volatile_note(live)]
+            let next = [image, next, lock, overlay, overlay_volatile_note(live)]
                 .into_iter()
                 .flatten()
                 .reduce(|a, b| format!("{a}; {b}"));
@@ -277,8 +278,11 @@ fn live_facts(run: &mut VerbRun, st: &SlotState, busy: bool) -> Value {
         }
         _ => Value::Null,
     };
+    // Read-only: the holder re-verified, its netns entered, the ruleset captured there.
+    let criu_lock = st.holder.map(|h| super::criu_lock::look(&h));
     json!({
         "holder": holder,
+        "criu_network_lock": criu_lock,
         "image_unchanged": image_unchanged,
         "sealed_copies": sealed,
         "container": container,
@@ -341,6 +345,23 @@ pub(crate) fn overlay_unmounted_note(
                 cmd("cleanup")
             ),
         }
+    ))
+}
+
+/// The advice when `live.criu_network_lock` shows CRIU's lock in the holder's netns in any phase
+/// but `checkpointed` (there it is the complete snapshot's dump's, which the restore unlocks):
+/// a verb that did not finish left it (a first snapshot killed with SIGKILL while the runtime
+/// and CRIU finished the dump without netprobe), its rules drop the namespace's traffic, and
+/// what each verb does with it. `None` otherwise.
+pub(crate) fn criu_lock_note(phase: Phase, live: &Value) -> Option<String> {
+    let lock = &live["criu_network_lock"];
+    if phase == Phase::Checkpointed || lock["status"] != "present" {
+        return None;
+    }
+    Some(format!(
+        "CRIU's network lock is in the holder's network namespace (`live.criu_network_lock`: {}) in phase {}, so it is not a complete snapshot's (a checkpoint or restore that did not finish leaves it, e.g. a snapshot killed with SIGKILL whose runtime finished the dump without netprobe): its rules drop the namespace's packets CRIU did not mark, so the guest is unreachable while it stays; a restore or reset removes it before its runtime restore and refuses if it cannot (gate no-criu-lock), a snapshot removes it before it records the network state, and cleanup leaves it to the namespace, whose holder it stops (its evidence records the lock: fact criu_network_lock_at_cleanup)",
+        lock["detail"].as_str().unwrap_or_default(),
+        phase.name()
     ))
 }
 
