@@ -10,6 +10,7 @@
 //!   it: more jumps than CRIU's own unlock removes): `slot reset` removes it before its runtime
 //!   restore (gate `no-criu-lock`) and passes `net-fidelity`; in phase `checkpointed` the dump's
 //!   own lock is CRIU's to unlock and is left to it.
+#[path = "common/slot_support.rs"]
 mod slot_support;
 use netprobe::slot::{SlotLock, Verb};
 use slot_support::*;
