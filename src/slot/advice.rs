@@ -182,7 +182,7 @@ impl Seen<'_> {
 
     /// The phase as `state.json` spells it.
     fn phase_name(&self) -> String {
-        phase_name(self.phase)
+        self.phase.name()
     }
 
     /// The way out when nothing can be restored: cleanup, then another slot.
@@ -357,14 +357,6 @@ impl Seen<'_> {
             ),
         }
     }
-}
-
-/// The phase as `state.json` spells it.
-fn phase_name(phase: Phase) -> String {
-    serde_json::to_value(phase)
-        .ok()
-        .and_then(|v| v.as_str().map(String::from))
-        .unwrap_or_else(|| format!("{phase:?}"))
 }
 
 #[cfg(test)]
