@@ -42,6 +42,58 @@ fn a_slot_whose_provision_stopped_before_its_state_says_what_to_do() {
     }
 }
 
+/// `state.json` removed after a provision that ended ok (its container, holder and mounts may
+/// be live): every verb refuses without a runtime change and says the journal records a
+/// provisioned slot and to ask `slot status` what to release by hand — never "nothing to
+/// release, move the folder away", which would leak them; status and the interruption note
+/// agree.
+#[test]
+fn a_provisioned_slot_whose_state_was_removed_is_not_told_nothing_is_left() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sd = tmp.path().join("state");
+    layout::check_state_dir(&sd, StateDirUse::Create).unwrap();
+    let paths = SlotPaths::new(&sd, 1);
+    layout::create_slot(&paths).unwrap();
+    let j = |event: &str, ok: bool, detail: &str| {
+        layout::journal_append(&paths.journal(), "provision", event, ok, detail).unwrap()
+    };
+    j("start", true, "evidence 0001-provision");
+    j("step", true, "state written: provisioning");
+    j(
+        "end",
+        true,
+        "provisioned: container netprobe-slot-1 running in holder pid 4242",
+    );
+    for verb in [Verb::Snapshot, Verb::Restore, Verb::Reset, Verb::Cleanup] {
+        let (r, trace) = drive(verb, &sd, None, |_| {});
+        let e = r.unwrap_err();
+        assert_eq!(
+            (e.exit_code(), e.gate.as_deref()),
+            (1, Some("slot-state")),
+            "{e}"
+        );
+        let m = e.to_string();
+        assert!(
+            m.contains("state.json is missing although the journal records a provisioned slot")
+                && m.contains("holder pid 4242")
+                && m.contains("no verb can run on this slot")
+                && m.contains("`netprobe slot status --slot 1 --state-dir ")
+                && !m.contains("nothing to release")
+                && !m.contains("has no state"),
+            "{verb:?}: {m}"
+        );
+        assert!(!trace.iter().any(|e| destructive(e)), "{trace:#?}");
+    }
+    let nothing = serde_json::json!({"holder": {"alive": false}, "mounts_under_slot": []});
+    let a = super::status::unreadable_state_advice(&paths, "missing", &nothing);
+    assert!(
+        a.contains("release by hand") && !a.contains("has no state"),
+        "{a}"
+    );
+    let next = super::interruption::interruption_next(true, &paths);
+    assert!(!next.contains("has no state"), "{next}");
+}
+
 /// An interrupted provision that had not written `state.json` (and left nothing live) is told
 /// the same as the `slot-state` gate tells its cleanup — nothing to release, move the folder,
 /// another slot number — not to run a cleanup that refuses; once `state.json` exists (or

@@ -333,13 +333,22 @@ fn run_with(args: &SlotArgs, env: &run::SlotEnv) -> Result<SlotOutcome, SlotErro
     vr.finish(res)
 }
 
-/// When `state.json` does not exist: the slot's provision ended before it recorded anything
-/// (its journal's last provision `end`, quoted) and what to do; `None` when the file exists.
+/// When `state.json` does not exist and the journal proves that no verb got as far as making
+/// anything — no `step` entry (a provision journals its first, `state written`, right after it
+/// writes `state.json`; every other step comes after the verb's gates and its state) and no
+/// `end` that succeeded —: the slot's provision ended before it recorded anything (its
+/// journal's last provision `end`, quoted) and what to do. `None` when the file exists, or when
+/// the journal records a slot that was made ([`journal_made`]: then what is left must be
+/// released by hand, which `slot status` spells out).
 fn missing_state_why(paths: &SlotPaths) -> Option<String> {
     if paths.state().exists() {
         return None;
     }
-    let last_end = layout::journal_read(&paths.journal())
+    let journal = layout::journal_read(&paths.journal());
+    if journal_made(&journal).is_some() {
+        return None;
+    }
+    let last_end = journal
         .into_iter()
         .rev()
         .find(|e| e.verb == "provision" && e.event == "end");
@@ -353,6 +362,38 @@ fn missing_state_why(paths: &SlotPaths) -> Option<String> {
         paths.evidence().display(),
         paths.root.display()
     ))
+}
+
+/// The newest journal entry proving that a verb on the slot made something: a `step` (taken
+/// only once `state.json` was written) or an `end` that succeeded.
+fn journal_made(journal: &[layout::JournalEntry]) -> Option<&layout::JournalEntry> {
+    journal
+        .iter()
+        .rev()
+        .find(|e| e.event == "step" || (e.event == "end" && e.ok))
+}
+
+/// The `slot-state` gate's words after `state.json`'s read error, when no verb can run: the
+/// journal proves nothing was made ([`missing_state_why`]); or `state.json` is missing
+/// although the journal records a made slot (its newest such entry quoted); or it cannot be
+/// read. The last two point to `slot status`, whose `advice` lists what to release by hand.
+fn no_state_why(paths: &SlotPaths) -> String {
+    if let Some(why) = missing_state_why(paths) {
+        return why;
+    }
+    let status = format!(
+        "`netprobe slot status --slot {} --state-dir {}` says what to release by hand (its `advice`)",
+        paths.slot,
+        paths.state_dir.display()
+    );
+    let journal = layout::journal_read(&paths.journal());
+    match journal_made(&journal) {
+        Some(e) if !paths.state().exists() => format!(
+            "; state.json is missing although the journal records a provisioned slot (its {} {} at {}: {}), so its container, holder and mounts may still be live and no verb can run on this slot: do not move the slot folder away or provision over it; {status}, then provision another slot number",
+            e.verb, e.event, e.at, e.detail
+        ),
+        _ => format!("; no verb can run on this slot: {status}"),
+    }
 }
 
 /// Enter an existing slot (state dir, marker, lock, evidence), load and check its state, run
@@ -375,13 +416,7 @@ fn with_existing(
         Err(e) => {
             // No state at all (a provision stopped before it): nothing to release. Else what
             // is left must be released by hand, which `slot status` spells out.
-            let why = missing_state_why(&vr.paths).unwrap_or_else(|| {
-                format!(
-                    "; no verb can run on this slot: `netprobe slot status --slot {} --state-dir {}` says what to release by hand (its `advice`)",
-                    vr.paths.slot,
-                    vr.paths.state_dir.display()
-                )
-            });
+            let why = no_state_why(&vr.paths);
             return Err(vr.fail(GateId::SlotState, format!("{e}{why}")));
         }
     };
