@@ -241,7 +241,7 @@ pub(crate) fn probe(path: &Path) -> LockProbe {
     {
         Ok(_) => LockProbe::Free,
         Err(e) => LockProbe::Unusable(format!(
-            "cannot open {} for writing: {e}; every verb on this slot fails until it can",
+            "cannot open {} for writing: {e} (every verb on this slot takes this lock, so each fails at gate slot-lock until the file can be opened for writing)",
             path.display()
         )),
     }
@@ -379,7 +379,14 @@ mod tests {
         std::fs::remove_file(&lock).unwrap();
         std::fs::create_dir(&lock).unwrap();
         match probe(&lock) {
-            LockProbe::Unusable(e) => assert!(e.contains("for writing"), "{e}"),
+            // One whole sentence, which `slot status` quotes after "no verb can take the slot
+            // lock: " (it once ended "fails until it can").
+            LockProbe::Unusable(e) => assert!(
+                e.contains("for writing")
+                    && e.ends_with("until the file can be opened for writing)")
+                    && !e.contains("until it can"),
+                "{e}"
+            ),
             other => panic!("{other:?}"),
         }
     }
