@@ -302,11 +302,16 @@ fn full_cycle_default_image_with_gates() {
     assert_eq!(doc["live"]["container"]["status"], "absent", "{doc:#}");
     assert!(doc["live"]["left_processes"].is_null(), "{doc:#}");
     assert_valid(&slot_state_validator(), &doc);
-    // A second cleanup finds nothing to stop, and says so.
+    // A second cleanup finds nothing to stop, and says which cleanup released the holder.
     let c2 = ok(Verb::Cleanup, "7", &sd);
     let rel = gate(&c2, "released");
     assert!(
-        rel.proven && rel.detail.contains("no holder recorded") && !rel.detail.contains("stopped"),
+        rel.proven
+            && rel
+                .detail
+                .contains("no holder to stop: the earlier cleanup that ended at ")
+            && rel.detail.contains("released it (holder pid ")
+            && !rel.detail.contains("no holder recorded"),
         "{rel:?}"
     );
     // Evidence kept: one folder per verb.

@@ -34,7 +34,33 @@ pub fn usage_checks(a: &SlotArgs, raw: &str) -> Result<(), SlotError> {
     reason
         .and_then(|()| image_pin(a.image.as_deref(), a.image_sha256.as_deref()))
         .and_then(|()| image_exists(a.image.as_deref()))
+        .and_then(|()| state_dir_outside_evidence(&a.state_dir))
         .map_err(|m| SlotError::usage(raw, m))
+}
+
+/// A state directory must not be made inside a folder netprobe wrote — a run's or a matrix's
+/// evidence, a slot verb's evidence folder, a slot folder or another state directory
+/// ([`crate::evidence::enclosing::refuse_inside_evidence`]): the files a slot adds there are
+/// files that folder's record does not list (`netprobe verify` of a run then fails it).
+/// Errors: the usage message naming the folder, the file that marks it and the fix.
+pub fn state_dir_outside_evidence(state_dir: &Path) -> Result<(), String> {
+    use crate::evidence::EvidenceError;
+    match crate::evidence::enclosing::refuse_inside_evidence(state_dir, None) {
+        Err(EvidenceError::InsideEvidence {
+            folder,
+            what,
+            marker,
+            ..
+        }) => Err(format!(
+            "--state-dir {}: refusing a state directory inside {what} {} (it holds {marker}): \
+             netprobe never writes into existing evidence, and the files of a slot added there \
+             would break it; choose a folder outside it",
+            state_dir.display(),
+            folder.display()
+        )),
+        Err(e) => Err(e.to_string()),
+        Ok(()) => Ok(()),
+    }
 }
 
 /// An `--image` must be there before anything is made: a directory (a root filesystem used
@@ -162,6 +188,28 @@ pub fn holder(st: &SlotState) -> Observed {
             h.pid, h.start_time, h.netns_inode
         )
     })
+}
+
+/// The holder words of a cleanup that finds no holder recorded in `state.json`: when an
+/// earlier cleanup of the slot ended ok having released one (the newest journal `end` of a
+/// cleanup whose summary begins `slot clean (holder pid …`), that cleanup's time and words;
+/// else `no holder recorded`.
+pub fn no_holder_detail(paths: &super::layout::SlotPaths) -> String {
+    let journal = super::layout::journal_read(&paths.journal());
+    let released = journal.iter().rev().find_map(|e| {
+        let rest = (e.verb == "cleanup" && e.event == "end" && e.ok)
+            .then(|| e.detail.strip_prefix("slot clean ("))??;
+        let words = rest.find("); ").map_or(rest, |i| &rest[..i]);
+        words
+            .starts_with("holder pid ")
+            .then(|| (e.at.clone(), words))
+    });
+    match released {
+        Some((at, words)) => format!(
+            "no holder to stop: the earlier cleanup that ended at {at} released it ({words}), and state.json records none since"
+        ),
+        None => "no holder recorded".to_string(),
+    }
 }
 
 /// The interrupted snapshot folders (`snapshot.tmp-*`) in the slot folder `root`, sorted.

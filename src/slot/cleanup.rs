@@ -215,7 +215,7 @@ fn stop_holder(
     problems: &mut Vec<String>,
 ) -> String {
     let detail = match (&st.holder, holder_r) {
-        (None, _) => "no holder recorded".to_string(),
+        (None, _) => checks::no_holder_detail(&run.paths),
         (Some(h), Ok(_)) => match ns::stop_by_identity(h, Duration::from_secs(5)) {
             Ok(()) => format!("holder pid {} stopped through its pidfd", h.pid),
             Err(NsError::Gone { .. }) => format!("holder pid {} was already gone", h.pid),

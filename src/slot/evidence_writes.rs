@@ -346,6 +346,30 @@ pub(crate) fn folder_message(
     )
 }
 
+/// The `state-dir` gate's words for a state directory that refused the slot folder or its
+/// marker with `e` — a read-only filesystem (EROFS), a full disk or quota (ENOSPC, EDQUOT), no
+/// write permission (EACCES, EPERM) —: the filesystem (where it is mounted, its type, the bytes
+/// free) and the fix. `None` for any other error (a step that could not run).
+pub(crate) fn state_dir_refused(state_dir: &Path, e: &std::io::Error) -> Option<String> {
+    let fs = StateFs::of(state_dir, None);
+    let at = fs.where_to_free().display();
+    let fix = match e.raw_os_error()? {
+        libc::EROFS => format!(
+            "remount {at} read-write, or give --state-dir a folder on a writable filesystem"
+        ),
+        libc::ENOSPC | libc::EDQUOT => {
+            format!("free space in {at} (or raise the quota that refuses the write)")
+        }
+        libc::EACCES | libc::EPERM => format!(
+            "give uid {} write permission on {}",
+            nix::unistd::geteuid(),
+            state_dir.display()
+        ),
+        _ => return None,
+    };
+    Some(format!("{}; fix: {fix}", fs.sentence()))
+}
+
 /// The verb's error for [`Incomplete`] `i` (exit 2, gate `evidence`), keeping a failed verb's
 /// network diff and typed cause (its CRIU reason).
 pub(crate) fn evidence_error(raw_slot: &str, i: &Incomplete) -> SlotError {

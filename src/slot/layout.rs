@@ -342,42 +342,61 @@ pub struct OwnerMarker {
     pub tool_version: String,
 }
 
+/// Why [`create_slot`] made no slot.
+#[derive(Debug)]
+pub enum CreateSlotError {
+    /// The slot directory is already there (the `slot-fresh` gate): the detail and the fix.
+    Exists(String),
+    /// The directory or its marker could not be made: the detail (naming the path) and the
+    /// I/O error. A directory this call made is removed again when it holds nothing else, so
+    /// the slot number is not used up; `removed` says whether the slot folder is gone now.
+    Io {
+        /// `cannot create …: …` or `cannot write …/owner.json: …`.
+        detail: String,
+        /// The I/O error.
+        source: std::io::Error,
+        /// Whether no slot folder is left (none was made, or the one made was removed).
+        removed: bool,
+    },
+}
+
 /// Creates the slot directory (`mkdir`, so an existing one is refused atomically) and writes its
-/// ownership marker.
+/// ownership marker. When the marker cannot be written (a full disk, a quota), the directory
+/// just made is removed again if it holds nothing else.
 ///
-/// Errors: `Err(detail)` when the directory exists (the `slot-fresh` gate) or cannot be created.
-pub fn create_slot(paths: &SlotPaths) -> Result<OwnerMarker, (bool, String)> {
+/// Errors: [`CreateSlotError::Exists`] when the directory exists (the `slot-fresh` gate),
+/// [`CreateSlotError::Io`] when it or its marker cannot be made.
+pub fn create_slot(paths: &SlotPaths) -> Result<OwnerMarker, CreateSlotError> {
+    let io = |detail: String, source: std::io::Error| CreateSlotError::Io {
+        detail,
+        source,
+        removed: fs::symlink_metadata(&paths.root).is_err(),
+    };
     match fs::symlink_metadata(&paths.root) {
         Ok(m) => {
-            return Err((
-                true,
-                format!(
-                    "{} already exists ({}); a slot is never re-provisioned in place: provision \
-                     another slot number, or move {} away after keeping its evidence ({})",
-                    paths.root.display(),
-                    if m.file_type().is_symlink() {
-                        "a symlink"
-                    } else {
-                        "a directory or file"
-                    },
-                    paths.root.display(),
-                    paths.evidence().display()
-                ),
-            ));
+            return Err(CreateSlotError::Exists(format!(
+                "{} already exists ({}); a slot is never re-provisioned in place: provision \
+                 another slot number, or move {} away after keeping its evidence ({})",
+                paths.root.display(),
+                if m.file_type().is_symlink() {
+                    "a symlink"
+                } else {
+                    "a directory or file"
+                },
+                paths.root.display(),
+                paths.evidence().display()
+            )));
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err((false, format!("cannot stat {}: {e}", paths.root.display()))),
+        Err(e) => return Err(io(format!("cannot stat {}: {e}", paths.root.display()), e)),
     }
-    fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&paths.root)
-        .map_err(|e| {
-            let exists = e.kind() == std::io::ErrorKind::AlreadyExists;
-            (
-                exists,
-                format!("cannot create {}: {e}", paths.root.display()),
-            )
-        })?;
+    if let Err(e) = fs::DirBuilder::new().mode(0o700).create(&paths.root) {
+        let d = format!("cannot create {}: {e}", paths.root.display());
+        return Err(match e.kind() == std::io::ErrorKind::AlreadyExists {
+            true => CreateSlotError::Exists(d),
+            false => io(d, e),
+        });
+    }
     let marker = OwnerMarker {
         tool: "netprobe".into(),
         kind: "slot".into(),
@@ -388,12 +407,14 @@ pub fn create_slot(paths: &SlotPaths) -> Result<OwnerMarker, (bool, String)> {
         tool_version: env!("CARGO_PKG_VERSION").into(),
     };
     let bytes = serde_json::to_vec_pretty(&marker).expect("serialize owner marker");
-    crate::evidence::replace_atomic(&paths.owner(), &bytes).map_err(|e| {
-        (
-            false,
+    if let Err(e) = crate::evidence::replace_atomic(&paths.owner(), &bytes) {
+        // Made by this call a moment ago: removed unless something else is in it now.
+        let _ = fs::remove_dir(&paths.root);
+        return Err(io(
             format!("cannot write {}: {e}", paths.owner().display()),
-        )
-    })?;
+            e,
+        ));
+    }
     Ok(marker)
 }
 
@@ -465,6 +486,9 @@ pub fn check_owner(paths: &SlotPaths) -> Result<(OwnerMarker, String), (bool, St
             ),
         )
     })?;
+    if m.tool == "netprobe" && m.kind == "slot" && m.slot == paths.slot && m.path != paths.root {
+        return Err((true, copied_slot(paths, &owner, &m.path)));
+    }
     if m.tool != "netprobe" || m.kind != "slot" || m.slot != paths.slot || m.path != paths.root {
         return Err((
             true,
@@ -482,6 +506,29 @@ pub fn check_owner(paths: &SlotPaths) -> Result<(OwnerMarker, String), (bool, St
     }
     let detail = format!("{}: netprobe slot {}, id {}", owner.display(), m.slot, m.id);
     Ok((m, detail))
+}
+
+/// The words for a slot folder whose marker `owner` names another path `original`: it was
+/// copied or moved from there, and is used only where it was provisioned (its state, mounts and
+/// runtime root name that path). The fix: the `--state-dir` holding the original (or, when
+/// the original is gone, moving this folder back there).
+fn copied_slot(paths: &SlotPaths, owner: &Path, original: &Path) -> String {
+    let sd = original.parent().unwrap_or(original);
+    let back = match fs::symlink_metadata(original) {
+        Ok(_) => String::new(),
+        Err(_) => format!(
+            " ({} does not exist now: move this folder back there first)",
+            original.display()
+        ),
+    };
+    format!(
+        "{} names netprobe slot {} at {}, not {}: this slot folder was copied or moved from there, and a slot is used only where it was provisioned (its state, mounts and runtime root name that path), so nothing in it is touched; use `--state-dir {}`{back}",
+        owner.display(),
+        paths.slot,
+        original.display(),
+        paths.root.display(),
+        sd.display()
+    )
 }
 
 /// One line of the slot journal (`journal.jsonl`).

@@ -108,8 +108,32 @@ fn create_slot_dir(run: &mut VerbRun) -> Result<layout::OwnerMarker, SlotError> 
             run.gate(GateId::SlotFresh, Ok(d))?;
             m
         }
-        Err((true, d)) => return Err(run.fail(GateId::SlotFresh, d)),
-        Err((false, d)) => return Err(run.step_err("slot-create", d)),
+        Err(layout::CreateSlotError::Exists(d)) => return Err(run.fail(GateId::SlotFresh, d)),
+        Err(layout::CreateSlotError::Io {
+            detail,
+            source,
+            removed,
+        }) => {
+            // A state directory that cannot take a new folder or file is refused as at entry.
+            let sd = &run.paths.state_dir;
+            let Some(fs) = super::evidence_writes::state_dir_refused(sd, &source) else {
+                return Err(run.step_err("slot-create", detail));
+            };
+            let left = match removed {
+                true => format!(
+                    "nothing of this attempt is left (slot {} is not used up)",
+                    run.paths.slot
+                ),
+                false => format!(
+                    "{} is left behind: once it is writable, move it away (it holds no state) or provision another slot number",
+                    run.paths.root.display()
+                ),
+            };
+            let d = format!(
+                "{detail}: the slot folder cannot be made; {fs}, then provision again; {left}"
+            );
+            return Err(run.fail(GateId::StateDir, d));
+        }
     };
     run.enter_slot()?;
     Ok(marker)
