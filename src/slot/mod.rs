@@ -38,6 +38,8 @@ mod evidence_writes;
 mod fidelity;
 pub mod gate;
 mod half_state;
+#[cfg(test)]
+mod host_fault_tests;
 mod image_check;
 pub mod image_manifest;
 pub mod interruption;
