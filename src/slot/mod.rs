@@ -43,6 +43,7 @@ mod host_fault_tests;
 mod image_check;
 pub mod image_manifest;
 pub mod interruption;
+mod journal;
 pub mod layout;
 mod lock;
 pub mod mounts;
