@@ -460,7 +460,8 @@ fn an_edited_verb_json_is_named_against_the_journal() {
 
     // The failed restore's verb.json made to say it succeeded.
     let p = ev.join("0003-restore/verb.json");
-    let mut v: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+    let unforged = std::fs::read(&p).unwrap();
+    let mut v: Value = serde_json::from_slice(&unforged).unwrap();
     v["ok"] = json!(true);
     v["summary"] = json!("restored fine, all gates proven");
     write_json(&p, &v);
@@ -479,6 +480,32 @@ fn an_edited_verb_json_is_named_against_the_journal() {
     );
     let html = std::fs::read_to_string(write_report(&slot, Format::Html).unwrap()).unwrap();
     assert!(html.contains("NOT VERIFIED"), "{html}");
+
+    // The same forgery with the journal's end made to match (the new sha256, ok): the verb's
+    // success is re-derived from its gates (`pixels-equal` blocking, NOT PROVEN), never shown
+    // as ok; the MISMATCH names the folder, the gate and the recorded ok.
+    v["error"] = Value::Null;
+    write_json(&p, &v);
+    journal_every_verb(&slot);
+    let (path, reproduced) =
+        netprobe::report::write_report_verified(&slot, Format::Markdown, |_, _| None).unwrap();
+    assert_eq!(reproduced, Some(false));
+    let md = std::fs::read_to_string(path).unwrap();
+    assert!(
+        md.contains("MISMATCH: 0003-restore/verb.json records ok: true, but its blocking gate \\`pixels-equal\\`"),
+        "{md}"
+    );
+    assert!(
+        md.contains("### 0003-restore: restore ❌ **MISMATCH**"),
+        "{md}"
+    );
+    assert!(!md.contains("restore ✅ ok"), "{md}");
+    assert_eq!(
+        netprobe::report::slot_mismatches(&slot).len(),
+        1,
+        "only the contradiction: the journal matches"
+    );
+    std::fs::write(&p, &unforged).unwrap();
 
     // The journal's end line deleted (its start kept): NOT VERIFIED too, not unchecked.
     let start = |name: &str| {

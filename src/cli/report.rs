@@ -68,7 +68,7 @@ impl Execute for ReportCmd {
                     && netprobe::report::slot_folder_kind(&self.dir).is_some()
                 {
                     eprintln!(
-                        "netprobe: evidence in {} differs from what the slot recorded when its verbs ended (journal.jsonl holds each verb.json's sha256, verb.json each other file's); the report says NOT VERIFIED:",
+                        "netprobe: evidence in {} differs from what the slot recorded when its verbs ended (journal.jsonl holds each verb.json's sha256, verb.json each other file's), or a verb.json's ok contradicts its own gates; the report says NOT VERIFIED:",
                         self.dir.display()
                     );
                     for m in netprobe::report::slot_mismatches(&self.dir) {

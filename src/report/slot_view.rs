@@ -167,7 +167,8 @@ pub(crate) struct SlotPage {
     pub declared: Vec<String>,
     /// What differs from what the slot recorded when each verb ended (`name: detail`): a
     /// `verb.json` against the journal's sha256, a file against `verb.json`'s artifacts, a
-    /// journal line that is not an entry; the page says NOT VERIFIED when any.
+    /// journal line that is not an entry, a `verb.json` whose `ok` its own gates contradict
+    /// ([`outcome_contradiction`]); the page says NOT VERIFIED when any.
     pub differs: Vec<String>,
 }
 
@@ -182,7 +183,9 @@ pub(crate) struct VerbView {
     /// `provision`, `snapshot`, `restore`, …
     pub verb: String,
     /// `ok`, `FAILED`, `interrupted` (its `verb.json` says so, or it has none and an
-    /// `interrupted.txt`) or `incomplete` (no readable `verb.json`).
+    /// `interrupted.txt`), `incomplete` (no readable `verb.json`) or `MISMATCH` (its
+    /// `verb.json` records `ok` while one of its blocking gates is not proven:
+    /// [`outcome_contradiction`]).
     pub outcome: &'static str,
     /// The verb's summary (success) or error message (failure), or why `verb.json` is unreadable;
     /// for an interrupted verb the first line of `interrupted.txt` (`from_note`), else the
@@ -213,6 +216,9 @@ pub(crate) struct VerbView {
     /// The folder's other files against the artifacts `verb.json` lists
     /// ([`super::slot_artifacts::check`]).
     pub artifacts: super::slot_artifacts::ArtifactCheck,
+    /// Why the outcome `verb.json` records is not the one its gates give
+    /// ([`outcome_contradiction`]), when it is not.
+    pub contradiction: Option<String>,
 }
 
 /// One gate row.
@@ -402,6 +408,7 @@ fn verb_view(
             verb_dir,
             doc.as_ref().and_then(|d| d.artifacts.as_deref()),
         ),
+        contradiction: None,
     };
     if v.journal.state == "DIFFERS"
         && let Some(line) = incomplete_line(verb_dir)
@@ -473,7 +480,32 @@ fn fill_from_doc(v: &mut VerbView, verb_dir: &Path, d: VerbDoc) -> VerbDoc {
         .into_iter()
         .map(gate_row)
         .collect();
+    if let Some(why) = outcome_contradiction(&v.name, d.ok, &v.gates) {
+        // The success is re-derived from the gates: the recorded `ok` is not shown as one.
+        v.outcome = "MISMATCH";
+        v.text = format!(
+            "NOT VERIFIED: {why}; the summary verb.json records: {}",
+            v.text
+        );
+        v.contradiction = Some(why);
+    }
     d
+}
+
+/// The verb's success re-derived from its gates against the `ok` its `verb.json` (folder
+/// `name`) records: a verb with a blocking gate not proven fails closed (`src/slot/gate.rs`),
+/// so `ok: true` beside such a gate is a contradiction — the sentence naming the folder, the
+/// first such gate and the recorded `ok`. `None` when they agree (a failed verb may have every
+/// gate proven: it failed at a step after them).
+pub(super) fn outcome_contradiction(name: &str, ok: bool, gates: &[GateRow]) -> Option<String> {
+    let g = gates
+        .iter()
+        .find(|g| g.kind == "blocking" && !g.proven)
+        .filter(|_| ok)?;
+    Some(format!(
+        "{name}/{VERB_FILE} records ok: true, but its blocking gate `{}` ({}) is NOT PROVEN; a verb with a blocking gate not proven fails, so the evidence gives FAILED",
+        g.name, g.fact
+    ))
 }
 
 /// The verb folders of `evidence/` (`NNNN-verb`), oldest first.
@@ -563,6 +595,9 @@ impl SlotPage {
             for m in &v.artifacts.mismatches {
                 page.differs.push(format!("{}: {m}", v.name));
             }
+            if let Some(why) = &v.contradiction {
+                page.differs.push(why.clone());
+            }
             if let Some(d) = doc {
                 page.slot = Some(d.slot);
                 page.declared = d.declared_differences;
@@ -570,5 +605,45 @@ impl SlotPage {
             page.verbs.push(v);
         }
         page
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{GateRow, outcome_contradiction};
+
+    fn gate(name: &str, proven: bool, blocking: bool) -> GateRow {
+        GateRow {
+            name: name.into(),
+            fact: format!("{name} holds"),
+            proven,
+            kind: if blocking { "blocking" } else { "recorded" },
+            class: "gate".into(),
+            detail: String::new(),
+        }
+    }
+
+    #[test]
+    fn ok_beside_an_unproven_blocking_gate_is_a_contradiction() {
+        let gates = [
+            gate("slot-lock", true, true),
+            gate("criu-config", false, false),
+            gate("snapshot-complete", false, true),
+        ];
+        let why = outcome_contradiction("0004-restore", true, &gates).expect("a contradiction");
+        for part in [
+            "0004-restore/verb.json",
+            "ok: true",
+            "`snapshot-complete`",
+            "NOT PROVEN",
+        ] {
+            assert!(why.contains(part), "{part}: {why}");
+        }
+        // A failed verb, or an ok one whose unproven gates are only recorded: no contradiction.
+        assert_eq!(outcome_contradiction("0004-restore", false, &gates), None);
+        assert_eq!(
+            outcome_contradiction("0004-restore", true, &gates[..2]),
+            None
+        );
     }
 }
