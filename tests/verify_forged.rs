@@ -83,6 +83,8 @@ fn edits_of_unhashed_result_fields_are_caught() {
         "rungs[oci].facts.work_area",
         "rungs[oci].facts.container_id",
         "rungs[oci].facts.container_pid_before",
+        "rungs[criu].facts.attribution",
+        "rungs[oci].facts.attribution",
     ] {
         assert!(checked.contains(f), "{f} re-derived: {checked}");
         assert!(!not_rederived.contains(f), "{f}: {not_rederived}");
@@ -182,6 +184,22 @@ fn edits_of_unhashed_result_fields_are_caught() {
     assert_caught(
         &o,
         "oci: recorded attribution differs from the one the evidence gives: external_netns recorded true, evidence gives false",
+    );
+    // The counts edited: the attribution MISMATCH gives both; the verdict's summary (which
+    // counts the deciding rung's lost facts) is derived from the recomputed attribution, so it
+    // is not called a mismatch with the forged count.
+    let o = verify_edited(&ev, &original, |v| {
+        rung(v, "oci")["facts"]["attribution"]["counts"] = serde_json::json!({"runtime-choice": 3});
+    });
+    assert_caught(
+        &o,
+        "oci: recorded attribution differs from the one the evidence gives: count runtime-choice recorded 3, evidence gives ",
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        !out.contains("MISMATCH: verdict.summary") && !out.contains("runtime-choice 3\""),
+        "{}",
+        text(&o)
     );
     let o = verify_edited(&ev, &original, |v| {
         let row = &mut rung(v, "oci")["facts"]["attribution"]["changed"][0];

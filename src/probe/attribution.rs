@@ -327,14 +327,22 @@ pub fn record(dir: &Path, out: &mut crate::probe::rung::RungOutput) {
 }
 
 /// `verify`'s check: recomputes the attribution of rung folder `dir` and compares it with the
-/// recorded fact `recorded` (the JSON value of the `attribution` fact). Returns a mismatch
-/// sentence, or `None` when they agree.
-pub fn verify_recorded(rung: &str, dir: &Path, recorded: &serde_json::Value) -> Option<String> {
+/// recorded fact `recorded` (the JSON value of the `attribution` fact). Returns the attribution
+/// the evidence gives (`None` when it cannot be recomputed: `verify` then derives the verdict
+/// without one) and a mismatch sentence, or `None` when they agree.
+pub fn verify_recorded(
+    rung: &str,
+    dir: &Path,
+    recorded: &serde_json::Value,
+) -> (Option<serde_json::Value>, Option<String>) {
     match from_rung_dir(dir) {
-        Err(e) => Some(format!("{rung}: attribution cannot be recomputed: {e}")),
+        Err(e) => (
+            None,
+            Some(format!("{rung}: attribution cannot be recomputed: {e}")),
+        ),
         Ok(a) => {
             let fresh = serde_json::to_value(&a).unwrap_or_default();
-            (fresh != *recorded).then(|| {
+            let mismatch = (fresh != *recorded).then(|| {
                 let d = super::attribution_diff::differences(recorded, &a);
                 format!(
                     "{rung}: recorded attribution differs from the one the evidence gives: {}",
@@ -344,7 +352,8 @@ pub fn verify_recorded(rung: &str, dir: &Path, recorded: &serde_json::Value) -> 
                         false => d.join("; "),
                     }
                 )
-            })
+            });
+            (Some(fresh), mismatch)
         }
     }
 }

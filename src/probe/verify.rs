@@ -46,15 +46,26 @@ pub fn verify(dir: &Path) -> Result<VerifyOutcome, evidence::EvidenceError> {
         }
         reverify_rung(rung, fresh, &mut mismatches, &mut failing);
     }
-    // issue 14: the three-way attribution, recomputed from each rung folder.
-    for rung in &rungs {
+    // issue 14: the three-way attribution, recomputed from each rung folder; the verdict below
+    // (its summary counts the deciding rung's lost facts) is derived from the recomputed one.
+    let mut attribution_checked = Vec::new();
+    for rung in rungs.iter_mut() {
         if let Some(rec) = rung.facts.get("attribution") {
-            let dir = dir.join(rung.name.as_str());
-            mismatches.extend(crate::probe::attribution::verify_recorded(
+            let (fresh, mismatch) = crate::probe::attribution::verify_recorded(
                 rung.name.as_str(),
-                &dir,
+                &dir.join(rung.name.as_str()),
                 rec,
-            ));
+            );
+            mismatches.extend(mismatch);
+            match fresh {
+                Some(fresh) => {
+                    rung.facts.insert("attribution".into(), fresh);
+                    attribution_checked.push(format!("rungs[{}].facts.attribution", rung.name));
+                }
+                None => {
+                    rung.facts.remove("attribution");
+                }
+            }
         }
     }
     let v = verdict::compute(&rungs);
@@ -92,6 +103,7 @@ pub fn verify(dir: &Path) -> Result<VerifyOutcome, evidence::EvidenceError> {
         rederived.extend(p.checked);
         not_rederived.extend(p.not_rederived);
     }
+    rederived.extend(attribution_checked);
     Ok(VerifyOutcome {
         verdict: v,
         recorded: result.verdict.clone(),
