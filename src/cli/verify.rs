@@ -35,15 +35,8 @@ impl Execute for VerifyCmd {
         {
             return netprobe::matrix::cli::handle_verify(&self.dir);
         }
-        if let Some(kind) = netprobe::report::slot_folder_kind(&self.dir) {
-            return fail(
-                ExitClass::Usage,
-                format!(
-                    "{} is {kind}, not the evidence folder of a `netprobe run`: verify re-checks a run's evidence; for a slot, `netprobe report {}` shows each verb with its gates and evidence, and `netprobe slot status` its state",
-                    self.dir.display(),
-                    self.dir.display()
-                ),
-            );
+        if let Some(why) = netprobe::report::slot_verify_refusal(&self.dir) {
+            return fail(ExitClass::Usage, why);
         }
         let o = match netprobe::probe::verify::verify(&self.dir) {
             Ok(o) => o,

@@ -269,6 +269,60 @@ pub fn write_report(dir: &Path, format: Format) -> Result<PathBuf> {
     write_report_verified(dir, format, |_, _| None).map(|(p, _)| p)
 }
 
+/// The slot folders of the state directory `dir` (`<dir>/slot-N`, sorted), or the one entry
+/// `<dir>/slot-N` when it has none yet.
+fn state_dir_slots(dir: &Path) -> Vec<String> {
+    let mut slots: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.is_dir()
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("slot-"))
+        })
+        .map(|p| p.display().to_string())
+        .collect();
+    slots.sort();
+    if slots.is_empty() {
+        slots.push(format!("{}/slot-N", dir.display()));
+    }
+    slots
+}
+
+/// Why `netprobe verify` refuses `dir` when it is a slot folder, a slot verb's evidence folder
+/// or a slot state directory (`None`: it is none of them), pointing to the `netprobe report`
+/// that does take it: the folder itself, or for a state directory its slot folders (`report`
+/// refuses a state directory).
+pub fn slot_verify_refusal(dir: &Path) -> Option<String> {
+    let kind = slot_folder_kind(dir)?;
+    let slots = match slot_view::SlotSource::detect(dir) {
+        Some(_) => None,
+        None => Some(state_dir_slots(dir)),
+    };
+    Some(verify_refusal_text(
+        &dir.display().to_string(),
+        kind,
+        slots.as_deref(),
+    ))
+}
+
+/// [`slot_verify_refusal`]'s sentence for `dir` of kind `kind`; `slots`: a state directory's
+/// slot folders (then `report` is shown with the form `<dir>/slot-N` and the folders listed).
+fn verify_refusal_text(dir: &str, kind: &str, slots: Option<&[String]>) -> String {
+    let report = match slots {
+        None => format!("`netprobe report {dir}` shows each verb"),
+        Some(slots) => format!(
+            "`netprobe report {dir}/slot-N` (one of its slot folders: {}) shows each of that slot's verbs",
+            slots.join(", ")
+        ),
+    };
+    format!(
+        "{dir} is {kind}, not the evidence folder of a `netprobe run`: verify re-checks a run's evidence; for a slot, {report} with its gates and evidence, and `netprobe slot status` its state"
+    )
+}
+
 /// The kind of folder [`write_report_verified`] asks its caller to verify.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VerifyKind {
@@ -333,22 +387,7 @@ pub fn write_report_verified(
         return write_atomic_report(dir, format, &text).map(|p| (p, (!all_match).then_some(false)));
     }
     if dir.join(slot_view::STATE_DIR_MARKER).is_file() {
-        let mut slots: Vec<String> = std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| {
-                p.is_dir()
-                    && p.file_name()
-                        .is_some_and(|n| n.to_string_lossy().starts_with("slot-"))
-            })
-            .map(|p| p.display().to_string())
-            .collect();
-        slots.sort();
-        if slots.is_empty() {
-            slots.push(format!("{}/slot-N", dir.display()));
-        }
+        let slots = state_dir_slots(dir);
         return Err(ReportError::StateDir {
             dir: dir.to_path_buf(),
             slots: slots.join(", "),
@@ -534,6 +573,24 @@ pub(crate) fn status_word(s: crate::evidence::result::Status) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn verify_points_a_state_dir_to_its_slot_folders() {
+        let slots = ["/s/slot-1".to_string(), "/s/slot-2".to_string()];
+        let t = verify_refusal_text("/s", "a slot state directory", Some(&slots));
+        assert!(
+            t.contains(
+                "`netprobe report /s/slot-N` (one of its slot folders: /s/slot-1, /s/slot-2)"
+            ),
+            "{t}"
+        );
+        assert!(!t.contains("`netprobe report /s`"), "{t}");
+        let t = verify_refusal_text("/s/slot-1", "a slot folder", None);
+        assert!(
+            t.contains("`netprobe report /s/slot-1` shows each verb"),
+            "{t}"
+        );
+    }
 
     #[test]
     fn links_stay_inside() {
