@@ -8,6 +8,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+/// The most parts `--jobs` may run side by side.
+const MAX_JOBS: u64 = 64;
+/// The longest `--cell-timeout`, seconds (one day).
+const MAX_CELL_TIMEOUT_S: u64 = 86_400;
+
 /// `netprobe matrix` arguments.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:
@@ -39,11 +44,14 @@ pub struct MatrixArgs {
     /// An earlier matrix folder: every cell's verdict is compared; exit 1 when any changed.
     #[arg(long)]
     pub baseline: Option<PathBuf>,
-    /// Runs side by side at most.
-    #[arg(long, default_value_t = 2)]
+    /// Runs side by side at most (1 to 64; 0 is refused, exit 2).
+    #[arg(long, default_value_t = 2,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_JOBS))]
     pub jobs: usize,
-    /// The longest one part (a `netprobe run`) may take, seconds.
-    #[arg(long, default_value_t = 600)]
+    /// The longest one part (a `netprobe run`) may take, seconds (1 to 86400; 0 is refused,
+    /// exit 2).
+    #[arg(long, default_value_t = 600,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_CELL_TIMEOUT_S))]
     pub cell_timeout: u64,
 }
 
@@ -357,6 +365,29 @@ pub fn handle_verify(dir: &std::path::Path) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        matrix: MatrixArgs,
+    }
+
+    #[test]
+    fn zero_jobs_or_cell_timeout_is_refused_naming_the_flag_and_range() {
+        use clap::Parser;
+        for (flag, range) in [("--jobs", "1..=64"), ("--cell-timeout", "1..=86400")] {
+            let e = Cli::try_parse_from(["netprobe", flag, "0"])
+                .err()
+                .unwrap_or_else(|| panic!("{flag} 0 accepted"));
+            assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation);
+            assert_eq!(e.exit_code(), 2);
+            let t = e.to_string();
+            assert!(t.contains(flag) && t.contains(range), "{t}");
+            assert!(Cli::try_parse_from(["netprobe", flag, "1"]).is_ok());
+        }
+        let d = Cli::try_parse_from(["netprobe"]).unwrap().matrix;
+        assert_eq!((d.jobs, d.cell_timeout), (2, 600));
+    }
 
     #[test]
     fn a_binary_given_twice_is_found() {
