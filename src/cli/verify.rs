@@ -32,6 +32,7 @@ impl Execute for VerifyCmd {
             .dir
             .join(netprobe::matrix::model::MATRIX_FILE)
             .is_file()
+            || netprobe::matrix::verify::is_unfinished_matrix(&self.dir)
         {
             return netprobe::matrix::cli::handle_verify(&self.dir);
         }

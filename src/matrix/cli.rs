@@ -329,10 +329,17 @@ pub fn handle_verify(dir: &std::path::Path) -> ExitCode {
             ExitClass::Usage.into()
         }
         Ok((problems, parts)) => {
+            let unverified = super::model::load_matrix(dir)
+                .map(|m| super::verify::unverified_parts(dir, &m))
+                .unwrap_or_default();
             crate::out::line(format!(
-                "verify {} (matrix): {parts} part folder(s) verified",
-                dir.display()
+                "verify {} (matrix): {parts} of {} part folder(s) verified as run folders",
+                dir.display(),
+                parts + unverified.len()
             ));
+            for u in &unverified {
+                crate::out::line(format!("  not verified: {u}"));
+            }
             for p in &problems {
                 crate::out::line(format!("  MISMATCH {p}"));
             }
@@ -353,7 +360,7 @@ pub fn handle_verify(dir: &std::path::Path) -> ExitCode {
                 _ => {}
             }
             if problems.is_empty() {
-                crate::out::line("reproduced: every part and every cell verdict");
+                crate::out::line(reproduced_line(parts, unverified.len()));
                 ExitClass::Ok.into()
             } else {
                 ExitClass::Gate.into()
@@ -362,9 +369,35 @@ pub fn handle_verify(dir: &std::path::Path) -> ExitCode {
     }
 }
 
+/// The last line of a matrix `verify` that found no problem: `verified` part folders re-checked
+/// as run folders, `unverified` without a result (named above it); "every part" only when
+/// none is unverified.
+fn reproduced_line(verified: usize, unverified: usize) -> String {
+    match unverified {
+        0 => "reproduced: every part and every cell verdict".into(),
+        n => format!(
+            "reproduced: the {verified} verified part(s) and every cell verdict; {n} part(s) without a result not verified (named above)"
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_part_is_claimed_only_when_every_part_was_verified() {
+        assert_eq!(
+            reproduced_line(3, 0),
+            "reproduced: every part and every cell verdict"
+        );
+        let l = reproduced_line(2, 1);
+        assert!(!l.contains("every part"), "{l}");
+        assert!(
+            l.contains("the 2 verified part(s)") && l.contains("1 part(s)"),
+            "{l}"
+        );
+    }
 
     #[derive(clap::Parser)]
     struct Cli {

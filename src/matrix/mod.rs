@@ -248,6 +248,10 @@ fn cells_of(
     cells
 }
 
+/// How the `interrupted.txt` an interrupted matrix leaves in its folder begins (a run's or a
+/// slot verb's begins otherwise): `verify` and `report` tell a matrix folder by it.
+pub const INTERRUPTED_NOTE_HEAD: &str = "netprobe matrix was interrupted";
+
 /// Registers the note an interrupted matrix leaves in its folder (`interrupted.txt`; no
 /// `matrix.json`): registered before any part starts, so it is written after every part was
 /// stopped (releases run newest first).
@@ -256,7 +260,7 @@ fn interruption_note(dir: &Path) -> crate::ns::cleanup::Registration {
     crate::ns::cleanup::register_note("matrix interruption note", move || {
         let by = crate::ns::cleanup::interrupted_by().unwrap_or("a signal");
         let text = format!(
-            "netprobe matrix was interrupted by {by} at {}; its running parts were stopped (the release list below names each; each part's folder keeps its own interrupted.txt); no matrix.json or matrix.md was written, so this folder is no matrix result; run `netprobe matrix` again with a new --evidence folder\n{}",
+            "{INTERRUPTED_NOTE_HEAD} by {by} at {}; its running parts were stopped (the release list below names each; each part's folder keeps its own interrupted.txt); no matrix.json or matrix.md was written, so this folder is no matrix result; run `netprobe matrix` again with a new --evidence folder\n{}",
             crate::evidence::now_rfc3339(),
             crate::probe::runner::released_list()
         );

@@ -162,6 +162,15 @@ pub fn load_matrix(dir: &Path) -> Result<MatrixResult, String> {
                     note.display(),
                     crate::evidence::dir::note_first_line(&note)
                 ),
+                false if super::verify::is_unfinished_matrix(dir) => format!(
+                    "{}: {e}: {} is a matrix that did not finish ({} says: {}), so it has no result; pass a matrix folder that finished",
+                    p.display(),
+                    dir.display(),
+                    dir.join(crate::evidence::dir::INCOMPLETE_FILE).display(),
+                    crate::evidence::dir::note_first_line(
+                        &dir.join(crate::evidence::dir::INCOMPLETE_FILE)
+                    )
+                ),
                 false => format!(
                     "{}: {e} (is {} a matrix folder?)",
                     p.display(),

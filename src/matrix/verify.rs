@@ -60,6 +60,50 @@ pub fn verify_matrix(dir: &Path) -> Result<(Vec<String>, usize), String> {
     Ok((problems, checked))
 }
 
+/// True when `dir` is a matrix folder that holds no `matrix.json` because the matrix did not
+/// finish: its `interrupted.txt` begins with [`super::INTERRUPTED_NOTE_HEAD`] (a signal), or
+/// its `incomplete.txt` with the matrix's note head (`netprobe matrix (pid P) `: killed, or
+/// still running). `verify` and `report` then say it is a matrix without `matrix.json`, not a
+/// run without `netprobe-result.json`.
+pub fn is_unfinished_matrix(dir: &Path) -> bool {
+    use crate::evidence::dir::{INCOMPLETE_FILE, INTERRUPTED_FILE, note_first_line};
+    let starts = |f: &str, head: &str| {
+        let p = dir.join(f);
+        p.is_file() && note_first_line(&p).starts_with(head)
+    };
+    !dir.join(MATRIX_FILE).exists()
+        && (starts(INTERRUPTED_FILE, super::INTERRUPTED_NOTE_HEAD)
+            || starts(INCOMPLETE_FILE, "netprobe matrix (pid "))
+}
+
+/// The parts of matrix `m` (folder `dir`) that `verify` cannot verify as run folders, one
+/// sentence each naming the part and why: no `netprobe-result.json` (with the first line of
+/// the error `matrix.json` records for it: refused, timed out, interrupted).
+pub fn unverified_parts(dir: &Path, m: &MatrixResult) -> Vec<String> {
+    m.parts
+        .iter()
+        .filter(|p| {
+            !dir.join(&p.folder)
+                .join(crate::evidence::result::RESULT_FILE)
+                .is_file()
+        })
+        .map(|p| {
+            let why = p
+                .error
+                .as_deref()
+                .and_then(|e| e.lines().next())
+                .map_or("matrix.json records no error for it".to_string(), |e| {
+                    format!("matrix.json records: {e}")
+                });
+            format!(
+                "part {} (no {}: {why})",
+                p.folder,
+                crate::evidence::result::RESULT_FILE
+            )
+        })
+        .collect()
+}
+
 /// What [`verify_baseline`] could check of the comparison with `--baseline` a matrix records.
 #[derive(Debug, PartialEq, Eq)]
 pub enum BaselineCheck {
@@ -291,4 +335,45 @@ fn unrecorded_entries(dir: &Path, m: &MatrixResult) -> Vec<String> {
     }
     out.sort();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_matrix_without_matrix_json_is_told_by_its_note() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        let note = |f: &str, t: &str| std::fs::write(d.join(f), t).unwrap();
+        assert!(!is_unfinished_matrix(d), "an empty folder");
+        // A run's note is not a matrix's.
+        note(
+            "interrupted.txt",
+            "netprobe run was interrupted by SIGINT at …\n",
+        );
+        assert!(!is_unfinished_matrix(d));
+        note(
+            "interrupted.txt",
+            &format!(
+                "{} by SIGINT at …; no matrix.json\n",
+                crate::matrix::INTERRUPTED_NOTE_HEAD
+            ),
+        );
+        assert!(is_unfinished_matrix(d));
+        let e = load_matrix(d).unwrap_err();
+        assert!(e.contains("is a matrix that was interrupted"), "{e}");
+        std::fs::remove_file(d.join("interrupted.txt")).unwrap();
+        note(
+            "incomplete.txt",
+            &format!(
+                "{}started at …\n",
+                crate::evidence::enclosing::matrix_note_head(7)
+            ),
+        );
+        assert!(is_unfinished_matrix(d));
+        let e = load_matrix(d).unwrap_err();
+        assert!(e.contains("is a matrix that did not finish"), "{e}");
+        assert!(!e.contains("netprobe-result.json"), "{e}");
+    }
 }

@@ -370,7 +370,10 @@ pub fn write_report_verified(
     format: Format,
     verify: impl FnOnce(&Path, VerifyKind) -> Option<std::result::Result<Verified, String>>,
 ) -> Result<(PathBuf, Option<bool>)> {
-    if dir.is_dir() && dir.join(crate::matrix::model::MATRIX_FILE).is_file() {
+    if dir.is_dir()
+        && (dir.join(crate::matrix::model::MATRIX_FILE).is_file()
+            || crate::matrix::verify::is_unfinished_matrix(dir))
+    {
         let m = crate::matrix::model::load_matrix(dir)
             .map_err(|detail| ReportError::Matrix { detail })?;
         let v = verify(dir, VerifyKind::Matrix);
