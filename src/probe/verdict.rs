@@ -104,27 +104,73 @@ fn not_decisive(rungs: &[RungResult], name: RungName) -> Result<&RungResult, Str
 /// which step lost how many facts (issue 14; `verify` recomputes that fact from the folder).
 pub fn compute(rungs: &[RungResult]) -> Verdict {
     let mut v = compute_code(rungs);
-    let deciding = match v.code {
-        VerdictCode::CriuNetns => Some(RungName::Criu),
-        VerdictCode::RuntimeEmptyNs => Some(RungName::Oci),
-        VerdictCode::ExternalNetnsBroken => Some(RungName::ExternalNetns),
-        _ => None,
-    };
-    let counts = deciding
-        .and_then(|n| rungs.iter().find(|r| r.name == n))
-        .and_then(|r| r.facts.get("attribution"))
-        .and_then(|a| a.get("counts"))
-        .and_then(|c| c.as_object())
-        .filter(|c| !c.is_empty());
-    if let (Some(rung), Some(c)) = (deciding, counts) {
-        let parts: Vec<String> = c.iter().map(|(k, n)| format!("{k} {n}")).collect();
-        v.summary = format!(
-            "{}; lost facts by step ({rung}/attribution): {}",
-            v.summary,
-            parts.join(", ")
-        );
+    if let Some((rung, c)) = deciding_counts(v.code, rungs) {
+        v.summary = format!("{}{}", v.summary, recorded_clause(rung, c));
     }
     v
+}
+
+/// The deciding rung of verdict `code` (criu for `criu-netns`, oci for `runtime-empty-ns`,
+/// external-netns for `external-netns-broken`) and its attribution's counts (step → number
+/// of facts lost or changed), when it records any.
+fn deciding_counts(
+    code: VerdictCode,
+    rungs: &[RungResult],
+) -> Option<(RungName, &serde_json::Map<String, serde_json::Value>)> {
+    let deciding = match code {
+        VerdictCode::CriuNetns => RungName::Criu,
+        VerdictCode::RuntimeEmptyNs => RungName::Oci,
+        VerdictCode::ExternalNetnsBroken => RungName::ExternalNetns,
+        _ => return None,
+    };
+    let counts = rungs
+        .iter()
+        .find(|r| r.name == deciding)?
+        .facts
+        .get("attribution")?
+        .get("counts")?
+        .as_object()
+        .filter(|c| !c.is_empty())?;
+    Some((deciding, counts))
+}
+
+/// The clause [`compute`] appends to the summary that `netprobe-result.json` records (kept as
+/// it is: evidence already written holds it, and `verify` compares it):
+/// `; lost facts by step (<rung>/attribution): <step> <n>, …`.
+fn recorded_clause(rung: RungName, c: &serde_json::Map<String, serde_json::Value>) -> String {
+    let parts: Vec<String> = c.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    format!(
+        "; lost facts by step ({rung}/attribution): {}",
+        parts.join(", ")
+    )
+}
+
+/// The verdict's summary for people (the `verdict:` line `netprobe run` prints): the recorded
+/// summary, with the attribution clause [`compute`] appends said in words when it is the one
+/// the deciding rung's counts give — `<rung>/attribution: 7 facts lost or changed, attributed
+/// to runtime-choice (each link, address, route, rule, sysctl or netfilter table counts once,
+/// however many of its fields changed)`. Any other summary is returned as it is.
+pub fn summary_for_people(v: &Verdict, rungs: &[RungResult]) -> String {
+    let Some((rung, c)) = deciding_counts(v.code, rungs) else {
+        return v.summary.clone();
+    };
+    let Some(head) = v.summary.strip_suffix(&recorded_clause(rung, c)) else {
+        return v.summary.clone();
+    };
+    let n = |x: &serde_json::Value| x.as_u64().unwrap_or(0);
+    let total: u64 = c.values().map(n).sum();
+    let to = match c.len() {
+        1 => c.keys().map(String::as_str).collect::<String>(),
+        _ => c
+            .iter()
+            .map(|(k, x)| format!("{k} {}", n(x)))
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    let facts = if total == 1 { "fact" } else { "facts" };
+    format!(
+        "{head}; {rung}/attribution: {total} {facts} lost or changed, attributed to {to} (each link, address, route, rule, sysctl or netfilter table counts once, however many of its fields changed)"
+    )
 }
 
 fn compute_code(rungs: &[RungResult]) -> Verdict {
@@ -303,6 +349,48 @@ mod tests {
         assert!(v.rests_on.contains(&"oci/state-preserved".to_string()));
         assert!(v.rests_on.contains(&"external-netns/ok".to_string()));
         assert!(v.reason.is_none());
+    }
+
+    #[test]
+    fn the_printed_summary_says_what_the_attribution_counts() {
+        let mut oci = oci_empty_ns();
+        oci.facts.insert(
+            "attribution".into(),
+            serde_json::json!({"counts": {"runtime-choice": 7}}),
+        );
+        let rungs = [pass(Kernel), pass(Criu), oci, pass(ExternalNetns)];
+        let v = compute(&rungs);
+        // The recorded summary is unchanged (evidence already written holds it).
+        assert!(
+            v.summary
+                .ends_with("; lost facts by step (oci/attribution): runtime-choice 7"),
+            "{}",
+            v.summary
+        );
+        let p = summary_for_people(&v, &rungs);
+        assert!(
+            p.ends_with("; oci/attribution: 7 facts lost or changed, attributed to runtime-choice (each link, address, route, rule, sysctl or netfilter table counts once, however many of its fields changed)"),
+            "{p}"
+        );
+        assert!(!p.contains("lost facts by step"), "{p}");
+        // Several steps: each with its count.
+        let mut rungs = rungs;
+        rungs[2].facts.insert(
+            "attribution".into(),
+            serde_json::json!({"counts": {"dump": 2, "runtime-choice": 5}}),
+        );
+        let v = compute(&rungs);
+        let p = summary_for_people(&v, &rungs);
+        assert!(
+            p.contains(
+                "oci/attribution: 7 facts lost or changed, attributed to dump 2, runtime-choice 5 ("
+            ),
+            "{p}"
+        );
+        // A summary that is not the one the counts give is printed as recorded.
+        let mut edited = v.clone();
+        edited.summary.push_str(" (edited)");
+        assert_eq!(summary_for_people(&edited, &rungs), edited.summary);
     }
 
     #[test]

@@ -204,7 +204,8 @@ fn rung_line(r: &RungResult) -> String {
 
 /// The ladder as plain text: one line per rung in ladder order
 /// (`<rung> <status> <ms> ms <summary>`), under each failed/errored rung its failed `pass` assertions (expected vs observed,
-/// with the subject path `<rung>/<subject>`), then `verdict: <code> — <summary>`, what it rests
+/// with the subject path `<rung>/<subject>`), then `verdict: <code> — <summary>` (the
+/// attribution counts said in words: [`crate::probe::verdict::summary_for_people`]), what it rests
 /// on, and the declared differences (or `none`). Every number comes from
 /// `netprobe-result.json`. Ends with a newline. Pure: no I/O.
 pub fn ladder_text(result: &RunResult) -> String {
@@ -236,7 +237,8 @@ pub fn ladder_text(result: &RunResult) -> String {
         }
     }
     let v = &result.verdict;
-    s.push_str(&format!("verdict: {} — {}\n", v.code, one_line(&v.summary)));
+    let summary = crate::probe::verdict::summary_for_people(v, &result.rungs);
+    s.push_str(&format!("verdict: {} — {}\n", v.code, one_line(&summary)));
     if let Some(reason) = &v.reason {
         s.push_str(&format!("  reason: {}\n", one_line(reason)));
     }
