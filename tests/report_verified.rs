@@ -43,6 +43,20 @@ fn report_shows_whether_the_evidence_reproduces_the_result() {
         String::from_utf8_lossy(&o.stderr)
     );
 
+    // The reports are derived views, regenerated on each `report` (replaced whole, never
+    // evidence): with both written twice the folder still verifies.
+    for f in ["md", "html", "md", "html"] {
+        let o = netprobe(&["report", evs, "--format", f]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let o = netprobe(&["verify", evs]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+
     // Edit one artifact: its sha256 no longer matches the recorded one.
     let f = ev.join("kernel/netstate-after.json");
     let mut s = std::fs::read_to_string(&f).unwrap();

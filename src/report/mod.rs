@@ -493,7 +493,10 @@ fn slot_report_checked(dir: &Path, format: Format) -> (String, bool) {
     (text, all_match)
 }
 
-/// Writes `text` to `dir/report.{md,html}` atomically (world-readable); returns the path.
+/// Writes `text` to `dir/report.{md,html}` atomically (world-readable), replacing the previous
+/// report whole: a derived view regenerated on each `report`, the one file of an evidence folder
+/// that is replaced (no record lists it; `verify` skips it; docs/ARCHITECTURE.md section 4).
+/// Returns the path.
 fn write_atomic_report(dir: &Path, format: Format, text: &str) -> Result<PathBuf> {
     let target = dir.join(format.file_name());
     let wr = |source| ReportError::Write {
