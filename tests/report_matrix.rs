@@ -329,3 +329,54 @@ fn matrix_md_written_by_netprobe_matrix_escapes_names_and_errors() {
     // matrix.json unchanged by the hostile text: it reads back equal.
     assert_eq!(load_matrix(tmp.path()).unwrap(), m);
 }
+
+/// A matrix whose one part has no result (refused, timed out): the report written after a
+/// verify that found no problem names that part and why, and does not claim every part.
+#[test]
+fn a_part_without_a_result_is_named_as_not_verified() {
+    let tmp = tempfile::tempdir().unwrap();
+    let m = MatrixResult {
+        schema_version: 1,
+        tool_version: "0.1.0".into(),
+        started_at: "2026-12-01T00:00:00Z".into(),
+        finished_at: "2026-12-01T00:00:01Z".into(),
+        duration_ms: 1000,
+        jobs: 2,
+        binaries: vec![],
+        parts: vec![MatrixPart {
+            folder: "cell-1-runc__1-criu".into(),
+            phases: "oci,external-netns".into(),
+            criu: "/opt/criu".into(),
+            runtime: Some("/opt/runc".into()),
+            exit_code: None,
+            error: Some("timed out after 600 s\nlast lines …".into()),
+            duration_ms: 600_000,
+            log_sha256: None,
+        }],
+        cells: vec![],
+        baseline: None,
+    };
+    std::fs::write(
+        tmp.path().join("matrix.json"),
+        serde_json::to_vec_pretty(&m).unwrap(),
+    )
+    .unwrap();
+    let (p, reproduced) =
+        netprobe::report::write_report_verified(tmp.path(), Format::Markdown, |_, _| {
+            Some(Ok(netprobe::report::Verified::Matrix {
+                problems: vec![],
+                parts: 0,
+            }))
+        })
+        .unwrap();
+    assert_eq!(reproduced, Some(true));
+    let md = std::fs::read_to_string(p).unwrap();
+    assert!(
+        md.contains("the 0 part folders with a result and every cell verdict reproduce")
+            && md.contains(
+                "- part cell-1-runc\\_\\_1-criu (no netprobe-result.json: matrix.json records: timed out after 600 s)"
+            ),
+        "{md}"
+    );
+    assert!(!md.contains("every part and every cell"), "{md}");
+}

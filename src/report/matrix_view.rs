@@ -56,6 +56,9 @@ pub(crate) struct MatrixVerification {
     /// Why the comparison with the baseline was not re-checked (its baseline folder's
     /// `matrix.json` could not be read: [`crate::matrix::verify::BaselineCheck::NotRechecked`]).
     pub baseline_note: Option<String>,
+    /// The parts verify could not verify as run folders, one sentence each
+    /// ([`crate::matrix::verify::unverified_parts`]: no result, with the recorded error).
+    pub unverified: Vec<String>,
 }
 
 impl MatrixVerification {
@@ -69,6 +72,7 @@ impl MatrixVerification {
                 problems,
                 error: None,
                 baseline_note: None,
+                unverified: Vec::new(),
             },
             Ok(super::Verified::Run(_)) => {
                 Self::failed("a run outcome was given for a matrix folder".into())
@@ -87,6 +91,13 @@ impl MatrixVerification {
         self
     }
 
+    /// With [`MatrixVerification::unverified`] set to the parts of `m` (folder `dir`) that hold
+    /// no result.
+    pub(crate) fn with_unverified_of(mut self, dir: &std::path::Path, m: &MatrixResult) -> Self {
+        self.unverified = crate::matrix::verify::unverified_parts(dir, m);
+        self
+    }
+
     fn failed(error: String) -> Self {
         MatrixVerification {
             reproduced: false,
@@ -94,6 +105,7 @@ impl MatrixVerification {
             problems: Vec::new(),
             error: Some(error),
             baseline_note: None,
+            unverified: Vec::new(),
         }
     }
 }

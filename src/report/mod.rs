@@ -380,7 +380,9 @@ pub fn write_report_verified(
         let reproduced = v
             .as_ref()
             .map(|v| v.as_ref().is_ok_and(Verified::reproduced));
-        let text = matrix_text(&m, format, v.map(matrix_view::MatrixVerification::of));
+        let verification =
+            v.map(|v| matrix_view::MatrixVerification::of(v).with_unverified_of(dir, &m));
+        let text = matrix_text(&m, format, verification);
         return write_atomic_report(dir, format, &text).map(|p| (p, reproduced));
     }
     if dir.is_dir() && slot_view::SlotSource::detect(dir).is_some() {
