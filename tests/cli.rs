@@ -278,17 +278,29 @@ fn verify_of_a_slot_folder_points_to_report() {
     .unwrap();
     std::fs::write(slot.join("owner.json"), b"{}").unwrap();
     std::fs::write(verb.join("verb.json"), b"{}").unwrap();
-    for (dir, kind) in [
-        (&slot, "is a slot folder"),
-        (&verb, "is one slot verb's evidence folder"),
-        (&sd, "is a slot state directory"),
+    // `report` takes a slot or verb folder as it is; a state directory it refuses, so verify
+    // points to its slot folders.
+    let sd_report = format!(
+        "netprobe report {}/slot-N` (one of its slot folders: {})",
+        sd.display(),
+        slot.display()
+    );
+    for (dir, kind, report) in [
+        (
+            &slot,
+            "is a slot folder",
+            format!("netprobe report {}`", slot.display()),
+        ),
+        (
+            &verb,
+            "is one slot verb's evidence folder",
+            format!("netprobe report {}`", verb.display()),
+        ),
+        (&sd, "is a slot state directory", sd_report),
     ] {
         let (code, _, err) = run(&["verify", dir.to_str().unwrap()]);
         assert_eq!(code, Some(2), "{err}");
-        assert!(
-            err.contains(kind) && err.contains(&format!("netprobe report {}", dir.display())),
-            "{err}"
-        );
+        assert!(err.contains(kind) && err.contains(&report), "{err}");
     }
 }
 
