@@ -548,9 +548,11 @@ impl<'a> VerbRun<'a> {
     /// evidence folder attached. A verb any of whose own record could not be written fails
     /// (exit 2), whatever its work came to ([`super::evidence_writes`]).
     pub fn finish(mut self, res: VerbResult) -> Result<SlotOutcome, SlotError> {
+        let t = Instant::now();
         for w in std::mem::take(&mut self.pending) {
             let _ = w.join();
         }
+        self.took("evidence-beside-wait", t);
         self.took("total", self.started);
         let st = match &res {
             Ok((_, s)) => s.clone(),
