@@ -248,12 +248,13 @@ pub(crate) fn declared(
         v.push(binaries_difference(st));
     }
     v.extend(extra.iter().cloned());
-    if let Some(kind) = kind {
-        if kind == RuntimeKind::Crun {
-            // Only crun's quirks depend on the host's cgroup layout (a mountinfo read).
-            v.extend(crate::oci::crun_quirks(kind, crate::oci::host_is_hybrid()));
-            v.push(format!("A failed crun restore leaves a half-written state folder (config.json, no status) and an empty `{}` cgroup under the slot's cgroup in every hierarchy: the slot removes both when they are its own and empty, and fails closed naming them otherwise.", super::crun::PROXY_CGROUP));
-        }
+    // Only crun's quirks depend on the host's cgroup layout (a mountinfo read).
+    if kind == Some(RuntimeKind::Crun) {
+        v.extend(crate::oci::crun_quirks(
+            RuntimeKind::Crun,
+            crate::oci::host_is_hybrid(),
+        ));
+        v.push(format!("A failed crun restore leaves a half-written state folder (config.json, no status) and an empty `{}` cgroup under the slot's cgroup in every hierarchy: the slot removes both when they are its own and empty, and fails closed naming them otherwise.", super::crun::PROXY_CGROUP));
     }
     v
 }
