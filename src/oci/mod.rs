@@ -18,6 +18,7 @@ pub mod cgroups;
 pub mod container;
 pub mod error;
 pub mod guard;
+mod ids;
 pub mod rootfs;
 pub mod runc_state;
 pub mod runtime;

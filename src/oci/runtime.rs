@@ -18,7 +18,6 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::bundle::now_nanos;
 use super::error::{OciError, Result, io_err};
 pub use super::runtime_env::{
     CRUN_DEFAULT_ROOT, HYBRID_UNIFIED_MOUNT, RuntimeKind, crun_quirks, host_is_hybrid,
@@ -640,38 +639,6 @@ fn truncate_tail(s: &str, max: usize) -> String {
     format!("…{}", &s[start..])
 }
 
-/// runc's id rule (`^[\w+-\.]+$`): non-empty, ASCII letters, digits and `_+-.`.
-pub(crate) fn validate_id(id: &str) -> Result<()> {
-    let ok = !id.is_empty()
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'+' | b'-' | b'.'));
-    if ok {
-        Ok(())
-    } else {
-        Err(OciError::InvalidId { id: id.to_string() })
-    }
-}
-
-/// A fresh container id `<prefix>-<pid>-<nanos since epoch>`, valid for runc: characters of
-/// `prefix` outside `[A-Za-z0-9_+.-]` become `-`, and an empty prefix becomes "netprobe".
-pub fn unique_container_id(prefix: &str) -> String {
-    let mut p: String = prefix
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '_' | '+' | '-' | '.') {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    if p.is_empty() {
-        p = "netprobe".into();
-    }
-    format!("{p}-{}-{}", std::process::id(), now_nanos())
-}
-
 /// Fail when `id` already exists under `runtime`'s root: netprobe never deletes a container it
 /// did not create.
 ///
@@ -704,3 +671,5 @@ pub fn read_pid_file(path: &Path) -> Result<i32> {
 
 pub use super::guard::ContainerGuard;
 use super::guard::reap_if_child;
+pub use super::ids::unique_container_id;
+pub(crate) use super::ids::validate_id;
