@@ -66,6 +66,7 @@ pub(crate) fn restore(
         }
     };
     run.took("gate-holder", t);
+    let t_prep = Instant::now();
     let work = run.ev_path("criu-work");
     mkdirs(run, std::slice::from_ref(&work))?;
     let id = st.container_id.clone();
@@ -90,6 +91,7 @@ pub(crate) fn restore(
     }
     // The display gates' whole-screen memory is made ready while CRIU restores.
     let bufs = super::display::prepare_buffers(st);
+    run.took("restore-prep", t_prep);
     let r = run.time_with_lock_inherited("restore", || c.restore(&images, &work, &extra));
     run.rt_log("restore", r.as_ref());
     // A failed restore or gate stops the container itself ([`restore_failed`]).
@@ -156,7 +158,10 @@ fn gates(
         let leftovers = absent
             .is_some()
             .then(|| s.spawn(|| timed(|| LeftProcs::scan(st, &proc_root))));
-        let gates = common::common_gates(run, st).and_then(|rt| {
+        let t = Instant::now();
+        let common = common::common_gates(run, st);
+        run.took("gate-common", t);
+        let gates = common.and_then(|rt| {
             let t = Instant::now();
             let (snap, snap_ms) = snap.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
             run.took("gate-snapshot-wait", t);
