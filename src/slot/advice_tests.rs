@@ -4,7 +4,7 @@
 use super::Verb;
 use super::layout::{self, SlotPaths, StateDirUse};
 use super::state::*;
-use super::tests::{destructive, drive};
+use super::tests::{assert_refused, destructive, drive};
 use std::fs;
 use std::path::Path;
 
@@ -26,11 +26,7 @@ fn a_slot_whose_provision_stopped_before_its_state_says_what_to_do() {
     for verb in [Verb::Cleanup, Verb::Restore] {
         let (r, trace) = drive(verb, &sd, None, |_| {});
         let e = r.unwrap_err();
-        assert_eq!(
-            (e.exit_code(), e.gate.as_deref()),
-            (1, Some("slot-state")),
-            "{e}"
-        );
+        assert_refused(&e, 1, "slot-state");
         let m = e.to_string();
         assert!(
             m.contains("slot 1 has no state: its provision ended at")
@@ -67,11 +63,7 @@ fn a_provisioned_slot_whose_state_was_removed_is_not_told_nothing_is_left() {
     for verb in [Verb::Snapshot, Verb::Restore, Verb::Reset, Verb::Cleanup] {
         let (r, trace) = drive(verb, &sd, None, |_| {});
         let e = r.unwrap_err();
-        assert_eq!(
-            (e.exit_code(), e.gate.as_deref()),
-            (1, Some("slot-state")),
-            "{e}"
-        );
+        assert_refused(&e, 1, "slot-state");
         let m = e.to_string();
         assert!(
             m.contains("state.json is missing although the journal records a provisioned slot")

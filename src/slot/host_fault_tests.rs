@@ -5,7 +5,7 @@
 
 use super::layout::{self, SlotPaths, StateDirUse};
 use super::state::*;
-use super::tests::{destructive, drive, existing};
+use super::tests::{assert_refused, destructive, drive, existing};
 use super::{SlotError, SlotOutcome, Verb};
 use std::fs;
 use std::path::Path;
@@ -105,11 +105,7 @@ fn a_full_or_read_only_state_dir_refuses_slot_create_as_a_gate_and_leaves_nothin
     }
     let (r, trace) = provision_with_stand_ins(&sd, bin.path());
     let e = r.unwrap_err();
-    assert_eq!(
-        (e.exit_code(), e.gate.as_deref()),
-        (1, Some("state-dir")),
-        "{e}"
-    );
+    assert_refused(&e, 1, "state-dir");
     let m = e.to_string();
     assert!(
         m.contains("No space left on device")
@@ -139,11 +135,7 @@ fn a_full_or_read_only_state_dir_refuses_slot_create_as_a_gate_and_leaves_nothin
     assert!(st.success());
     let (r, _) = provision_with_stand_ins(&sd, bin.path());
     let e = r.unwrap_err();
-    assert_eq!(
-        (e.exit_code(), e.gate.as_deref()),
-        (1, Some("state-dir")),
-        "{e}"
-    );
+    assert_refused(&e, 1, "state-dir");
     let m = e.to_string();
     assert!(
         m.contains("Read-only file system")
@@ -173,11 +165,7 @@ fn a_copied_slot_folder_names_the_state_dir_to_use() {
     for verb in [Verb::Status, Verb::Snapshot] {
         let (r, trace) = drive(verb, &sd2, Some("running"), |_| {});
         let e = r.unwrap_err();
-        assert_eq!(
-            (e.exit_code(), e.gate.as_deref()),
-            (1, Some("ownership-marker")),
-            "{e}"
-        );
+        assert_refused(&e, 1, "ownership-marker");
         let m = e.to_string();
         assert!(
             m.contains("was copied or moved from there")

@@ -103,6 +103,15 @@ fn fake_env<'e>(events: &Events, make: &'e Make, sd: &Path) -> SlotEnv<'e> {
     }
 }
 
+/// `e` is a refusal with exit code `code` at gate `gate` (the error's text in the message).
+pub(super) fn assert_refused(e: &SlotError, code: i32, gate: &str) {
+    assert_eq!(
+        (e.exit_code(), e.gate.as_deref()),
+        (code, Some(gate)),
+        "{e}"
+    );
+}
+
 /// Runs `verb` with the fake (container `status`); returns the result and the trace.
 pub(super) fn drive(
     verb: Verb,
@@ -157,11 +166,7 @@ fn reset_kills_only_after_every_reset_gate() {
     assert!(pos(&trace, "gate container-stopped") > kill);
     // No overlay recorded in the fixture: the verb stops at its next step, having begun.
     let e = r.unwrap_err();
-    assert_eq!(
-        (e.exit_code(), e.gate.as_deref()),
-        (4, Some("overlay")),
-        "{e}"
-    );
+    assert_refused(&e, 4, "overlay");
     assert_eq!(f.state().phase, Phase::Restoring);
 }
 
@@ -174,11 +179,7 @@ fn a_failed_gate_stops_reset_before_any_runtime_change() {
     fs::write(&cfg, text).unwrap();
     let (r, trace) = drive(Verb::Reset, &f.sd, Some("running"), |_| {});
     let e = r.unwrap_err();
-    assert_eq!(
-        (e.exit_code(), e.gate.as_deref()),
-        (1, Some("config-hash")),
-        "{e}"
-    );
+    assert_refused(&e, 1, "config-hash");
     assert!(!trace.iter().any(|e| destructive(e)), "{trace:#?}");
     assert!(!trace.iter().any(|e| e.starts_with("step ")), "{trace:#?}");
     assert_eq!(f.state().phase, Phase::Running);
@@ -241,11 +242,7 @@ fn restore_clears_its_step_after_every_restore_gate_and_refuses_a_live_container
     let f = existing(true, Phase::Running);
     let (r, trace) = drive(Verb::Restore, &f.sd, Some("running"), |_| {});
     let e = r.unwrap_err();
-    assert_eq!(
-        (e.exit_code(), e.gate.as_deref()),
-        (1, Some("container-absent")),
-        "{e}"
-    );
+    assert_refused(&e, 1, "container-absent");
     assert!(e.message.contains("use reset"), "{e}");
     assert!(
         !trace
