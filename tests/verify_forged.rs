@@ -214,6 +214,19 @@ fn edits_of_unhashed_result_fields_are_caught() {
         "{}",
         text(&o)
     );
+    // The attribution deleted, with the counts clause it gave the verdict's summary: the rung
+    // ran to its end and its folder holds the attribution's inputs, so its absence is named and
+    // the attribution recomputed (the summary then differs too).
+    let o = verify_edited(&ev, &original, |v| {
+        let facts = rung(v, "oci")["facts"].as_object_mut().unwrap();
+        assert!(facts.remove("attribution").is_some());
+        let s = v["verdict"]["summary"].as_str().unwrap().to_string();
+        let cut = s
+            .find("; lost facts by step")
+            .expect("the summary counts lost facts");
+        v["verdict"]["summary"] = Value::from(&s[..cut]);
+    });
+    assert_caught(&o, "rungs[oci].facts.attribution: not recorded");
     // An error on a rung that ran to its end.
     let o = verify_edited(&ev, &original, |v| {
         rung(v, "oci")["error"] = Value::from("boom");

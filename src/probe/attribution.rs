@@ -326,6 +326,28 @@ pub fn record(dir: &Path, out: &mut crate::probe::rung::RungOutput) {
     }
 }
 
+/// `verify`'s check that an attribution was not deleted: a criu or runtime rung that ran to its
+/// end (pass or fail) and whose folder `dir` holds `sysctls-other-before.json` — written since
+/// the same change that made these rungs record an attribution, so older evidence is not held
+/// to it — records `attribution` (or `attribution_error`, why it could not be computed).
+/// Returns the mismatch sentence when neither is recorded, `None` otherwise.
+pub fn missing(rung: &crate::evidence::result::RungResult, dir: &Path) -> Option<String> {
+    use crate::evidence::result::{RungName, Status};
+    let computed_here = matches!(
+        rung.name,
+        RungName::Criu | RungName::Oci | RungName::ExternalNetns
+    );
+    let ran = matches!(rung.status, Status::Pass | Status::Fail);
+    let recorded =
+        rung.facts.contains_key("attribution") || rung.facts.contains_key("attribution_error");
+    (computed_here && ran && !recorded && dir.join("sysctls-other-before.json").is_file()).then(|| {
+        format!(
+            "rungs[{}].facts.attribution: not recorded, although the rung ran to its end and its folder holds what the attribution is computed from (netstate-before.json, images/, netstate-after.json, sysctls-other-*.json): such a rung records `attribution` or `attribution_error`; the attribution is recomputed from the folder",
+            rung.name
+        )
+    })
+}
+
 /// `verify`'s check: recomputes the attribution of rung folder `dir` and compares it with the
 /// recorded fact `recorded` (the JSON value of the `attribution` fact). Returns the attribution
 /// the evidence gives (`None` when it cannot be recomputed: `verify` then derives the verdict

@@ -50,6 +50,18 @@ pub fn verify(dir: &Path) -> Result<VerifyOutcome, evidence::EvidenceError> {
     // (its summary counts the deciding rung's lost facts) is derived from the recomputed one.
     let mut attribution_checked = Vec::new();
     for rung in rungs.iter_mut() {
+        let rung_dir = dir.join(rung.name.as_str());
+        if let Some(m) = crate::probe::attribution::missing(rung, &rung_dir) {
+            mismatches.push(m);
+            if let Ok(a) = crate::probe::attribution::from_rung_dir(&rung_dir) {
+                rung.facts.insert(
+                    "attribution".into(),
+                    serde_json::to_value(&a).unwrap_or_default(),
+                );
+                attribution_checked.push(format!("rungs[{}].facts.attribution", rung.name));
+            }
+            continue;
+        }
         if let Some(rec) = rung.facts.get("attribution") {
             let (fresh, mismatch) = crate::probe::attribution::verify_recorded(
                 rung.name.as_str(),
