@@ -181,16 +181,27 @@ fn find_file(dir: &std::path::Path, name: &str) -> Option<std::path::PathBuf> {
     None
 }
 
-#[test]
-fn matrix_report_escapes_hostile_labels() {
-    let evil = "<script>alert(1)</script>|x";
-    let m = MatrixResult {
+/// A matrix record with the fixed header these tests share (schema 1, one second, two jobs)
+/// and nothing else; each test sets its binaries, parts, cells and baseline.
+fn header() -> MatrixResult {
+    MatrixResult {
         schema_version: 1,
         tool_version: "0.1.0".into(),
         started_at: "2026-12-01T00:00:00Z".into(),
         finished_at: "2026-12-01T00:00:01Z".into(),
         duration_ms: 1000,
         jobs: 2,
+        binaries: vec![],
+        parts: vec![],
+        cells: vec![],
+        baseline: None,
+    }
+}
+
+#[test]
+fn matrix_report_escapes_hostile_labels() {
+    let evil = "<script>alert(1)</script>|x";
+    let m = MatrixResult {
         binaries: vec![MatrixBinary {
             role: "runtime".into(),
             path: evil.into(),
@@ -213,7 +224,7 @@ fn matrix_report_escapes_hostile_labels() {
             baseline: None,
             baseline_label: None,
         }],
-        baseline: None,
+        ..header()
     };
     let html = matrix_report(&m, Format::Html);
     assert!(!html.contains("<script>"), "{html}");
@@ -259,12 +270,6 @@ fn matrix_md_written_by_netprobe_matrix_escapes_names_and_errors() {
     let criu = "CRIU 4.3 <img src=x>|_y_";
     let error = "refused: <script>alert(1)</script>\n| not | a | row |";
     let m = MatrixResult {
-        schema_version: 1,
-        tool_version: "0.1.0".into(),
-        started_at: "2026-12-01T00:00:00Z".into(),
-        finished_at: "2026-12-01T00:00:01Z".into(),
-        duration_ms: 1000,
-        jobs: 2,
         binaries: vec![MatrixBinary {
             role: "runtime".into(),
             path: "/opt/r|<u>".into(),
@@ -296,7 +301,7 @@ fn matrix_md_written_by_netprobe_matrix_escapes_names_and_errors() {
             baseline: None,
             baseline_label: None,
         }],
-        baseline: None,
+        ..header()
     };
     let tmp = tempfile::tempdir().unwrap();
     write_matrix(tmp.path(), &m).unwrap();
@@ -336,12 +341,6 @@ fn matrix_md_written_by_netprobe_matrix_escapes_names_and_errors() {
 fn a_part_without_a_result_is_named_as_not_verified() {
     let tmp = tempfile::tempdir().unwrap();
     let m = MatrixResult {
-        schema_version: 1,
-        tool_version: "0.1.0".into(),
-        started_at: "2026-12-01T00:00:00Z".into(),
-        finished_at: "2026-12-01T00:00:01Z".into(),
-        duration_ms: 1000,
-        jobs: 2,
         binaries: vec![],
         parts: vec![MatrixPart {
             folder: "cell-1-runc__1-criu".into(),
@@ -353,8 +352,7 @@ fn a_part_without_a_result_is_named_as_not_verified() {
             duration_ms: 600_000,
             log_sha256: None,
         }],
-        cells: vec![],
-        baseline: None,
+        ..header()
     };
     std::fs::write(
         tmp.path().join("matrix.json"),

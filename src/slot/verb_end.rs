@@ -288,11 +288,7 @@ mod tests {
                 "timings.json"
             ]
         );
-        let slot_dir = ev.parent().unwrap().parent().unwrap();
-        assert_eq!(
-            crate::report::slot_mismatches(slot_dir),
-            Vec::<String>::new()
-        );
+        assert_slot_reports_no_mismatch(&ev);
         assert!(!ev.join(INCOMPLETE_FILE).exists());
     }
 
@@ -342,6 +338,11 @@ mod tests {
             "{}",
             end.detail
         );
+        assert_slot_reports_no_mismatch(&ev);
+    }
+
+    /// `netprobe report` of the slot holding evidence folder `ev` finds no mismatch.
+    fn assert_slot_reports_no_mismatch(ev: &std::path::Path) {
         let slot_dir = ev.parent().unwrap().parent().unwrap();
         assert_eq!(
             crate::report::slot_mismatches(slot_dir),
@@ -381,11 +382,7 @@ mod tests {
         );
         assert_eq!(doc["artifacts"][0]["path"], "gates.json");
         assert_eq!(doc["artifacts"].as_array().unwrap().len(), 1, "{doc:#}");
-        let slot_dir = ev.parent().unwrap().parent().unwrap();
-        assert_eq!(
-            crate::report::slot_mismatches(slot_dir),
-            Vec::<String>::new()
-        );
+        assert_slot_reports_no_mismatch(&ev);
     }
 
     /// An evidence folder that cannot be created (here `evidence` is a file) ends the verb
