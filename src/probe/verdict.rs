@@ -16,6 +16,17 @@ pub const ROLE_PASS: &str = "pass";
 /// Role of the assertions that make up the runtime `empty_ns` signature in the oci rung.
 pub const ROLE_EMPTY_NS: &str = "empty-ns";
 
+/// The summary `netprobe-result.json` records for `criu-netns` (kept as it is: evidence already
+/// written holds it, and `verify` compares it).
+const CRIU_NETNS_RECORDED: &str = "CRIU (or a kernel feature it needs) loses the network namespace";
+
+/// What the printed `verdict:` line says for `criu-netns` instead of [`CRIU_NETNS_RECORDED`]:
+/// the criu rung fails on any difference between the state before the dump and after the
+/// restore, be it every link or one route, so the line says "not as it was" and the
+/// attribution clause after it says how much.
+const CRIU_NETNS_FOR_PEOPLE: &str =
+    "CRIU (or a kernel feature it needs) does not bring the network namespace back as it was";
+
 /// Status of a rung from its assertions: `pass` when every `role = "pass"` assertion holds
 /// (and there is at least one), else `fail`. Fail closed: a rung with no pass-role assertion
 /// fails, since nothing proves it passed. Rungs that errored keep `error` (decided by the runner).
@@ -149,8 +160,29 @@ fn recorded_clause(rung: RungName, c: &serde_json::Map<String, serde_json::Value
 /// summary, with the attribution clause [`compute`] appends said in words when it is the one
 /// the deciding rung's counts give — `<rung>/attribution: 7 facts lost or changed, attributed
 /// to runtime-choice (each link, address, route, rule, sysctl or netfilter table counts once,
-/// however many of its fields changed)`. Any other summary is returned as it is.
+/// however many of its fields changed)`. For `criu-netns` the head says the namespace does not
+/// come back "as it was" (the recorded "loses the network namespace" reads as all of it, when
+/// one lost route fails the rung), and when the oci rung failed with the empty-ns signature
+/// ([`has_empty_ns_signature`]) the line says so: the ladder stops at the first broken rung, so
+/// the verdict alone would hide it. Any other summary is returned as it is.
 pub fn summary_for_people(v: &Verdict, rungs: &[RungResult]) -> String {
+    let mut s = counts_in_words(v, rungs);
+    if v.code == VerdictCode::CriuNetns {
+        if let Some(rest) = s.strip_prefix(CRIU_NETNS_RECORDED) {
+            s = format!("{CRIU_NETNS_FOR_PEOPLE}{rest}");
+        }
+        let oci = rungs.iter().find(|r| r.name == RungName::Oci);
+        if oci.is_some_and(|r| r.status == Status::Fail && has_empty_ns_signature(r)) {
+            s.push_str("; the oci rung, after it on the ladder, also shows the runtime's empty-ns signature (see its assertions)");
+        }
+    }
+    s
+}
+
+/// The recorded summary with the attribution clause [`compute`] appends said in words when it
+/// is the one the deciding rung's counts give (see [`summary_for_people`]); any other summary as
+/// it is.
+fn counts_in_words(v: &Verdict, rungs: &[RungResult]) -> String {
     let Some((rung, c)) = deciding_counts(v.code, rungs) else {
         return v.summary.clone();
     };
@@ -192,11 +224,7 @@ fn compute_code(rungs: &[RungResult]) -> Verdict {
     };
     if criu.status == Status::Fail {
         rests.extend(failing(criu));
-        return decided(
-            VerdictCode::CriuNetns,
-            "CRIU (or a kernel feature it needs) loses the network namespace",
-            rests,
-        );
+        return decided(VerdictCode::CriuNetns, CRIU_NETNS_RECORDED, rests);
     }
     rests.extend(passing(criu));
     let ext = match not_decisive(rungs, RungName::ExternalNetns) {
@@ -391,6 +419,38 @@ mod tests {
         let mut edited = v.clone();
         edited.summary.push_str(" (edited)");
         assert_eq!(summary_for_people(&edited, &rungs), edited.summary);
+    }
+
+    /// `criu-netns` printed: "not as it was" (one lost route fails the criu rung as every lost
+    /// link does), the counts, and the oci rung's empty-ns signature when it shows one; the
+    /// recorded summary keeps its words.
+    #[test]
+    fn the_printed_criu_netns_line_says_how_much_and_names_the_oci_signature() {
+        let mut criu = fail(Criu);
+        criu.facts.insert(
+            "attribution".into(),
+            serde_json::json!({"counts": {"dump": 1}}),
+        );
+        let rungs = [pass(Kernel), criu, oci_empty_ns(), pass(ExternalNetns)];
+        let v = compute(&rungs);
+        assert_eq!(v.code, VerdictCode::CriuNetns);
+        assert!(v.summary.starts_with(CRIU_NETNS_RECORDED), "{}", v.summary);
+        let p = summary_for_people(&v, &rungs);
+        assert!(
+            p.starts_with("CRIU (or a kernel feature it needs) does not bring the network namespace back as it was; criu/attribution: 1 fact lost or changed, attributed to dump ("),
+            "{p}"
+        );
+        assert!(!p.contains("loses the network namespace"), "{p}");
+        assert!(
+            p.ends_with("; the oci rung, after it on the ladder, also shows the runtime's empty-ns signature (see its assertions)"),
+            "{p}"
+        );
+        // No signature (oci passed, failed otherwise, or did not run): nothing said of it.
+        for oci in [pass(Oci), fail(Oci), rung(Oci, Status::Skipped, vec![])] {
+            let rungs = [pass(Kernel), fail(Criu), oci, pass(ExternalNetns)];
+            let p = summary_for_people(&compute(&rungs), &rungs);
+            assert_eq!(p, CRIU_NETNS_FOR_PEOPLE, "{p}");
+        }
     }
 
     #[test]
