@@ -248,8 +248,9 @@ pub fn registered() -> Vec<String> {
 }
 
 /// Runs every registered action, newest first, and returns what each released (`what`, or
-/// `what: detail` for a [`register_reporting`] action that said something). Actions
-/// registered while this runs are released too.
+/// `what: detail` for a [`register_reporting`] action that said something; a line equal to
+/// one already returned is run but not listed again). Actions registered while this runs are
+/// released too.
 pub fn release_all() -> Vec<String> {
     let mut done = Vec::new();
     loop {
@@ -274,6 +275,11 @@ pub fn release_all() -> Vec<String> {
                 Some(d) => format!("{}: {d}", e.what),
                 None => e.what,
             };
+            // Two guards of one thing (a container's handle and the release it was running
+            // when the signal came) both act, but the thing is listed once.
+            if done.contains(&line) {
+                continue;
+            }
             note_released(line.clone());
             done.push(line);
         }
@@ -435,6 +441,10 @@ mod tests {
         let b = register("unit-b", move || l2.lock().unwrap().push("b"));
         let l3 = log.clone();
         let c = register("unit-c", move || l3.lock().unwrap().push("c"));
+        // A second guard of the same thing (e.g. a container's handle and the release it is
+        // running): both act, listed once.
+        let l5 = log.clone();
+        let a2 = register("unit-a", move || l5.lock().unwrap().push("a2"));
         let l4 = log.clone();
         let d = register_reporting("unit-d", move || {
             l4.lock().unwrap().push("d");
@@ -449,13 +459,13 @@ mod tests {
             .filter(|w| w.starts_with("unit-"))
             .cloned()
             .collect();
-        assert_eq!(released, ["unit-d: said what it did", "unit-c", "unit-a"]);
+        assert_eq!(released, ["unit-d: said what it did", "unit-a", "unit-c"]);
         assert_eq!(
             all.last().map(String::as_str),
-            Some("zz-note: unit-d: said what it did | unit-c | unit-a")
+            Some("zz-note: unit-d: said what it did | unit-a | unit-c")
         );
         drop(note);
-        assert_eq!(*log.lock().unwrap(), ["d", "c", "a"]);
-        drop((a, c, d)); // already released: deregistering is a no-op
+        assert_eq!(*log.lock().unwrap(), ["d", "a2", "c", "a"]);
+        drop((a, a2, c, d)); // already released: deregistering is a no-op
     }
 }
