@@ -155,8 +155,8 @@ pub(crate) fn tmp_name_prefix(base: &str, tag: Option<&str>) -> String {
 }
 
 /// The entries of `tmp` named `<prefix><pid>-…` (and ending in `suffix`) that belong to
-/// `owner` ([`TmpOwner`]) and whose netprobe process no longer exists (`kill(pid, 0)` answers
-/// `ESRCH`): what a SIGKILL left behind. A name without a pid, of a live process, or of another
+/// `owner` ([`TmpOwner`]) and whose netprobe process has exited (`kill(pid, 0)` answers
+/// `ESRCH`, or a zombie not reaped yet: [`crate::proc::exited`]): what a SIGKILL left behind. A name without a pid, of a live process, or of another
 /// owner is not listed.
 pub fn left_by_dead_processes(
     tmp: &Path,
@@ -177,10 +177,7 @@ pub fn left_by_dead_processes(
                 .filter(|(_, after)| owner.owns(after))
                 .and_then(|(pid, _)| pid.parse::<i32>().ok())
                 .filter(|p| *p > 0)
-                .is_some_and(|pid| {
-                    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
-                        == Err(nix::errno::Errno::ESRCH)
-                })
+                .is_some_and(crate::proc::exited)
         })
         .collect()
 }

@@ -10,7 +10,7 @@
 //! ([`crate::oci::unique_container_id`]), `/var/tmp/netprobe-<pid>-…`
 //! ([`crate::probe::util::WorkArea`]), `netprobe-criu-path-<pid>-…` and
 //! `netprobe-runc-<pid>-….log` — and is released only when that pid no longer exists
-//! (`kill(pid, 0)` answers `ESRCH`): what a live run (or a slot, whose holder has no
+//! (`kill(pid, 0)` answers `ESRCH`) or is a zombie not reaped yet ([`crate::proc::exited`]): what a live run (or a slot, whose holder has no
 //! `--run-pid` and whose cgroups live under `netprobe/`) owns is never touched. A pid reused
 //! by another process keeps its leftovers in place (never a wrong kill). The CRIU PATH folders
 //! and runc logs a slot's verbs make carry that slot's owner tag
@@ -83,11 +83,9 @@ impl Swept {
     }
 }
 
-/// `pid` names no process (`kill(pid, 0)` answers `ESRCH`); false for pid ≤ 0.
+/// The run `pid` has exited: reaped, or a zombie nobody reaped yet ([`crate::proc::exited`]).
 fn dead(pid: i32) -> bool {
-    pid > 0
-        && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
-            == Err(nix::errno::Errno::ESRCH)
+    crate::proc::exited(pid)
 }
 
 /// `pid` has left: no `/proc/<pid>` or a zombie (its parent, init, has not reaped it yet).

@@ -40,6 +40,27 @@ fn child_mark() -> Option<u32> {
         .then(std::process::id)
 }
 
+/// Whether process `pid` has exited: `kill(pid, 0)` answers `ESRCH` (reaped), or
+/// `/proc/<pid>/stat` says it is a zombie (`Z`) or dead (`X`) — a process killed with SIGKILL
+/// whose parent died too is re-parented to pid 1, which need not reap it at once (on this
+/// machine kind pid 1 is not an init that reaps promptly), and a zombie holds no resource and
+/// runs nothing. False for pid ≤ 0 and for any live process. A zombie's pid cannot be reused
+/// before it is reaped, so the answer names that process.
+pub fn exited(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    if nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+        == Err(nix::errno::Errno::ESRCH)
+    {
+        return true;
+    }
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X'))
+    })
+}
+
 /// Environment variable overriding the bound of every runtime / CRIU step, in seconds (a
 /// positive number, fractions allowed: `0.5`). Unset or empty: the caller's default; any other
 /// value that is not a positive number is refused before a command runs
@@ -90,5 +111,29 @@ mod tests {
         for bad in ["", "0", "-1", "abc", "inf", "NaN"] {
             assert_eq!(parse_seconds(bad), None, "{bad}");
         }
+    }
+
+    /// A zombie (exited, not reaped: what a SIGKILLed run whose parent died too is until pid 1
+    /// reaps it) has exited; a live process has not; a reaped one has.
+    #[test]
+    fn a_zombie_has_exited_a_live_process_has_not() {
+        assert!(!exited(std::process::id() as i32));
+        assert!(!exited(0) && !exited(-1));
+        let mut child = std::process::Command::new("true")
+            .spawn()
+            .expect("spawn true");
+        let pid = child.id() as i32;
+        let stat = format!("/proc/{pid}/stat");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !std::fs::read_to_string(&stat).is_ok_and(|s| s.contains(") Z "))
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let zombie = std::fs::read_to_string(&stat).unwrap_or_default();
+        assert!(zombie.contains(") Z "), "{zombie}");
+        assert!(exited(pid), "a zombie has exited");
+        child.wait().expect("reap");
+        assert!(exited(pid), "a reaped process has exited");
     }
 }
