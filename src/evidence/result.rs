@@ -300,9 +300,9 @@ pub struct VerifyOutcome {
     /// Every mismatch: an assertion whose outcome differs from the recorded one, a rung whose
     /// recomputed status differs, an artifact that is missing or whose sha256 changed.
     pub mismatches: Vec<String>,
-    /// Assertions (`<rung>/<id>: expected …, observed …`) that fail in the evidence; expected for
-    /// a failing rung, listed for people.
-    pub failing: Vec<String>,
+    /// Assertions that fail as recorded or as recomputed now from the evidence, each with both
+    /// sides ([`FailingAssertion`]); expected for a failing rung, listed for people.
+    pub failing: Vec<FailingAssertion>,
     /// Number of assertions re-evaluated.
     pub assertions: usize,
     /// Number of artifacts whose sha256 was checked.
@@ -313,6 +313,52 @@ pub struct VerifyOutcome {
     /// The recorded fields `verify` did not re-derive (clock readings, facts only the live run
     /// saw such as `rungs[oci].facts.work_area`), so that it never implies it checked them.
     pub not_rederived: Vec<String>,
+}
+
+/// Where an assertion `verify` lists as failing stands as recorded and as recomputed now from
+/// the evidence: the heading it is printed under names both sides, so an assertion recorded as
+/// passing is never listed as failing "as recorded". Source: [`crate::probe::verify::verify`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailingSide {
+    /// Recorded as failing, and fails again when recomputed now.
+    RecordedAndNow,
+    /// Recorded as passing, fails when recomputed now (also a MISMATCH).
+    NowRecordedPassing,
+    /// Not in the recorded result, fails when recomputed now (also a MISMATCH).
+    NowNotRecorded,
+    /// Recorded as failing, passes when recomputed now (also a MISMATCH).
+    RecordedNowPassing,
+}
+
+impl FailingSide {
+    /// Every side, in the order `verify` prints them.
+    pub const ALL: [FailingSide; 4] = [
+        FailingSide::RecordedAndNow,
+        FailingSide::NowRecordedPassing,
+        FailingSide::NowNotRecorded,
+        FailingSide::RecordedNowPassing,
+    ];
+
+    /// The heading `verify` prints before each assertion of this side, naming the status as
+    /// recorded and as recomputed now.
+    pub fn heading(self) -> &'static str {
+        match self {
+            FailingSide::RecordedAndNow => "failing as recorded and as recomputed now",
+            FailingSide::NowRecordedPassing => "failing as recomputed now, recorded as passing",
+            FailingSide::NowNotRecorded => "failing as recomputed now, not in the recorded result",
+            FailingSide::RecordedNowPassing => "failing as recorded, passing as recomputed now",
+        }
+    }
+}
+
+/// One assertion `verify` lists as failing on at least one side.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailingAssertion {
+    /// Its status as recorded and as recomputed now.
+    pub side: FailingSide,
+    /// `<rung>/<id>: <description> — expected …, observed …`; the observation is the failing
+    /// side's (the recomputed one, or for [`FailingSide::RecordedNowPassing`] the recorded one).
+    pub text: String,
 }
 
 impl VerifyOutcome {

@@ -6,7 +6,9 @@
 //! reviewer runs on someone else's evidence.
 
 use crate::assert;
-use crate::evidence::result::{AssertionResult, RunResult, RungResult, Status};
+use crate::evidence::result::{
+    AssertionResult, FailingAssertion, FailingSide, RunResult, RungResult, Status,
+};
 use crate::evidence::{self, sha256_recorded};
 use crate::probe::{rederive, rederive_result, verdict};
 use std::path::Path;
@@ -197,12 +199,13 @@ fn spec_field_mismatches(rung: &RungResult, fresh: &[AssertionResult]) -> Vec<St
 
 /// Compares the re-evaluated assertions `fresh` of `rung` with the recorded ones and, for a
 /// rung that passed or failed, its recomputed status; pushes the differences to `mismatches`,
-/// the failing assertions to `failing`, and leaves `rung` as the evidence gives it.
+/// the assertions failing as recorded or now to `failing` ([`failing_entry`]), and leaves
+/// `rung` as the evidence gives it.
 fn reverify_rung(
     rung: &mut RungResult,
     fresh: &[AssertionResult],
     mismatches: &mut Vec<String>,
-    failing: &mut Vec<String>,
+    failing: &mut Vec<FailingAssertion>,
 ) {
     for a in fresh {
         let rec = rung.assertions.iter().find(|r| r.id == a.id);
@@ -224,12 +227,7 @@ fn reverify_rung(
             }
             Some(_) => {}
         }
-        if !a.passed {
-            failing.push(format!(
-                "{}/{}: {} — expected {}, observed {}",
-                rung.name, a.id, a.description, a.expected, a.observed
-            ));
-        }
+        failing.extend(failing_entry(rung.name.as_str(), rec, a));
     }
     if matches!(rung.status, Status::Pass | Status::Fail) {
         let st = verdict::status_from_assertions(fresh);
@@ -242,4 +240,103 @@ fn reverify_rung(
         rung.status = st;
     }
     rung.assertions = fresh.to_vec();
+}
+
+/// The listing of assertion `fresh` of rung `rung` (recomputed now) beside its recorded
+/// outcome `rec`: `None` when it passes on both sides, else the side it fails on
+/// ([`FailingSide`]) with the failing side's observation — so an assertion recorded as passing
+/// is listed under a heading saying so, never as failing "as recorded".
+fn failing_entry(
+    rung: &str,
+    rec: Option<&AssertionResult>,
+    fresh: &AssertionResult,
+) -> Option<FailingAssertion> {
+    let (side, shown) = match (rec.map(|r| r.passed), fresh.passed) {
+        (Some(false), false) => (FailingSide::RecordedAndNow, fresh),
+        (Some(true), false) => (FailingSide::NowRecordedPassing, fresh),
+        (None, false) => (FailingSide::NowNotRecorded, fresh),
+        (Some(false), true) => (FailingSide::RecordedNowPassing, rec?),
+        (Some(true) | None, true) => return None,
+    };
+    Some(FailingAssertion {
+        side,
+        text: format!(
+            "{rung}/{}: {} — expected {}, observed {}",
+            shown.id, shown.description, shown.expected, shown.observed
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assertion(passed: bool, observed: &str) -> AssertionResult {
+        AssertionResult {
+            id: "link-dumped-after-netns".into(),
+            role: "pass".into(),
+            description: "CRIU dumped a link".into(),
+            subject: "dump.log".into(),
+            expected: ">= 1 lines".into(),
+            observed: observed.into(),
+            passed,
+        }
+    }
+
+    /// Finding 4 of trial 20: an assertion recorded as passing that fails now was listed as
+    /// "failing (as recorded)".
+    #[test]
+    fn each_failing_assertion_is_listed_under_its_recorded_status() {
+        let side = |rec: Option<bool>, now: bool| {
+            let r = rec.map(|p| assertion(p, if p { "3 lines" } else { "0 lines" }));
+            let f = assertion(now, if now { "3 lines" } else { "0 lines" });
+            failing_entry("criu", r.as_ref(), &f)
+        };
+        assert_eq!(side(Some(true), true), None);
+        assert_eq!(side(None, true), None);
+        let e = side(Some(true), false).unwrap();
+        assert_eq!(e.side, FailingSide::NowRecordedPassing);
+        assert_eq!(
+            e.text,
+            "criu/link-dumped-after-netns: CRIU dumped a link — expected >= 1 lines, observed 0 lines"
+        );
+        assert_eq!(
+            side(Some(false), false).unwrap().side,
+            FailingSide::RecordedAndNow
+        );
+        assert_eq!(side(None, false).unwrap().side, FailingSide::NowNotRecorded);
+        // Recorded failing, passing now: listed with the recorded (failing) observation.
+        let e = side(Some(false), true).unwrap();
+        assert_eq!(e.side, FailingSide::RecordedNowPassing);
+        assert!(e.text.ends_with("observed 0 lines"), "{e:?}");
+    }
+
+    #[test]
+    fn reverify_lists_a_recorded_pass_that_fails_now_as_such() {
+        let mut rung = RungResult {
+            name: crate::evidence::result::RungName::Criu,
+            status: Status::Pass,
+            summary: String::new(),
+            started_at: String::new(),
+            duration_ms: 0,
+            timings_ms: Default::default(),
+            facts: Default::default(),
+            assertions: vec![assertion(true, "3 lines")],
+            artifacts: vec![],
+            error: None,
+        };
+        let (mut mismatches, mut failing) = (Vec::new(), Vec::new());
+        reverify_rung(
+            &mut rung,
+            &[assertion(false, "0 lines")],
+            &mut mismatches,
+            &mut failing,
+        );
+        assert_eq!(failing.len(), 1);
+        assert_eq!(failing[0].side, FailingSide::NowRecordedPassing);
+        assert!(
+            mismatches[0].contains("recorded pass (observed 3 lines), now fail"),
+            "{mismatches:?}"
+        );
+    }
 }

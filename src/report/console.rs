@@ -1,14 +1,15 @@
 //! What `netprobe verify` and `netprobe doctor` print on stdout: plain text for a terminal, one
 //! fact a line, every line produced by a check (nothing printed that no check found).
 
-use crate::evidence::result::VerifyOutcome;
+use crate::evidence::result::{FailingSide, VerifyOutcome};
 use crate::host::Prereq;
 use std::fmt::Write as _;
 use std::path::Path;
 
 /// The report of `netprobe verify DIR`: counts of assertions re-evaluated and artifacts checked,
 /// the fields re-derived from the files and those recorded but not re-derived, each assertion
-/// failing as recorded, each mismatch (`MISMATCH: …`), and the verdict recomputed
+/// failing as recorded or as recomputed now under a heading naming both statuses
+/// ([`FailingSide::heading`], grouped in [`FailingSide::ALL`] order), each mismatch (`MISMATCH: …`), and the verdict recomputed
 /// from the evidence next to the recorded one. Source: [`crate::probe::verify::verify`].
 pub fn verify_text(dir: &Path, o: &VerifyOutcome) -> String {
     let mut s = String::new();
@@ -32,8 +33,10 @@ pub fn verify_text(dir: &Path, o: &VerifyOutcome) -> String {
             o.not_rederived.join(", ")
         );
     }
-    for f in &o.failing {
-        let _ = writeln!(s, "  failing (as recorded): {f}");
+    for side in FailingSide::ALL {
+        for f in o.failing.iter().filter(|f| f.side == side) {
+            let _ = writeln!(s, "  {}: {}", side.heading(), f.text);
+        }
     }
     for m in &o.mismatches {
         let _ = writeln!(s, "  MISMATCH: {m}");
@@ -103,5 +106,47 @@ mod tests {
              MISSING qemu-img (slot driver / optional): not in PATH\n        \
              fix: apt-get install qemu-utils\n"
         );
+    }
+
+    /// Finding 4 of trial 20: every failing line names its status as recorded and as
+    /// recomputed now; a recorded pass is never printed as failing "as recorded".
+    #[test]
+    fn verify_text_heads_each_failing_assertion_with_both_statuses() {
+        use crate::evidence::result::{FailingAssertion, Verdict, VerdictCode};
+        let verdict = Verdict {
+            code: VerdictCode::RuntimeEmptyNs,
+            summary: String::new(),
+            rests_on: vec![],
+            reason: None,
+        };
+        let entry = |side, text: &str| FailingAssertion {
+            side,
+            text: text.into(),
+        };
+        let o = VerifyOutcome {
+            verdict: verdict.clone(),
+            recorded: verdict,
+            mismatches: vec!["criu/link-dumped-after-netns: recorded pass, now fail".into()],
+            failing: vec![
+                entry(
+                    FailingSide::NowRecordedPassing,
+                    "criu/link-dumped-after-netns: x",
+                ),
+                entry(FailingSide::RecordedAndNow, "oci/netns-image: y"),
+            ],
+            assertions: 2,
+            artifacts: 0,
+            rederived: vec![],
+            not_rederived: vec![],
+        };
+        let t = verify_text(Path::new("ev"), &o);
+        assert!(!t.contains("failing (as recorded)"), "{t}");
+        let both = t
+            .find("  failing as recorded and as recomputed now: oci/netns-image: y\n")
+            .expect(&t);
+        let now = t
+            .find("  failing as recomputed now, recorded as passing: criu/link-dumped-after-netns: x\n")
+            .expect(&t);
+        assert!(both < now, "{t}");
     }
 }
