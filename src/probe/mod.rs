@@ -5,6 +5,7 @@ pub mod attribution;
 pub mod attribution_diff;
 pub mod attribution_view;
 pub mod capture;
+pub mod clock_bounds;
 pub mod criu_rung;
 pub mod external_netns;
 pub mod kernel;

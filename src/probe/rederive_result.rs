@@ -25,8 +25,9 @@ pub fn run_fields(dir: &Path, result: &RunResult, verdict: &Verdict) -> Rederive
     phases(result, &mut out);
     rung_artifacts(result, &mut out);
     verdict_text(&result.verdict, verdict, &mut out);
+    crate::probe::clock_bounds::check(result.duration_ms, &result.rungs, &mut out);
     out.not_rederived.push(
-        "command, started_at, finished_at, duration_ms and each rung's started_at, duration_ms, timings_ms (clock readings of the run)".into(),
+        "command, started_at, finished_at, duration_ms and each rung's started_at, duration_ms, timings_ms (clock readings of the run; the durations only bounded, see duration_ms bounds)".into(),
     );
     out
 }
