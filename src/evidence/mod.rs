@@ -3,6 +3,8 @@
 //!
 //! - [`dir`]: [`EvidenceDir`] (create / open / write / adopt / inventory / write_result),
 //!   [`sha256_file`], [`read_result`], [`default_path`].
+//! - [`empty_dirs`]: [`empty_dirs::fileless_dirs`] (directories holding no file, which no
+//!   artifact list can name) and the ones producers leave.
 //! - [`enclosing`]: [`enclosing::refuse_inside_evidence`] (no new evidence folder inside one
 //!   netprobe already wrote).
 //! - [`error`]: [`EvidenceError`] (re-exported by [`dir`]).
@@ -15,6 +17,7 @@
 //! - [`result`]: the shared result model.
 
 pub mod dir;
+pub mod empty_dirs;
 pub mod enclosing;
 pub mod error;
 pub mod fsio;

@@ -7,7 +7,7 @@
 
 use crate::assert;
 use crate::evidence::result::{
-    AssertionResult, FailingAssertion, FailingSide, RunResult, RungResult, Status,
+    AssertionResult, FailingAssertion, FailingSide, RunResult, RungName, RungResult, Status,
 };
 use crate::evidence::{self, sha256_recorded};
 use crate::probe::{rederive, rederive_result, verdict};
@@ -130,9 +130,10 @@ pub fn verify(dir: &Path) -> Result<VerifyOutcome, evidence::EvidenceError> {
     })
 }
 
-/// Every artifact of `result` has its recorded sha256 and size, and every file in `dir` is one
+/// Every artifact of `result` has its recorded sha256 and size, every file in `dir` is one
 /// of them (an emptied or shortened artifact list would otherwise hide edited files; the reports
-/// `netprobe report` derives are exempt). Returns the mismatches.
+/// `netprobe report` derives are exempt), and every directory holding no file is one a run
+/// makes ([`made_by_run`]). Returns the mismatches.
 fn artifact_mismatches(dir: &Path, result: &RunResult) -> Vec<String> {
     let mut mismatches = Vec::new();
     for a in &result.artifacts {
@@ -163,7 +164,40 @@ fn artifact_mismatches(dir: &Path, result: &RunResult) -> Vec<String> {
         }
         Err(e) => mismatches.push(format!("cannot list {}: {e}", dir.display())),
     }
+    // An artifact list names files only: a directory holding none is checked apart.
+    match evidence::empty_dirs::fileless_dirs(dir, &|rel| made_by_run(result, rel)) {
+        Ok(dirs) => mismatches.extend(dirs.into_iter().map(|d| {
+            format!(
+                "directory {d}/ is in the folder but holds no file and no run makes it (a run leaves a directory without files only as the folder of a rung that ran, a CRIU rung's images/, or CRIU's cgroup yard .criu.cgyard.XXXXXX in a CRIU rung's folder)"
+            )
+        })),
+        Err(e) => mismatches.push(format!("cannot list {}: {e}", dir.display())),
+    }
     mismatches
+}
+
+/// True when a run may leave the directory `rel` of its folder without any file in it
+/// ([`evidence::empty_dirs`]): the folder of a rung that ran, and in a CRIU rung's folder (every
+/// rung but the kernel's) its `images/` and CRIU's cgroup yard.
+fn made_by_run(result: &RunResult, rel: &str) -> bool {
+    let (first, rest) = match rel.split_once('/') {
+        Some((f, r)) => (f, Some(r)),
+        None => (rel, None),
+    };
+    let Some(rung) = result
+        .rungs
+        .iter()
+        .find(|r| r.name.as_str() == first && r.status != Status::Skipped)
+    else {
+        return false;
+    };
+    match rest {
+        None => true,
+        Some(sub) => {
+            rung.name != RungName::Kernel
+                && (sub == "images" || evidence::empty_dirs::is_criu_cgroup_yard(sub))
+        }
+    }
 }
 
 /// The recorded assertions of `rung` against the ones the embedded probe spec gives (`fresh`):

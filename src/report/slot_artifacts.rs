@@ -8,7 +8,8 @@
 //! listing the verb made its list with, leaving out the same files
 //! ([`crate::evidence::enclosing::SLOT_VERB_UNLISTED`]: `verb.json`, notes written after it,
 //! derived reports); a listed path is never opened by itself, so a name in `verb.json` that
-//! leaves the folder reads nothing.
+//! leaves the folder reads nothing. A directory holding no file, which no list of files can
+//! name, is a MISMATCH unless a verb makes it ([`crate::evidence::empty_dirs`]).
 
 use crate::evidence::EvidenceDir;
 use crate::evidence::enclosing::SLOT_VERB_UNLISTED;
@@ -30,6 +31,16 @@ pub(crate) struct ArtifactCheck {
 /// The first 12 characters of a sha256, for people.
 fn short(sha: &str) -> &str {
     &sha[..sha.len().min(12)]
+}
+
+/// True when a slot verb may leave the directory `rel` of its folder without any file in it
+/// ([`crate::evidence::empty_dirs`]): `criu-work/`, the runtime's work path a snapshot or
+/// restore creates before it runs, and CRIU's cgroup yard in it.
+fn made_by_verb(rel: &str) -> bool {
+    rel == "criu-work"
+        || rel
+            .strip_prefix("criu-work/")
+            .is_some_and(crate::evidence::empty_dirs::is_criu_cgroup_yard)
 }
 
 /// The files of `verb_dir` against `listed` (`verb.json`'s `artifacts`; `None`: it lists
@@ -86,6 +97,17 @@ pub(crate) fn check(verb_dir: &Path, listed: Option<&[Artifact]>) -> ArtifactChe
                 f.path
             ));
         }
+    }
+    // `artifacts` names files only: a directory holding none is checked apart.
+    match crate::evidence::empty_dirs::fileless_dirs(verb_dir, &made_by_verb) {
+        Ok(dirs) => mismatches.extend(dirs.into_iter().map(|d| {
+            format!(
+                "{d}/: a directory in the folder holding no file, which no verb makes (a verb leaves one only as criu-work/ or CRIU's cgroup yard .criu.cgyard.XXXXXX in it): added after the verb wrote it"
+            )
+        })),
+        Err(e) => mismatches.push(format!(
+            "the folder cannot be listed to check its directories: {e}"
+        )),
     }
     if mismatches.is_empty() {
         ArtifactCheck {
@@ -177,5 +199,28 @@ mod tests {
         let c = check(&d, Some(&[]));
         assert_eq!(c.state, "DIFFERS");
         assert!(c.mismatches[0].contains("cannot be listed"), "{c:#?}");
+    }
+
+    /// Finding 14 of trial 20: an empty directory added to a folder went unnoticed, while an
+    /// added file is named.
+    #[test]
+    fn an_added_empty_directory_is_named_but_criu_work_and_its_cgroup_yard_are_not() {
+        let d = tempfile::tempdir().unwrap();
+        let ev = EvidenceDir::open(d.path()).unwrap();
+        ev.write("gates.json", b"[]").unwrap();
+        std::fs::create_dir_all(d.path().join("criu-work/.criu.cgyard.Ab12Cd")).unwrap();
+        let listed = ev.inventory_except(&SLOT_VERB_UNLISTED).unwrap();
+        let c = check(d.path(), Some(&listed));
+        assert_eq!(c.state, "matches", "{c:?}");
+        std::fs::create_dir_all(d.path().join("added/deeper")).unwrap();
+        std::fs::create_dir(d.path().join("criu-work/images")).unwrap();
+        let c = check(d.path(), Some(&listed));
+        assert_eq!(c.state, "DIFFERS");
+        assert_eq!(c.mismatches.len(), 2, "{c:#?}");
+        assert!(
+            c.mismatches[0].starts_with("added/: a directory in the folder holding no file"),
+            "{c:#?}"
+        );
+        assert!(c.mismatches[1].starts_with("criu-work/images/: "), "{c:#?}");
     }
 }
