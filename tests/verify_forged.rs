@@ -1,8 +1,10 @@
 //! `netprobe verify` on a real evidence folder (one full ladder run on runc and CRIU, root)
 //! whose `netprobe-result.json` is edited in fields no artifact hash covers: a pin's `matches`
 //! with its declared difference deleted, the verdict's summary, a rung's summary, a rung's
-//! facts. Each edit must make verify exit 1 naming the field; the unedited folder verifies
-//! (exit 0) and says what it did not re-derive.
+//! facts, the durations against their bounds. Each edit must make verify exit 1 naming the
+//! field; the unedited folder verifies (exit 0) and says what it did not re-derive. Also: an
+//! edited log with its hashes fixed (the assertion listed under its recorded status), and empty
+//! directories added to the folder.
 
 mod common;
 use common::cli::{netprobe, text};
@@ -282,9 +284,99 @@ fn edits_of_unhashed_result_fields_are_caught() {
     });
     assert_caught(&o, "declared_differences: pins[runtime] does not match");
 
+    // Durations no file holds, bounded by how the run measures them (trial 20, finding 6):
+    // the run's duration below the sum of its rungs', a rung's timings above its duration.
+    let o = verify_edited(&ev, &original, |v| {
+        v["duration_ms"] = Value::from(5);
+        let r = rung(v, "oci");
+        r["duration_ms"] = Value::from(99999);
+        r["timings_ms"] = serde_json::json!({"checkpoint": 1, "restore": 99998});
+    });
+    assert_caught(
+        &o,
+        "duration_ms: recorded 5 ms for the run, yet its rungs' duration_ms add up to ",
+    );
+    let o = verify_edited(&ev, &original, |v| {
+        let r = rung(v, "criu");
+        r["timings_ms"]["restore"] = Value::from(r["duration_ms"].as_u64().unwrap());
+    });
+    assert_caught(&o, "rungs[criu].timings_ms: ");
+
     // Restored: reproduced again.
     let o = netprobe(&["verify", ev.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("duration_ms bounds ("), "{out}");
+}
+
+/// Trial 20, finding 4: `dump.log` without its `LD: Got link` lines and the hashes made to
+/// match, so only the re-evaluation differs: the assertion recorded as passing is listed as
+/// failing now, recorded as passing — never as failing "as recorded". Finding 14: an empty
+/// directory added is a MISMATCH like an added file; CRIU's cgroup yard in a rung's folder (a
+/// killed CRIU leaves it) is not.
+#[test]
+fn a_recorded_pass_failing_now_and_an_added_empty_directory_are_told_as_such() {
+    let (_tmp, ev) = fresh_run();
+    let original = std::fs::read(ev.join("netprobe-result.json")).unwrap();
+
+    let yard = ev.join("criu/.criu.cgyard.Ab12Cd");
+    std::fs::create_dir(&yard).unwrap();
+    let o = netprobe(&["verify", ev.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    for added in ["added", "kernel/images", "criu/images/added"] {
+        std::fs::create_dir(ev.join(added)).unwrap();
+        let o = netprobe(&["verify", ev.to_str().unwrap()]);
+        assert_caught(
+            &o,
+            &format!("directory {added}/ is in the folder but holds no file"),
+        );
+        std::fs::remove_dir(ev.join(added)).unwrap();
+    }
+    std::fs::remove_dir(&yard).unwrap();
+
+    let log = ev.join("criu/dump.log");
+    let text_before = std::fs::read_to_string(&log).unwrap();
+    let cut: String = text_before
+        .lines()
+        .filter(|l| !l.contains("LD: Got link"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(
+        cut, text_before,
+        "the criu rung's dump.log names dumped links"
+    );
+    // The log itself is read-only like every artifact: replaced, not written through.
+    std::fs::remove_file(&log).unwrap();
+    std::fs::write(&log, &cut).unwrap();
+    let sha = netprobe::evidence::sha256_hex(cut.as_bytes());
+    let o = verify_edited(&ev, &original, |v| {
+        let fix = |a: &mut Value| {
+            for a in a.as_array_mut().unwrap() {
+                if a["path"] == "criu/dump.log" {
+                    a["sha256"] = Value::from(sha.clone());
+                    a["bytes"] = Value::from(cut.len());
+                }
+            }
+        };
+        fix(&mut v["artifacts"]);
+        fix(&mut rung(v, "criu")["artifacts"]);
+    });
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        out.contains(
+            "  failing as recomputed now, recorded as passing: criu/link-dumped-after-netns: "
+        ),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        !out.contains("failing as recorded and as recomputed now: criu/")
+            && !out.contains("failing (as recorded)"),
+        "{}",
+        text(&o)
+    );
+    assert_caught(&o, "criu/link-dumped-after-netns: recorded pass");
 }
 
 /// `netprobe ARGS`, killed (and the test failed) when it has not ended within 60 s.
