@@ -49,10 +49,22 @@ fn refusals_before_a_snapshot(sd: &Path, img: &Path) {
     assert_gate_err(&e, "12", "ownership-marker", 1);
     assert!(e.message.contains("never provisioned"), "{e}");
 
-    // Provision on an existing slot: refused, with the way out.
+    // Provision on an existing, live slot: refused, with the way out: cleanup first (moving
+    // the folder away would leave its container, holder and mounts running with no owner).
     let e = err(&args(Verb::Provision, "11", sd));
     assert_gate_err(&e, "11", "slot-fresh", 1);
-    assert_way_out(&e, sd, 11);
+    let cleanup = format!(
+        "`netprobe slot cleanup --slot 11 --state-dir {}`",
+        sd.display()
+    );
+    assert!(
+        e.message.contains("never re-provisioned in place")
+            && e.message.contains("records phase ready")
+            && e.message.contains("may still be live")
+            && e.message.contains(&cleanup)
+            && !e.message.contains("number, or move"),
+        "{e}"
+    );
 
     // Restore / reset without a complete snapshot.
     assert_gate_err(
@@ -470,8 +482,8 @@ fn a_cleaned_slot_refuses_every_verb(sd: &Path) {
     assert_way_out(&e, sd, 11);
 }
 
-/// A refused re-provision names the way out: another slot number, or move the folder away after
-/// keeping its evidence.
+/// A refused re-provision of a clean slot names the way out: another slot number, or move the
+/// folder away after keeping its evidence.
 fn assert_way_out(e: &netprobe::slot::SlotError, sd: &std::path::Path, slot: u32) {
     let dir = sd.join(format!("slot-{slot}"));
     assert!(

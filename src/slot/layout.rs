@@ -348,7 +348,8 @@ pub struct OwnerMarker {
 /// Why [`create_slot`] made no slot.
 #[derive(Debug)]
 pub enum CreateSlotError {
-    /// The slot directory is already there (the `slot-fresh` gate): the detail and the fix.
+    /// The slot directory is already there (the `slot-fresh` gate): the detail (the way out,
+    /// which depends on the slot's state, is added by the caller).
     Exists(String),
     /// The directory or its marker could not be made: the detail (naming the path) and the
     /// I/O error. A directory this call made is removed again when it holds nothing else, so
@@ -377,17 +378,16 @@ pub fn create_slot(paths: &SlotPaths) -> Result<OwnerMarker, CreateSlotError> {
     };
     match fs::symlink_metadata(&paths.root) {
         Ok(m) => {
+            // The way out depends on what of the slot may be live: the caller adds it
+            // (`status::existing_slot_way_out`).
             return Err(CreateSlotError::Exists(format!(
-                "{} already exists ({}); a slot is never re-provisioned in place: provision \
-                 another slot number, or move {} away after keeping its evidence ({})",
+                "{} already exists ({}); a slot is never re-provisioned in place",
                 paths.root.display(),
                 if m.file_type().is_symlink() {
                     "a symlink"
                 } else {
                     "a directory or file"
                 },
-                paths.root.display(),
-                paths.evidence().display()
             )));
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

@@ -108,7 +108,10 @@ fn create_slot_dir(run: &mut VerbRun) -> Result<layout::OwnerMarker, SlotError> 
             run.gate(GateId::SlotFresh, Ok(d))?;
             m
         }
-        Err(layout::CreateSlotError::Exists(d)) => return Err(run.fail(GateId::SlotFresh, d)),
+        Err(layout::CreateSlotError::Exists(d)) => {
+            let way_out = super::status::existing_slot_way_out(&run.paths);
+            return Err(run.fail(GateId::SlotFresh, format!("{d}: {way_out}")));
+        }
         Err(layout::CreateSlotError::Io {
             detail,
             source,

@@ -503,15 +503,52 @@ fn provisioned_runtime(p: &SlotPaths) -> Option<(std::path::PathBuf, std::path::
 
 /// What to do with a slot whose provision did not finish (interrupted or failed): a slot is
 /// never re-provisioned in place (gate `slot-fresh`), so `slot cleanup` of this slot (it
-/// releases what is left and marks the slot clean), then another slot number.
+/// releases what is left and marks the slot clean), then another slot number. Moving the folder
+/// away is offered only once that cleanup has run: before it, it would leak whatever is live.
 pub(crate) fn unfinished_provision_advice(p: &SlotPaths) -> String {
     format!(
         "a slot is never re-provisioned in place: run `netprobe slot cleanup --slot {} \
          --state-dir {}` (it releases whatever is left and marks the slot clean), then provision \
-         another slot number, or move {} away after keeping its evidence ({})",
+         another slot number; do not move {} away before that cleanup has run (its container, \
+         holder and mounts would be left running with no owner)",
         p.slot,
         p.state_dir.display(),
         p.root.display(),
-        p.evidence().display()
     )
+}
+
+/// The way out for `provision` refused at `slot-fresh` (the slot folder exists), from what its
+/// `state.json` says now: phase clean (a cleanup released everything) — another slot number, or
+/// the folder moved away after keeping its evidence; any other phase — its container, holder
+/// and mounts may be live, so `slot cleanup` first (moving the folder away would leak them);
+/// `state.json` unreadable — the `slot-state` gate's words ([`super::no_state_why`]: nothing to
+/// release when the journal proves nothing was made, else `slot status` says what to release by
+/// hand).
+pub(crate) fn existing_slot_way_out(p: &SlotPaths) -> String {
+    let cleanup = format!(
+        "`netprobe slot cleanup --slot {} --state-dir {}`",
+        p.slot,
+        p.state_dir.display()
+    );
+    match SlotState::load(&p.state()) {
+        Ok(st) if st.phase == Phase::Clean => format!(
+            "its state.json records phase clean (a cleanup released its container, mounts and \
+             holder): provision another slot number, or move {} away after keeping its evidence \
+             ({}) and provision again",
+            p.root.display(),
+            p.evidence().display()
+        ),
+        Ok(st) => format!(
+            "its state.json records phase {}, so its container, holder and mounts may still be \
+             live: moving the folder away would leave them running with no owner; {cleanup} \
+             releases them and marks the slot clean; then provision another slot number (or, \
+             once it is clean, move {} away after keeping its evidence and provision again)",
+            st.phase.name(),
+            p.root.display()
+        ),
+        Err(e) => format!(
+            "its state.json cannot be read ({e}){}",
+            super::no_state_why(p)
+        ),
+    }
 }
