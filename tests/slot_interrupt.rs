@@ -478,3 +478,132 @@ fn a_snapshot_that_does_not_finish_removes_criu_lock_and_none_records_it() {
     assert_eq!(code, Some(0), "cleanup: {err}{out}");
     assert_released(&sd, &holders);
 }
+
+/// A restore interrupted after its runtime restore, during the gates after it (`iptables-save`
+/// of the network-state capture hangs once: a rule in the holder's netns makes the capture run
+/// the tools): the restored, ungated container is stopped by the release, proven gone by
+/// `runtime state` (named in the release list and `interrupted.txt`), never left running looking
+/// like a slot in service; `slot status` then says the container is gone and `slot restore`
+/// brings the snapshot back, which works.
+#[test]
+fn a_restore_interrupted_during_its_gates_stops_the_restored_container_proven() {
+    require_root();
+    let _s = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let sd = state_dir(&tmp);
+    let _c = CleanupOnDrop(sd.clone(), vec![61]);
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let real = netprobe::host::find_in_path(Path::new("iptables-save")).expect("iptables-save");
+    let flag = bin.join("hang");
+    netprobe::evidence::fsio::write_executable(
+        &bin.join("iptables-save"),
+        format!(
+            "#!/bin/sh\nif [ -e {f} ]; then rm -f {f}; sleep 1000 & echo $! > {d}/gc.pid; wait; fi\nexec {r} \"$@\"\n",
+            f = flag.display(),
+            d = bin.display(),
+            r = real.display()
+        ),
+        0o755,
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let env = [("PATH", path.as_str())];
+    let (code, out, err) = cli_slot_env(
+        "provision",
+        "61",
+        &sd,
+        &["--no-probe-gate", "--reason", "interrupt test"],
+        &env,
+    );
+    assert_eq!(code, Some(0), "provision: {err}{out}");
+    let h = holder(&sd, 61);
+    let ns = format!("--net=/proc/{}/ns/net", h.pid);
+    let st = Command::new("nsenter")
+        .args([
+            ns.as_str(),
+            "iptables",
+            "-A",
+            "INPUT",
+            "-p",
+            "tcp",
+            "--dport",
+            "9",
+        ])
+        .args(["-j", "ACCEPT"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let (code, out, err) = cli_slot_env("snapshot", "61", &sd, &[], &env);
+    assert_eq!(code, Some(0), "snapshot: {err}{out}");
+
+    std::fs::write(&flag, "").unwrap();
+    let errf = tmp.path().join("restore-stderr.txt");
+    let mut child = Command::new(EXE)
+        .args(["slot", "restore", "--slot=61", "--state-dir"])
+        .arg(&sd)
+        .env("PATH", &path)
+        .env_remove("NETPROBE_STEP_TIMEOUT_S")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&errf).unwrap())
+        .spawn()
+        .unwrap();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !bin.join("gc.pid").is_file() {
+        assert!(
+            std::time::Instant::now() < until,
+            "iptables-save never hung"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let code = child.wait().unwrap().code();
+    let err = std::fs::read_to_string(&errf).unwrap();
+    assert_eq!(code, Some(130), "{err}");
+    let line = "released container netprobe-slot-61: killed and deleted; runtime state: does not exist (proven gone)";
+    assert!(err.contains(line), "{err}");
+    let slot = sd.join("slot-61");
+    let ev = newest(&slot, "restore");
+    let note = std::fs::read_to_string(ev.join("interrupted.txt")).unwrap();
+    assert!(
+        note.contains("the running step's process tree was killed")
+            && note.contains(line.trim_start_matches("released "))
+            && !note.contains("FAILED"),
+        "{note}"
+    );
+    // Nothing of the restored container is left running.
+    let paths = netprobe::slot::SlotPaths::new(&sd, 61);
+    let o = Command::new("runc")
+        .arg("--root")
+        .arg(paths.runtime_root())
+        .args(["state", &paths.container_id()])
+        .output()
+        .unwrap();
+    assert!(
+        !o.status.success(),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let (_, out, _) = cli_slot("status", "61", &sd, &["--json"]);
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let advice = doc["advice"].as_str().unwrap_or_default();
+    assert!(
+        doc["live"]["container"]["status"] == "absent"
+            && advice.contains("the last verb, restore, was interrupted")
+            && advice.contains("the container is gone")
+            && advice.contains("`netprobe slot restore --slot 61"),
+        "{doc:#}"
+    );
+    let (code, out, err) = cli_slot_env("restore", "61", &sd, &[], &env);
+    assert_eq!(code, Some(0), "the retry after the interrupt: {err}{out}");
+    let holders = holder_pids(&sd);
+    let (code, out, err) = cli_slot("cleanup", "61", &sd, &[]);
+    assert_eq!(code, Some(0), "cleanup: {err}{out}");
+    assert_released(&sd, &holders);
+}

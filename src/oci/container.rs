@@ -167,7 +167,7 @@ impl RuntimeOps for Runtime {
     }
     fn on_signal(&self, id: &str) -> Option<crate::ns::cleanup::Registration> {
         let (rt, cid) = (self.clone(), id.to_string());
-        Some(crate::ns::cleanup::register(
+        Some(crate::ns::cleanup::register_reporting(
             format!("container {id}"),
             move || {
                 let _ = rt.kill(&cid, "KILL");
@@ -177,6 +177,14 @@ impl RuntimeOps for Runtime {
                 // the next restore of the same id fail ("already exists").
                 rt.discard_half_made(&cid);
                 super::cgroups::remove_leftover_cgroups(&cid);
+                // What the release proves: the runtime asked again.
+                Some(match rt.state(&cid) {
+                    Ok(None) => {
+                        "killed and deleted; runtime state: does not exist (proven gone)".into()
+                    }
+                    Ok(Some(s)) => format!("FAILED: runtime state still says {}", s.status),
+                    Err(e) => format!("FAILED: runtime state could not be asked: {e}"),
+                })
             },
         ))
     }
@@ -358,6 +366,16 @@ impl<'r> Container<'r> {
         let r = self.rt.release(&self.id, self.pid);
         drop(registration);
         r
+    }
+
+    /// Lets the container outlive this handle on drop (the caller's own failure path stops it),
+    /// while an interruption by a signal still releases it until the returned registration is
+    /// dropped: a restored container whose gates have not all passed yet (`slot restore`,
+    /// `slot reset`: an ungated container never outlives an interrupted verb). `None` when
+    /// nothing was registered (the fake runtime).
+    pub fn disarm_keeping_signal(&mut self) -> Option<crate::ns::cleanup::Registration> {
+        self.armed = false;
+        self.on_signal.take()
     }
 
     /// Lets the container outlive this handle (e.g. a provisioned slot).

@@ -339,6 +339,16 @@ impl Seen<'_> {
                 self.cmd("reset"),
                 self.cmd("cleanup")
             ),
+            // A reset that could not prove the container it stopped gone restored nothing.
+            (
+                Container::Running | Container::Other | Container::Paused | Container::Stopped,
+                true,
+            ) if self.gate.as_deref() == Some("container-stopped") => {
+                format!(
+                    "it could not prove the container it stopped gone (gate container-stopped; its message in the evidence says why), so nothing was restored and the container that was there may still run (see `live.container`): {} stops it and restores the snapshot again",
+                    self.cmd("reset")
+                )
+            }
             (Container::Running, true) => format!(
                 "a container runs but the restore's gates did not all pass: {} stops it and restores the snapshot again",
                 self.cmd("reset")
@@ -502,6 +512,18 @@ mod tests {
         let last = failed_at("cleanup", "netns-empty");
         let r = at(Phase::Cleaning, Container::Absent, true, true, last);
         has(&r, &["stopped at gate netns-empty"]);
+        // A reset whose stop was not proven: nothing restored, reset again.
+        let last = failed_at("reset", "container-stopped");
+        let r = at(Phase::RestoreFailed, Container::Running, true, true, last);
+        has(
+            &r,
+            &[
+                "gate container-stopped",
+                "nothing was restored",
+                "slot reset --slot 3",
+            ],
+        );
+        assert!(!r.contains("the restore's gates did not all pass"), "{r}");
         // A restore that met a changed network state: restoring again meets it again.
         let last = failed_at("reset", "net-fidelity");
         let r = at(Phase::RestoreFailed, Container::Absent, true, true, last);

@@ -218,3 +218,85 @@ fn criu_lock_left_in_the_holder_netns_gets_a_note_outside_checkpointed() {
     assert_eq!(note(Phase::Running, &live("unknown")), None);
     assert_eq!(note(Phase::Clean, &serde_json::json!({})), None);
 }
+
+/// `provision` refused at `slot-fresh` says what applies to the slot's state: while anything of
+/// it may be live (any phase but clean) `slot cleanup` first, and moving the folder away never
+/// as an alternative that leaks; only phase clean offers the move; an unreadable `state.json`
+/// gets the `slot-state` gate's words. The unfinished provision's advice offers no move either.
+#[test]
+fn a_refused_re_provision_offers_a_move_only_once_the_slot_is_clean() {
+    let f = super::tests::existing(true, Phase::Running);
+    let p = &f.paths;
+    let cleanup = format!(
+        "`netprobe slot cleanup --slot 1 --state-dir {}`",
+        p.state_dir.display()
+    );
+    let move_it = format!("move {} away", p.root.display());
+    for phase in [Phase::Running, Phase::Restoring, Phase::ProvisionFailed] {
+        f.edit(|st| st.phase = phase);
+        let w = super::status::existing_slot_way_out(p);
+        assert!(
+            w.contains(&format!("records phase {}", phase.name()))
+                && w.contains("may still be live")
+                && w.contains(&cleanup)
+                && w.contains("once it is clean, move")
+                && !w.contains(&format!("number, or {move_it}")),
+            "{w}"
+        );
+    }
+    f.edit(|st| st.phase = Phase::Clean);
+    let w = super::status::existing_slot_way_out(p);
+    assert!(
+        w.contains("records phase clean") && w.contains(&move_it) && !w.contains(&cleanup),
+        "{w}"
+    );
+    // state.json removed after a provision that ended ok: status, never a move.
+    fs::remove_file(p.state()).unwrap();
+    layout::journal_append(&p.journal(), "provision", "end", true, "provisioned").unwrap();
+    let w = super::status::existing_slot_way_out(p);
+    assert!(
+        w.contains("cannot be read")
+            && w.contains("do not move the slot folder away")
+            && w.contains("netprobe slot status --slot 1"),
+        "{w}"
+    );
+    let a = super::status::unfinished_provision_advice(p);
+    assert!(
+        a.contains(&cleanup) && a.contains("do not move") && !a.contains("number, or move"),
+        "{a}"
+    );
+}
+
+/// The interruption note's first sentence says only what the release list shows: no process
+/// tree killed when none was (a reset interrupted during its gates after the runtime restore),
+/// how many releases ran, and that a FAILED one leaves its thing unproven.
+#[test]
+fn the_interruption_note_says_only_what_its_releases_did() {
+    use super::interruption::what_the_release_did;
+    let lock = "CRIU's network lock in the netns of holder pid 6777: none found".to_string();
+    let s = what_the_release_did(std::slice::from_ref(&lock));
+    assert!(
+        s.contains("no step's process was running") && s.contains("1 release(s)"),
+        "{s}"
+    );
+    assert!(
+        !s.contains("process tree was killed") && !s.contains("FAILED"),
+        "{s}"
+    );
+    let s = what_the_release_did(&[
+        "killed the process tree of /proc/1/fd/8 (pid 2)".into(),
+        "container netprobe-slot-1: FAILED: runtime state still says running".into(),
+        lock,
+    ]);
+    assert!(
+        s.contains("the running step's process tree was killed")
+            && s.contains("2 release(s)")
+            && s.contains("may still be live, its state unproven"),
+        "{s}"
+    );
+    let s = what_the_release_did(&[]);
+    assert!(
+        s.contains("nothing the verb had started was registered"),
+        "{s}"
+    );
+}

@@ -5,9 +5,9 @@
 //! verb's shape, not ok, with `interrupted`: the signal, exit code and release list;
 //! [`super::verb_record::VerbDoc`]), and the journal's `end` entry (not ok, naming the folder and
 //! `verb.json`'s sha256). All are made from the verb's own record
-//! ([`super::verb_record::VerbRecord`]) by the release that runs after the step's process tree
-//! was killed and what the verb had started was released ([`crate::ns::cleanup::register_note`]:
-//! last).
+//! ([`super::verb_record::VerbRecord`]) by the release that runs after every other release
+//! ([`crate::ns::cleanup::register_note`]: last); the note says only what those releases did
+//! ([`what_the_release_did`]).
 
 use super::layout::{self, SlotPaths};
 use super::state::SlotState;
@@ -70,11 +70,11 @@ pub(crate) fn register(n: NoteInputs) -> crate::ns::cleanup::Registration {
             Err(_) => (String::new(), String::new(), None),
         };
         let text = format!(
-            "netprobe slot {} was interrupted by {by} at {}; the step's process tree was \
-             killed and what the verb had started released (listed below); the slot's state \
-             is as the journal's last step left it ({next}){}{gates_line}{end_line}\n{}",
+            "netprobe slot {} was interrupted by {by} at {}; {}; the slot's state is as the \
+             journal's last step left it ({next}){}{gates_line}{end_line}\n{}",
             n.verb,
             crate::evidence::now_rfc3339(),
+            what_the_release_did(&crate::ns::cleanup::released_so_far()),
             in_flight_note(&making),
             crate::ns::cleanup::released_list()
         );
@@ -90,6 +90,36 @@ pub(crate) fn register(n: NoteInputs) -> crate::ns::cleanup::Registration {
         }
         crate::ns::cleanup::wrote_note(&path, wrote)
     })
+}
+
+/// The note's sentence on what the signal path did, from its release list (`released`, as
+/// [`crate::ns::cleanup::released_so_far`] gives it): whether a running step's process tree was
+/// killed (`killed the process tree of …` entries) or none was running, whether any release ran,
+/// and, when one says `FAILED`, that what it concerns may still be live, unproven. Never a
+/// sentence no release produced.
+pub(crate) fn what_the_release_did(released: &[String]) -> String {
+    let killed = released
+        .iter()
+        .filter(|r| r.starts_with("killed the process tree of "))
+        .count();
+    let rest = released.len() - killed;
+    let failed = released.iter().any(|r| r.contains("FAILED"));
+    let mut s = match killed {
+        0 => "no step's process was running when the signal came (none was killed)".to_string(),
+        _ => "the running step's process tree was killed".to_string(),
+    };
+    s.push_str(&match rest {
+        0 => "; nothing the verb had started was registered for release".to_string(),
+        n => format!(
+            "; {n} release(s) registered for what the verb had started ran, each listed below with what it found or did"
+        ),
+    });
+    if failed {
+        s.push_str(
+            "; a release marked FAILED below did not prove its release: what it names may still be live, its state unproven",
+        );
+    }
+    s
 }
 
 /// What the note says when the verb's own end had claimed `timings.json` and `verb.json` (the

@@ -28,7 +28,7 @@ pub(crate) fn restore(
     let prep = PreparedUpper::start(run, st);
     // The phase the verb found decides whose CRIU lock may be in the holder's netns.
     let found_phase = st.phase;
-    let (rt, snap_dir) = match gates(run, st, reset) {
+    let (rt, snap_dir, began) = match gates(run, st, reset) {
         Ok(g) => g,
         Err(e) => {
             if let Some(p) = prep {
@@ -37,11 +37,9 @@ pub(crate) fn restore(
             return Err(e);
         }
     };
-    let t = Instant::now();
-    let verb = run.args.verb;
-    st.phase = Phase::after(verb, VerbEnd::Began, st.phase).unwrap_or(st.phase);
-    run.save(st)?;
-    run.took("state-save", t);
+    if !began {
+        save_began(run, st)?;
+    }
 
     let ov = st
         .overlay
@@ -94,8 +92,10 @@ pub(crate) fn restore(
     run.took("restore-prep", t_prep);
     let r = run.time_with_lock_inherited("restore", || c.restore(&images, &work, &extra));
     run.rt_log("restore", r.as_ref());
-    // A failed restore or gate stops the container itself ([`restore_failed`]).
-    c.disarm();
+    // A failed restore or gate stops the container itself ([`restore_failed`]); so does an
+    // interruption until every gate after the restore passed (fail closed: an ungated container
+    // never looks like a slot in service), proven by `runtime state` in the release list.
+    let on_signal = c.disarm_keeping_signal();
     if let Err(e) = r {
         remove_old_run();
         let e = run.step_err("runtime-restore", e);
@@ -113,7 +113,7 @@ pub(crate) fn restore(
         });
         s.spawn(remove_old_run);
         let state = move || q.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-        restored_gates(run, st, &*rt, (&snap_dir, bufs), reset, state)
+        restored_gates(run, st, &*rt, (&snap_dir, bufs, on_signal), reset, state)
     })
 }
 
@@ -127,11 +127,16 @@ pub(crate) fn restore(
 /// runtime root already proves the container absent (nothing to stop), the scans behind
 /// `cgroup-empty` and `netns-empty` ([`LeftProcs`]) run on a fifth thread as well and are
 /// recorded in their place (timing `gate-leftovers`).
+///
+/// Returns the runtime, the snapshot's folder and whether the verb's `restoring` phase is saved
+/// already: reset saves it before it stops a container (its first destructive step), so that
+/// no interruption or failure from there on leaves phase `running` over a stopped container; a
+/// failure after that stop leaves `restore-failed` ([`VerbEnd::Failed`]).
 fn gates(
     run: &mut VerbRun,
-    st: &SlotState,
+    st: &mut SlotState,
     reset: bool,
-) -> Result<(Box<dyn RuntimeOps>, PathBuf), SlotError> {
+) -> Result<(Box<dyn RuntimeOps>, PathBuf, bool), SlotError> {
     let id = st.container_id.clone();
     let (paths_rt, paths_cr) = common::binary_paths(run, st);
     let query_rt = run.runtime(st, &paths_rt, &paths_cr);
@@ -198,12 +203,9 @@ fn gates(
         }
     }
     let t = Instant::now();
+    let mut began = false;
     if reset {
-        // Destructive: stop the current container (proven), after every gate above passed.
-        run.clear("container-stop", &RESET_GATES)?;
-        common::stop_container_proven_from(run, &*rt, &id, before, absent)?;
-        left(st).record(run)?;
-        clear_half_state(run, st)?;
+        began = stop_for_reset(run, st, &*rt, (before, absent), left)?;
     } else {
         let r = match before {
             Ok(None) => Ok(match absent {
@@ -221,7 +223,58 @@ fn gates(
         clear_half_state(run, st)?;
     }
     run.took("gate-container", t);
-    Ok((rt, snap_dir))
+    Ok((rt, snap_dir, began))
+}
+
+/// Reset's first destructive step, after every gate before it passed: the phase saying a
+/// restore is under way saved when there is a container to stop (`before`: the `runtime state`
+/// answer; `absent`: the runtime root's proof of absence), the container stopped and proven gone,
+/// then `cgroup-empty`, `netns-empty` (`left`: their scans) and the half-written runtime state
+/// removed. Returns whether the phase was saved. A failure after the save leaves
+/// `restore-failed` ([`VerbEnd::Failed`]: `container_gone` when the stop was proven).
+///
+/// Errors: the first gate or step that failed.
+fn stop_for_reset(
+    run: &mut VerbRun,
+    st: &mut SlotState,
+    rt: &dyn RuntimeOps,
+    (before, absent): (Result<Option<String>, String>, Option<String>),
+    left: impl FnOnce(&SlotState) -> LeftProcs,
+) -> Result<bool, SlotError> {
+    run.clear("container-stop", &RESET_GATES)?;
+    let id = st.container_id.clone();
+    let stops = !matches!(before, Ok(None));
+    if stops {
+        save_began(run, st)?;
+    }
+    let stopped = common::stop_container_proven_from(run, rt, &id, before, absent);
+    let gone = stopped.is_ok();
+    let r = stopped
+        .and_then(|()| left(st).record(run))
+        .and_then(|()| clear_half_state(run, st));
+    if let Err(e) = r {
+        if stops {
+            let end = VerbEnd::Failed {
+                container_gone: gone,
+            };
+            st.phase = Phase::after(run.args.verb, end, st.phase).unwrap_or(st.phase);
+            let _ = run.save(st);
+        }
+        return Err(e);
+    }
+    Ok(stops)
+}
+
+/// Saves the phase that says the verb is under way (`restoring`: [`VerbEnd::Began`]), before its
+/// first destructive step (timing `state-save`).
+///
+/// Errors: `state.json` could not be written (step `state-write`).
+fn save_began(run: &mut VerbRun, st: &mut SlotState) -> Result<(), SlotError> {
+    let t = Instant::now();
+    st.phase = Phase::after(run.args.verb, VerbEnd::Began, st.phase).unwrap_or(st.phase);
+    run.save(st)?;
+    run.took("state-save", t);
+    Ok(())
 }
 
 /// What `cgroup-empty` and `netns-empty` decide: no process left in the container's cgroup
@@ -467,17 +520,23 @@ fn net_fidelity(
 /// The gates after a successful runtime restore: holder, network state byte-equal to the one
 /// recorded at snapshot, then the ready gates, then the display gates (with `bufs`, the
 /// whole-screen memory prepared during the restore, for a profile with a display). A failed gate stops the restored container
-/// ([`restore_failed`]) and keeps the holder for a retry.
+/// ([`restore_failed`]) and keeps the holder for a retry; an interruption stops it too, through
+/// `on_signal` (the container's release registration), dropped only once every gate passed.
 fn restored_gates(
     run: &mut VerbRun,
     st: &mut SlotState,
     rt: &dyn RuntimeOps,
-    (snap_dir, bufs): (&Path, Option<super::display::PreparedBuffers>),
+    (snap_dir, bufs, on_signal): (
+        &Path,
+        Option<super::display::PreparedBuffers>,
+        Option<crate::ns::cleanup::Registration>,
+    ),
     reset: bool,
     state: impl FnOnce() -> StateAnswer,
 ) -> Result<String, SlotError> {
-    // A signal seen since the runtime restore stops the verb here (the restored container is
-    // the slot's; the interruption note says what to do next), not after every gate ran.
+    // A signal seen since the runtime restore stops the verb here, not after every gate ran:
+    // the release then stops the ungated container (`on_signal`), and the interruption note
+    // says what to do next.
     crate::ns::cleanup::checkpoint();
     let h = match holder_gate(run, st, "network-fidelity check") {
         Ok(h) => h,
@@ -512,6 +571,8 @@ fn restored_gates(
     if let Err(e) = super::display::restored_gates(run, st, pid, snap_dir, bufs) {
         return Err(restore_failed(run, st, rt, e));
     }
+    // Every gate passed: the container is the slot's, kept whatever comes now.
+    drop(on_signal);
     let t = Instant::now();
     st.phase = Phase::after(run.args.verb, VerbEnd::Succeeded, st.phase).unwrap_or(st.phase);
     st.restores += 1;

@@ -447,6 +447,7 @@ impl<'a> VerbRun<'a> {
 
     /// Saves `state.json`. Errors: step `state-write` could not run.
     pub fn save(&self, st: &mut SlotState) -> Result<(), SlotError> {
+        self.trace(format!("state {}", st.phase.name()));
         st.save(&self.paths.state())
             .map_err(|e| self.step_err("state-write", e))
     }

@@ -164,10 +164,37 @@ fn reset_kills_only_after_every_reset_gate() {
     gates_before(&trace, &RESET_GATES, kill);
     assert!(pos(&trace, "step container-stop") < kill);
     assert!(pos(&trace, "gate container-stopped") > kill);
+    // The phase saying a restore is under way is on disk before the stop (an interruption or
+    // a failure after it never leaves phase running over a stopped container), once.
+    let began = pos(&trace, "state restoring");
+    assert!(pos(&trace, "step container-stop") < began && began < kill);
+    assert_eq!(trace.iter().filter(|e| *e == "state restoring").count(), 1);
     // No overlay recorded in the fixture: the verb stops at its next step, having begun.
     let e = r.unwrap_err();
     assert_refused(&e, 4, "overlay");
     assert_eq!(f.state().phase, Phase::Restoring);
+}
+
+/// A reset whose gates after the stop fail (`cgroup-empty`: a process left in the container's
+/// cgroup) has stopped the container: phase restore-failed, saved `restoring` before the stop,
+/// never `running` over a stopped container; a reset that found no container to stop changes
+/// no phase.
+#[test]
+fn a_reset_failing_after_its_stop_leaves_restore_failed() {
+    let f = existing(true, Phase::Running);
+    let tmp = f.paths.state_dir.parent().unwrap().to_path_buf();
+    f.edit(|st| st.cgroup = Some(super::cgroup_procs::tests::fake_cgroup(&tmp, "31493\n")));
+    let (r, trace) = drive(Verb::Reset, &f.sd, Some("running"), |_| {});
+    assert_refused(&r.unwrap_err(), 1, "cgroup-empty");
+    let kill = pos(&trace, "runtime kill netprobe-slot-1 KILL");
+    assert!(pos(&trace, "state restoring") < kill, "{trace:#?}");
+    assert!(pos(&trace, "state restore-failed") > kill, "{trace:#?}");
+    assert_eq!(f.state().phase, Phase::RestoreFailed);
+    // The same refusal with no container to stop: nothing changed, the phase is kept.
+    let (r, trace) = drive(Verb::Reset, &f.sd, None, |_| {});
+    assert_refused(&r.unwrap_err(), 1, "cgroup-empty");
+    assert!(!trace.iter().any(|e| e.starts_with("state ")), "{trace:#?}");
+    assert_eq!(f.state().phase, Phase::RestoreFailed);
 }
 
 #[test]
@@ -374,6 +401,13 @@ fn provision_creates_nothing_before_its_gates() {
     });
     let e = r.unwrap_err();
     assert_eq!(e.gate.as_deref(), Some("slot-fresh"), "{e}");
+    // No state and no journal: nothing was made there, so nothing can leak by moving it.
+    assert!(
+        e.message
+            .contains("never re-provisioned in place: its state.json cannot be read")
+            && e.message.contains("nothing to release or restore"),
+        "{e}"
+    );
     let step = pos(&trace, "step slot-create");
     gates_before(&trace, &PROVISION_GATES, step);
     assert!(
