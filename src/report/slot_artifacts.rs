@@ -43,6 +43,18 @@ fn made_by_verb(rel: &str) -> bool {
             .is_some_and(crate::evidence::empty_dirs::is_criu_cgroup_yard)
 }
 
+/// The files `verb_dir`'s `incomplete.txt` names as not written (`not written: FILE (why)`
+/// lines, as the verb's end writes them); none without the note.
+fn not_written_by_note(verb_dir: &Path) -> Vec<String> {
+    let note = verb_dir.join(crate::evidence::dir::INCOMPLETE_FILE);
+    std::fs::read_to_string(note)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.strip_prefix("not written: "))
+        .filter_map(|rest| rest.split_once(" (").map(|(f, _)| f.to_string()))
+        .collect()
+}
+
 /// The files of `verb_dir` against `listed` (`verb.json`'s `artifacts`; `None`: it lists
 /// none — an interrupted verb's, or one written before netprobe listed them — so nothing is
 /// checked).
@@ -98,8 +110,12 @@ pub(crate) fn check(verb_dir: &Path, listed: Option<&[Artifact]>) -> ArtifactChe
             ));
         }
     }
-    // `artifacts` names files only: a directory holding none is checked apart.
-    match crate::evidence::empty_dirs::fileless_dirs(verb_dir, &made_by_verb) {
+    // `artifacts` names files only: a directory holding none is checked apart. One standing
+    // where the verb's `incomplete.txt` says a file of that name could not be written is what
+    // that note explains (the write found it there), not an addition.
+    let not_written = not_written_by_note(verb_dir);
+    let made = |rel: &str| made_by_verb(rel) || not_written.iter().any(|f| f == rel);
+    match crate::evidence::empty_dirs::fileless_dirs(verb_dir, &made) {
         Ok(dirs) => mismatches.extend(dirs.into_iter().map(|d| {
             format!(
                 "{d}/: a directory in the folder holding no file, which no verb makes (a verb leaves one only as criu-work/ or CRIU's cgroup yard .criu.cgyard.XXXXXX in it): added after the verb wrote it"
@@ -222,5 +238,19 @@ mod tests {
             "{c:#?}"
         );
         assert!(c.mismatches[1].starts_with("criu-work/images/: "), "{c:#?}");
+        // A directory where incomplete.txt says a file of that name could not be written is
+        // what the note explains; the others stay named.
+        std::fs::create_dir(d.path().join("timings.json")).unwrap();
+        std::fs::write(
+            d.path().join(crate::evidence::dir::INCOMPLETE_FILE),
+            "not written: timings.json (a file of that name is already there)\n",
+        )
+        .unwrap();
+        let c = check(d.path(), Some(&listed));
+        assert_eq!(c.mismatches.len(), 2, "{c:#?}");
+        assert!(
+            !c.mismatches.iter().any(|m| m.starts_with("timings.json")),
+            "{c:#?}"
+        );
     }
 }
