@@ -21,5 +21,6 @@ pub mod probe;
 pub mod proc;
 pub mod profile;
 pub mod report;
+pub mod shell;
 pub mod slot;
 pub mod x11;

@@ -304,6 +304,36 @@ fn verify_of_a_slot_folder_points_to_report() {
     }
 }
 
+/// The command `verify` prints for a slot folder under a path with a space is one a shell
+/// runs as shown: the path is quoted (unquoted, `netprobe report` would get two arguments).
+#[test]
+fn a_printed_command_quotes_a_path_with_a_space() {
+    let d = tempfile::tempdir().unwrap();
+    let slot = d.path().join("with space/state/slot-3");
+    std::fs::create_dir_all(slot.join("evidence")).unwrap();
+    std::fs::write(slot.join("owner.json"), b"{}").unwrap();
+    let (code, _, err) = run(&["verify", slot.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    let cmd = err
+        .split('`')
+        .find(|c| c.starts_with("netprobe report "))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert_eq!(
+        cmd,
+        format!("netprobe report '{}'", slot.display()),
+        "{err}"
+    );
+    // What a shell makes of it: the words netprobe meant.
+    let o = Command::new("sh")
+        .args(["-c", &format!("printf '%s\\n' {cmd}")])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        format!("netprobe\nreport\n{}\n", slot.display())
+    );
+}
+
 /// `doctor` says what a `$CRIU_CONFIG_FILE` naming no file is: set, no such file (CRIU would
 /// skip it), refused as a request to configure CRIU — not "present".
 #[test]

@@ -28,6 +28,11 @@ impl Buf {
 
 /// Drives a whole run through `mode`; returns (stderr, stdout).
 fn drive(mode: ProgressMode, r: &RunResult) -> (String, String) {
+    drive_into(mode, r, Path::new("/var/tmp/np-runc"))
+}
+
+/// [`drive`] with the evidence folder `dir`.
+fn drive_into(mode: ProgressMode, r: &RunResult, dir: &Path) -> (String, String) {
     let (err, out) = (Buf::default(), Buf::default());
     let mut p = Progress::with_writers(mode, Box::new(err.clone()), Box::new(out.clone()));
     for rung in &r.rungs {
@@ -35,7 +40,7 @@ fn drive(mode: ProgressMode, r: &RunResult) -> (String, String) {
         p.step("checkpoint");
         p.rung_finished(rung);
     }
-    p.finished(r, Path::new("/var/tmp/np-runc")).unwrap();
+    p.finished(r, dir).unwrap();
     drop(p);
     (err.text(), out.text())
 }
@@ -91,6 +96,25 @@ fn plain_mode_lines_on_stderr_summary_on_stdout() {
     // Auto on a writer is plain (no spinner escape codes).
     let (err2, out2) = drive(ProgressMode::Auto, &r);
     assert_eq!((err2, out2), (err, out));
+}
+
+/// The closing `report:` line is a command to paste: an evidence folder with a space is quoted
+/// (one word to the shell); a plain one prints as it is.
+#[test]
+fn the_report_line_quotes_an_evidence_folder_with_a_space() {
+    let r = fixtures::runc_result();
+    let (_, out) = drive_into(ProgressMode::Plain, &r, Path::new("/tmp/x/with space"));
+    let line = out.lines().find(|l| l.starts_with("report:")).unwrap();
+    assert!(
+        line.ends_with(" report '/tmp/x/with space' --format html"),
+        "{line}"
+    );
+    let (_, out) = drive(ProgressMode::Plain, &r);
+    let line = out.lines().find(|l| l.starts_with("report:")).unwrap();
+    assert!(
+        line.ends_with(" report /var/tmp/np-runc --format html"),
+        "{line}"
+    );
 }
 
 #[test]

@@ -87,7 +87,7 @@ fn verify_side(path: &Path) -> bool {
                     .first()
                     .map(String::as_str)
                     .unwrap_or("the verdict differs"),
-                dir.display()
+                netprobe::shell::arg(&dir)
             );
             super::out::line(line.clone());
             eprintln!("netprobe: {line}");

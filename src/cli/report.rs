@@ -80,7 +80,7 @@ impl Execute for ReportCmd {
                     eprintln!(
                         "netprobe: the evidence in {} does not reproduce what it records; the report says NOT VERIFIED (see `netprobe verify {}`)",
                         self.dir.display(),
-                        self.dir.display()
+                        netprobe::shell::arg(&self.dir)
                     );
                     return ExitClass::Gate.into();
                 }

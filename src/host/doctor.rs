@@ -179,7 +179,10 @@ fn criu_prereqs(criu: &Path) -> [Prereq; 2] {
                     true,
                     ok,
                     detail,
-                    &format!("run: sudo {} check -v4 and fix what it names", f.path),
+                    &format!(
+                        "run: sudo {} check -v4 and fix what it names",
+                        crate::shell::arg(&f.path)
+                    ),
                 ),
             ]
         }
@@ -253,7 +256,13 @@ fn criu_config_prereq() -> Prereq {
             let from_env = std::env::var_os(crate::criu::CRIU_CONFIG_ENV)
                 .is_some_and(|v| std::path::Path::new(&v) == f.as_path());
             if f.exists() && !from_env {
-                format!("mv {0} {0}.disabled", f.display())
+                let mut disabled = f.as_os_str().to_owned();
+                disabled.push(".disabled");
+                format!(
+                    "mv {} {}",
+                    crate::shell::arg(f),
+                    crate::shell::arg(&disabled)
+                )
             } else {
                 "unset CRIU_CONFIG_FILE".to_string()
             }

@@ -194,7 +194,7 @@ fn baseline_not_verified(b: &std::path::Path) -> Result<Vec<String>, String> {
         "NOT VERIFIED: the baseline {} does not reproduce its matrix.json ({} mismatch(es)); the comparison below is with what its matrix.json records, not what its evidence proves — run `netprobe verify {}`",
         b.display(),
         problems.len(),
-        b.display()
+        crate::shell::arg(b)
     )];
     lines.extend(problems.iter().map(|p| format!("  MISMATCH {p}")));
     Ok(lines)

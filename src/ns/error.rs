@@ -90,7 +90,8 @@ pub enum NsError {
 
     /// Spawning the holder executable failed.
     #[error(
-        "cannot spawn holder `{exe} __holder`: {source}; set NETPROBE_EXE to the netprobe binary"
+        "cannot spawn holder `{} __holder`: {source}; set NETPROBE_EXE to the netprobe binary",
+        crate::shell::arg(.exe)
     )]
     Spawn {
         /// The executable path.
@@ -102,8 +103,9 @@ pub enum NsError {
 
     /// The holder handshake (one JSON line on the report pipe) failed.
     #[error(
-        "holder pid {pid} ({exe}) handshake failed: {reason}; run `{exe} __holder --report-fd 1` \
-         as root by hand to see what it reports"
+        "holder pid {pid} ({exe}) handshake failed: {reason}; run `{} __holder --report-fd 1` \
+         as root by hand to see what it reports",
+        crate::shell::arg(.exe)
     )]
     Handshake {
         /// The holder's pid.

@@ -202,7 +202,9 @@ pub enum OciError {
 
     /// A container that must be gone is still known to the runtime.
     #[error(
-        "container {id} still exists (status {status}) under runc root {root}; it must be gone before restore: run runc --root {root} delete -f {id} if it is yours"
+        "container {id} still exists (status {status}) under runc root {root}; it must be gone before restore: run runc --root {} delete -f {} if it is yours",
+        crate::shell::arg(.root),
+        crate::shell::arg(.id)
     )]
     StillExists {
         /// The container id.
@@ -224,7 +226,9 @@ pub enum OciError {
 
     /// A container of that name already exists and was not created by this netprobe run.
     #[error(
-        "a container named {id} already exists under runc root {root}; netprobe never deletes what it did not create: if it is yours, run runc --root {root} delete -f {id}"
+        "a container named {id} already exists under runc root {root}; netprobe never deletes what it did not create: if it is yours, run runc --root {} delete -f {}",
+        crate::shell::arg(.root),
+        crate::shell::arg(.id)
     )]
     AlreadyExists {
         /// The container id.

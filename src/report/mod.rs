@@ -120,7 +120,8 @@ pub enum ReportError {
     /// A matrix folder was given where a run folder is needed (`diff`): matrices are compared
     /// with `matrix --baseline`, their parts one by one.
     #[error(
-        "{dir}: a matrix folder (matrix.json), not a run's evidence folder; compare a new matrix with this one by `netprobe matrix … --baseline {dir}`, or diff two of its parts (run folders: {dir}/kernel, {dir}/criu-…, {dir}/cell-…)"
+        "{dir}: a matrix folder (matrix.json), not a run's evidence folder; compare a new matrix with this one by `netprobe matrix … --baseline {}`, or diff two of its parts (run folders: {dir}/kernel, {dir}/criu-…, {dir}/cell-…)",
+        crate::shell::arg(.dir)
     )]
     MatrixFolder {
         /// The folder as given.
@@ -312,9 +313,13 @@ pub fn slot_verify_refusal(dir: &Path) -> Option<String> {
 /// slot folders (then `report` is shown with the form `<dir>/slot-N` and the folders listed).
 fn verify_refusal_text(dir: &str, kind: &str, slots: Option<&[String]>) -> String {
     let report = match slots {
-        None => format!("`netprobe report {dir}` shows each verb"),
+        None => format!(
+            "`netprobe report {}` shows each verb",
+            crate::shell::arg(dir)
+        ),
         Some(slots) => format!(
-            "`netprobe report {dir}/slot-N` (one of its slot folders: {}) shows each of that slot's verbs",
+            "`netprobe report {}/slot-N` (one of its slot folders: {}) shows each of that slot's verbs",
+            crate::shell::arg(dir),
             slots.join(", ")
         ),
     };

@@ -161,7 +161,7 @@ impl Progress {
                     self.out,
                     "report:   {} report {} --format html",
                     invoked_as(std::env::args_os().next()),
-                    evidence_dir.display()
+                    crate::shell::arg(evidence_dir)
                 )?;
             }
         }
@@ -171,10 +171,10 @@ impl Progress {
 
 /// How to run this netprobe again, for a printed command: the path it was started by when
 /// that names a file (`target/release/netprobe` under `cargo run`, which puts nothing on PATH),
-/// else `netprobe` (found through PATH). Pure.
+/// else `netprobe` (found through PATH); shell-quoted ([`crate::shell::arg`]). Pure.
 pub fn invoked_as(argv0: Option<std::ffi::OsString>) -> String {
     match argv0 {
-        Some(a) if a.to_string_lossy().contains('/') => a.to_string_lossy().into_owned(),
+        Some(a) if a.to_string_lossy().contains('/') => crate::shell::arg(a),
         _ => "netprobe".into(),
     }
 }
@@ -276,6 +276,10 @@ mod tests {
             "/usr/local/bin/netprobe"
         );
         assert_eq!(invoked_as(a("netprobe")), "netprobe");
+        assert_eq!(
+            invoked_as(a("/tmp/with space/netprobe")),
+            "'/tmp/with space/netprobe'"
+        );
         assert_eq!(invoked_as(None), "netprobe");
     }
 

@@ -176,7 +176,7 @@ impl Seen<'_> {
         format!(
             "`netprobe slot {verb} --slot {} --state-dir {}`",
             self.p.slot,
-            self.p.state_dir.display()
+            crate::shell::arg(&self.p.state_dir)
         )
     }
 
@@ -262,7 +262,7 @@ impl Seen<'_> {
         match self.container {
             Container::Paused => Some(format!(
                 "phase {phase} says the container runs, but it is paused (frozen: `live.container`): the slot's runtime (`runtime.path` in state.json) with `--root {} resume {}` thaws it; or {} restores the snapshot",
-                p.runtime_root().display(),
+                crate::shell::arg(p.runtime_root()),
                 p.container_id(),
                 self.cmd("reset")
             )),
@@ -312,7 +312,7 @@ impl Seen<'_> {
             Container::AbsentWithLeft => self.left(),
             Container::Paused => format!(
                 "the container is paused (frozen by the checkpoint that was stopped: `live.container`): the slot's runtime (`runtime.path` in state.json) with `--root {} resume {}` thaws it, then {} takes the snapshot again",
-                p.runtime_root().display(),
+                crate::shell::arg(p.runtime_root()),
                 p.container_id(),
                 self.cmd("snapshot")
             ),

@@ -300,3 +300,53 @@ fn the_interruption_note_says_only_what_its_releases_did() {
         "{s}"
     );
 }
+/// The commands `slot status` advises, and the interruption note's, quote a state directory
+/// with a space (as a shell needs: pasted unquoted, `--state-dir` would get only its first
+/// word); the runtime root in the resume hint too.
+#[test]
+fn advised_commands_quote_a_state_dir_with_a_space() {
+    use super::advice::{Container, advice};
+    let p = SlotPaths::new(Path::new("/tmp/x/with space/s"), 61);
+    let a = advice(
+        Phase::RestoreFailed,
+        &p,
+        Container::Running,
+        Some(1),
+        true,
+        None,
+    )
+    .unwrap();
+    assert!(
+        a.contains("`netprobe slot reset --slot 61 --state-dir '/tmp/x/with space/s'`"),
+        "{a}"
+    );
+    let a = advice(
+        Phase::Snapshotting,
+        &p,
+        Container::Paused,
+        Some(1),
+        false,
+        None,
+    )
+    .unwrap();
+    assert!(
+        a.contains("`--root '/tmp/x/with space/s/slot-61/runc-root' resume netprobe-slot-61`"),
+        "{a}"
+    );
+    let gone = serde_json::json!({"overlay_mounted": false});
+    let a = super::status::overlay_unmounted_note(&p, Phase::Running, &gone, true).unwrap();
+    assert!(
+        a.contains("`netprobe slot reset --slot 61 --state-dir '/tmp/x/with space/s'`"),
+        "{a}"
+    );
+    let a = super::interruption::interruption_next(false, &p);
+    assert!(
+        a.contains("`netprobe slot status --slot 61 --state-dir '/tmp/x/with space/s'`"),
+        "{a}"
+    );
+    let a = super::status::unfinished_provision_advice(&p);
+    assert!(
+        a.contains("`netprobe slot cleanup --slot 61 --state-dir '/tmp/x/with space/s'`"),
+        "{a}"
+    );
+}

@@ -420,11 +420,12 @@ pub fn probe_evidence(
             let probe_path = ran.map(|b| b.path.as_str()).unwrap_or("(none recorded)");
             return Err(format!(
                 "{shown}: probe ran {what} {probe_path} sha256 {sha:?}, the slot would run {} \
-                 sha256 {}; fix: provision with `{flag} {probe_path}`, or probe the slot's binary \
+                 sha256 {}; fix: provision with `{flag} {}`, or probe the slot's binary \
                  (`netprobe run {flag} {}`)",
                 now.path.display(),
                 now.sha256,
-                now.path.display()
+                ran.map_or_else(|| probe_path.to_string(), |b| crate::shell::arg(&b.path)),
+                crate::shell::arg(&now.path)
             ));
         }
     }

@@ -189,7 +189,7 @@ fn app_drawn(shot: &Screenshot, region: Rect, socket: &Path) -> Result<String, S
         )),
         Some((0, [r, g, b])) => Err(format!(
             "display.input region {region} of the screen is one colour (#{r:02x}{g:02x}{b:02x}): the application's window is not drawn there (not mapped yet?); wait until it is, then snapshot again (screen.png in this verb's evidence is the screen seen). If it stays unmapped, the application may be waiting for an X event (the desktop image's Tk app can stall so at start-up under load): one key that draws nothing wakes it, e.g. `ln -s {} /tmp/.X11-unix/X99 && DISPLAY=:99 xdotool key shift; rm /tmp/.X11-unix/X99` (xdotool from Debian's package)",
-            socket.display()
+            crate::shell::arg(socket)
         )),
         Some((n, _)) => Ok(format!(
             "display.input region {region}: {n} of {} pixels differ from its first pixel's colour",

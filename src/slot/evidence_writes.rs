@@ -216,7 +216,7 @@ impl Incomplete<'_> {
         format!(
             "--slot {} --state-dir {}",
             self.slot,
-            self.fs.state_dir.display()
+            crate::shell::arg(&self.fs.state_dir)
         )
     }
 

@@ -54,7 +54,7 @@ fn new_slot(p: &SlotPaths) -> String {
     format!(
         "`netprobe slot cleanup --slot {} --state-dir {}`, then provision a new slot",
         p.slot,
-        p.state_dir.display()
+        crate::shell::arg(&p.state_dir)
     )
 }
 

@@ -222,7 +222,7 @@ pub(crate) fn interruption_next(provision: bool, paths: &SlotPaths) -> String {
         (false, _) => format!(
             "`netprobe slot status --slot {} --state-dir {}` gives the next step (its `advice`, from the container's runtime state, the holder and the snapshot now: the verb again, another verb, or `slot cleanup`)",
             paths.slot,
-            paths.state_dir.display()
+            crate::shell::arg(&paths.state_dir)
         ),
     }
 }

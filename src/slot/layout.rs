@@ -195,7 +195,7 @@ pub fn check_state_dir(dir: &Path, how: StateDirUse) -> Result<String, String> {
                 return Err(format!(
                     "{} does not exist (no slot was provisioned here; `netprobe slot provision --state-dir {}` creates it)",
                     dir.display(),
-                    dir.display()
+                    crate::shell::arg(dir)
                 ));
             }
             // A concurrent provision may create it between the stat and here: then it is
@@ -439,7 +439,7 @@ pub fn check_owner(paths: &SlotPaths) -> Result<(OwnerMarker, String), (bool, St
                     paths.root.display(),
                     paths.slot,
                     paths.slot,
-                    paths.root.parent().unwrap_or(&paths.root).display()
+                    crate::shell::arg(paths.root.parent().unwrap_or(&paths.root))
                 ),
             ));
         }
@@ -530,7 +530,7 @@ fn copied_slot(paths: &SlotPaths, owner: &Path, original: &Path) -> String {
         paths.slot,
         original.display(),
         paths.root.display(),
-        sd.display()
+        crate::shell::arg(sd)
     )
 }
 

@@ -387,7 +387,7 @@ fn no_state_why(paths: &SlotPaths) -> String {
     let status = format!(
         "`netprobe slot status --slot {} --state-dir {}` says what to release by hand (its `advice`)",
         paths.slot,
-        paths.state_dir.display()
+        crate::shell::arg(&paths.state_dir)
     );
     let journal = layout::journal_read(&paths.journal());
     match journal_made(&journal) {

@@ -30,7 +30,7 @@ pub(crate) fn snapshot(run: &mut VerbRun, st: &mut SlotState) -> Result<String, 
         Ok(Some(s)) => Err(format!(
             "runtime state {id}: {s}, need running: only a running container is checkpointed; `netprobe slot status --slot {} --state-dir {}` gives the next step (a paused container is resumed, a stopped one reset)",
             run.paths.slot,
-            run.paths.state_dir.display()
+            crate::shell::arg(&run.paths.state_dir)
         )),
         Ok(None) => Err(format!(
             "runtime state {id}: the runtime has no such container (nothing it can checkpoint; phase {:?}): {}",
@@ -126,7 +126,7 @@ pub(crate) fn container_gated(
     let reset = format!(
         "`netprobe slot reset --slot {} --state-dir {}`",
         p.slot,
-        p.state_dir.display()
+        crate::shell::arg(&p.state_dir)
     );
     match phase {
         Phase::Ready | Phase::Running | Phase::Snapshotting | Phase::SnapshotFailed => Ok(format!(
@@ -142,7 +142,7 @@ pub(crate) fn container_gated(
         | Phase::Clean => Err(format!(
             "phase {name}: no verb brought a container up through its gates here; `netprobe slot status --slot {} --state-dir {}` gives the next step",
             p.slot,
-            p.state_dir.display()
+            crate::shell::arg(&p.state_dir)
         )),
     }
 }

@@ -117,7 +117,7 @@ fn absent_slot_advice(p: &SlotPaths) -> String {
             "the state directory {} does not exist: no slot was provisioned there; check `--state-dir` (it is the one given at provision), or `netprobe slot provision --slot {} --state-dir {}` creates it with this slot",
             p.state_dir.display(),
             p.slot,
-            p.state_dir.display()
+            crate::shell::arg(&p.state_dir)
         );
     }
     let mut slots: Vec<String> = fs::read_dir(&p.state_dir)
@@ -330,7 +330,7 @@ pub(crate) fn overlay_unmounted_note(
         format!(
             "`netprobe slot {verb} --slot {} --state-dir {}`",
             p.slot,
-            p.state_dir.display()
+            crate::shell::arg(&p.state_dir)
         )
     };
     Some(format!(
@@ -456,14 +456,14 @@ pub(crate) fn unreadable_state_advice(p: &SlotPaths, e: &str, live: &Value) -> S
         ),
         Some((path, from)) => format!(
             "`{} --root {} delete -f {}` (the runtime provision recorded: {})",
-            path.display(),
-            p.runtime_root().display(),
+            crate::shell::arg(&path),
+            crate::shell::arg(p.runtime_root()),
             p.container_id(),
             from.display()
         ),
         None => format!(
             "`<runtime> --root {} delete -f {}`, with the runtime it was provisioned with (no provision's verb.json under {} names it)",
-            p.runtime_root().display(),
+            crate::shell::arg(p.runtime_root()),
             p.container_id(),
             p.evidence().display()
         ),
@@ -512,7 +512,7 @@ pub(crate) fn unfinished_provision_advice(p: &SlotPaths) -> String {
          another slot number; do not move {} away before that cleanup has run (its container, \
          holder and mounts would be left running with no owner)",
         p.slot,
-        p.state_dir.display(),
+        crate::shell::arg(&p.state_dir),
         p.root.display(),
     )
 }
