@@ -334,6 +334,65 @@ fn a_printed_command_quotes_a_path_with_a_space() {
     );
 }
 
+/// The `--probe-evidence` folder of every example (`slot --help`, `slot provision --help`,
+/// README's `sh` blocks) is one the example makes: a `netprobe run --evidence` of the same
+/// folder earlier in it (`netprobe run` writes no fixed folder such as `evidence/last`).
+#[test]
+fn every_probe_evidence_example_names_a_folder_a_run_in_it_wrote() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let mut examples: Vec<(String, String)> = ["slot", "provision"]
+        .iter()
+        .map(|w| {
+            let args: &[&str] = match *w {
+                "slot" => &["slot", "--help"],
+                _ => &["slot", "provision", "--help"],
+            };
+            let (code, out, err) = run(args);
+            assert_eq!(code, Some(0), "{err}");
+            (format!("{args:?}"), out)
+        })
+        .collect();
+    examples.extend(
+        readme
+            .split("```sh\n")
+            .skip(1)
+            .map(|b| b.split("```").next().unwrap_or_default())
+            .enumerate()
+            .map(|(i, b)| (format!("README sh block {i}"), b.replace("\\\n", " "))),
+    );
+    let mut seen = 0;
+    for (name, text) in &examples {
+        let mut wrote: Vec<&str> = Vec::new();
+        for line in text.lines() {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let after = |flag: &str| {
+                words
+                    .iter()
+                    .position(|w| *w == flag)
+                    .and_then(|i| words.get(i + 1).copied())
+            };
+            if words.windows(2).any(|w| w == ["netprobe", "run"])
+                && let Some(d) = after("--evidence")
+            {
+                wrote.push(d);
+            }
+            if words
+                .windows(3)
+                .any(|w| w == ["netprobe", "slot", "provision"])
+                && let Some(d) = after("--probe-evidence")
+            {
+                seen += 1;
+                assert!(
+                    d == "DIR" || wrote.contains(&d),
+                    "{name}: --probe-evidence {d} is no folder a `netprobe run --evidence` above wrote:\n{text}"
+                );
+            }
+        }
+    }
+    assert!(seen >= 5, "{seen} --probe-evidence examples found");
+}
+
 /// `doctor` says what a `$CRIU_CONFIG_FILE` naming no file is: set, no such file (CRIU would
 /// skip it), refused as a request to configure CRIU — not "present".
 #[test]

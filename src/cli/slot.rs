@@ -13,7 +13,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 const EXAMPLES: &str = "Examples:
-  sudo netprobe slot provision --slot 0 --state-dir /var/lib/netprobe/slots --probe-evidence evidence/last
+  sudo netprobe run --evidence /var/lib/netprobe/probe-1    # the probes first, into a new folder
+  sudo netprobe slot provision --slot 0 --state-dir /var/lib/netprobe/slots --probe-evidence /var/lib/netprobe/probe-1
   sudo netprobe slot snapshot  --slot 0 --state-dir /var/lib/netprobe/slots
   sudo netprobe slot restore   --slot 0 --state-dir /var/lib/netprobe/slots
   sudo netprobe slot reset     --slot 0 --state-dir /var/lib/netprobe/slots
@@ -34,7 +35,8 @@ pub struct SlotCmd {
 enum SlotVerb {
     /// Create a fresh slot: image, overlay, holder, bundle, container, ready gates.
     #[command(after_help = "Examples:
-  sudo netprobe slot provision --slot 0 --state-dir /var/lib/netprobe/slots --probe-evidence evidence/last
+  sudo netprobe run --evidence /var/lib/netprobe/probe-1    # the probes first, into a new folder
+  sudo netprobe slot provision --slot 0 --state-dir /var/lib/netprobe/slots --probe-evidence /var/lib/netprobe/probe-1
   sudo netprobe slot provision --slot 2 --state-dir /var/lib/netprobe/slots --profile profiles/desktop.toml --no-probe-gate --reason 'desktop guest'
   sudo netprobe slot provision --slot 1 --state-dir /var/lib/netprobe/slots --image desktop.qcow2 --image-sha256 <64 hex> --no-probe-gate --reason 'probe evidence on the other host'
 ")]
@@ -105,7 +107,9 @@ struct ProvisionCmd {
     /// sha256 pin of a .qcow2 --image.
     #[arg(long, requires = "image", value_parser = parse_sha256)]
     image_sha256: Option<String>,
-    /// Evidence folder of a passing probe run for the same runtime and CRIU (provision gate).
+    /// Evidence folder of a passing probe run for the same runtime and CRIU (provision gate):
+    /// the folder `netprobe run --evidence DIR` wrote (without --evidence, the DIR of the
+    /// `evidence: DIR/netprobe-result.json` line the run printed).
     #[arg(long, conflicts_with = "no_probe_gate")]
     probe_evidence: Option<PathBuf>,
     /// Skip the probe gate (recorded in the slot with --reason).
