@@ -62,11 +62,38 @@ fn state_dir_symlink_or_not_ours() {
     std::fs::create_dir(&real).unwrap();
     let link = tmp.path().join("link");
     std::os::unix::fs::symlink(&real, &link).unwrap();
+    // Not followed; the error names where the link leads and the path to pass instead.
+    let real_path = std::fs::canonicalize(&real).unwrap();
     for verb in [Verb::Provision, Verb::Snapshot, Verb::Cleanup, Verb::Status] {
         let e = err(&args(verb, "3", &link));
         assert_gate_err(&e, "3", "state-dir", 1);
-        assert!(e.message.contains("symlink"), "{e}");
+        assert!(
+            e.message.contains(&format!(
+                "{} is a symlink; netprobe does not follow a symlink for --state-dir",
+                link.display()
+            )) && e.message.contains(&format!(
+                "it leads to {0}: pass that path, `--state-dir {0}`",
+                real_path.display()
+            )),
+            "{e}"
+        );
     }
+    // A dangling link: its target as read, and why it does not resolve.
+    let dangling = tmp.path().join("dangling");
+    std::os::unix::fs::symlink(tmp.path().join("gone"), &dangling).unwrap();
+    let e = err(&args(Verb::Provision, "3", &dangling));
+    assert_gate_err(&e, "3", "state-dir", 1);
+    assert!(
+        e.message.contains(&format!(
+            "it points to {}, which does not resolve",
+            tmp.path().join("gone").display()
+        )),
+        "{e}"
+    );
+    assert!(
+        !tmp.path().join("gone").exists(),
+        "nothing made through the link"
+    );
     // A regular file as the state dir: every verb, status included, refuses it by the same gate.
     let file = tmp.path().join("a-file");
     std::fs::write(&file, b"not a state dir").unwrap();
@@ -162,4 +189,67 @@ fn state_dir_symlink_or_not_ours() {
         "{e}"
     );
     assert_eq!(std::fs::read_dir(sd.join("slot-4")).unwrap().count(), 1);
+}
+
+/// Unmounts a test's read-only bind mount when dropped (also when the test fails).
+struct Unmount(std::path::PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = nix::mount::umount2(&self.0, nix::mount::MntFlags::MNT_DETACH);
+    }
+}
+
+/// A state directory on a read-only filesystem — one `provision` would create there, or an
+/// empty one it would mark — is refused at gate `state-dir` (exit 1, nothing made) naming the
+/// filesystem (type, source, mount point) and the fix, as a slot folder that cannot be made is.
+#[test]
+fn a_state_dir_on_a_read_only_filesystem_names_the_filesystem_and_the_fix() {
+    require_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let ro = tmp.path().join("ro");
+    std::fs::create_dir_all(ro.join("empty")).unwrap();
+    std::fs::set_permissions(ro.join("empty"), std::fs::Permissions::from_mode(0o700)).unwrap();
+    use nix::mount::{MsFlags, mount};
+    mount(Some(&ro), &ro, None::<&str>, MsFlags::MS_BIND, None::<&str>).unwrap();
+    let _unmount = Unmount(ro.clone());
+    mount(
+        None::<&str>,
+        &ro,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY,
+        None::<&str>,
+    )
+    .unwrap();
+    for (sd, what) in [
+        (
+            ro.join("new"),
+            format!("cannot create {}", ro.join("new").display()),
+        ),
+        (
+            ro.join("empty"),
+            format!(
+                "cannot write {}",
+                ro.join("empty/.netprobe-state-dir").display()
+            ),
+        ),
+    ] {
+        let e = err(&args(Verb::Provision, "83", &sd));
+        assert_gate_err(&e, "83", "state-dir", 1);
+        assert!(
+            e.message.contains(&format!("{what}: Read-only file system"))
+                && e.message.contains(&format!(
+                    "the state directory {} is on the ",
+                    sd.display()
+                ))
+                && e.message.contains(&format!(" mounted at {}", ro.display()))
+                && e.message.contains(&format!(
+                    "fix: remount {} read-write, or give --state-dir a folder on a writable filesystem, then provision again",
+                    ro.display()
+                )),
+            "{e}"
+        );
+    }
+    assert!(!ro.join("new").exists());
+    assert_eq!(std::fs::read_dir(ro.join("empty")).unwrap().count(), 0);
 }

@@ -363,7 +363,12 @@ pub(crate) fn state_dir_refused(state_dir: &Path, e: &std::io::Error) -> Option<
         libc::EACCES | libc::EPERM => format!(
             "give uid {} write permission on {}",
             nix::unistd::geteuid(),
-            state_dir.display()
+            // A state directory not made yet: the folder it is to be made in.
+            match state_dir.exists() {
+                true => state_dir,
+                false => state_dir.parent().unwrap_or(state_dir),
+            }
+            .display()
         ),
         _ => return None,
     };

@@ -202,9 +202,15 @@ pub fn check_state_dir(dir: &Path, how: StateDirUse) -> Result<String, String> {
             // checked below like any existing folder.
             match fs::create_dir(dir) {
                 Ok(()) => fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
-                    .map_err(|e| format!("chmod {}: {e}", dir.display()))?,
+                    .map_err(|e| refused_write(dir, &format!("chmod {}", dir.display()), &e))?,
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
+                Err(e) => {
+                    return Err(refused_write(
+                        dir,
+                        &format!("cannot create {}", dir.display()),
+                        &e,
+                    ));
+                }
             }
         }
         Err(e) => return Err(format!("cannot stat {}: {e}", dir.display())),
@@ -213,10 +219,7 @@ pub fn check_state_dir(dir: &Path, how: StateDirUse) -> Result<String, String> {
     let md =
         fs::symlink_metadata(dir).map_err(|e| format!("cannot stat {}: {e}", dir.display()))?;
     if md.file_type().is_symlink() {
-        return Err(format!(
-            "{} is a symlink; refusing to follow it",
-            dir.display()
-        ));
+        return Err(symlinked_state_dir(dir));
     }
     if !md.is_dir() {
         return Err(format!(
@@ -248,6 +251,44 @@ pub fn check_state_dir(dir: &Path, how: StateDirUse) -> Result<String, String> {
         )),
         Ok(_) => Err(format!("{} is not a regular file", marker.display())),
         Err(_) => unmarked(dir, how, &md, euid, &marker),
+    }
+}
+
+/// The `state-dir` gate's words for a `--state-dir` that is a symlink: not followed (a slot's
+/// state, mounts and runtime root name the path it was provisioned under, and a link can be
+/// pointed elsewhere later); the fix is the real path, named (shell-quoted) when the link
+/// resolves, else the link's target as read and why it does not resolve.
+fn symlinked_state_dir(dir: &Path) -> String {
+    let fix = match fs::canonicalize(dir) {
+        Ok(real) => format!(
+            "it leads to {}: pass that path, `--state-dir {}`",
+            real.display(),
+            crate::shell::arg(&real)
+        ),
+        Err(e) => format!(
+            "it points to {}, which does not resolve ({e}): pass the real path of the state directory",
+            fs::read_link(dir).map_or_else(
+                |e| format!("(unreadable: {e})"),
+                |t| t.display().to_string()
+            )
+        ),
+    };
+    format!(
+        "{} is a symlink; netprobe does not follow a symlink for --state-dir (a slot's state, mounts and runtime root name the path it was provisioned under); {fix}",
+        dir.display()
+    )
+}
+
+/// `what: e` for a write into the state directory `dir` that failed; when the filesystem
+/// refused it (read-only, full, a quota, permissions:
+/// [`super::evidence_writes::state_dir_refused`]) also the filesystem and the fix, then
+/// "provision again" (only provision creates a state directory or its marker).
+fn refused_write(dir: &Path, what: &str, e: &std::io::Error) -> String {
+    match super::evidence_writes::state_dir_refused(dir, e) {
+        Some(fs) => format!(
+            "{what}: {e}: the state directory cannot be made ready; {fs}, then provision again"
+        ),
+        None => format!("{what}: {e}"),
     }
 }
 
@@ -320,9 +361,13 @@ fn write_marker(dir: &Path, marker: &Path) -> Result<(), String> {
             .write_all(b"netprobe slot state directory\n")
             .and_then(|()| f.sync_all())
             .and_then(|()| crate::evidence::fsync_dir(dir))
-            .map_err(|e| format!("cannot write {}: {e}", marker.display())),
+            .map_err(|e| refused_write(dir, &format!("cannot write {}", marker.display()), &e)),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(format!("cannot write {}: {e}", marker.display())),
+        Err(e) => Err(refused_write(
+            dir,
+            &format!("cannot write {}", marker.display()),
+            &e,
+        )),
     }
 }
 
