@@ -27,6 +27,9 @@ pub struct Prereq {
     pub detail: String,
     /// The command that fixes it (empty when `found`).
     pub fix: String,
+    /// What uses it when it is not `required` (e.g. `run --strace`, `slot driver images`),
+    /// shown on its line; empty when `required`.
+    pub used_by: String,
 }
 
 /// Checks every prerequisite, in this order: root; CRIU at `criu` present with its version;
@@ -336,6 +339,10 @@ pub fn doctor_ok(prereqs: &[Prereq]) -> bool {
 fn prereq(name: &str, required: bool, found: bool, detail: String, fix: &str) -> Prereq {
     Prereq {
         name: name.to_string(),
+        used_by: match required {
+            true => String::new(),
+            false => used_by(name).to_string(),
+        },
         required,
         found,
         detail,
@@ -344,6 +351,17 @@ fn prereq(name: &str, required: bool, found: bool, detail: String, fix: &str) ->
         } else {
             fix.to_string()
         },
+    }
+}
+
+/// What uses optional prerequisite `name` (its doctor line says so).
+fn used_by(name: &str) -> &'static str {
+    match name {
+        "strace" => "run --strace",
+        "nsenter" => "the tests and benchmarks",
+        "criu inet sockets" => "the slot driver's guest server",
+        "cgroup" => "information only",
+        _ => "slot driver images",
     }
 }
 
@@ -507,6 +525,30 @@ fn elf_has_no_interp(b: &[u8]) -> Result<bool, ElfError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each optional line says what uses it: strace is `run --strace`'s, not the slot driver's.
+    #[test]
+    fn optional_prerequisites_name_what_uses_them() {
+        let row = |t: &ToolRow| prereq(t.0, t.1, false, String::new(), t.3);
+        let used: Vec<(String, String)> = BASE_TOOLS
+            .iter()
+            .chain(&IMAGE_TOOLS)
+            .map(row)
+            .filter(|p| !p.required)
+            .map(|p| (p.name, p.used_by))
+            .collect();
+        let pair = |n: &str, u: &str| (n.to_string(), u.to_string());
+        assert!(used.contains(&pair("strace", "run --strace")), "{used:?}");
+        assert!(
+            used.contains(&pair("nsenter", "the tests and benchmarks")),
+            "{used:?}"
+        );
+        assert!(
+            used.contains(&pair("qemu-img", "slot driver images")),
+            "{used:?}"
+        );
+        assert_eq!(row(&IPTABLES).used_by, "");
+    }
 
     #[test]
     fn inet_socket_limit_is_criu_before_4_2_on_kernels_from_6_16() {

@@ -50,16 +50,16 @@ pub fn verify_text(dir: &Path, o: &VerifyOutcome) -> String {
 }
 
 /// The report of `netprobe doctor`: one line per prerequisite (`found  ` or `MISSING`, name,
-/// `(slot driver / optional)` when not required, the first line of the detail with `…` when it
+/// `(optional: what uses it)` when not required, the first line of the detail with `…` when it
 /// had more), followed by `        fix: …` for each missing one. Source: [`crate::host::doctor()`].
 pub fn doctor_text(prereqs: &[Prereq]) -> String {
     let mut s = String::new();
     for p in prereqs {
         let mark = if p.found { "found  " } else { "MISSING" };
-        let req = if p.required {
-            ""
-        } else {
-            " (slot driver / optional)"
+        let req = match (p.required, p.used_by.is_empty()) {
+            (true, _) => String::new(),
+            (false, true) => " (optional)".to_string(),
+            (false, false) => format!(" (optional: {})", p.used_by),
         };
         // One line per prerequisite: a binary's whole --version output can be long.
         let mut detail = p.detail.lines().next().unwrap_or("").to_string();
@@ -81,6 +81,11 @@ mod tests {
     fn prereq(name: &str, required: bool, found: bool, detail: &str, fix: &str) -> Prereq {
         Prereq {
             name: name.into(),
+            used_by: match (required, name) {
+                (true, _) => String::new(),
+                (false, "strace") => "run --strace".into(),
+                (false, _) => "slot driver images".into(),
+            },
             required,
             found,
             detail: detail.into(),
@@ -99,12 +104,14 @@ mod tests {
                 "not in PATH",
                 "apt-get install qemu-utils",
             ),
+            prereq("strace", false, true, "/usr/bin/strace", ""),
         ]);
         assert_eq!(
             t,
             "found   criu: Version: 4.2.1 …\n\
-             MISSING qemu-img (slot driver / optional): not in PATH\n        \
-             fix: apt-get install qemu-utils\n"
+             MISSING qemu-img (optional: slot driver images): not in PATH\n        \
+             fix: apt-get install qemu-utils\n\
+             found   strace (optional: run --strace): /usr/bin/strace\n"
         );
     }
 
