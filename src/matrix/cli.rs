@@ -37,8 +37,9 @@ pub struct MatrixArgs {
     /// New matrix folder (must not exist or be empty). Default: ./evidence/matrix-<UTC time>-<pid>.
     #[arg(long)]
     pub evidence: Option<PathBuf>,
-    /// Expected verdict for every cell (VERDICT) or for one runtime's cells (RUNTIME=VERDICT,
-    /// RUNTIME its path or file name); repeatable. Exit 1 when a cell differs.
+    /// Expected verdict for every cell (VERDICT, or *=VERDICT) or for one runtime's cells
+    /// (RUNTIME=VERDICT, RUNTIME its path or file name; it wins over the one for every cell);
+    /// repeatable. Exit 1 when a cell differs.
     #[arg(long)]
     pub expect: Vec<String>,
     /// An earlier matrix folder: every cell's verdict is compared; exit 1 when any changed.
