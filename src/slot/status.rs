@@ -528,7 +528,7 @@ pub(crate) fn existing_slot_way_out(p: &SlotPaths) -> String {
     let cleanup = format!(
         "`netprobe slot cleanup --slot {} --state-dir {}`",
         p.slot,
-        p.state_dir.display()
+        crate::shell::arg(&p.state_dir)
     );
     match SlotState::load(&p.state()) {
         Ok(st) if st.phase == Phase::Clean => format!(
