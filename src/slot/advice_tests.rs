@@ -350,3 +350,39 @@ fn advised_commands_quote_a_state_dir_with_a_space() {
         "{a}"
     );
 }
+
+/// A slot folder whose `owner.json` was removed is refused (nothing touched); the way out offers
+/// moving it away at once only when its `state.json` records nothing live (phase clean, or no
+/// readable state): any other phase names what it records as possibly live, to be released by
+/// hand first.
+#[test]
+fn a_missing_owner_marker_offers_the_move_only_when_nothing_is_recorded_live() {
+    let f = super::tests::existing(false, Phase::Running);
+    let p = &f.paths;
+    fs::remove_file(p.owner()).unwrap();
+    let (exists, w) = layout::check_owner(p).unwrap_err();
+    assert!(exists);
+    assert!(
+        w.contains("records phase running")
+            && w.contains(&format!("container {}", p.container_id()))
+            && w.contains("holder pid ")
+            && w.contains("release those by hand first")
+            && !w.contains(&format!(
+                "says so: keep what you need, move {}",
+                p.root.display()
+            )),
+        "{w}"
+    );
+    f.edit(|st| st.phase = Phase::Clean);
+    let (_, w) = layout::check_owner(p).unwrap_err();
+    assert!(
+        w.contains(&format!(
+            "keep what you need, move {} away",
+            p.root.display()
+        )) && !w.contains("release those by hand"),
+        "{w}"
+    );
+    fs::remove_file(p.state()).unwrap();
+    let (_, w) = layout::check_owner(p).unwrap_err();
+    assert!(w.contains("move ") && !w.contains("records phase"), "{w}");
+}

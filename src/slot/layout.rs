@@ -512,16 +512,7 @@ pub fn check_owner(paths: &SlotPaths) -> Result<(OwnerMarker, String), (bool, St
     match fs::symlink_metadata(&owner) {
         Ok(m) if m.is_file() => {}
         Ok(_) => return Err((true, format!("{} is not a regular file", owner.display()))),
-        Err(_) => {
-            return Err((
-                true,
-                format!(
-                    "{} is missing: the directory is not proven to be a netprobe slot, so nothing in it is touched; if netprobe made it, its evidence and journal (evidence/, journal.jsonl) say so: keep what you need, move {} away, and provision another slot number",
-                    owner.display(),
-                    paths.root.display()
-                ),
-            ));
-        }
+        Err(_) => return Err((true, missing_owner(paths))),
     }
     let text =
         fs::read(&owner).map_err(|e| (true, format!("cannot read {}: {e}", owner.display())))?;
@@ -554,6 +545,41 @@ pub fn check_owner(paths: &SlotPaths) -> Result<(OwnerMarker, String), (bool, St
     }
     let detail = format!("{}: netprobe slot {}, id {}", owner.display(), m.slot, m.id);
     Ok((m, detail))
+}
+
+/// The refusal of a slot folder without `owner.json`: nothing in it is touched. Moving it away
+/// is the way out only when nothing of it can be live: when its `state.json` (read, not proven:
+/// the marker is missing) records a phase other than `clean`, the words name what it records as
+/// possibly live (container and runtime root, holder pid, overlay mount), to be released by hand
+/// first — moved away first, they would run on with no owner.
+fn missing_owner(paths: &SlotPaths) -> String {
+    let head = format!(
+        "{} is missing: the directory is not proven to be a netprobe slot, so nothing in it is touched; if netprobe made it, its evidence and journal (evidence/, journal.jsonl) say so",
+        paths.owner().display()
+    );
+    let root = paths.root.display();
+    match super::state::SlotState::load(&paths.state()) {
+        Ok(st) if st.phase != super::state::Phase::Clean => {
+            let holder = st
+                .holder
+                .map(|h| format!(", holder pid {}", h.pid))
+                .unwrap_or_default();
+            let overlay = st
+                .overlay
+                .as_ref()
+                .map(|o| format!(", overlay mounted on {}", o.merged.display()))
+                .unwrap_or_default();
+            format!(
+                "{head}. Its state.json (not proven either) records phase {}: what it names may still be live — container {} under runtime root {}{holder}{overlay}; release those by hand first (moving the folder first would leave them running with no owner), then keep what you need, move {root} away, and provision another slot number",
+                st.phase.name(),
+                st.container_id,
+                st.runtime_root.display(),
+            )
+        }
+        _ => format!(
+            "{head}: keep what you need, move {root} away, and provision another slot number"
+        ),
+    }
 }
 
 /// The words for a slot folder whose marker `owner` names another path `original`: it was
