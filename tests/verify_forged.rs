@@ -266,6 +266,21 @@ fn edits_of_unhashed_result_fields_are_caught() {
         nr.contains("the role, description, subject and expected text of the assertions"),
         "{nr}"
     );
+    // An assertion another netprobe recorded that this one has no probe for is named as not
+    // re-evaluated, never dropped in silence.
+    let o = verify_edited(&ev, &original, |v| {
+        v["tool_version"] = Value::from("0.0.9");
+        let r = rung(v, "criu");
+        let mut extra = r["assertions"][0].clone();
+        extra["id"] = Value::from("gone-in-0-1");
+        r["assertions"].as_array_mut().unwrap().push(extra);
+    });
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("the recorded assertions criu/gone-in-0-1 (netprobe 0.0.9's probes; this netprobe has no probe of that id"),
+        "{out}"
+    );
     // … so a pin made to match with its own pinned values kept, or its declared difference
     // deleted, is still caught.
     let o = verify_edited(&ev, &original, |v| {

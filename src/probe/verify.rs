@@ -27,6 +27,7 @@ pub fn verify(dir: &Path) -> Result<VerifyOutcome, evidence::EvidenceError> {
     let re = assert::reevaluate(dir, &result);
     let same_specs = result.tool_version == env!("CARGO_PKG_VERSION");
     let mut spec_fields_unchecked = Vec::new();
+    let mut not_evaluated: Vec<String> = Vec::new();
     let mut rungs = result.rungs.clone();
     for rung in rungs.iter_mut() {
         if matches!(rung.status, Status::Pass | Status::Fail) && rung.error.is_some() {
@@ -45,11 +46,79 @@ pub fn verify(dir: &Path) -> Result<VerifyOutcome, evidence::EvidenceError> {
             mismatches.extend(spec_field_mismatches(rung, fresh));
         } else {
             spec_fields_unchecked.push(rung.name.as_str().to_string());
+            // Another netprobe's probes: a recorded assertion this one has no probe for is not
+            // re-evaluated; named, never dropped in silence.
+            not_evaluated.extend(
+                rung.assertions
+                    .iter()
+                    .filter(|r| !fresh.iter().any(|a| a.id == r.id))
+                    .map(|r| format!("{}/{}", rung.name, r.id)),
+            );
         }
         reverify_rung(rung, fresh, &mut mismatches, &mut failing);
     }
     // issue 14: the three-way attribution, recomputed from each rung folder; the verdict below
     // (its summary counts the deciding rung's lost facts) is derived from the recomputed one.
+    let attribution_checked = reattribute(dir, &mut rungs, &mut mismatches);
+    let v = verdict::compute(&rungs);
+    if v.code != result.verdict.code {
+        mismatches.push(format!(
+            "verdict: recorded {}, the evidence gives {}",
+            result.verdict.code, v.code
+        ));
+    }
+    // Every other field: re-derived from the files where it can be, named where it cannot.
+    let mut parts = vec![rederive_result::run_fields(dir, &result, &v)];
+    for rung in &rungs {
+        parts.push(rederive::rung(
+            &dir.join(rung.name.as_str()),
+            rung,
+            &result.host,
+        ));
+    }
+    let (mut rederived, mut not_rederived) = (Vec::new(), Vec::new());
+    if !spec_fields_unchecked.is_empty() {
+        not_rederived.push(format!(
+            "the role, description, subject and expected text of the assertions of {} (recorded by netprobe {}, this is {}: its embedded probes/*.toml may differ)",
+            spec_fields_unchecked.join(", "),
+            result.tool_version,
+            env!("CARGO_PKG_VERSION")
+        ));
+        if !not_evaluated.is_empty() {
+            not_rederived.push(format!(
+                "the recorded assertions {} (netprobe {}'s probes; this netprobe has no probe of that id, so they are not re-evaluated and take no part in the statuses and the verdict above)",
+                not_evaluated.join(", "),
+                result.tool_version
+            ));
+        }
+    } else if n_assert > 0 {
+        rederived.push(
+            "each assertion's role, description, subject and expected text (from the embedded probes/*.toml)"
+                .into(),
+        );
+    }
+    for p in parts {
+        mismatches.extend(p.mismatches);
+        rederived.extend(p.checked);
+        not_rederived.extend(p.not_rederived);
+    }
+    rederived.extend(attribution_checked);
+    Ok(VerifyOutcome {
+        verdict: v,
+        recorded: result.verdict.clone(),
+        mismatches,
+        failing,
+        assertions: n_assert,
+        artifacts: result.artifacts.len(),
+        rederived,
+        not_rederived,
+    })
+}
+
+/// Recomputes each rung's `attribution` fact from its folder in `rungs` (the recorded one
+/// replaced by what the files give, or removed when they give none), pushing a missing or
+/// differing one to `mismatches`. Returns the `rungs[X].facts.attribution` fields re-derived.
+fn reattribute(dir: &Path, rungs: &mut [RungResult], mismatches: &mut Vec<String>) -> Vec<String> {
     let mut attribution_checked = Vec::new();
     for rung in rungs.iter_mut() {
         let rung_dir = dir.join(rung.name.as_str());
@@ -82,52 +151,7 @@ pub fn verify(dir: &Path) -> Result<VerifyOutcome, evidence::EvidenceError> {
             }
         }
     }
-    let v = verdict::compute(&rungs);
-    if v.code != result.verdict.code {
-        mismatches.push(format!(
-            "verdict: recorded {}, the evidence gives {}",
-            result.verdict.code, v.code
-        ));
-    }
-    // Every other field: re-derived from the files where it can be, named where it cannot.
-    let mut parts = vec![rederive_result::run_fields(dir, &result, &v)];
-    for rung in &rungs {
-        parts.push(rederive::rung(
-            &dir.join(rung.name.as_str()),
-            rung,
-            &result.host,
-        ));
-    }
-    let (mut rederived, mut not_rederived) = (Vec::new(), Vec::new());
-    if !spec_fields_unchecked.is_empty() {
-        not_rederived.push(format!(
-            "the role, description, subject and expected text of the assertions of {} (recorded by netprobe {}, this is {}: its embedded probes/*.toml may differ)",
-            spec_fields_unchecked.join(", "),
-            result.tool_version,
-            env!("CARGO_PKG_VERSION")
-        ));
-    } else if n_assert > 0 {
-        rederived.push(
-            "each assertion's role, description, subject and expected text (from the embedded probes/*.toml)"
-                .into(),
-        );
-    }
-    for p in parts {
-        mismatches.extend(p.mismatches);
-        rederived.extend(p.checked);
-        not_rederived.extend(p.not_rederived);
-    }
-    rederived.extend(attribution_checked);
-    Ok(VerifyOutcome {
-        verdict: v,
-        recorded: result.verdict.clone(),
-        mismatches,
-        failing,
-        assertions: n_assert,
-        artifacts: result.artifacts.len(),
-        rederived,
-        not_rederived,
-    })
+    attribution_checked
 }
 
 /// Every artifact of `result` has its recorded sha256 and size, every file in `dir` is one
