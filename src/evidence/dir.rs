@@ -614,6 +614,16 @@ impl EvidenceDir {
     }
 }
 
+/// The `/`-separated path of entry `name` in the folder at relative path `prefix` (`""` for
+/// the evidence folder itself).
+pub(crate) fn rel_path(prefix: &str, name: &str) -> String {
+    if prefix.is_empty() {
+        name.to_string()
+    } else {
+        format!("{prefix}/{name}")
+    }
+}
+
 /// Collects `(relative "/" path, absolute path)` of every regular file under `dir`, sorted.
 fn walk(dir: &Path, prefix: &str, out: &mut Vec<(String, PathBuf)>) -> Result<(), EvidenceError> {
     let mut entries: Vec<_> = fs::read_dir(dir)
@@ -623,12 +633,7 @@ fn walk(dir: &Path, prefix: &str, out: &mut Vec<(String, PathBuf)>) -> Result<()
     entries.sort_by_key(|e| e.file_name());
     for entry in entries {
         let path = entry.path();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let rel = if prefix.is_empty() {
-            name
-        } else {
-            format!("{prefix}/{name}")
-        };
+        let rel = rel_path(prefix, &entry.file_name().to_string_lossy());
         let ft = entry.file_type().map_err(io_err("inspect", &path))?;
         if ft.is_dir() {
             walk(&path, &rel, out)?;

@@ -51,12 +51,7 @@ fn walk(
     for entry in fs::read_dir(dir).map_err(io_err("list", dir))? {
         let entry = entry.map_err(io_err("list", dir))?;
         let path = entry.path();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let rel = if prefix.is_empty() {
-            name
-        } else {
-            format!("{prefix}/{name}")
-        };
+        let rel = super::dir::rel_path(prefix, &entry.file_name().to_string_lossy());
         if !entry
             .file_type()
             .map_err(io_err("inspect", &path))?
