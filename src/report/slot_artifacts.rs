@@ -33,14 +33,21 @@ fn short(sha: &str) -> &str {
     &sha[..sha.len().min(12)]
 }
 
-/// True when a slot verb may leave the directory `rel` of its folder without any file in it
-/// ([`crate::evidence::empty_dirs`]): `criu-work/`, the runtime's work path a snapshot or
-/// restore creates before it runs, and CRIU's cgroup yard in it.
-fn made_by_verb(rel: &str) -> bool {
-    rel == "criu-work"
-        || rel
-            .strip_prefix("criu-work/")
-            .is_some_and(crate::evidence::empty_dirs::is_criu_cgroup_yard)
+/// True when the slot verb whose folder is `verb_dir` (`NNNN-<verb>`) may leave the directory
+/// `rel` of it without any file in it ([`crate::evidence::empty_dirs`]): `criu-work/`, the
+/// runtime's work path a snapshot, restore or reset creates before it runs, and CRIU's cgroup
+/// yard in it. No other verb makes one (a folder of another name: none).
+fn made_by_verb(verb_dir: &Path, rel: &str) -> bool {
+    let runs_criu = verb_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.split_once('-'))
+        .is_some_and(|(_, verb)| matches!(verb, "snapshot" | "restore" | "reset"));
+    runs_criu
+        && (rel == "criu-work"
+            || rel
+                .strip_prefix("criu-work/")
+                .is_some_and(crate::evidence::empty_dirs::is_criu_cgroup_yard))
 }
 
 /// The files `verb_dir`'s `incomplete.txt` names as not written (`not written: FILE (why)`
@@ -114,11 +121,11 @@ pub(crate) fn check(verb_dir: &Path, listed: Option<&[Artifact]>) -> ArtifactChe
     // where the verb's `incomplete.txt` says a file of that name could not be written is what
     // that note explains (the write found it there), not an addition.
     let not_written = not_written_by_note(verb_dir);
-    let made = |rel: &str| made_by_verb(rel) || not_written.iter().any(|f| f == rel);
+    let made = |rel: &str| made_by_verb(verb_dir, rel) || not_written.iter().any(|f| f == rel);
     match crate::evidence::empty_dirs::fileless_dirs(verb_dir, &made) {
         Ok(dirs) => mismatches.extend(dirs.into_iter().map(|d| {
             format!(
-                "{d}/: a directory in the folder holding no file, which no verb makes (a verb leaves one only as criu-work/ or CRIU's cgroup yard .criu.cgyard.XXXXXX in it): added after the verb wrote it"
+                "{d}/: a directory in the folder holding no file, which no verb makes (only a snapshot, restore or reset leaves one: criu-work/, or CRIU's cgroup yard .criu.cgyard.XXXXXX in it): added after the verb wrote it"
             )
         })),
         Err(e) => mismatches.push(format!(
@@ -221,16 +228,25 @@ mod tests {
     /// added file is named.
     #[test]
     fn an_added_empty_directory_is_named_but_criu_work_and_its_cgroup_yard_are_not() {
-        let d = tempfile::tempdir().unwrap();
-        let ev = EvidenceDir::open(d.path()).unwrap();
+        let root = tempfile::tempdir().unwrap();
+        // Only a verb that runs CRIU makes criu-work/: in a provision's folder it is added.
+        let prov = root.path().join("0001-provision");
+        std::fs::create_dir_all(prov.join("criu-work")).unwrap();
+        let c = check(&prov, Some(&[]));
+        assert_eq!(c.mismatches.len(), 1, "{c:#?}");
+        assert!(c.mismatches[0].starts_with("criu-work/: "), "{c:#?}");
+        let dir = root.path().join("0002-reset");
+        std::fs::create_dir(&dir).unwrap();
+        let d = dir.as_path();
+        let ev = EvidenceDir::open(d).unwrap();
         ev.write("gates.json", b"[]").unwrap();
-        std::fs::create_dir_all(d.path().join("criu-work/.criu.cgyard.Ab12Cd")).unwrap();
+        std::fs::create_dir_all(d.join("criu-work/.criu.cgyard.Ab12Cd")).unwrap();
         let listed = ev.inventory_except(&SLOT_VERB_UNLISTED).unwrap();
-        let c = check(d.path(), Some(&listed));
+        let c = check(d, Some(&listed));
         assert_eq!(c.state, "matches", "{c:?}");
-        std::fs::create_dir_all(d.path().join("added/deeper")).unwrap();
-        std::fs::create_dir(d.path().join("criu-work/images")).unwrap();
-        let c = check(d.path(), Some(&listed));
+        std::fs::create_dir_all(d.join("added/deeper")).unwrap();
+        std::fs::create_dir(d.join("criu-work/images")).unwrap();
+        let c = check(d, Some(&listed));
         assert_eq!(c.state, "DIFFERS");
         assert_eq!(c.mismatches.len(), 2, "{c:#?}");
         assert!(
@@ -240,13 +256,13 @@ mod tests {
         assert!(c.mismatches[1].starts_with("criu-work/images/: "), "{c:#?}");
         // A directory where incomplete.txt says a file of that name could not be written is
         // what the note explains; the others stay named.
-        std::fs::create_dir(d.path().join("timings.json")).unwrap();
+        std::fs::create_dir(d.join("timings.json")).unwrap();
         std::fs::write(
-            d.path().join(crate::evidence::dir::INCOMPLETE_FILE),
+            d.join(crate::evidence::dir::INCOMPLETE_FILE),
             "not written: timings.json (a file of that name is already there)\n",
         )
         .unwrap();
-        let c = check(d.path(), Some(&listed));
+        let c = check(d, Some(&listed));
         assert_eq!(c.mismatches.len(), 2, "{c:#?}");
         assert!(
             !c.mismatches.iter().any(|m| m.starts_with("timings.json")),
