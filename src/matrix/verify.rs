@@ -1,6 +1,7 @@
 //! `netprobe verify` of a matrix folder: every part folder with a result is verified as a run
 //! folder and ran the binaries `matrix.json` records for it; every cell's verdict is recomputed
-//! from its parts; and the matrix's own files are what it wrote — `matrix.md` re-rendered from
+//! from its parts; no part lasted longer than the matrix, nor a part's run longer than the
+//! part (one monotonic clock, nested spans); and the matrix's own files are what it wrote — `matrix.md` re-rendered from
 //! `matrix.json`, each `logs/<part>.txt` against its recorded sha256, and nothing else in the
 //! folder but the parts and the reports `netprobe report` derives.
 
@@ -29,6 +30,9 @@ pub fn verify_matrix(dir: &Path) -> Result<(Vec<String>, usize), String> {
             continue;
         }
         checked += 1;
+        if let Ok(r) = crate::evidence::read_result(&folder) {
+            problems.extend(part_duration_mismatch(p, r.duration_ms));
+        }
         match crate::probe::verify::verify(&folder) {
             Ok(o) if o.reproduced() => {}
             Ok(o) => problems.push(format!("part {}: {}", p.folder, o.mismatches.join("; "))),
@@ -53,11 +57,42 @@ pub fn verify_matrix(dir: &Path) -> Result<(Vec<String>, usize), String> {
             ));
         }
     }
+    problems.extend(matrix_duration_mismatches(&m));
     problems.extend(own_file_mismatches(dir, &m));
     if let BaselineCheck::Rechecked(p) = verify_baseline(&m) {
         problems.extend(p);
     }
     Ok((problems, checked))
+}
+
+/// The matrix's `duration_ms` against its parts': the matrix reads its monotonic clock before it
+/// starts the first part and after the last one ended, and each part's `duration_ms` is read
+/// inside that span on the same clock, both rounded down — so no part lasts longer than the
+/// matrix, whatever ran side by side. One problem per part that does, naming both numbers.
+fn matrix_duration_mismatches(m: &MatrixResult) -> Vec<String> {
+    m.parts
+        .iter()
+        .filter(|p| p.duration_ms > m.duration_ms)
+        .map(|p| {
+            format!(
+                "duration_ms: recorded {} ms for the matrix, yet its part {} recorded {} ms (a part runs inside the matrix's span, on the same monotonic clock)",
+                m.duration_ms, p.folder, p.duration_ms
+            )
+        })
+        .collect()
+}
+
+/// Part `p`'s `duration_ms` (the matrix's clock around starting and waiting for the run) against
+/// `run_ms`, the `duration_ms` its own result records (the run's clock, read after it started
+/// and before it exited; the same monotonic clock, both rounded down): the run cannot have
+/// lasted longer than the part. `None` when it holds.
+fn part_duration_mismatch(p: &MatrixPart, run_ms: u64) -> Option<String> {
+    (run_ms > p.duration_ms).then(|| {
+        format!(
+            "part {}: matrix.json records {} ms for it, yet its run recorded {run_ms} ms (the run is timed inside the part, on the same monotonic clock)",
+            p.folder, p.duration_ms
+        )
+    })
 }
 
 /// True when `dir` is a matrix folder that holds no `matrix.json` because the matrix did not
@@ -375,5 +410,49 @@ mod tests {
         let e = load_matrix(d).unwrap_err();
         assert!(e.contains("is a matrix that did not finish"), "{e}");
         assert!(!e.contains("netprobe-result.json"), "{e}");
+    }
+
+    /// A part longer than the matrix, or a run longer than its part, cannot be what the clocks
+    /// read (one monotonic clock, the part inside the matrix's span, the run inside the part's):
+    /// each is named with both numbers; equal durations hold (rounding down keeps the order).
+    #[test]
+    fn a_part_longer_than_its_matrix_or_a_run_longer_than_its_part_is_named() {
+        let part = |folder: &str, ms: u64| MatrixPart {
+            folder: folder.into(),
+            phases: "kernel".into(),
+            criu: "/opt/criu".into(),
+            runtime: None,
+            exit_code: Some(0),
+            error: None,
+            duration_ms: ms,
+            log_sha256: None,
+        };
+        let m = MatrixResult {
+            schema_version: super::super::model::MATRIX_SCHEMA_VERSION,
+            tool_version: "0.1.0".into(),
+            started_at: "2026-12-01T00:00:00Z".into(),
+            finished_at: "2026-12-01T00:00:01Z".into(),
+            duration_ms: 1000,
+            jobs: 2,
+            binaries: vec![],
+            parts: vec![part("kernel", 1000), part("criu-1", 1001)],
+            cells: vec![],
+            baseline: None,
+        };
+        assert_eq!(
+            matrix_duration_mismatches(&m),
+            [
+                "duration_ms: recorded 1000 ms for the matrix, yet its part criu-1 recorded 1001 ms (a part runs inside the matrix's span, on the same monotonic clock)"
+            ]
+        );
+        // The run's own duration (its result's) against its part's.
+        assert_eq!(part_duration_mismatch(&part("kernel", 1000), 1000), None);
+        let e = part_duration_mismatch(&part("kernel", 999), 1000).unwrap();
+        assert!(
+            e.starts_with(
+                "part kernel: matrix.json records 999 ms for it, yet its run recorded 1000 ms"
+            ),
+            "{e}"
+        );
     }
 }
