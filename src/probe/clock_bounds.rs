@@ -24,8 +24,10 @@ use crate::probe::rederive::Rederived;
 /// the module docs); each broken one is a mismatch naming the numbers, and the bounds checked
 /// are named in `out.checked`.
 pub fn check(run_ms: u64, rungs: &[RungResult], out: &mut Rederived) {
-    let sum: u64 = rungs.iter().map(|r| r.duration_ms).sum();
-    if sum > run_ms {
+    // Summed in u128: recorded values are any u64 a file holds, and a wrapped u64 sum would
+    // let a forged huge duration pass.
+    let sum: u128 = rungs.iter().map(|r| u128::from(r.duration_ms)).sum();
+    if sum > u128::from(run_ms) {
         let parts: Vec<String> = rungs
             .iter()
             .filter(|r| r.duration_ms > 0)
@@ -38,8 +40,8 @@ pub fn check(run_ms: u64, rungs: &[RungResult], out: &mut Rederived) {
         ));
     }
     for r in rungs {
-        let sum: u64 = r.timings_ms.values().sum();
-        if sum > r.duration_ms {
+        let sum: u128 = r.timings_ms.values().map(|&v| u128::from(v)).sum();
+        if sum > u128::from(r.duration_ms) {
             let parts: Vec<String> = r
                 .timings_ms
                 .iter()
@@ -128,6 +130,18 @@ mod tests {
             "{:?}",
             mismatches(&r)
         );
+        // Values whose u64 sum wraps (trial 21): summed wide, never wrapped into a pass.
+        let r = result(
+            1000,
+            &[
+                (u64::MAX - 999, &[]),
+                (1001, &[("dump", u64::MAX), ("restore", 2)]),
+            ],
+        );
+        let m = mismatches(&r);
+        assert_eq!(m.len(), 2, "{m:?}");
+        assert!(m[0].contains("add up to 18446744073709551617 ms"), "{m:?}");
+        assert!(m[1].contains("add up to 18446744073709551617 ms"), "{m:?}");
         let r = result(100, &[(50, &[("checkpoint", 30), ("restore", 21)])]);
         let m = mismatches(&r);
         assert_eq!(m.len(), 1, "{m:?}");

@@ -190,7 +190,7 @@ fn counts_in_words(v: &Verdict, rungs: &[RungResult]) -> String {
         return v.summary.clone();
     };
     let n = |x: &serde_json::Value| x.as_u64().unwrap_or(0);
-    let total: u64 = c.values().map(n).sum();
+    let total: u64 = c.values().map(n).fold(0, u64::saturating_add);
     let to = match c.len() {
         1 => c.keys().map(String::as_str).collect::<String>(),
         _ => c
