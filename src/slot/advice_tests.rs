@@ -362,6 +362,9 @@ fn a_missing_owner_marker_offers_the_move_only_when_nothing_is_recorded_live() {
     fs::remove_file(p.owner()).unwrap();
     let (exists, w) = layout::check_owner(p).unwrap_err();
     assert!(exists);
+    // A re-provision refused at slot-fresh says the same, not `slot cleanup` (which refuses a
+    // folder without its marker).
+    assert_eq!(super::status::existing_slot_way_out(p), w);
     assert!(
         w.contains("records phase running")
             && w.contains(&format!("container {}", p.container_id()))
