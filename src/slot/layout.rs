@@ -72,14 +72,16 @@ pub fn parse_slot(raw: &str) -> Result<u32, SlotError> {
 pub struct SlotPaths {
     /// The slot number.
     pub slot: u32,
-    /// The state directory (absolute, as given, symlink-checked).
+    /// The state directory (absolute, as given without a trailing `/` or `.` components,
+    /// symlink-checked).
     pub state_dir: PathBuf,
     /// `<state dir>/slot-N`.
     pub root: PathBuf,
 }
 
 impl SlotPaths {
-    /// Paths for slot `slot` in `state_dir` (made absolute against the current directory).
+    /// Paths for slot `slot` in `state_dir` (made absolute against the current directory; a
+    /// trailing `/` and `.` components dropped).
     pub fn new(state_dir: &Path, slot: u32) -> Self {
         let state_dir = if state_dir.is_absolute() {
             state_dir.to_path_buf()
@@ -88,6 +90,10 @@ impl SlotPaths {
                 .unwrap_or_else(|_| PathBuf::from("/"))
                 .join(state_dir)
         };
+        // Rebuilt from its components: no trailing `/` (with one, `lstat` follows a symlink, so
+        // a symlinked state directory would pass the `state-dir` gate and its mounts be named
+        // by a path mountinfo never shows) and no `.` components.
+        let state_dir: PathBuf = state_dir.components().collect();
         let root = state_dir.join(format!("slot-{slot}"));
         SlotPaths {
             slot,
@@ -226,6 +232,20 @@ pub fn check_state_dir(dir: &Path, how: StateDirUse) -> Result<String, String> {
             "{} is not a directory; give --state-dir a directory (a missing one is created by `netprobe slot provision`)",
             dir.display()
         ));
+    }
+    // A symlink higher up (or `..`) is no more followed than the folder's own: mountinfo names a
+    // slot's mounts by the real path, so a cleanup given another would not see them.
+    match fs::canonicalize(dir) {
+        Ok(real) if real != dir => {
+            return Err(format!(
+                "{} is not its real path {} (a folder above it is a symlink, or it holds `..`); netprobe does not follow a symlink for --state-dir (a slot's state, mounts and runtime root name the path it was provisioned under, and mountinfo names its mounts by the real one): pass `--state-dir {}`",
+                dir.display(),
+                real.display(),
+                crate::shell::arg(&real)
+            ));
+        }
+        Ok(_) => {}
+        Err(e) => return Err(format!("cannot resolve {}: {e}", dir.display())),
     }
     let euid = nix::unistd::geteuid().as_raw();
     if md.uid() != euid {
@@ -626,6 +646,39 @@ mod tests {
         assert!(journal_read(&zero).is_empty());
         let e = super::super::state::SlotState::load(&zero).unwrap_err();
         assert!(e.to_string().contains("symbolic link"), "{e}");
+    }
+
+    /// Trial 21: `--state-dir link/` (a symlink with a trailing slash, which `lstat` follows)
+    /// passed the symlink refusal; the paths drop the slash, so the link is refused.
+    #[test]
+    fn a_symlinked_state_dir_given_with_a_trailing_slash_is_still_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let real = tmp.path().join("real");
+        fs::create_dir(&real).unwrap();
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        for given in [
+            format!("{}/", link.display()),
+            format!("{}/./", link.display()),
+        ] {
+            let p = SlotPaths::new(Path::new(&given), 3);
+            assert_eq!(p.state_dir, link, "{given}");
+            assert_eq!(p.root, link.join("slot-3"));
+            let e = check_state_dir(&p.state_dir, StateDirUse::Create).unwrap_err();
+            assert!(e.contains("is a symlink"), "{given}: {e}");
+        }
+        // A symlink above the state directory: refused too, naming the real path.
+        let below = real.join("sd");
+        fs::create_dir(&below).unwrap();
+        fs::set_permissions(&below, fs::Permissions::from_mode(0o700)).unwrap();
+        let via_link = SlotPaths::new(&link.join("sd"), 3);
+        let e = check_state_dir(&via_link.state_dir, StateDirUse::Create).unwrap_err();
+        assert!(
+            e.contains(&format!("is not its real path {}", below.display()))
+                && e.contains(&format!("pass `--state-dir {}`", below.display())),
+            "{e}"
+        );
+        assert!(check_state_dir(&below, StateDirUse::Create).is_ok());
     }
 
     #[test]

@@ -523,12 +523,14 @@ pub(crate) fn unfinished_provision_advice(p: &SlotPaths) -> String {
 /// and mounts may be live, so `slot cleanup` first (moving the folder away would leak them);
 /// `state.json` unreadable — the `slot-state` gate's words ([`super::no_state_why`]: nothing to
 /// release when the journal proves nothing was made, else `slot status` says what to release by
-/// hand); and first of all, a folder whose ownership marker is not proven — the marker check's
-/// words ([`super::layout::check_owner`]), since `slot cleanup` would refuse it too.
+/// hand); and first of all, a folder with a readable `state.json` whose ownership marker is not
+/// proven — the marker check's words ([`super::layout::check_owner`]), since `slot cleanup`
+/// would refuse it too.
 pub(crate) fn existing_slot_way_out(p: &SlotPaths) -> String {
-    // Without a proven marker no verb (cleanup included) touches the folder: the marker
-    // check's own words say what its state.json records and what to release by hand.
-    if let Err((true, why)) = super::layout::check_owner(p) {
+    // Without a proven marker no verb (cleanup included) touches the folder: beside a readable
+    // state.json, the marker check's own words say what it records and what to release by hand.
+    if let (Ok(_), Err((true, why))) = (SlotState::load(&p.state()), super::layout::check_owner(p))
+    {
         return why;
     }
     let cleanup = format!(
