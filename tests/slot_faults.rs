@@ -179,15 +179,24 @@ fn a_half_written_runtime_state_is_removed(sd: &Path) {
         None::<&str>,
     )
     .unwrap();
+    // … and, killed between writing its temporary pid file and renaming it (trial 21), runc's
+    // `.container.pid`: opened O_EXCL, it made every later restore fail ("file exists").
+    let pid_temp = sd.join("slot-11/.container.pid");
+    std::fs::write(&pid_temp, "11953").unwrap();
     let o = ok(Verb::Restore, "11", sd);
     let done = o.facts["runtime_half_state"].as_str().unwrap_or_default();
     assert!(
         done.contains("no state.json")
-            && done.contains(&format!("unmounted {}", criu_root.display())),
+            && done.contains(&format!("unmounted {}", criu_root.display()))
+            && done.contains(&format!(
+                "runc's temporary pid file left by a killed create or restore, removed: {}",
+                pid_temp.display()
+            )),
         "{:?}",
         o.facts
     );
     assert!(!netprobe::slot::mounts::is_mounted(&criu_root));
+    assert!(!pid_temp.exists());
     ok(Verb::Reset, "11", sd);
 }
 

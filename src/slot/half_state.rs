@@ -116,6 +116,38 @@ pub fn remove_bundle_criu_root(bundle: &Path) -> Result<Option<String>, String> 
     )))
 }
 
+/// The temporary pid file runc writes beside `--pid-file` (`.<name>`, opened `O_EXCL`, written,
+/// then renamed onto `<name>`: `createPidFile` in runc's utils_linux.go, runc 1.x), left when
+/// runc was killed between the two: every later create or restore with that `--pid-file` then
+/// fails ("file exists"). Removed when it is a regular file (never followed). Returns what was
+/// done (`None`: nothing there).
+///
+/// Errors: it is not a regular file, or the removal failed (named).
+pub fn remove_runtime_pid_temp(pid_file: &Path) -> Result<Option<String>, String> {
+    let Some(name) = pid_file.file_name() else {
+        return Ok(None);
+    };
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    let tmp = pid_file.with_file_name(tmp_name);
+    match std::fs::symlink_metadata(&tmp) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{}: {e}", tmp.display())),
+        Ok(m) if !m.is_file() => Err(format!(
+            "{} is not a regular file (runc's temporary pid file would be); not removed: inspect it and remove it by hand",
+            tmp.display()
+        )),
+        Ok(_) => std::fs::remove_file(&tmp)
+            .map(|()| {
+                Some(format!(
+                    "runc's temporary pid file left by a killed create or restore, removed: {}",
+                    tmp.display()
+                ))
+            })
+            .map_err(|e| format!("rm {}: {e}", tmp.display())),
+    }
+}
+
 /// CRIU's mounts left under the slot's evidence folders (its cgroup yard
 /// `criu-work/.criu.cgyard.*`, when CRIU and netprobe were killed together): unmounted
 /// deepest first. Returns the mount points released.
@@ -129,7 +161,8 @@ pub fn release_criu_work_mounts(evidence: &Path) -> Vec<String> {
 
 /// The half-written state of the slot's container, for its runtime kind, removed
 /// ([`remove_runc_half_state`] or [`super::crun::remove_half_state`]), with the bundle's
-/// `criu-root` ([`remove_bundle_criu_root`]) and CRIU's work mounts under the evidence
+/// `criu-root` ([`remove_bundle_criu_root`]), runc's temporary pid file
+/// ([`remove_runtime_pid_temp`]) and CRIU's work mounts under the evidence
 /// ([`release_criu_work_mounts`]) when `leftovers`, and recorded in the journal and the facts
 /// (`runtime_half_state`). Only called once the container is proven gone
 /// and no process of it is left. Returns the refusal when one was left in place.
@@ -142,21 +175,26 @@ pub(crate) fn remove(run: &mut VerbRun, st: &SlotState, leftovers: bool) -> Opti
     // restore leaves: the bundle's criu-root, CRIU's work mounts.
     let (extra, work) = if leftovers {
         (
-            remove_bundle_criu_root(&run.paths.bundle()),
+            vec![
+                remove_bundle_criu_root(&run.paths.bundle()),
+                remove_runtime_pid_temp(&run.paths.root.join("container.pid")),
+            ],
             release_criu_work_mounts(&run.paths.evidence()),
         )
     } else {
-        (Ok(None), Vec::new())
+        (Vec::new(), Vec::new())
     };
     let mut also = Vec::new();
-    match extra {
-        Ok(Some(d)) => also.push(d),
-        Ok(None) => {}
-        Err(e) => {
-            r = Err(match r {
-                Err(r0) => format!("{r0}; {e}"),
-                Ok(_) => e,
-            })
+    for x in extra {
+        match x {
+            Ok(Some(d)) => also.push(d),
+            Ok(None) => {}
+            Err(e) => {
+                r = Err(match r {
+                    Err(r0) => format!("{r0}; {e}"),
+                    Ok(_) => e,
+                })
+            }
         }
     }
     if !work.is_empty() {
@@ -244,5 +282,26 @@ mod tests {
         std::fs::create_dir(&d).unwrap();
         assert!(remove_runc_half_state(t.path(), "c").unwrap().is_some());
         assert!(!d.exists());
+    }
+
+    /// Trial 21: runc killed between writing `.container.pid` and renaming it left the slot
+    /// unable to restore ("file exists"): the temporary is removed; anything but a regular file
+    /// is named and left.
+    #[test]
+    fn runc_s_temporary_pid_file_is_removed_and_only_a_regular_file() {
+        let t = tempfile::tempdir().unwrap();
+        let pid = t.path().join("container.pid");
+        assert_eq!(remove_runtime_pid_temp(&pid).unwrap(), None);
+        std::fs::write(t.path().join(".container.pid"), "11953").unwrap();
+        let d = remove_runtime_pid_temp(&pid).unwrap().unwrap();
+        assert!(d.contains("removed") && d.contains(".container.pid"), "{d}");
+        assert!(!t.path().join(".container.pid").exists());
+        std::os::unix::fs::symlink("/etc/passwd", t.path().join(".container.pid")).unwrap();
+        let e = remove_runtime_pid_temp(&pid).unwrap_err();
+        assert!(
+            e.contains("not a regular file") && e.contains("not removed"),
+            "{e}"
+        );
+        assert!(std::fs::symlink_metadata(t.path().join(".container.pid")).is_ok());
     }
 }
