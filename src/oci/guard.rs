@@ -34,11 +34,20 @@ impl ContainerGuard {
     pub fn new(runtime: &Runtime, id: impl Into<String>) -> Self {
         let id = id.into();
         let (rt, cid) = (runtime.clone(), id.clone());
-        let on_signal = crate::ns::cleanup::register(format!("container {id}"), move || {
-            let _ = rt.kill(&cid, "KILL");
-            let _ = rt.delete(&cid, true);
-            super::cgroups::remove_leftover_cgroups(&cid);
-        });
+        let on_signal =
+            crate::ns::cleanup::register_reporting(format!("container {id}"), move || {
+                let _ = rt.kill(&cid, "KILL");
+                let _ = rt.delete(&cid, true);
+                super::cgroups::remove_leftover_cgroups(&cid);
+                // What the release proves: the runtime asked again (as a container handle's).
+                Some(match rt.state(&cid) {
+                    Ok(None) => {
+                        "killed and deleted; runtime state: does not exist (proven gone)".into()
+                    }
+                    Ok(Some(st)) => format!("FAILED: runtime state still says {}", st.status),
+                    Err(e) => format!("FAILED: runtime state could not be asked: {e}"),
+                })
+            });
         Self {
             runtime: runtime.clone(),
             id,
