@@ -253,14 +253,15 @@ pub(crate) fn orphan_holders(path: &Path) -> Vec<u32> {
     orphans(&lock_holders(path))
 }
 
-/// The fix for a slot lock that cannot be opened, after its error: for a read-only mount,
-/// missing permissions or a full disk, make the state directory writable; else nothing.
-fn open_fix(e: &std::io::Error) -> &'static str {
-    match e.raw_os_error() {
-        Some(libc::EROFS | libc::EACCES | libc::EPERM | libc::ENOSPC) => {
-            "; make the state directory writable (a read-only mount, permissions or a full disk), then run the verb again"
-        }
-        _ => "",
+/// The fix for the slot lock at `path` (`<state dir>/slot-N/lock`) that cannot be opened, after
+/// its error: for a read-only mount, missing permissions or a full disk (or quota), the state
+/// directory's filesystem and the fix ([`super::evidence_writes::state_dir_refused`]), then run
+/// the verb again; else nothing.
+fn open_fix(path: &Path, e: &std::io::Error) -> String {
+    let state_dir = path.parent().and_then(Path::parent).unwrap_or(path);
+    match super::evidence_writes::state_dir_refused(state_dir, e) {
+        Some(fs) => format!("; the state directory is not writable: {fs}, then run the verb again"),
+        None => String::new(),
     }
 }
 
@@ -284,7 +285,7 @@ impl SlotLock {
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)
-            .map_err(|e| format!("cannot open {}: {e}{}", path.display(), open_fix(&e)))?;
+            .map_err(|e| format!("cannot open {}: {e}{}", path.display(), open_fix(path, &e)))?;
         // A child another thread of this process is forking holds the lock until its exec
         // (bounded wait); anything else holding it refuses at once.
         let deadline = std::time::Instant::now() + std::time::Duration::from_millis(500);
@@ -351,16 +352,26 @@ mod tests {
     }
 
     #[test]
-    fn a_lock_on_a_read_only_state_dir_names_the_fix() {
-        for errno in [libc::EROFS, libc::EACCES, libc::ENOSPC] {
+    fn a_lock_on_a_read_only_state_dir_names_the_filesystem_and_the_fix() {
+        let t = tempfile::tempdir().unwrap();
+        let lock = t.path().join("slot-1/lock");
+        for (errno, fix) in [
+            (libc::EROFS, "fix: remount "),
+            (libc::EACCES, "fix: give uid "),
+            (libc::ENOSPC, "fix: free space in "),
+        ] {
             let e = std::io::Error::from_raw_os_error(errno);
+            let f = open_fix(&lock, &e);
             assert!(
-                open_fix(&e).contains("make the state directory writable"),
-                "{e}"
+                f.starts_with("; the state directory is not writable: ")
+                    && f.contains(" filesystem ")
+                    && f.contains(fix)
+                    && f.ends_with(", then run the verb again"),
+                "{e}: {f}"
             );
         }
         assert_eq!(
-            open_fix(&std::io::Error::from_raw_os_error(libc::ELOOP)),
+            open_fix(&lock, &std::io::Error::from_raw_os_error(libc::ELOOP)),
             ""
         );
     }
