@@ -51,6 +51,13 @@ fn a_hanging_cell_is_stopped_and_the_others_are_kept() {
     );
     let hung = m.parts.iter().find(|p| p.runtime.is_some()).unwrap();
     assert_eq!(hung.exit_code, None, "{hung:?}");
+    // How it was stopped, as done (trial 21: "then SIGKILL after 30 s" read as sent): the part
+    // released what it started on SIGTERM and exited well within the 30 s.
+    let err = hung.error.as_deref().unwrap_or_default();
+    assert!(
+        err.contains("stopped (SIGTERM; it exited after ") && !err.contains("SIGKILL"),
+        "{hung:?}"
+    );
     // The kernel and criu parts' evidence is complete and verifies.
     for p in m.parts.iter().filter(|p| p.runtime.is_none()) {
         assert_eq!(p.exit_code, Some(0), "{p:?}");

@@ -10,7 +10,8 @@
 //! container ids (pid + nanoseconds), work area, holders and network namespaces, private runtime
 //! root and private CRIU `PATH` folder; CRIU's kernel-feature cache is not used here (`/run` is
 //! not tmpfs), so nothing they write is shared. A part that does not end within
-//! `--cell-timeout` gets SIGTERM (netprobe releases what it started), then SIGKILL after 30 s;
+//! `--cell-timeout` gets SIGTERM (netprobe releases what it started), then SIGKILL after 30 s
+//! (the part's error says which it took: `SIGTERM; it exited after N ms`, or the SIGKILL);
 //! its error is recorded and every other part's evidence is kept.
 
 pub mod cli;

@@ -106,7 +106,7 @@ fn run_part(opts: &MatrixOptions, job: &Job) -> MatrixPart {
         .map(|t| t.lines().rev().take(3).collect::<Vec<_>>().join(" | "))
         .unwrap_or_default();
     match status {
-        Some(st) => {
+        Ok(st) => {
             part.exit_code = st.code();
             if !opts
                 .evidence
@@ -125,9 +125,9 @@ fn run_part(opts: &MatrixOptions, job: &Job) -> MatrixPart {
                 part.error = Some(format!("no result ({how}): {tail}"));
             }
         }
-        None => {
+        Err(stopped) => {
             part.error = Some(format!(
-                "did not finish within {} s: stopped (SIGTERM, then SIGKILL after 30 s); its evidence so far is kept in {}",
+                "did not finish within {} s: stopped ({stopped}); its evidence so far is kept in {}",
                 opts.cell_timeout.as_secs(),
                 job.folder
             ));
@@ -163,11 +163,13 @@ fn die_with_matrix(matrix: libc::pid_t) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Waits for `child` at most `limit`; then SIGTERM, and SIGKILL 30 s later. `None` on timeout.
+/// Waits for `child` at most `limit`; then SIGTERM, and SIGKILL 30 s later. `Err` on timeout:
+/// how it was stopped, as done — `SIGTERM; it exited after N ms`, `SIGTERM; no exit within 30 s,
+/// then SIGKILL`, or `SIGKILL` (no pidfd to signal it through).
 fn wait_bounded(
     child: &mut std::process::Child,
     limit: Duration,
-) -> Option<std::process::ExitStatus> {
+) -> Result<std::process::ExitStatus, String> {
     let pid = child.id() as i32;
     let fd = crate::ns::pidfd_open(pid).ok();
     let ended = match &fd {
@@ -202,18 +204,31 @@ fn wait_bounded(
         }
     };
     if ended {
-        return child.wait().ok();
+        return child
+            .wait()
+            .map_err(|e| format!("it ended, but waiting for it failed: {e}"));
     }
-    if let Some(fd) = &fd {
-        let _ = crate::ns::pidfd_send_signal(fd, libc::SIGTERM);
-        if !crate::ns::wait_pidfd_exit(fd, Duration::from_secs(30)).unwrap_or(false) {
-            let _ = crate::ns::pidfd_send_signal(fd, libc::SIGKILL);
+    let how = match &fd {
+        Some(fd) => {
+            let t = Instant::now();
+            let _ = crate::ns::pidfd_send_signal(fd, libc::SIGTERM);
+            if crate::ns::wait_pidfd_exit(fd, PART_STOP_WAIT).unwrap_or(false) {
+                format!("SIGTERM; it exited after {} ms", t.elapsed().as_millis())
+            } else {
+                let _ = crate::ns::pidfd_send_signal(fd, libc::SIGKILL);
+                format!(
+                    "SIGTERM; no exit within {} s, then SIGKILL",
+                    PART_STOP_WAIT.as_secs()
+                )
+            }
         }
-    } else {
-        let _ = child.kill();
-    }
+        None => {
+            let _ = child.kill();
+            "SIGKILL (no pidfd to send SIGTERM through)".to_string()
+        }
+    };
     let _ = child.wait();
-    None
+    Err(how)
 }
 
 /// What the part's folder `dir` holds now: its result, its `interrupted.txt`, or neither —
