@@ -129,8 +129,8 @@ const BASE_TOOLS: [ToolRow; 4] = [
     ),
 ];
 
-/// The slot driver's image tools (not required by `netprobe run`).
-const IMAGE_TOOLS: [ToolRow; 4] = [
+/// The slot driver's image tools and the image builds' (not required by `netprobe run`).
+const IMAGE_TOOLS: [ToolRow; 5] = [
     (
         "losetup",
         false,
@@ -144,16 +144,22 @@ const IMAGE_TOOLS: [ToolRow; 4] = [
         "run: sudo apt-get install qemu-utils (slot driver images)",
     ),
     (
+        "partx",
+        false,
+        Some("--version"),
+        "run: sudo apt-get install util-linux (slot driver images with a partition table)",
+    ),
+    (
         "mkfs.ext4",
         false,
         Some("-V"),
-        "run: sudo apt-get install e2fsprogs (slot driver images)",
+        "run: sudo apt-get install e2fsprogs (the tests and image builds)",
     ),
     (
         "qemu-img",
         false,
         Some("--version"),
-        "run: sudo apt-get install qemu-utils (slot driver images)",
+        "run: sudo apt-get install qemu-utils (the tests and image builds)",
     ),
 ];
 
@@ -361,6 +367,8 @@ fn used_by(name: &str) -> &'static str {
         "nsenter" => "the tests and benchmarks",
         "criu inet sockets" => "the slot driver's guest server",
         "cgroup" => "information only",
+        "mkfs.ext4" | "qemu-img" => "the tests and image builds",
+        "partx" => "slot driver images with a partition table",
         _ => "slot driver images",
     }
 }
@@ -543,10 +551,17 @@ mod tests {
             used.contains(&pair("nsenter", "the tests and benchmarks")),
             "{used:?}"
         );
-        assert!(
-            used.contains(&pair("qemu-img", "slot driver images")),
-            "{used:?}"
-        );
+        // The slot driver runs losetup, qemu-storage-daemon and partx; only the tests and the
+        // image builds run mkfs.ext4 and qemu-img.
+        for (n, u) in [
+            ("losetup", "slot driver images"),
+            ("qemu-storage-daemon", "slot driver images"),
+            ("partx", "slot driver images with a partition table"),
+            ("mkfs.ext4", "the tests and image builds"),
+            ("qemu-img", "the tests and image builds"),
+        ] {
+            assert!(used.contains(&pair(n, u)), "{n}: {used:?}");
+        }
         assert_eq!(row(&IPTABLES).used_by, "");
     }
 
