@@ -83,15 +83,28 @@ pub fn deciding_lines(log: &[u8]) -> Vec<LogLine> {
 }
 
 /// The deciding lines of the CRIU log at `path`, rendered for a message:
-/// `"CRIU's reason (PATH):\n  1234: (00.01) Error (…): …\n  …"`. `None` when the log cannot
-/// be read or holds no `Error (` line.
+/// `"CRIU's reason (PATH):\n  1234: (00.01) Error (…): …\n  …"` — or, when its only errors are
+/// [`NOT_FATAL`] ones, a head saying they are not the reason. `None` when the log cannot be read
+/// or holds no `Error (` line.
 pub fn quote_log(path: &Path) -> Option<String> {
     let bytes = crate::evidence::read_recorded(path).ok()?;
     let lines = deciding_lines(&bytes);
     if lines.is_empty() {
         return None;
     }
-    let mut s = format!("CRIU's reason ({}):", path.display());
+    // Only errors CRIU logs and goes on after (its run may well have succeeded): quoted, but
+    // never called its reason.
+    let fatal = lines
+        .iter()
+        .any(|l| l.text.contains("Error (") && !NOT_FATAL.iter().any(|(n, _)| l.text.contains(n)));
+    let mut s = if fatal {
+        format!("CRIU's reason ({}):", path.display())
+    } else {
+        format!(
+            "CRIU's log ({}) holds no error of its own, only one it logs and goes on after in every successful run (not the reason: look at the runtime's own message):",
+            path.display()
+        )
+    };
     for l in lines {
         s.push_str(&format!("\n  {}: {}", l.number, l.text));
     }
@@ -146,6 +159,20 @@ mod tests {
         let l = deciding_lines(log.as_bytes());
         let nums: Vec<usize> = l.iter().map(|x| x.number).collect();
         assert_eq!(nums, [3, 4, 5, 6], "{l:?}");
+        // Quoted alone, it is not called CRIU's reason (trial 21: runc failed after a CRIU
+        // restore that succeeded, and the message blamed this line).
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("restore.log");
+        std::fs::write(&p, rl).unwrap();
+        let q = quote_log(&p).unwrap();
+        assert!(
+            q.starts_with("CRIU's log (")
+                && q.contains("holds no error of its own")
+                && !q.contains("CRIU's reason"),
+            "{q}"
+        );
+        std::fs::write(&p, &log).unwrap();
+        assert!(quote_log(&p).unwrap().starts_with("CRIU's reason ("));
     }
 
     #[test]
