@@ -178,13 +178,7 @@ impl RuntimeOps for Runtime {
                 rt.discard_half_made(&cid);
                 super::cgroups::remove_leftover_cgroups(&cid);
                 // What the release proves: the runtime asked again.
-                Some(match rt.state(&cid) {
-                    Ok(None) => {
-                        "killed and deleted; runtime state: does not exist (proven gone)".into()
-                    }
-                    Ok(Some(s)) => format!("FAILED: runtime state still says {}", s.status),
-                    Err(e) => format!("FAILED: runtime state could not be asked: {e}"),
-                })
+                Some(super::guard::release_proof(&rt, &cid))
             },
         ))
     }

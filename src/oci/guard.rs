@@ -29,6 +29,17 @@ pub struct ContainerGuard {
     on_signal: Option<crate::ns::cleanup::Registration>,
 }
 
+/// What a signal-path release of container `id` proves, the runtime asked again after its kill
+/// and delete: `killed and deleted; runtime state: does not exist (proven gone)`, or `FAILED: …`
+/// naming what the runtime still says or why it could not be asked.
+pub(crate) fn release_proof(rt: &Runtime, id: &str) -> String {
+    match rt.state(id) {
+        Ok(None) => "killed and deleted; runtime state: does not exist (proven gone)".into(),
+        Ok(Some(st)) => format!("FAILED: runtime state still says {}", st.status),
+        Err(e) => format!("FAILED: runtime state could not be asked: {e}"),
+    }
+}
+
 impl ContainerGuard {
     /// Guard container `id` of `runtime` (armed).
     pub fn new(runtime: &Runtime, id: impl Into<String>) -> Self {
@@ -39,14 +50,7 @@ impl ContainerGuard {
                 let _ = rt.kill(&cid, "KILL");
                 let _ = rt.delete(&cid, true);
                 super::cgroups::remove_leftover_cgroups(&cid);
-                // What the release proves: the runtime asked again (as a container handle's).
-                Some(match rt.state(&cid) {
-                    Ok(None) => {
-                        "killed and deleted; runtime state: does not exist (proven gone)".into()
-                    }
-                    Ok(Some(st)) => format!("FAILED: runtime state still says {}", st.status),
-                    Err(e) => format!("FAILED: runtime state could not be asked: {e}"),
-                })
+                Some(release_proof(&rt, &cid))
             });
         Self {
             runtime: runtime.clone(),
