@@ -57,8 +57,7 @@ fn not_written_by_note(verb_dir: &Path) -> Vec<String> {
     std::fs::read_to_string(note)
         .unwrap_or_default()
         .lines()
-        .filter_map(|l| l.strip_prefix("not written: "))
-        .filter_map(|rest| rest.split_once(" (").map(|(f, _)| f.to_string()))
+        .filter_map(|l| crate::evidence::dir::not_written_file(l).map(str::to_string))
         .collect()
 }
 

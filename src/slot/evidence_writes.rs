@@ -309,7 +309,7 @@ impl Incomplete<'_> {
             crate::evidence::now_rfc3339()
         );
         for u in self.unwritten {
-            t.push_str(&format!("not written: {} ({})\n", u.file, u.why));
+            t.push_str(&crate::evidence::dir::not_written_line(&u.file, &u.why));
         }
         t.push_str(&format!(
             "{}\n{work}\nfix: free space in {}, then {next}\n",

@@ -529,8 +529,8 @@ pub(crate) fn unfinished_provision_advice(p: &SlotPaths) -> String {
 pub(crate) fn existing_slot_way_out(p: &SlotPaths) -> String {
     // Without a proven marker no verb (cleanup included) touches the folder: beside a readable
     // state.json, the marker check's own words say what it records and what to release by hand.
-    if let (Ok(_), Err((true, why))) = (SlotState::load(&p.state()), super::layout::check_owner(p))
-    {
+    let loaded = SlotState::load(&p.state());
+    if let (Ok(_), Err((true, why))) = (&loaded, super::layout::check_owner(p)) {
         return why;
     }
     let cleanup = format!(
@@ -538,7 +538,7 @@ pub(crate) fn existing_slot_way_out(p: &SlotPaths) -> String {
         p.slot,
         crate::shell::arg(&p.state_dir)
     );
-    match SlotState::load(&p.state()) {
+    match loaded {
         Ok(st) if st.phase == Phase::Clean => format!(
             "its state.json records phase clean (a cleanup released its container, mounts and \
              holder): provision another slot number, or move {} away after keeping its evidence \

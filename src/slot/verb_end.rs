@@ -131,7 +131,7 @@ impl<'r, 'a> EndNotes<'r, 'a> {
             } else {
                 all[self.noted..]
                     .iter()
-                    .map(|u| format!("not written: {} ({})\n", u.file, u.why))
+                    .map(|u| crate::evidence::dir::not_written_line(&u.file, &u.why))
                     .collect()
             };
             let wrote = mark_incomplete(self.ev, &text).map_err(|e| format!("append: {e}"));
