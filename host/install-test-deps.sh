@@ -5,7 +5,8 @@
 # HTML report and check its DOM), `xvfb` (the host X server of tests/x11_xvfb.rs), the tools of
 # host/build-desktop-image.sh (mmdebstrap, gdisk, dosfstools; the desktop guest image the tests
 # build, cached), and for the test host in a VM (host/vm/, tests/vm.rs) `qemu-system-x86` (boots
-# it) and `e2fsprogs` (mkfs.ext4 -d, debugfs). Installing Debian 12's qemu-system-x86 removes a
+# it) and `e2fsprogs` (mkfs.ext4 -d, debugfs); OSWorld's client in a private venv
+# (host/install-osworld-client.sh). Installing Debian 12's qemu-system-x86 removes a
 # backported qemu-utils; qemu-utils (qemu-img, qemu-storage-daemon: the slot's qcow2 path) is
 # then installed again in the matching version. Idempotent: does nothing when every package is
 # installed, and
@@ -18,6 +19,9 @@ missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
+# OSWorld's client (pinned desktop-env wheel + requests, by sha256) in a private venv, for
+# tests/osworld_client.rs and integrations/osworld.
+bash "$(dirname "$0")/install-osworld-client.sh"
 if [ ${#missing[@]} -eq 0 ]; then
   log "already installed: ${PKGS[*]}"
   exit 0

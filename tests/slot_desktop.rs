@@ -12,7 +12,7 @@ mod common;
 #[path = "common/slot_support.rs"]
 mod slot_support;
 
-use netprobe::x11::{Display, Screenshot};
+use netprobe::x11::Screenshot;
 use serde_json::Value;
 use slot_support::*;
 use std::path::{Path, PathBuf};
@@ -50,20 +50,6 @@ fn provision(sd: &Path, profile: &Path, reason: &str) -> Value {
         sd,
         &["--profile", &p, "--no-probe-gate", "--reason", reason],
     )
-}
-
-/// Waits (bounded, 90 s) until the guest's desktop is still with the typing app drawn
-/// ([`common::settle_desktop`], which wakes a stalled Tk app with one Shift press), so the
-/// snapshot's reference is the desktop with the app.
-fn settle(pid: i64) {
-    let sock = netprobe::slot::display::socket_of(pid as i32, 0);
-    let d = Display::connect(&sock, Duration::from_secs(30)).unwrap();
-    common::settle_desktop(
-        &d,
-        Duration::from_millis(500),
-        Duration::from_secs(90),
-        String::new,
-    );
 }
 
 fn assert_png(ev: &Path, o: &Value, file: &str) {
@@ -112,7 +98,10 @@ fn desktop_profile_provision_snapshot_restore_input_reset_cleanup() {
             serde_json::from_slice(&std::fs::read(sd.join("slot-0/bundle/config.json")).unwrap())
                 .unwrap();
         assert_eq!(cfg["process"]["args"][1], "/opt/netprobe/supervisor.py");
-        settle(p["facts"]["provision_container_pid"].as_i64().unwrap());
+        // Provision waited for the app's focus, its window and a still screen.
+        for g in ["active-window", "app-shown", "screen-settled"] {
+            assert_eq!(gate(&p, g)["proven"], true, "{g}: {p:#}");
+        }
 
         let s = verb("snapshot", &sd, &[]);
         assert_eq!(gate(&s, "screen-quiescent")["proven"], true, "{s:#}");
@@ -377,6 +366,9 @@ fn a_reference_without_the_app_is_refused_before_the_checkpoint_leaving_no_tmp_f
             "x = 200\ny = 150\nwidth = 900\nheight = 240",
             "x = 1500\ny = 900\nwidth = 100\nheight = 50",
         )
+        // Without provision's app-drawn wait, which would refuse this region before the
+        // snapshot: the snapshot's own gate is what this test proves.
+        .replace("[[readiness]]\nkind = \"app-drawn\"\n", "")
     });
     assert!(
         std::fs::read_to_string(&prof).unwrap().contains("x = 1500"),
@@ -386,7 +378,6 @@ fn a_reference_without_the_app_is_refused_before_the_checkpoint_leaving_no_tmp_f
     let holders = holder_pids(&sd);
     let result = std::panic::catch_unwind(|| {
         let pid = p["facts"]["provision_container_pid"].as_i64().unwrap();
-        settle(pid);
         let before = state(&sd, 0).phase;
         let (code, out, err) = cli_slot("snapshot", "0", &sd, &[]);
         assert_eq!(code, Some(1), "{out}\n{err}");

@@ -16,7 +16,6 @@ mod common;
 #[path = "common/slot_support.rs"]
 mod slot_support;
 
-use netprobe::x11::Display;
 use serde_json::Value;
 use slot_support::*;
 use std::path::{Path, PathBuf};
@@ -49,17 +48,6 @@ fn gate_names(o: &Value) -> Vec<String> {
         .iter()
         .map(|g| g["name"].as_str().unwrap().to_string())
         .collect()
-}
-
-/// Waits (bounded) until GNOME Shell is the window manager, the typing app has the focus and the
-/// screen has been still for 2 s (`common::settle_gnome`), so the snapshot's quiescence gate sees
-/// a settled desktop.
-fn settle(pid: i64) {
-    let sock = netprobe::slot::display::socket_of(pid as i32, 0);
-    let d = Display::connect(&sock, Duration::from_secs(30)).unwrap();
-    common::settle_gnome(&d, Instant::now() + Duration::from_secs(150), || {
-        common::guest_logs(pid)
-    });
 }
 
 /// Copies the slot's evidence folders (gates, PNGs, logs) and the snapshot's `screen.png` to
@@ -141,10 +129,26 @@ fn gnome_profile_provision_snapshot_restore_input_reset_cleanup() {
         assert!(at("guest-tcp") < at("guest-http"), "{names:?}");
         assert_eq!(
             p["facts"]["readiness_order"],
-            serde_json::json!(["x-display", "tcp 5000", "http 5000 GET /health -> 200"])
+            serde_json::json!([
+                "x-display",
+                "tcp 5000",
+                "http 5000 GET /health -> 200",
+                "active-window netprobe-typing",
+                "app-drawn x 200 y 187, 900x240",
+                "screen-quiescent 2000 ms"
+            ])
         );
-        settle(p["facts"]["provision_container_pid"].as_i64().unwrap());
-        eprintln!("gnome: provisioned and settled in {:?}", t0.elapsed());
+        // Provision means ready for a snapshot: it waited for the app's focus, its window and
+        // a still screen, so the snapshot follows at once (no settling by the test).
+        for g in ["active-window", "app-shown", "screen-settled"] {
+            assert_eq!(gate(&p, g)["proven"], true, "{g}: {p:#}");
+        }
+        assert!(at("guest-http") < at("active-window"), "{names:?}");
+        assert!(at("app-shown") < at("screen-settled"), "{names:?}");
+        eprintln!(
+            "gnome: provisioned (ready for a snapshot) in {:?}",
+            t0.elapsed()
+        );
 
         let s = verb("snapshot", &sd, &[]);
         assert_eq!(gate(&s, "screen-quiescent")["proven"], true, "{s:#}");

@@ -27,8 +27,8 @@ pub use error::{ProfileError, Result};
 pub use model::{
     CgroupDriver, Confinement, DOCKER_DEFAULT_CAPS, DisplaySpec, Image, InputProbe,
     MAX_MEMORY_BYTES, Mounts, Network, PROFILE_SCHEMA_VERSION, PartitionSel, Process, Profile,
-    READINESS_TIMEOUT_FLOOR_MS, READINESS_TIMEOUT_MAX_MS, Readiness, ResourceLimits, Security,
-    Tmpfs, UserSpec,
+    READINESS_TIMEOUT_FLOOR_MS, READINESS_TIMEOUT_MAX_MS, Readiness, ResourceLimits,
+    SCREEN_SAMPLE_MS, STILL_MS_RANGE, Security, Tmpfs, UserSpec,
 };
 pub use overlay::{DEFAULT_OVERLAY_OPTIONS, OverlaySpec};
 
@@ -421,14 +421,7 @@ fn validate_display(p: &Profile, name: &Path) -> Result<()> {
             "give at most 3600000 (1 hour; values below 20000 are raised to 20 s), e.g. 60000",
         ));
     }
-    if p.display.is_none() && p.readiness.contains(&Readiness::XDisplay) {
-        return Err(field(
-            name,
-            "readiness",
-            "an x-display check without a [display] table".into(),
-            "add [display] (number, width, height, depth) or remove the x-display check",
-        ));
-    }
+    readiness_fits(name, p)?;
     if p.network.guest_port == Some(0) {
         return Err(field(
             name,
@@ -556,6 +549,61 @@ fn read_pin(name: &Path, f: &Path) -> Result<String> {
         ));
     }
     Ok(h)
+}
+
+/// The readiness checks fit the rest of the profile: display checks need `[display]`, `app-drawn`
+/// needs `[display.input]`, `still_ms` lies in [`model::STILL_MS_RANGE`], a window name is not
+/// empty.
+///
+/// Errors: [`ProfileError::Field`] on `readiness`, naming the check and the fix.
+fn readiness_fits(name: &Path, p: &Profile) -> Result<()> {
+    for r in &p.readiness {
+        let (article, kind) = match r {
+            Readiness::XDisplay => ("an", "x-display"),
+            Readiness::ActiveWindow { .. } => ("an", "active-window"),
+            Readiness::AppDrawn => ("an", "app-drawn"),
+            Readiness::ScreenQuiescent { .. } => ("a", "screen-quiescent"),
+            Readiness::Tcp { .. } | Readiness::Http { .. } => continue,
+        };
+        if p.display.is_none() && r.needs_display() {
+            return Err(field(
+                name,
+                "readiness",
+                format!("{article} {kind} check without a [display] table"),
+                &format!("add [display] (number, width, height, depth) or remove the {kind} check"),
+            ));
+        }
+        match r {
+            Readiness::AppDrawn if p.display.and_then(|d| d.input).is_none() => {
+                return Err(field(
+                    name,
+                    "readiness",
+                    "an app-drawn check without a [display.input] region".into(),
+                    "add [display.input] (key, x, y, width, height: the application's window) or remove the app-drawn check",
+                ));
+            }
+            Readiness::ScreenQuiescent { still_ms }
+                if !model::STILL_MS_RANGE.contains(still_ms) =>
+            {
+                return Err(field(
+                    name,
+                    "readiness",
+                    format!("screen-quiescent still_ms {still_ms} is outside 250..=60000"),
+                    "give still_ms from 250 to 60000 milliseconds (default 2000)",
+                ));
+            }
+            Readiness::ActiveWindow { name: w } if w.trim().is_empty() => {
+                return Err(field(
+                    name,
+                    "readiness",
+                    "an active-window check with an empty name".into(),
+                    "give the WM_NAME of the window that must have the focus, e.g. name = \"netprobe-typing\"",
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -375,6 +375,44 @@ pub enum Readiness {
     },
     /// The profile's display answers with its geometry and depth.
     XDisplay,
+    /// The window the window manager says has the focus (EWMH `_NET_ACTIVE_WINDOW`) has this
+    /// `WM_NAME` (waited for): what the input gate's key needs.
+    ActiveWindow {
+        /// The window's `WM_NAME`, e.g. `netprobe-typing`.
+        name: String,
+    },
+    /// The profile's `display.input` region holds more than one colour (waited for): what the
+    /// snapshot's `app-drawn` gate needs. Needs `[display.input]`.
+    AppDrawn,
+    /// No pixel of the screen changed for `still_ms` milliseconds, screenshots
+    /// [`SCREEN_SAMPLE_MS`] apart (waited for): what the snapshot's `screen-quiescent` gate needs.
+    ScreenQuiescent {
+        /// How long the screen must stay still, milliseconds (default 2000, from 250 to 60000).
+        #[serde(default = "default_still_ms")]
+        still_ms: u64,
+    },
+}
+
+/// How often the `screen-quiescent` readiness check takes a screenshot, milliseconds.
+pub const SCREEN_SAMPLE_MS: u64 = 250;
+/// The shortest and longest `still_ms` of a `screen-quiescent` readiness check, milliseconds.
+pub const STILL_MS_RANGE: std::ops::RangeInclusive<u64> = 250..=60_000;
+
+fn default_still_ms() -> u64 {
+    2000
+}
+
+impl Readiness {
+    /// True for the checks that look at the profile's display (they need `[display]`).
+    pub fn needs_display(&self) -> bool {
+        matches!(
+            self,
+            Readiness::XDisplay
+                | Readiness::ActiveWindow { .. }
+                | Readiness::AppDrawn
+                | Readiness::ScreenQuiescent { .. }
+        )
+    }
 }
 
 /// cgroup driver of the runtime (`runc --systemd-cgroup` for systemd): the slot's own type,

@@ -545,3 +545,63 @@ fn a_binary_profile_is_quoted_escaped_and_cut() {
     assert!(e.contains("\\u{1b}") || e.contains("\\u{0}"), "{e}");
     assert!(e.len() < 6000, "{}", e.len());
 }
+
+#[test]
+fn display_readiness_waits_need_a_display_an_input_region_and_a_sane_still_time() {
+    const DISPLAY: &str = "[display]\nnumber = 0\nwidth = 64\nheight = 48\ndepth = 24\n";
+    const INPUT: &str = "[display.input]\nkey = \"q\"\nx = 0\ny = 0\nwidth = 8\nheight = 8\n";
+    let with = |tables: &str, checks: &str| p(&format!("{MINIMAL}{tables}{checks}"));
+    let aw = "[[readiness]]\nkind = \"active-window\"\nname = \"netprobe-typing\"\n";
+    let ad = "[[readiness]]\nkind = \"app-drawn\"\n";
+    let sq = |ms: &str| format!("[[readiness]]\nkind = \"screen-quiescent\"\n{ms}");
+    let ok = with(&format!("{DISPLAY}{INPUT}"), &format!("{aw}{ad}{}", sq(""))).unwrap();
+    assert_eq!(
+        ok.profile.readiness,
+        [
+            Readiness::ActiveWindow {
+                name: "netprobe-typing".into()
+            },
+            Readiness::AppDrawn,
+            Readiness::ScreenQuiescent { still_ms: 2000 }
+        ]
+    );
+    let refused = |tables: &str, checks: &str, words: &str| {
+        let e = with(tables, checks).unwrap_err();
+        assert!(
+            matches!(&e, ProfileError::Field { field, .. } if field == "readiness"),
+            "{e}"
+        );
+        assert!(e.to_string().contains(words), "{e}");
+        assert_eq!(e.exit_code(), 2);
+    };
+    refused(
+        "",
+        aw,
+        "an active-window check without a [display] table; fix: add [display]",
+    );
+    refused(
+        "",
+        &sq(""),
+        "a screen-quiescent check without a [display] table",
+    );
+    refused(
+        DISPLAY,
+        ad,
+        "an app-drawn check without a [display.input] region; fix: add [display.input]",
+    );
+    refused(
+        DISPLAY,
+        &sq("still_ms = 100\n"),
+        "screen-quiescent still_ms 100 is outside 250..=60000",
+    );
+    refused(
+        DISPLAY,
+        &sq("still_ms = 60001\n"),
+        "give still_ms from 250 to 60000 milliseconds",
+    );
+    refused(
+        DISPLAY,
+        "[[readiness]]\nkind = \"active-window\"\nname = \" \"\n",
+        "an active-window check with an empty name",
+    );
+}

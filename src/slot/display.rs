@@ -34,7 +34,8 @@ const INPUT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The snapshot's reference screen, inside the snapshot folder.
 pub const SNAPSHOT_SCREEN: &str = "screen.png";
 
-fn spec(st: &SlotState) -> Option<DisplaySpec> {
+/// The slot profile's `[display]`, when it has one.
+pub(crate) fn spec(st: &SlotState) -> Option<DisplaySpec> {
     st.profile.as_ref().and_then(|p| p.profile.display)
 }
 

@@ -143,6 +143,12 @@ gates! {
     ScreenQuiescent => ("screen-quiescent", Gate, "two screenshots 250 ms apart are pixel-equal (the screen is still)"),
     /// snapshot: the profile's input region of the reference screen is drawn (not one colour).
     AppDrawn => ("app-drawn", Gate, "the profile's display.input region of the snapshot's screen holds more than one colour (the application's window is drawn there, not the bare background an unmapped window leaves)"),
+    /// provision: a profile's `active-window` readiness check: the focused window has its name.
+    ActiveWindow => ("active-window", Gate, "the window the window manager says has the focus (EWMH _NET_ACTIVE_WINDOW) has the WM_NAME the profile's active-window readiness check names"),
+    /// provision: a profile's `app-drawn` readiness check, waited for on the live screen.
+    AppShown => ("app-shown", Gate, "the profile's display.input region of the live screen holds more than one colour (the profile's app-drawn readiness check: what the snapshot's app-drawn gate needs, waited for)"),
+    /// provision: a profile's `screen-quiescent` readiness check.
+    ScreenSettled => ("screen-settled", Gate, "no pixel of the screen changed for the profile's still_ms, screenshots 250 ms apart (the profile's screen-quiescent readiness check: what the snapshot's screen-quiescent gate needs, waited for)"),
     /// restore/reset: the screen equals the snapshot's.
     PixelsEqual => ("pixels-equal", Gate, "the screen after restore equals the snapshot's pixel for pixel"),
     /// restore/reset: a key through XTEST changes the application's region.
@@ -375,7 +381,7 @@ mod tests {
         let before = names.len();
         names.dedup();
         assert_eq!(before - names.len(), 2);
-        assert_eq!(GateId::ALL.len(), 44);
+        assert_eq!(GateId::ALL.len(), 47);
     }
 
     #[test]

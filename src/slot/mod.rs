@@ -53,6 +53,7 @@ mod profiled;
 mod provision;
 mod provision_gates;
 mod readiness;
+mod readiness_screen;
 mod restore;
 mod run;
 pub mod sealed;

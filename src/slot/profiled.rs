@@ -335,7 +335,7 @@ mod tests {
         st.profile = Some(record(&lp));
         let (port, path, status, t) = guest_check(&st).unwrap();
         assert_eq!((port, path.as_str(), status), (5000, "/health", 200));
-        assert_eq!(t, Duration::from_secs(60));
+        assert_eq!(t, Duration::from_secs(120));
     }
 
     #[test]

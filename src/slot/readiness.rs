@@ -1,5 +1,8 @@
 //! provision's readiness checks, run in the order the profile lists them (`[[readiness]]`):
-//! `x-display` → the `display-geometry` gate, `tcp` → `guest-tcp`, `http` → `guest-http`. Then
+//! `x-display` → the `display-geometry` gate, `tcp` → `guest-tcp`, `http` → `guest-http`, and the
+//! waits for what the snapshot's display gates need ([`super::readiness_screen`]):
+//! `active-window` → `active-window`, `app-drawn` → `app-shown`, `screen-quiescent` →
+//! `screen-settled`. Then
 //! what every slot checked before profiles listed anything, if the profile did not list it: the
 //! display's geometry (a profile with `[display]`) and the guest server's `GET /` → 200 on
 //! `network.guest_port` (or `guest-http` recorded as not applicable when there is no server).
@@ -13,10 +16,12 @@
 use super::error::SlotError;
 use super::gate::GateId;
 use super::net;
+use super::readiness_screen::ScreenCheck;
 use super::run::VerbRun;
 use super::state::SlotState;
 use crate::ns::ProcessIdentity;
 use crate::profile::Readiness;
+use crate::x11::Rect;
 use std::time::{Duration, Instant};
 
 /// One readiness check as provision runs it.
@@ -37,6 +42,8 @@ pub(crate) enum ReadyCheck {
     },
     /// `guest-http` recorded as not applicable: the slot declares no guest server.
     NoGuestServer,
+    /// A wait on the display (`active-window`, `app-shown`, `screen-settled`).
+    Screen(ScreenCheck),
 }
 
 impl ReadyCheck {
@@ -50,6 +57,7 @@ impl ReadyCheck {
                 format!("http {port} GET {path} -> {status}")
             }
             ReadyCheck::NoGuestServer => "no guest server".into(),
+            ReadyCheck::Screen(c) => c.describe(),
         }
     }
 }
@@ -69,6 +77,22 @@ pub(crate) fn plan(st: &SlotState) -> (Vec<ReadyCheck>, Duration) {
         for r in &p.profile.readiness {
             v.push(match r {
                 Readiness::XDisplay => ReadyCheck::Display,
+                Readiness::ActiveWindow { name } => {
+                    ReadyCheck::Screen(ScreenCheck::ActiveWindow(name.clone()))
+                }
+                Readiness::AppDrawn => match p.profile.display.and_then(|d| d.input) {
+                    Some(i) => ReadyCheck::Screen(ScreenCheck::AppDrawn(Rect {
+                        x: i.x,
+                        y: i.y,
+                        width: i.width,
+                        height: i.height,
+                    })),
+                    // The profile's validation refuses app-drawn without [display.input].
+                    None => continue,
+                },
+                Readiness::ScreenQuiescent { still_ms } => {
+                    ReadyCheck::Screen(ScreenCheck::Settled(Duration::from_millis(*still_ms)))
+                }
                 Readiness::Tcp { port } => ReadyCheck::Tcp(*port),
                 Readiness::Http { port, path, status } => ReadyCheck::Http {
                     port: *port,
@@ -129,6 +153,11 @@ pub(crate) fn run_checks(
             ReadyCheck::Http { port, path, status } => {
                 super::common::guest_http_gate(run, h, *port, path, *status, left)?;
                 GateId::GuestHttp
+            }
+            ReadyCheck::Screen(c) => {
+                let n = super::readiness_screen::display_number(st).unwrap_or(0);
+                super::readiness_screen::wait(run, c, pid, n, left)?;
+                c.gate()
             }
             ReadyCheck::NoGuestServer => {
                 run.record(
@@ -227,5 +256,39 @@ mod tests {
         assert_eq!(budget, Duration::from_secs(20));
         let named: Vec<String> = p.iter().map(ReadyCheck::describe).collect();
         assert_eq!(named, ["tcp 5000", "http 5000 GET / -> 200"]);
+    }
+
+    #[test]
+    fn display_waits_follow_the_profiles_order_with_the_input_region() {
+        const INPUT: &str = "[display.input]\nkey = \"q\"\nx = 1\ny = 2\nwidth = 3\nheight = 4\n";
+        const WAITS: &str = "[[readiness]]\nkind = \"active-window\"\nname = \"app\"\n\
+            [[readiness]]\nkind = \"app-drawn\"\n\
+            [[readiness]]\nkind = \"screen-quiescent\"\nstill_ms = 1500\n";
+        let (p, _) = plan(&with(&format!("{BASE}{DISPLAY}{INPUT}{X}{HTTP}{WAITS}")));
+        let region = Rect {
+            x: 1,
+            y: 2,
+            width: 3,
+            height: 4,
+        };
+        assert_eq!(
+            p,
+            [
+                ReadyCheck::Display,
+                http(8080, "/health", 204),
+                ReadyCheck::Screen(ScreenCheck::ActiveWindow("app".into())),
+                ReadyCheck::Screen(ScreenCheck::AppDrawn(region)),
+                ReadyCheck::Screen(ScreenCheck::Settled(Duration::from_millis(1500))),
+            ]
+        );
+        let named: Vec<String> = p.iter().map(ReadyCheck::describe).collect();
+        assert_eq!(
+            named[2..],
+            [
+                "active-window app",
+                "app-drawn x 1 y 2, 3x4",
+                "screen-quiescent 1500 ms"
+            ]
+        );
     }
 }

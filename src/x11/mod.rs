@@ -9,6 +9,8 @@
 //!   (a restore prepares it while CRIU restores the X server).
 //! - [`image`]: [`Screenshot`] ↔ PNG with sha256, [`diff`] (count + bounding box),
 //!   [`diff_image`] (changed pixels marked red), [`region_equal`].
+//! - [`ewmh`]: what the window manager says: its name, the focused window's name, the
+//!   windows of a name with their map state.
 //! - [`gates`]: the display gates as data in, [`GateRecord`] out (geometry, quiescence,
 //!   pixel-equal, input), writing their PNGs with sha256 into an evidence directory.
 //!
@@ -18,6 +20,7 @@
 pub mod buffers;
 pub mod display;
 pub mod error;
+pub mod ewmh;
 pub mod gates;
 pub mod image;
 mod shm;

@@ -99,89 +99,19 @@ pub fn shipped_profile(name: &str, img: &DesktopImage, dir: &std::path::Path) ->
     p
 }
 
-/// The name of the window manager per EWMH (`_NET_SUPPORTING_WM_CHECK` → `_NET_WM_NAME`), e.g.
-/// `GNOME Shell`; None when no EWMH window manager runs.
+/// The window manager's name (`netprobe::x11::ewmh::wm_name`), e.g. `GNOME Shell`.
 pub fn wm_name(d: &netprobe::x11::Display) -> Option<String> {
-    use x11rb::protocol::xproto::{AtomEnum, ConnectionExt as _};
-    let c = d.connection();
-    let atom = |n: &str| {
-        c.intern_atom(false, n.as_bytes())
-            .ok()?
-            .reply()
-            .ok()
-            .map(|r| r.atom)
-    };
-    let check = atom("_NET_SUPPORTING_WM_CHECK")?;
-    let name = atom("_NET_WM_NAME")?;
-    let utf8 = atom("UTF8_STRING")?;
-    let w = c
-        .get_property(false, d.root(), check, AtomEnum::WINDOW, 0, 1)
-        .ok()?
-        .reply()
-        .ok()?
-        .value32()?
-        .next()?;
-    let v = c
-        .get_property(false, w, name, utf8, 0, 64)
-        .ok()?
-        .reply()
-        .ok()?;
-    Some(String::from_utf8_lossy(&v.value).into_owned())
+    netprobe::x11::ewmh::wm_name(d)
 }
 
-/// The `WM_NAME` of the window the window manager says has the focus (EWMH
-/// `_NET_ACTIVE_WINDOW` on the root), e.g. `netprobe-typing`; None when there is none.
+/// The `WM_NAME` of the focused window (`netprobe::x11::ewmh::active_window_name`).
 pub fn active_window_name(d: &netprobe::x11::Display) -> Option<String> {
-    use x11rb::protocol::xproto::{AtomEnum, ConnectionExt as _};
-    let c = d.connection();
-    let active = c
-        .intern_atom(false, b"_NET_ACTIVE_WINDOW")
-        .ok()?
-        .reply()
-        .ok()?
-        .atom;
-    let w = c
-        .get_property(false, d.root(), active, AtomEnum::WINDOW, 0, 1)
-        .ok()?
-        .reply()
-        .ok()?
-        .value32()?
-        .next()
-        .filter(|w| *w != 0)?;
-    let v = c
-        .get_property(false, w, AtomEnum::WM_NAME, AtomEnum::ANY, 0, 64)
-        .ok()?
-        .reply()
-        .ok()?;
-    Some(String::from_utf8_lossy(&v.value).into_owned())
+    netprobe::x11::ewmh::active_window_name(d)
 }
 
-/// The typing app's windows (`WM_NAME` `netprobe-typing`, searched through the whole window
-/// tree) with their map state, e.g. `["0x1a00003 VIEWABLE"]`: what a focus wait's panic names.
+/// The typing app's windows with their map state (`netprobe::x11::ewmh::windows_named`).
 pub fn typing_windows(d: &netprobe::x11::Display) -> Vec<String> {
-    use x11rb::protocol::xproto::{AtomEnum, ConnectionExt as _};
-    let c = d.connection();
-    let mut found = Vec::new();
-    let mut todo = vec![d.root()];
-    while let Some(w) = todo.pop() {
-        if let Ok(t) = c.query_tree(w).map(|r| r.reply()) {
-            todo.extend(t.map(|t| t.children).unwrap_or_default());
-        }
-        let name = c
-            .get_property(false, w, AtomEnum::WM_NAME, AtomEnum::ANY, 0, 64)
-            .ok()
-            .and_then(|r| r.reply().ok())
-            .map(|v| v.value);
-        if name.as_deref() == Some(b"netprobe-typing".as_slice()) {
-            let state = c
-                .get_window_attributes(w)
-                .ok()
-                .and_then(|r| r.reply().ok())
-                .map(|a| format!("{:?}", a.map_state));
-            found.push(format!("{w:#x} {}", state.unwrap_or_else(|| "gone".into())));
-        }
-    }
-    found
+    netprobe::x11::ewmh::windows_named(d, "netprobe-typing")
 }
 
 /// The guest's own logs (`wm.log`, `app.log`, `x.log` in its `/tmp`, read through
