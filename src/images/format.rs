@@ -257,7 +257,7 @@ pub fn decode_entries<M: prost::Message + Default>(
 }
 
 /// A protobuf varint at `*off` of `b`, advancing `*off`; `None` when cut short or over 10 bytes.
-fn varint(b: &[u8], off: &mut usize) -> Option<u64> {
+pub(crate) fn varint(b: &[u8], off: &mut usize) -> Option<u64> {
     let mut v = 0u64;
     for shift in (0..70).step_by(7) {
         let byte = *b.get(*off)?;

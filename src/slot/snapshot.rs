@@ -223,6 +223,7 @@ fn checkpoint(
             .step_err("runtime-checkpoint", e)
             .with_note(&format!("{known}{left}")));
     }
+    super::criu_lock::lock_method_fact(run, &images);
     Ok((h, cap, screen))
 }
 
