@@ -92,3 +92,75 @@ fn criu_named_tables_and_chains_are_never_nothing() {
     ok(Verb::Cleanup, "80", &sd);
     assert_released(&sd, &pids);
 }
+
+/// A memory limit written by hand into the container's cgroup file after provision: `slot
+/// status` reads the live files and marks it, the snapshot refuses it (gate `cgroup-limits`,
+/// naming the file and both values) before the checkpoint, and passes once it is put back.
+#[test]
+fn a_cgroup_limit_changed_by_hand_is_named() {
+    require_root();
+    let _s = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let sd = state_dir(&tmp);
+    let _c = CleanupOnDrop(sd.clone(), vec![81]);
+    provision_dir("81", &sd, &sleep_image(tmp.path())).unwrap_or_else(|e| panic!("{e}"));
+    let st = state(&sd, 81);
+    let want = st.resources.memory_limit;
+    let rb = st.cgroup.unwrap().last_readback.unwrap();
+    let file = rb
+        .files
+        .iter()
+        .find(|f| f.path.ends_with("memory.limit_in_bytes") || f.path.ends_with("memory.max"))
+        .unwrap()
+        .path
+        .clone();
+    let old = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, "2147483648").unwrap();
+    let expected = format!(
+        "memory limit 2147483648 bytes in {} (\"2147483648\"), config.json {want} bytes",
+        file.display()
+    );
+
+    let s = ok(Verb::Status, "81", &sd);
+    let doc = s.status.unwrap();
+    let live = &doc["live"]["cgroup_limits"];
+    assert_eq!(live["equal"], false, "{live}");
+    assert_eq!(live["differences"][0], expected.as_str(), "{live}");
+    assert!(
+        doc["advice"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("snapshot refuses (gate cgroup-limits)"),
+        "{doc:#}"
+    );
+
+    let e = err(&args(Verb::Snapshot, "81", &sd));
+    assert_gate_err(&e, "81", "cgroup-limits", 1);
+    assert!(
+        e.message.contains(&format!(
+            "the container's cgroup limits changed since they were set: {expected}; a snapshot would checkpoint"
+        )),
+        "{e}"
+    );
+    assert!(
+        e.evidence
+            .as_deref()
+            .unwrap()
+            .join("cgroup-limits-snapshot.json")
+            .exists()
+    );
+    assert_eq!(
+        state(&sd, 81).snapshot,
+        None,
+        "a refused snapshot records none"
+    );
+
+    std::fs::write(&file, old.trim()).unwrap();
+    let s = ok(Verb::Status, "81", &sd);
+    assert_eq!(s.status.unwrap()["live"]["cgroup_limits"]["equal"], true);
+    let snap = ok(Verb::Snapshot, "81", &sd);
+    assert!(gate(&snap, "cgroup-limits").proven, "{:?}", snap.gates);
+    let pids = holder_pids(&sd);
+    ok(Verb::Cleanup, "81", &sd);
+    assert_released(&sd, &pids);
+}

@@ -194,6 +194,7 @@ fn checkpoint(
     run.ev_write("netstate-before.json", cap.as_bytes());
 
     holder_gate(run, st, "checkpoint")?;
+    super::cgroups::snapshot_limits_gate(run, st, pid)?;
     run.clear("runtime-checkpoint", &CHECKPOINT_GATES)?;
     let images = tmp.join("checkpoint");
     let work = run.ev_path("criu-work");
