@@ -145,7 +145,7 @@ gates! {
     /// snapshot: the profile's input region of the reference screen is drawn (not one colour).
     AppDrawn => ("app-drawn", Gate, "the profile's display.input region of the snapshot's screen holds more than one colour (the application's window is drawn there, not the bare background an unmapped window leaves)"),
     /// restore/reset: the screen equals the snapshot's.
-    PixelsEqual => ("pixels-equal", Gate, "the screen after restore equals the snapshot's pixel for pixel"),
+    PixelsEqual => ("pixels-equal", Gate, "the screen of the restored container (by `restore`, or by `reset`'s restore) equals the snapshot's pixel for pixel"),
     /// restore/reset: a key through XTEST changes the application's region.
     InputReachesApp => ("input-reaches-app", Gate, "a key press sent through XTEST changes the application's region"),
     /// restore/reset: a complete snapshot exists.
