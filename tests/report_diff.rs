@@ -65,7 +65,22 @@ fn diff_runc_to_other_runtime() {
     );
     assert!(text.contains("  oci/checkpoint                    803 ->      702  x0.87\n"));
     assert!(text.contains("  external-netns                   2633 ->     2401  x0.91\n"));
-    assert!(text.contains("declared differences (new run):\n"));
+    // Each declared difference once: the added one above (`+`), the others in the new run's list.
+    assert!(
+        text.contains("declared differences (new run), besides the 1 added above:\n"),
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("runc/CRIU differ from the pins").count(),
+        1,
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("the holder's memory and CPU are outside the container cgroup")
+            .count(),
+        1,
+        "{text}"
+    );
 }
 
 #[test]

@@ -26,7 +26,8 @@
 # signal, the qemu process and the temporary directory (io disk, console log) are gone.
 #
 # Exit: the command's exit code when it ran; 3 host refused (not root, tool or image missing);
-# 4 the VM did not boot, hung or did not report (the reason on stderr, the console's tail too).
+# 4 the VM did not boot, hung, was killed (the signal named, and its sender when qemu says) or
+# did not report (the reason on stderr, the console's tail too).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 log() { printf 'vm-run: %s\n' "$*" >&2; }
@@ -199,6 +200,18 @@ if [ ! -f "$OUT/rc" ]; then
   tail -20 "$OUT/console.log" >&2 || true
   if [ "$panics" -gt 0 ]; then
     die 4 "the guest kernel panicked in each of $attempt boot(s) before the command reported (consoles in $OUT/attempt-*/ and $OUT/console.log)"
+  fi
+  # qemu ended by a signal: SIGKILL shows as wait's 128+N; SIGTERM/SIGINT/SIGHUP make qemu
+  # itself end (exit 0) after saying "terminating on signal N from pid P (COMM)" on stderr.
+  said=$(grep -o 'terminating on signal [0-9]* from pid [0-9]*\( ([^)]*)\)\?' "$OUT/qemu-stderr.txt" 2>/dev/null | head -1 || true)
+  sig=""
+  if [ "$BOOT_RC" -gt 128 ]; then sig=$((BOOT_RC - 128)); fi
+  if [ -n "$said" ]; then sig=$(echo "$said" | awk '{print $4}'); fi
+  if [ -n "$sig" ]; then
+    by="by a process run.sh does not know (qemu cannot say who sends SIGKILL)"
+    [ "$sig" != 9 ] && by="by a sender qemu did not name"
+    [ -n "$said" ] && by="by pid ${said#*from pid }"
+    die 4 "qemu was killed by signal $sig (SIG$(kill -l "$sig" 2>/dev/null || echo '?')) $by after ${BOOT_SECONDS}s, before the command reported: the guest did not power off (qemu exit $BOOT_RC; console tail above)"
   fi
   die 4 "the guest powered off without running the command (qemu exit $BOOT_RC; console tail above)"
 fi

@@ -56,7 +56,7 @@ pub enum CgroupError {
     },
     /// The systemd cgroup driver was asked for on a host where systemd is not pid 1.
     #[error(
-        "the systemd cgroup driver needs systemd as pid 1, but this host's pid 1 is {pid1:?} ({marker} absent): use the cgroupfs driver (`--cgroup-driver cgroupfs`, or `cgroup_driver = \"cgroupfs\"` in a slot profile) or leave the driver unset for the default"
+        "the systemd cgroup driver needs systemd as pid 1, but this host's pid 1 is {pid1:?} ({marker} absent): use the cgroupfs driver (`netprobe cgroup --driver cgroupfs`; `slot provision --cgroup-driver cgroupfs`, or `cgroup_driver = \"cgroupfs\"` in a slot profile) or leave the driver unset for the default"
     )]
     SystemdNotPid1 {
         /// `/proc/1/comm` of the host, trimmed.

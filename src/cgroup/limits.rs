@@ -88,6 +88,69 @@ impl LimitReadback {
 }
 
 impl LimitReadback {
+    /// Each limit that differs from `want`, one sentence each naming the file it was read from
+    /// and both values (normalised units: µs, bytes, -1 unlimited), e.g. `memory limit 2147483648
+    /// bytes in /sys/fs/cgroup/memory/x/memory.limit_in_bytes ("2147483648"), config.json
+    /// 4294967296`. Empty when every limit equals `want` (a missing swap file is not a
+    /// difference: no swap accounting).
+    pub fn differences(&self, want: &Resources) -> Vec<String> {
+        let file = |names: &[&str]| {
+            self.files
+                .iter()
+                .find(|f| {
+                    f.path
+                        .file_name()
+                        .is_some_and(|n| names.iter().any(|w| n == *w))
+                })
+                .map(|f| format!("{} ({:?})", f.path.display(), f.value))
+                .unwrap_or_else(|| "(no file read)".into())
+        };
+        let mut out = Vec::new();
+        let mut one = |what: &str, got: String, names: &[&str], asked: String| {
+            out.push(format!(
+                "{what} {got} in {}, config.json {asked}",
+                file(names)
+            ))
+        };
+        if self.cpu_quota != want.cpu_quota {
+            let f = ["cpu.cfs_quota_us", "cpu.max"];
+            one(
+                "cpu quota",
+                format!("{} µs", self.cpu_quota),
+                &f,
+                format!("{} µs", want.cpu_quota),
+            );
+        }
+        if self.cpu_period != want.cpu_period {
+            let f = ["cpu.cfs_period_us", "cpu.max"];
+            one(
+                "cpu period",
+                format!("{} µs", self.cpu_period),
+                &f,
+                format!("{} µs", want.cpu_period),
+            );
+        }
+        if self.memory_limit != want.memory_limit {
+            let f = ["memory.limit_in_bytes", "memory.max"];
+            one(
+                "memory limit",
+                format!("{} bytes", self.memory_limit),
+                &f,
+                format!("{} bytes", want.memory_limit),
+            );
+        }
+        if let Some(s) = self.memory_swap.filter(|s| *s != want.memory_swap) {
+            let f = ["memory.memsw.limit_in_bytes", "memory.swap.max"];
+            one(
+                "memory+swap",
+                format!("{s} bytes"),
+                &f,
+                format!("{} bytes", want.memory_swap),
+            );
+        }
+        out
+    }
+
     /// The container's cgroup directories in every hierarchy: the directories of the limit
     /// files read, and those of each line of the recorded `/proc/PID/cgroup` (`files[0]`) whose
     /// path is the container's (the cpu line's on v1, the `0::` line's on v2; `/` never is),

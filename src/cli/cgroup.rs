@@ -18,7 +18,8 @@ pub struct CgroupCmd {
     /// cgroup driver; default: systemd where systemd is pid 1, else cgroupfs.
     #[arg(long, value_parser = ["systemd", "cgroupfs"])]
     driver: Option<String>,
-    /// OCI runtime binary.
+    /// OCI runtime binary. Default: `run`'s — the newest /opt/runc-<version>/sbin/runc set-up
+    /// installed, else runc in PATH.
     #[arg(long)]
     runtime: Option<PathBuf>,
     /// systemd driver: also `systemctl daemon-reload` before and after aligning the unit and
@@ -37,7 +38,9 @@ impl Execute for CgroupCmd {
             Ok(d) => d,
             Err(e) => return fail(ExitClass::Usage, e),
         };
-        let runtime = self.runtime.unwrap_or_else(netprobe::host::default_runtime);
+        let runtime = self
+            .runtime
+            .unwrap_or_else(netprobe::host::pinned_default_runtime);
         let evidence = self.evidence;
         match check::run_check(
             std::path::Path::new("/"),

@@ -80,7 +80,7 @@ pub enum VerdictCode {
     CriuNetns,
     /// the runtime tells CRIU the netns is empty (runc's design).
     RuntimeEmptyNs,
-    /// the finding no longer holds for this runtime/CRIU pair.
+    /// the empty-ns finding does not hold for this runtime/CRIU pair.
     RuntimePreservesNetns,
     /// the external-netns workaround itself fails here.
     ExternalNetnsBroken,

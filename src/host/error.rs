@@ -81,7 +81,7 @@ pub enum HostError {
     },
     /// `criu check` failed.
     #[error(
-        "criu check failed for {path} ({status}): {tail}; CRIU cannot checkpoint on this kernel as configured (run: {path} check -v4 to see every missing feature)"
+        "criu check failed for {path} ({status}); its output: {tail} (`{path} check -v4` lists every check)"
     )]
     CriuCheckFailed {
         /// The CRIU binary.

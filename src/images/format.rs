@@ -236,8 +236,10 @@ pub fn decode_entries<M: prost::Message + Default>(
 ) -> Result<Vec<M>, ImageError> {
     let mut out = Vec::new();
     walk(file, bytes, magic, max, |start, off, payload| {
-        let m = M::decode(payload)
-            .map_err(|e| ImageError::new(file, start, format!("protobuf: {e}")))?;
+        let m = M::decode(payload).map_err(|e| {
+            let at = start + bad_key_offset(payload).unwrap_or(0);
+            ImageError::new(file, at, format!("protobuf: {e}"))
+        })?;
         let tags = top_level_tags(payload);
         if let Some((_, name)) = required.iter().find(|(n, _)| !tags.contains(n)) {
             return Err(ImageError::new(
@@ -257,7 +259,7 @@ pub fn decode_entries<M: prost::Message + Default>(
 }
 
 /// A protobuf varint at `*off` of `b`, advancing `*off`; `None` when cut short or over 10 bytes.
-fn varint(b: &[u8], off: &mut usize) -> Option<u64> {
+pub(crate) fn varint(b: &[u8], off: &mut usize) -> Option<u64> {
     let mut v = 0u64;
     for shift in (0..70).step_by(7) {
         let byte = *b.get(*off)?;
@@ -265,6 +267,39 @@ fn varint(b: &[u8], off: &mut usize) -> Option<u64> {
         v |= u64::from(byte & 0x7f) << shift;
         if byte & 0x80 == 0 {
             return Some(v);
+        }
+    }
+    None
+}
+
+/// The offset in `payload` of the first field key prost cannot read past: a key whose wire
+/// type is not one protobuf has (3 and 4, groups CRIU never writes; 6, 7), or a key, varint or
+/// length cut short; looked for at the top level, then inside each length-delimited field that
+/// itself walks as a message up to such a key (the innermost one wins). `None` when no such key
+/// is found (prost's error is then elsewhere: the entry's start is named).
+fn bad_key_offset(payload: &[u8]) -> Option<usize> {
+    let mut off = 0;
+    while off < payload.len() {
+        let key_at = off;
+        let key = varint(payload, &mut off)?;
+        let len = match key & 7 {
+            0 => varint(payload, &mut off).map(|_| 0),
+            1 => Some(8),
+            2 => {
+                let l = varint(payload, &mut off).and_then(|l| usize::try_from(l).ok());
+                if let Some(inner) = l.and_then(|l| payload.get(off..off.checked_add(l)?))
+                    && let Some(i) = bad_key_offset(inner)
+                {
+                    return Some(off + i);
+                }
+                l
+            }
+            5 => Some(4),
+            _ => return Some(key_at),
+        };
+        match len.and_then(|l| off.checked_add(l)) {
+            Some(next) if next <= payload.len() => off = next,
+            _ => return Some(key_at),
         }
     }
     None
@@ -309,6 +344,21 @@ mod tests {
             v.extend_from_slice(e);
         }
         v
+    }
+
+    #[test]
+    fn a_bad_wire_type_is_named_at_its_byte() {
+        // field 1 varint 5; field 2 length 3 holding (field 1 varint 1, then a key of wire type 7).
+        let payload: &[u8] = &[0x08, 0x05, 0x12, 0x03, 0x08, 0x01, 0x0f];
+        assert_eq!(bad_key_offset(payload), Some(6));
+        // A top-level key of wire type 6 at byte 2.
+        assert_eq!(bad_key_offset(&[0x08, 0x05, 0x0e, 0x00]), Some(2));
+        assert_eq!(bad_key_offset(&[0x08, 0x05]), None);
+        let f = Path::new("netdev-9.img");
+        let img = image(NETDEV_MAGIC, &[&[0x08, 0x05, 0x0e, 0x00]]);
+        let e = decode_all::<crate::images::pb::NetDeviceEntry>(f, &img, NETDEV_MAGIC).unwrap_err();
+        // magics (8) + size (4) + 2 bytes into the payload.
+        assert_eq!(e.offset, 14, "{e}");
     }
 
     #[test]

@@ -10,6 +10,7 @@
 
 pub mod cli;
 pub mod format;
+pub mod inventory;
 pub mod ipdump;
 pub mod netimg;
 pub mod pb;

@@ -7,7 +7,9 @@
 //!   rule counters (`counter packets N bytes M` → `counter`) dropped;
 //! - a table that filters nothing — only built-in/base chains, each with policy `ACCEPT`
 //!   and no rule — is dropped (iptables-nft and CRIU's network lock leave such tables behind
-//!   after a restore: they are reported by [`leftover_empty`], not compared);
+//!   after a restore: they are reported by [`leftover_empty`], not compared), except a table
+//!   or chain named like CRIU's lock ([`is_criu_lock_name`]: `CRIU`, `CRIU-…`), which is always
+//!   kept, filtering or not, so [`criu_lock`] names it;
 //! - nftables tables sorted by their header line, chains of a table by theirs; rules keep
 //!   their order.
 
@@ -239,9 +241,14 @@ pub fn canonical_nft(text: &str) -> Vec<String> {
             .collect();
         let mut parts: Vec<Block> = blocks(&inner)
             .into_iter()
-            .filter(|c| !(c.header.starts_with("chain ") && base_chain_is_empty(&c.body)))
+            .filter(|c| {
+                !(c.header.starts_with("chain ")
+                    && base_chain_is_empty(&c.body)
+                    && !block_name(&c.header).is_some_and(is_criu_lock_name))
+            })
             .collect();
-        if t.header.starts_with("table ") && parts.is_empty() {
+        let lock_table = block_name(&t.header).is_some_and(is_criu_lock_name);
+        if t.header.starts_with("table ") && parts.is_empty() && !lock_table {
             continue;
         }
         parts.sort_by(|a, b| a.header.cmp(&b.header));
@@ -259,6 +266,24 @@ pub fn canonical_nft(text: &str) -> Vec<String> {
     tables.concat()
 }
 
+/// True for a table or chain name like CRIU's network lock: `CRIU` (its iptables chain) or
+/// `CRIU-…` (its nftables table `inet CRIU-<id>`). Such a name is never dropped from the
+/// canonical form, even when it filters nothing: an empty one is still CRIU's (or planted as
+/// CRIU's) and a restore must not pass over it.
+pub fn is_criu_lock_name(name: &str) -> bool {
+    name == "CRIU" || name.starts_with("CRIU-")
+}
+
+/// The name of an nft block header: `table inet CRIU-1 {` → `CRIU-1`, `chain CRIU {` → `CRIU`.
+fn block_name(header: &str) -> Option<&str> {
+    let h = header.trim_end_matches('{').trim();
+    if let Some(rest) = h.strip_prefix("table ") {
+        rest.split_whitespace().nth(1)
+    } else {
+        h.strip_prefix("chain ").map(str::trim)
+    }
+}
+
 /// A chain body (lines after the header, with the closing `}`) holding nothing but an
 /// optional base-chain declaration with policy accept.
 fn base_chain_is_empty(body: &[String]) -> bool {
@@ -266,9 +291,10 @@ fn base_chain_is_empty(body: &[String]) -> bool {
         .all(|l| l == "}" || (l.starts_with("type ") && l.contains("policy accept;")))
 }
 
-/// What of CRIU's network lock is present in `s`: a `CRIU` chain in iptables/ip6tables, or a
-/// `CRIU` chain or `CRIU-…` table in nftables (`criu/net.c` network lock, CRIU 4.x). Each
-/// element names the place, e.g. `"iptables: chain CRIU"`, `"nftables: table inet CRIU-42"`.
+/// What of CRIU's network lock is present in `s`: a chain named like it ([`is_criu_lock_name`])
+/// in iptables/ip6tables, or such a chain or table in nftables (`criu/net.c` network lock,
+/// CRIU 4.x), filtering or not. Each element names the place, e.g. `"iptables: chain CRIU in
+/// table filter"`, `"nftables: table inet CRIU-42"`, `"nftables: chain CRIU-x in table inet t"`.
 pub fn criu_lock(s: &NetfilterState) -> Vec<String> {
     let mut out = Vec::new();
     for (name, lines) in [("iptables", &s.iptables), ("ip6tables", &s.ip6tables)] {
@@ -277,8 +303,12 @@ pub fn criu_lock(s: &NetfilterState) -> Vec<String> {
             if let Some(t) = l.strip_prefix('*') {
                 table = t;
             }
-            if l.starts_with(":CRIU ") {
-                out.push(format!("{name}: chain CRIU in table {table}"));
+            if let Some(chain) = l
+                .strip_prefix(':')
+                .and_then(|r| r.split_whitespace().next())
+                && is_criu_lock_name(chain)
+            {
+                out.push(format!("{name}: chain {chain} in table {table}"));
             }
         }
     }
@@ -289,13 +319,15 @@ pub fn criu_lock(s: &NetfilterState) -> Vec<String> {
             if table
                 .split_whitespace()
                 .nth(1)
-                .is_some_and(|n| n.starts_with("CRIU"))
+                .is_some_and(is_criu_lock_name)
             {
                 out.push(format!("nftables: table {table}"));
             }
         }
-        if l == "chain CRIU {" {
-            out.push(format!("nftables: chain CRIU in table {table}"));
+        if l.starts_with("chain ")
+            && let Some(chain) = block_name(l).filter(|c| is_criu_lock_name(c))
+        {
+            out.push(format!("nftables: chain {chain} in table {table}"));
         }
     }
     out
@@ -372,6 +404,38 @@ table ip6 filter {
             ..Default::default()
         };
         assert_eq!(criu_lock(&t), vec!["nftables: table inet CRIU-77"]);
+    }
+
+    #[test]
+    fn an_empty_table_or_chain_named_like_criu_lock_is_kept_and_named() {
+        let planted = "table inet CRIU-x {\n\tchain input {\n\t\ttype filter hook input priority filter; policy accept;\n\t}\n}\ntable inet t {\n\tchain CRIU-y {\n\t\ttype filter hook output priority filter; policy accept;\n\t}\n}\ntable inet CRIUx {\n}\n";
+        let c = canonical_nft(planted);
+        let s = NetfilterState {
+            nftables: c.clone(),
+            ..Default::default()
+        };
+        assert_eq!(
+            criu_lock(&s),
+            vec![
+                "nftables: table inet CRIU-x",
+                "nftables: chain CRIU-y in table inet t"
+            ],
+            "{c:?}"
+        );
+        let raw = NetfilterRaw {
+            nftables: planted.into(),
+            ..Default::default()
+        };
+        assert_eq!(leftover_empty(&raw), vec!["nftables: table inet CRIUx"]);
+        let ipt = canonical_save("*filter\n:INPUT ACCEPT [0:0]\n:CRIU-z - [0:0]\nCOMMIT\n");
+        let s = NetfilterState {
+            iptables: ipt,
+            ..Default::default()
+        };
+        assert_eq!(
+            criu_lock(&s),
+            vec!["iptables: chain CRIU-z in table filter"]
+        );
     }
 
     #[test]

@@ -26,6 +26,8 @@ use netlink_packet_netfilter::{
 };
 use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_NETFILTER};
 
+use super::netfilter::is_criu_lock_name;
+
 /// `NF_ACCEPT`, the verdict of a chain's `NFTA_CHAIN_POLICY` (`linux/netfilter.h`).
 const NF_ACCEPT: u32 = 1;
 
@@ -102,7 +104,8 @@ impl TablesSeen {
     /// True when the canonical ruleset is provably empty (see the module documentation): one
     /// generation throughout, no legacy table, no rule, set, object or flowtable, every table
     /// unflagged (in `ip`/`ip6` one of iptables' names) and every chain a base chain with policy
-    /// accept (in `ip`/`ip6` one of iptables' built-in names).
+    /// accept (in `ip`/`ip6` one of iptables' built-in names), and no table or chain named like
+    /// CRIU's lock ([`super::netfilter::is_criu_lock_name`]: the canonical form keeps those).
     pub fn filters_nothing(&self) -> bool {
         let ipt = |t: &NftTable| matches!(t.family, 2 | 10);
         self.generation.0 == self.generation.1
@@ -111,6 +114,8 @@ impl TablesSeen {
             && self.rules + self.sets + self.objects + self.flowtables == 0
             && self.nftables.iter().all(|t| {
                 !t.flagged
+                    && !is_criu_lock_name(&t.name)
+                    && !t.chains.iter().any(|c| is_criu_lock_name(&c.name))
                     && (!ipt(t) || IPT_TABLES.contains(&t.name.as_str()))
                     && t.chains.iter().all(|c| {
                         c.accepts_all() && (!ipt(t) || IPT_CHAINS.contains(&c.name.as_str()))
@@ -466,7 +471,17 @@ mod tests {
             "{}",
             s.proof_lines()
         );
-        let changed: [fn(&mut TablesSeen); 11] = [
+        let changed: [fn(&mut TablesSeen); 13] = [
+            |s| {
+                s.nftables[0].family = 1;
+                s.nftables[0].name = "CRIU-x".into();
+                s.nftables[0].chains[0].name = "input".into();
+            },
+            |s| {
+                s.nftables[0].family = 1;
+                s.nftables[0].name = "t".into();
+                s.nftables[0].chains[0].name = "CRIU".into();
+            },
             |s| s.rules = 1,
             |s| s.sets = 1,
             |s| s.objects = 1,

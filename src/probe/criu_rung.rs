@@ -69,6 +69,10 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
         )
         .with(out));
     }
+    out.fact(
+        "criu_network_lock_method",
+        crate::images::inventory::lock_method_fact(&images),
+    );
     holder.stop().map_err(at("holder stop"))?;
 
     // CRIU restores the holder under its dumped pid; a CRIU killed once it has made that task

@@ -261,9 +261,38 @@ fn images(dir: &Path) -> Result<Vec<criu::ImageFile>, String> {
     let listed: Vec<criu::ImageFile> = serde_json::from_str(&read_text(&dir.join("images.json"))?)
         .map_err(|e| format!("images.json: {e}"))?;
     if listed != inv {
-        return Err("images.json does not list the files of images/".into());
+        return Err(images_differ(&listed, &inv));
     }
     Ok(inv)
+}
+
+/// What differs between `images.json` (`listed`) and the files of `images/` (`found`), each
+/// file named: `images/netdev-9.img changed (sha256 a… in images.json, b… in images/)`, a file
+/// not listed, a listed file missing.
+fn images_differ(listed: &[criu::ImageFile], found: &[criu::ImageFile]) -> String {
+    let mut out = Vec::new();
+    for f in found {
+        match listed.iter().find(|l| l.name == f.name) {
+            None => out.push(format!("images/{} is not listed in images.json", f.name)),
+            Some(l) if l.sha256 != f.sha256 || l.bytes != f.bytes => out.push(format!(
+                "images/{} changed ({} bytes sha256 {} in images.json, {} bytes sha256 {} in images/)",
+                f.name, l.bytes, l.sha256, f.bytes, f.sha256
+            )),
+            Some(_) => {}
+        }
+    }
+    for l in listed {
+        if !found.iter().any(|f| f.name == l.name) {
+            out.push(format!(
+                "images/{} listed in images.json is missing",
+                l.name
+            ));
+        }
+    }
+    if out.is_empty() {
+        out.push("images.json lists the files of images/ in another order".into());
+    }
+    out.join("; ")
 }
 
 /// Whether `netstate-before.json` and `netstate-after.json` are byte-equal (both are written
@@ -361,6 +390,26 @@ fn holder(dir: &Path) -> Result<Value, String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_changed_image_is_named() {
+        let f = |name: &str, sha: &str| criu::ImageFile {
+            name: name.into(),
+            bytes: 4,
+            sha256: sha.into(),
+            blake3: None,
+        };
+        let listed = [f("inventory.img", "a"), f("netdev-9.img", "b")];
+        let found = [f("inventory.img", "a"), f("netdev-9.img", "c")];
+        assert_eq!(
+            images_differ(&listed, &found),
+            "images/netdev-9.img changed (4 bytes sha256 b in images.json, 4 bytes sha256 c in images/)"
+        );
+        assert_eq!(
+            images_differ(&listed, &found[..1]),
+            "images/netdev-9.img listed in images.json is missing"
+        );
+    }
+
     use super::*;
 
     #[test]

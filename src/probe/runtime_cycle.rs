@@ -147,6 +147,10 @@ pub fn run_cycle(
     checkpoint(ctx, &mut c, &runtime, work.path(), &dir, &rel, &images, out)?;
     let ran = prove_criu_version(&dir.join("dump.log"), &ctx.criu_version, &ctx.criu)?;
     out.fact("criu_version_dump_log", ran);
+    out.fact(
+        "criu_network_lock_method",
+        crate::images::inventory::lock_method_fact(&images),
+    );
 
     crate::ns::cleanup::checkpoint();
     reverify().map_err(|e| RungError::new("holder", e))?;

@@ -255,7 +255,7 @@ fn compute_code(rungs: &[RungResult]) -> Verdict {
         rests.extend(passing(ext));
         return decided(
             VerdictCode::RuntimePreservesNetns,
-            "the runtime keeps the network namespace through checkpoint/restore: the finding no longer holds for this runtime/CRIU pair",
+            "the runtime keeps the network namespace through checkpoint/restore: the empty-ns finding does not hold for this runtime/CRIU pair",
             rests,
         );
     }

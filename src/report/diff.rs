@@ -418,12 +418,27 @@ fn render_diff_raw(d: &ResultDiff) -> String {
             t.old_ms, t.new_ms
         ));
     }
-    if d.declared_new.is_empty() {
-        s.push_str("declared differences (new run): none\n");
-    } else {
-        s.push_str("declared differences (new run):\n");
-        for x in &d.declared_new {
-            s.push_str(&format!("  - {x}\n"));
+    // Each declared difference once: those added are listed above (`+`), the rest here.
+    let kept: Vec<&String> = d
+        .declared_new
+        .iter()
+        .filter(|x| !d.declared_added.contains(x))
+        .collect();
+    let added = d.declared_new.len() - kept.len();
+    match (kept.is_empty(), added) {
+        (true, 0) => s.push_str("declared differences (new run): none\n"),
+        (true, n) => s.push_str(&format!(
+            "declared differences (new run): the {n} added above\n"
+        )),
+        (false, n) => {
+            let besides = match n {
+                0 => String::new(),
+                n => format!(", besides the {n} added above"),
+            };
+            s.push_str(&format!("declared differences (new run){besides}:\n"));
+            for x in kept {
+                s.push_str(&format!("  - {x}\n"));
+            }
         }
     }
     s

@@ -201,6 +201,61 @@ pub(crate) fn limits_gates(
     }
 }
 
+/// The `cgroup-limits` gate at snapshot, before the checkpoint: the limits of the running
+/// container's init `pid` read back from its cgroup files must still equal `st.resources`
+/// (`config.json`'s), else the snapshot is refused naming each file and both values
+/// ([`LimitReadback::differences`]): a limit changed by hand since provision, restore or reset
+/// would be checkpointed silently, and the restore's runtime makes a fresh cgroup from
+/// `config.json`. Written as `cgroup-limits-snapshot.json`.
+pub(crate) fn snapshot_limits_gate(
+    run: &mut VerbRun,
+    st: &SlotState,
+    pid: i32,
+) -> Result<(), SlotError> {
+    let rb = CgroupHost::detect(Path::new("/")).and_then(|h| read_limits(&h, pid));
+    let rb = match rb {
+        Ok(rb) => rb,
+        Err(e) => return Err(run.fail(GateId::CgroupLimits, format!("pid {pid}: {e}"))),
+    };
+    run.ev_write(
+        "cgroup-limits-snapshot.json",
+        &serde_json::to_vec_pretty(&rb).unwrap_or_default(),
+    );
+    let diff = rb.differences(&st.resources);
+    let r = match (rb.check(&st.resources), diff.is_empty()) {
+        (Ok(l), true) => Ok(limits_detail(&rb, l)),
+        (r, _) => Err(format!(
+            "the container's cgroup limits changed since they were set: {}; a snapshot would checkpoint a container that ran under other limits than the slot's (and its restore would get config.json's): put the value back (or `netprobe slot cleanup` this slot and provision another); {}",
+            diff.join("; "),
+            limits_detail(&rb, r.unwrap_or_else(|e| e))
+        )),
+    };
+    run.gate(GateId::CgroupLimits, r)
+}
+
+/// `slot status`'s `live.cgroup_limits`: the limits of the running container's init `pid` read
+/// back now from its cgroup files against `config.json`'s (`st.resources`): `equal`, and the
+/// differences (file and both values) or the files read.
+pub(crate) fn limits_now(st: &SlotState, pid: i32) -> serde_json::Value {
+    let rb = CgroupHost::detect(Path::new("/")).and_then(|h| read_limits(&h, pid));
+    match rb {
+        Ok(rb) => {
+            let diff = rb.differences(&st.resources);
+            let detail = match rb.check(&st.resources) {
+                Ok(l) | Err(l) => limits_detail(&rb, l),
+            };
+            serde_json::json!({
+                "equal": diff.is_empty(),
+                "differences": diff,
+                "detail": detail,
+            })
+        }
+        Err(e) => {
+            serde_json::json!({"equal": null, "differences": [], "detail": format!("pid {pid}: {e}")})
+        }
+    }
+}
+
 /// The `cgroup-unit-limits` gate (systemd driver): the scope unit as runc created it
 /// (recorded), every limit runc left out of it set on it ([`systemd::align_unit`], a declared
 /// difference), then read again: `CPUQuotaPerSecUSec`, `MemoryMax`, `MemorySwapMax` equal

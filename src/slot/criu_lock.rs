@@ -208,6 +208,16 @@ pub(crate) fn at_cleanup(run: &mut VerbRun, st: &SlotState) -> Option<String> {
     (seen.status == LockPresence::Present).then_some(said)
 }
 
+/// Records fact `criu_network_lock_method`: the lock method the dump in `images` recorded
+/// ([`crate::images::inventory::lock_method_fact`]; CRIU's logs do not name it, and its restore
+/// takes it from that image).
+pub(crate) fn lock_method_fact(run: &mut VerbRun, images: &std::path::Path) {
+    run.fact(
+        "criu_network_lock_method",
+        crate::images::inventory::lock_method_fact(images),
+    );
+}
+
 /// The text of [`EVIDENCE_FILE`].
 fn evidence_text(h: &ProcessIdentity, r: &Result<Unlocked, String>) -> String {
     let mut t = format!(

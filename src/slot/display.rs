@@ -189,7 +189,7 @@ fn app_drawn(shot: &Screenshot, region: Rect, socket: &Path) -> Result<String, S
             shot.width, shot.height
         )),
         Some((0, [r, g, b])) => Err(format!(
-            "display.input region {region} of the screen is one colour (#{r:02x}{g:02x}{b:02x}): the application's window is not drawn there (not mapped yet?); wait until it is, then snapshot again (screen.png in this verb's evidence is the screen seen). If it stays unmapped, the application may be waiting for an X event (the desktop image's Tk app can stall so at start-up under load): one key that draws nothing wakes it, e.g. `ln -s {} /tmp/.X11-unix/X99 && DISPLAY=:99 xdotool key shift; rm /tmp/.X11-unix/X99` (xdotool from Debian's package)",
+            "display.input region {region} of the screen is one colour (#{r:02x}{g:02x}{b:02x}): the application's window is not drawn there: either it is not mapped yet (wait until it is, then snapshot again), or the profile's `display.input` region {region} is not where the application draws (compare it with screen.png in this verb's evidence, the screen seen, and fix the region in the slot profile). If it stays unmapped, the application may be waiting for an X event (the desktop image's Tk app can stall so at start-up under load): one key that draws nothing wakes it, e.g. `ln -s {} /tmp/.X11-unix/X99 && DISPLAY=:99 xdotool key shift; rm /tmp/.X11-unix/X99` (xdotool from Debian's package)",
             crate::shell::arg(socket)
         )),
         Some((n, _)) => Ok(format!(
@@ -240,6 +240,8 @@ pub(crate) fn restored_gates(
     let mut px = x11::pixel_gate_png(&reference, &shot, &dir, "screen-after")
         .map_err(|e| x11_err(run, e))?;
     px.pngs.insert(0, before);
+    // The verb's own word: "the screen after reset" at reset.
+    px.detail = format!("the screen after {}: {}", run.verb(), px.detail);
     run.took("pixels-equal", t);
     if let Some((k, _, sent)) = &key {
         // Said either way: when pixels-equal fails, the key reached the guest all the same.

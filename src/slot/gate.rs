@@ -129,7 +129,8 @@ gates! {
     ContainerInHolderNetns => ("container-in-holder-netns", Gate, "the container runs (runtime state) in the holder's network namespace"),
     /// provision: the host has usable cgroups and the cgroup driver fits it.
     CgroupHost => ("cgroup-host", Host, "the host has the cpu and memory cgroup controllers (v1 or v2) and the cgroup driver fits it (systemd only where systemd is pid 1)"),
-    /// The cgroup limits read back equal config.json's.
+    /// The cgroup limits read back equal config.json's (provision, restore, reset; and at
+    /// snapshot before the checkpoint).
     CgroupLimits => ("cgroup-limits", Gate, "cpu quota/period and memory limit/swap read back from the container's cgroup files (v1 or v2, every file named) equal config.json"),
     /// systemd driver: the scope unit holds the limits and the container's cgroup.
     CgroupUnitLimits => ("cgroup-unit-limits", Gate, "the systemd scope unit's CPUQuotaPerSecUSec, MemoryMax and MemorySwapMax equal config.json and its ControlGroup is the container's 0:: cgroup"),
@@ -150,7 +151,7 @@ gates! {
     /// provision: a profile's `screen-quiescent` readiness check.
     ScreenSettled => ("screen-settled", Gate, "no pixel of the screen changed for the profile's still_ms, screenshots 250 ms apart (the profile's screen-quiescent readiness check: what the snapshot's screen-quiescent gate needs, waited for)"),
     /// restore/reset: the screen equals the snapshot's.
-    PixelsEqual => ("pixels-equal", Gate, "the screen after restore equals the snapshot's pixel for pixel"),
+    PixelsEqual => ("pixels-equal", Gate, "the screen of the restored container (by `restore`, or by `reset`'s restore) equals the snapshot's pixel for pixel"),
     /// restore/reset: a key through XTEST changes the application's region.
     InputReachesApp => ("input-reaches-app", Gate, "a key press sent through XTEST changes the application's region"),
     /// restore/reset: a complete snapshot exists.
@@ -226,7 +227,8 @@ pub const PROVISION_CREATE_GATES: [GateId; 4] = [
 pub const SNAPSHOT_GATES: [GateId; 15] = concat_gates!(
     ENTER_EXISTING, COMMON, [GateId::ContainerRunning, GateId::ContainerGated, GateId::ImageUnchanged, GateId::OverlayMounted]; 15);
 /// snapshot: before the checkpoint itself (network state recorded first).
-pub const CHECKPOINT_GATES: [GateId; 2] = [GateId::LoUp127, GateId::NoCriuLock];
+pub const CHECKPOINT_GATES: [GateId; 3] =
+    [GateId::LoUp127, GateId::NoCriuLock, GateId::CgroupLimits];
 /// restore: before the phase changes, the overlay is reset and the runtime restores.
 pub const RESTORE_GATES: [GateId; 16] = concat_gates!(
     ENTER_EXISTING, COMMON, [GateId::SnapshotComplete, GateId::ImageUnchanged, GateId::ContainerAbsent, GateId::CgroupEmpty, GateId::NetnsEmpty]; 16);

@@ -92,6 +92,7 @@ pub(crate) fn restore(
     run.took("restore-prep", t_prep);
     let r = run.time_with_lock_inherited("restore", || c.restore(&images, &work, &extra));
     run.rt_log("restore", r.as_ref());
+    super::criu_lock::lock_method_fact(run, &images);
     // A failed restore or gate stops the container itself ([`restore_failed`]); so does an
     // interruption until every gate after the restore passed (fail closed: an ungated container
     // never looks like a slot in service), proven by `runtime state` in the release list.

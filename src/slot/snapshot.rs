@@ -194,6 +194,7 @@ fn checkpoint(
     run.ev_write("netstate-before.json", cap.as_bytes());
 
     holder_gate(run, st, "checkpoint")?;
+    super::cgroups::snapshot_limits_gate(run, st, pid)?;
     run.clear("runtime-checkpoint", &CHECKPOINT_GATES)?;
     let images = tmp.join("checkpoint");
     let work = run.ev_path("criu-work");
@@ -223,6 +224,7 @@ fn checkpoint(
             .step_err("runtime-checkpoint", e)
             .with_note(&format!("{known}{left}")));
     }
+    super::criu_lock::lock_method_fact(run, &images);
     Ok((h, cap, screen))
 }
 

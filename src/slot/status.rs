@@ -188,10 +188,27 @@ fn status_advice(
             let image = (live["image_unchanged"]["proven"] == false).then(|| {
                 "the image changed since provision (`live.image_unchanged` names what): snapshot, restore and reset refuse (gate image-unchanged) until the slot is cleaned up and another provisioned".to_string()
             });
-            let next = [image, next, lock, overlay, overlay_volatile_note(live)]
-                .into_iter()
-                .flatten()
-                .reduce(|a, b| format!("{a}; {b}"));
+            // A limit changed by hand: the next snapshot refuses it (gate cgroup-limits).
+            let limits = (live["cgroup_limits"]["equal"] == false).then(|| {
+                format!(
+                    "the container's cgroup limits differ from config.json (`live.cgroup_limits`: {}): snapshot refuses (gate cgroup-limits) until the value is put back",
+                    live["cgroup_limits"]["differences"]
+                        .as_array()
+                        .map(|d| d.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("; "))
+                        .unwrap_or_default()
+                )
+            });
+            let next = [
+                image,
+                limits,
+                next,
+                lock,
+                overlay,
+                overlay_volatile_note(live),
+            ]
+            .into_iter()
+            .flatten()
+            .reduce(|a, b| format!("{a}; {b}"));
             // A lock no verb can take comes first; what the phase needs follows it.
             match (lock_error, next) {
                 (Some(e), next) => Some(format!(
@@ -229,6 +246,7 @@ fn live_facts(run: &mut VerbRun, st: &SlotState, busy: bool) -> Value {
         Some(_) => Ok(st.runtime.sha256.clone()),
         None => checks::file_sha256(&st.runtime.path),
     };
+    let mut container_pid = None;
     let container = match rt_hash {
         Ok(h) if h == st.runtime.sha256 => {
             let rt_path = rt_copy.unwrap_or(st.runtime.path.clone());
@@ -236,6 +254,7 @@ fn live_facts(run: &mut VerbRun, st: &SlotState, busy: bool) -> Value {
             let rt = run.runtime(st, &rt_path, &cr_path);
             match rt.state(&st.container_id) {
                 Ok(Some(c)) => {
+                    container_pid = Some(c.pid);
                     json!({"status": c.status, "detail": format!("init pid {}", c.pid)})
                 }
                 Ok(None) => {
@@ -280,7 +299,12 @@ fn live_facts(run: &mut VerbRun, st: &SlotState, busy: bool) -> Value {
     };
     // Read-only: the holder re-verified, its netns entered, the ruleset captured there.
     let criu_lock = st.holder.map(|h| super::criu_lock::look(&h));
+    let limits = match (container["status"].as_str(), container_pid) {
+        (Some("running"), Some(pid)) => super::cgroups::limits_now(st, pid),
+        _ => Value::Null,
+    };
     json!({
+        "cgroup_limits": limits,
         "holder": holder,
         "criu_network_lock": criu_lock,
         "image_unchanged": image_unchanged,
