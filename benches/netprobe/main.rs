@@ -12,7 +12,9 @@
 //! `ip -j link show`), `state` (NetState capture vs three `ip` processes), `ladder` (the whole
 //! `netprobe run` and netprobe's share of it), `slot` (slot driver restore/reset vs bare
 //! `runc restore`), `desktop` (the same for the desktop guest of `profiles/desktop.toml`,
-//! display gates included, with the image and snapshot sizes), `images` (`netprobe images` vs
+//! display gates included, with the image and snapshot sizes), `osworld` (the GNOME guest's
+//! task reset to its first screenshot through a published port vs bare runc + a direct
+//! screenshot, and the published port vs a direct connection), `images` (`netprobe images` vs
 //! `crit show` of a 10,001-link netdev image), `matrix` (a 3×3 `netprobe matrix` side by side
 //! vs one cell after another, and netprobe's own share of it as `ladder` defines it).
 //! Needs root. Every line: what was measured, netprobe's median, the peer's
@@ -26,6 +28,7 @@ mod links;
 mod logs;
 mod matrix;
 mod netns;
+mod osworld;
 mod procmon;
 mod rawdump;
 mod slot;
@@ -43,8 +46,8 @@ pub struct Config {
 }
 
 /// All sections, in run order.
-const SECTIONS: [&str; 8] = [
-    "logs", "links", "state", "ladder", "slot", "desktop", "images", "matrix",
+const SECTIONS: [&str; 9] = [
+    "logs", "links", "state", "ladder", "slot", "desktop", "osworld", "images", "matrix",
 ];
 
 /// The netprobe binary the ladder and slot sections run: `$NETPROBE_EXE`, else the one cargo
@@ -119,6 +122,7 @@ fn main() {
             "ladder" => ladder::run(&cfg),
             "slot" => slot::run(&cfg),
             "desktop" => desktop::run(&cfg),
+            "osworld" => osworld::run(&cfg),
             "images" => images::run(&cfg),
             "matrix" => matrix::run(&cfg),
             _ => unreachable!(),

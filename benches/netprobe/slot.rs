@@ -57,12 +57,14 @@ pub(crate) struct Slot {
     state_dir: tempfile::TempDir,
     /// `<state dir>/slot-0`.
     pub slot_dir: PathBuf,
-    container_id: String,
-    criu: Option<PathBuf>,
+    pub(crate) container_id: String,
+    pub(crate) criu: Option<PathBuf>,
+    /// The runtime: `runc` in PATH unless a section names one (then passed to provision).
+    runtime: Option<PathBuf>,
 }
 
 impl Slot {
-    fn verb(&self, verb: &str) -> Command {
+    pub(crate) fn verb(&self, verb: &str) -> Command {
         let mut c = Command::new(&self.exe);
         c.args(["slot", verb, "--slot", SLOT, "--state-dir"])
             .arg(self.state_dir.path());
@@ -70,8 +72,8 @@ impl Slot {
     }
 
     /// `runc --root <slot's runc root> …`.
-    fn runc(&self) -> Command {
-        let mut c = Command::new("runc");
+    pub(crate) fn runc(&self) -> Command {
+        let mut c = Command::new(self.runtime.as_deref().unwrap_or(Path::new("runc")));
         c.arg("--root").arg(self.slot_dir.join("runc-root"));
         c
     }
@@ -89,7 +91,7 @@ impl Slot {
     }
 
     /// The per-step times (ms) of the newest evidence folder of `verb`.
-    fn last_timings(&self, verb: &str) -> BTreeMap<String, f64> {
+    pub(crate) fn last_timings(&self, verb: &str) -> BTreeMap<String, f64> {
         let dir = self.slot_dir.join("evidence");
         let newest = std::fs::read_dir(&dir)
             .into_iter()
@@ -159,6 +161,14 @@ fn checkpoint_dir(slot_dir: &Path) -> Option<PathBuf> {
 
 /// A fresh private state dir and the slot in it (nothing provisioned yet).
 pub(crate) fn new_slot() -> Result<Slot, String> {
+    new_slot_with(None, crate::criu_path())
+}
+
+/// As [`new_slot`], with the runtime and CRIU named.
+pub(crate) fn new_slot_with(
+    runtime: Option<PathBuf>,
+    criu: Option<PathBuf>,
+) -> Result<Slot, String> {
     let state_dir = tempfile::Builder::new()
         .prefix("netprobe-bench-slot-")
         .tempdir()
@@ -168,7 +178,8 @@ pub(crate) fn new_slot() -> Result<Slot, String> {
         slot_dir: state_dir.path().join(format!("slot-{SLOT}")),
         state_dir,
         container_id: format!("netprobe-slot-{SLOT}"),
-        criu: crate::criu_path(),
+        criu,
+        runtime,
     })
 }
 
@@ -182,6 +193,9 @@ pub(crate) fn provision(
     prov.args(["--no-probe-gate", "--reason", "bench", "--json"]);
     if let Some(c) = &slot.criu {
         prov.arg("--criu").arg(c);
+    }
+    if let Some(r) = &slot.runtime {
+        prov.arg("--runtime").arg(r);
     }
     prov.args(extra);
     let (o, d) = timed(|| prov.stdin(Stdio::null()).output());
@@ -457,6 +471,37 @@ fn breakdown(
                 .join(", "),
             total - named,
             crate::stats::median(np).as_secs_f64() * 1e3,
+        ),
+    );
+}
+
+/// Prints the median of each step over the timed runs (the warm-up is `steps[0]`), from each
+/// run's `timings.json`, ms.
+pub(crate) fn print_step_medians(
+    section: &str,
+    verb: &str,
+    steps: &[BTreeMap<String, f64>],
+    runs: usize,
+) {
+    let timed_steps = &steps[steps.len().saturating_sub(runs)..];
+    let mut keys: Vec<&String> = timed_steps.iter().flat_map(|m| m.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let med = |k: &str| {
+        let v: Vec<f64> = timed_steps
+            .iter()
+            .filter_map(|m| m.get(k).copied())
+            .collect();
+        crate::stats::median_f64(&v)
+    };
+    note(
+        section,
+        format!(
+            "{verb} steps (medians from each run's timings.json, ms): {}",
+            keys.iter()
+                .map(|k| format!("{k} {:.0}", med(k)))
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     );
 }
