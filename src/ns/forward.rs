@@ -162,11 +162,7 @@ pub fn serve(listeners: &[Listener]) -> ! {
             libc::sigwaitinfo(&set, std::ptr::null_mut())
         };
         match sig {
-            libc::SIGUSR1 => {
-                if pause_and_drain() {
-                    set_comm(QUIESCED_COMM);
-                }
-            }
+            libc::SIGUSR1 if pause_and_drain() => set_comm(QUIESCED_COMM),
             libc::SIGUSR2 => {
                 with_registry(|r| r.paused = false);
                 CHANGED.notify_all();
