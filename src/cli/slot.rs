@@ -130,8 +130,21 @@ struct ProvisionCmd {
     /// else exit 3) or cgroupfs. Default: systemd where systemd is pid 1, else cgroupfs.
     #[arg(long, value_name = "systemd|cgroupfs", value_parser = parse_driver)]
     cgroup_driver: Option<netprobe::cgroup::CgroupDriver>,
+    /// Publish a guest port on the host (repeatable; added to the profile's
+    /// [[network.publish]]): the holder listens on HOST_ADDR:HOST_PORT (default address
+    /// 127.0.0.1) in the host's namespace and forwards each connection to 127.0.0.1:GUEST_PORT
+    /// in the slot's. GUEST_PORT must be one the profile serves (network.guest_port or a tcp/http
+    /// readiness check). A taken host port is refused (exit 3) naming who holds it.
+    #[arg(long, value_name = "[HOST_ADDR:]HOST_PORT:GUEST_PORT", value_parser = parse_publish)]
+    publish: Vec<netprobe::profile::Publish>,
     #[command(flatten)]
     json: Json,
+}
+
+/// `--publish`: [`netprobe::slot::publish::parse_publish`] (a malformed spec or port is a
+/// usage error, exit 2).
+fn parse_publish(s: &str) -> Result<netprobe::profile::Publish, String> {
+    netprobe::slot::publish::parse_publish(s).map_err(|e| e.to_string())
 }
 
 /// `--cgroup-driver`: `systemd` or `cgroupfs` (a bad name is a usage error, exit 2).
@@ -191,6 +204,7 @@ impl SlotVerb {
                 a.no_probe_gate = p.no_probe_gate;
                 a.reason = p.reason;
                 a.cgroup_driver = p.cgroup_driver;
+                a.publish = p.publish;
                 a
             }
             SlotVerb::Snapshot(c) => c.into_args(Verb::Snapshot),
@@ -288,12 +302,13 @@ impl Execute for SlotCmd {
 }
 
 /// Flags only `slot provision` takes (named in the hint when another verb is given one).
-const PROVISION_ONLY: [&str; 5] = [
+const PROVISION_ONLY: [&str; 6] = [
     "--image",
     "--image-sha256",
     "--probe-evidence",
     "--no-probe-gate",
     "--reason",
+    "--publish",
 ];
 
 /// For a clap error of a `netprobe slot …` command line `argv` (without the program name):

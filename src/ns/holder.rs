@@ -1,12 +1,15 @@
 //! The holder: a child process that owns a network namespace (Rust port of the seed's
 //! `holder.py`; docs/ARCHITECTURE.md section 5).
 //!
-//! Child side: `netprobe __holder --report-fd N [--lo-up]` → [`holder_main`]: stdio on
+//! Child side: `netprobe __holder --report-fd N [--lo-up] [--keep-fd K]... [--publish
+//! FD:GUEST_PORT]...` → [`holder_main`]: stdio on
 //! `/dev/null`, every other fd closed, `unshare(CLONE_NEWNET)`, `lo` up if asked, `setsid()`,
 //! one JSON line with its [`ProcessIdentity`] on fd N, fd N closed, then `pause()` forever with
 //! default SIGTERM/SIGKILL. After the handshake it holds only fds 0-2 (`/dev/null`) and one
 //! thread, so CRIU can dump it — unless it was asked to keep inherited descriptors
-//! (`--keep-fd K`, [`Holder::spawn_keeping`]: the slot's sealed binaries, never dumped).
+//! (`--keep-fd K`, [`Holder::spawn_keeping`]: the slot's sealed binaries, never dumped), or
+//! given listening sockets to forward (`--publish`, [`Holder::spawn_publishing`]: then it runs
+//! the threads of [`super::forward`] instead of `pause()`).
 //!
 //! Parent side: [`Holder::spawn`] proves the identity the child reports against `/proc` and
 //! pins it with a pidfd; [`Holder`] kills and reaps it on Drop unless [`Holder::detach`]ed.
@@ -77,16 +80,26 @@ enum HolderReport {
     Failed { error: String },
 }
 
-fn report_and_exit(report_fd: RawFd, report: &HolderReport, code: i32) -> ! {
+/// Writes `report` as one line on `report_fd` and closes it.
+fn write_report(report_fd: RawFd, report: &HolderReport) {
     // SAFETY: report_fd was handed to us by the parent and is owned by this function now.
     let mut f = unsafe { File::from_raw_fd(report_fd) };
     let mut line =
         serde_json::to_string(report).unwrap_or_else(|_| "{\"error\":\"serialize\"}".into());
     line.push('\n');
     let _ = f.write_all(line.as_bytes());
-    drop(f);
-    if code != 0 {
-        std::process::exit(code);
+}
+
+fn report_and_exit(report_fd: RawFd, report: &HolderReport, code: i32) -> ! {
+    write_report(report_fd, report);
+    std::process::exit(code);
+}
+
+/// After the handshake: `pause()` forever (one thread), or the forwarder of the published
+/// ports ([`super::forward::serve`]) when the holder was given any.
+fn hold(publish: &[super::forward::Listener]) -> ! {
+    if !publish.is_empty() {
+        super::forward::serve(publish);
     }
     loop {
         // SAFETY: pause has no preconditions; default SIGTERM/SIGKILL end the process.
@@ -158,22 +171,32 @@ fn close_all_but(report_fd: RawFd, keep: &[RawFd]) -> io::Result<()> {
     close_range(first, u32::MAX)
 }
 
-/// Entry point of holder mode (`netprobe __holder --report-fd N [--lo-up] [--keep-fd K]...`);
-/// never returns.
+/// Entry point of holder mode (`netprobe __holder --report-fd N [--lo-up] [--keep-fd K]...
+/// [--publish FD:GUEST_PORT]...`); never returns.
 ///
 /// Steps: default signal dispositions and an empty signal mask; stdio onto `/dev/null`; every
-/// fd except 0-2, `report_fd` and `keep` closed; `unshare(CLONE_NEWNET)`; `lo` up via one
-/// `RTM_NEWLINK` if `lo_up`; `setsid()`; its own [`ProcessIdentity`] written as one JSON line
-/// (`{"pid":..,"start_time":..,"netns_inode":..}`) to `report_fd`, which is then closed; then
-/// `pause()` forever (SIGTERM/SIGKILL end it with the default action).
+/// fd except 0-2, `report_fd`, `keep` and the `publish` listeners closed;
+/// `unshare(CLONE_NEWNET)`; `lo` up via one `RTM_NEWLINK` if `lo_up`; `setsid()`; its own
+/// [`ProcessIdentity`] written as one JSON line (`{"pid":..,"start_time":..,"netns_inode":..}`)
+/// to `report_fd`, which is then closed; then `pause()` forever (SIGTERM/SIGKILL end it with the
+/// default action) — or, with `publish` listeners (made by the slot driver in the host's
+/// namespace), the forwarder of [`super::forward`].
 ///
 /// Errors: on any failed step it writes `{"error":"holder pid P: <step>: <errno>"}` on
 /// `report_fd` and exits 1; `report_fd < 3` exits 2 at once (stdio is not a report channel).
-pub fn holder_main(report_fd: RawFd, lo_up: bool, keep: &[RawFd]) -> ! {
+pub fn holder_main(
+    report_fd: RawFd,
+    lo_up: bool,
+    keep: &[RawFd],
+    publish: &[super::forward::Listener],
+) -> ! {
+    let mut keep = keep.to_vec();
+    keep.extend(publish.iter().map(|l| l.fd));
+    let keep = &keep[..];
     if report_fd < 3 || keep.iter().any(|&k| k < 3 || k == report_fd) {
         let _ = writeln!(
             io::stderr(),
-            "netprobe __holder: --report-fd and --keep-fd must be >= 3 and differ, got {report_fd} and {keep:?}"
+            "netprobe __holder: --report-fd, --keep-fd and --publish fds must be >= 3 and differ, got {report_fd} and {keep:?}"
         );
         std::process::exit(2);
     }
@@ -200,7 +223,10 @@ pub fn holder_main(report_fd: RawFd, lo_up: bool, keep: &[RawFd]) -> ! {
         fail(report_fd, "setsid", io::Error::last_os_error());
     }
     match ProcessIdentity::read(std::process::id() as i32) {
-        Ok(id) => report_and_exit(report_fd, &HolderReport::Ready(id), 0),
+        Ok(id) => {
+            write_report(report_fd, &HolderReport::Ready(id));
+            hold(publish)
+        }
         Err(e) => fail(report_fd, "read own identity", e),
     }
 }
@@ -285,7 +311,27 @@ impl Holder {
         opts: &HolderOptions,
         keep: &[std::os::fd::BorrowedFd<'_>],
     ) -> Result<Holder, NsError> {
-        Holder::spawn_with(opts, keep, None)
+        Holder::spawn_with(opts, keep, &[], None)
+    }
+
+    /// [`Holder::spawn_keeping`], and the holder owns the listening sockets `publish` (made in
+    /// netprobe's namespace, each with the guest port its connections go to: `--publish
+    /// FD:GUEST_PORT`) and forwards their connections into its namespace
+    /// ([`super::forward`]); the caller closes its copies afterwards. Errors: those of
+    /// [`Holder::spawn`].
+    pub fn spawn_publishing(
+        opts: &HolderOptions,
+        keep: &[std::os::fd::BorrowedFd<'_>],
+        publish: &[(std::os::fd::BorrowedFd<'_>, u16)],
+    ) -> Result<Holder, NsError> {
+        let publish: Vec<super::forward::Listener> = publish
+            .iter()
+            .map(|(fd, port)| super::forward::Listener {
+                fd: fd.as_raw_fd(),
+                guest_port: *port,
+            })
+            .collect();
+        Holder::spawn_with(opts, keep, &publish, None)
     }
 
     /// [`Holder::spawn`] for a probe run: the holder's command line carries `--run-pid <this
@@ -294,15 +340,16 @@ impl Holder {
     /// `crate::probe::stale`). Never for a slot's holder, which outlives the verb that started
     /// it. Errors: those of [`Holder::spawn`].
     pub fn spawn_for_run(opts: &HolderOptions) -> Result<Holder, NsError> {
-        Holder::spawn_with(opts, &[], Some(std::process::id()))
+        Holder::spawn_with(opts, &[], &[], Some(std::process::id()))
     }
 
     fn spawn_with(
         opts: &HolderOptions,
         keep: &[std::os::fd::BorrowedFd<'_>],
+        publish: &[super::forward::Listener],
         run_pid: Option<u32>,
     ) -> Result<Holder, NsError> {
-        let keep: Vec<RawFd> = keep.iter().map(|k| k.as_raw_fd()).collect();
+        let mut keep: Vec<RawFd> = keep.iter().map(|k| k.as_raw_fd()).collect();
         let mut fds = [0 as libc::c_int; 2];
         // SAFETY: pipe2 writes two fds into the array.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -330,6 +377,12 @@ impl Holder {
         }
         for k in &keep {
             cmd.arg("--keep-fd").arg(k.to_string());
+        }
+        for l in publish {
+            cmd.arg("--publish")
+                .arg(format!("{}:{}", l.fd, l.guest_port));
+            // Inherited like a kept fd (FD_CLOEXEC cleared in the child below).
+            keep.push(l.fd);
         }
         // SAFETY: the closure only calls fcntl (async-signal-safe) between fork and exec; it
         // clears FD_CLOEXEC on the report fd and the kept fds in the child only.

@@ -9,6 +9,7 @@
 
 pub mod cleanup;
 pub mod error;
+pub mod forward;
 pub mod guard;
 pub mod holder;
 pub mod identity;

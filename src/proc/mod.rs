@@ -10,6 +10,7 @@
 //! CRIU), or the number of seconds in `NETPROBE_STEP_TIMEOUT_S` (for tests and slow hosts).
 
 mod signals;
+pub mod tcp;
 mod tree;
 
 pub use signals::install_tree_killer;

@@ -27,8 +27,8 @@ pub use error::{ProfileError, Result};
 pub use model::{
     CgroupDriver, Confinement, DOCKER_DEFAULT_CAPS, DisplaySpec, Image, InputProbe,
     MAX_MEMORY_BYTES, Mounts, Network, PROFILE_SCHEMA_VERSION, PartitionSel, Process, Profile,
-    READINESS_TIMEOUT_FLOOR_MS, READINESS_TIMEOUT_MAX_MS, Readiness, ResourceLimits,
-    SCREEN_SAMPLE_MS, STILL_MS_RANGE, Security, Tmpfs, UserSpec,
+    Publish, READINESS_TIMEOUT_FLOOR_MS, READINESS_TIMEOUT_MAX_MS, Readiness, ResourceLimits,
+    SCREEN_SAMPLE_MS, STILL_MS_RANGE, Security, Tmpfs, UserSpec, default_publish_addr,
 };
 pub use overlay::{DEFAULT_OVERLAY_OPTIONS, OverlaySpec};
 
@@ -430,7 +430,81 @@ fn validate_display(p: &Profile, name: &Path) -> Result<()> {
             "give the port the guest's server listens on, or remove the key",
         ));
     }
+    validate_publish(p, name)
+}
+
+/// The guest ports a profile serves: `network.guest_port` and the port of every `tcp` or
+/// `http` readiness check, ascending, each once. A published port must be one of them.
+pub fn served_ports(p: &Profile) -> Vec<u16> {
+    let mut v: Vec<u16> = p.network.guest_port.into_iter().collect();
+    for r in &p.readiness {
+        match r {
+            Readiness::Tcp { port } | Readiness::Http { port, .. } => v.push(*port),
+            Readiness::XDisplay
+            | Readiness::ActiveWindow { .. }
+            | Readiness::AppDrawn
+            | Readiness::ScreenQuiescent { .. } => {}
+        }
+    }
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// `[[network.publish]]`: ports 1-65535, each host port once, each guest port one the profile
+/// serves ([`served_ports`]). Errors: [`ProfileError::Field`] naming the entry and the fix.
+fn validate_publish(p: &Profile, name: &Path) -> Result<()> {
+    let served = served_ports(p);
+    for (i, e) in p.network.publish.iter().enumerate() {
+        let key = format!("network.publish[{i}]");
+        if e.host_port == 0 || e.guest_port == 0 {
+            return Err(field(
+                name,
+                &key,
+                format!(
+                    "host_port {} guest_port {}: 0 is not a port",
+                    e.host_port, e.guest_port
+                ),
+                "give ports from 1 to 65535",
+            ));
+        }
+        if p.network.publish[..i]
+            .iter()
+            .any(|o| o.host_port == e.host_port)
+        {
+            return Err(field(
+                name,
+                &key,
+                format!("host port {} is published twice", e.host_port),
+                "publish each host port once",
+            ));
+        }
+        if !served.contains(&e.guest_port) {
+            return Err(field(
+                name,
+                &key,
+                format!(
+                    "guest port {} is not served by this profile (it serves {})",
+                    e.guest_port,
+                    ports_list(&served)
+                ),
+                "publish network.guest_port or the port of a tcp or http readiness check",
+            ));
+        }
+    }
     Ok(())
+}
+
+/// `[5000, 8080]` as `5000, 8080`, or `no port` when empty.
+pub fn ports_list(ports: &[u16]) -> String {
+    match ports.is_empty() {
+        true => "no port".into(),
+        false => ports
+            .iter()
+            .map(u16::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
 }
 
 /// What [`verify_image`] proved.

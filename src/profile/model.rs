@@ -312,13 +312,39 @@ fn default_mode() -> String {
 }
 
 /// Network facts of the guest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct Network {
     /// TCP port the guest's server listens on inside its netns (replaces the
     /// `/etc/netprobe-guest-port` file of the embedded image); None: no server.
     #[serde(default)]
     pub guest_port: Option<u16>,
+    /// Guest ports published on the host (`[[network.publish]]`): the holder listens on
+    /// `host_addr:host_port` in the host's namespace and forwards each connection to
+    /// `127.0.0.1:guest_port` inside the slot's. Empty: none (not serialized, so a profile
+    /// without it records the same bytes as before).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub publish: Vec<Publish>,
+}
+
+/// One published guest port: `[[network.publish]]` in a profile, `--publish
+/// [HOST_ADDR:]HOST_PORT:GUEST_PORT` on `slot provision`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Publish {
+    /// The host address the listening socket binds (IPv4 or IPv6); default `127.0.0.1`. A
+    /// non-loopback address exposes the guest beyond this host (the operator named it).
+    #[serde(default = "default_publish_addr")]
+    pub host_addr: std::net::IpAddr,
+    /// The host TCP port, 1-65535.
+    pub host_port: u16,
+    /// The guest's TCP port on 127.0.0.1 inside the slot's namespace, 1-65535.
+    pub guest_port: u16,
+}
+
+/// `127.0.0.1`: where a published port listens unless an address is named.
+pub fn default_publish_addr() -> std::net::IpAddr {
+    std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)
 }
 
 /// The guest's X display.

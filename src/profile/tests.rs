@@ -605,3 +605,47 @@ fn display_readiness_waits_need_a_display_an_input_region_and_a_sane_still_time(
         "an active-window check with an empty name",
     );
 }
+
+#[test]
+fn published_ports_are_checked_at_load_and_pass_the_schema() {
+    let base = format!(
+        "{MINIMAL}[network]\nguest_port = 5000\n[[readiness]]\nkind = \"tcp\"\nport = 6000\n"
+    );
+    let ok = format!(
+        "{base}[[network.publish]]\nhost_port = 25000\nguest_port = 5000\n[[network.publish]]\nhost_addr = \"::1\"\nhost_port = 25001\nguest_port = 6000\n"
+    );
+    let lp = p(&ok).unwrap();
+    let pubs = &lp.profile.network.publish;
+    assert_eq!(pubs[0].host_addr.to_string(), "127.0.0.1");
+    assert_eq!(
+        (pubs[1].host_addr.to_string(), pubs[1].guest_port),
+        ("::1".into(), 6000)
+    );
+    assert_eq!(served_ports(&lp.profile), [5000, 6000]);
+    assert!(schema().is_valid(&as_json(&ok)));
+    for (bad, want) in [
+        ("host_port = 0\nguest_port = 5000\n", "0 is not a port"),
+        (
+            "host_port = 25000\nguest_port = 7000\n",
+            "guest port 7000 is not served by this profile (it serves 5000, 6000)",
+        ),
+        (
+            "host_port = 25000\nguest_port = 5000\n[[network.publish]]\nhost_port = 25000\nguest_port = 6000\n",
+            "host port 25000 is published twice",
+        ),
+    ] {
+        let e = p(&format!("{base}[[network.publish]]\n{bad}"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("network.publish[") && e.contains(want), "{e}");
+    }
+    let e = p(&format!(
+        "{base}[[network.publish]]\nhost_port = 70000\nguest_port = 5000\n"
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("70000"), "{e}");
+    assert!(!schema().is_valid(&as_json(&format!(
+        "{base}[[network.publish]]\nhost_port = 1\nguest_port = 5000\nhost = \"x\"\n"
+    ))));
+}

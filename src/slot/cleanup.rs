@@ -73,8 +73,14 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
     }
 
     let t = Instant::now();
-    let holder_detail = stop_holder(run, st, holder_r, &mut problems);
+    let mut holder_detail = stop_holder(run, st, holder_r, &mut problems);
     run.took("holder-stop", t);
+    // The holder owned the published ports' sockets: proven closed now.
+    match super::publish_gates::closed_proof(run, st) {
+        Ok(Some(d)) => holder_detail.push_str(&format!("; {d}")),
+        Ok(None) => {}
+        Err(e) => problems.push(e),
+    }
     problems.extend(cgroup_problem);
     let r = if problems.is_empty() {
         Ok(released_detail(run, st, &holder_detail))

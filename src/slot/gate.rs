@@ -166,6 +166,12 @@ gates! {
     UpperCopy => ("upper-copy", Gate, "the overlay upper copied from the snapshot has the saved upper's tree sha256 (entries, modes, owners, contents, xattrs), before it is mounted"),
     /// restore/reset: the network state is byte-equal to the recorded one.
     NetFidelity => ("net-fidelity", Gate, "the network state after restore is byte-equal to the one recorded at snapshot (full capture: netfilter, address flags), with no part of CRIU's network lock in it"),
+    /// provision: every published host port could be bound (before anything is created).
+    HostPortsFree => ("host-ports-free", Host, "every published host port is free and was bound by netprobe before anything was created (a taken port is named with the process listening on it)"),
+    /// provision, restore, reset: a request through each published host port reaches the guest.
+    PublishedPorts => ("published-ports", Gate, "a request through each published host port, from the host's namespace, reaches the guest (its HTTP check answers, or the connection stays open 300 ms)"),
+    /// snapshot: the holder stopped accepting and no forwarded connection is left.
+    PublishedPortsQuiesced => ("published-ports-quiesced", Gate, "the holder stopped accepting on the published ports and no TCP connection on a guest port is left in the slot's namespace but listeners and TIME-WAIT (the runtime checkpoints without --tcp-established)"),
     /// cleanup: everything is released.
     Released => ("released", Gate, "every resource of the slot is released"),
 }
@@ -383,7 +389,7 @@ mod tests {
         let before = names.len();
         names.dedup();
         assert_eq!(before - names.len(), 2);
-        assert_eq!(GateId::ALL.len(), 47);
+        assert_eq!(GateId::ALL.len(), 50);
     }
 
     #[test]

@@ -52,6 +52,8 @@ pub mod partition;
 mod profiled;
 mod provision;
 mod provision_gates;
+pub mod publish;
+mod publish_gates;
 mod readiness;
 mod readiness_screen;
 mod restore;
@@ -168,6 +170,9 @@ pub struct SlotArgs {
     /// cgroupfs ([`crate::cgroup::DriverChoice::choose`]). Provision only (later verbs use the
     /// driver recorded in the state).
     pub cgroup_driver: Option<crate::cgroup::CgroupDriver>,
+    /// `--publish [HOST_ADDR:]HOST_PORT:GUEST_PORT` (repeatable; [`publish::parse_publish`]),
+    /// added to the profile's `[[network.publish]]`. Provision only.
+    pub publish: Vec<crate::profile::Publish>,
     /// `--json`: the CLI prints [`SlotOutcome::to_json`] instead of [`SlotOutcome::render`].
     pub json: bool,
 }
@@ -189,6 +194,7 @@ impl SlotArgs {
             criu: None,
             holder_exe: None,
             cgroup_driver: None,
+            publish: Vec::new(),
             json: false,
         }
     }

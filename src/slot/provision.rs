@@ -14,6 +14,7 @@ use super::layout::{self, StateDirUse};
 use super::mounts;
 use super::profiled::{self, ImageSource};
 use super::provision_gates;
+use super::publish::PublishedPort;
 use super::run::VerbRun;
 use super::state::*;
 use super::support::timed;
@@ -32,6 +33,10 @@ pub(crate) fn provision(run: &mut VerbRun) -> Result<(String, Option<SlotState>)
     // The profile first: a bad file or field fails fast (exit 2) before the state directory is
     // created and before any host check.
     let parsed = profiled::parse(run)?;
+    // Published ports next: a bad --publish is usage (exit 2), a taken host port a host
+    // refusal (exit 3), both before the state directory is touched; the listeners are bound
+    // now and handed to the holder.
+    let (published, listeners) = publish_gate(run, parsed.as_ref())?;
     let r = layout::check_state_dir(&run.paths.state_dir, StateDirUse::Create);
     run.gate(GateId::StateDir, r)?;
     let prof = profiled::load_gate(run, parsed)?;
@@ -81,6 +86,7 @@ pub(crate) fn provision(run: &mut VerbRun) -> Result<(String, Option<SlotState>)
         resources,
         cgroup: Some(cgroup),
         profile: Some(record),
+        published_ports: published,
         snapshot: None,
         restores: 0,
         last_verb: Some("provision".into()),
@@ -90,8 +96,48 @@ pub(crate) fn provision(run: &mut VerbRun) -> Result<(String, Option<SlotState>)
     st.phase = began.unwrap_or(st.phase);
     run.save(&mut st)?;
     run.journal("step", true, "state written: provisioning");
-    let r = provision_steps(run, &mut st, &src);
+    let r = provision_steps(run, &mut st, &src, listeners);
     finish(run, st, r)
+}
+
+/// The slot's published ports ([`super::publish::effective`]: the profile's and `--publish`,
+/// checked against the ports the profile serves), then gate `host-ports-free`: each host port
+/// bound and listening ([`super::publish::bind_all`]). Returns the records and the listeners
+/// (in that order), both empty without published ports.
+///
+/// Errors: usage (exit 2) for a bad `--publish`, naming the flag and the fix; the failed
+/// `host-ports-free` gate (exit 3) naming the port and the process listening on it.
+fn publish_gate(
+    run: &mut VerbRun,
+    parsed: Option<&crate::profile::LoadedProfile>,
+) -> Result<(Vec<PublishedPort>, Vec<std::net::TcpListener>), SlotError> {
+    let builtin = crate::profile::builtin_default();
+    let (profile, what) = match (parsed, &run.args.image) {
+        (Some(lp), _) => (Some(&lp.profile), format!("profile {}", lp.profile.name)),
+        (None, None) => (
+            Some(&builtin.profile),
+            format!("the built-in profile {}", builtin.profile.name),
+        ),
+        (None, Some(_)) => (
+            None,
+            format!("--image (its /{})", super::net::GUEST_PORT_FILE),
+        ),
+    };
+    let image_dir = run.args.image.clone().filter(|p| p.is_dir());
+    let ports = super::publish::effective(profile, image_dir.as_deref(), &what, &run.args.publish)
+        .map_err(|e| SlotError::usage(&run.args.slot, e.to_string()))?;
+    if ports.is_empty() {
+        return Ok((ports, Vec::new()));
+    }
+    match super::publish::bind_all(&ports) {
+        Ok(l) => {
+            let named: Vec<String> = ports.iter().map(|p| p.to_string()).collect();
+            let d = format!("bound and listening: {}", named.join(", "));
+            run.gate(GateId::HostPortsFree, Ok(d))?;
+            Ok((ports, l))
+        }
+        Err(e) => Err(run.fail(GateId::HostPortsFree, e.to_string())),
+    }
 }
 
 /// Clears the gates before `slot-create`, creates the slot directory with its owner marker
@@ -282,6 +328,7 @@ fn provision_steps(
     run: &mut VerbRun,
     st: &mut SlotState,
     src: &ImageSource,
+    listeners: Vec<std::net::TcpListener>,
 ) -> Result<String, SlotError> {
     let p = run.paths.clone();
     mkdirs(
@@ -337,7 +384,7 @@ fn provision_steps(
     run.save(st)?;
     run.took("overlay", t);
 
-    let holder = start_holder(run, st)?;
+    let holder = start_holder(run, st, listeners)?;
     let sha = write_config(run, st, holder.identity().netns_path())?;
     let id = start_container(run, st)?;
     let holder = holder.detach();
@@ -449,8 +496,14 @@ fn with_manifest(run: &mut VerbRun, mut img: ImageState) -> Result<ImageState, S
 }
 
 /// The holder (`netprobe __holder --lo-up`), its identity proven by the handshake and /proc
-/// before `holder.json`. The returned [`Holder`] kills it on drop until detached.
-fn start_holder(run: &mut VerbRun, st: &mut SlotState) -> Result<Holder, SlotError> {
+/// before `holder.json`, owning the published ports' `listeners` (`--publish FD:GUEST_PORT`,
+/// in `st.published_ports`' order; netprobe's copies are closed once it runs). The returned
+/// [`Holder`] kills it on drop until detached.
+fn start_holder(
+    run: &mut VerbRun,
+    st: &mut SlotState,
+    listeners: Vec<std::net::TcpListener>,
+) -> Result<Holder, SlotError> {
     let t = Instant::now();
     let exe = run.args.holder_exe.clone().unwrap_or_else(ns::default_exe);
     let sealed = seal_binaries(run, st)?;
@@ -459,9 +512,24 @@ fn start_holder(run: &mut VerbRun, st: &mut SlotState) -> Result<Holder, SlotErr
         exe: exe.clone(),
         lo_up: true,
     };
-    let holder = Holder::spawn_keeping(&opts, &keep).map_err(|e| run.step_err("holder", e))?;
+    let publish: Vec<_> = listeners
+        .iter()
+        .zip(&st.published_ports)
+        .map(|(l, p)| (l.as_fd(), p.guest_port))
+        .collect();
+    let holder =
+        Holder::spawn_publishing(&opts, &keep, &publish).map_err(|e| run.step_err("holder", e))?;
     drop(keep);
     drop(sealed);
+    drop(publish);
+    // The holder owns the listening sockets now.
+    drop(listeners);
+    if !st.published_ports.is_empty() {
+        run.fact(
+            "published_ports",
+            serde_json::to_value(&st.published_ports).unwrap_or_default(),
+        );
+    }
     let hid = *holder.identity();
     st.holder = Some(hid);
     let cookie = ns::netns_cookie_of(&hid.netns_path()).map_err(|e| run.step_err("holder", e))?;
@@ -616,6 +684,7 @@ fn start_container(run: &mut VerbRun, st: &mut SlotState) -> Result<String, Slot
         .holder
         .ok_or_else(|| run.step_err("readiness", StepError::Missing("no holder recorded")))?;
     super::readiness::run_checks(run, st, &h, pid)?;
+    super::publish_gates::published_gate(run, st, "provision")?;
     c.disarm();
     Ok(id)
 }

@@ -572,6 +572,12 @@ fn restored_gates(
     if let Err(e) = super::display::restored_gates(run, st, pid, snap_dir, bufs) {
         return Err(restore_failed(run, st, rt, e));
     }
+    // Published ports: accepting (a snapshot whose resume was lost left the holder quiesced),
+    // and a request through each reaches the restored guest.
+    super::publish_gates::resume_if_published(run, st, &h);
+    if let Err(e) = super::publish_gates::published_gate(run, st, when) {
+        return Err(restore_failed(run, st, rt, e));
+    }
     // Every gate passed: the container is the slot's, kept whatever comes now.
     drop(on_signal);
     let t = Instant::now();

@@ -193,6 +193,9 @@ fn checkpoint(
         .map_err(|e| run.step_err("netstate-write", StepError::io(&path)(e)))?;
     run.ev_write("netstate-before.json", cap.as_bytes());
 
+    // Published ports: the holder stops accepting and resets the forwarded connections (CRIU
+    // cannot dump an established one); resumed after the checkpoint, whatever it came to.
+    let quiet = super::publish_gates::quiesce_gate(run, st, &h)?;
     holder_gate(run, st, "checkpoint")?;
     super::cgroups::snapshot_limits_gate(run, st, pid)?;
     run.clear("runtime-checkpoint", &CHECKPOINT_GATES)?;
@@ -210,6 +213,9 @@ fn checkpoint(
         run.time_with_lock_inherited("checkpoint", || c.checkpoint(None, &images, &work, &extra));
     drop(thaw);
     drop(unlock);
+    if let Some(q) = quiet {
+        q.resume(run);
+    }
     run.rt_log("checkpoint", r.as_ref());
     if let Err(e) = r {
         let dump = fs::read_to_string(work.join("dump.log")).unwrap_or_default();

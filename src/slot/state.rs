@@ -461,6 +461,10 @@ pub struct SlotState {
     /// The slot profile (`None`: a slot provisioned with `--image` flags or by an older netprobe).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<ProfileRecord>,
+    /// The published guest ports (`--publish`, the profile's `[[network.publish]]`): the holder
+    /// owns their listening sockets in the host's namespace. Empty: none (not written).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub published_ports: Vec<super::publish::PublishedPort>,
     /// The complete snapshot in use.
     pub snapshot: Option<SnapshotRef>,
     /// Number of successful restores (restore + reset).

@@ -316,6 +316,7 @@ fn live_facts(run: &mut VerbRun, st: &SlotState, busy: bool) -> Value {
         "image_mounted": img.is_some_and(|i| i.kind == ImageKind::Qcow2 && mounts::is_mounted(&i.lower)),
         "fuse_export_running": img.and_then(|i| i.qsd_pid.zip(i.export_file.clone())).is_some_and(|(pid, f)| mounts::qsd_is_ours(pid, &f)),
         "loop_attached": img.and_then(|i| i.loop_device.clone().zip(i.export_file.clone())).is_some_and(|(d, f)| mounts::loop_backing_file(&d).as_deref() == Some(f.as_path())),
+        "published_ports": super::publish_gates::live(st),
     })
 }
 

@@ -246,6 +246,14 @@ pub(crate) fn declared(
     }
     if let Some(st) = st {
         v.push(binaries_difference(st));
+        if !st.published_ports.is_empty() {
+            v.push(super::publish_gates::CHECKPOINT_CLOSES_CONNECTIONS.into());
+        }
+        for p in st.published_ports.iter().filter(|p| !p.loopback) {
+            v.push(format!(
+                "Published port {p} listens on a non-loopback address, named by the operator: the guest's port is reachable from beyond this host."
+            ));
+        }
     }
     v.extend(extra.iter().cloned());
     // Only crun's quirks depend on the host's cgroup layout (a mountinfo read).

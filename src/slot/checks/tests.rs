@@ -43,6 +43,7 @@ pub(crate) fn state_with_self_holder(root: &Path, rt: &Path, cr: &Path) -> SlotS
         config_sha256: None,
         resources: crate::slot::SLOT_RESOURCES,
         profile: None,
+        published_ports: Vec::new(),
         snapshot: None,
         restores: 0,
         last_verb: None,
