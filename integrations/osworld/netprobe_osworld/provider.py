@@ -187,6 +187,6 @@ def published(status):
     """Guest port → (host address, host port) from a ``slot status --json`` document."""
     state = status.get("state") or {}
     out = {}
-    for p in state.get("published") or []:
+    for p in state.get("published_ports") or []:
         out[int(p["guest_port"])] = (p["host_addr"], int(p["host_port"]))
     return out

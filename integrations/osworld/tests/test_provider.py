@@ -93,11 +93,11 @@ class ProviderTests(unittest.TestCase):
         self.assertIn("phase 'clean'", str(e.exception))
 
     def test_ip_address_reports_published_host_ports(self):
-        os.environ["FAKE_STATUS"] = json.dumps({"state": {"published": [
+        os.environ["FAKE_STATUS"] = json.dumps({"state": {"published_ports": [
             {"host_addr": "127.0.0.1", "host_port": 25999, "guest_port": 5000},
             {"host_addr": "127.0.0.1", "host_port": 26000, "guest_port": 8006}]}})
         self.assertEqual(self.p.get_ip_address(self.slot), "127.0.0.1:25999:0:26000:0")
-        os.environ["FAKE_STATUS"] = json.dumps({"state": {"published": []}})
+        os.environ["FAKE_STATUS"] = json.dumps({"state": {"published_ports": []}})
         with self.assertRaises(NetprobeError) as e:
             self.p.get_ip_address(self.slot)
         self.assertIn("--publish 127.0.0.1:PORT:5000", str(e.exception))
