@@ -331,7 +331,7 @@ fn bad_desktop_profiles_fail_with_their_exit_class_and_leave_nothing() {
     // bounded wait, clear message, everything released.
     let nodisp = edited(&img, d, "nodisplay.toml", |t| {
         t.replace("number = 0", "number = 7").replace(
-            "readiness_timeout_ms = 60000",
+            "readiness_timeout_ms = 120000",
             "readiness_timeout_ms = 5000",
         )
     });
