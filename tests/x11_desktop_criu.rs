@@ -25,7 +25,7 @@ use netprobe::x11::{
 };
 use x11rb::protocol::xproto::{ConfigureWindowAux, ConnectionExt as _, MapState};
 
-/// The typing app's window (typing.py: geometry 900x240+200+150; openbox adds a frame), as the
+/// The typing app's window (typing_app.py: geometry 900x240+200+150; openbox adds a frame), as the
 /// shipped profile's input probe names it (`[display.input]` of profiles/desktop.toml).
 fn app_region() -> Rect {
     let lp = netprobe::profile::load(

@@ -38,6 +38,7 @@ osworld_setup.py, /run_python and /run_bash_script in osworld_scripts.py.
 """
 import json
 import os
+import shlex
 import subprocess
 import time
 from pathlib import Path
