@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # netprobe desktop guest image: Debian 12 packages (host/desktop-image/packages.txt, fetched and
 # verified by apt through mmdebstrap from the machine's own apt sources) + netprobe's files
-# (host/desktop-image/files: supervisor.py as init on :5000, the typing app, the Xorg dummy
-# config), packed like operators' images: a qcow2 DISK with a GPT partition table
-# (1: "EFI" FAT32 ESP, 2: "root" ext4), built without loop devices (sgdisk on a raw file,
-# mkfs.ext4 -d into a separate file, dd at the partition offset, qemu-img convert).
+# (host/desktop-image/files: supervisor.py as init on :5000 with the OSWorld-compatible server
+# osworld_*.py, the GTK 3 typing app, the Xorg dummy config) + pyautogui and its pure-Python
+# dependencies (desktop-image/pyautogui-requirements.txt: versions and sha256 pinned, installed by
+# the host's Debian pip into /usr/local/lib/python3.11/dist-packages), packed like operators'
+# images: a qcow2 DISK with a GPT partition table (1: "EFI" FAT32 ESP, 2: "root" ext4), built
+# without loop devices (sgdisk on a raw file, mkfs.ext4 -d into a separate file, dd at the
+# partition offset, qemu-img convert).
 #
 # Usage: build-desktop-image.sh [--gnome] [OUT_DIR]
 #   default OUT_DIR ${NETPROBE_CACHE:-/var/cache/netprobe}/desktop (with --gnome: .../gnome)
@@ -14,10 +17,11 @@
 #   by itself can never pass the pixels-equal gate): the GNOME guest, image gnome.qcow2.
 # Output: OUT_DIR/NAME.qcow2 (NAME = desktop or gnome), OUT_DIR/NAME.qcow2.sha256 (sha256sum
 # format: the pin a profile references), OUT_DIR/rootfs/ (the unpacked root, for tests),
-# OUT_DIR/packages.lock (name=version of every installed package), OUT_DIR/build-key.
+# OUT_DIR/packages.lock (name=version of every installed package, then pypi:name==version of
+# the pip-installed ones), OUT_DIR/build-key.
 #
-# Cache: the build key is the sha256 of this script + packages.txt + files/*. When OUT_DIR/build-key
-# equals it and the image's sha256 still matches, nothing is rebuilt (prints "cached").
+# Cache: the build key is the sha256 of this script + packages.txt + files/* +
+# pyautogui-requirements.txt. When OUT_DIR/build-key equals it and the image's sha256 still matches, nothing is rebuilt (prints "cached").
 # Pinning: the rootfs is built with SOURCE_DATE_EPOCH, fixed partition/filesystem UUIDs and
 # E2FSPROGS_FAKE_TIME, but it is NOT promised bit-reproducible (package versions move with the
 # archive; mkfs.ext4 -d allocates inodes in readdir order). So each build writes its own sha256
@@ -45,7 +49,8 @@ mkdir -p "$out"
 exec 9>"$out/.lock"
 flock 9
 
-key=$( (echo "$name"; cat "$0" "${lists[@]}" "$here"/desktop-image/files/* "${extra[@]}") | sha256sum | cut -d' ' -f1)
+reqs=$here/desktop-image/pyautogui-requirements.txt
+key=$( (echo "$name"; cat "$0" "${lists[@]}" "$here"/desktop-image/files/* "$reqs" "${extra[@]}") | sha256sum | cut -d' ' -f1)
 img=$name.qcow2
 if [ -f "$out/build-key" ] && [ "$(cat "$out/build-key")" = "$key" ] && [ -f "$out/$img.sha256" ] \
   && (cd "$out" && sha256sum --quiet -c "$img.sha256") && [ -f "$out/rootfs/etc/os-release" ]; then
@@ -58,6 +63,9 @@ need=()
 for pair in mmdebstrap:mmdebstrap sgdisk:gdisk mkfs.ext4:e2fsprogs mkfs.vfat:dosfstools qemu-img:qemu-utils; do
   command -v "${pair%%:*}" >/dev/null || need+=("${pair#*:}")
 done
+# pip with setuptools and wheel of the host's Debian python3 build the pinned source distributions
+# (pyautogui has no wheel); no build isolation, so nothing unpinned is fetched.
+/usr/bin/python3 -c 'import setuptools, wheel, pip' 2>/dev/null || need+=(python3-pip python3-setuptools python3-wheel)
 if [ ${#need[@]} -gt 0 ]; then
   log "installing: ${need[*]}"
   apt-get update -qq
@@ -86,6 +94,12 @@ if [ "$name" = gnome ]; then
     --customize-hook='chroot "$1" glib-compile-schemas --strict /usr/share/glib-2.0/schemas'
   )
 fi
+# pyautogui & co. into the image's site directory for /usr/local (Debian's python3 reads it).
+export NETPROBE_REQS=$reqs NETPROBE_PIP_LOG=$out/build/pip.log
+pip_hook='PIP_CONFIG_FILE=/dev/null /usr/bin/python3 -m pip install --isolated --disable-pip-version-check --no-cache-dir --no-deps --require-hashes --no-build-isolation --no-binary :all: --no-compile --target "$1/usr/local/lib/python3.11/dist-packages" -r "$NETPROBE_REQS" >"$NETPROBE_PIP_LOG" 2>&1 && sed -n "s/^\([a-z0-9-]*==[^ ]*\) .*/pypi:\1/p" "$NETPROBE_REQS" >> "$1/opt/netprobe/packages.lock"'
+# What the server and OSWorld's client need must import in the image, and scrot be on PATH.
+check_hook='chroot "$1" python -c "import flask, lxml.etree, PIL.Image, Xlib.ext.xfixes, pyatspi, gi; gi.require_version(\"Gtk\", \"3.0\"); import pytweening, pymsgbox, pyscreeze" && chroot "$1" sh -c "command -v scrot && test -d /usr/local/lib/python3.11/dist-packages/pyautogui"'
+files=("$here"/desktop-image/files/*.py)
 # Downloaded .debs are kept between builds (apt re-verifies them against the signed indices).
 debs=${NETPROBE_CACHE:-/var/cache/netprobe}/debs
 mkdir -p "$debs"
@@ -97,16 +111,19 @@ mmdebstrap --mode=root --variant=apt --include="$pkgs" --skip=download/empty \
   --dpkgopt='path-include=/usr/share/doc/*/copyright' \
   --dpkgopt='path-exclude=/usr/share/locale/*' \
   --customize-hook='mkdir -p "$1/opt/netprobe"' \
-  --customize-hook="copy-in $here/desktop-image/files/supervisor.py $here/desktop-image/files/typing.py /opt/netprobe" \
+  --customize-hook="copy-in ${files[*]} /opt/netprobe" \
   --customize-hook="copy-in $here/desktop-image/files/xorg-dummy.conf /etc/X11" \
   --customize-hook='mv "$1/etc/X11/xorg-dummy.conf" "$1/etc/X11/netprobe-dummy.conf"; chmod 755 "$1"/opt/netprobe/*.py' \
   "${gnome_hooks[@]}" \
   --customize-hook='chroot "$1" env -u SOURCE_DATE_EPOCH fc-cache -s' \
   --customize-hook='chroot "$1" dpkg-query -W -f "\${Package}=\${Version}\n" > "$1/opt/netprobe/packages.lock"' \
+  --customize-hook="$pip_hook" \
+  --customize-hook="$check_hook" \
+  --customize-hook='mkdir -p "$1/root/Desktop"' \
   --customize-hook="sync-out /var/cache/apt/archives $debs" \
   --customize-hook='rm -rf "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/* "$1"/var/log/*' \
   bookworm "$out/rootfs" "$out/build/sources.list" 2>"$out/build/mmdebstrap.log" \
-  || { tail -20 "$out/build/mmdebstrap.log" >&2; log "mmdebstrap failed (log: $out/build/mmdebstrap.log)"; exit 1; }
+  || { tail -20 "$out/build/mmdebstrap.log" "$out/build/pip.log" >&2; log "mmdebstrap failed (log: $out/build/mmdebstrap.log)"; exit 1; }
 cp "$out/rootfs/opt/netprobe/packages.lock" "$out/packages.lock"
 t1=$(date +%s)
 

@@ -363,7 +363,7 @@ fn a_reference_without_the_app_is_refused_before_the_checkpoint_leaving_no_tmp_f
     let sd = state_dir(&tmp);
     let prof = edited(&img, tmp.path(), "elsewhere.toml", |t| {
         t.replace(
-            "x = 200\ny = 150\nwidth = 900\nheight = 240",
+            "x = 201\ny = 170\nwidth = 900\nheight = 240",
             "x = 1500\ny = 900\nwidth = 100\nheight = 50",
         )
         // Without provision's app-drawn wait, which would refuse this region before the

@@ -25,7 +25,8 @@ use netprobe::x11::{
 };
 use x11rb::protocol::xproto::{ConfigureWindowAux, ConnectionExt as _, MapState};
 
-/// The typing app's window (typing.py: geometry 900x240+200+150; openbox adds a frame), as the
+/// The typing app's client area (typing_app.py asks for 900x240+200+150; openbox adds a 1 px border
+/// and a 20 px title bar, so the client area is at +201+170), as the
 /// shipped profile's input probe names it (`[display.input]` of profiles/desktop.toml).
 fn app_region() -> Rect {
     let lp = netprobe::profile::load(
@@ -33,7 +34,7 @@ fn app_region() -> Rect {
     )
     .unwrap();
     let i = lp.profile.display.unwrap().input.unwrap();
-    assert_eq!((i.x, i.y, i.width, i.height), (200, 150, 900, 240));
+    assert_eq!((i.x, i.y, i.width, i.height), (201, 170, 900, 240));
     Rect {
         x: i.x,
         y: i.y,
@@ -83,7 +84,9 @@ fn move_app_window(d: &Display) {
 fn desktop_guest_pixels_input_and_reset_through_criu() {
     let img = common::desktop_image();
     let app = app_region();
-    let mut g = Guest::new(&img.rootfs, "desktop.toml", Overlay::Slot);
+    // As profiles/desktop.toml mounts it: the session and AT-SPI D-Bus inotify watches are dumped
+    // by file handle.
+    let mut g = Guest::new(&img.rootfs, "desktop.toml", Overlay::NfsExport);
     g.run();
     let d = Display::connect(&g.socket(), Duration::from_secs(30)).unwrap();
     let geom = d.geometry().unwrap();

@@ -127,7 +127,7 @@ pub fn guest_logs(pid: i64) -> String {
         .collect()
 }
 
-/// A point inside the typing app's window (typing.py: white, 900x240+200+150; openbox's frame
+/// A point inside the typing app's window (typing_app.py: white, 900x240+200+150; openbox's frame
 /// adds a title bar above it).
 pub const APP_POINT: (u32, u32) = (650, 350);
 

@@ -4,19 +4,25 @@
 Runs as the container's init: starts the X server (Xorg with the dummy driver, or Xvfb; env
 NETPROBE_X=xorg|xvfb), waits for its socket, starts the window manager (NETPROBE_WM=openbox, the
 default, or gnome-shell: then a system D-Bus and upowerd are started first and GNOME Shell runs
-as an X11 compositor in a session D-Bus with software rendering, no logind) and the typing app,
-reaps every child, and serves HTTP on 0.0.0.0:$NETPROBE_PORT (default 5000):
-  GET /health -> 200 {"x":true,"wm":true,"app":true} when all three live, else 503.
+as an X11 compositor on the session D-Bus with software rendering, no logind) and the typing app,
+reaps every child (but those the HTTP server waits for itself, osworld_proc.py), and serves HTTP
+on 0.0.0.0:$NETPROBE_PORT (default 5000): the OSWorld-compatible API (osworld_server.py) and
+  GET /health -> 200 {"x": true, "wm": true, "app": true} when all three live, else 503.
+Before the window manager it starts the session's D-Bus (unix:path=/run/user/0/bus, in the
+environment of everything started after it) and the AT-SPI bus launcher on it, so the GTK typing
+app registers with the accessibility bus and /accessibility sees it; the app is started once the
+launcher has published the bus on the root window (AT_SPI_BUS), at most 20 s after the launcher.
 Environment: DISPLAY (default :0), NETPROBE_GEOMETRY (WxHxD, default 1920x1080x24, Xvfb only),
 GNOME_SHELL_SESSION_MODE (gnome-shell only, default "user"; the GNOME image ships "netprobe",
 the user mode without the top-bar clock).
 """
-import http.server
-import json
 import os
 import subprocess
 import threading
 import time
+
+import osworld_proc
+import osworld_server
 
 DISPLAY = os.environ.get("DISPLAY", ":0")
 NUM = DISPLAY.lstrip(":").split(".")[0]
@@ -25,6 +31,8 @@ PORT = int(os.environ.get("NETPROBE_PORT", "5000"))
 KIND = os.environ.get("NETPROBE_X", "xorg")
 WM = os.environ.get("NETPROBE_WM", "openbox")
 GEOM = os.environ.get("NETPROBE_GEOMETRY", "1920x1080x24")
+RUNTIME = "/run/user/0"
+SESSION_BUS = RUNTIME + "/bus"
 alive = {}
 lock = threading.Lock()
 
@@ -39,14 +47,28 @@ def spawn(name, argv, **env):
 
 
 def reaper():
+    """Reaps exited children, orphans included, but leaves the HTTP server's own children
+    (osworld_proc) to the server's wait: peek (WNOWAIT), then reap only what may be reaped."""
     while True:
         try:
-            pid, _ = os.waitpid(-1, 0)
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOWAIT)
         except ChildProcessError:
             time.sleep(0.2)
             continue
-        with lock:
-            alive.pop(pid, None)
+        if info is None:
+            continue
+        with osworld_proc.LOCK:
+            mine = osworld_proc.may_reap(info.si_pid)
+            if mine:
+                try:
+                    os.waitpid(info.si_pid, 0)
+                except ChildProcessError:
+                    pass
+        if mine:
+            with lock:
+                alive.pop(info.si_pid, None)
+        else:
+            time.sleep(0.005)  # the server's own wait takes it
 
 
 def running(name):
@@ -54,19 +76,36 @@ def running(name):
         return name in alive.values()
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        state = {n: running(n) for n in ("x", "wm", "app")}
-        ok = self.path == "/health" and all(state.values())
-        body = json.dumps(state).encode()
-        self.send_response(200 if ok else 503)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+def health():
+    return {n: running(n) for n in ("x", "wm", "app")}
 
-    def log_message(self, *args):
-        pass
+
+def session_bus():
+    """The session's D-Bus and the AT-SPI bus launcher on it; their address in os.environ."""
+    os.makedirs(RUNTIME, mode=0o700, exist_ok=True)
+    os.environ.update(XDG_RUNTIME_DIR=RUNTIME, DBUS_SESSION_BUS_ADDRESS="unix:path=" + SESSION_BUS)
+    spawn("dbus-session", ["dbus-daemon", "--session", "--nofork", "--nopidfile",
+                           "--address=unix:path=" + SESSION_BUS])
+    deadline = time.monotonic() + 10
+    while not os.path.exists(SESSION_BUS) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    spawn("a11y", ["/usr/libexec/at-spi-bus-launcher", "--launch-immediately"])
+
+
+def wait_a11y_bus(limit):
+    """Waits (at most `limit` s) until the root window carries AT_SPI_BUS; True when it does."""
+    from Xlib import X, display
+    deadline = time.monotonic() + limit
+    d = display.Display(DISPLAY)
+    try:
+        atom = d.intern_atom("AT_SPI_BUS")
+        while time.monotonic() < deadline:
+            if d.screen().root.get_full_property(atom, X.AnyPropertyType):
+                return True
+            time.sleep(0.05)
+        return False
+    finally:
+        d.close()
 
 
 def system_bus():
@@ -87,15 +126,15 @@ def system_bus():
 
 
 def gnome_shell():
-    runtime = "/run/user/0"
-    os.makedirs(runtime, mode=0o700, exist_ok=True)
-    spawn("wm", ["dbus-run-session", "--", "gnome-shell", "--x11", "--replace"],
-          XDG_SESSION_TYPE="x11", XDG_RUNTIME_DIR=runtime, LIBGL_ALWAYS_SOFTWARE="1",
+    spawn("wm", ["gnome-shell", "--x11", "--replace"],
+          XDG_SESSION_TYPE="x11", LIBGL_ALWAYS_SOFTWARE="1",
           HOME="/root", XDG_CURRENT_DESKTOP="GNOME",
           GNOME_SHELL_SESSION_MODE=os.environ.get("GNOME_SHELL_SESSION_MODE", "user"))
 
 
 def main():
+    os.environ.setdefault("DISPLAY", DISPLAY)
+    os.environ.setdefault("HOME", "/root")
     threading.Thread(target=reaper, daemon=True).start()
     if WM == "gnome-shell":
         system_bus()
@@ -108,14 +147,17 @@ def main():
     while not os.path.exists(SOCKET) and time.monotonic() < deadline and running("x"):
         time.sleep(0.05)
     if os.path.exists(SOCKET):
+        session_bus()
         if WM == "gnome-shell":
             gnome_shell()
             time.sleep(3)
         else:
             spawn("wm", ["openbox", "--sm-disable"])
             time.sleep(0.5)
-        spawn("app", ["/usr/bin/python3", "/opt/netprobe/typing.py"])
-    http.server.ThreadingHTTPServer(("0.0.0.0", PORT), Handler).serve_forever()
+        if not wait_a11y_bus(20):
+            print("supervisor: no AT_SPI_BUS on the root window after 20 s", flush=True)
+        spawn("app", ["/usr/bin/python3", "/opt/netprobe/typing_app.py"])
+    osworld_server.serve(PORT, health)
 
 
 if __name__ == "__main__":
