@@ -168,6 +168,11 @@ pub struct SlotArgs {
     /// cgroupfs ([`crate::cgroup::DriverChoice::choose`]). Provision only (later verbs use the
     /// driver recorded in the state).
     pub cgroup_driver: Option<crate::cgroup::CgroupDriver>,
+    /// `--allow-script-binaries REASON`: accept a runtime or CRIU that is a `#!` script (the
+    /// `runtime-binary`/`criu-binary` gates refuse one otherwise: the slot would seal and prove
+    /// the script, not the program it runs); the reason is recorded in `state.json` and the
+    /// verb's facts. Provision only.
+    pub allow_script_binaries: Option<String>,
     /// `--json`: the CLI prints [`SlotOutcome::to_json`] instead of [`SlotOutcome::render`].
     pub json: bool,
 }
@@ -189,6 +194,7 @@ impl SlotArgs {
             criu: None,
             holder_exe: None,
             cgroup_driver: None,
+            allow_script_binaries: None,
             json: false,
         }
     }
