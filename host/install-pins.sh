@@ -20,7 +20,10 @@
 # When a suite no longer serves a pinned version, set-up says so and installs the newest version
 # that suite serves (verified the same way); <prefix>/netprobe-install.json records both versions,
 # and netprobe lists the mismatch in declared_differences.
-# Idempotent: a prefix whose record names the same .deb sha256 and whose binary runs is left alone.
+# The record also names the installed binary's own sha256 (after patchelf), `binary_sha256`:
+# netprobe matches a pin without a sha256 of its own (CRIU's) only by it, never by --version.
+# Idempotent: a prefix whose record names the same .deb sha256, and the sha256 its binary has,
+# and whose binary runs is left alone.
 # Usage: install-pins.sh [NAME…]   (NAME = a [debian.NAME] table; default: all)
 # Environment (for tests): NETPROBE_PINS_TOML (default host/pins.toml), NETPROBE_OPT_ROOT
 # (default /opt), NETPROBE_APT_DIR.
@@ -197,7 +200,11 @@ install_pin() {
   prefix=$OPT/$prefix_base-$(upstream "$ver")
   local sum
   sum=$(index_field "$suite" "$pkg" "$ver" SHA256)
+  # A record without binary_sha256 (a set-up before it was recorded), or one whose binary no
+  # longer hashes to it, is installed again: netprobe matches a pin by that sha256.
   if [ -f "$prefix/netprobe-install.json" ] && grep -q "\"sha256\": \"$sum\"" "$prefix/netprobe-install.json" \
+    && [ -f "$prefix/$dest" ] \
+    && grep -q "\"binary_sha256\": \"$(sha256sum "$prefix/$dest" | awk '{print $1}')\"" "$prefix/netprobe-install.json" \
     && "$prefix/$dest" --version >/dev/null 2>&1; then
     log "$pkg $ver at $prefix already installed and runs; nothing to do"
     return 0
@@ -238,7 +245,8 @@ install_pin() {
   {
     printf '{\n  "pin": "%s",\n  "package": "%s",\n  "pinned_version": "%s",\n' "$name" "$pkg" "$pinned"
     printf '  "installed_version": "%s",\n  "suite": "%s",\n  "sha256": "%s",\n' "$ver" "$suite" "$sum"
-    printf '  "binary": "%s",\n  "debs": [\n' "$prefix/$dest"
+    printf '  "binary": "%s",\n  "binary_sha256": "%s",\n  "debs": [\n' "$prefix/$dest" \
+      "$(sha256sum "$out/$dest" | awk '{print $1}')"
     local i=0
     for d in "${debs[@]}"; do
       [ $i -gt 0 ] && printf ',\n'

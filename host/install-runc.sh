@@ -73,15 +73,15 @@ version=$("$tmp/runc" --version | awk '/^runc version/{print $3; exit}')
 [ -n "$version" ] || die "$dir/$bin --version printed no 'runc version' line"
 version=${version%%+*}
 prefix=$root/runc-$version
-if [ -f "$prefix/netprobe-install.json" ] && grep -q "\"sha256\": \"$got\"" "$prefix/netprobe-install.json"; then
+if [ -f "$prefix/netprobe-install.json" ] && grep -q "\"binary_sha256\": \"$got\"" "$prefix/netprobe-install.json"; then
   log "runc $version (sha256 $got) already installed at $prefix; nothing to do"
   exit 0
 fi
 stage=$(mktemp -d "$root/.runc-stage.XXXXXX")
 mkdir -p "$stage/sbin"
 cp "$tmp/runc" "$stage/sbin/runc"
-printf '{\n  "pin": "operator-release",\n  "package": "runc",\n  "pinned_version": "%s",\n  "installed_version": "%s",\n  "suite": "release",\n  "sha256": "%s",\n  "binary": "%s",\n  "debs": []\n}\n' \
-  "$version" "$version" "$got" "$prefix/sbin/runc" > "$stage/netprobe-install.json"
+printf '{\n  "pin": "operator-release",\n  "package": "runc",\n  "pinned_version": "%s",\n  "installed_version": "%s",\n  "suite": "release",\n  "sha256": "%s",\n  "binary": "%s",\n  "binary_sha256": "%s",\n  "debs": []\n}\n' \
+  "$version" "$version" "$got" "$prefix/sbin/runc" "$got" > "$stage/netprobe-install.json"
 rm -rf "$prefix.old"
 [ -e "$prefix" ] && mv "$prefix" "$prefix.old"
 mv "$stage" "$prefix"

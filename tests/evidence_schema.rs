@@ -20,6 +20,8 @@ pub fn sample() -> RunResult {
         version_output: "Version: 4.1.1\n".into(),
         sha256: SHA.into(),
         bytes: 123,
+        script_interpreter: None,
+        installed_sha256: None,
     };
     let mut facts = BTreeMap::new();
     facts.insert("pid".to_string(), json!(4242));
@@ -77,6 +79,7 @@ pub fn sample() -> RunResult {
             observed_version: "4.1.1".into(),
             observed_sha256: SHA.into(),
             observed_bytes: 123,
+            installed_sha256: None,
             matches: true,
         }],
         declared_differences: vec!["the network namespace is harness-owned".into()],

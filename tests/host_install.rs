@@ -108,6 +108,11 @@ fn install_runc_verifies_the_release_before_running_it() {
     assert!(prefix.join("sbin/runc").is_file());
     let rec = netprobe::host::install_record(&prefix.join("sbin/runc")).expect("install record");
     assert_eq!(rec.suite, "release");
+    // The installed binary's own sha256: what matches it to a pin (never --version).
+    let bin = prefix.join("sbin/runc");
+    let (sha, _) = netprobe::criu::sha256_file(&bin).unwrap();
+    assert_eq!(rec.binary_sha256.as_deref(), Some(sha.as_str()));
+    assert_eq!(netprobe::host::installed_sha256(&bin), Some(sha));
     let o = install_runc(&rel, &opt);
     assert!(o.status.success(), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("nothing to do"));

@@ -144,6 +144,8 @@ fn facts(path: &str, version: &str, out: &str, sha: &str, bytes: u64) -> BinaryF
         version_output: out.into(),
         sha256: sha.into(),
         bytes,
+        script_interpreter: None,
+        installed_sha256: None,
     }
 }
 
@@ -164,6 +166,14 @@ fn pins_match_and_mismatch() {
         "ab".repeat(32).as_str(),
         1234,
     );
+    // A CRIU pin names no sha256: `--version` alone never matches it (a script can print it).
+    assert!(!check_pins(&pinned_criu, None)[0].matches);
+    let mut other_install = pinned_criu.clone();
+    other_install.installed_sha256 = Some("cd".repeat(32));
+    assert!(!check_pins(&other_install, None)[0].matches);
+    // Set-up recorded these bytes for this path: matched.
+    let mut pinned_criu = pinned_criu;
+    pinned_criu.installed_sha256 = Some("ab".repeat(32));
     let checks = check_pins(&pinned_criu, Some(&pinned_runc));
     assert_eq!(checks.len(), 2);
     assert!(checks.iter().all(|c| c.matches), "{checks:?}");

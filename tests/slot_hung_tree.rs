@@ -69,6 +69,8 @@ fn hung_runtime_and_criu_in_snapshot_and_restore_are_bounded() {
             "--no-probe-gate",
             "--reason",
             "hung-tree test",
+            "--allow-script-binaries",
+            "wrappers that hang on request",
             "--runtime",
             &rw,
             "--criu",

@@ -229,6 +229,8 @@ fn provisioned_with_criu_wrapper(
             "--no-probe-gate",
             "--reason",
             "interrupt test",
+            "--allow-script-binaries",
+            "a wrapper that hangs on request",
             "--criu",
             &cw,
         ],

@@ -126,6 +126,10 @@ struct ProvisionCmd {
     /// CRIU binary. Default: the one the --probe-evidence run used, else /opt/criu-4.2.1 (set-up's build), else criu in PATH.
     #[arg(long)]
     criu: Option<PathBuf>,
+    /// Accept a runtime or CRIU that is a #! script (refused otherwise, exit 3: the slot would
+    /// seal and prove the script, not the program it runs); REASON is recorded in state.json.
+    #[arg(long, value_name = "REASON", value_parser = parse_reason)]
+    allow_script_binaries: Option<String>,
     /// cgroup driver: systemd (runc --systemd-cgroup, a scope unit; only where systemd is pid 1,
     /// else exit 3) or cgroupfs. Default: systemd where systemd is pid 1, else cgroupfs.
     #[arg(long, value_name = "systemd|cgroupfs", value_parser = parse_driver)]
@@ -205,6 +209,7 @@ impl SlotVerb {
                 a.reason = p.reason;
                 a.cgroup_driver = p.cgroup_driver;
                 a.publish = p.publish;
+                a.allow_script_binaries = p.allow_script_binaries;
                 a
             }
             SlotVerb::Snapshot(c) => c.into_args(Verb::Snapshot),

@@ -147,6 +147,16 @@ pub struct BinaryFacts {
     pub sha256: String,
     /// Size in bytes.
     pub bytes: u64,
+    /// When the file is not an ELF executable but a `#!` script: its interpreter line after
+    /// `#!` (e.g. `/bin/sh`), so the version and sha256 above are the script's, not those of
+    /// the program it runs. Absent for an ELF executable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script_interpreter: Option<String>,
+    /// The sha256 set-up recorded for the binary it installed at this path (`binary_sha256` of
+    /// `<prefix>/netprobe-install.json`, written by `host/install-pins.sh`, `install-criu.sh`,
+    /// `install-runc.sh`); absent when no record names this path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installed_sha256: Option<String>,
 }
 
 /// Facts about the host, recorded in `host.json` and in the result.
@@ -185,7 +195,12 @@ pub struct PinCheck {
     pub observed_sha256: String,
     /// The observed size in bytes.
     pub observed_bytes: u64,
-    /// True only when every pinned field equals the observed one.
+    /// The sha256 set-up recorded for the binary it installed at the observed path
+    /// ([`BinaryFacts::installed_sha256`]), when any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installed_sha256: Option<String>,
+    /// True only when every pinned field equals the observed one and a sha256 proves the bytes:
+    /// the pin's own, or the one set-up recorded for this path (never `--version` alone).
     pub matches: bool,
 }
 

@@ -229,6 +229,8 @@ pub fn binary_facts_then<T>(
             version_output: output,
             sha256,
             bytes,
+            script_interpreter: script_interpreter(&resolved),
+            installed_sha256: super::pins::installed_sha256(&resolved),
         },
         t,
     ))
@@ -391,6 +393,31 @@ fn not_a_program(p: &Path) -> Option<String> {
     } else {
         Some(String::from_utf8_lossy(head).into_owned())
     }
+}
+
+/// The interpreter line of a `#!` script at `p` (the first line after `#!`, trimmed, at most
+/// 200 characters, e.g. `/bin/sh` or `/usr/bin/env bash`); `None` for an ELF executable, any
+/// other file, or one that cannot be read.
+pub fn script_interpreter(p: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(256);
+    std::fs::File::open(p)
+        .ok()?
+        .take(256)
+        .read_to_end(&mut head)
+        .ok()?;
+    let rest = head.strip_prefix(b"#!")?;
+    let line = rest.split(|b| *b == b'\n').next().unwrap_or(rest);
+    let line: String = String::from_utf8_lossy(line)
+        .trim()
+        .chars()
+        .take(200)
+        .collect();
+    Some(if line.is_empty() {
+        "(an empty #! line)".to_string()
+    } else {
+        line
+    })
 }
 
 /// True when `p` is a regular file (after following symlinks) with at least one execute bit.

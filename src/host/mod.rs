@@ -23,7 +23,7 @@ pub use error::HostError;
 pub use facts::{cgroup_mode, host_facts};
 pub use pins::{
     InstallRecord, Pin, check_one, check_pins, install_record, install_record_differences,
-    pin_differences, pin_differences_with_paths, pins,
+    installed_sha256, pin_differences, pin_differences_with_paths, pins, script_differences,
 };
 
 use crate::criu::{Criu, CriuError};

@@ -53,7 +53,17 @@ pub fn check_pins(criu: &BinaryFacts, runtime: Option<&BinaryFacts>) -> Vec<PinC
 /// `matches` as in [`check_pins`]. `verify` also uses it with the pin values a result of
 /// another netprobe version recorded.
 pub fn check_one(name: &str, pin: &Pin, seen: &BinaryFacts) -> PinCheck {
+    // The bytes must be proven by a sha256: the pin's own, or the one set-up recorded for the
+    // binary it installed at this path. `--version` text alone proves nothing (a script can
+    // print any version).
+    let hash_proven = pin.sha256.is_some()
+        || seen
+            .installed_sha256
+            .as_ref()
+            .is_some_and(|s| s.eq_ignore_ascii_case(&seen.sha256));
     let matches = pin.version == seen.version
+        && hash_proven
+        && seen.script_interpreter.is_none()
         && pin
             .sha256
             .as_ref()
@@ -67,6 +77,7 @@ pub fn check_one(name: &str, pin: &Pin, seen: &BinaryFacts) -> PinCheck {
         observed_version: seen.version.clone(),
         observed_sha256: seen.sha256.clone(),
         observed_bytes: seen.bytes,
+        installed_sha256: seen.installed_sha256.clone(),
         matches,
     }
 }
@@ -126,12 +137,32 @@ fn sentence(c: &PinCheck, subject: &str) -> String {
         format!(" ({})", pinned_detail.join(", "))
     };
     format!(
-        "{subject} {} (sha256 {}, {} bytes), not the pinned {pinned_name} {}{pinned_detail}",
+        "{subject} {} (sha256 {}, {} bytes), not the pinned {pinned_name} {}{pinned_detail}{}",
         c.observed_version,
         short_sha(&c.observed_sha256),
         thousands(c.observed_bytes),
         c.pinned_version,
+        unproven(c),
     )
+}
+
+/// Why a check whose version and pinned fields agree is still no match: no sha256 proves the
+/// bytes. Empty otherwise.
+fn unproven(c: &PinCheck) -> String {
+    let fields_agree = c.observed_version == c.pinned_version
+        && c.pinned_sha256.is_none()
+        && c.pinned_bytes.is_none_or(|b| b == c.observed_bytes);
+    if !fields_agree {
+        return String::new();
+    }
+    match &c.installed_sha256 {
+        Some(s) if !s.eq_ignore_ascii_case(&c.observed_sha256) => format!(
+            ": set-up recorded sha256 {} for the binary it installed at this path (netprobe-install.json), not this one's",
+            short_sha(s)
+        ),
+        Some(_) => ": it is not an ELF executable".to_string(),
+        None => ": only its --version says so; the pin names no sha256 and no netprobe-install.json of set-up records this binary's".to_string(),
+    }
 }
 
 /// What `host/install-pins.sh` (or `install-runc.sh`) records in `<prefix>/netprobe-install.json`
@@ -148,6 +179,13 @@ pub struct InstallRecord {
     pub installed_version: String,
     /// The suite it came from (`experimental`, `sid`, …; `release` for an operator's release).
     pub suite: String,
+    /// The binary installed (`<prefix>/sbin/criu`, …).
+    #[serde(default)]
+    pub binary: Option<String>,
+    /// Lower-case hex sha256 of the binary as installed (after `patchelf`); absent in records
+    /// of a set-up before it was recorded (re-run `host/setup.sh`).
+    #[serde(default)]
+    pub binary_sha256: Option<String>,
 }
 
 /// The install record beside `binary` (`<binary>/../../netprobe-install.json`), if any.
@@ -155,6 +193,32 @@ pub fn install_record(binary: &std::path::Path) -> Option<InstallRecord> {
     let prefix = binary.parent()?.parent()?;
     let text = std::fs::read_to_string(prefix.join("netprobe-install.json")).ok()?;
     serde_json::from_str(&text).ok()
+}
+
+/// The sha256 set-up recorded for the binary it installed at `binary` (the install record's
+/// `binary_sha256`, when its `binary` is this path); `None` otherwise.
+pub fn installed_sha256(binary: &std::path::Path) -> Option<String> {
+    let r = install_record(binary)?;
+    (r.binary.as_deref() == Some(&*binary.to_string_lossy()))
+        .then_some(r.binary_sha256)
+        .flatten()
+}
+
+/// One declared difference per binary of `host` that is not an ELF executable but a `#!`
+/// script, e.g. `criu /tmp/w/criu is not an ELF executable but a script run by /bin/sh: the
+/// version and sha256 recorded are the script's, not those of the program it runs`.
+pub fn script_differences(host: &HostFacts) -> Vec<String> {
+    [("criu", host.criu.as_ref()), ("runtime", host.runtime.as_ref())]
+        .into_iter()
+        .filter_map(|(name, f)| {
+            let f = f?;
+            let i = f.script_interpreter.as_ref()?;
+            Some(format!(
+                "{name} {} is not an ELF executable but a script run by {i}: the version and sha256 recorded are the script's, not those of the program it runs",
+                f.path
+            ))
+        })
+        .collect()
 }
 
 /// One declared difference per binary of `host` whose install record says set-up installed

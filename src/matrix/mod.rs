@@ -506,6 +506,8 @@ mod tests {
             version_output: out.into(),
             sha256: "0".repeat(64),
             bytes: 1,
+            script_interpreter: None,
+            installed_sha256: None,
         }
     }
 
@@ -518,7 +520,13 @@ mod tests {
             pin_of(BinaryKind::Runtime, &runc),
             ("runc 1.5.2".to_string(), false)
         );
-        let criu = facts("/x/criu", "Version: 4.3\n", "4.3");
+        // `--version` alone never matches a pin; the sha256 set-up recorded for the path does.
+        let mut criu = facts("/x/criu", "Version: 4.3\n", "4.3");
+        assert_eq!(
+            pin_of(BinaryKind::Criu, &criu),
+            ("CRIU 4.3".to_string(), false)
+        );
+        criu.installed_sha256 = Some(criu.sha256.clone());
         assert_eq!(
             pin_of(BinaryKind::Criu, &criu),
             ("CRIU 4.3".to_string(), true)

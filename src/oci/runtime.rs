@@ -4,7 +4,10 @@
 //! state dir>`. The runtime is pointed at the requested CRIU through its `PATH`: a private folder
 //! holding only a `criu` symlink comes first (runc ignores `--criu` since 1.2 and removed it in
 //! 1.4; runc and crun's libcriu exec the first `criu` in `PATH`), so the runtime never picks
-//! whatever `criu` the host has (Debian 12's 3.17 does not work on kernels >= 6.13).
+//! whatever `criu` the host has (Debian 12's 3.17 does not work on kernels >= 6.13). A runtime
+//! whose path ends in a number (a slot's sealed copy, `/proc/<holder>/fd/<n>`) is executed
+//! through a `runc`/`crun` symlink in that folder with that `argv[0]`, so the kernel names the
+//! process after it, not after the descriptor.
 //!
 //! crun on a hybrid-cgroup host (cgroup2 at `/sys/fs/cgroup/unified`) refuses to run ("cgroups
 //! in hybrid mode not supported"): each crun call then runs in a private mount namespace with
@@ -495,6 +498,22 @@ impl Runtime {
         with_globals: bool,
     ) -> Result<RuntimeOutcome> {
         let mut argv = self.argv_prefix(strace_out.as_deref(), with_globals);
+        // The CRIU PATH folder, with the runtime's own symlink when its path would name the
+        // process by a number (the slot's sealed copy, `/proc/<holder>/fd/<n>`): executed
+        // through `<folder>/runc` with argv[0] `runc`, `ps` shows it as `runc` (crun: `crun`).
+        let named = super::runtime_env::named_by_number(&self.path);
+        let mut env = Vec::new();
+        let exec_dir = if self.criu.is_some() || named {
+            Some(CriuPathDir::new(
+                self.criu.as_deref(),
+                named.then_some((self.kind, self.path.as_path())),
+                &mut env,
+                self.owner_tag.as_deref(),
+            )?)
+        } else {
+            None
+        };
+        let link = exec_dir.as_ref().and_then(|d| d.runtime_link());
         let log = match stdio {
             Stdio3::Detached => {
                 // Named with this pid (and the owner tag), so one a SIGKILL leaves is found and
@@ -524,12 +543,19 @@ impl Runtime {
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
 
-        let mut cmd = Command::new(&argv[0]);
-        cmd.args(&argv[1..]).stdin(Stdio::null());
-        let criu_dir = match &self.criu {
-            Some(c) => Some(CriuPathDir::new(c, &mut cmd, self.owner_tag.as_deref())?),
-            None => None,
-        };
+        // What is executed: `argv` (which names the runtime by its own path, as recorded), the
+        // runtime's element replaced by its symlink when made.
+        let mut exec = argv.clone();
+        let at = argv.iter().position(|a| a == self.path.as_os_str());
+        if let (Some(l), Some(i)) = (link, at) {
+            exec[i] = l.as_os_str().to_os_string();
+        }
+        let mut cmd = Command::new(&exec[0]);
+        if link.is_some() && at == Some(0) {
+            use std::os::unix::process::CommandExt;
+            cmd.arg0(self.kind.as_str());
+        }
+        cmd.args(&exec[1..]).stdin(Stdio::null()).envs(env);
         if self.kind == RuntimeKind::Crun {
             CrunNamespace::new(&self.root)?.apply(&mut cmd);
         }
@@ -571,7 +597,7 @@ impl Runtime {
             }
         };
         let duration_ms = output.duration.as_millis() as u64;
-        drop(criu_dir);
+        drop(exec_dir);
         let stderr = match &log {
             Some(f) => fs::read_to_string(f.path()).unwrap_or_default(),
             None => String::from_utf8_lossy(&output.stderr).into_owned(),

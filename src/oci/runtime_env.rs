@@ -182,24 +182,28 @@ pub fn left_by_dead_processes(
         .collect()
 }
 
+/// The names a [`CriuPathDir`] may hold, each a symlink: `criu` and the runtime's (`runc`,
+/// `crun`, [`RuntimeKind::as_str`]).
+const EXEC_LINK_NAMES: [&str; 3] = ["criu", "runc", "crun"];
+
 /// Removes the CRIU PATH folders ([`CriuPathDir`]) of `owner` in `tmp` that a netprobe process
 /// killed with SIGKILL left behind: a folder named `netprobe-criu-path-<pid>-…` whose pid no
-/// longer exists and that holds nothing but the `criu` symlink, or nothing (killed before it
-/// made the symlink). A folder of a live process or of another owner, an unexpected content or
-/// a name without a pid is left alone. Returns the folders removed.
+/// longer exists and that holds nothing but symlinks named `criu`, `runc` or `crun` (the CRIU
+/// and runtime links [`CriuPathDir::new`] makes), or nothing (killed before it made them). A
+/// folder of a live process or of another owner, an unexpected content or a name without a pid
+/// is left alone. Returns the folders removed.
 pub fn sweep_stale_criu_path_dirs(tmp: &Path, owner: TmpOwner<'_>) -> Vec<PathBuf> {
     let mut removed = Vec::new();
     for e in left_by_dead_processes(tmp, CRIU_PATH_PREFIX, "", owner) {
         let dir = e.path();
-        // Empty when the process was killed between making the folder and the symlink.
-        let only_criu_link = fs::read_dir(&dir).is_ok_and(|d| {
-            let v: Vec<_> = d.flatten().collect();
-            v.is_empty()
-                || (v.len() == 1
-                    && v[0].file_name() == "criu"
-                    && v[0].file_type().is_ok_and(|t| t.is_symlink()))
+        // Empty when the process was killed between making the folder and the symlinks.
+        let only_links = fs::read_dir(&dir).is_ok_and(|d| {
+            d.flatten().all(|e| {
+                EXEC_LINK_NAMES.iter().any(|n| e.file_name() == *n)
+                    && e.file_type().is_ok_and(|t| t.is_symlink())
+            })
         });
-        if only_criu_link && fs::remove_dir_all(&dir).is_ok() {
+        if only_links && fs::remove_dir_all(&dir).is_ok() {
             removed.push(dir);
         }
     }
@@ -224,24 +228,42 @@ pub fn sweep_stale_runc_logs(tmp: &Path, owner: TmpOwner<'_>) -> Vec<PathBuf> {
         .collect()
 }
 
-/// A private folder holding only `criu` (a symlink to the requested CRIU), put first in the
-/// spawned runtime's `PATH`; removed when dropped (and on interruption). Named
-/// `netprobe-criu-path-<pid>-…` (`…-<pid>-slot-<id>-…` for a slot's runtime) so that one left by
-/// a killed process is found by its owner ([`sweep_stale_criu_path_dirs`]).
+/// Whether the kernel would name a process executed from `path` by a number: the command name
+/// (`comm`) is the last component of the path given to `execve(2)`, so a sealed copy run as
+/// `/proc/<holder pid>/fd/<n>` (or `/dev/fd/<n>`) shows in `ps` as `<n>`. Such a runtime is run
+/// through a symlink named after its kind instead ([`CriuPathDir::new`]).
+pub(crate) fn named_by_number(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// A private folder holding a `criu` symlink to the requested CRIU (put first in the spawned
+/// runtime's `PATH`), and, for a runtime executed from a descriptor path ([`named_by_number`]),
+/// a `runc`/`crun` symlink to it through which it is executed, so the kernel names the process
+/// `runc`/`crun` (the binary run is still the one the symlink points at, e.g. the slot's sealed
+/// copy); removed when dropped (and on interruption). Named `netprobe-criu-path-<pid>-…`
+/// (`…-<pid>-slot-<id>-…` for a slot's runtime) so that one left by a killed process is found
+/// by its owner ([`sweep_stale_criu_path_dirs`]).
 pub(crate) struct CriuPathDir {
     _dir: tempfile::TempDir,
+    runtime_link: Option<PathBuf>,
     _on_signal: crate::ns::cleanup::Registration,
 }
 
 impl CriuPathDir {
-    /// Creates the folder for `criu` (a bare name is resolved through `PATH`, a relative path
-    /// made absolute), its name carrying `tag` when given ([`tmp_name_prefix`]), and sets
-    /// `PATH=<folder>:<netprobe's PATH>` on `cmd`.
+    /// Creates the folder, its name carrying `tag` when given ([`tmp_name_prefix`]), with a
+    /// `criu` symlink to `criu` when given (a bare name is resolved through `PATH`, a relative
+    /// path made absolute; `cmd` then gets `PATH=<folder>:<netprobe's PATH>`) and a symlink named
+    /// `runtime.0` to `runtime.1` when given ([`CriuPathDir::runtime_link`]).
     ///
-    /// Errors: [`OciError::Io`] when the folder or the symlink cannot be created.
-    pub(crate) fn new(criu: &Path, cmd: &mut Command, tag: Option<&str>) -> Result<Self> {
-        let target = crate::host::find_in_path(criu).unwrap_or_else(|| criu.to_path_buf());
-        let target = std::path::absolute(&target).unwrap_or(target);
+    /// Errors: [`OciError::Io`] when the folder or a symlink cannot be created.
+    pub(crate) fn new(
+        criu: Option<&Path>,
+        runtime: Option<(RuntimeKind, &Path)>,
+        cmd_env: &mut Vec<(OsString, OsString)>,
+        tag: Option<&str>,
+    ) -> Result<Self> {
         let dir = tempfile::Builder::new()
             .prefix(&tmp_name_prefix(CRIU_PATH_PREFIX, tag))
             .tempdir()
@@ -249,24 +271,42 @@ impl CriuPathDir {
                 "create the CRIU PATH folder in",
                 std::env::temp_dir(),
             ))?;
-        let link = dir.path().join("criu");
-        std::os::unix::fs::symlink(&target, &link).map_err(io_err("symlink", &link))?;
-        let rest = std::env::var_os("PATH").unwrap_or_else(|| {
-            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into()
-        });
-        let mut path = OsString::from(dir.path());
-        path.push(":");
-        path.push(rest);
-        cmd.env("PATH", path);
         let p = dir.path().to_path_buf();
         let on_signal =
             crate::ns::cleanup::register(format!("CRIU PATH folder {}", p.display()), move || {
                 let _ = fs::remove_dir_all(&p);
             });
+        if let Some(criu) = criu {
+            let target = crate::host::find_in_path(criu).unwrap_or_else(|| criu.to_path_buf());
+            let target = std::path::absolute(&target).unwrap_or(target);
+            let link = dir.path().join("criu");
+            std::os::unix::fs::symlink(&target, &link).map_err(io_err("symlink", &link))?;
+            let rest = std::env::var_os("PATH").unwrap_or_else(|| {
+                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into()
+            });
+            let mut path = OsString::from(dir.path());
+            path.push(":");
+            path.push(rest);
+            cmd_env.push(("PATH".into(), path));
+        }
+        let runtime_link = match runtime {
+            Some((kind, target)) => {
+                let link = dir.path().join(kind.as_str());
+                std::os::unix::fs::symlink(target, &link).map_err(io_err("symlink", &link))?;
+                Some(link)
+            }
+            None => None,
+        };
         Ok(Self {
             _dir: dir,
+            runtime_link,
             _on_signal: on_signal,
         })
+    }
+
+    /// The runtime's symlink in the folder (`<folder>/runc`, `<folder>/crun`), when made.
+    pub(crate) fn runtime_link(&self) -> Option<&Path> {
+        self.runtime_link.as_deref()
     }
 }
 
@@ -369,6 +409,42 @@ mod tests {
         assert_eq!(swept, vec![empty.clone(), dead.clone()]);
         assert!(!dead.exists() && !empty.exists());
         assert!(alive.exists() && unexpected.exists() && no_pid.exists() && slot.exists());
+    }
+
+    /// A folder holding the runtime's symlink too (`runc`, `crun`: a sealed copy run by name)
+    /// is swept; one holding any other name, or a `runc` that is not a symlink, is left.
+    #[test]
+    fn folders_with_the_runtimes_link_are_swept_and_only_those() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mk = |name: &str, links: &[&str], file: Option<&str>| {
+            let d = tmp.path().join(name);
+            fs::create_dir(&d).unwrap();
+            for l in links {
+                std::os::unix::fs::symlink("/proc/1/fd/8", d.join(l)).unwrap();
+            }
+            if let Some(f) = file {
+                fs::write(d.join(f), b"x").unwrap();
+            }
+            d
+        };
+        let runc = mk("netprobe-criu-path-99999999-a", &["criu", "runc"], None);
+        let crun = mk("netprobe-criu-path-99999998-a", &["crun"], None);
+        let other = mk("netprobe-criu-path-99999997-a", &["criu", "youki"], None);
+        let regular = mk("netprobe-criu-path-99999996-a", &["criu"], Some("runc"));
+        let mut swept = sweep_stale_criu_path_dirs(tmp.path(), TmpOwner::Untagged);
+        swept.sort();
+        assert_eq!(swept, vec![crun, runc]);
+        assert!(other.exists() && regular.exists());
+    }
+
+    #[test]
+    fn only_a_descriptor_path_names_a_process_by_a_number() {
+        for p in ["/proc/123/fd/8", "/dev/fd/3"] {
+            assert!(named_by_number(Path::new(p)), "{p}");
+        }
+        for p in ["/opt/runc-1.4.3/sbin/runc", "runc", "/", "/usr/bin/crun1"] {
+            assert!(!named_by_number(Path::new(p)), "{p}");
+        }
     }
 
     /// A slot's sweep takes only the names tagged with its own owner id: never another slot's

@@ -18,7 +18,8 @@ use crate::probe::util;
 use std::path::Path;
 
 /// Runs the rung. Errors (phase): `holder`, `state capture`, `criu dump`, `criu restore`
-/// (naming the log to read), `evidence`.
+/// (naming the log to read), `criu identity` (the `Version:` line of dump.log or restore.log is
+/// not what `criu --version` reported), `evidence`.
 pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
     let ev = ctx.evidence;
     let name = RungName::Criu.as_str();
@@ -60,6 +61,17 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
         })
     });
     if let Err(e) = dump {
+        // A CRIU that is not the one `--version` named is said first: its failure is that
+        // other CRIU's.
+        if let Err(id) = prove(ctx, &dir.join("dump.log"))
+            && id.reason.contains("in its own log")
+        {
+            return Err(RungError::new(
+                "criu identity",
+                format!("{}; its dump failed: {e}", id.reason),
+            )
+            .with(out));
+        }
         return Err(RungError::new(
             "criu dump",
             format!(
@@ -68,6 +80,11 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
             ),
         )
         .with(out));
+    }
+    // The CRIU that ran is the one `--version` named: proven from its own log, not its word.
+    match prove(ctx, &dir.join("dump.log")) {
+        Ok(v) => out.fact("criu_version_dump_log", v),
+        Err(e) => return Err(e.with(out)),
     }
     out.fact(
         "criu_network_lock_method",
@@ -106,6 +123,12 @@ pub fn summary(image_files: usize, lo_up_after: bool, state_byte_equal: bool) ->
     format!(
         "CRIU dumped and restored the netns: {image_files} image files, lo UP with 127.0.0.1/8 after restore: {lo_up_after}, state byte-equal: {state_byte_equal}"
     )
+}
+
+/// [`crate::probe::runtime_cycle::prove_criu_version`] of `log`, CRIU run by netprobe.
+fn prove(ctx: &RungCtx, log: &Path) -> Result<String, RungError> {
+    use crate::probe::runtime_cycle::{CriuRunBy, prove_criu_version};
+    prove_criu_version(log, &ctx.criu_version, &ctx.criu, CriuRunBy::Netprobe)
 }
 
 /// Kills (SIGKILL, through a pidfd: never a reused pid) the process CRIU restored at `pid` —
@@ -163,6 +186,10 @@ fn restore_and_capture(
             ),
         )
         .with(std::mem::take(out)));
+    }
+    match prove(ctx, &dir.join("restore.log")) {
+        Ok(v) => out.fact("criu_version_restore_log", v),
+        Err(e) => return Err(e.with(std::mem::take(out))),
     }
     let pid: i32 = match criu::read_pidfile(&pidfile) {
         Ok(p) => p,

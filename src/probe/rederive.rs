@@ -118,6 +118,8 @@ fn facts(dir: &Path, name: RungName, host: &HostFacts) -> Vec<(&'static str, Der
         }
         RungName::Criu => vec![
             ("dumped_pid", dump_log_pid(dir)),
+            ("criu_version_dump_log", log_version(dir, "dump.log")),
+            ("criu_version_restore_log", log_version(dir, "restore.log")),
             ("image_files", images(dir).map(|i| json!(i.len()))),
             ("state_byte_equal", states_equal(dir).map(Value::Bool)),
             (
@@ -151,12 +153,6 @@ fn facts(dir: &Path, name: RungName, host: &HostFacts) -> Vec<(&'static str, Der
 
 /// The facts the runtime cycle ([`runtime_cycle::run_cycle`]) records from its files.
 fn cycle_facts(dir: &Path, host: &HostFacts) -> Vec<(&'static str, Derived)> {
-    let log_version = |log: &str| -> Derived {
-        let text = read_text(&dir.join(log))?;
-        runtime_cycle::criu_version_in_log(&text)
-            .map(|v| json!(v))
-            .ok_or_else(|| format!("{log} names no CRIU version"))
-    };
     let kind = host
         .runtime
         .as_ref()
@@ -199,8 +195,8 @@ fn cycle_facts(dir: &Path, host: &HostFacts) -> Vec<(&'static str, Derived)> {
                 .map(|(s, _)| json!(s))
                 .map_err(|e| format!("config.json: {e}")),
         ),
-        ("criu_version_dump_log", log_version("dump.log")),
-        ("criu_version_restore_log", log_version("restore.log")),
+        ("criu_version_dump_log", log_version(dir, "dump.log")),
+        ("criu_version_restore_log", log_version(dir, "restore.log")),
         ("runtime_kind", kind),
     ]
 }
@@ -242,6 +238,14 @@ fn deciding_fact(dir: &Path, name: RungName) -> Result<String, String> {
             ))
         }
     }
+}
+
+/// The CRIU version the `Version:` line of `dir/<log>` names.
+fn log_version(dir: &Path, log: &str) -> Derived {
+    let text = read_text(&dir.join(log))?;
+    runtime_cycle::criu_version_in_log(&text)
+        .map(|v| json!(v))
+        .ok_or_else(|| format!("{log} names no CRIU version"))
 }
 
 fn read_text(p: &Path) -> Result<String, String> {

@@ -271,6 +271,7 @@ fn declared_differences(
         declared.extend(crate::oci::crun_quirks(kind, crate::oci::host_is_hybrid()));
     }
     declared.extend(host::install_record_differences(host_facts));
+    declared.extend(host::script_differences(host_facts));
     declared
 }
 

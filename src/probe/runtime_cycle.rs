@@ -145,7 +145,12 @@ pub fn run_cycle(
     crate::ns::cleanup::checkpoint();
     reverify().map_err(|e| RungError::new("holder", e))?;
     checkpoint(ctx, &mut c, &runtime, work.path(), &dir, &rel, &images, out)?;
-    let ran = prove_criu_version(&dir.join("dump.log"), &ctx.criu_version, &ctx.criu)?;
+    let ran = prove_criu_version(
+        &dir.join("dump.log"),
+        &ctx.criu_version,
+        &ctx.criu,
+        CriuRunBy::Runtime,
+    )?;
     out.fact("criu_version_dump_log", ran);
     out.fact(
         "criu_network_lock_method",
@@ -157,7 +162,12 @@ pub fn run_cycle(
     let rs = out.timed("restore", || c.restore(&images, &dir, &[]));
     let o = rs.map_err(runtime_err("runtime restore", dir.join("restore.log")))?;
     let _ = ev.write_json(&rel("runtime-restore.json"), &o);
-    let ran = prove_criu_version(&dir.join("restore.log"), &ctx.criu_version, &ctx.criu)?;
+    let ran = prove_criu_version(
+        &dir.join("restore.log"),
+        &ctx.criu_version,
+        &ctx.criu,
+        CriuRunBy::Runtime,
+    )?;
     out.fact("criu_version_restore_log", ran);
     let pid = c.read_pid().map_err(at("runtime state (after restore)"))?;
     out.fact("container_pid_after", pid);
@@ -280,11 +290,28 @@ pub fn criu_version_in_log(text: &str) -> Option<String> {
     })
 }
 
-/// Proves from CRIU's own log that the requested CRIU ran: the log's version line must equal
-/// `want`. Returns the version seen.
+/// Who ran CRIU, for [`prove_criu_version`]'s sentence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CriuRunBy {
+    /// netprobe ran it itself (the criu rung).
+    Netprobe,
+    /// The runtime ran the first `criu` in its `PATH` (the private folder's symlink to it).
+    Runtime,
+}
+
+/// Proves from CRIU's own log that the CRIU that ran is the version `criu --version` reported
+/// (`want`, from the binary `criu`): the log's `Version:` line must equal `want`. Returns the
+/// version seen. A binary whose `--version` names another CRIU than the one it runs (a wrapper
+/// script) fails here.
 ///
-/// Errors (phase `criu identity`): the log is missing, names no version, or another version.
-fn prove_criu_version(log: &Path, want: &str, criu: &Path) -> Result<String, RungError> {
+/// Errors (phase `criu identity`): the log is missing, names no version, or another version;
+/// the sentence says only what was proven: what `--version` reported and what the log says.
+pub fn prove_criu_version(
+    log: &Path,
+    want: &str,
+    criu: &Path,
+    by: CriuRunBy,
+) -> Result<String, RungError> {
     let text = std::fs::read_to_string(log).map_err(|e| {
         RungError::new(
             "criu identity",
@@ -295,11 +322,7 @@ fn prove_criu_version(log: &Path, want: &str, criu: &Path) -> Result<String, Run
         Some(v) if v == want => Ok(v),
         Some(v) => Err(RungError::new(
             "criu identity",
-            format!(
-                "{} says CRIU {v} ran, but {} ({want}) was requested: the runtime did not use the CRIU first in its PATH",
-                log.display(),
-                criu.display()
-            ),
+            criu_version_mismatch(log, &v, want, criu, by),
         )),
         None => Err(RungError::new(
             "criu identity",
@@ -310,6 +333,27 @@ fn prove_criu_version(log: &Path, want: &str, criu: &Path) -> Result<String, Run
             ),
         )),
     }
+}
+
+/// The sentence of a CRIU whose log names version `seen` where its `--version` said `want`.
+pub fn criu_version_mismatch(
+    log: &Path,
+    seen: &str,
+    want: &str,
+    criu: &Path,
+    by: CriuRunBy,
+) -> String {
+    let whose = match by {
+        CriuRunBy::Netprobe => format!("{} reports CRIU {want} (--version)", criu.display()),
+        CriuRunBy::Runtime => format!(
+            "the CRIU first in the runtime's PATH, {}, reports CRIU {want} (--version)",
+            criu.display()
+        ),
+    };
+    format!(
+        "{whose}, but the CRIU that ran says {seen} in its own log {}: a binary whose --version names another CRIU than the one it runs (a wrapper script?) is not the CRIU {want} requested",
+        log.display()
+    )
 }
 
 /// The checkpoint step (through a runtime whose CRIU runs under strace with `--strace`), its

@@ -173,6 +173,11 @@ pub struct SlotArgs {
     /// `--publish [HOST_ADDR:]HOST_PORT:GUEST_PORT` (repeatable; [`publish::parse_publish`]),
     /// added to the profile's `[[network.publish]]`. Provision only.
     pub publish: Vec<crate::profile::Publish>,
+    /// `--allow-script-binaries REASON`: accept a runtime or CRIU that is a `#!` script (the
+    /// `runtime-binary`/`criu-binary` gates refuse one otherwise: the slot would seal and prove
+    /// the script, not the program it runs); the reason is recorded in `state.json` and the
+    /// verb's facts. Provision only.
+    pub allow_script_binaries: Option<String>,
     /// `--json`: the CLI prints [`SlotOutcome::to_json`] instead of [`SlotOutcome::render`].
     pub json: bool,
 }
@@ -195,6 +200,7 @@ impl SlotArgs {
             holder_exe: None,
             cgroup_driver: None,
             publish: Vec::new(),
+            allow_script_binaries: None,
             json: false,
         }
     }

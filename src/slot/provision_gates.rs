@@ -6,7 +6,7 @@ use super::checks;
 use super::error::SlotError;
 use super::gate::GateId;
 use super::run::VerbRun;
-use super::state::{BinaryPin, ProbeGateMode, ProbeGateRecord};
+use super::state::{BinaryPin, ProbeGateMode, ProbeGateRecord, ScriptAllowed};
 use crate::host::{self, BinaryKind};
 use serde_json::json;
 use std::path::PathBuf;
@@ -72,21 +72,66 @@ fn binary_found(
     kind: BinaryKind,
 ) -> Result<BinaryPin, SlotError> {
     let f = host::binary_facts(path, kind).map_err(|e| run.fail(id, e.to_string()))?;
+    let flag = id.name().trim_end_matches("-binary");
+    let script = match &f.script_interpreter {
+        None => None,
+        Some(i) => Some(script_allowed(run, id, &f.path, i, kind, flag)?),
+    };
     let d = format!(
-        "{} version {} sha256 {} (recorded)",
-        f.path, f.version, f.sha256
+        "{} version {} sha256 {} (recorded){}",
+        f.path,
+        f.version,
+        f.sha256,
+        script.as_ref().map_or(String::new(), |s| format!(
+            "; a script run by {}, accepted by --allow-script-binaries: {}",
+            s.interpreter, s.reason
+        ))
     );
     run.gate(id, Ok(d))?;
-    run.fact(
-        id.name().trim_end_matches("-binary"),
-        json!({"path": f.path, "version": f.version, "sha256": f.sha256}),
-    );
+    let mut fact = json!({"path": f.path, "version": f.version, "sha256": f.sha256});
+    if let Some(s) = &script {
+        fact["script_interpreter"] = json!(s.interpreter);
+        fact["script_allowed"] = json!(s.reason);
+    }
+    run.fact(flag, fact);
     Ok(BinaryPin {
         path: PathBuf::from(&f.path),
         sha256: f.sha256,
         version: Some(f.version),
         kind: None,
         sealed: None,
+        script,
+    })
+}
+
+/// A `kind` binary at `path` that is a `#!` script run by `interpreter`: refused (gate `id`,
+/// host class, exit 3) unless `--allow-script-binaries REASON` accepts it, which is declared
+/// and returned for `state.json`.
+///
+/// Errors: the gate's refusal naming the script, its interpreter and both ways out.
+fn script_allowed(
+    run: &mut VerbRun,
+    id: GateId,
+    path: &str,
+    interpreter: &str,
+    kind: BinaryKind,
+    flag: &str,
+) -> Result<ScriptAllowed, SlotError> {
+    let label = kind.label();
+    let Some(reason) = run.args.allow_script_binaries.clone() else {
+        return Err(run.fail(
+            id,
+            format!(
+                "{path} is not an ELF executable but a script run by {interpreter}: a slot seals and proves the file it is given, so it would prove the script, not the {label} the script runs; name that {label} itself with --{flag}, or pass --allow-script-binaries REASON to run the script all the same (recorded in state.json)"
+            ),
+        ));
+    };
+    run.declare(format!(
+        "{flag} {path} is not an ELF executable but a script run by {interpreter}, accepted by --allow-script-binaries ({reason}): the slot seals and proves the script, not the {label} it runs"
+    ));
+    Ok(ScriptAllowed {
+        interpreter: interpreter.to_string(),
+        reason,
     })
 }
 

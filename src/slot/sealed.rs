@@ -10,8 +10,9 @@
 //! (an `O_RDWR` descriptor would make `execve` fail with `ETXTBSY`) and handed to the holder,
 //! which keeps it open under the same number until it ends ([`crate::ns::Holder::spawn_keeping`]).
 //!
-//! A later verb runs `/proc/<holder pid>/fd/<n>` (CRIU through the runtime's private `PATH`
-//! folder, whose `criu` symlink points there). Its gate ([`prove`]) opens that descriptor and
+//! A later verb runs `/proc/<holder pid>/fd/<n>` through symlinks in the runtime's private
+//! `PATH` folder (`runc`/`crun` for the runtime, `criu` for CRIU), so the processes are named
+//! after the binaries, not the descriptor number (`crate::oci::runtime_env::CriuPathDir`). Its gate ([`prove`]) opens that descriptor and
 //! proves it is the copy made at provision — a memfd with the recorded device, inode and size
 //! and all four seals — so the bytes executed are the bytes hashed at provision, with no
 //! re-hash (which took 9–17 ms of every verb on a 2-core machine). The file on disk the copy

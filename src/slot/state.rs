@@ -161,6 +161,20 @@ pub struct BinaryPin {
     /// none could be made (then every verb re-hashes the file at `path`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sealed: Option<super::sealed::SealedCopy>,
+    /// When the binary is not an ELF executable but a `#!` script, accepted at provision only
+    /// with `--allow-script-binaries REASON`: its interpreter and the operator's reason. Absent
+    /// for an ELF executable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<ScriptAllowed>,
+}
+
+/// A `#!` script accepted as the slot's runtime or CRIU (`--allow-script-binaries REASON`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScriptAllowed {
+    /// The script's interpreter line after `#!` (e.g. `/bin/sh`).
+    pub interpreter: String,
+    /// The operator's reason (`--allow-script-binaries REASON`).
+    pub reason: String,
 }
 
 /// How the probe-verdict gate was satisfied (`mode` in `state.json`).

@@ -396,6 +396,7 @@ fn provision_creates_nothing_before_its_gates() {
     let (r, trace) = drive(Verb::Provision, &sd, None, |a| {
         a.no_probe_gate = true;
         a.reason = Some("unit test".into());
+        a.allow_script_binaries = Some("unit test stand-ins".into());
         a.runtime = Some(rt);
         a.criu = Some(cr);
     });

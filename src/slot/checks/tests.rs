@@ -16,6 +16,7 @@ pub(crate) fn state_with_self_holder(root: &Path, rt: &Path, cr: &Path) -> SlotS
         version: None,
         kind: None,
         sealed: None,
+        script: None,
     };
     SlotState {
         schema_version: STATE_SCHEMA_VERSION,
