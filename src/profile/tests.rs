@@ -377,8 +377,13 @@ fn gnome_profile_mounts_its_overlay_with_file_handles_and_hides_the_clock() {
             .env
             .contains(&"GNOME_SHELL_SESSION_MODE=netprobe".to_string())
     );
+    // The desktop guest's session and AT-SPI D-Bus daemons watch their folders too.
     let d = load(&dir.join("desktop.toml")).unwrap().profile;
-    assert_eq!(d.overlay.effective(), ["index=off"]);
+    assert_eq!(d.overlay.effective(), ["index=on", "nfs_export=on"]);
+    assert_eq!(
+        super::builtin_default().profile.overlay.effective(),
+        ["index=off"]
+    );
 }
 
 #[test]
