@@ -268,13 +268,17 @@ install_pin() {
   log "$pkg $ver ($suite, sha256 $sum) installed at $prefix: $("$prefix/$dest" --version | head -1)"
 }
 
-# all_current NAME…: every pin's prefix holds its pinned version and its binary runs (no network).
+# all_current NAME…: every pin's prefix holds its pinned version, records its binary's sha256
+# (which still holds) and its binary runs (no network).
 all_current() {
   local n prefix
   for n in "$@"; do
     prefix=$OPT/$(pin_field "$n" prefix)-$(upstream "$(pin_field "$n" version)")
     grep -q "\"installed_version\": \"$(pin_field "$n" version)\"" "$prefix/netprobe-install.json" \
       2>/dev/null || return 1
+    # The installed binary's sha256 is recorded (netprobe matches a pin by it) and still holds.
+    grep -q "\"binary_sha256\": \"$(sha256sum "$prefix/$(pin_field "$n" dest)" 2>/dev/null | awk '{print $1}')\"" \
+      "$prefix/netprobe-install.json" 2>/dev/null || return 1
     "$prefix/$(pin_field "$n" dest)" --version >/dev/null 2>&1 || return 1
   done
 }
