@@ -25,6 +25,77 @@ use crate::ns::mountinfo::MountedFs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+/// What refused a write, as far as the fix depends on it: the fix is derived from this and
+/// nothing else ([`WriteFault::fix`]), so a full disk is never blamed for another errno.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum WriteFault {
+    /// ENOSPC: the filesystem is full.
+    NoSpace,
+    /// EDQUOT: a disk quota refuses the write.
+    Quota,
+    /// EROFS: the filesystem is mounted read-only.
+    ReadOnly,
+    /// EACCES, EPERM: no write permission.
+    Permission,
+    /// EEXIST: a file or folder of that name is already there (evidence is never
+    /// overwritten). Not a matter of space: each verb writes each name once
+    /// ([`super::run::VerbRun::ev_write`] qualifies a second write of a name), so something
+    /// else put it there.
+    Exists,
+    /// Another OS error (the `errno`: EIO, ENOTDIR, …).
+    Errno(i32),
+    /// Not an OS error (the file's own text says what).
+    Other,
+}
+
+impl WriteFault {
+    /// The fault of OS error `e`.
+    pub fn of_io(e: &std::io::Error) -> WriteFault {
+        match e.raw_os_error() {
+            Some(libc::ENOSPC) => WriteFault::NoSpace,
+            Some(libc::EDQUOT) => WriteFault::Quota,
+            Some(libc::EROFS) => WriteFault::ReadOnly,
+            Some(libc::EACCES | libc::EPERM) => WriteFault::Permission,
+            Some(libc::EEXIST) => WriteFault::Exists,
+            Some(n) => WriteFault::Errno(n),
+            None if e.kind() == std::io::ErrorKind::AlreadyExists => WriteFault::Exists,
+            None => WriteFault::Other,
+        }
+    }
+
+    /// The fix for this fault: `at` is the mount point to free or remount (or the folder when
+    /// the mount table names none), `dir` the folder the write went into.
+    pub fn fix(self, at: &Path, dir: &Path) -> String {
+        let (at, dir) = (at.display(), dir.display());
+        match self {
+            WriteFault::NoSpace => format!("free space in {at} (the filesystem is full: ENOSPC)"),
+            WriteFault::Quota => {
+                format!(
+                    "raise the quota that refuses the write on {at}, or free space under it (EDQUOT)"
+                )
+            }
+            WriteFault::ReadOnly => format!("remount {at} read-write (EROFS)"),
+            WriteFault::Permission => format!(
+                "give uid {} write permission on {dir} (EACCES/EPERM)",
+                nix::unistd::geteuid()
+            ),
+            WriteFault::Exists => format!(
+                "nothing to free: a file or folder of that name was already in {dir} (EEXIST), put there by something other than this verb, which writes each name once — move it away, and report it to netprobe's developers with the folder if nobody else writes there"
+            ),
+            WriteFault::Errno(n) => format!(
+                "lift what refuses the write on {at} ({}: {})",
+                nix::errno::Errno::from_raw(n),
+                std::io::Error::from_raw_os_error(n)
+                    .to_string()
+                    .split(" (os error")
+                    .next()
+                    .unwrap_or_default()
+            ),
+            WriteFault::Other => "see why each file above was not written".to_string(),
+        }
+    }
+}
+
 /// A file a verb could not write, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Unwritten {
@@ -34,22 +105,29 @@ pub(crate) struct Unwritten {
     /// Why: what was being done and the OS error, e.g. `write: No space left on device (os
     /// error 28)`.
     pub why: String,
+    /// What refused it, for the fix.
+    pub fault: WriteFault,
 }
 
 impl Unwritten {
     /// `file` not written because of evidence error `e` (its I/O error when it is one: the
     /// temporary file's name in it says nothing the file name does not).
     pub fn of(file: &str, e: &EvidenceError) -> Unwritten {
-        let why = match e {
-            EvidenceError::Io { action, source, .. } => format!("{action}: {source}"),
-            EvidenceError::Exists(_) => {
-                "a file of that name is already there (evidence is never overwritten)".into()
+        let (why, fault) = match e {
+            EvidenceError::Io { action, source, .. } => {
+                (format!("{action}: {source}"), WriteFault::of_io(source))
             }
-            e => e.to_string(),
+            EvidenceError::Exists(_) => (
+                "a file or folder of that name is already there (evidence is never overwritten)"
+                    .into(),
+                WriteFault::Exists,
+            ),
+            e => (e.to_string(), WriteFault::Other),
         };
         Unwritten {
             file: file.to_string(),
             why,
+            fault,
         }
     }
 
@@ -58,6 +136,7 @@ impl Unwritten {
         Unwritten {
             file: file.to_string(),
             why: format!("{action}: {e}"),
+            fault: WriteFault::of_io(e),
         }
     }
 }
@@ -238,8 +317,7 @@ impl Incomplete<'_> {
                 ),
             ),
             Work::Failed(e) => {
-                let first = e.to_string();
-                let first = first.lines().next().unwrap_or_default().to_string();
+                let first = failure_line(e);
                 let next = if self.verb == Verb::Provision {
                     format!(
                         "`netprobe slot cleanup {}`, then provision another slot number (a slot is never re-provisioned in place)",
@@ -257,7 +335,21 @@ impl Incomplete<'_> {
         }
     }
 
-    /// The error's message (one paragraph).
+    /// The fix each kind of refusal among the unwritten files calls for, each once
+    /// ([`WriteFault::fix`]: derived from the errno, never assumed to be space).
+    fn fixes(&self) -> String {
+        let mut faults: Vec<WriteFault> = self.unwritten.iter().map(|u| u.fault).collect();
+        faults.sort();
+        faults.dedup();
+        faults
+            .iter()
+            .map(|f| f.fix(self.fs.where_to_free(), self.ev))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// The error's message (one paragraph). A verb whose work failed says that failure first
+    /// (the runtime's own error, a gate's detail), then that its evidence is incomplete too.
     pub fn message(&self) -> String {
         let (work, next) = self.work_and_next();
         let marker = match &self.marker {
@@ -267,14 +359,24 @@ impl Incomplete<'_> {
                 self.ev.display()
             ),
         };
-        format!(
-            "the evidence of this {} is incomplete: {} file(s) could not be written: {} ({marker}); {}; {work}; fix: free space in {} (or lift what refuses the write: a quota, a read-only remount), then {next}",
-            self.verb.as_str(),
+        let files = format!(
+            "{} file(s) could not be written: {} ({marker}); {}",
             self.unwritten.len(),
             self.files(),
             self.fs.sentence(),
-            self.fs.where_to_free().display(),
-        )
+        );
+        let fix = format!("fix: {}, then {next}", self.fixes());
+        match &self.work {
+            Work::Failed(e) => format!(
+                "the {} failed: {}; its evidence is incomplete too: {files}; {fix}",
+                self.verb.as_str(),
+                failure_line(e)
+            ),
+            Work::Succeeded(..) => format!(
+                "the evidence of this {} is incomplete: {files}; {work}; {fix}",
+                self.verb.as_str(),
+            ),
+        }
     }
 
     /// The journal `end` entry's detail: the files not written (names only), whether
@@ -312,12 +414,23 @@ impl Incomplete<'_> {
             t.push_str(&crate::evidence::dir::not_written_line(&u.file, &u.why));
         }
         t.push_str(&format!(
-            "{}\n{work}\nfix: free space in {}, then {next}\n",
+            "{}\n{work}\nfix: {}, then {next}\n",
             self.fs.sentence(),
-            self.fs.where_to_free().display()
+            self.fixes()
         ));
         t
     }
+}
+
+/// The first line of a failed verb's error without its `slot N: ` (the verb's error says it
+/// once): the runtime's own error, a gate's detail.
+fn failure_line(e: &SlotError) -> String {
+    let text = e.to_string();
+    let first = text.lines().next().unwrap_or_default();
+    first
+        .strip_prefix(&format!("slot {}: ", e.slot))
+        .unwrap_or(first)
+        .to_string()
 }
 
 /// The message of an evidence folder `d` of slot folder `slot_root` that could not be created
@@ -337,12 +450,13 @@ pub(crate) fn folder_message(
         ),
         _ => "run it again".to_string(),
     };
+    let parent = d.parent().unwrap_or(d);
     format!(
-        "cannot create the evidence folder {}: {e}; the {} stopped before any of its steps (every verb writes its evidence there first); {}; fix: free space in {} (or lift what refuses the write: a quota, a read-only remount, permissions), then {again}",
+        "cannot create the evidence folder {}: {e}; the {} stopped before any of its steps (every verb writes its evidence there first); {}; fix: {}, then {again}",
         d.display(),
         verb.as_str(),
         fs.sentence(),
-        fs.where_to_free().display()
+        WriteFault::of_io(e).fix(fs.where_to_free(), parent)
     )
 }
 
