@@ -385,3 +385,23 @@ pub(crate) fn after_failure(run: &mut VerbRun, st: &SlotState) -> Option<String>
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each removal step writes a file of its own: a verb that runs two of them (a restore that
+    /// removes a stale lock, then fails and removes its CRIU's) never writes one name twice.
+    #[test]
+    fn every_step_names_its_own_evidence_file() {
+        let mut names: Vec<&str> = LockStep::ALL.iter().map(|s| s.file()).collect();
+        assert!(
+            names
+                .iter()
+                .all(|n| n.starts_with(EVIDENCE_PREFIX) && n.ends_with(".txt"))
+        );
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), LockStep::ALL.len(), "{names:?}");
+    }
+}

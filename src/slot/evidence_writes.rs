@@ -83,13 +83,8 @@ impl WriteFault {
                 "nothing to free: a file or folder of that name was already in {dir} (EEXIST), put there by something other than this verb, which writes each name once — move it away, and report it to netprobe's developers with the folder if nobody else writes there"
             ),
             WriteFault::Errno(n) => format!(
-                "lift what refuses the write on {at} ({}: {})",
-                nix::errno::Errno::from_raw(n),
-                std::io::Error::from_raw_os_error(n)
-                    .to_string()
-                    .split(" (os error")
-                    .next()
-                    .unwrap_or_default()
+                "lift what refuses the write on {at} ({})",
+                nix::errno::Errno::from_raw(n)
             ),
             WriteFault::Other => "see why each file above was not written".to_string(),
         }
@@ -579,12 +574,15 @@ mod tests {
         assert_eq!(e.gate.as_deref(), Some("evidence"));
         assert_eq!(e.diff.as_deref(), Some("/links/0/mtu: 1 → 2"));
         let s = e.to_string();
+        assert!(
+            s.starts_with("slot 61: the reset failed: gate `upper-copy` failed: "),
+            "the verb's own failure comes first: {s}"
+        );
         for needle in [
-            "slot 61: the evidence of this reset is incomplete: 2 file(s) could not be written: gates.json (write: No space left on device (os error 28)); verb.json (write: No space left on device (os error 28))",
+            "; its evidence is incomplete too: 2 file(s) could not be written: gates.json (write: No space left on device (os error 28)); verb.json (write: No space left on device (os error 28))",
             "/mnt/small/state/slot-61/evidence/0002-reset/incomplete.txt says so",
             "the state directory /mnt/small/state is on the tmpfs filesystem netprobe-test mounted at /mnt/small (0 bytes free now)",
-            "the reset itself had failed: slot 61: gate `upper-copy` failed:",
-            "fix: free space in /mnt/small (or lift what refuses the write: a quota, a read-only remount), then run `netprobe slot reset --slot 61 --state-dir /mnt/small/state` again",
+            "fix: free space in /mnt/small (the filesystem is full: ENOSPC), then run `netprobe slot reset --slot 61 --state-dir /mnt/small/state` again",
         ] {
             assert!(s.contains(needle), "{needle:?} not in {s}");
         }
@@ -622,7 +620,7 @@ mod tests {
             "/s/slot-62/evidence/0003-restore/incomplete.txt could not be written in full, it may be empty: create: No space left on device",
             "the restore itself succeeded (restored; net-fidelity: byte-equal); the slot's phase is running as state.json records: that stands, only its evidence is incomplete",
             "a filesystem /proc/self/mountinfo does not name",
-            "fix: free space in /mnt/small/state",
+            "fix: free space in /mnt/small/state (the filesystem is full: ENOSPC)",
             "then see `netprobe slot status --slot 62 --state-dir /mnt/small/state`",
         ] {
             assert!(s.contains(needle), "{needle:?} not in {s}");
@@ -657,6 +655,12 @@ mod tests {
             &fs,
         );
         assert!(
+            m.contains(
+                "fix: free space in /mnt/small/state (the filesystem is full: ENOSPC), then move"
+            ),
+            "{m}"
+        );
+        assert!(
             m.starts_with("cannot create the evidence folder /s/slot-62/evidence: No space left on device (os error 28); the provision stopped before any of its steps")
                 && m.ends_with("then move /s/slot-62 away (it holds no state yet: nothing runs) and provision again"),
             "{m}"
@@ -674,5 +678,74 @@ mod tests {
             "{}",
             i.message()
         );
+    }
+
+    /// The fix is derived from each file's errno: a full disk is freed, a quota raised, a
+    /// read-only filesystem remounted, a permission given, and a name already there (EEXIST)
+    /// is never taken for a lack of space.
+    #[test]
+    fn the_fix_answers_the_errno_never_assumed_space() {
+        let io = |file: &str, errno: i32| {
+            Unwritten::io(file, "write", &std::io::Error::from_raw_os_error(errno))
+        };
+        let fs = fs();
+        let gate = SlotError::gate_failed("63", GateId::UpperCopy, "x");
+        let msg = |unwritten: &[Unwritten]| {
+            Incomplete {
+                verb: Verb::Restore,
+                slot: 63,
+                ev: Path::new("/mnt/small/state/slot-63/evidence/0003-restore"),
+                unwritten,
+                fs: &fs,
+                work: Work::Failed(&gate),
+                marker: Ok(()),
+            }
+            .message()
+        };
+        let exists = Unwritten::of(
+            "criu-lock-released.txt",
+            &EvidenceError::Exists("/e/criu-lock-released.txt".into()),
+        );
+        assert_eq!(exists.fault, WriteFault::Exists);
+        let m = msg(std::slice::from_ref(&exists));
+        assert!(!m.contains("free space"), "EEXIST is not space: {m}");
+        assert!(
+            m.contains("fix: nothing to free: a file or folder of that name was already in /mnt/small/state/slot-63/evidence/0003-restore (EEXIST)"),
+            "{m}"
+        );
+        let m = msg(&[io("a.json", libc::EROFS)]);
+        assert!(
+            m.contains("fix: remount /mnt/small read-write (EROFS), then run")
+                && !m.contains("free space"),
+            "{m}"
+        );
+        let m = msg(&[io("a.json", libc::EDQUOT)]);
+        assert!(
+            m.contains("fix: raise the quota that refuses the write on /mnt/small"),
+            "{m}"
+        );
+        let m = msg(&[io("a.json", libc::EACCES)]);
+        assert!(
+            m.contains(
+                "write permission on /mnt/small/state/slot-63/evidence/0003-restore (EACCES/EPERM)"
+            ) && !m.contains("free space"),
+            "{m}"
+        );
+        let m = msg(&[io("a.json", libc::EIO)]);
+        assert!(
+            m.contains("fix: lift what refuses the write on /mnt/small (EIO: I/O error), then run"),
+            "{m}"
+        );
+        // Two kinds at once: each fix once, in a fixed order.
+        let m = msg(&[
+            io("a.json", libc::ENOSPC),
+            exists.clone(),
+            io("b.json", libc::ENOSPC),
+        ]);
+        assert!(
+            m.contains("fix: free space in /mnt/small (the filesystem is full: ENOSPC); nothing to free: a file or folder"),
+            "{m}"
+        );
+        assert_eq!(m.matches("free space in").count(), 1, "{m}");
     }
 }

@@ -493,4 +493,25 @@ mod tests {
         assert_eq!(rec.timings.get("enter"), Some(&1));
         assert!(!r.claim_end().0);
     }
+
+    #[test]
+    fn a_name_is_qualified_before_its_extension_in_its_last_component() {
+        assert_eq!(
+            qualified("criu-lock-released.txt", 2),
+            "criu-lock-released-2.txt"
+        );
+        assert_eq!(qualified("runtime", 3), "runtime-3");
+        assert_eq!(qualified("a.b/c.tar.gz", 2), "a.b/c.tar-2.gz");
+        assert_eq!(qualified("d/.hidden", 2), "d/.hidden-2");
+        let r = VerbRecord::default();
+        assert_eq!(r.claim_name("x.txt"), "x.txt");
+        assert_eq!(r.claim_name("x-2.txt"), "x-2.txt");
+        assert_eq!(
+            r.claim_name("x.txt"),
+            "x-3.txt",
+            "a taken qualified name is skipped"
+        );
+        assert_eq!(r.claim_name("y.txt"), "y.txt");
+        assert_eq!(r.lock().facts[RENAMED_FACT], json!(["x.txt → x-3.txt"]));
+    }
 }
