@@ -365,7 +365,9 @@ fn a_slot_verb_on_a_full_state_directory_claims_no_evidence_it_did_not_write() {
     let (code, out, err) = cli_slot("snapshot", "61", &sd, &[]);
     assert_eq!(code, Some(2), "{out}{err}");
     for needle in [
-        "slot 61: the evidence of this snapshot is incomplete: ".to_string(),
+        // The snapshot's own failure first, then its unwritten evidence.
+        "slot 61: the snapshot failed: ".to_string(),
+        "; its evidence is incomplete too: ".into(),
         "gates.json (write: No space left on device (os error 28))".into(),
         "verb.json (write: No space left on device (os error 28))".into(),
         format!(

@@ -83,7 +83,7 @@ fn criu_named_tables_and_chains_are_never_nothing() {
     assert_gate_err(&e, "80", "no-criu-lock", 1);
     assert!(
         e.message.contains(
-            "CRIU's network lock is in the namespace and could not be removed (nftables: chain CRIU-y in table inet np80; see criu-lock-released.txt)"
+            "CRIU's network lock is in the namespace and could not be removed (nftables: chain CRIU-y in table inet np80; see criu-lock-released-before-capture.txt)"
         ),
         "{e}"
     );

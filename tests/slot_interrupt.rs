@@ -15,6 +15,7 @@
 #[path = "common/slot_support.rs"]
 mod slot_support;
 use netprobe::ns::ProcessIdentity;
+use netprobe::slot::criu_lock::LockStep;
 use slot_support::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -190,10 +191,11 @@ fn holder(sd: &Path, slot: u32) -> ProcessIdentity {
     state(sd, slot).holder.expect("a holder recorded")
 }
 
-/// `criu-lock-released.txt` in the newest `verb` evidence folder names the lock removed.
-fn assert_lock_evidence_of(slot: &Path, verb: &str) {
+/// The lock evidence file of removal step `step` ([`LockStep::file`]) in the newest `verb`
+/// evidence folder names the lock removed.
+fn assert_lock_evidence_of(slot: &Path, verb: &str, step: LockStep) {
     let ev = newest(slot, verb);
-    let t = std::fs::read_to_string(ev.join("criu-lock-released.txt"))
+    let t = std::fs::read_to_string(ev.join(step.file()))
         .unwrap_or_else(|e| panic!("{}: {e}", ev.display()));
     assert!(
         t.contains("found: iptables: chain CRIU in table filter")
@@ -204,8 +206,8 @@ fn assert_lock_evidence_of(slot: &Path, verb: &str) {
 }
 
 /// As [`assert_lock_evidence_of`] for `restore`.
-fn assert_lock_evidence(slot: &Path) {
-    assert_lock_evidence_of(slot, "restore");
+fn assert_lock_evidence(slot: &Path, step: LockStep) {
+    assert_lock_evidence_of(slot, "restore", step);
 }
 
 /// A state dir in `tmp` with slot `slot` provisioned (no probe gate) with a CRIU wrapper that
@@ -302,7 +304,7 @@ fn interrupted_or_failed_restore_removes_criu_lock_and_the_retry_succeeds() {
         "container first: {err}"
     );
     assert_eq!(lock_in(&h), Vec::<String>::new());
-    assert_lock_evidence(&slot);
+    assert_lock_evidence(&slot, LockStep::OnSignal);
     assert_interrupted_end(&slot, &newest(&slot, "restore"));
     // `slot status` says which verb did not finish and the command that applies now.
     let (_, out, _) = cli_slot("status", "75", &sd, &["--json"]);
@@ -342,7 +344,7 @@ fn interrupted_or_failed_restore_removes_criu_lock_and_the_retry_succeeds() {
     std::fs::remove_file(wdir.join("criu.hang")).unwrap();
     assert_ne!(code, Some(0), "{out}{err}");
     assert_eq!(lock_in(&h), Vec::<String>::new(), "{err}");
-    assert_lock_evidence(&slot);
+    assert_lock_evidence(&slot, LockStep::AfterFailure);
     let (code, out, err) = cli_slot("restore", "75", &sd, &[]);
     assert_eq!(code, Some(0), "the retry after the failure: {err}{out}");
 
@@ -384,7 +386,7 @@ fn a_snapshot_that_does_not_finish_removes_criu_lock_and_none_records_it() {
         "{err}"
     );
     assert_eq!(lock_in(&h), Vec::<String>::new());
-    assert_lock_evidence_of(&slot, "snapshot");
+    assert_lock_evidence_of(&slot, "snapshot", LockStep::OnSignal);
     // interrupted.txt lists what was released, in order, as stderr did; the gates the verb
     // had evaluated are kept (gates.json is written only at a verb's end).
     let ev = newest(&slot, "snapshot");
@@ -439,7 +441,7 @@ fn a_snapshot_that_does_not_finish_removes_criu_lock_and_none_records_it() {
     assert_ne!(code, Some(0), "{out}{err}");
     assert!(err.contains("6000 ms"), "{err}");
     assert_eq!(lock_in(&h), Vec::<String>::new(), "{err}");
-    assert_lock_evidence_of(&slot, "snapshot");
+    assert_lock_evidence_of(&slot, "snapshot", LockStep::AfterFailure);
 
     // Left by a verb that could release nothing (SIGKILL): removed before the capture.
     plant_lock(&h);
@@ -450,7 +452,7 @@ fn a_snapshot_that_does_not_finish_removes_criu_lock_and_none_records_it() {
     );
     let (code, out, err) = cli_slot("snapshot", "76", &sd, &[]);
     assert_eq!(code, Some(0), "snapshot: {err}{out}");
-    assert_lock_evidence_of(&slot, "snapshot");
+    assert_lock_evidence_of(&slot, "snapshot", LockStep::BeforeCapture);
     // ... which the snapshot that completes removes, and says so.
     assert!(netprobe::slot::checks::stale_tmp(&slot).is_empty());
     assert!(

@@ -270,8 +270,10 @@ fn reset_removes_a_lock_left_in_phase_running_before_its_restore() {
         "{g:?}"
     );
     assert!(gate(&r, "net-fidelity").proven);
-    let ev =
-        std::fs::read_to_string(newest(&slot, "reset").join("criu-lock-released.txt")).unwrap();
+    let ev = std::fs::read_to_string(
+        newest(&slot, "reset").join("criu-lock-released-before-restore.txt"),
+    )
+    .unwrap();
     assert!(
         ev.contains("found: iptables: chain CRIU in table filter"),
         "{ev}"

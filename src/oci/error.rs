@@ -163,9 +163,11 @@ pub enum OciError {
         argv: Vec<String>,
     },
 
-    /// The runtime ran and exited non-zero (or was killed by a signal: `code` None).
+    /// The runtime ran and exited non-zero (or was killed by a signal: `code` None). The
+    /// runtime's own error (its stderr) comes first, then how it ended and its argv.
     #[error(
-        "OCI runtime failed: {argv:?} {}: {stderr_tail}{}{}",
+        "OCI runtime failed: {} (the runtime {}: {argv:?}){}{}",
+        own_words(stderr_tail),
         how_it_ended(*code, *signal),
         log.as_ref().map(|l| format!(" (CRIU log: {})", l.display())).unwrap_or_default(),
         criu_reason.as_ref().map(|r| match code {
@@ -248,6 +250,14 @@ pub(crate) fn io_err(
 ) -> impl FnOnce(std::io::Error) -> OciError {
     let path = path.into();
     move |source| OciError::Io { op, path, source }
+}
+
+/// The runtime's own error: its stderr tail, or that it said nothing there.
+fn own_words(stderr_tail: &str) -> &str {
+    match stderr_tail.trim() {
+        "" => "nothing on stderr",
+        t => t,
+    }
 }
 
 /// `exited with 1`, `was killed by signal 9 (SIGKILL)`, or `was killed by a signal` when
@@ -353,7 +363,23 @@ mod tests {
             ),
         };
         let m = e.to_string();
-        assert!(m.contains("was killed by signal 9 (SIGKILL)"), "{m}");
+        assert!(
+            m.starts_with("OCI runtime failed: nothing on stderr (the runtime was killed by signal 9 (SIGKILL): [\"runc\", \"restore\"]) (CRIU log: /w/restore.log)"),
+            "{m}"
+        );
+        // The runtime's own error comes first, before its argv.
+        let e = OciError::Failed {
+            argv: vec!["/proc/7/fd/8".into(), "restore".into()],
+            code: Some(1),
+            signal: None,
+            stderr_tail: "write to `devices.deny`: Invalid argument".into(),
+            log: None,
+            criu_reason: None,
+        };
+        assert_eq!(
+            e.to_string(),
+            "OCI runtime failed: write to `devices.deny`: Invalid argument (the runtime exited with 1: [\"/proc/7/fd/8\", \"restore\"])"
+        );
         assert!(m.contains("may have followed the kill"), "{m}");
         assert_eq!(how_it_ended(Some(1), None), "exited with 1");
         assert_eq!(how_it_ended(None, None), "was killed by a signal");

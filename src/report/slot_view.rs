@@ -25,7 +25,7 @@ pub(crate) const STATE_DIR_MARKER: &str = crate::evidence::enclosing::SLOT_STATE
 /// The display gates' records in a verb's evidence folder.
 const DISPLAY_FILE: &str = "display-gates.json";
 /// Files of a verb folder linked from the report when present.
-const VERB_FILES: [&str; 9] = [
+const VERB_FILES: [&str; 12] = [
     VERB_FILE,
     "gates.json",
     "gates-so-far.json",
@@ -34,7 +34,10 @@ const VERB_FILES: [&str; 9] = [
     "runtime.log",
     "netstate-diff.txt",
     crate::evidence::dir::INTERRUPTED_FILE,
-    "criu-lock-released.txt",
+    "criu-lock-released-before-capture.txt",
+    "criu-lock-released-before-restore.txt",
+    "criu-lock-released-after-failure.txt",
+    "criu-lock-released-on-signal.txt",
 ];
 
 /// The first line of the verb folder's `interrupted.txt` (which the verb's release writes on a

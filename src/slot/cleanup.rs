@@ -38,7 +38,7 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
     stop_container_proven(run, &*rt, &id)?;
     run.took("container-stop", t);
     // The container is proven gone: its cgroups (and crun's `.proxy-crun`) must be too.
-    let mut cgroup_problem = super::crun::cgroups(run, st, true);
+    let mut cgroup_problem = super::crun::cgroups(run, st, true, super::crun::CgroupRelease::After);
     if crun && let Err(e) = super::crun::remove_empty_directory(&st.runtime_root) {
         cgroup_problem = Some(cgroup_problem.map_or(e.clone(), |p| format!("{p}; {e}")));
     }

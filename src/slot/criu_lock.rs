@@ -5,7 +5,8 @@
 //! remove — the retry then fails closed at `net-fidelity`. Once the container is stopped, the
 //! lock is removed here as CRIU's own unlock does ([`crate::netlink::criu_unlock`]), inside the
 //! holder's netns, only when a capture shows it; what was removed is recorded in the verb's
-//! evidence (`criu-lock-released.txt`), and for an interruption in the release list.
+//! evidence (`criu-lock-released-<step>.txt`, [`LockStep`]), and for an interruption in the
+//! release list.
 //!
 //! A verb killed with SIGKILL runs none of that: a first `slot snapshot` killed during its
 //! checkpoint leaves the runtime and CRIU to finish the dump without netprobe, and a finished
@@ -25,8 +26,44 @@ use crate::ns::ProcessIdentity;
 use crate::ns::cleanup::Registration;
 use std::path::PathBuf;
 
-/// The evidence file naming what was found and removed.
-pub const EVIDENCE_FILE: &str = "criu-lock-released.txt";
+/// The step that removes CRIU's lock, naming its evidence file: a verb may run more than one
+/// (a restore that removes a stale lock before the runtime restore, then fails and removes the
+/// lock its CRIU left), and each writes its own file, so none collides with another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockStep {
+    /// Before a restore's or reset's runtime restore ([`before_restore`]).
+    BeforeRestore,
+    /// Before a snapshot's capture ([`before_capture`]).
+    BeforeCapture,
+    /// After a failed restore, reset or checkpoint ([`after_failure`]).
+    AfterFailure,
+    /// On the signal path of an interrupted verb ([`on_signal`]).
+    OnSignal,
+}
+
+impl LockStep {
+    /// The evidence file naming what this step found and removed:
+    /// `criu-lock-released-<step>.txt`.
+    pub const fn file(self) -> &'static str {
+        match self {
+            LockStep::BeforeRestore => "criu-lock-released-before-restore.txt",
+            LockStep::BeforeCapture => "criu-lock-released-before-capture.txt",
+            LockStep::AfterFailure => "criu-lock-released-after-failure.txt",
+            LockStep::OnSignal => "criu-lock-released-on-signal.txt",
+        }
+    }
+
+    /// Every step, in the order a verb may run them.
+    pub const ALL: [LockStep; 4] = [
+        LockStep::BeforeCapture,
+        LockStep::BeforeRestore,
+        LockStep::AfterFailure,
+        LockStep::OnSignal,
+    ];
+}
+
+/// The prefix every lock evidence file's name starts with ([`LockStep::file`]).
+pub const EVIDENCE_PREFIX: &str = "criu-lock-released-";
 
 /// Removes CRIU's network lock from the netns of holder `h`: the holder is re-verified (pid,
 /// start time, netns inode), the calling thread joins its netns (proven to be that inode), and
@@ -155,7 +192,10 @@ pub(crate) fn before_restore(
         LockPresence::Unknown => Err(format!("not proven absent: {}", seen.detail)),
         LockPresence::Present => {
             let r = release(h);
-            run.ev_write(EVIDENCE_FILE, evidence_text(h, &r).as_bytes());
+            run.ev_write(
+                LockStep::BeforeRestore.file(),
+                evidence_text(h, &r).as_bytes(),
+            );
             match r {
                 Ok(u) => {
                     let d = format!(
@@ -218,7 +258,7 @@ pub(crate) fn lock_method_fact(run: &mut VerbRun, images: &std::path::Path) {
     );
 }
 
-/// The text of [`EVIDENCE_FILE`].
+/// The text of a [`LockStep::file`].
 fn evidence_text(h: &ProcessIdentity, r: &Result<Unlocked, String>) -> String {
     let mut t = format!(
         "CRIU's network lock in the netns of holder {h}, after the container was stopped, at {}\n",
@@ -239,7 +279,7 @@ fn evidence_text(h: &ProcessIdentity, r: &Result<Unlocked, String>) -> String {
     t
 }
 
-/// On the signal path (no verb to record it): writes [`EVIDENCE_FILE`] in `ev` (atomic, never
+/// On the signal path (no verb to record it): writes [`LockStep::OnSignal`]'s file in `ev` (atomic, never
 /// overwrites); the release list's sentence says when it could not be.
 fn write_evidence_on_signal(
     ev: Option<&PathBuf>,
@@ -249,11 +289,10 @@ fn write_evidence_on_signal(
     let Some(d) = ev else {
         return String::new();
     };
-    match EvidenceDir::open(d)
-        .and_then(|dir| dir.write(EVIDENCE_FILE, evidence_text(h, r).as_bytes()))
-    {
+    let file = LockStep::OnSignal.file();
+    match EvidenceDir::open(d).and_then(|dir| dir.write(file, evidence_text(h, r).as_bytes())) {
         Ok(_) => String::new(),
-        Err(e) => format!(" ({EVIDENCE_FILE} not written: {e})"),
+        Err(e) => format!(" ({file} not written: {e})"),
     }
 }
 
@@ -284,7 +323,10 @@ pub fn on_signal(h: ProcessIdentity, ev: Option<PathBuf>) -> Registration {
 /// then decides on a new capture.
 pub(crate) fn before_capture(run: &mut VerbRun, h: &ProcessIdentity) {
     let r = release(h);
-    run.ev_write(EVIDENCE_FILE, evidence_text(h, &r).as_bytes());
+    run.ev_write(
+        LockStep::BeforeCapture.file(),
+        evidence_text(h, &r).as_bytes(),
+    );
     match r {
         Ok(u) => {
             let d = format!(
@@ -321,7 +363,10 @@ pub(crate) fn after_failure(run: &mut VerbRun, st: &SlotState) -> Option<String>
         return None;
     }
     let r = release(&h);
-    run.ev_write(EVIDENCE_FILE, evidence_text(&h, &r).as_bytes());
+    run.ev_write(
+        LockStep::AfterFailure.file(),
+        evidence_text(&h, &r).as_bytes(),
+    );
     match r {
         Ok(u) if u.found.is_empty() => None,
         Ok(u) => {
@@ -338,5 +383,25 @@ pub(crate) fn after_failure(run: &mut VerbRun, st: &SlotState) -> Option<String>
                 "; {d} (the next restore fails closed at net-fidelity until it is gone)"
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each removal step writes a file of its own: a verb that runs two of them (a restore that
+    /// removes a stale lock, then fails and removes its CRIU's) never writes one name twice.
+    #[test]
+    fn every_step_names_its_own_evidence_file() {
+        let mut names: Vec<&str> = LockStep::ALL.iter().map(|s| s.file()).collect();
+        assert!(
+            names
+                .iter()
+                .all(|n| n.starts_with(EVIDENCE_PREFIX) && n.ends_with(".txt"))
+        );
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), LockStep::ALL.len(), "{names:?}");
     }
 }

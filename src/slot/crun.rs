@@ -211,13 +211,46 @@ pub fn remove_empty_directory(root: &Path) -> Result<bool, String> {
     })
 }
 
+/// Which step releases the slot's crun cgroups, and so the facts it records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CgroupRelease {
+    /// Before a restore's or reset's runtime restore (the container proven absent, no process of
+    /// it left): what a crun killed mid-restore left. Facts `cgroups_released_before_restore`,
+    /// `cgroups_left_before_restore`.
+    BeforeRestore,
+    /// After a failed restore, or at cleanup. Facts `cgroups_released`, `cgroups_left`.
+    After,
+}
+
+impl CgroupRelease {
+    /// The (released, left) fact names.
+    fn facts(self) -> (&'static str, &'static str) {
+        match self {
+            CgroupRelease::BeforeRestore => (
+                "cgroups_released_before_restore",
+                "cgroups_left_before_restore",
+            ),
+            CgroupRelease::After => ("cgroups_released", "cgroups_left"),
+        }
+    }
+}
+
 /// [`release_cgroups`] of the slot's `cgroupsPath` (`whole`: the container is proven gone, so
-/// its own cgroup folders go too), recorded in the journal and the facts (`cgroups_released`).
-/// Returns the problem (folders named) when something could not be released.
+/// its own cgroup folders go too), recorded in the journal and the facts `when` names
+/// ([`CgroupRelease`]). Returns the problem (folders named) when something could not be
+/// released.
+///
+/// Before a restore this is what makes a crun killed mid-restore (with netprobe) not fail the
+/// next restore: crun had made the container's cgroup and `.proxy-crun` below it in every v1
+/// hierarchy, and crun's restore writes `a` to the container cgroup's `devices.deny` first,
+/// which the kernel refuses with EINVAL while that cgroup has a child (`devcgroup_update_access`
+/// in security/device_cgroup.c: `css_has_online_children`): "write to `devices.deny`: Invalid
+/// argument".
 pub(crate) fn cgroups(
     run: &mut super::run::VerbRun,
     st: &super::state::SlotState,
     whole: bool,
+    when: CgroupRelease,
 ) -> Option<String> {
     let r = release_cgroups(&st.cgroups_path, whole).map(|removed| {
         let list: Vec<String> = removed.iter().map(|p| p.display().to_string()).collect();
@@ -228,7 +261,8 @@ pub(crate) fn cgroups(
             )
         })
     });
-    run.record_release(r, "cgroups_released", "cgroups_left")
+    let (done, left) = when.facts();
+    run.record_release(r, done, left)
 }
 
 #[cfg(test)]

@@ -25,6 +25,72 @@ use crate::ns::mountinfo::MountedFs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+/// What refused a write, as far as the fix depends on it: the fix is derived from this and
+/// nothing else ([`WriteFault::fix`]), so a full disk is never blamed for another errno.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum WriteFault {
+    /// ENOSPC: the filesystem is full.
+    NoSpace,
+    /// EDQUOT: a disk quota refuses the write.
+    Quota,
+    /// EROFS: the filesystem is mounted read-only.
+    ReadOnly,
+    /// EACCES, EPERM: no write permission.
+    Permission,
+    /// EEXIST: a file or folder of that name is already there (evidence is never
+    /// overwritten). Not a matter of space: each verb writes each name once
+    /// ([`super::run::VerbRun::ev_write`] qualifies a second write of a name), so something
+    /// else put it there.
+    Exists,
+    /// Another OS error (the `errno`: EIO, ENOTDIR, …).
+    Errno(i32),
+    /// Not an OS error (the file's own text says what).
+    Other,
+}
+
+impl WriteFault {
+    /// The fault of OS error `e`.
+    pub fn of_io(e: &std::io::Error) -> WriteFault {
+        match e.raw_os_error() {
+            Some(libc::ENOSPC) => WriteFault::NoSpace,
+            Some(libc::EDQUOT) => WriteFault::Quota,
+            Some(libc::EROFS) => WriteFault::ReadOnly,
+            Some(libc::EACCES | libc::EPERM) => WriteFault::Permission,
+            Some(libc::EEXIST) => WriteFault::Exists,
+            Some(n) => WriteFault::Errno(n),
+            None if e.kind() == std::io::ErrorKind::AlreadyExists => WriteFault::Exists,
+            None => WriteFault::Other,
+        }
+    }
+
+    /// The fix for this fault: `at` is the mount point to free or remount (or the folder when
+    /// the mount table names none), `dir` the folder the write went into.
+    pub fn fix(self, at: &Path, dir: &Path) -> String {
+        let (at, dir) = (at.display(), dir.display());
+        match self {
+            WriteFault::NoSpace => format!("free space in {at} (the filesystem is full: ENOSPC)"),
+            WriteFault::Quota => {
+                format!(
+                    "raise the quota that refuses the write on {at}, or free space under it (EDQUOT)"
+                )
+            }
+            WriteFault::ReadOnly => format!("remount {at} read-write (EROFS)"),
+            WriteFault::Permission => format!(
+                "give uid {} write permission on {dir} (EACCES/EPERM)",
+                nix::unistd::geteuid()
+            ),
+            WriteFault::Exists => format!(
+                "nothing to free: a file or folder of that name was already in {dir} (EEXIST), put there by something other than this verb, which writes each name once — move it away, and report it to netprobe's developers with the folder if nobody else writes there"
+            ),
+            WriteFault::Errno(n) => format!(
+                "lift what refuses the write on {at} ({})",
+                nix::errno::Errno::from_raw(n)
+            ),
+            WriteFault::Other => "see why each file above was not written".to_string(),
+        }
+    }
+}
+
 /// A file a verb could not write, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Unwritten {
@@ -34,22 +100,29 @@ pub(crate) struct Unwritten {
     /// Why: what was being done and the OS error, e.g. `write: No space left on device (os
     /// error 28)`.
     pub why: String,
+    /// What refused it, for the fix.
+    pub fault: WriteFault,
 }
 
 impl Unwritten {
     /// `file` not written because of evidence error `e` (its I/O error when it is one: the
     /// temporary file's name in it says nothing the file name does not).
     pub fn of(file: &str, e: &EvidenceError) -> Unwritten {
-        let why = match e {
-            EvidenceError::Io { action, source, .. } => format!("{action}: {source}"),
-            EvidenceError::Exists(_) => {
-                "a file of that name is already there (evidence is never overwritten)".into()
+        let (why, fault) = match e {
+            EvidenceError::Io { action, source, .. } => {
+                (format!("{action}: {source}"), WriteFault::of_io(source))
             }
-            e => e.to_string(),
+            EvidenceError::Exists(_) => (
+                "a file or folder of that name is already there (evidence is never overwritten)"
+                    .into(),
+                WriteFault::Exists,
+            ),
+            e => (e.to_string(), WriteFault::Other),
         };
         Unwritten {
             file: file.to_string(),
             why,
+            fault,
         }
     }
 
@@ -58,6 +131,7 @@ impl Unwritten {
         Unwritten {
             file: file.to_string(),
             why: format!("{action}: {e}"),
+            fault: WriteFault::of_io(e),
         }
     }
 }
@@ -238,8 +312,7 @@ impl Incomplete<'_> {
                 ),
             ),
             Work::Failed(e) => {
-                let first = e.to_string();
-                let first = first.lines().next().unwrap_or_default().to_string();
+                let first = failure_line(e);
                 let next = if self.verb == Verb::Provision {
                     format!(
                         "`netprobe slot cleanup {}`, then provision another slot number (a slot is never re-provisioned in place)",
@@ -257,7 +330,21 @@ impl Incomplete<'_> {
         }
     }
 
-    /// The error's message (one paragraph).
+    /// The fix each kind of refusal among the unwritten files calls for, each once
+    /// ([`WriteFault::fix`]: derived from the errno, never assumed to be space).
+    fn fixes(&self) -> String {
+        let mut faults: Vec<WriteFault> = self.unwritten.iter().map(|u| u.fault).collect();
+        faults.sort();
+        faults.dedup();
+        faults
+            .iter()
+            .map(|f| f.fix(self.fs.where_to_free(), self.ev))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// The error's message (one paragraph). A verb whose work failed says that failure first
+    /// (the runtime's own error, a gate's detail), then that its evidence is incomplete too.
     pub fn message(&self) -> String {
         let (work, next) = self.work_and_next();
         let marker = match &self.marker {
@@ -267,14 +354,24 @@ impl Incomplete<'_> {
                 self.ev.display()
             ),
         };
-        format!(
-            "the evidence of this {} is incomplete: {} file(s) could not be written: {} ({marker}); {}; {work}; fix: free space in {} (or lift what refuses the write: a quota, a read-only remount), then {next}",
-            self.verb.as_str(),
+        let files = format!(
+            "{} file(s) could not be written: {} ({marker}); {}",
             self.unwritten.len(),
             self.files(),
             self.fs.sentence(),
-            self.fs.where_to_free().display(),
-        )
+        );
+        let fix = format!("fix: {}, then {next}", self.fixes());
+        match &self.work {
+            Work::Failed(e) => format!(
+                "the {} failed: {}; its evidence is incomplete too: {files}; {fix}",
+                self.verb.as_str(),
+                failure_line(e)
+            ),
+            Work::Succeeded(..) => format!(
+                "the evidence of this {} is incomplete: {files}; {work}; {fix}",
+                self.verb.as_str(),
+            ),
+        }
     }
 
     /// The journal `end` entry's detail: the files not written (names only), whether
@@ -312,12 +409,23 @@ impl Incomplete<'_> {
             t.push_str(&crate::evidence::dir::not_written_line(&u.file, &u.why));
         }
         t.push_str(&format!(
-            "{}\n{work}\nfix: free space in {}, then {next}\n",
+            "{}\n{work}\nfix: {}, then {next}\n",
             self.fs.sentence(),
-            self.fs.where_to_free().display()
+            self.fixes()
         ));
         t
     }
+}
+
+/// The first line of a failed verb's error without its `slot N: ` (the verb's error says it
+/// once): the runtime's own error, a gate's detail.
+fn failure_line(e: &SlotError) -> String {
+    let text = e.to_string();
+    let first = text.lines().next().unwrap_or_default();
+    first
+        .strip_prefix(&format!("slot {}: ", e.slot))
+        .unwrap_or(first)
+        .to_string()
 }
 
 /// The message of an evidence folder `d` of slot folder `slot_root` that could not be created
@@ -337,12 +445,13 @@ pub(crate) fn folder_message(
         ),
         _ => "run it again".to_string(),
     };
+    let parent = d.parent().unwrap_or(d);
     format!(
-        "cannot create the evidence folder {}: {e}; the {} stopped before any of its steps (every verb writes its evidence there first); {}; fix: free space in {} (or lift what refuses the write: a quota, a read-only remount, permissions), then {again}",
+        "cannot create the evidence folder {}: {e}; the {} stopped before any of its steps (every verb writes its evidence there first); {}; fix: {}, then {again}",
         d.display(),
         verb.as_str(),
         fs.sentence(),
-        fs.where_to_free().display()
+        WriteFault::of_io(e).fix(fs.where_to_free(), parent)
     )
 }
 
@@ -465,12 +574,15 @@ mod tests {
         assert_eq!(e.gate.as_deref(), Some("evidence"));
         assert_eq!(e.diff.as_deref(), Some("/links/0/mtu: 1 → 2"));
         let s = e.to_string();
+        assert!(
+            s.starts_with("slot 61: the reset failed: gate `upper-copy` failed: "),
+            "the verb's own failure comes first: {s}"
+        );
         for needle in [
-            "slot 61: the evidence of this reset is incomplete: 2 file(s) could not be written: gates.json (write: No space left on device (os error 28)); verb.json (write: No space left on device (os error 28))",
+            "; its evidence is incomplete too: 2 file(s) could not be written: gates.json (write: No space left on device (os error 28)); verb.json (write: No space left on device (os error 28))",
             "/mnt/small/state/slot-61/evidence/0002-reset/incomplete.txt says so",
             "the state directory /mnt/small/state is on the tmpfs filesystem netprobe-test mounted at /mnt/small (0 bytes free now)",
-            "the reset itself had failed: slot 61: gate `upper-copy` failed:",
-            "fix: free space in /mnt/small (or lift what refuses the write: a quota, a read-only remount), then run `netprobe slot reset --slot 61 --state-dir /mnt/small/state` again",
+            "fix: free space in /mnt/small (the filesystem is full: ENOSPC), then run `netprobe slot reset --slot 61 --state-dir /mnt/small/state` again",
         ] {
             assert!(s.contains(needle), "{needle:?} not in {s}");
         }
@@ -508,7 +620,7 @@ mod tests {
             "/s/slot-62/evidence/0003-restore/incomplete.txt could not be written in full, it may be empty: create: No space left on device",
             "the restore itself succeeded (restored; net-fidelity: byte-equal); the slot's phase is running as state.json records: that stands, only its evidence is incomplete",
             "a filesystem /proc/self/mountinfo does not name",
-            "fix: free space in /mnt/small/state",
+            "fix: free space in /mnt/small/state (the filesystem is full: ENOSPC)",
             "then see `netprobe slot status --slot 62 --state-dir /mnt/small/state`",
         ] {
             assert!(s.contains(needle), "{needle:?} not in {s}");
@@ -543,6 +655,12 @@ mod tests {
             &fs,
         );
         assert!(
+            m.contains(
+                "fix: free space in /mnt/small/state (the filesystem is full: ENOSPC), then move"
+            ),
+            "{m}"
+        );
+        assert!(
             m.starts_with("cannot create the evidence folder /s/slot-62/evidence: No space left on device (os error 28); the provision stopped before any of its steps")
                 && m.ends_with("then move /s/slot-62 away (it holds no state yet: nothing runs) and provision again"),
             "{m}"
@@ -560,5 +678,74 @@ mod tests {
             "{}",
             i.message()
         );
+    }
+
+    /// The fix is derived from each file's errno: a full disk is freed, a quota raised, a
+    /// read-only filesystem remounted, a permission given, and a name already there (EEXIST)
+    /// is never taken for a lack of space.
+    #[test]
+    fn the_fix_answers_the_errno_never_assumed_space() {
+        let io = |file: &str, errno: i32| {
+            Unwritten::io(file, "write", &std::io::Error::from_raw_os_error(errno))
+        };
+        let fs = fs();
+        let gate = SlotError::gate_failed("63", GateId::UpperCopy, "x");
+        let msg = |unwritten: &[Unwritten]| {
+            Incomplete {
+                verb: Verb::Restore,
+                slot: 63,
+                ev: Path::new("/mnt/small/state/slot-63/evidence/0003-restore"),
+                unwritten,
+                fs: &fs,
+                work: Work::Failed(&gate),
+                marker: Ok(()),
+            }
+            .message()
+        };
+        let exists = Unwritten::of(
+            "criu-lock-released.txt",
+            &EvidenceError::Exists("/e/criu-lock-released.txt".into()),
+        );
+        assert_eq!(exists.fault, WriteFault::Exists);
+        let m = msg(std::slice::from_ref(&exists));
+        assert!(!m.contains("free space"), "EEXIST is not space: {m}");
+        assert!(
+            m.contains("fix: nothing to free: a file or folder of that name was already in /mnt/small/state/slot-63/evidence/0003-restore (EEXIST)"),
+            "{m}"
+        );
+        let m = msg(&[io("a.json", libc::EROFS)]);
+        assert!(
+            m.contains("fix: remount /mnt/small read-write (EROFS), then run")
+                && !m.contains("free space"),
+            "{m}"
+        );
+        let m = msg(&[io("a.json", libc::EDQUOT)]);
+        assert!(
+            m.contains("fix: raise the quota that refuses the write on /mnt/small"),
+            "{m}"
+        );
+        let m = msg(&[io("a.json", libc::EACCES)]);
+        assert!(
+            m.contains(
+                "write permission on /mnt/small/state/slot-63/evidence/0003-restore (EACCES/EPERM)"
+            ) && !m.contains("free space"),
+            "{m}"
+        );
+        let m = msg(&[io("a.json", libc::EIO)]);
+        assert!(
+            m.contains("fix: lift what refuses the write on /mnt/small (EIO: I/O error), then run"),
+            "{m}"
+        );
+        // Two kinds at once: each fix once, in a fixed order.
+        let m = msg(&[
+            io("a.json", libc::ENOSPC),
+            exists.clone(),
+            io("b.json", libc::ENOSPC),
+        ]);
+        assert!(
+            m.contains("fix: free space in /mnt/small (the filesystem is full: ENOSPC); nothing to free: a file or folder"),
+            "{m}"
+        );
+        assert_eq!(m.matches("free space in").count(), 1, "{m}");
     }
 }

@@ -465,7 +465,12 @@ fn with_existing(
         // The phase the verb saved stands; its last_verb and last_ok did not reach the file.
         let file = vr.paths.state().display().to_string();
         let why = format!("update of last_verb and last_ok: {e}");
-        vr.unwritten.push(evidence_writes::Unwritten { file, why });
+        let fault = match &e {
+            state::StateError::Write { source, .. } => evidence_writes::WriteFault::of_io(source),
+            _ => evidence_writes::WriteFault::Other,
+        };
+        vr.unwritten
+            .push(evidence_writes::Unwritten { file, why, fault });
     }
     r.map(|s| (s, Some(st)))
 }

@@ -307,14 +307,24 @@ impl LeftProcs {
 
 /// The container proven absent and no process of it left: a half-written runtime state under
 /// its id (runc or crun killed mid-restore: the runtime says it does not exist, yet refuses the
-/// id) is removed before the restore ([`super::half_state::remove`]).
+/// id) is removed before the restore ([`super::half_state::remove`]); for crun also the
+/// container's empty cgroups and their `.proxy-crun` in every hierarchy, which a crun killed
+/// mid-restore leaves and on which its next restore fails ("write to `devices.deny`: Invalid
+/// argument", [`super::crun::cgroups`]).
 ///
-/// Errors: a step error naming what was refused (the folder holds something else).
+/// Errors: a step error naming what was refused (the folder holds something else; a cgroup
+/// that is not empty).
 fn clear_half_state(run: &mut VerbRun, st: &SlotState) -> Result<(), SlotError> {
-    match super::half_state::remove(run, st, true) {
-        None => Ok(()),
-        Some(e) => Err(run.step_err("runtime-half-state", e)),
+    if let Some(e) = super::half_state::remove(run, st, true) {
+        return Err(run.step_err("runtime-half-state", e));
     }
+    if run.runtime_kind(&st.runtime.path) == crate::oci::RuntimeKind::Crun
+        && let Some(e) =
+            super::crun::cgroups(run, st, true, super::crun::CgroupRelease::BeforeRestore)
+    {
+        return Err(run.step_err("runtime-half-state", e));
+    }
+    Ok(())
 }
 
 /// The next overlay run's upper, copied from the recorded snapshot's saved upper on its own
@@ -658,7 +668,7 @@ fn restore_failed(
         kill_cgroup_leftovers(run, st);
     }
     if crun {
-        super::crun::cgroups(run, st, gone);
+        super::crun::cgroups(run, st, gone, super::crun::CgroupRelease::After);
     }
     // runc killed mid-restore leaves `<root>/<id>/criu-root` mounted and no state.json: removed
     // (so the retry can restore the id) once nothing of the container is left.

@@ -376,6 +376,7 @@ impl<'a> VerbRun<'a> {
         let what = what.to_string();
         let in_flight = self.in_flight.clone();
         let unwritten = self.unwritten.clone();
+        let rec = self.rec.clone();
         in_flight
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -383,6 +384,7 @@ impl<'a> VerbRun<'a> {
         self.pending.push(std::thread::spawn(move || {
             let files = make();
             for (name, bytes) in files {
+                let name = rec.claim_name(&name);
                 if let Err(e) = EvidenceDir::open(&d).and_then(|dir| dir.write(&name, &bytes)) {
                     unwritten.push(Unwritten::of(&name, &e));
                 }
@@ -404,9 +406,11 @@ impl<'a> VerbRun<'a> {
     }
 
     /// Writes one file of this verb's evidence folder through [`EvidenceDir::write`] (atomic,
-    /// never overwrites). A write that fails is recorded ([`VerbRun::unwritten`]): the verb
-    /// goes on, and fails at its end naming the file ([`super::evidence_writes`]). Nothing is
-    /// written before the evidence folder exists.
+    /// never overwrites). A name this verb already wrote is qualified instead of refused
+    /// ([`VerbRecord::claim_name`]: `x-2.txt`, fact `evidence_renamed`), so two steps that
+    /// write the same name never collide. A write that fails is recorded
+    /// ([`VerbRun::unwritten`]): the verb goes on, and fails at its end naming the file
+    /// ([`super::evidence_writes`]). Nothing is written before the evidence folder exists.
     pub fn ev_write(&self, name: &str, bytes: &[u8]) {
         let _ = self.ev_write_artifact(name, bytes);
     }
@@ -414,10 +418,11 @@ impl<'a> VerbRun<'a> {
     /// [`VerbRun::ev_write`], returning the file's [`Artifact`] (its sha256) when written.
     pub fn ev_write_artifact(&self, name: &str, bytes: &[u8]) -> Option<Artifact> {
         let d = self.ev.as_ref()?;
-        match EvidenceDir::open(d).and_then(|dir| dir.write(name, bytes)) {
+        let name = self.rec.claim_name(name);
+        match EvidenceDir::open(d).and_then(|dir| dir.write(&name, bytes)) {
             Ok(a) => Some(a),
             Err(e) => {
-                self.unwritten.push(Unwritten::of(name, &e));
+                self.unwritten.push(Unwritten::of(&name, &e));
                 None
             }
         }

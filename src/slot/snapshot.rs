@@ -172,17 +172,20 @@ fn checkpoint(
     }
     common::lo_gate(run, &cap)?;
     let lock = crate::netlink::netfilter::criu_lock(&cap.netfilter);
+    let released = super::criu_lock::LockStep::BeforeCapture.file();
     let r = match lock.is_empty() {
         true => Ok(format!(
             "no CRIU chain or table in iptables, ip6tables or nftables{}",
             if unlocked {
-                " (after removing the lock a verb that did not finish had left: criu-lock-released.txt, captured again)"
+                format!(
+                    " (after removing the lock a verb that did not finish had left: {released}, captured again)"
+                )
             } else {
-                ""
+                String::new()
             }
         )),
         false => Err(format!(
-            "CRIU's network lock is in the namespace and could not be removed ({}; see criu-lock-released.txt): the snapshot would record it and every restore would fail at net-fidelity; `netprobe slot cleanup` this slot and provision another",
+            "CRIU's network lock is in the namespace and could not be removed ({}; see {released}): the snapshot would record it and every restore would fail at net-fidelity; `netprobe slot cleanup` this slot and provision another",
             lock.join(", ")
         )),
     };

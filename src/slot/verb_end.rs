@@ -292,6 +292,34 @@ mod tests {
         assert!(!ev.join(INCOMPLETE_FILE).exists());
     }
 
+    /// Two steps of one verb that write the same evidence name (a restore that removed a stale
+    /// CRIU lock before the runtime restore, then failed and removed the lock again) never
+    /// collide: the second write is qualified (`-2`), both are kept and listed, the rename is a
+    /// fact, and the verb does not fail for it.
+    #[test]
+    fn a_second_write_of_a_name_is_qualified_never_refused() {
+        let (out, ev, end, _tmp) = end_of(
+            |_| {},
+            |run| {
+                run.ev_write("lock.txt", b"first");
+                run.ev_write("lock.txt", b"second");
+                run.ev_write_beside("lock.txt", b"third".to_vec());
+            },
+            Ok(("reset done".into(), None)),
+        );
+        let o = out.unwrap();
+        assert!(end.ok);
+        assert_eq!(std::fs::read(ev.join("lock.txt")).unwrap(), b"first");
+        assert_eq!(std::fs::read(ev.join("lock-2.txt")).unwrap(), b"second");
+        assert_eq!(std::fs::read(ev.join("lock-3.txt")).unwrap(), b"third");
+        assert_eq!(
+            o.facts[vrec::RENAMED_FACT],
+            serde_json::json!(["lock.txt → lock-2.txt", "lock.txt → lock-3.txt"])
+        );
+        assert!(!ev.join(INCOMPLETE_FILE).exists());
+        assert_slot_reports_no_mismatch(&ev);
+    }
+
     /// `gates.json`, a file written beside the verb and `verb.json` cannot be written (a
     /// directory of that name is in the way): the verb fails with exit 2 naming each, its work
     /// said as it was, `incomplete.txt` names them, and the journal's end records no sha256 of a
@@ -314,12 +342,13 @@ mod tests {
         assert_eq!(e.exit_code(), 2, "{e}");
         let s = e.to_string();
         for needle in [
-            "the evidence of this reset is incomplete: 3 file(s) could not be written: sysctls.json (a file of that name is already there",
-            "gates.json (a file of that name",
-            "verb.json (a file of that name",
+            "the evidence of this reset is incomplete: 3 file(s) could not be written: sysctls.json (a file or folder of that name is already there",
+            "gates.json (a file or folder of that name",
+            "verb.json (a file or folder of that name",
             "incomplete.txt says so",
             "the reset itself succeeded (reset done): that stands",
-            "fix: free space in ",
+            // Folders in the way (EEXIST): not a matter of space.
+            "fix: nothing to free: a file or folder of that name was already in ",
             "then see `netprobe slot status --slot 1 --state-dir ",
         ] {
             assert!(s.contains(needle), "{needle:?} not in {s}");
@@ -332,9 +361,9 @@ mod tests {
         assert!(!end.ok);
         assert_eq!(end.verb_sha256, None);
         assert!(
-            end.detail
-                .contains("verb.json could not be written (a file of that name is already there")
-                && end.detail.contains("so this entry records no sha256 of it"),
+            end.detail.contains(
+                "verb.json could not be written (a file or folder of that name is already there"
+            ) && end.detail.contains("so this entry records no sha256 of it"),
             "{}",
             end.detail
         );
@@ -365,7 +394,7 @@ mod tests {
         assert_eq!(e.exit_code(), 2);
         assert!(
             e.to_string()
-                .contains("the reset itself had failed: slot 1: gate `upper-copy` failed"),
+                .starts_with("slot 1: the reset failed: gate `upper-copy` failed"),
             "{e}"
         );
         let bytes = std::fs::read(ev.join("verb.json")).unwrap();
@@ -377,7 +406,7 @@ mod tests {
             doc["error"]["message"]
                 .as_str()
                 .unwrap()
-                .contains("timings.json (a file of that name"),
+                .contains("timings.json (a file or folder of that name"),
             "{doc:#}"
         );
         assert_eq!(doc["artifacts"][0]["path"], "gates.json");
@@ -415,7 +444,12 @@ mod tests {
                 "the state directory {} is on the ",
                 paths.state_dir.display()
             ),
-            "fix: free space in ".into(),
+            // A file where the folder goes (EEXIST): not a matter of space.
+            "File exists (os error 17)".into(),
+            format!(
+                "fix: nothing to free: a file or folder of that name was already in {} (EEXIST)",
+                paths.root.display()
+            ),
             "then run it again".into(),
         ] {
             assert!(s.contains(&needle), "{needle:?} not in {s}");

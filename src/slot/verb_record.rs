@@ -16,7 +16,7 @@ use crate::ns::cleanup::InterruptSignal;
 use crate::oci::RuntimeKind;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -44,6 +44,8 @@ pub(crate) struct Recorded {
     /// Whether the verb's end evidence (`timings.json`, `verb.json`) has been claimed, by the
     /// verb's end or its interruption note, whichever came first ([`VerbRecord::claim_end`]).
     end_claimed: bool,
+    /// The evidence file names this verb has claimed so far ([`VerbRecord::claim_name`]).
+    ev_names: BTreeSet<String>,
 }
 
 /// The [`Recorded`] of one verb, shared by the verb and its interruption note.
@@ -68,6 +70,53 @@ impl VerbRecord {
         let first = !r.end_claimed;
         r.end_claimed = true;
         (first, r.clone())
+    }
+
+    /// Claims evidence file name `name` for one write of this verb and returns the name to
+    /// write: `name` itself the first time, else `name` qualified with the first free
+    /// occurrence number ([`qualified`]: `criu-lock-released-2.txt`), recorded in fact
+    /// `evidence_renamed` (`"<name> → <written as>"`, one entry each). So no two writes of one
+    /// verb collide on a name, whichever steps make them — evidence is never overwritten, and
+    /// a second write of a name would otherwise be refused (EEXIST) and fail the verb.
+    pub fn claim_name(&self, name: &str) -> String {
+        let mut r = self.lock();
+        if r.ev_names.insert(name.to_string()) {
+            return name.to_string();
+        }
+        let mut n = 2;
+        let got = loop {
+            let q = qualified(name, n);
+            if r.ev_names.insert(q.clone()) {
+                break q;
+            }
+            n += 1;
+        };
+        let entry = Value::String(format!("{name} → {got}"));
+        match r.facts.get_mut(RENAMED_FACT) {
+            Some(Value::Array(v)) => v.push(entry),
+            _ => {
+                r.facts
+                    .insert(RENAMED_FACT.to_string(), Value::Array(vec![entry]));
+            }
+        }
+        got
+    }
+}
+
+/// The fact listing the evidence files a verb wrote under a qualified name
+/// ([`VerbRecord::claim_name`]).
+pub const RENAMED_FACT: &str = "evidence_renamed";
+
+/// `name` with occurrence number `n` before its extension, in its last path component:
+/// `a/criu-lock-released.txt`, 2 → `a/criu-lock-released-2.txt`; `runtime`, 3 → `runtime-3`.
+pub(crate) fn qualified(name: &str, n: u32) -> String {
+    let (dir, file) = match name.rfind('/') {
+        Some(i) => name.split_at(i + 1),
+        None => ("", name),
+    };
+    match file.rfind('.') {
+        Some(i) if i > 0 => format!("{dir}{}-{n}{}", &file[..i], &file[i..]),
+        _ => format!("{dir}{file}-{n}"),
     }
 }
 
@@ -443,5 +492,26 @@ mod tests {
         assert!(first);
         assert_eq!(rec.timings.get("enter"), Some(&1));
         assert!(!r.claim_end().0);
+    }
+
+    #[test]
+    fn a_name_is_qualified_before_its_extension_in_its_last_component() {
+        assert_eq!(
+            qualified("criu-lock-released.txt", 2),
+            "criu-lock-released-2.txt"
+        );
+        assert_eq!(qualified("runtime", 3), "runtime-3");
+        assert_eq!(qualified("a.b/c.tar.gz", 2), "a.b/c.tar-2.gz");
+        assert_eq!(qualified("d/.hidden", 2), "d/.hidden-2");
+        let r = VerbRecord::default();
+        assert_eq!(r.claim_name("x.txt"), "x.txt");
+        assert_eq!(r.claim_name("x-2.txt"), "x-2.txt");
+        assert_eq!(
+            r.claim_name("x.txt"),
+            "x-3.txt",
+            "a taken qualified name is skipped"
+        );
+        assert_eq!(r.claim_name("y.txt"), "y.txt");
+        assert_eq!(r.lock().facts[RENAMED_FACT], json!(["x.txt → x-3.txt"]));
     }
 }
