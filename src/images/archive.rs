@@ -294,7 +294,7 @@ pub fn read_archive(path: &Path) -> Result<ArchiveRead, ArchiveError> {
         images_bytes: 0,
         declared: 0,
         next_header: 0,
-        last: "the first header".into(),
+        last: String::new(),
         long_name: None,
     };
     walk.run(tap)?;
@@ -375,7 +375,10 @@ impl Walk<'_> {
             .map_err(|e| self.io_error("the first header", 0, e))?
             .raw(true);
         for entry in entries {
-            let after = format!("the header after {}", self.last);
+            let after = match self.last.is_empty() {
+                true => "the first header".to_string(),
+                false => format!("the header after {}", self.last),
+            };
             let mut entry = entry.map_err(|e| self.io_error(&after, self.next_header, e))?;
             self.out.entries += 1;
             let offset = entry.raw_header_position();
@@ -573,7 +576,10 @@ impl Walk<'_> {
     /// After the last entry: the end-of-archive blocks were read (else the archive is
     /// truncated), and what follows them is zeros up to the end of the stream.
     fn end_of_archive<R: Read>(&self, mut tap: Tap<R>) -> Result<(), ArchiveError> {
-        let end = format!("the end-of-archive blocks after {}", self.last);
+        let end = match self.last.is_empty() {
+            true => "the end-of-archive blocks".to_string(),
+            false => format!("the end-of-archive blocks after {}", self.last),
+        };
         if *self.pos.borrow() < self.next_header + 512 {
             return Err(ArchiveError::Truncated {
                 archive: self.path.to_path_buf(),

@@ -21,6 +21,7 @@ pub mod inventory;
 pub mod ipdump;
 pub mod netimg;
 pub mod pb;
+pub mod restored;
 pub mod tree;
 
 pub use format::ImageError;
