@@ -51,6 +51,16 @@ fn good_tar() -> Vec<u8> {
     ])
 }
 
+/// `v` against evidence-schema/checkpoint-archive.schema.json.
+fn schema_valid(v: &serde_json::Value) {
+    use netprobe::evidence::schema::{compile, validate_with};
+    let text = include_str!("../evidence-schema/checkpoint-archive.schema.json");
+    let validator = compile("checkpoint-archive.schema.json", text);
+    if let Err(e) = validate_with(&validator, v) {
+        panic!("not valid against checkpoint-archive.schema.json: {e:#?}\n{v:#}");
+    }
+}
+
 fn zstd_of(b: &[u8]) -> Vec<u8> {
     zstd::encode_all(b, 3).unwrap()
 }
@@ -73,7 +83,7 @@ fn run(name: &str, bytes: &[u8], json: bool) -> (i32, String, String) {
         .collect();
     assert_eq!(
         left,
-        [p.clone()],
+        std::slice::from_ref(&p),
         "netprobe images wrote beside the archive"
     );
     (
@@ -112,6 +122,7 @@ fn good_archives_are_read_by_content_whatever_their_name() {
         let (code, out, err) = run(name, &bytes, true);
         assert_eq!(code, 0, "{name}: {err}");
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        schema_valid(&v);
         assert_eq!(v["compression"], compression);
         assert_eq!(v["finding"]["kind"], "no-network-image");
         assert_eq!(v["engine"]["runtime"], "runc");

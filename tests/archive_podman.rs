@@ -197,8 +197,19 @@ fn import_busybox(dir: &Path, name: &str) -> String {
     image
 }
 
+/// `c`'s JSON against evidence-schema/checkpoint-archive.schema.json.
+fn schema_valid(c: &Checkpoint) {
+    use netprobe::evidence::schema::{compile, validate_with};
+    let text = include_str!("../evidence-schema/checkpoint-archive.schema.json");
+    let v = serde_json::to_value(c).unwrap();
+    if let Err(e) = validate_with(&compile("checkpoint-archive.schema.json", text), &v) {
+        panic!("not valid against checkpoint-archive.schema.json: {e:#?}");
+    }
+}
+
 /// netprobe's capture in `/proc/<pid>/ns/net`, held against the finding.
 fn check_restored(c: &Checkpoint, pid: &str) {
+    schema_valid(c);
     let ns = PathBuf::from(format!("/proc/{pid}/ns/net"));
     let (state, _) = netprobe::ns::capture_netstate(&ns).expect("capture the restored netns");
     let expect = c
