@@ -284,3 +284,52 @@ fn an_archive_without_checkpoint_or_images_is_refused() {
         &["img.tar:checkpoint/netns-10.img: offset 0: wrong IMG_COMMON_MAGIC"],
     );
 }
+
+#[test]
+fn diff_of_two_archives_names_the_finding_and_exits_1_when_the_network_differs() {
+    use prost::Message;
+    let d = tempfile::tempdir().unwrap();
+    let a = d.path().join("a.tar");
+    let b = d.path().join("b.tar.zst");
+    std::fs::write(&a, good_tar()).unwrap();
+    let mut netns = 0x5456_4319u32.to_ne_bytes().to_vec();
+    netns.extend_from_slice(&0x5593_3752u32.to_ne_bytes());
+    let e = netprobe::images::pb::NetnsEntry {
+        ext_key: Some("extRootNetNS".into()),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    netns.extend_from_slice(&(e.len() as u32).to_ne_bytes());
+    netns.extend_from_slice(&e);
+    let t = tar_of(&[
+        ("config.dump", br#"{"name":"c","runtime":"runc"}"#),
+        ("checkpoint/inventory.img", &inventory()),
+        ("checkpoint/netns-10.img", &netns),
+    ]);
+    std::fs::write(&b, zstd_of(&t)).unwrap();
+    let diff = |x: &std::path::Path, y: &std::path::Path| {
+        let o = Command::new(env!("CARGO_BIN_EXE_netprobe"))
+            .arg("diff")
+            .arg(x)
+            .arg(y)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+        )
+    };
+    let (code, out) = diff(&a, &b);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("finding no-network-image") && out.contains("finding external-key"),
+        "{out}"
+    );
+    assert!(
+        out.contains("finding.kind: \"no-network-image\" -> \"external-key\""),
+        "{out}"
+    );
+    let (code, out) = diff(&a, &a);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("no difference"), "{out}");
+}

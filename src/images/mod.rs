@@ -13,6 +13,7 @@
 
 pub mod archive;
 pub mod checkpoint;
+pub mod checkpoint_diff;
 pub mod cli;
 pub mod engine;
 pub mod finding;
