@@ -5,7 +5,8 @@
 # HTML report and check its DOM), `xvfb` (the host X server of tests/x11_xvfb.rs), the tools of
 # host/build-desktop-image.sh (mmdebstrap, gdisk, dosfstools; the desktop guest image the tests
 # build, cached), and for the test host in a VM (host/vm/, tests/vm.rs) `qemu-system-x86` (boots
-# it) and `e2fsprogs` (mkfs.ext4 -d, debugfs); OSWorld's client in a private venv
+# it) and `e2fsprogs` (mkfs.ext4 -d, debugfs); `podman` with `netavark` and `aardvark-dns` (rootful,
+# runc; tests/archive_podman.rs exports and restores checkpoint archives with it); OSWorld's client in a private venv
 # (host/install-osworld-client.sh). Installing Debian 12's qemu-system-x86 removes a
 # backported qemu-utils; qemu-utils (qemu-img, qemu-storage-daemon: the slot's qcow2 path) is
 # then installed again in the matching version. Idempotent: does nothing when every package is
@@ -14,7 +15,7 @@
 set -euo pipefail
 log() { printf 'install-test-deps: %s\n' "$*" >&2; }
 
-PKGS=(chromium xvfb mmdebstrap gdisk dosfstools qemu-system-x86 qemu-utils e2fsprogs)
+PKGS=(chromium xvfb mmdebstrap gdisk dosfstools qemu-system-x86 qemu-utils e2fsprogs podman netavark aardvark-dns)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -40,4 +41,5 @@ for t in qemu-img qemu-storage-daemon qemu-system-x86_64 mmdebstrap Xvfb; do
 done
 command -v chromium >/dev/null || { log "chromium still not on PATH after install"; exit 1; }
 command -v Xvfb >/dev/null || { log "Xvfb still not on PATH after install"; exit 1; }
+command -v podman >/dev/null || { log "podman still not on PATH after install"; exit 1; }
 log "done: $(chromium --version 2>/dev/null || echo 'chromium installed')"

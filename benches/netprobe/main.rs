@@ -15,12 +15,15 @@
 //! display gates included, with the image and snapshot sizes), `osworld` (the GNOME guest's
 //! task reset to its first screenshot through a published port vs bare runc + a direct
 //! screenshot, and the published port vs a direct connection), `images` (`netprobe images` vs
-//! `crit show` of a 10,001-link netdev image), `matrix` (a 3×3 `netprobe matrix` side by side
+//! `crit show` of a 10,001-link netdev image), `archive` (`netprobe images` of a ~55 MiB
+//! checkpoint tar.zst, streamed, vs `tar --zstd -xf` of it into a tmpfs, and its peak memory
+//! for that archive and one twice its size), `matrix` (a 3×3 `netprobe matrix` side by side
 //! vs one cell after another, and netprobe's own share of it as `ladder` defines it).
 //! Needs root. Every line: what was measured, netprobe's median, the peer's
 //! median, the ratio netprobe/peer (lower is better), the runs per side. Times are wall times
 //! on the monotonic clock. Nothing here asserts a time: these are benchmarks, not tests.
 
+mod archive;
 mod desktop;
 mod images;
 mod ladder;
@@ -46,8 +49,8 @@ pub struct Config {
 }
 
 /// All sections, in run order.
-const SECTIONS: [&str; 9] = [
-    "logs", "links", "state", "ladder", "slot", "desktop", "osworld", "images", "matrix",
+const SECTIONS: [&str; 10] = [
+    "logs", "links", "state", "ladder", "slot", "desktop", "osworld", "images", "archive", "matrix",
 ];
 
 /// The netprobe binary the ladder and slot sections run: `$NETPROBE_EXE`, else the one cargo
@@ -124,6 +127,7 @@ fn main() {
             "desktop" => desktop::run(&cfg),
             "osworld" => osworld::run(&cfg),
             "images" => images::run(&cfg),
+            "archive" => archive::run(&cfg),
             "matrix" => matrix::run(&cfg),
             _ => unreachable!(),
         };

@@ -6,9 +6,13 @@ use netprobe::exit::ExitClass;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// Compare two runs (evidence folders or result files): verdict first. Exit 1 when the verdict changed.
+/// Compare two runs (evidence folders or result files): verdict first. Exit 1 when the verdict
+/// changed. Two checkpoint archives: their findings and every field that differs; exit 1 when
+/// the finding or the network images differ.
 #[derive(clap::Args)]
-#[command(after_help = "Example:\n  netprobe diff evidence/runc-1.1.5 evidence/runc-1.5.2\n")]
+#[command(
+    after_help = "Examples:\n  netprobe diff evidence/runc-1.1.5 evidence/runc-1.5.2\n  netprobe diff before.tar.zst after.tar.zst   # two checkpoint archives\n"
+)]
 pub struct DiffCmd {
     /// The older run.
     old: PathBuf,
@@ -18,7 +22,11 @@ pub struct DiffCmd {
 
 impl Execute for DiffCmd {
     fn execute(self) -> ExitCode {
+        use netprobe::images::checkpoint::looks_like_archive;
         use netprobe::report::diff::{diff_paths, render_diff};
+        if looks_like_archive(&self.old) && looks_like_archive(&self.new) {
+            return diff_checkpoints(&self.old, &self.new);
+        }
         match diff_paths(&self.old, &self.new) {
             Ok(d) => {
                 // The diff compares what the two result files record: each side is verified
@@ -102,5 +110,23 @@ fn verify_side(path: &Path) -> bool {
             eprintln!("netprobe: {line}");
             false
         }
+    }
+}
+
+/// `netprobe diff A B` of two checkpoint archives: exit 0 when the network is the same, 1 when
+/// the finding or the images differ, 2 when one cannot be read.
+fn diff_checkpoints(old: &Path, new: &Path) -> ExitCode {
+    use netprobe::images::checkpoint::read_checkpoint;
+    use netprobe::images::checkpoint_diff::diff;
+    let (a, b) = match (read_checkpoint(old), read_checkpoint(new)) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => return fail(ExitClass::Usage, e),
+    };
+    let d = diff(&a, &b);
+    super::out::raw(d.render(&a, &b));
+    if d.network_changed() {
+        ExitClass::Gate.into()
+    } else {
+        ExitClass::Ok.into()
     }
 }

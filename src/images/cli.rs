@@ -10,9 +10,12 @@ use super::netimg::{images_dir, read_dir};
 /// Arguments of `netprobe images`.
 #[derive(Debug, clap::Args)]
 pub struct ImagesArgs {
-    /// A CRIU images folder, or a rung folder of an evidence folder (its `images/` is read).
+    /// A CRIU images folder, a rung folder of an evidence folder (its `images/` is read), or a
+    /// checkpoint archive (Podman export, CRI-O/kubelet checkpoint: tar, tar.gz or tar.zst,
+    /// told by its content), read as a stream.
     pub dir: PathBuf,
-    /// Print the decoded images as JSON (one object: dir, inventory, namespaces[]).
+    /// Print the decoded images as JSON (a folder: dir, inventory, namespaces[]; an archive:
+    /// evidence-schema/checkpoint-archive.schema.json).
     #[arg(long)]
     pub json: bool,
     /// In the tree, list every saved sysctl (default: only their count).
@@ -24,7 +27,9 @@ pub struct ImagesArgs {
 pub const IMAGES_EXAMPLES: &str = "Examples:
   netprobe images evidence/20261201T021500Z-4242/criu          # a rung folder: reads its images/
   netprobe images /tmp/dump --json | jq '.namespaces[0].devices'
-Exit codes: 0 decoded, 2 the folder is unreadable or holds no CRIU image, or an image is malformed (file, offset, reason).";
+  netprobe images ck.tar.zst                                    # podman container checkpoint --export
+  netprobe images checkpoint-web_default-app-2026.tar --json | jq .finding
+Exit codes: 0 decoded, 2 the folder is unreadable or holds no CRIU image, an image is malformed (file, offset, reason), or the archive is refused (entry, offset, reason).";
 
 /// The fix named by every "wrong folder" error of `netprobe images`.
 const WHAT_TO_GIVE: &str = "give the folder CRIU wrote (runc checkpoint --image-path, criu dump --images-dir) or a rung folder of an evidence folder";
@@ -34,6 +39,9 @@ const WHAT_TO_GIVE: &str = "give the folder CRIU wrote (runc checkpoint --image-
 /// the folder cannot be read or holds no CRIU image at all (neither `inventory.img` nor a network
 /// image: not a CRIU images folder), or an image is malformed.
 pub fn run(args: &ImagesArgs) -> ExitCode {
+    if args.dir.is_file() {
+        return run_archive(args);
+    }
     let dir = images_dir(&args.dir);
     if let Err(e) = std::fs::read_dir(&dir) {
         eprintln!(
@@ -69,4 +77,29 @@ pub fn run(args: &ImagesArgs) -> ExitCode {
             ExitClass::Usage.into()
         }
     }
+}
+
+/// `netprobe images ARCHIVE`: the archive's engine metadata, finding and images tree (or the
+/// JSON of [`super::checkpoint::Checkpoint`]). Exit 0, or 2 with the error on stderr.
+fn run_archive(args: &ImagesArgs) -> ExitCode {
+    use super::checkpoint::{read_checkpoint, render_head};
+    let c = match read_checkpoint(&args.dir) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("netprobe images: {e}");
+            return ExitClass::Usage.into();
+        }
+    };
+    if args.json {
+        match serde_json::to_string_pretty(&c) {
+            Ok(j) => crate::out::line(j),
+            Err(e) => {
+                eprintln!("netprobe images: {e}");
+                return ExitClass::Usage.into();
+            }
+        }
+    } else {
+        crate::out::raw(render_head(&c) + &super::tree::render(&c.images, args.sysctls));
+    }
+    ExitClass::Ok.into()
 }

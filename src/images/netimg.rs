@@ -196,6 +196,58 @@ fn split_name(name: &str) -> Option<(&'static str, u32)> {
 
 fn read_one(path: &Path, kind: &str, ns: &mut NsImages) -> Result<(), ImageError> {
     let bytes = format::read_file(path)?;
+    decode_one(path, kind, bytes, ns)
+}
+
+/// Decodes the network images already read into memory (an archive's entries, each at most
+/// [`format::IMAGE_READ_CAP`] bytes, together at most that too): `files` holds `(name, bytes)`
+/// with `name` as CRIU wrote it (`netns-10.img`, `inventory.img`; other names are ignored);
+/// `label` names the images folder in errors and in [`NetImages::dir`] (an archive's
+/// `ck.tar.zst:checkpoint`, so a malformed image is named `ck.tar.zst:checkpoint/netns-10.img`).
+///
+/// Errors: [`ImageError`] naming the file, offset and reason for the first malformed image.
+pub fn decode_images(label: &Path, files: Vec<(String, Vec<u8>)>) -> Result<NetImages, ImageError> {
+    let mut files = files;
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut out = NetImages {
+        dir: label.to_path_buf(),
+        ..NetImages::default()
+    };
+    let mut by_id: BTreeMap<u32, NsImages> = BTreeMap::new();
+    for (name, bytes) in files {
+        let path = label.join(&name);
+        if name == "inventory.img" {
+            format::check_magic(&path, &bytes, INVENTORY_MAGIC)?;
+            out.inventory = true;
+            continue;
+        }
+        let Some((kind, id)) = split_name(&name) else {
+            continue;
+        };
+        let ns = by_id.entry(id).or_insert_with(|| NsImages {
+            id,
+            ..NsImages::default()
+        });
+        ns.files.push(name.clone());
+        decode_one(&path, kind, bytes, ns)?;
+    }
+    out.namespaces = by_id.into_values().collect();
+    Ok(out)
+}
+
+/// Whether `name` is one of the files [`read_dir`] and [`decode_images`] read: `inventory.img`
+/// or a network image (`<kind>-<id>.img`, kind one of netns, netdev, ifaddr, route, route6,
+/// rule, iptables, ip6tables, nftables).
+pub fn is_network_image(name: &str) -> bool {
+    name == "inventory.img" || split_name(name).is_some()
+}
+
+fn decode_one(
+    path: &Path,
+    kind: &str,
+    bytes: Vec<u8>,
+    ns: &mut NsImages,
+) -> Result<(), ImageError> {
     let text = || {
         String::from_utf8(bytes.clone())
             .map_err(|e| ImageError::new(path, e.utf8_error().valid_up_to(), "not UTF-8 text"))
