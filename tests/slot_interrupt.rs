@@ -119,6 +119,8 @@ fn interrupted_provision_releases_its_mounts_and_says_cleanup_then_another_slot(
         "interrupt test",
         "--runtime",
         &rw,
+        "--allow-script-binaries",
+        "a wrapper that hangs runc create on purpose",
         "--image",
         &img,
         "--image-sha256",
