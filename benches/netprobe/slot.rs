@@ -134,9 +134,10 @@ fn settle() {
 
 /// CRIU's own time for a restore, milliseconds: the stamp `(SS.UUUUUU)` of the last stamped
 /// line of its `restore.log` (CRIU stamps each line with the time since it started), `None`
-/// when the log is missing or has no stamp.
+/// when the log is missing or has no stamp. A log stored compressed (`restore.log.zst`) is read
+/// as it decodes.
 fn criu_log_ms(log: &Path) -> Option<f64> {
-    let text = std::fs::read_to_string(log).ok()?;
+    let text = netprobe::evidence::read_recorded_text(log).ok()?;
     text.lines().rev().find_map(|l| {
         let rest = l.trim_start().strip_prefix('(')?;
         let (stamp, _) = rest.split_once(')')?;

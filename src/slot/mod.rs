@@ -34,6 +34,7 @@ pub mod criu_lock;
 pub mod crun;
 pub mod display;
 pub mod error;
+mod evidence_compress;
 mod evidence_writes;
 mod fidelity;
 pub mod gate;
