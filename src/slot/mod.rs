@@ -53,6 +53,7 @@ pub mod partition;
 mod profiled;
 mod provision;
 mod provision_gates;
+pub mod prune;
 pub mod publish;
 mod publish_gates;
 mod readiness;

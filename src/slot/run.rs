@@ -491,7 +491,15 @@ impl<'a> VerbRun<'a> {
     fn open_evidence(&mut self) -> Result<(), SlotError> {
         let base = self.paths.evidence();
         fs::create_dir_all(&base).map_err(|e| self.folder_error(&base, &e))?;
-        let mut seq = fs::read_dir(&base).map(|r| r.count()).unwrap_or(0) + 1;
+        // After the newest folder (not after the count: `slot prune` removes older ones, and a
+        // number is never given twice — the journal names folders by it).
+        let mut seq = super::prune::verb_folders(&base)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|n| n.split_once('-').and_then(|(s, _)| s.parse::<usize>().ok()))
+            .max()
+            .unwrap_or(0)
+            + 1;
         loop {
             let d = base.join(format!("{seq:04}-{}", self.verb()));
             match fs::create_dir(&d) {
