@@ -14,7 +14,9 @@
 //! `runc restore`), `desktop` (the same for the desktop guest of `profiles/desktop.toml`,
 //! display gates included, with the image and snapshot sizes), `osworld` (the GNOME guest's
 //! task reset to its first screenshot through a published port vs bare runc + a direct
-//! screenshot, and the published port vs a direct connection), `images` (`netprobe images` vs
+//! screenshot, and the published port vs a direct connection), `retention` (a GNOME reset's
+//! evidence bytes and wall time with large evidence compressed vs stored as written,
+//! alternating, then `slot prune` and the slot's report), `images` (`netprobe images` vs
 //! `crit show` of a 10,001-link netdev image), `matrix` (a 3×3 `netprobe matrix` side by side
 //! vs one cell after another, and netprobe's own share of it as `ladder` defines it).
 //! Needs root. Every line: what was measured, netprobe's median, the peer's
@@ -31,6 +33,7 @@ mod netns;
 mod osworld;
 mod procmon;
 mod rawdump;
+mod retention;
 mod slot;
 mod state;
 mod stats;
@@ -46,8 +49,17 @@ pub struct Config {
 }
 
 /// All sections, in run order.
-const SECTIONS: [&str; 9] = [
-    "logs", "links", "state", "ladder", "slot", "desktop", "osworld", "images", "matrix",
+const SECTIONS: [&str; 10] = [
+    "logs",
+    "links",
+    "state",
+    "ladder",
+    "slot",
+    "desktop",
+    "osworld",
+    "retention",
+    "images",
+    "matrix",
 ];
 
 /// The netprobe binary the ladder and slot sections run: `$NETPROBE_EXE`, else the one cargo
@@ -123,6 +135,7 @@ fn main() {
             "slot" => slot::run(&cfg),
             "desktop" => desktop::run(&cfg),
             "osworld" => osworld::run(&cfg),
+            "retention" => retention::run(&cfg),
             "images" => images::run(&cfg),
             "matrix" => matrix::run(&cfg),
             _ => unreachable!(),

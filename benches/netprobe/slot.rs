@@ -71,6 +71,16 @@ impl Slot {
         c
     }
 
+    /// The netprobe binary the slot's verbs run.
+    pub(crate) fn exe(&self) -> &Path {
+        &self.exe
+    }
+
+    /// The slot's private state directory.
+    pub(crate) fn state_dir_path(&self) -> PathBuf {
+        self.state_dir.path().to_path_buf()
+    }
+
     /// `runc --root <slot's runc root> …`.
     pub(crate) fn runc(&self) -> Command {
         let mut c = Command::new(self.runtime.as_deref().unwrap_or(Path::new("runc")));

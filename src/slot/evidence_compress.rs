@@ -13,6 +13,8 @@
 //!   ([`KEEP_PLAIN`], PNGs, anything already compressed) is compressed
 //!   ([`compress_at_end`]). A failed verb's files stay as written: they are the ones read.
 //!
+//! With `NETPROBE_EVIDENCE_PLAIN=1` ([`PLAIN_ENV`]) nothing is compressed (the bench's A/B).
+//!
 //! Fact `evidence_compressed` lists each file compressed (`path`, stored `bytes`,
 //! `content_bytes`); a compression that fails keeps the original (fact
 //! `evidence_compression_errors`), it never fails the verb.
@@ -23,6 +25,15 @@ use crate::evidence::compressed::{COMPRESS_THRESHOLD, is_compressed};
 use crate::evidence::result::Artifact;
 use serde_json::{Value, json};
 use std::path::Path;
+
+/// The environment variable that, set to `1`, keeps every file of a verb as written (no
+/// compression): the `retention` bench's "old code" side, alternated with the new in one run.
+pub const PLAIN_ENV: &str = "NETPROBE_EVIDENCE_PLAIN";
+
+/// Whether [`PLAIN_ENV`] asks for no compression.
+fn plain() -> bool {
+    std::env::var_os(PLAIN_ENV).is_some_and(|v| v == "1")
+}
 
 /// Files `report` reads or links by their name, kept as written whatever their size.
 pub(crate) const KEEP_PLAIN: [&str; 10] = [
@@ -107,7 +118,7 @@ impl VerbRun<'_> {
     /// without an evidence folder, or when the log is not there.
     pub(crate) fn compress_beside(&mut self, rel: &str) {
         let Some(ev) = self.ev.clone() else { return };
-        if !ev.join(rel).is_file() {
+        if plain() || !ev.join(rel).is_file() {
             return;
         }
         let rec = self.record_handle();
@@ -124,6 +135,9 @@ impl VerbRun<'_> {
 /// recording the facts in `rec`. Called by [`VerbRun::finish`] for a verb that succeeded,
 /// after the threads beside it were joined and before the end record is written.
 pub(crate) fn compress_at_end(ev: &Path, rec: &super::verb_record::VerbRecord) {
+    if plain() {
+        return;
+    }
     let Ok(files) = EvidenceDir::open(ev)
         .and_then(|d| d.inventory_except(&crate::evidence::enclosing::SLOT_VERB_UNLISTED))
     else {
