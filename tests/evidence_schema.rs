@@ -13,6 +13,7 @@ pub fn sample() -> RunResult {
         path: "criu/dump.log".into(),
         bytes: 0,
         sha256: SHA.into(),
+        content: None,
     };
     let bin = BinaryFacts {
         path: "/opt/criu/sbin/criu".into(),

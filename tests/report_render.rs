@@ -139,21 +139,25 @@ fn html_and_markdown_escape_hostile_text() {
         path: "oci/\"><script>alert(4)</script>.log".into(),
         bytes: 1,
         sha256: "<b>".into(),
+        content: None,
     });
     r.artifacts.push(Artifact {
         path: "javascript:alert(5)".into(),
         bytes: 1,
         sha256: "0".into(),
+        content: None,
     });
     r.artifacts.push(Artifact {
         path: "../../etc/passwd".into(),
         bytes: 1,
         sha256: "0".into(),
+        content: None,
     });
     r.artifacts.push(Artifact {
         path: "/etc/shadow".into(),
         bytes: 1,
         sha256: "0".into(),
+        content: None,
     });
     fixtures::write_evidence(t.path(), &r);
     std::fs::write(

@@ -224,7 +224,11 @@ fn sigkill_mid_restore_then_snapshot_refuses_the_ungated_container() {
             .unwrap()
             .flatten()
             .filter(|e| e.file_name().to_string_lossy().ends_with("-reset"))
-            .any(|e| e.path().join("criu-work/restore.log").exists())
+            .any(|e| {
+                // Stored compressed once the restore succeeded.
+                e.path().join("criu-work/restore.log").exists()
+                    || e.path().join("criu-work/restore.log.zst").exists()
+            })
     };
     while !restoring() {
         assert!(

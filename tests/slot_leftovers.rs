@@ -68,7 +68,7 @@ fn kill_snapshot_while_dumping(slot: &str, sd: &Path) -> u32 {
             .flatten()
             .filter(|e| e.file_name().to_string_lossy().ends_with("-snapshot"))
             .any(|e| {
-                std::fs::read_to_string(e.path().join("criu-work/dump.log"))
+                netprobe::evidence::read_recorded_text(&e.path().join("criu-work/dump.log"))
                     .is_ok_and(|l| l.contains("Lock network"))
             })
     };

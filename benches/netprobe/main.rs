@@ -14,7 +14,9 @@
 //! `runc restore`), `desktop` (the same for the desktop guest of `profiles/desktop.toml`,
 //! display gates included, with the image and snapshot sizes), `osworld` (the GNOME guest's
 //! task reset to its first screenshot through a published port vs bare runc + a direct
-//! screenshot, and the published port vs a direct connection), `images` (`netprobe images` vs
+//! screenshot, and the published port vs a direct connection), `retention` (a GNOME reset's
+//! evidence bytes and wall time with large evidence compressed vs stored as written,
+//! alternating, then `slot prune` and the slot's report), `images` (`netprobe images` vs
 //! `crit show` of a 10,001-link netdev image), `archive` (`netprobe images` of a ~55 MiB
 //! checkpoint tar.zst, streamed, vs `tar --zstd -xf` of it into a tmpfs, and its peak memory
 //! for that archive and one twice its size), `matrix` (a 3×3 `netprobe matrix` side by side
@@ -34,6 +36,7 @@ mod netns;
 mod osworld;
 mod procmon;
 mod rawdump;
+mod retention;
 mod slot;
 mod state;
 mod stats;
@@ -49,8 +52,18 @@ pub struct Config {
 }
 
 /// All sections, in run order.
-const SECTIONS: [&str; 10] = [
-    "logs", "links", "state", "ladder", "slot", "desktop", "osworld", "images", "archive", "matrix",
+const SECTIONS: [&str; 11] = [
+    "logs",
+    "links",
+    "state",
+    "ladder",
+    "slot",
+    "desktop",
+    "osworld",
+    "retention",
+    "images",
+    "archive",
+    "matrix",
 ];
 
 /// The netprobe binary the ladder and slot sections run: `$NETPROBE_EXE`, else the one cargo
@@ -126,6 +139,7 @@ fn main() {
             "slot" => slot::run(&cfg),
             "desktop" => desktop::run(&cfg),
             "osworld" => osworld::run(&cfg),
+            "retention" => retention::run(&cfg),
             "images" => images::run(&cfg),
             "archive" => archive::run(&cfg),
             "matrix" => matrix::run(&cfg),

@@ -71,6 +71,16 @@ impl Slot {
         c
     }
 
+    /// The netprobe binary the slot's verbs run.
+    pub(crate) fn exe(&self) -> &Path {
+        &self.exe
+    }
+
+    /// The slot's private state directory.
+    pub(crate) fn state_dir_path(&self) -> PathBuf {
+        self.state_dir.path().to_path_buf()
+    }
+
     /// `runc --root <slot's runc root> …`.
     pub(crate) fn runc(&self) -> Command {
         let mut c = Command::new(self.runtime.as_deref().unwrap_or(Path::new("runc")));
@@ -134,9 +144,10 @@ fn settle() {
 
 /// CRIU's own time for a restore, milliseconds: the stamp `(SS.UUUUUU)` of the last stamped
 /// line of its `restore.log` (CRIU stamps each line with the time since it started), `None`
-/// when the log is missing or has no stamp.
+/// when the log is missing or has no stamp. A log stored compressed (`restore.log.zst`) is read
+/// as it decodes.
 fn criu_log_ms(log: &Path) -> Option<f64> {
-    let text = std::fs::read_to_string(log).ok()?;
+    let text = netprobe::evidence::read_recorded_text(log).ok()?;
     text.lines().rev().find_map(|l| {
         let rest = l.trim_start().strip_prefix('(')?;
         let (stamp, _) = rest.split_once(')')?;

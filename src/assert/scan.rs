@@ -53,7 +53,8 @@ impl LogQuery {
 }
 
 /// Counts, for each query, the lines of the log at `path` matching it, in one streaming pass
-/// with [`DEFAULT_CHUNK`]-byte reads.
+/// with [`DEFAULT_CHUNK`]-byte reads; a log stored compressed (only `<path>.zst` there) is
+/// scanned as it decodes ([`crate::evidence::compressed::open_content`]).
 ///
 /// Returns one count per query, in order. Errors: the file cannot be opened or read;
 /// `InvalidInput` for an empty pattern/anchor, a newline in one, or a line over [`MAX_LINE`].
@@ -69,7 +70,8 @@ pub fn scan_log_with_chunk(
     queries: &[LogQuery],
     chunk: usize,
 ) -> io::Result<Vec<u64>> {
-    let file = crate::evidence::open_regular(path, false)?;
+    // A log stored compressed (`<path>.zst`) is scanned as it decodes.
+    let file = crate::evidence::compressed::open_content(path, false)?;
     scan_reader(file, queries, chunk)
 }
 

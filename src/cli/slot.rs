@@ -66,6 +66,67 @@ enum SlotVerb {
         after_help = "Example:\n  netprobe slot status --slot 0 --state-dir /var/lib/netprobe/slots --json\n"
     )]
     Status(StatusCmd),
+    /// Remove the oldest verb evidence folders beyond --keep (never the provision's, the last
+    /// snapshot's, or a failed verb's without --include-failed), each recorded in the journal
+    /// with its verb.json sha256.
+    #[command(
+        after_help = "Example:\n  sudo netprobe slot prune --slot 0 --state-dir /var/lib/netprobe/slots --keep 20\n"
+    )]
+    Prune(PruneCmd),
+}
+
+/// `slot prune`.
+#[derive(clap::Args)]
+struct PruneCmd {
+    #[command(flatten)]
+    target: Target,
+    /// How many verb folders to keep (the newest; at least 1). Protected folders are kept in
+    /// addition.
+    #[arg(long, allow_hyphen_values = true, value_parser = netprobe::slot::prune::parse_keep)]
+    keep: std::num::NonZeroU32,
+    /// Let failed and interrupted verbs' folders go too.
+    #[arg(long)]
+    include_failed: bool,
+    #[command(flatten)]
+    json: Json,
+}
+
+impl PruneCmd {
+    fn execute(self) -> ExitCode {
+        let r = netprobe::slot::prune::prune(
+            &self.target.state_dir,
+            &self.target.slot,
+            self.keep,
+            self.include_failed,
+        );
+        match r {
+            Ok(o) => {
+                if self.json.json {
+                    super::out::line(serde_json::to_string_pretty(&o).unwrap_or_default());
+                } else {
+                    let mut t = format!(
+                        "slot {}: pruned {} verb folder(s), {} remain",
+                        self.target.slot,
+                        o.removed.len(),
+                        o.remaining
+                    );
+                    for r in &o.removed {
+                        t.push_str(&format!(
+                            "\n  removed {} (verb.json sha256 {}, recorded in journal.jsonl)",
+                            r.folder,
+                            r.verb_sha256.as_deref().unwrap_or("none")
+                        ));
+                    }
+                    for k in &o.kept_beyond {
+                        t.push_str(&format!("\n  kept {}: {}", k.folder, k.why));
+                    }
+                    super::out::line(t);
+                }
+                ExitClass::Ok.into()
+            }
+            Err(e) => fail(e.exit_class(), e),
+        }
+    }
 }
 
 /// The slot every verb names.
@@ -217,6 +278,8 @@ impl SlotVerb {
             SlotVerb::Reset(c) => c.into_args(Verb::Reset),
             SlotVerb::Cleanup(c) => c.into_args(Verb::Cleanup),
             SlotVerb::Status(c) => args(Verb::Status, c.target, c.json, None, None),
+            // `slot prune` runs no verb: [`SlotCmd::execute`] hands it to `PruneCmd` first.
+            SlotVerb::Prune(_) => unreachable!("slot prune is not a verb run"),
         }
     }
 }
@@ -281,6 +344,9 @@ impl Execute for SlotCmd {
             eprintln!(
                 "netprobe: could not install the signal handler ({e}); a signal may leave the current step's processes running"
             );
+        }
+        if let SlotVerb::Prune(p) = self.verb {
+            return p.execute();
         }
         let args = self.verb.into_args();
         match netprobe::slot::run_verb(&args) {

@@ -379,7 +379,12 @@ impl EvidenceDir {
     /// sha256) and links it to `dest` without replacing anything. With `durable`, the file is
     /// fsynced before the link and the folder after it (only the result is written so; every
     /// other file is made durable by the `syncfs` in [`write_result`](Self::write_result)).
-    fn atomic<F>(&self, rel: &str, durable: bool, fill: F) -> Result<Artifact, EvidenceError>
+    pub(super) fn atomic<F>(
+        &self,
+        rel: &str,
+        durable: bool,
+        fill: F,
+    ) -> Result<Artifact, EvidenceError>
     where
         F: FnOnce(&mut File, &Path) -> Result<(u64, String), EvidenceError>,
     {
@@ -420,6 +425,7 @@ impl EvidenceDir {
             path: rel.to_string(),
             bytes,
             sha256,
+            content: None,
         })
     }
 
@@ -603,7 +609,8 @@ impl EvidenceDir {
     }
 
     /// Every file under the folder except those whose relative path is one of `skip`, sorted by
-    /// relative `/`-separated path, each hashed by streaming (a slot verb's `verb.json` lists
+    /// relative `/`-separated path, each hashed by streaming — a `.zst` one also decoded and
+    /// hashed for its `content` ([`super::compressed`]) — (a slot verb's `verb.json` lists
     /// its folder so, leaving out itself and the notes written after it).
     ///
     /// Errors: [`EvidenceError::Io`] (unreadable entry), [`EvidenceError::NotAFile`] (a
@@ -617,10 +624,16 @@ impl EvidenceDir {
                 continue;
             }
             let (sha256, bytes) = sha256_file(&path).map_err(io_err("hash", &path))?;
+            // A file stored compressed is listed with what it decodes to as well; one that does
+            // not decode is listed without (and so differs from a list that has it).
+            let content = super::compressed::is_compressed(&rel)
+                .then(|| super::compressed::content_of(&path).ok())
+                .flatten();
             out.push(Artifact {
                 path: rel,
                 bytes,
                 sha256,
+                content,
             });
         }
         Ok(out)

@@ -97,25 +97,40 @@ pub fn open_regular(path: &Path, follow: bool) -> std::io::Result<File> {
 }
 
 /// Reads the recorded evidence file `path` whole: opened by [`open_regular`] (no symlink, only a
-/// regular file, never blocking), at most [`MAX_PARSED_BYTES`].
+/// regular file, never blocking), at most [`MAX_PARSED_BYTES`]; when only `<path>.zst` is there
+/// (stored compressed, [`super::compressed`]), what it decodes to (at most the same cap).
 ///
 /// Errors: those of [`open_regular`] and of reading; `InvalidData` when the file is larger than
 /// [`MAX_PARSED_BYTES`] (naming the cap).
 pub fn read_recorded(path: &Path) -> std::io::Result<Vec<u8>> {
-    read_bounded(path, MAX_PARSED_BYTES, Symlinks::Refuse).map_err(|e| match e {
-        BoundedReadError::Io(e) => e,
-        BoundedReadError::NotRegular { kind } => std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("{kind}, not a regular file: only the regular file that was recorded is read"),
-        ),
-        BoundedReadError::TooLarge { .. } => std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!(
-                "larger than {} MiB, the most netprobe reads of one evidence file",
-                MAX_PARSED_BYTES >> 20
+    read_bounded(path, MAX_PARSED_BYTES, Symlinks::Refuse)
+        .or_else(|e| match e {
+            // Only stored compressed: its content, decoded (at most the same cap).
+            BoundedReadError::Io(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    && fs::symlink_metadata(super::compressed::zst_path(path)).is_ok() =>
+            {
+                super::compressed::read_zst_bounded(path, MAX_PARSED_BYTES)
+                    .map_err(BoundedReadError::Io)
+            }
+            e => Err(e),
+        })
+        .map_err(|e| match e {
+            BoundedReadError::Io(e) => e,
+            BoundedReadError::NotRegular { kind } => std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "{kind}, not a regular file: only the regular file that was recorded is read"
+                ),
             ),
-        ),
-    })
+            BoundedReadError::TooLarge { .. } => std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "larger than {} MiB, the most netprobe reads of one evidence file",
+                    MAX_PARSED_BYTES >> 20
+                ),
+            ),
+        })
 }
 
 /// [`read_recorded`] as UTF-8 text.

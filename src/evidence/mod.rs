@@ -1,6 +1,8 @@
 //! Evidence: a fresh evidence directory, atomic writes, the artifact list with sha256, the
 //! result model (serde) and its JSON Schema validation.
 //!
+//! - [`compressed`]: evidence stored as zstd (`<name>.zst`): [`EvidenceDir::compress`],
+//!   [`compressed::open_content`] (read transparently), both sha256 in the artifact list.
 //! - [`dir`]: [`EvidenceDir`] (create / open / write / adopt / inventory / write_result),
 //!   [`sha256_file`], [`read_result`], [`default_path`].
 //! - [`empty_dirs`]: [`empty_dirs::fileless_dirs`] (directories holding no file, which no
@@ -16,6 +18,7 @@
 //! - [`schema`]: the embedded JSON Schemas and [`validate_result`] / [`validate_holder`].
 //! - [`result`]: the shared result model.
 
+pub mod compressed;
 pub mod dir;
 pub mod empty_dirs;
 pub mod enclosing;

@@ -130,8 +130,31 @@ pub struct Artifact {
     pub path: String,
     /// Size in bytes.
     pub bytes: u64,
-    /// Lower-case hex SHA-256 of the content.
+    /// Lower-case hex SHA-256 of the stored bytes (what `sha256sum` of the file shows).
     pub sha256: String,
+    /// For a file stored compressed (`….zst`, [`super::compressed`]): what it decodes to.
+    /// Absent for a file stored as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<Content>,
+}
+
+/// What a file stored compressed decodes to: the bytes the writer (CRIU, netprobe) wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Content {
+    /// How the file is stored.
+    pub encoding: Encoding,
+    /// Size of the decoded content, bytes.
+    pub bytes: u64,
+    /// Lower-case hex SHA-256 of the decoded content.
+    pub sha256: String,
+}
+
+/// How a recorded file is stored compressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Encoding {
+    /// A zstd frame (RFC 8878); the file's name ends in `.zst`.
+    Zstd,
 }
 
 /// Facts about one binary netprobe ran (CRIU, the OCI runtime).

@@ -1,6 +1,7 @@
 //! A slot verb's evidence folder against the `artifacts` its `verb.json` lists (path relative
 //! to the folder, bytes, sha256 of every file the verb wrote before `verb.json`, as a run's
-//! result lists its artifacts): each file hashed again. With `verb.json`'s own sha256 in the
+//! result lists its artifacts): each file hashed again, and a file stored compressed
+//! (`….zst`) decoded and its content's sha256 and size compared too. With `verb.json`'s own sha256 in the
 //! slot's journal ([`super::slot_view`]), the chain journal → `verb.json` → every file holds:
 //! a file changed, missing or added after the verb wrote `verb.json` is a MISMATCH.
 //!
@@ -50,6 +51,31 @@ fn made_by_verb(verb_dir: &Path, rel: &str) -> bool {
                 .is_some_and(crate::evidence::empty_dirs::is_criu_cgroup_yard))
 }
 
+/// The line for a listed file whose stored bytes match but whose decoded content does not
+/// (`on_disk`: what the stored file decodes to, `None` when it does not decode).
+fn content_mismatch(a: &Artifact, on_disk: Option<&crate::evidence::result::Content>) -> String {
+    match (&a.content, on_disk) {
+        (Some(want), Some(got)) => format!(
+            "{}: decodes to sha256 {}… ({} bytes), not the {}… ({} bytes) verb.json lists",
+            a.path,
+            short(&got.sha256),
+            got.bytes,
+            short(&want.sha256),
+            want.bytes
+        ),
+        (Some(want), None) => format!(
+            "{}: does not decode as zstd, but verb.json lists its content ({}…, {} bytes)",
+            a.path,
+            short(&want.sha256),
+            want.bytes
+        ),
+        (None, _) => format!(
+            "{}: stored compressed, but verb.json lists no content for it",
+            a.path
+        ),
+    }
+}
+
 /// The files `verb_dir`'s `incomplete.txt` names as not written (`not written: FILE (why)`
 /// lines, as the verb's end writes them); none without the note.
 fn not_written_by_note(verb_dir: &Path) -> Vec<String> {
@@ -91,7 +117,10 @@ pub(crate) fn check(verb_dir: &Path, listed: Option<&[Artifact]>) -> ArtifactChe
     let mut mismatches = Vec::new();
     for a in listed {
         match on_disk.iter().find(|f| f.path == a.path) {
-            Some(f) if f.sha256 == a.sha256 && f.bytes == a.bytes => {}
+            Some(f) if f.sha256 == a.sha256 && f.bytes == a.bytes && f.content == a.content => {}
+            Some(f) if f.sha256 == a.sha256 && f.bytes == a.bytes => {
+                mismatches.push(content_mismatch(a, f.content.as_ref()))
+            }
             Some(f) => mismatches.push(format!(
                 "{}: sha256 {}… ({} bytes) is not the {}… ({} bytes) verb.json lists: the file was changed after the verb wrote it",
                 a.path,
@@ -199,6 +228,33 @@ mod tests {
         );
     }
 
+    /// A compressed file is proven by its stored bytes and by what it decodes to: a list
+    /// whose `content` is not what the file decodes to is named.
+    #[test]
+    fn a_compressed_files_content_is_checked_too() {
+        let d = tempfile::tempdir().unwrap();
+        let ev = EvidenceDir::open(d.path()).unwrap();
+        ev.write("criu-work/dump.log", &b"(00.1) dumped\n".repeat(2000))
+            .unwrap();
+        ev.compress("criu-work/dump.log").unwrap();
+        let mut listed = ev.inventory_except(&SLOT_VERB_UNLISTED).unwrap();
+        assert_eq!(check(d.path(), Some(&listed)).state, "matches");
+        let c = listed[0].content.as_mut().unwrap();
+        c.sha256 = "00".repeat(32);
+        let c = check(d.path(), Some(&listed));
+        assert_eq!(c.state, "DIFFERS");
+        assert!(
+            c.mismatches[0].starts_with("criu-work/dump.log.zst: decodes to sha256 "),
+            "{c:#?}"
+        );
+        listed[0].content = None;
+        let c = check(d.path(), Some(&listed));
+        assert!(
+            c.mismatches[0].contains("stored compressed, but verb.json lists no content"),
+            "{c:#?}"
+        );
+    }
+
     #[test]
     fn a_listed_name_that_leaves_the_folder_is_never_opened_and_a_fifo_never_read() {
         let root = tempfile::tempdir().unwrap();
@@ -209,6 +265,7 @@ mod tests {
             path: "../owner.json".into(),
             bytes: 2,
             sha256: crate::evidence::sha256_hex(b"{}"),
+            content: None,
         }];
         let c = check(&d, Some(&forged));
         assert_eq!(c.state, "DIFFERS");

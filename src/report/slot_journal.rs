@@ -93,6 +93,68 @@ pub(super) fn journal_check(
     }
 }
 
+/// A verb whose folder `slot prune` removed, as the journal recorded it.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct PrunedRow {
+    /// The folder's name (`0004-reset`).
+    pub name: String,
+    /// The verb (from the folder's name).
+    pub verb: String,
+    /// sha256 of its `verb.json` the prune recorded (`None`: it had none).
+    pub verb_sha256: Option<String>,
+    /// When it was pruned.
+    pub at: String,
+    /// The prune's words: what it removed and why.
+    pub detail: String,
+}
+
+/// The verbs of the slot's `journal` whose folders are not among `on_disk`: those `slot prune`
+/// removed (its `pruned` entry: "pruned (hash recorded)"), and — as mismatches — those whose
+/// `end` the journal records with a folder that is gone and was never pruned.
+pub(super) fn pruned(
+    journal: &[crate::slot::layout::JournalEntry],
+    on_disk: &[String],
+) -> (Vec<PrunedRow>, Vec<String>) {
+    let gone = |name: &str| !on_disk.iter().any(|n| n == name);
+    let rows: Vec<PrunedRow> = journal
+        .iter()
+        .filter(|e| e.event == crate::slot::prune::PRUNED_EVENT)
+        .filter_map(|e| {
+            let name = e.evidence.clone()?;
+            gone(&name).then(|| PrunedRow {
+                verb: name.split_once('-').map_or("", |(_, v)| v).to_string(),
+                name,
+                verb_sha256: e.verb_sha256.clone(),
+                at: e.at.clone(),
+                detail: e.detail.clone(),
+            })
+        })
+        .collect();
+    let mut missing = Vec::new();
+    for e in journal.iter().filter(|e| e.event == "end") {
+        let Some(name) = e.evidence.as_deref() else {
+            continue;
+        };
+        if gone(name)
+            && !rows.iter().any(|r| r.name == name)
+            && !missing
+                .iter()
+                .any(|m: &String| m.starts_with(&format!("{name}: ")))
+        {
+            missing.push(format!(
+                "{name}: journal.jsonl records this verb's end ({} at {}{}), but its folder is gone and was not pruned (`netprobe slot prune` records each folder it removes): removed outside netprobe",
+                end_word(e),
+                e.at,
+                e.verb_sha256
+                    .as_deref()
+                    .map(|h| format!(", verb.json sha256 {}…", &h[..h.len().min(12)]))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    (rows, missing)
+}
+
 /// How a journal `end` entry ended, in one word: `ok`, `interrupted` (its detail begins as an
 /// interruption note's end does), else `failed`.
 fn end_word(end: &crate::slot::layout::JournalEntry) -> &'static str {

@@ -171,8 +171,11 @@ pub(crate) struct SlotPage {
     /// What differs from what the slot recorded when each verb ended (`name: detail`): a
     /// `verb.json` against the journal's sha256, a file against `verb.json`'s artifacts, a
     /// journal line that is not an entry, a `verb.json` whose `ok` its own gates contradict
-    /// ([`outcome_contradiction`]); the page says NOT VERIFIED when any.
+    /// ([`outcome_contradiction`]), a verb folder the journal records that is gone and was not
+    /// pruned; the page says NOT VERIFIED when any.
     pub differs: Vec<String>,
+    /// Verbs whose folders `slot prune` removed, with the `verb.json` sha256 it recorded.
+    pub pruned: Vec<super::slot_journal::PrunedRow>,
 }
 
 /// One verb's evidence folder.
@@ -581,6 +584,7 @@ impl SlotPage {
             verbs: Vec::new(),
             declared: Vec::new(),
             differs: Vec::new(),
+            pruned: Vec::new(),
         };
         let bad = crate::slot::layout::journal_bad_lines(&journal_path);
         if !bad.is_empty() {
@@ -588,6 +592,12 @@ impl SlotPage {
                 "journal.jsonl: line(s) {} are not journal entries (netprobe writes one whole entry per line; only a last line cut by a crash may be partial): the journal was edited",
                 bad.iter().map(usize::to_string).collect::<Vec<_>>().join(" ")
             ));
+        }
+        if source == SlotSource::Slot {
+            let names: Vec<String> = folders.iter().map(|(_, n, _)| n.clone()).collect();
+            let (rows, missing) = super::slot_journal::pruned(&journal, &names);
+            page.pruned = rows;
+            page.differs.extend(missing);
         }
         for (path, name, prefix) in folders {
             let (v, doc) = verb_view(&path, &name, &prefix, &journal);

@@ -102,6 +102,9 @@ pub(crate) fn restore(
         let e = run.step_err("runtime-restore", e);
         return Err(restore_failed(run, st, &*rt, e));
     }
+    // CRIU's restore log: no gate reads it after a restore that succeeded; stored compressed
+    // beside the gates that follow.
+    run.compress_beside("criu-work/restore.log");
 
     // The restored container's `runtime state` (for runc decided in-process from its
     // `state.json`, as runc does: `oci::runc_state`) is queried on a second thread while the

@@ -373,15 +373,9 @@ impl<'a> VerbRun<'a> {
         let Some(d) = self.ev.clone() else {
             return;
         };
-        let what = what.to_string();
-        let in_flight = self.in_flight.clone();
         let unwritten = self.unwritten.clone();
         let rec = self.rec.clone();
-        in_flight
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(what.clone());
-        self.pending.push(std::thread::spawn(move || {
+        self.spawn_beside(what, move || {
             let files = make();
             for (name, bytes) in files {
                 let name = rec.claim_name(&name);
@@ -389,11 +383,32 @@ impl<'a> VerbRun<'a> {
                     unwritten.push(Unwritten::of(&name, &e));
                 }
             }
+        });
+    }
+
+    /// Runs `job` (evidence work beside the verb) on a thread of its own, joined by
+    /// [`VerbRun::finish`]; `what` (a file name) is named by an interruption note until `job`
+    /// returns.
+    pub(crate) fn spawn_beside(&mut self, what: &str, job: impl FnOnce() + Send + 'static) {
+        let what = what.to_string();
+        let in_flight = self.in_flight.clone();
+        in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(what.clone());
+        self.pending.push(std::thread::spawn(move || {
+            job();
             let mut v = in_flight.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(i) = v.iter().position(|w| *w == what) {
                 v.remove(i);
             }
         }));
+    }
+
+    /// The verb's record (gates, timings, facts), shared: for threads beside the verb that
+    /// record facts.
+    pub(crate) fn record_handle(&self) -> VerbRecord {
+        self.rec.clone()
     }
 
     /// What [`VerbRun::ev_make_beside`] threads are still making (for tests).
@@ -481,7 +496,15 @@ impl<'a> VerbRun<'a> {
     fn open_evidence(&mut self) -> Result<(), SlotError> {
         let base = self.paths.evidence();
         fs::create_dir_all(&base).map_err(|e| self.folder_error(&base, &e))?;
-        let mut seq = fs::read_dir(&base).map(|r| r.count()).unwrap_or(0) + 1;
+        // After the newest folder (not after the count: `slot prune` removes older ones, and a
+        // number is never given twice — the journal names folders by it).
+        let mut seq = super::prune::verb_folders(&base)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|n| n.split_once('-').and_then(|(s, _)| s.parse::<usize>().ok()))
+            .max()
+            .unwrap_or(0)
+            + 1;
         loop {
             let d = base.join(format!("{seq:04}-{}", self.verb()));
             match fs::create_dir(&d) {
@@ -559,6 +582,13 @@ impl<'a> VerbRun<'a> {
             let _ = w.join();
         }
         self.took("evidence-beside-wait", t);
+        // Once the outcome is decided and only for a verb that succeeded: its large files
+        // stored compressed before the end record lists them ([`super::evidence_compress`]).
+        if let (Ok(_), Some(ev)) = (&res, &self.ev) {
+            let t = Instant::now();
+            super::evidence_compress::compress_at_end(ev, &self.rec);
+            self.took("evidence-compress", t);
+        }
         self.took("total", self.started);
         let st = match &res {
             Ok((_, s)) => s.clone(),

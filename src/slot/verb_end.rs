@@ -370,6 +370,67 @@ mod tests {
         assert_slot_reports_no_mismatch(&ev);
     }
 
+    /// A verb that succeeded stores CRIU's log (compressed beside it) and its other large
+    /// files compressed before `verb.json` lists them with both sha256; report proves them,
+    /// and notices a stored file whose content was swapped for another valid zstd stream.
+    #[test]
+    fn a_succeeded_verb_lists_its_large_files_compressed_and_report_proves_them() {
+        let log: String = (0..5000)
+            .map(|i| format!("({i:06}) restoring task {i}\n"))
+            .collect();
+        let state = "{\"links\": []}\n".repeat(1000);
+        let (out, ev, end, _tmp) = end_of(
+            |ev| {
+                std::fs::create_dir(ev.join("criu-work")).unwrap();
+                std::fs::write(ev.join("criu-work/restore.log"), &log).unwrap();
+            },
+            |run| {
+                run.compress_beside("criu-work/restore.log");
+                run.ev_write("netstate-after.json", state.as_bytes());
+            },
+            Ok(("reset done".into(), None)),
+        );
+        let o = out.unwrap();
+        assert!(end.ok);
+        let doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(ev.join("verb.json")).unwrap()).unwrap();
+        let arts = doc["artifacts"].as_array().unwrap();
+        let zlog = arts
+            .iter()
+            .find(|a| a["path"] == "criu-work/restore.log.zst")
+            .unwrap();
+        let stored = std::fs::read(ev.join("criu-work/restore.log.zst")).unwrap();
+        assert_eq!(zlog["sha256"], crate::evidence::sha256_hex(&stored));
+        assert_eq!(zlog["content"]["encoding"], "zstd");
+        assert_eq!(
+            zlog["content"]["sha256"],
+            crate::evidence::sha256_hex(log.as_bytes())
+        );
+        assert!(arts.iter().any(|a| a["path"] == "netstate-after.json.zst"));
+        assert!(!ev.join("criu-work/restore.log").exists());
+        let facts = o.facts["evidence_compressed"].as_array().unwrap().len();
+        assert_eq!(facts, 2, "{:#?}", o.facts);
+        assert_slot_reports_no_mismatch(&ev);
+        // The log's readers read it through its old name.
+        let n = crate::assert::scan_log(
+            &ev.join("criu-work/restore.log"),
+            &[crate::assert::LogQuery::new("restoring task")],
+        )
+        .unwrap();
+        assert_eq!(n, [5000]);
+        // Another log, compressed: a valid stream, but not the content verb.json lists.
+        let other = zstd::encode_all(&b"(00.000001) forged\n"[..], 3).unwrap();
+        std::fs::remove_file(ev.join("criu-work/restore.log.zst")).unwrap();
+        std::fs::write(ev.join("criu-work/restore.log.zst"), other).unwrap();
+        let slot_dir = ev.parent().unwrap().parent().unwrap();
+        let m = crate::report::slot_mismatches(slot_dir);
+        assert!(
+            m.iter()
+                .any(|l| l.contains("criu-work/restore.log.zst: sha256")),
+            "{m:#?}"
+        );
+    }
+
     /// `netprobe report` of the slot holding evidence folder `ev` finds no mismatch.
     fn assert_slot_reports_no_mismatch(ev: &std::path::Path) {
         let slot_dir = ev.parent().unwrap().parent().unwrap();

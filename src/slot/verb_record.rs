@@ -401,6 +401,7 @@ mod tests {
             path: "criu-work/restore.log".into(),
             bytes: 3,
             sha256: "ab".repeat(32),
+            content: None,
         }];
         let running = (Some(Phase::Running), &declared[..]);
         let doc = VerbDoc::new(
