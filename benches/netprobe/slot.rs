@@ -419,16 +419,8 @@ fn breakdown(
 ) {
     let (np, pr) = sides;
     let timed_steps = &steps[steps.len().saturating_sub(runs)..];
-    let mut keys: Vec<&String> = timed_steps.iter().flat_map(|m| m.keys()).collect();
-    keys.sort();
-    keys.dedup();
-    let med = |k: &str| {
-        let v: Vec<f64> = timed_steps
-            .iter()
-            .filter_map(|m| m.get(k).copied())
-            .collect();
-        crate::stats::median_f64(&v)
-    };
+    let (keys, medians) = step_medians(steps, runs);
+    let med = |k: &str| medians.get(k).copied().unwrap_or(f64::NAN);
     let total = med("total");
     // Where the runtime step's time goes: CRIU's own restore time on each side (the
     // rest of a `restore` step is the runtime around CRIU: spawn, cgroups, hooks, state).
@@ -494,17 +486,8 @@ pub(crate) fn print_step_medians(
     steps: &[BTreeMap<String, f64>],
     runs: usize,
 ) {
-    let timed_steps = &steps[steps.len().saturating_sub(runs)..];
-    let mut keys: Vec<&String> = timed_steps.iter().flat_map(|m| m.keys()).collect();
-    keys.sort();
-    keys.dedup();
-    let med = |k: &str| {
-        let v: Vec<f64> = timed_steps
-            .iter()
-            .filter_map(|m| m.get(k).copied())
-            .collect();
-        crate::stats::median_f64(&v)
-    };
+    let (keys, medians) = step_medians(steps, runs);
+    let med = |k: &str| medians.get(k).copied().unwrap_or(f64::NAN);
     note(
         section,
         format!(
@@ -515,4 +498,27 @@ pub(crate) fn print_step_medians(
                 .join(", ")
         ),
     );
+}
+
+/// The step names of the timed runs (the warm-up is `steps[0]`), sorted, and each step's median
+/// over those runs, ms.
+fn step_medians(
+    steps: &[BTreeMap<String, f64>],
+    runs: usize,
+) -> (Vec<String>, BTreeMap<String, f64>) {
+    let timed_steps = &steps[steps.len().saturating_sub(runs)..];
+    let mut keys: Vec<String> = timed_steps.iter().flat_map(|m| m.keys().cloned()).collect();
+    keys.sort();
+    keys.dedup();
+    let medians = keys
+        .iter()
+        .map(|k| {
+            let v: Vec<f64> = timed_steps
+                .iter()
+                .filter_map(|m| m.get(k).copied())
+                .collect();
+            (k.clone(), crate::stats::median_f64(&v))
+        })
+        .collect();
+    (keys, medians)
 }
