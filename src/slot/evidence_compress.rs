@@ -9,8 +9,9 @@
 //!   compressed), and the display gates' waits run meanwhile. [`VerbRun::finish`] joins it
 //!   with the other evidence written beside the verb.
 //! - At the verb's end, once its outcome is decided and only when it succeeded, every other
-//!   file of at least [`COMPRESS_THRESHOLD`] bytes but those `report` shows or links by name
-//!   ([`KEEP_PLAIN`], PNGs, anything already compressed) is compressed
+//!   log (`*.log`) of at least [`COMPRESS_THRESHOLD`] bytes but those `report` shows or links by
+//!   name ([`KEEP_PLAIN`], anything already compressed) is compressed; the captures (JSON, text)
+//!   stay as written, read by name by operators and tests
 //!   ([`compress_at_end`]). A failed verb's files stay as written: they are the ones read.
 //!
 //! With `NETPROBE_EVIDENCE_PLAIN=1` ([`PLAIN_ENV`]) nothing is compressed (the bench's A/B).
@@ -49,10 +50,13 @@ pub(crate) const KEEP_PLAIN: [&str; 10] = [
     "criu-lock-released.txt",
 ];
 
-/// Whether the end pass compresses the folder's file `rel` of `bytes` bytes.
+/// Whether the end pass compresses the folder's file `rel` of `bytes` bytes: a log (`*.log`:
+/// CRIU's, strace's) of at least [`COMPRESS_THRESHOLD`] bytes. The captures (`netstate-*.json`,
+/// `netfilter*.txt`, …) stay as written: operators, tests and other tools read them by name.
 pub(crate) fn worth_compressing(rel: &str, bytes: u64) -> bool {
     let name = rel.rsplit('/').next().unwrap_or(rel);
     bytes >= COMPRESS_THRESHOLD
+        && name.ends_with(".log")
         && !is_compressed(rel)
         && !rel.ends_with(".png")
         && !name.starts_with('.')
@@ -162,7 +166,8 @@ mod tests {
     #[test]
     fn only_large_files_report_does_not_name_are_compressed() {
         assert!(worth_compressing("criu-work/restore.log", 952_423));
-        assert!(worth_compressing("netstate-after.json", 13_258));
+        assert!(worth_compressing("strace-restore.log", 13_258));
+        assert!(!worth_compressing("netstate-after.json", 13_258));
         assert!(!worth_compressing("netstate-after.json", 1_000));
         assert!(!worth_compressing("gates.json", 12_000));
         assert!(!worth_compressing("screen-input.png", 47_000));
@@ -176,6 +181,7 @@ mod tests {
         let ev = EvidenceDir::open(d.path()).unwrap();
         let big = "{\"links\": []}\n".repeat(1000);
         ev.write("netstate-after.json", big.as_bytes()).unwrap();
+        ev.write("strace.log", big.as_bytes()).unwrap();
         ev.write("gates.json", big.as_bytes()).unwrap();
         ev.write("timings.json", b"{}").unwrap();
         let rec = super::super::verb_record::VerbRecord::default();
@@ -189,13 +195,15 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["gates.json", "netstate-after.json.zst", "timings.json"]
+            [
+                "gates.json",
+                "netstate-after.json",
+                "strace.log.zst",
+                "timings.json"
+            ]
         );
         let facts = rec.lock().facts.clone();
-        assert_eq!(
-            facts["evidence_compressed"][0]["path"],
-            "netstate-after.json.zst"
-        );
+        assert_eq!(facts["evidence_compressed"][0]["path"], "strace.log.zst");
         assert_eq!(
             facts["evidence_compressed"][0]["content_bytes"],
             big.len() as u64
