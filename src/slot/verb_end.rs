@@ -370,8 +370,9 @@ mod tests {
         assert_slot_reports_no_mismatch(&ev);
     }
 
-    /// A verb that succeeded stores CRIU's log (compressed beside it) and its other large
-    /// files compressed before `verb.json` lists them with both sha256; report proves them,
+    /// A verb that succeeded stores CRIU's log (compressed beside it) and its other large logs
+    /// compressed before `verb.json` lists them with both sha256 (captures stay as written);
+    /// report proves them,
     /// and notices a stored file whose content was swapped for another valid zstd stream.
     #[test]
     fn a_succeeded_verb_lists_its_large_files_compressed_and_report_proves_them() {
@@ -387,6 +388,7 @@ mod tests {
             |run| {
                 run.compress_beside("criu-work/restore.log");
                 run.ev_write("netstate-after.json", state.as_bytes());
+                run.ev_write("strace-restore.log", state.as_bytes());
             },
             Ok(("reset done".into(), None)),
         );
@@ -406,7 +408,8 @@ mod tests {
             zlog["content"]["sha256"],
             crate::evidence::sha256_hex(log.as_bytes())
         );
-        assert!(arts.iter().any(|a| a["path"] == "netstate-after.json.zst"));
+        assert!(arts.iter().any(|a| a["path"] == "strace-restore.log.zst"));
+        assert!(arts.iter().any(|a| a["path"] == "netstate-after.json"));
         assert!(!ev.join("criu-work/restore.log").exists());
         let facts = o.facts["evidence_compressed"].as_array().unwrap().len();
         assert_eq!(facts, 2, "{:#?}", o.facts);
