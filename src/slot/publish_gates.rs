@@ -6,7 +6,7 @@
 //! status` shows of them, live.
 
 use super::error::SlotError;
-use super::gate::GateId;
+use super::gate::{GateId, Observed};
 use super::publish::PublishedPort;
 use super::run::VerbRun;
 use super::state::SlotState;
@@ -57,7 +57,7 @@ fn http_check(st: &SlotState, port: u16) -> Option<(String, u16)> {
 
 /// One try of one port: an HTTP request answered with `status`, or a connection that stays
 /// open for [`HOLD_OPEN`]. Returns what was observed.
-fn try_port(p: &PublishedPort, http: Option<&(String, u16)>) -> Result<String, String> {
+fn try_port(p: &PublishedPort, http: Option<&(String, u16)>) -> Observed {
     let mut s = TcpStream::connect_timeout(&p.host(), Duration::from_secs(1))
         .map_err(|e| format!("connect {}: {e}", p.host()))?;
     match http {

@@ -12,7 +12,7 @@
 
 use super::display::{self, socket_of};
 use super::error::SlotError;
-use super::gate::GateId;
+use super::gate::{GateId, Observed};
 use super::run::VerbRun;
 use crate::profile::SCREEN_SAMPLE_MS;
 use crate::x11::{self, Display, Rect, Screenshot, ewmh};
@@ -52,7 +52,7 @@ impl ScreenCheck {
 }
 
 /// What one sample saw: the fact holds (`Ok`) or not yet (`Err`), in words for the gate.
-type Sample = Result<String, String>;
+type Sample = Observed;
 
 /// Runs `check` against display `number` of the container whose init is `pid`, polling until
 /// it holds or `left` is spent; records its gate (blocking).
