@@ -61,7 +61,13 @@ fn refused(mut s: TcpStream) -> bool {
 fn a_holder_without_published_ports_stays_one_thread() {
     let h = Holder::spawn(&opts()).unwrap();
     assert_eq!(threads(h.identity().pid), 1);
+    // The holder reports ready before it starts the forwarder's threads (connections wait in
+    // the listener's backlog meanwhile), so the count is awaited, bounded.
     let (f, _) = forwarding_holder(5000);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while threads(f.identity().pid) < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert!(
         threads(f.identity().pid) >= 2,
         "the forwarder runs its threads"
