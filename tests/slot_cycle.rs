@@ -197,7 +197,15 @@ fn full_cycle_default_image_with_gates() {
         "{:?}",
         gate(&r, "net-fidelity")
     );
-    assert!(gate(&r, "snapshot-complete").proven);
+    // The images are proven by the stat recorded when they were hashed, not re-hashed.
+    let g = gate(&r, "snapshot-complete");
+    assert!(
+        g.proven
+            && g.detail
+                .contains("(blake3 as recorded; unchanged since hashed"),
+        "{g:?}"
+    );
+    assert!(state(&sd, 7).snapshot.unwrap().checkpoint_stats.is_some());
     assert_guest(&r, "restore");
     // runc's state decided in-process from its state.json (no runc process), and said so.
     let how = r.facts["restore_runtime_state_source"].as_str().unwrap();

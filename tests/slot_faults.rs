@@ -237,7 +237,28 @@ fn an_edited_snapshot_is_refused(sd: &Path) {
         "{e}"
     );
     std::fs::write(&manifest, &orig_manifest).unwrap();
+    // A checkpoint image rewritten: a byte changed is named by digest; the same bytes put back
+    // pass by a re-hash (its ctime moved, so its recorded stat no longer proves it).
+    let img = snap.join("checkpoint/inventory.img");
+    let orig_img = std::fs::read(&img).unwrap();
+    let mut flipped = orig_img.clone();
+    flipped[0] ^= 0xff;
+    std::fs::write(&img, &flipped).unwrap();
+    let e = err(&args(Verb::Reset, "11", sd));
+    assert_gate_err(&e, "11", "snapshot-complete", 1);
+    assert!(
+        e.message.contains("(blake3): changed inventory.img ("),
+        "{e}"
+    );
+    std::fs::write(&img, &orig_img).unwrap();
     let o = ok(Verb::Reset, "11", sd);
+    let g = gate(&o, "snapshot-complete");
+    assert!(
+        g.proven
+            && g.detail.contains("(blake3 as recorded)")
+            && !g.detail.contains("not re-hashed"),
+        "{g:?}"
+    );
     assert!(gate(&o, "upper-copy").proven);
     assert!(gate(&o, "cgroup-empty").proven);
     assert!(gate(&o, "netns-empty").proven);

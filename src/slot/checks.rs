@@ -227,8 +227,9 @@ pub fn stale_tmp(root: &Path) -> Vec<String> {
 }
 
 /// The `snapshot-complete` gate: the snapshot `st` references (in the slot folder `root`) has a
-/// manifest, every checkpoint file as recorded (by BLAKE3 when the manifest records it for every
-/// file, else by sha256: [`super::checkpoint_images::checkpoint_images`]), the network state with its recorded hash, the
+/// manifest, every checkpoint file as recorded (by the `stat` recorded when it was hashed, else
+/// by BLAKE3 when the manifest records it for every file, else by sha256:
+/// [`super::checkpoint_images::checkpoint_images`]), the network state with its recorded hash, the
 /// reference screen (`screen.png`, a profile with a display) with the sha256 recorded in
 /// `state.json` and in the manifest, and a saved upper. Returns the snapshot folder and the
 /// detail.
@@ -286,8 +287,12 @@ pub fn snapshot_complete(root: &Path, st: &SlotState) -> Result<(PathBuf, String
     }
     let files: Vec<ImageFile> = serde_json::from_value(m["checkpoint_files"].clone())
         .map_err(|e| format!("manifest checkpoint_files: {e}"))?;
-    let images = super::checkpoint_images::checkpoint_images(&dir.join("checkpoint"), &files)
-        .map_err(|e| format!("{e}; {retake}"))?;
+    let images = super::checkpoint_images::checkpoint_images(
+        &dir.join("checkpoint"),
+        &files,
+        s.checkpoint_stats.as_deref(),
+    )
+    .map_err(|e| format!("{e}; {retake}"))?;
     let screen = match &s.screen {
         None => String::new(),
         Some(a) => {

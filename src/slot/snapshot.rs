@@ -265,8 +265,10 @@ fn snapshot_steps(
         .map_err(|e| run.step_err("upper-digest", e))?;
 
     let images = tmp.join("checkpoint");
-    let files = run
-        .time("manifest", || inventory_with_blake3(&images))
+    let (files, checkpoint_stats) = run
+        .time("manifest", || {
+            super::checkpoint_images::hashed_with_stats(&images, || inventory_with_blake3(&images))
+        })
         .map_err(|e| run.step_err("manifest", e))?;
     let manifest = json!({
         "id": sid,
@@ -299,6 +301,7 @@ fn snapshot_steps(
         screen: screen.clone(),
         upper: Some(upper_digest.clone()),
         manifest_sha256: Some(sha256_hex(&mbytes)),
+        checkpoint_stats,
     });
     st.phase = Phase::after(Verb::Snapshot, VerbEnd::Succeeded, st.phase).unwrap_or(st.phase);
     run.save(st)?;

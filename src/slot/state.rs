@@ -402,6 +402,12 @@ pub struct SnapshotRef {
     /// sha256 of the snapshot's `manifest.json` as written. `None`: as for `upper`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manifest_sha256: Option<String>,
+    /// Each checkpoint file's `stat` when its digest was recorded (sorted by name;
+    /// [`super::checkpoint_images::hashed_with_stats`]): while every file keeps it, the
+    /// `snapshot-complete` gate proves the images without re-hashing them. `None` (a snapshot of
+    /// an older netprobe, or a file changed during the hash): they are re-hashed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_stats: Option<Vec<super::checkpoint_images::ImageStat>>,
 }
 
 /// The slot profile a slot was provisioned with (`--profile FILE` or the built-in default),

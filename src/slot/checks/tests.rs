@@ -90,6 +90,7 @@ pub(crate) fn snapshot_for(st: &mut SlotState, root: &Path) -> PathBuf {
         screen: None,
         upper: Some(upper),
         manifest_sha256: None,
+        checkpoint_stats: None,
     });
     write_manifest(st, &dir, &m);
     dir
