@@ -200,16 +200,10 @@ struct ProvisionCmd {
     /// 127.0.0.1) in the host's namespace and forwards each connection to 127.0.0.1:GUEST_PORT
     /// in the slot's. GUEST_PORT must be one the profile serves (network.guest_port or a tcp/http
     /// readiness check). A taken host port is refused (exit 3) naming who holds it.
-    #[arg(long, value_name = "[HOST_ADDR:]HOST_PORT:GUEST_PORT", value_parser = parse_publish)]
+    #[arg(long, value_name = "[HOST_ADDR:]HOST_PORT:GUEST_PORT", value_parser = netprobe::slot::publish::parse_publish)]
     publish: Vec<netprobe::profile::Publish>,
     #[command(flatten)]
     json: Json,
-}
-
-/// `--publish`: [`netprobe::slot::publish::parse_publish`] (a malformed spec or port is a
-/// usage error, exit 2).
-fn parse_publish(s: &str) -> Result<netprobe::profile::Publish, String> {
-    netprobe::slot::publish::parse_publish(s).map_err(|e| e.to_string())
 }
 
 /// `--cgroup-driver`: `systemd` or `cgroupfs` (a bad name is a usage error, exit 2).

@@ -54,21 +54,57 @@ pub struct Listener {
     pub guest_port: u16,
 }
 
-/// Parses the holder's `--publish FD:GUEST_PORT` argument. Errors: the reason, for the
-/// holder's exit-2 message (usage of a hidden internal command).
-pub fn parse_publish_arg(s: &str) -> Result<Listener, String> {
+/// A holder `--publish FD:GUEST_PORT` argument that does not parse (usage of a hidden internal
+/// command: clap reports it, exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum PublishArgError {
+    /// No `:` between the two numbers.
+    #[error("--publish {given:?}: expected FD:GUEST_PORT")]
+    Malformed {
+        /// The argument as given.
+        given: String,
+    },
+    /// The part before `:` is not a descriptor number.
+    #[error("--publish {given:?}: {fd:?} is not an fd")]
+    Fd {
+        /// The argument as given.
+        given: String,
+        /// Its descriptor part.
+        fd: String,
+    },
+    /// The part after `:` is not a port 1-65535.
+    #[error("--publish {given:?}: {port:?} is not a port 1-65535")]
+    Port {
+        /// The argument as given.
+        given: String,
+        /// Its port part.
+        port: String,
+    },
+}
+
+/// Parses the holder's `--publish FD:GUEST_PORT` argument.
+///
+/// Errors: [`PublishArgError`] naming the argument and the part that does not parse.
+pub fn parse_publish_arg(s: &str) -> Result<Listener, PublishArgError> {
     let (fd, port) = s
         .split_once(':')
-        .ok_or_else(|| format!("--publish {s:?}: expected FD:GUEST_PORT"))?;
-    let fd: RawFd = fd
-        .parse()
-        .map_err(|_| format!("--publish {s:?}: {fd:?} is not an fd"))?;
-    let guest_port: u16 = port
-        .parse()
-        .ok()
-        .filter(|p| *p != 0)
-        .ok_or_else(|| format!("--publish {s:?}: {port:?} is not a port 1-65535"))?;
-    Ok(Listener { fd, guest_port })
+        .ok_or_else(|| PublishArgError::Malformed { given: s.into() })?;
+    let fd_num: RawFd = fd.parse().map_err(|_| PublishArgError::Fd {
+        given: s.into(),
+        fd: fd.into(),
+    })?;
+    let guest_port: u16 =
+        port.parse()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| PublishArgError::Port {
+                given: s.into(),
+                port: port.into(),
+            })?;
+    Ok(Listener {
+        fd: fd_num,
+        guest_port,
+    })
 }
 
 struct Conn {

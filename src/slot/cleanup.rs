@@ -79,7 +79,7 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
     match super::publish_gates::closed_proof(run, st) {
         Ok(Some(d)) => holder_detail.push_str(&format!("; {d}")),
         Ok(None) => {}
-        Err(e) => problems.push(e),
+        Err(e) => problems.extend(e),
     }
     problems.extend(cgroup_problem);
     let r = if problems.is_empty() {

@@ -294,8 +294,15 @@ pub(crate) fn resume_if_published(run: &mut VerbRun, st: &SlotState, h: &Process
 /// Cleanup's proof, after the holder was stopped: no socket listens on any published host port
 /// (`/proc/net/tcp{,6}` of netprobe's namespace: no LISTEN row on that port at that address or a
 /// wildcard) and a bind test on it succeeds (closed at once). Records fact
-/// `published_ports_closed`. Returns the detail for the `released` gate, or the problems.
-pub(crate) fn closed_proof(run: &mut VerbRun, st: &SlotState) -> Result<Option<String>, String> {
+/// `published_ports_closed`. Returns the detail for the `released` gate (None: no port was
+/// published).
+///
+/// Errors: the problems, one sentence per port (still listening, naming who; `/proc/net/tcp`
+/// unreadable; the bind test failed).
+pub(crate) fn closed_proof(
+    run: &mut VerbRun,
+    st: &SlotState,
+) -> Result<Option<String>, Vec<String>> {
     if st.published_ports.is_empty() {
         return Ok(None);
     }
@@ -343,7 +350,7 @@ pub(crate) fn closed_proof(run: &mut VerbRun, st: &SlotState) -> Result<Option<S
             "published ports {} (no LISTEN row in /proc/net/tcp or tcp6; bind test passed)",
             ok.join(", ")
         ))),
-        false => Err(bad.join("; ")),
+        false => Err(bad),
     }
 }
 
