@@ -25,7 +25,7 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
     run.record(GateId::ConfigHash, r);
     let holder_r = checks::holder(st);
     run.clear("cleanup", &CLEANUP_GATES)?;
-    st.phase = Phase::after(Verb::Cleanup, VerbEnd::Began, st.phase).unwrap_or(st.phase);
+    st.phase = Phase::after(Verb::Cleanup, VerbEnd::Began, st.phase);
     run.save(st)?;
     let rt = run.runtime(st, &rt_path, &cr_path);
     let id = st.container_id.clone();
@@ -88,7 +88,7 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
         Err(problems.join("; "))
     };
     run.gate(GateId::Released, r)?;
-    st.phase = Phase::after(Verb::Cleanup, VerbEnd::Succeeded, st.phase).unwrap_or(st.phase);
+    st.phase = Phase::after(Verb::Cleanup, VerbEnd::Succeeded, st.phase);
     run.save(st)?;
     Ok(format!(
         "slot clean ({holder_detail}){removed_detail}; evidence kept in {}",

@@ -92,8 +92,7 @@ pub(crate) fn provision(run: &mut VerbRun) -> Result<(String, Option<SlotState>)
         last_verb: Some("provision".into()),
         last_ok: false,
     };
-    let began = Phase::after(Verb::Provision, VerbEnd::Began, st.phase);
-    st.phase = began.unwrap_or(st.phase);
+    st.phase = Phase::after(Verb::Provision, VerbEnd::Began, st.phase);
     run.save(&mut st)?;
     run.journal("step", true, "state written: provisioning");
     let r = provision_steps(run, &mut st, &src, listeners);
@@ -202,7 +201,7 @@ fn finish(
             container_gone: true,
         },
     };
-    st.phase = Phase::after(Verb::Provision, end, st.phase).unwrap_or(st.phase);
+    st.phase = Phase::after(Verb::Provision, end, st.phase);
     match r {
         Ok(summary) => {
             st.last_ok = true;

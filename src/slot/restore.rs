@@ -261,7 +261,7 @@ fn stop_for_reset(
             let end = VerbEnd::Failed {
                 container_gone: gone,
             };
-            st.phase = Phase::after(run.args.verb, end, st.phase).unwrap_or(st.phase);
+            st.phase = Phase::after(run.args.verb, end, st.phase);
             let _ = run.save(st);
         }
         return Err(e);
@@ -275,7 +275,7 @@ fn stop_for_reset(
 /// Errors: `state.json` could not be written (step `state-write`).
 fn save_began(run: &mut VerbRun, st: &mut SlotState) -> Result<(), SlotError> {
     let t = Instant::now();
-    st.phase = Phase::after(run.args.verb, VerbEnd::Began, st.phase).unwrap_or(st.phase);
+    st.phase = Phase::after(run.args.verb, VerbEnd::Began, st.phase);
     run.save(st)?;
     run.took("state-save", t);
     Ok(())
@@ -594,7 +594,7 @@ fn restored_gates(
     // Every gate passed: the container is the slot's, kept whatever comes now.
     drop(on_signal);
     let t = Instant::now();
-    st.phase = Phase::after(run.args.verb, VerbEnd::Succeeded, st.phase).unwrap_or(st.phase);
+    st.phase = Phase::after(run.args.verb, VerbEnd::Succeeded, st.phase);
     st.restores += 1;
     st.last_verb = Some(run.verb().into());
     st.last_ok = true;
@@ -696,7 +696,7 @@ fn restore_failed(
     } else {
         Verb::Restore
     };
-    st.phase = Phase::after(verb, end, st.phase).unwrap_or(st.phase);
+    st.phase = Phase::after(verb, end, st.phase);
     let _ = st.save(&run.paths.state());
     run.journal(
         "step",

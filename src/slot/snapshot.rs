@@ -86,7 +86,7 @@ pub(crate) fn snapshot(run: &mut VerbRun, st: &mut SlotState) -> Result<String, 
 
     run.clear("snapshot", &SNAPSHOT_GATES)?;
     let prev_phase = st.phase;
-    st.phase = Phase::after(Verb::Snapshot, VerbEnd::Began, prev_phase).unwrap_or(prev_phase);
+    st.phase = Phase::after(Verb::Snapshot, VerbEnd::Began, prev_phase);
     run.save(st)?;
     let sid = format!(
         "{}-{}",
@@ -103,7 +103,7 @@ pub(crate) fn snapshot(run: &mut VerbRun, st: &mut SlotState) -> Result<String, 
         let _ = fs::remove_dir(&tmp);
         let container_gone = matches!(common::container_status(&*rt, &id), Ok(None));
         let end = VerbEnd::Failed { container_gone };
-        st.phase = Phase::after(Verb::Snapshot, end, prev_phase).unwrap_or(prev_phase);
+        st.phase = Phase::after(Verb::Snapshot, end, prev_phase);
         let _ = st.save(&run.paths.state());
     }
     res
@@ -303,7 +303,7 @@ fn snapshot_steps(
         manifest_sha256: Some(sha256_hex(&mbytes)),
         checkpoint_stats,
     });
-    st.phase = Phase::after(Verb::Snapshot, VerbEnd::Succeeded, st.phase).unwrap_or(st.phase);
+    st.phase = Phase::after(Verb::Snapshot, VerbEnd::Succeeded, st.phase);
     run.save(st)?;
     // The previous snapshot is replaced: removed once the new one is recorded (its name was
     // checked when state.json was loaded), and the removal is a fact of this verb.

@@ -98,8 +98,7 @@ impl Phase {
     }
 
     /// The one table of phase transitions: the phase a slot is in after `verb` reached `end`,
-    /// coming from `prev` (the phase before the verb began). `None` for `status`, which changes
-    /// nothing.
+    /// coming from `prev` (the phase before the verb began). `status` changes nothing: `prev`.
     ///
     /// | verb | began | succeeded | failed |
     /// |---|---|---|---|
@@ -107,11 +106,11 @@ impl Phase {
     /// | snapshot | snapshotting | checkpointed | snapshot-failed if the container is gone, else `prev` |
     /// | restore, reset | restoring | running | restore-failed |
     /// | cleanup | cleaning | clean | cleaning |
-    pub fn after(verb: Verb, end: VerbEnd, prev: Phase) -> Option<Phase> {
+    pub fn after(verb: Verb, end: VerbEnd, prev: Phase) -> Phase {
         use Phase::*;
         use VerbEnd::*;
-        Some(match (verb, end) {
-            (Verb::Status, _) => return None,
+        match (verb, end) {
+            (Verb::Status, _) => prev,
             (Verb::Provision, Began) => Provisioning,
             (Verb::Provision, Succeeded) => Ready,
             (Verb::Provision, Failed { .. }) => ProvisionFailed,
@@ -135,7 +134,7 @@ impl Phase {
             (Verb::Cleanup, Began) => Cleaning,
             (Verb::Cleanup, Succeeded) => Clean,
             (Verb::Cleanup, Failed { .. }) => Cleaning,
-        })
+        }
     }
 }
 
@@ -603,19 +602,13 @@ mod tests {
         };
         assert_eq!(
             Phase::after(Verb::Provision, Succeeded, Provisioning),
-            Some(Ready)
+            Ready
         );
-        assert_eq!(
-            Phase::after(Verb::Snapshot, gone, Ready),
-            Some(SnapshotFailed)
-        );
-        assert_eq!(Phase::after(Verb::Snapshot, alive, Running), Some(Running));
-        assert_eq!(
-            Phase::after(Verb::Reset, alive, Running),
-            Some(RestoreFailed)
-        );
-        assert_eq!(Phase::after(Verb::Cleanup, Succeeded, Running), Some(Clean));
-        assert_eq!(Phase::after(Verb::Status, Began, Ready), None);
+        assert_eq!(Phase::after(Verb::Snapshot, gone, Ready), SnapshotFailed);
+        assert_eq!(Phase::after(Verb::Snapshot, alive, Running), Running);
+        assert_eq!(Phase::after(Verb::Reset, alive, Running), RestoreFailed);
+        assert_eq!(Phase::after(Verb::Cleanup, Succeeded, Running), Clean);
+        assert_eq!(Phase::after(Verb::Status, Began, Ready), Ready);
     }
 
     #[test]
