@@ -202,7 +202,7 @@ mod tests {
         _: bool,
         _: &str,
     ) -> Box<dyn crate::oci::RuntimeOps> {
-        unreachable!("these tests build no runtime")
+        panic!("these tests build no runtime: a verb under test asked for one")
     }
 
     /// A fresh slot 1 in `tmp/state`, its lock held by `run`'s caller, and evidence folder
