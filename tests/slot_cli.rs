@@ -5,10 +5,6 @@
 mod slot_support;
 use slot_support::*;
 
-fn json(out: &str) -> serde_json::Value {
-    serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
-}
-
 /// Exit 2: malformed slot numbers and bad option combinations; nothing is created.
 #[test]
 fn usage_errors_exit_2() {

@@ -17,20 +17,6 @@ const CRUN: &str = "/opt/crun-1.28/bin/crun";
 const CRIU_4_3: &str = "/opt/criu-4.3/sbin/criu";
 const SLOT: &str = "94";
 
-fn json(out: &str) -> serde_json::Value {
-    serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
-}
-
-fn gate_proven(doc: &serde_json::Value, name: &str) -> bool {
-    doc["gates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|g| g["name"] == name)
-        .is_some_and(|g| g["proven"] == true)
-}
-
 /// Live (not zombie) processes whose command line names `needle`, with that command line.
 fn procs_naming(needle: &str) -> Vec<(i32, String)> {
     let mut v = Vec::new();

@@ -8,20 +8,6 @@ use netprobe::slot::SlotLock;
 use slot_support::*;
 use std::time::{Duration, Instant};
 
-fn json(out: &str) -> serde_json::Value {
-    serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
-}
-
-fn gate_proven(doc: &serde_json::Value, name: &str) -> bool {
-    doc["gates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|g| g["name"] == name)
-        .is_some_and(|g| g["proven"] == true)
-}
-
 /// `netprobe slot VERB --slot N --state-dir SD` started with its output discarded (to be killed).
 fn spawn_quiet(verb: &str, slot: &str, sd: &std::path::Path) -> std::process::Child {
     std::process::Command::new(EXE)

@@ -17,10 +17,6 @@ use slot_support::*;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-fn json(out: &str) -> serde_json::Value {
-    serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
-}
-
 /// `slot status --json` of `slot`, validated against the slot-state schema.
 fn status(v: &jsonschema::Validator, slot: &str, sd: &Path) -> serde_json::Value {
     let (code, out, err) = cli_slot("status", slot, sd, &["--json"]);

@@ -491,3 +491,20 @@ pub fn lock_in(h: &netprobe::ns::ProcessIdentity) -> Vec<String> {
     })
     .unwrap()
 }
+
+/// `out` parsed as JSON; panics naming the text when it is not.
+pub fn json(out: &str) -> serde_json::Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+/// True when the last record of gate `name` in a verb's JSON document `doc` (`gates[]`) is
+/// proven.
+pub fn gate_proven(doc: &serde_json::Value, name: &str) -> bool {
+    doc["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|g| g["name"] == name)
+        .is_some_and(|g| g["proven"] == true)
+}
