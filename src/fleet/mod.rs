@@ -160,6 +160,35 @@ pub fn write(dir: &Path, f: &FleetResult) -> Result<String, FleetError> {
     Ok(md)
 }
 
+/// Whether `dir` is a fleet folder: it holds `fleet.json` (`netprobe report` then shows the
+/// fleet table).
+pub fn is_fleet_folder(dir: &Path) -> bool {
+    dir.join(model::FLEET_FILE).is_file()
+}
+
+/// `netprobe report DIR` of a fleet folder: the hosts verified again (never the recorded
+/// `fleet.json` taken on trust; its `expect` reused), the same table written as `report.md` or
+/// `report.html` (replacing the previous one whole). Returns the file written and the result.
+/// Errors: those of [`examine`], [`FleetError::Write`].
+pub fn report(
+    dir: &Path,
+    format: crate::report::Format,
+) -> Result<(PathBuf, FleetResult), FleetError> {
+    let expect = fsio::read_recorded(&dir.join(model::FLEET_FILE))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v["expect"].as_str().and_then(VerdictCode::parse));
+    let f = examine(dir, expect)?;
+    let path = dir.join(format.file_name());
+    fsio::replace_atomic(&path, crate::report::fleet_report(&f, format).as_bytes()).map_err(
+        |source| FleetError::Write {
+            path: path.clone(),
+            source,
+        },
+    )?;
+    Ok((path, f))
+}
+
 /// The exit class of a fleet result (as [`table::exit_class`] decided it).
 pub fn class(f: &FleetResult) -> ExitClass {
     f.exit_class

@@ -46,9 +46,14 @@ fn record(path: &Path) -> Option<serde_json::Value> {
 
 /// Whether `dir` is (or was meant to be) an evidence folder of `netprobe run`.
 fn looks_like_evidence(dir: &Path) -> bool {
-    [RESULT_FILE, "interrupted.txt", "incomplete.txt", "host.json"]
-        .iter()
-        .any(|f| dir.join(f).exists())
+    [
+        RESULT_FILE,
+        "interrupted.txt",
+        "incomplete.txt",
+        "host.json",
+    ]
+    .iter()
+    .any(|f| dir.join(f).exists())
 }
 
 /// The host folder `folder` (absolute) named `rel`: which evidence folder, which record.

@@ -39,8 +39,14 @@ pub fn mark_duplicates(rows: &mut [FleetHost]) {
 fn peer_key(r: &FleetHost) -> (String, String, String) {
     (
         r.kernel.clone().unwrap_or_default(),
-        r.runtime.as_ref().map(|b| b.sha256.clone()).unwrap_or_default(),
-        r.criu.as_ref().map(|b| b.sha256.clone()).unwrap_or_default(),
+        r.runtime
+            .as_ref()
+            .map(|b| b.sha256.clone())
+            .unwrap_or_default(),
+        r.criu
+            .as_ref()
+            .map(|b| b.sha256.clone())
+            .unwrap_or_default(),
     )
 }
 
@@ -133,9 +139,8 @@ pub fn order(rows: &mut [FleetHost]) {
 /// could not run (exit 4, or any other non-zero exit); else 0.
 pub fn exit_class(rows: &[FleetHost]) -> ExitClass {
     let any = |f: &dyn Fn(&FleetHost) -> bool| rows.iter().any(f);
-    if any(&|r| {
-        r.state == HostState::NotVerified || r.disagrees.is_some() || r.run_exit == Some(1)
-    }) {
+    if any(&|r| r.state == HostState::NotVerified || r.disagrees.is_some() || r.run_exit == Some(1))
+    {
         ExitClass::Gate
     } else if any(&|r| {
         matches!(
@@ -208,9 +213,15 @@ mod tests {
         use VerdictCode::*;
         let mut rows = vec![row("a", "6.1", RuntimeEmptyNs), row("b", "6.18", CriuNetns)];
         mark_disagreements(&mut rows, Some(RuntimeEmptyNs));
-        assert_eq!(rows[1].disagrees.as_ref().unwrap().against, DisagreeKind::Expect);
+        assert_eq!(
+            rows[1].disagrees.as_ref().unwrap().against,
+            DisagreeKind::Expect
+        );
         assert_eq!(exit_class(&rows), ExitClass::Gate);
-        let mut ok = vec![row("a", "6.1", RuntimeEmptyNs), row("B", "6.1", RuntimeEmptyNs)];
+        let mut ok = vec![
+            row("a", "6.1", RuntimeEmptyNs),
+            row("B", "6.1", RuntimeEmptyNs),
+        ];
         assert_eq!(exit_class(&ok), ExitClass::Ok);
         ok[1].state = HostState::Unreachable;
         assert_eq!(exit_class(&ok), ExitClass::CouldNotRun);
