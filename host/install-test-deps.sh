@@ -8,7 +8,7 @@
 # it) and `e2fsprogs` (mkfs.ext4 -d, debugfs); `podman` with `netavark` and `aardvark-dns` (rootful,
 # runc; tests/archive_podman.rs exports and restores checkpoint archives with it); `ansible-core` and
 # `openssh-client` (deploy/ansible/'s playbook against this machine and the VM over SSH,
-# tests/fleet_ansible.rs); OSWorld's client in a private venv
+# tests/common/fleet_play.rs, run by tests/vm.rs); OSWorld's client in a private venv
 # (host/install-osworld-client.sh). Installing Debian 12's qemu-system-x86 removes a
 # backported qemu-utils; qemu-utils (qemu-img, qemu-storage-daemon: the slot's qcow2 path) is
 # then installed again in the matching version. Idempotent: does nothing when every package is

@@ -46,7 +46,12 @@ fn evidence(runtime: &str) -> PathBuf {
 
 fn copy(from: &Path, to: &Path) {
     fs::create_dir_all(to.parent().unwrap()).unwrap();
-    let o = Command::new("cp").arg("-a").arg(from).arg(to).output().unwrap();
+    let o = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .output()
+        .unwrap();
     assert!(o.status.success());
 }
 
@@ -79,7 +84,9 @@ fn ansible_host(dir: &Path, folder: &str, name: &str, run_rc: i32) {
     copy(&evidence("runc"), &run.join("evidence"));
     fs::write(
         run.join("host-run.json"),
-        format!(r#"{{"host": "{name}", "run": "20261207T220000Z", "doctor_rc": 0, "run_rc": {run_rc}}}"#),
+        format!(
+            r#"{{"host": "{name}", "run": "20261207T220000Z", "doctor_rc": 0, "run_rc": {run_rc}}}"#
+        ),
     )
     .unwrap();
 }
@@ -112,7 +119,10 @@ fn verified_hosts_and_one_that_differs_from_expect() {
     assert_eq!(dis["compared_with"], "node-a");
     assert_eq!(dis["diff_command"], "netprobe diff node-a node-c");
     assert!(
-        dis["diff"].as_str().unwrap().contains("verdict CHANGED: runtime-empty-ns -> runtime-preserves-netns"),
+        dis["diff"]
+            .as_str()
+            .unwrap()
+            .contains("verdict CHANGED: runtime-empty-ns -> runtime-preserves-netns"),
         "{dis}"
     );
     let first = text.find("### Hosts that differ").unwrap();
@@ -122,10 +132,21 @@ fn verified_hosts_and_one_that_differs_from_expect() {
     let o = np().arg("report").arg(d).output().unwrap();
     assert_eq!(o.status.code(), Some(1));
     let md = fs::read_to_string(d.join("report.md")).unwrap();
-    assert!(md.contains("### Hosts that differ") && md.contains("| node-c |"), "{md}");
-    let o = np().args(["report", "--format", "html"]).arg(d).output().unwrap();
+    assert!(
+        md.contains("### Hosts that differ") && md.contains("| node-c |"),
+        "{md}"
+    );
+    let o = np()
+        .args(["report", "--format", "html"])
+        .arg(d)
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(1));
-    assert!(fs::read_to_string(d.join("report.html")).unwrap().contains("<td>node-c</td>"));
+    assert!(
+        fs::read_to_string(d.join("report.html"))
+            .unwrap()
+            .contains("<td>node-c</td>")
+    );
 }
 
 #[test]
@@ -143,7 +164,12 @@ fn a_tampered_host_alone_is_not_verified() {
     assert_eq!(rc, 1, "{text}");
     assert_eq!(host(&j, "node-a")["state"], "verified");
     assert_eq!(host(&j, "node-b")["state"], "not-verified");
-    assert!(host(&j, "node-b")["reason"].as_str().unwrap().contains("artifact oci/dump.log changed"));
+    assert!(
+        host(&j, "node-b")["reason"]
+            .as_str()
+            .unwrap()
+            .contains("artifact oci/dump.log changed")
+    );
     assert!(text.contains("**NOT VERIFIED**"), "{text}");
 }
 
@@ -171,7 +197,12 @@ fn bad_input_is_named_in_the_table_and_the_exit_code() {
     for f in ["node-a", "node-a-old"] {
         assert_eq!(host(&j, f)["state"], "duplicate-host", "{text}");
     }
-    assert!(host(&j, "node-a")["reason"].as_str().unwrap().contains("node-a-old/"));
+    assert!(
+        host(&j, "node-a")["reason"]
+            .as_str()
+            .unwrap()
+            .contains("node-a-old/")
+    );
 
     // A newer netprobe's folder.
     let t = tempfile::tempdir().unwrap();
@@ -186,7 +217,10 @@ fn bad_input_is_named_in_the_table_and_the_exit_code() {
     assert_eq!(rc, 2, "{text}");
     let n = host(&j, "node-new");
     assert_eq!(n["state"], "newer-netprobe");
-    assert!(n["reason"].as_str().unwrap().contains("netprobe 99.1.0"), "{n}");
+    assert!(
+        n["reason"].as_str().unwrap().contains("netprobe 99.1.0"),
+        "{n}"
+    );
     assert_eq!(n["kernel"], host(&j, "node-a")["kernel"]);
 
     // A host whose run was refused (exit 3) and left no evidence.
@@ -195,10 +229,19 @@ fn bad_input_is_named_in_the_table_and_the_exit_code() {
     copy(&evidence("runc"), &d.join("node-a"));
     let run = d.join("node-r/20261207T220000Z");
     fs::create_dir_all(&run).unwrap();
-    fs::write(run.join("host-run.json"), r#"{"host": "node-r", "run_rc": 3, "doctor_rc": 3}"#).unwrap();
+    fs::write(
+        run.join("host-run.json"),
+        r#"{"host": "node-r", "run_rc": 3, "doctor_rc": 3}"#,
+    )
+    .unwrap();
     let (rc, j, text) = fleet(d, &[]);
     assert_eq!(rc, 3, "{text}");
-    assert!(host(&j, "node-r")["reason"].as_str().unwrap().contains("run exit 3"));
+    assert!(
+        host(&j, "node-r")["reason"]
+            .as_str()
+            .unwrap()
+            .contains("run exit 3")
+    );
 }
 
 #[test]

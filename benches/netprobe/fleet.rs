@@ -115,7 +115,9 @@ pub fn run(cfg: &Config) -> Result<(), String> {
     // Every copy verifies (the generator is right), once, before timing.
     let (_, code, _) = run_measured(Command::new(&exe).arg("fleet").arg(&big));
     if code != 0 {
-        return Err(format!("netprobe fleet over the generated {n} hosts exited {code}"));
+        return Err(format!(
+            "netprobe fleet over the generated {n} hosts exited {code}"
+        ));
     }
     let loop_cmd = format!(
         "for d in {}/host-*/; do {} verify \"$d\" >/dev/null || exit 1; done",

@@ -13,8 +13,9 @@
 # stdout/stderr/exit code written to /io/out, unmounts and powers the machine off. serial-getty on
 # ttyS0 and systemd-firstboot are masked (the getty's vhangup swallows console output; firstboot
 # would prompt). No network is configured in the guest. openssh-server and python3 are in the
-# image for the fleet test (tests/fleet_ansible.rs: Ansible over SSH); ssh.service is disabled at
-# boot and started by the command that needs it (host/vm/fleet-guest.sh).
+# image for the fleet test (tests/common/fleet_play.rs, run by tests/vm.rs: Ansible over SSH);
+# ssh.service is disabled at boot and started by the command that needs it
+# (host/vm/fleet-guest.sh).
 #
 # Cached by content hash: the hash covers this script, the guest unit + runner, the package list,
 # the apt sources file, the CRIU tree and the optional kernel suite. A finished image lives in

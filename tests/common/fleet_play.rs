@@ -1,16 +1,7 @@
-//! deploy/ansible/ against two real hosts, then `netprobe fleet` over what it fetched: this
-//! machine (`connection: local`; kernel 6.18, hybrid cgroups) and the Debian 12 VM of host/vm/
-//! over SSH (kernel 6.1, cgroup v2 + systemd), booted once by host/vm/run.sh with
-//! `--ssh-port` and host/vm/fleet-guest.sh (sshd, a key made here). Proven: `--check` changes
-//! nothing; the play fetches both evidence folders with their exit codes; the table shows both
-//! kernels and cgroup modes, `runtime-empty-ns` on both, both verified (exit 0); the play never
-//! writes over a fetched folder; a line removed from one host's `oci/dump.log` makes that host
-//! alone NOT VERIFIED (exit 1); with the VM shut down the play reports it unreachable and the
-//! table lists it with Ansible's reason while this machine's new result stands (exit 4).
-//!
-//! Needs root, ansible-core, openssh-client, qemu-system-x86, mmdebstrap, e2fsprogs
-//! (host/install-test-deps.sh) and CRIU in /opt. The VM image is host/vm/build-image.sh's
-//! (cached by content hash; `NETPROBE_VM_CACHE`).
+//! The fleet test (issue 34) inside a VM boot that tests/vm.rs already pays for: Ansible
+//! (deploy/ansible/) against this machine (`connection: local`) and the Debian 12 VM of host/vm/
+//! over SSH (the boot's command ends with host/vm/fleet-guest.sh: sshd, a key made here), then
+//! `netprobe fleet` over what it fetched. See [`prove`] for what is proven.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -182,30 +173,18 @@ fn procs_mentioning(needle: &str) -> Vec<String> {
     v
 }
 
-#[test]
-fn ansible_fleet_of_this_host_and_the_vm() {
-    let t0 = Instant::now();
-    let img = Command::new("bash")
-        .arg(repo().join("host/vm/build-image.sh"))
-        .output()
-        .unwrap();
-    ok(&img, "host/vm/build-image.sh");
-    let img = String::from_utf8(img.stdout).unwrap().trim().to_string();
-    let tmpd = tempfile::tempdir().unwrap();
-    let tmp = tmpd.path().to_path_buf();
-    // The binary the fleet runs: this build, without its debug info (236 MB → a few MB over SSH
-    // into an emulated guest).
-    let binary = tmp.join("netprobe");
-    ok(
-        &Command::new("strip")
-            .args(["--strip-debug", "-o"])
-            .arg(&binary)
-            .arg(env!("CARGO_BIN_EXE_netprobe"))
-            .output()
-            .unwrap(),
-        "strip",
-    );
-    let key = tmp.join("fleet_key");
+/// A VM booted by host/vm/run.sh with `--ssh-port`, its command ending in fleet-guest.sh.
+pub struct Booted {
+    vm: Vm,
+    fleet: Fleet,
+    /// run.sh's stderr once it ended.
+    pub run_stderr: String,
+}
+
+/// The key pair (made here) and the free port for [`boot`]: `(private key, port)`. The public
+/// key is `<key>.pub`; put it into the guest and pass `/io/in/fleet_key.pub` to fleet-guest.sh.
+pub fn key_and_port(work: &Path) -> (PathBuf, u16) {
+    let key = work.join("fleet_key");
     ok(
         &Command::new("ssh-keygen")
             .args([
@@ -223,34 +202,35 @@ fn ansible_fleet_of_this_host_and_the_vm() {
             .unwrap(),
         "ssh-keygen",
     );
-    let port = free_port();
-    let run_tmp = tmp.join("vm-tmp");
-    fs::create_dir(&run_tmp).unwrap();
-    let vm_out = tmp.join("vm-out");
-    let child = Command::new("bash")
-        .arg(repo().join("host/vm/run.sh"))
-        .args([
-            "--image",
-            &img,
-            "--timeout",
-            "1800",
-            "--ssh-port",
-            &port.to_string(),
-        ])
-        .arg("--put")
-        .arg(repo().join("host/vm/fleet-guest.sh"))
-        .arg("--put")
-        .arg(key.with_extension("pub"))
-        .arg("--out")
-        .arg(&vm_out)
-        .args(["--", "sh /io/in/fleet-guest.sh /io/in/fleet_key.pub 1500"])
-        .env("TMPDIR", &run_tmp)
+    (key, free_port())
+}
+
+/// The guest command's tail that makes the VM a fleet host until the controller stops it.
+pub const GUEST_TAIL: &str = "sh /io/in/fleet-guest.sh /io/in/fleet_key.pub 1800";
+
+/// Starts `run` (a run.sh command with `--ssh-port port` and fleet-guest.sh put in) and waits
+/// for the guest's sshd (it starts once the command before [`GUEST_TAIL`] has ended).
+/// `work` holds the fleet's files (not run.sh's TMPDIR).
+pub fn boot(mut run: Command, work: &Path, key: PathBuf, port: u16, bound: Duration) -> Booted {
+    let child = run
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut vm = Vm(Some(child));
-    let inventory = tmp.join("inventory.ini");
+    let binary = work.join("netprobe");
+    // The binary the fleet runs: this build without its debug info (236 MB → a few MB over
+    // SSH into an emulated guest).
+    ok(
+        &Command::new("strip")
+            .args(["--strip-debug", "-o"])
+            .arg(&binary)
+            .arg(env!("CARGO_BIN_EXE_netprobe"))
+            .output()
+            .unwrap(),
+        "strip",
+    );
+    let inventory = work.join("inventory.ini");
     fs::write(
         &inventory,
         format!(
@@ -262,35 +242,53 @@ fn ansible_fleet_of_this_host_and_the_vm() {
         ),
     )
     .unwrap();
-    let f = Fleet {
-        fleet: tmp.join("fleet"),
-        tmp: tmp.clone(),
+    let fleet = Fleet {
+        fleet: work.join("fleet"),
+        tmp: work.to_path_buf(),
         inventory,
         binary,
         key,
         port,
     };
-
-    // Wait for the guest's sshd (boot under TCG: 20–60 s).
-    let boot = Instant::now();
+    let t = Instant::now();
     loop {
         if let Some(st) = vm.0.as_mut().unwrap().try_wait().unwrap() {
-            panic!(
-                "the VM ended before sshd came up ({st}); see {}",
-                vm_out.display()
-            );
+            let mut err = String::new();
+            use std::io::Read;
+            let _ =
+                vm.0.as_mut()
+                    .unwrap()
+                    .stderr
+                    .take()
+                    .unwrap()
+                    .read_to_string(&mut err);
+            panic!("the VM ended before its sshd came up ({st}): {err}");
         }
-        if f.ssh("true").status.success() {
+        if fleet.ssh("true").status.success() {
             break;
         }
-        assert!(
-            boot.elapsed() < Duration::from_secs(600),
-            "no sshd in the VM after 600 s"
-        );
+        assert!(t.elapsed() < bound, "no sshd in the VM after {bound:?}");
         std::thread::sleep(Duration::from_secs(3));
     }
-    eprintln!("VM up after {:?}", boot.elapsed());
-
+    eprintln!("fleet: the VM's sshd answered after {:?}", t.elapsed());
+    Booted {
+        vm,
+        fleet,
+        run_stderr: String::new(),
+    }
+}
+/// Proves, with the VM of `b` up: `--check` changes nothing; the play fetches both hosts'
+/// evidence with their exit codes; the table shows both kernels and cgroup modes,
+/// `runtime-empty-ns` on both, both verified (exit 0); the same run name again is refused with
+/// nothing changed; a line removed from the VM's `oci/dump.log` makes that host alone NOT
+/// VERIFIED (exit 1); then the VM is shut down (its command ends, run.sh powers it off) and the
+/// play reports it unreachable, the table lists it with Ansible's reason, this machine's new
+/// result stands (exit 4). Returns run.sh's exit status (the caller checks it and what the
+/// boot's earlier command left).
+pub fn prove(b: &mut Booted) -> std::process::ExitStatus {
+    let f = &b.fleet;
+    let vm = &mut b.vm;
+    let run_stderr = &mut b.run_stderr;
     // --check changes nothing: no fleet folder, nothing left on the hosts.
     let o = f.play(&["--check"]);
     ok(&o, "ansible-playbook --check");
@@ -305,6 +303,7 @@ fn ansible_fleet_of_this_host_and_the_vm() {
     ok(&o, "ansible-playbook");
     eprintln!("play over both hosts: {:?}", p0.elapsed());
     let (rc, j, text) = f.fleet();
+    eprintln!("fleet: the table after the play:\n{text}");
     assert_eq!(rc, 0, "{text}");
     let (me, guest) = (host(&j, "this-host"), host(&j, "vm"));
     let uname =
@@ -380,12 +379,14 @@ fn ansible_fleet_of_this_host_and_the_vm() {
         .unwrap()
         .read_to_string(&mut err)
         .unwrap();
-    assert!(st.success(), "run.sh: {st}: {err}");
+    run_stderr.push_str(&err);
+    let vm_status = st;
     vm.0 = None;
     let o = f.play(&[]);
     let so = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(so.contains("UNREACHABLE!"), "{so}");
     let (rc, j, text) = f.fleet();
+    eprintln!("fleet: the table with the VM shut down:\n{text}");
     assert_eq!(rc, 4, "{text}");
     let g = host(&j, "vm");
     assert_eq!(g["state"], "unreachable", "{text}");
@@ -404,16 +405,11 @@ fn ansible_fleet_of_this_host_and_the_vm() {
     // Two play runs of this machine kept side by side, the newest used.
     assert_eq!(fs::read_dir(f.fleet.join("this-host")).unwrap().count(), 2);
 
-    // Nothing left running; run.sh removed its files.
+    // Nothing of the fleet left running (Ansible's SSH masters end with the VM).
     assert!(
-        procs_mentioning(tmp.to_str().unwrap()).is_empty(),
+        procs_mentioning(f.tmp.to_str().unwrap()).is_empty(),
         "processes left"
     );
-    assert_eq!(
-        fs::read_dir(&run_tmp).unwrap().count(),
-        0,
-        "run.sh left files"
-    );
     assert_eq!(fs::read_dir(f.remote()).unwrap().count(), 0, "left here");
-    eprintln!("whole test: {:?}", t0.elapsed());
+    vm_status
 }
