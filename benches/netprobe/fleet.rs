@@ -72,6 +72,8 @@ fn bench_only_generate(ev: &Path, dir: &Path, n: usize) -> Result<(), String> {
 }
 
 /// Runs `cmd`, returning its wall time, exit code and maximum RSS (KiB, from `wait4`).
+// The child is reaped by `wait4` (which also gives its rusage), not by `Child::wait`.
+#[allow(clippy::zombie_processes)]
 fn run_measured(cmd: &mut Command) -> (Duration, i32, i64) {
     let t = Instant::now();
     let child = cmd

@@ -60,7 +60,7 @@ fn majority(rows: &[FleetHost], idx: &[usize]) -> Option<VerdictCode> {
             None => n.push((v, 1)),
         }
     }
-    n.sort_by(|a, b| b.1.cmp(&a.1));
+    n.sort_by_key(|x| std::cmp::Reverse(x.1));
     match n.as_slice() {
         [(v, _)] => Some(*v),
         [(v, a), (_, b), ..] if a > b => Some(*v),

@@ -28,11 +28,11 @@ struct Vm(Option<Child>);
 
 impl Drop for Vm {
     fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            if c.try_wait().ok().flatten().is_none() {
-                unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-                let _ = c.wait();
-            }
+        if let Some(mut c) = self.0.take()
+            && c.try_wait().ok().flatten().is_none()
+        {
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let _ = c.wait();
         }
     }
 }
