@@ -138,25 +138,31 @@ fn add_diffs(dir: &Path, rows: &mut [FleetHost]) {
 }
 
 /// Writes `fleet.json` (validated first), `fleet.md` and `fleet.html` into `dir`, each
-/// replacing the previous one whole. Returns the Markdown. Errors: [`FleetError::Schema`],
-/// [`FleetError::Write`].
+/// replacing the previous one whole, one at a time (each buffer dropped before the next is
+/// made: the peak is one document, not three). Returns the Markdown. Errors:
+/// [`FleetError::Schema`], [`FleetError::Write`].
 pub fn write(dir: &Path, f: &FleetResult) -> Result<String, FleetError> {
-    let v = serde_json::to_value(f).map_err(|e| FleetError::Schema(e.to_string()))?;
     static V: std::sync::LazyLock<jsonschema::Validator> = std::sync::LazyLock::new(|| {
         crate::evidence::schema::compile("fleet.schema.json", model::FLEET_SCHEMA)
     });
-    crate::evidence::schema::validate_with(&V, &v).map_err(|e| FleetError::Schema(e.join("; ")))?;
-    let md = crate::report::fleet_report(f, crate::report::Format::Markdown);
-    let html = crate::report::fleet_report(f, crate::report::Format::Html);
-    let json = serde_json::to_vec_pretty(&v).map_err(|e| FleetError::Schema(e.to_string()))?;
-    for (name, bytes) in [
-        (model::FLEET_FILE, json.as_slice()),
-        (model::FLEET_MD, md.as_bytes()),
-        (model::FLEET_HTML, html.as_bytes()),
-    ] {
+    let put = |name: &str, bytes: &[u8]| {
         let path = dir.join(name);
-        fsio::replace_atomic(&path, bytes).map_err(|source| FleetError::Write { path, source })?;
-    }
+        fsio::replace_atomic(&path, bytes).map_err(|source| FleetError::Write { path, source })
+    };
+    let json = {
+        let v = serde_json::to_value(f).map_err(|e| FleetError::Schema(e.to_string()))?;
+        crate::evidence::schema::validate_with(&V, &v)
+            .map_err(|e| FleetError::Schema(e.join("; ")))?;
+        serde_json::to_vec_pretty(&v).map_err(|e| FleetError::Schema(e.to_string()))?
+    };
+    put(model::FLEET_FILE, &json)?;
+    drop(json);
+    put(
+        model::FLEET_HTML,
+        crate::report::fleet_report(f, crate::report::Format::Html).as_bytes(),
+    )?;
+    let md = crate::report::fleet_report(f, crate::report::Format::Markdown);
+    put(model::FLEET_MD, md.as_bytes())?;
     Ok(md)
 }
 
