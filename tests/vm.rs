@@ -11,8 +11,8 @@
 //! Also: a guest that does not finish within its bound is killed and reported
 //! with nothing left running, and the systemd driver is refused on this host (no systemd).
 //!
-//! Needs root, qemu-system-x86, mmdebstrap, e2fsprogs (host/setup.sh --test-deps) and CRIU in
-//! /opt/criu-4.2.1. The image is built once and cached by content hash
+//! Needs root, qemu-system-x86, mmdebstrap, e2fsprogs, ansible-core, openssh-client
+//! (host/setup.sh --test-deps) and CRIU in /opt/criu-4.2.1. The image is built once and cached by content hash
 //! (/var/cache/netprobe/vm).
 
 #[path = "common/fleet_play.rs"]
