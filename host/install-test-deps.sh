@@ -6,7 +6,9 @@
 # host/build-desktop-image.sh (mmdebstrap, gdisk, dosfstools; the desktop guest image the tests
 # build, cached), and for the test host in a VM (host/vm/, tests/vm.rs) `qemu-system-x86` (boots
 # it) and `e2fsprogs` (mkfs.ext4 -d, debugfs); `podman` with `netavark` and `aardvark-dns` (rootful,
-# runc; tests/archive_podman.rs exports and restores checkpoint archives with it); OSWorld's client in a private venv
+# runc; tests/archive_podman.rs exports and restores checkpoint archives with it); `ansible-core` and
+# `openssh-client` (deploy/ansible/'s playbook against this machine and the VM over SSH,
+# tests/common/fleet_play.rs, run by tests/vm.rs); OSWorld's client in a private venv
 # (host/install-osworld-client.sh). Installing Debian 12's qemu-system-x86 removes a
 # backported qemu-utils; qemu-utils (qemu-img, qemu-storage-daemon: the slot's qcow2 path) is
 # then installed again in the matching version. Idempotent: does nothing when every package is
@@ -15,7 +17,8 @@
 set -euo pipefail
 log() { printf 'install-test-deps: %s\n' "$*" >&2; }
 
-PKGS=(chromium xvfb mmdebstrap gdisk dosfstools qemu-system-x86 qemu-utils e2fsprogs podman netavark aardvark-dns)
+PKGS=(chromium xvfb mmdebstrap gdisk dosfstools qemu-system-x86 qemu-utils e2fsprogs podman netavark aardvark-dns
+  ansible-core openssh-client)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -36,7 +39,7 @@ if ! command -v qemu-storage-daemon >/dev/null || ! command -v qemu-img >/dev/nu
   log "qemu-utils was removed by qemu-system-x86; installing the matching qemu-utils"
   DEBIAN_FRONTEND=noninteractive flock /var/lock/netprobe-apt.lock apt-get install -y -qq --no-install-recommends qemu-utils >/dev/null
 fi
-for t in qemu-img qemu-storage-daemon qemu-system-x86_64 mmdebstrap Xvfb; do
+for t in qemu-img qemu-storage-daemon qemu-system-x86_64 mmdebstrap Xvfb ansible-playbook ssh ssh-keygen; do
   command -v "$t" >/dev/null || { log "$t still not on PATH after install"; exit 1; }
 done
 command -v chromium >/dev/null || { log "chromium still not on PATH after install"; exit 1; }

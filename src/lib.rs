@@ -10,6 +10,7 @@ pub mod cgroup;
 pub mod criu;
 pub mod evidence;
 pub mod exit;
+pub mod fleet;
 pub mod host;
 pub mod images;
 pub mod matrix;

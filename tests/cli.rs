@@ -22,6 +22,7 @@ fn every_subcommand_help_shows_an_example() {
         "report",
         "diff",
         "doctor",
+        "fleet",
         "slot",
         "completions",
         "man",

@@ -5,12 +5,18 @@
 //! scope unit), the default driver and cgroupfs; the cgroup tree and systemd's units are listed
 //! before and after. A second boot of the same image with trixie's kernel runs the ladder again
 //! (the kernel column) and `netprobe diff` shows the kernel change beside an unchanged verdict.
+//! The first boot then serves the fleet test (issue 34, tests/common/fleet_play.rs): Ansible
+//! (deploy/ansible/) against this machine and the VM over SSH, `netprobe fleet` over what it
+//! fetched, the VM shut down and reported unreachable.
 //! Also: a guest that does not finish within its bound is killed and reported
 //! with nothing left running, and the systemd driver is refused on this host (no systemd).
 //!
-//! Needs root, qemu-system-x86, mmdebstrap, e2fsprogs (host/setup.sh --test-deps) and CRIU in
-//! /opt/criu-4.2.1. The image is built once and cached by content hash
+//! Needs root, qemu-system-x86, mmdebstrap, e2fsprogs, ansible-core, openssh-client
+//! (host/setup.sh --test-deps) and CRIU in /opt/criu-4.2.1. The image is built once and cached by content hash
 //! (/var/cache/netprobe/vm).
+
+#[path = "common/fleet_play.rs"]
+mod fleet_play;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -94,19 +100,40 @@ fn vm_ladder_and_systemd_cgroup_v2() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
     let bin = env!("CARGO_BIN_EXE_netprobe");
-    let r = Command::new("bash")
-        .arg(repo().join("host/vm/run.sh"))
-        .args(["--image", img.to_str().unwrap(), "--timeout", "720"])
+    // The same boot then serves as one host of the fleet test (issue 34): once suite.sh has
+    // ended, fleet-guest.sh starts sshd and Ansible runs against this machine and the VM
+    // (tests/common/fleet_play.rs), then stops it.
+    let work = tempfile::tempdir().unwrap();
+    let (key, port) = fleet_play::key_and_port(work.path());
+    let mut run = Command::new("bash");
+    run.arg(repo().join("host/vm/run.sh"))
+        .args(["--image", img.to_str().unwrap(), "--timeout", "2400"])
+        .args(["--ssh-port", &port.to_string()])
         .args(["--put", bin, "--put"])
         .arg(repo().join("host/vm/suite.sh"))
+        .arg("--put")
+        .arg(repo().join("host/vm/fleet-guest.sh"))
+        .arg("--put")
+        .arg(key.with_extension("pub"))
         .arg("--out")
         .arg(&out)
-        .args(["--", "sh /io/in/suite.sh /io/in/netprobe"])
-        .env("TMPDIR", tmp.path())
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&r.stderr);
-    assert_eq!(r.status.code(), Some(0), "run.sh: {err}");
+        .args([
+            "--",
+            &format!(
+                "sh /io/in/suite.sh /io/in/netprobe; {}",
+                fleet_play::GUEST_TAIL
+            ),
+        ])
+        .env("TMPDIR", tmp.path());
+    let mut booted = fleet_play::boot(
+        run,
+        work.path(),
+        key,
+        port,
+        std::time::Duration::from_secs(1500),
+    );
+    let st = fleet_play::prove(&mut booted);
+    assert_eq!(st.code(), Some(0), "run.sh: {}", booted.run_stderr);
     assert_only_results_left(tmp.path(), &["out"]);
 
     // The guest is the host kind we claim: systemd pid 1, cgroup v2 only, all controllers.

@@ -20,13 +20,16 @@
 //! `crit show` of a 10,001-link netdev image), `archive` (`netprobe images` of a ~55 MiB
 //! checkpoint tar.zst, streamed, vs `tar --zstd -xf` of it into a tmpfs, and its peak memory
 //! for that archive and one twice its size), `matrix` (a 3×3 `netprobe matrix` side by side
-//! vs one cell after another, and netprobe's own share of it as `ladder` defines it).
+//! vs one cell after another, and netprobe's own share of it as `ladder` defines it), `fleet`
+//! (`netprobe fleet` over 1,000 generated hosts vs `netprobe verify` per host in a shell loop,
+//! and its peak memory for 100 and 1,000 hosts).
 //! Needs root. Every line: what was measured, netprobe's median, the peer's
 //! median, the ratio netprobe/peer (lower is better), the runs per side. Times are wall times
 //! on the monotonic clock. Nothing here asserts a time: these are benchmarks, not tests.
 
 mod archive;
 mod desktop;
+mod fleet;
 mod images;
 mod ladder;
 mod links;
@@ -52,7 +55,7 @@ pub struct Config {
 }
 
 /// All sections, in run order.
-const SECTIONS: [&str; 11] = [
+const SECTIONS: [&str; 12] = [
     "logs",
     "links",
     "state",
@@ -64,6 +67,7 @@ const SECTIONS: [&str; 11] = [
     "images",
     "archive",
     "matrix",
+    "fleet",
 ];
 
 /// The netprobe binary the ladder and slot sections run: `$NETPROBE_EXE`, else the one cargo
@@ -143,6 +147,7 @@ fn main() {
             "images" => images::run(&cfg),
             "archive" => archive::run(&cfg),
             "matrix" => matrix::run(&cfg),
+            "fleet" => fleet::run(&cfg),
             _ => unreachable!(),
         };
         if let Err(e) = r {

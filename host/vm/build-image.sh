@@ -12,7 +12,10 @@
 # (netprobe-vm.service) mounts the second disk (/dev/vdb) at /io, runs /io/cmd.sh with its
 # stdout/stderr/exit code written to /io/out, unmounts and powers the machine off. serial-getty on
 # ttyS0 and systemd-firstboot are masked (the getty's vhangup swallows console output; firstboot
-# would prompt). No network is configured in the guest.
+# would prompt). No network is configured in the guest. openssh-server and python3 are in the
+# image for the fleet test (tests/common/fleet_play.rs, run by tests/vm.rs: Ansible over SSH);
+# ssh.service is disabled at boot and started by the command that needs it
+# (host/vm/fleet-guest.sh).
 #
 # Cached by content hash: the hash covers this script, the guest unit + runner, the package list,
 # the apt sources file, the CRIU tree and the optional kernel suite. A finished image lives in
@@ -55,7 +58,7 @@ criu_lib_pkgs() {
 mapfile -t LIBPKGS < <(criu_lib_pkgs)
 [ ${#LIBPKGS[@]} -gt 0 ] || die 3 "could not map CRIU's libraries to Debian packages (ldd/dpkg -S)"
 PKGS=(linux-image-amd64 systemd systemd-sysv udev dbus kmod runc iptables nftables iproute2 busybox-static
-  strace procps util-linux e2fsprogs "${LIBPKGS[@]}")
+  strace procps util-linux e2fsprogs openssh-server python3 "${LIBPKGS[@]}")
 
 hash=$( {
   cat "$0" "$here/guest/netprobe-vm.service" "$here/guest/netprobe-vm-run"
@@ -90,6 +93,7 @@ if ! mmdebstrap --variant=apt --include="$inc" \
   --customize-hook="install -m 0755 $here/guest/netprobe-vm-run \"\$1/usr/local/sbin/\"" \
   --customize-hook='chroot "$1" systemctl enable netprobe-vm.service' \
   --customize-hook='chroot "$1" systemctl mask serial-getty@ttyS0.service getty@tty1.service systemd-firstboot.service' \
+  --customize-hook='chroot "$1" systemctl disable ssh.service' \
   --customize-hook='echo netprobe-vm > "$1/etc/hostname"; printf "%s\n" 7e1f0e2c4b5a49d3a1c2b3d4e5f60718 > "$1/etc/machine-id"' \
   --customize-hook='printf "/dev/vda / ext4 rw,errors=remount-ro 0 1\n" > "$1/etc/fstab"' \
   "${extra[@]}" \

@@ -2,7 +2,7 @@
 # Boot netprobe's test-host VM, run one shell command inside as root, bring its output back.
 #
 #   bash host/vm/run.sh --out DIR [--image DIR] [--put PATH]... [--timeout SECS]
-#                       [--kernel SUITE] [--accel auto|tcg|kvm] -- 'COMMAND'
+#                       [--kernel SUITE] [--accel auto|tcg|kvm] [--ssh-port PORT] -- 'COMMAND'
 #
 # The command runs in the guest by /bin/sh with its working directory /io/out; files put with
 # --put are under /io/in (read-only by convention). When it ends, DIR (which must not exist)
@@ -15,7 +15,10 @@
 # -initrd from the image, root disk read-only through snapshot=on (writes go to a deleted
 # temporary file, the cached image never changes), a second raw ext4 disk made with
 # `mkfs.ext4 -d` carries the command in and the results out (read back with debugfs rdump: no
-# loop device, no mount on the host), no network device.
+# loop device, no mount on the host), no network device — unless --ssh-port PORT: then one
+# user-mode NIC (10.0.2.15/24 in the guest, no route out but qemu's own) whose guest port 22 is
+# forwarded from 127.0.0.1:PORT on the host, for a command that starts sshd
+# (host/vm/fleet-guest.sh; tests/common/fleet_play.rs, run by tests/vm.rs).
 #
 # A guest kernel panic before the command reports (TCG is an emulator; it happened once in CI)
 # boots the VM again, at most NETPROBE_VM_PANIC_RETRIES (default 1) more times; each panicked
@@ -33,7 +36,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 log() { printf 'vm-run: %s\n' "$*" >&2; }
 die() { log "$2"; exit "$1"; }
 
-OUT="" IMAGE="" TIMEOUT=600 KERNEL="" ACCEL=${NETPROBE_VM_ACCEL:-auto}
+OUT="" IMAGE="" TIMEOUT=600 KERNEL="" ACCEL=${NETPROBE_VM_ACCEL:-auto} SSH_PORT=
 PUTS=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -43,6 +46,7 @@ while [ $# -gt 0 ]; do
     --timeout) TIMEOUT=$2; shift 2 ;;
     --kernel) KERNEL=$2; shift 2 ;;
     --accel) ACCEL=$2; shift 2 ;;
+    --ssh-port) SSH_PORT=$2; shift 2 ;;
     --) shift; break ;;
     *) die 2 "unknown option $1 (see the header of host/vm/run.sh)" ;;
   esac
@@ -54,6 +58,12 @@ CMD=$*
 [ "$(id -u)" = 0 ] || die 3 "must run as root"
 case "$ACCEL" in auto|tcg|kvm) ;; *) die 2 "--accel must be auto, tcg or kvm" ;; esac
 [[ "$TIMEOUT" =~ ^[0-9]+$ ]] || die 2 "--timeout must be whole seconds"
+NIC=(-nic none)
+if [ -n "$SSH_PORT" ]; then
+  [[ "$SSH_PORT" =~ ^[0-9]+$ ]] && [ "$SSH_PORT" -ge 1024 ] && [ "$SSH_PORT" -le 65535 ] \
+    || die 2 "--ssh-port must be a port number from 1024 to 65535"
+  NIC=(-nic "user,model=virtio-net-pci,restrict=on,hostfwd=tcp:127.0.0.1:$SSH_PORT-:22")
+fi
 for t in qemu-system-x86_64 mkfs.ext4 debugfs timeout; do
   command -v "$t" >/dev/null || die 3 "missing $t: apt-get install -y qemu-system-x86 e2fsprogs"
 done
@@ -96,7 +106,7 @@ boot() {
   [ "$accel" = tcg ] && acc=(-accel tcg,thread=single)
   QEMU_ACCEL=$(IFS=' '; echo "${acc[*]}")
   qemu-system-x86_64 "${acc[@]}" -smp 2 -m 2048 -nodefaults -display none \
-    -no-reboot -serial "file:$console" -monitor none -nic none \
+    -no-reboot -serial "file:$console" -monitor none "${NIC[@]}" \
     -kernel "$vmlinuz" -initrd "$initrd" \
     -append "root=/dev/vda rw console=ttyS0 panic=-1 systemd.show_status=1" \
     -drive "file=$IMAGE/root.img,format=raw,if=virtio,snapshot=on" \

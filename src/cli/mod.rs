@@ -19,6 +19,7 @@ mod cgroup;
 mod completions;
 mod diff;
 mod doctor;
+mod fleet;
 mod holder;
 mod images;
 mod matrix;
@@ -60,6 +61,7 @@ commands! {
     Report(report::ReportCmd),
     Diff(diff::DiffCmd),
     Matrix(matrix::MatrixCmd),
+    Fleet(fleet::FleetCmd),
     Doctor(doctor::DoctorCmd),
     Slot(slot::SlotCmd),
     Images(images::ImagesCmd),

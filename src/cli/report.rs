@@ -17,7 +17,8 @@ enum Format {
 ///
 /// DIR is a `netprobe run` evidence folder, a `netprobe matrix` folder, a slot folder
 /// (STATE_DIR/slot-N: every verb, with the display gates' before/after/diff screenshots) or one
-/// slot verb's evidence folder (STATE_DIR/slot-N/evidence/NNNN-verb).
+/// slot verb's evidence folder (STATE_DIR/slot-N/evidence/NNNN-verb), or a fleet folder (one
+/// holding fleet.json: every host verified again, the table of `netprobe fleet`, its exit code).
 #[derive(clap::Args)]
 #[command(
     after_help = "Examples:\n  netprobe report evidence/20261130T013419Z-4242 --format html\n  netprobe report /var/lib/netprobe/slot-0 --format html\n"
@@ -36,6 +37,15 @@ impl Execute for ReportCmd {
             Format::Md => netprobe::report::Format::Markdown,
             Format::Html => netprobe::report::Format::Html,
         };
+        if netprobe::fleet::is_fleet_folder(&self.dir) {
+            return match netprobe::fleet::report(&self.dir, f) {
+                Ok((p, fl)) => {
+                    super::out::line(p.display().to_string());
+                    fl.exit_class.into()
+                }
+                Err(e) => fail(ExitClass::Usage, e),
+            };
+        }
         use netprobe::report::{Verified, VerifyKind};
         // Why verify could not run at all (then the exit is verify's own: usage, 2).
         let could_not = std::cell::RefCell::new(None::<String>);

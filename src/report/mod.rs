@@ -435,6 +435,25 @@ pub fn matrix_report(m: &crate::matrix::model::MatrixResult, format: Format) -> 
     matrix_text(m, format, None)
 }
 
+/// The fleet table of `f` (`netprobe fleet`, and `netprobe report` of a fleet folder): hosts
+/// that differ first with their `netprobe diff`, then the hosts grouped by verdict (or state):
+/// kernel, cgroup mode, runtime and CRIU (version, sha256), verdict, each rung's status,
+/// verified or not and why — from `templates/fleet.{md,html}`, escaped on output. Never fails
+/// (should the template ever fail, the text says so).
+pub fn fleet_report(f: &crate::fleet::model::FleetResult, format: Format) -> String {
+    let page = crate::fleet::view::FleetPage::new(f);
+    let name = match format {
+        Format::Markdown => template::FLEET_MD,
+        Format::Html => template::FLEET_HTML,
+    };
+    template::render_fleet(name, &page).unwrap_or_else(|e| {
+        format!(
+            "netprobe: the fleet report template failed: {}\n",
+            template::escape_html(&e.to_string())
+        )
+    })
+}
+
 /// [`matrix_report`] with what `netprobe verify` found on the matrix folder, if asked.
 fn matrix_text(
     m: &crate::matrix::model::MatrixResult,

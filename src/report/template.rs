@@ -27,6 +27,10 @@ pub(crate) const MATRIX_MD: &str = "matrix.md";
 pub(crate) const SLOT_HTML: &str = "slot.html";
 /// The Markdown report of a slot's evidence.
 pub(crate) const SLOT_MD: &str = "slot.md";
+/// The HTML fleet table.
+pub(crate) const FLEET_HTML: &str = "fleet.html";
+/// The Markdown fleet table.
+pub(crate) const FLEET_MD: &str = "fleet.md";
 
 static ENV: LazyLock<Environment<'static>> = LazyLock::new(|| {
     let mut env = Environment::new();
@@ -63,6 +67,10 @@ static ENV: LazyLock<Environment<'static>> = LazyLock::new(|| {
         .expect("templates/slot.html parses");
     env.add_template(SLOT_MD, include_str!("../../templates/slot.md"))
         .expect("templates/slot.md parses");
+    env.add_template(FLEET_HTML, include_str!("../../templates/fleet.html"))
+        .expect("templates/fleet.html parses");
+    env.add_template(FLEET_MD, include_str!("../../templates/fleet.md"))
+        .expect("templates/fleet.md parses");
     env
 });
 
@@ -105,6 +113,16 @@ pub(crate) fn render_matrix(
 /// Renders slot template `name` ([`SLOT_HTML`] or [`SLOT_MD`]) with `page`. Errors: only on a
 /// template bug (a missing field), which the report tests catch.
 pub(crate) fn render_slot(name: &str, page: &super::slot_view::SlotPage) -> Result<String, Error> {
+    ENV.get_template(name)?
+        .render(minijinja::context! { page => Value::from(Serde(page)) })
+}
+
+/// Renders fleet template `name` ([`FLEET_HTML`] or [`FLEET_MD`]) with `page`. Errors: only
+/// on a template bug (a missing field), which the fleet tests catch.
+pub(crate) fn render_fleet(
+    name: &str,
+    page: &crate::fleet::view::FleetPage,
+) -> Result<String, Error> {
     ENV.get_template(name)?
         .render(minijinja::context! { page => Value::from(Serde(page)) })
 }
