@@ -54,6 +54,7 @@ mod profiled;
 mod provision;
 mod provision_gates;
 pub mod prune;
+mod evidence_refer;
 pub mod publish;
 mod publish_gates;
 mod readiness;
