@@ -63,8 +63,9 @@ pub fn open_content(path: &Path, follow: bool) -> io::Result<Box<dyn Read + Send
                     // Kept by reference: the referenced file ([`super::reference`]).
                     return match super::reference::open_target(path) {
                         Ok(f) => Ok(Box::new(f)),
-                        Err(r) if r.kind() == io::ErrorKind::NotFound
-                            && !super::reference::ref_path(path).exists() =>
+                        Err(r)
+                            if r.kind() == io::ErrorKind::NotFound
+                                && !super::reference::ref_path(path).exists() =>
                         {
                             Err(e)
                         }

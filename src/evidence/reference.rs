@@ -141,7 +141,11 @@ pub fn referenced_folders(verb_dir: &Path) -> Vec<String> {
         .flatten()
         .filter(|e| is_reference(&e.file_name().to_string_lossy()))
         .filter_map(|e| read_reference(&e.path()).ok())
-        .filter_map(|r| check_stored_in(&r.stored_in).ok().map(|(f, _)| f.to_string()))
+        .filter_map(|r| {
+            check_stored_in(&r.stored_in)
+                .ok()
+                .map(|(f, _)| f.to_string())
+        })
         .collect();
     out.sort();
     out.dedup();
@@ -186,7 +190,9 @@ impl EvidenceDir {
         if (t_sha.as_str(), t_bytes) != (sha256.as_str(), bytes) {
             return Err(io_err("refer to", &target)(io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!("{t_bytes} bytes with sha256 {t_sha}, not the {bytes} bytes with sha256 {sha256} of {rel}"),
+                format!(
+                    "{t_bytes} bytes with sha256 {t_sha}, not the {bytes} bytes with sha256 {sha256} of {rel}"
+                ),
             )));
         }
         let doc = Reference {

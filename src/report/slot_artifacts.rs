@@ -70,7 +70,10 @@ fn content_mismatch(a: &Artifact, on_disk: Option<&crate::evidence::result::Cont
                 short(&want.sha256),
                 want.bytes
             ),
-            (None, _) => format!("{}: kept by reference, but verb.json lists no content for it", a.path),
+            (None, _) => format!(
+                "{}: kept by reference, but verb.json lists no content for it",
+                a.path
+            ),
         };
     }
     match (&a.content, on_disk) {

@@ -650,7 +650,11 @@ impl VerbRun<'_> {
     /// (`evidence_pruned`; the verb's `verb.json` is sealed already); a prune that fails is
     /// journalled (event `prune-failed`) and in fact `evidence_prune_error`, the verb's outcome
     /// stands.
-    fn keep_per_profile(&self, st: &SlotState, facts: &mut std::collections::BTreeMap<String, Value>) {
+    fn keep_per_profile(
+        &self,
+        st: &SlotState,
+        facts: &mut std::collections::BTreeMap<String, Value>,
+    ) {
         let Some(keep) = st.profile.as_ref().and_then(|p| p.profile.evidence.keep) else {
             return;
         };
