@@ -30,8 +30,8 @@ pub const COMPRESS_THRESHOLD: u64 = 8 << 10;
 /// The zstd level evidence is compressed with. Measured here on a GNOME reset's 977,161-byte
 /// CRIU `restore.log` (zstd 1.5, one core): level 9 stores 103 KB in 0.05 s of CPU, 15 stores
 /// 106 KB, 16 (the first `btopt` level) 85 KB in 0.12 s, 19 83 KB in 0.37 s. 16 keeps a GNOME
-/// reset's evidence under its 150 KB budget for 0.07 s more CPU on the nice-19 thread beside
-/// the display gates; 19 would cost three times that for 2 KB.
+/// reset's evidence under its 150 KB budget for 0.07 s more CPU on the thread beside the
+/// display gates; 19 would cost three times that for 2 KB.
 pub const ZSTD_LEVEL: i32 = 16;
 
 /// `path` with [`ZSTD_SUFFIX`] appended (`a/restore.log` → `a/restore.log.zst`).

@@ -333,14 +333,18 @@ fn picture(verb_dir: &Path, prefix: &str, a: &PngArtifact) -> Picture {
             Err(e) => (format!("unreadable: {e}"), false),
         }
     };
-    // A picture kept by reference links to the folder that stores it.
-    let file = match referred(verb_dir, a) {
-        Some((_, _, Some(stored_in))) => stored_in,
-        _ => a.file.clone(),
+    // A picture kept by reference links to the sibling folder that stores it
+    // (`evidence/0003-restore/…` from `evidence/0011-reset`).
+    let path = match (referred(verb_dir, a), prefix.rsplit_once('/')) {
+        (Some((_, _, Some(stored_in))), Some((parent, _))) => {
+            under(parent, stored_in.trim_start_matches("../"))
+        }
+        (Some((_, _, Some(stored_in))), None) => under(prefix, &stored_in),
+        _ => under(prefix, &a.file),
     };
     Picture {
         role: role(&a.file),
-        path: under(prefix, &file),
+        path,
         sha256: a.sha256.clone(),
         check,
         ok,
