@@ -190,6 +190,76 @@ mod tests {
     }
 
     #[test]
+    fn a_resets_files_equal_to_its_bases_are_kept_by_reference() {
+        use super::super::layout::{self, StateDirUse};
+        let tmp = tempfile::tempdir().unwrap();
+        let sd = tmp.path().join("state");
+        layout::check_state_dir(&sd, StateDirUse::Create).unwrap();
+        let paths = SlotPaths::new(&sd, 72);
+        layout::create_slot(&paths).unwrap();
+        let ev = paths.evidence();
+        let screen = vec![7u8; 20_000];
+        let input = vec![8u8; 20_000];
+        let files: [(&str, &str, &[u8]); 7] = [
+            ("0002-snapshot", "screen.png", &screen),
+            ("0003-restore", "screen-input.png", &input),
+            ("0004-reset", "screen-after.png", &screen),
+            ("0004-reset", "screen-input.png", &input),
+            ("0004-reset", "netstate-after.json", &[1u8; 20_000]),
+            ("0004-reset", "gates.json", &screen),
+            ("0004-reset", "small.png", b"tiny"),
+        ];
+        for (dir, f, bytes) in files {
+            std::fs::create_dir_all(ev.join(dir)).unwrap();
+            std::fs::write(ev.join(dir).join(f), bytes).unwrap();
+        }
+        for (verb, dir) in [("snapshot", "0002-snapshot"), ("restore", "0003-restore")] {
+            let e =
+                super::super::verb_record::end_entry(verb, true, "ok", Some(&ev.join(dir)), None);
+            layout::journal_append_entry(&paths.journal(), &e).unwrap();
+        }
+        let rec = VerbRecord::default();
+        let reset = ev.join("0004-reset");
+        refer_at_end(&paths, &reset, &rec);
+        let facts = rec.lock().facts.clone();
+        let done: Vec<(String, String)> = facts["evidence_referenced"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                (
+                    v["path"].as_str().unwrap().to_string(),
+                    v["stored_in"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            done,
+            [
+                (
+                    "screen-after.png".into(),
+                    "../0002-snapshot/screen.png".into()
+                ),
+                (
+                    "screen-input.png".into(),
+                    "../0003-restore/screen-input.png".into()
+                ),
+            ]
+        );
+        // What report reads by name, what differs and what is small stay as written.
+        for f in ["gates.json", "netstate-after.json", "small.png"] {
+            assert!(reset.join(f).is_file(), "{f}");
+        }
+        let r = crate::evidence::reference::read_reference(&reset.join("screen-after.png.ref"))
+            .unwrap();
+        assert!(r.why.contains("gate pixels-equal"), "{}", r.why);
+        assert_eq!(
+            crate::evidence::read_recorded(&reset.join("screen-input.png")).unwrap(),
+            input
+        );
+    }
+
+    #[test]
     fn only_large_files_report_does_not_read_by_name_are_referenced() {
         assert!(candidate("screen-after.png", 46_393));
         assert!(candidate("netstate-after.json", 13_258));
