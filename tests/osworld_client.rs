@@ -104,8 +104,13 @@ fn provider(venv: &Path, verb: &str, slot: &Path, env: &[(&str, String)]) -> Val
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("provider {verb}: {e}: {out}"))
 }
 
+/// The PNG at `p`, read as recorded evidence: a reset keeps a screen equal to one its base
+/// folders store as `<name>.ref` (`netprobe::evidence::reference`), read through its name.
 fn png(p: &Path) -> Screenshot {
-    Screenshot::read_png(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    let bytes = netprobe::evidence::read_recorded(p)
+        .or_else(|_| std::fs::read(p))
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    Screenshot::png_from_bytes(&bytes, p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
 fn inside(r: &Rect, x: u32, y: u32) -> bool {

@@ -75,6 +75,115 @@ fn keep_evidence(sd: &Path) {
     eprintln!("gnome: evidence kept in {}", to.display());
 }
 
+/// The profile's `[evidence] keep` in the reset loop.
+const KEEP: usize = 8;
+/// Resets in the loop after the first one.
+const LOOP: usize = 49;
+/// Evidence bytes per GNOME reset (issue 37).
+const RESET_BYTES_TARGET: u64 = 150_000;
+
+/// Sum of the sizes of the files under `dir`.
+fn folder_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| match e.file_type().unwrap().is_dir() {
+            true => folder_bytes(&e.path()),
+            false => e.metadata().unwrap().len(),
+        })
+        .sum()
+}
+
+/// A 50-reset loop (the test's first reset and [`LOOP`] more) under the profile's
+/// `[evidence] keep = KEEP`: only the configured folders stay — the provision's, the
+/// snapshot's, the restore the resets refer to (`.ref`) and the KEEP newest —, every pruned one
+/// is journalled with its `verb.json` sha256 and listed by the report with it, every kept
+/// folder matches what its verb recorded, and a reset keeps at most 150 KB.
+fn reset_loop(sd: &Path) {
+    let t = Instant::now();
+    let mut last = Value::Null;
+    for i in 0..LOOP {
+        last = verb("reset", sd, &[]);
+        assert_eq!(
+            gate(&last, "pixels-equal")["proven"],
+            true,
+            "reset {i}: {last:#}"
+        );
+    }
+    eprintln!("gnome: {LOOP} resets in {:?}", t.elapsed());
+    let pruned = &last["facts"]["evidence_pruned"];
+    assert_eq!(pruned["removed"].as_array().unwrap().len(), 1, "{pruned:#}");
+    let slot = sd.join("slot-0");
+    let mut kept: Vec<String> = std::fs::read_dir(slot.join("evidence"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    kept.sort();
+    let total = 3 + 1 + LOOP; // provision, snapshot, restore, the resets
+    let mut want: Vec<String> = vec!["0001-provision".into(), "0002-snapshot".into()];
+    want.push("0003-restore".into());
+    want.extend((total - KEEP + 1..=total).map(|n| format!("{n:04}-reset")));
+    assert_eq!(kept, want);
+    // Why the old ones stay, in the last prune's words.
+    let beyond = pruned["kept_beyond"].to_string();
+    assert!(
+        beyond.contains("0003-restore") && beyond.contains("refers to"),
+        "{beyond}"
+    );
+    // Each removal journalled with the hash the verb's end recorded.
+    let journal = std::fs::read_to_string(slot.join("journal.jsonl")).unwrap();
+    let entries: Vec<Value> = journal
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let removed: Vec<&Value> = entries.iter().filter(|e| e["event"] == "pruned").collect();
+    assert_eq!(removed.len(), total - KEEP - 3, "{journal}");
+    for r in &removed {
+        let folder = r["evidence"].as_str().unwrap();
+        let end = entries
+            .iter()
+            .find(|e| e["event"] == "end" && e["evidence"] == folder)
+            .unwrap();
+        assert_eq!(r["verb_sha256"], end["verb_sha256"], "{r}");
+        assert!(
+            r["detail"]
+                .as_str()
+                .unwrap()
+                .contains("[evidence] keep = 8"),
+            "{r}"
+        );
+    }
+    // The report: the pruned listed with their hashes, every kept folder as recorded.
+    let (code, out, err) = cli(&["report", slot.to_str().unwrap()], &[]);
+    assert_eq!(code, Some(0), "report: {out}\n{err}");
+    let md = std::fs::read_to_string(slot.join("report.md")).unwrap();
+    assert!(!md.contains("NOT VERIFIED"), "{md}");
+    for r in &removed {
+        let row = format!(
+            "| {} | reset | pruned (hash recorded) | {} |",
+            r["evidence"].as_str().unwrap(),
+            r["verb_sha256"].as_str().unwrap()
+        );
+        assert!(md.contains(&row), "{row}\n{md}");
+    }
+    let matched = md.matches("Files against verb.json: the folder's ").count();
+    assert_eq!(matched, want.len(), "{md}");
+    // Bytes per reset, the references' targets kept once in 0002 and 0003.
+    for f in &want[3..] {
+        let b = folder_bytes(&slot.join("evidence").join(f));
+        eprintln!("gnome: {f}: {b} bytes of evidence");
+        assert!(b <= RESET_BYTES_TARGET, "{f}: {b} bytes");
+        assert!(
+            slot.join("evidence")
+                .join(f)
+                .join("screen-after.png.ref")
+                .is_file(),
+            "{f}"
+        );
+    }
+}
+
 #[test]
 fn gnome_profile_provision_snapshot_restore_input_reset_cleanup() {
     require_root();
@@ -82,7 +191,11 @@ fn gnome_profile_provision_snapshot_restore_input_reset_cleanup() {
     let img = common::gnome_image();
     let tmp = tempfile::tempdir().unwrap();
     let sd = state_dir(&tmp);
-    let prof = common::shipped_profile("gnome", &img, tmp.path());
+    // The shipped profile with `[evidence] keep` (the loop below prunes by it).
+    let shipped = common::shipped_profile("gnome", &img, tmp.path());
+    let text = std::fs::read_to_string(&shipped).unwrap();
+    let prof = tmp.path().join("gnome-keep.toml");
+    std::fs::write(&prof, format!("{text}\n[evidence]\nkeep = {KEEP}\n")).unwrap();
     let prof_s = prof.to_string_lossy().to_string();
     let t0 = Instant::now();
     let p = verb(
@@ -207,6 +320,8 @@ fn gnome_profile_provision_snapshot_restore_input_reset_cleanup() {
         assert_eq!(gate(&z, "pixels-equal")["proven"], true, "{z:#}");
         assert_eq!(gate(&z, "input-reaches-app")["proven"], true, "{z:#}");
         eprintln!("gnome: reset at {:?}", t0.elapsed());
+        reset_loop(&sd);
+        eprintln!("gnome: {LOOP} more resets at {:?}", t0.elapsed());
     });
     keep_evidence(&sd);
     let (code, out, err) = cli_slot("cleanup", "0", &sd, &[]);

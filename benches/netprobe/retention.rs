@@ -3,7 +3,8 @@
 //! One GNOME slot (`profiles/gnome.toml`, runc 1.4.3 + CRIU 4.3 as in `osworld`) is
 //! provisioned, snapshotted and restored (untimed). Then resets alternate between the old
 //! behaviour (every file as written: `NETPROBE_EVIDENCE_PLAIN=1`) and the new (CRIU's log and
-//! large files stored zstd), each timed end to end as the CLI runs it. Printed: the reset's
+//! large logs stored zstd, the files equal to a stored file of the snapshot's folder or of the
+//! first restore after it kept as `.ref`), each timed end to end as the CLI runs it. Printed: the reset's
 //! wall time new vs old (ratio; "unchanged within noise" is a ratio inside the pair spread),
 //! the evidence bytes per reset for each (the sum of the folder's file sizes, as `verb.json`
 //! lists them, and the disk blocks `du` would count), and whether the new side is within the

@@ -27,11 +27,12 @@ pub const ZSTD_SUFFIX: &str = ".zst";
 /// nothing is gained, and a small JSON read by `report` stays plain.
 pub const COMPRESS_THRESHOLD: u64 = 8 << 10;
 
-/// The zstd level evidence is compressed with. Measured here on a GNOME reset's 952,423-byte
-/// CRIU `restore.log` (zstd 1.5, one core): level 3 stores 143 KB in 10 ms, 9 stores 98 KB in
-/// 20 ms, 19 stores 81 KB in ≈500 ms — 17 KB less for half a second of a 2-core machine per
-/// reset, beside the restored guest: not worth it.
-pub const ZSTD_LEVEL: i32 = 9;
+/// The zstd level evidence is compressed with. Measured here on a GNOME reset's 977,161-byte
+/// CRIU `restore.log` (zstd 1.5, one core): level 9 stores 103 KB in 0.05 s of CPU, 15 stores
+/// 106 KB, 16 (the first `btopt` level) 85 KB in 0.12 s, 19 83 KB in 0.37 s. 16 keeps a GNOME
+/// reset's evidence under its 150 KB budget for 0.07 s more CPU on the thread beside the
+/// display gates; 19 would cost three times that for 2 KB.
+pub const ZSTD_LEVEL: i32 = 16;
 
 /// `path` with [`ZSTD_SUFFIX`] appended (`a/restore.log` → `a/restore.log.zst`).
 pub fn zst_path(path: &Path) -> PathBuf {
@@ -46,8 +47,9 @@ pub fn is_compressed(rel: &str) -> bool {
 }
 
 /// Opens the recorded evidence file `path` for reading its content: the file itself when it is
-/// there ([`open_regular`], `follow` as there), else `<path>.zst` decoded on the fly. A reader
-/// never needs to know which it got.
+/// there ([`open_regular`], `follow` as there), else `<path>.zst` decoded on the fly, else the
+/// file `<path>.ref` refers to ([`super::reference::open_target`]). A reader never needs to
+/// know which it got.
 ///
 /// Errors: those of [`open_regular`] — `NotFound` when neither is there (the error of `path`
 /// itself) —; the decoder's set-up.
@@ -57,7 +59,19 @@ pub fn open_content(path: &Path, follow: bool) -> io::Result<Box<dyn Read + Send
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             let z = match open_regular(&zst_path(path), follow) {
                 Ok(z) => z,
-                Err(z) if z.kind() == io::ErrorKind::NotFound => return Err(e),
+                Err(z) if z.kind() == io::ErrorKind::NotFound => {
+                    // Kept by reference: the referenced file ([`super::reference`]).
+                    return match super::reference::open_target(path) {
+                        Ok(f) => Ok(Box::new(f)),
+                        Err(r)
+                            if r.kind() == io::ErrorKind::NotFound
+                                && !super::reference::ref_path(path).exists() =>
+                        {
+                            Err(e)
+                        }
+                        Err(r) => Err(r),
+                    };
+                }
                 Err(z) => return Err(z),
             };
             Ok(Box::new(zstd::stream::read::Decoder::new(z)?))

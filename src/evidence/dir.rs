@@ -626,9 +626,14 @@ impl EvidenceDir {
             let (sha256, bytes) = sha256_file(&path).map_err(io_err("hash", &path))?;
             // A file stored compressed is listed with what it decodes to as well; one that does
             // not decode is listed without (and so differs from a list that has it).
-            let content = super::compressed::is_compressed(&rel)
-                .then(|| super::compressed::content_of(&path).ok())
-                .flatten();
+            let content = if super::compressed::is_compressed(&rel) {
+                super::compressed::content_of(&path).ok()
+            } else if super::reference::is_reference(&rel) {
+                // What it refers to, hashed now (none when it cannot be read).
+                super::reference::content_of(&path).ok()
+            } else {
+                None
+            };
             out.push(Artifact {
                 path: rel,
                 bytes,

@@ -98,7 +98,8 @@ pub fn open_regular(path: &Path, follow: bool) -> std::io::Result<File> {
 
 /// Reads the recorded evidence file `path` whole: opened by [`open_regular`] (no symlink, only a
 /// regular file, never blocking), at most [`MAX_PARSED_BYTES`]; when only `<path>.zst` is there
-/// (stored compressed, [`super::compressed`]), what it decodes to (at most the same cap).
+/// (stored compressed, [`super::compressed`]), what it decodes to (at most the same cap); when
+/// only `<path>.ref` is there ([`super::reference`]), the file it refers to.
 ///
 /// Errors: those of [`open_regular`] and of reading; `InvalidData` when the file is larger than
 /// [`MAX_PARSED_BYTES`] (naming the cap).
@@ -112,6 +113,15 @@ pub fn read_recorded(path: &Path) -> std::io::Result<Vec<u8>> {
             {
                 super::compressed::read_zst_bounded(path, MAX_PARSED_BYTES)
                     .map_err(BoundedReadError::Io)
+            }
+            // Kept by reference: the file it refers to, read as a recorded file.
+            BoundedReadError::Io(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    && fs::symlink_metadata(super::reference::ref_path(path)).is_ok() =>
+            {
+                let (target, _) = super::reference::target_of(&super::reference::ref_path(path))
+                    .map_err(BoundedReadError::Io)?;
+                read_bounded(&target, MAX_PARSED_BYTES, Symlinks::Refuse)
             }
             e => Err(e),
         })

@@ -15,6 +15,8 @@
 //!   [`read_recorded`], [`read_recorded_text`], [`sha256_recorded`] (every read of a recorded
 //!   evidence file: no FIFO, symlink or device; at most [`MAX_PARSED_BYTES`] read whole) (the
 //!   one copy of each, used by every module).
+//! - [`reference`]: a slot verb's file kept once (`<name>.ref`, the same bytes stored in a
+//!   sibling verb folder): [`EvidenceDir::store_as_reference`], read through the old name.
 //! - [`schema`]: the embedded JSON Schemas and [`validate_result`] / [`validate_holder`].
 //! - [`result`]: the shared result model.
 
@@ -24,6 +26,7 @@ pub mod empty_dirs;
 pub mod enclosing;
 pub mod error;
 pub mod fsio;
+pub mod reference;
 pub mod result;
 pub mod schema;
 pub mod tree_digest;

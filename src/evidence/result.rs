@@ -132,13 +132,15 @@ pub struct Artifact {
     pub bytes: u64,
     /// Lower-case hex SHA-256 of the stored bytes (what `sha256sum` of the file shows).
     pub sha256: String,
-    /// For a file stored compressed (`….zst`, [`super::compressed`]): what it decodes to.
-    /// Absent for a file stored as written.
+    /// For a file stored compressed (`….zst`, [`super::compressed`]): what it decodes to; for
+    /// one kept by reference (`….ref`, [`super::reference`]): the referenced file. Absent for
+    /// a file stored as written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<Content>,
 }
 
-/// What a file stored compressed decodes to: the bytes the writer (CRIU, netprobe) wrote.
+/// What a file stored compressed decodes to (or a reference refers to): the bytes the writer
+/// (CRIU, netprobe) wrote.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Content {
     /// How the file is stored.
@@ -149,12 +151,16 @@ pub struct Content {
     pub sha256: String,
 }
 
-/// How a recorded file is stored compressed.
+/// How a recorded file is stored other than as written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Encoding {
     /// A zstd frame (RFC 8878); the file's name ends in `.zst`.
     Zstd,
+    /// Kept by reference to the same bytes stored in a sibling verb folder
+    /// ([`super::reference`]); the file's name ends in `.ref`, `content` is the referenced
+    /// file's sha256 and size.
+    Reference,
 }
 
 /// Facts about one binary netprobe ran (CRIU, the OCI runtime).

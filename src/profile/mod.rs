@@ -25,7 +25,7 @@ use sha2::{Digest, Sha256};
 pub use apply::apply_profile;
 pub use error::{ProfileError, Result};
 pub use model::{
-    CgroupDriver, Confinement, DOCKER_DEFAULT_CAPS, DisplaySpec, Image, InputProbe,
+    CgroupDriver, Confinement, DOCKER_DEFAULT_CAPS, DisplaySpec, EvidenceSpec, Image, InputProbe,
     MAX_MEMORY_BYTES, Mounts, Network, PROFILE_SCHEMA_VERSION, PartitionSel, Process, Profile,
     Publish, READINESS_TIMEOUT_FLOOR_MS, READINESS_TIMEOUT_MAX_MS, Readiness, ResourceLimits,
     SCREEN_SAMPLE_MS, STILL_MS_RANGE, Security, Tmpfs, UserSpec, default_publish_addr,
@@ -124,7 +124,9 @@ pub fn parse(text: &str, name: &Path, base: &Path) -> Result<LoadedProfile> {
         // profile, an escape sequence) is shown escaped, never sent to the terminal, and the
         // quote is cut at 4 KiB.
         let message = printable(e.to_string().trim_end(), 4096);
-        let fix = if message.contains("missing field") {
+        let fix = if message.contains("evidence.keep:") {
+            "give evidence.keep a whole number of at least 1, or remove the key"
+        } else if message.contains("missing field") {
             "add the missing key (a missing table, e.g. `image`, is written as [image] with its \
              keys: kind = \"directory\", path = \"rootfs\")"
         } else {

@@ -85,6 +85,66 @@ pub struct Profile {
     /// The cgroup driver the runtime is told to use; None: the runtime's default.
     #[serde(default)]
     pub cgroup_driver: Option<CgroupDriver>,
+    /// Retention of the slot's evidence (`[evidence] keep = N`). Default: every verb folder is
+    /// kept (not serialized, so a profile without it records the same bytes as before).
+    #[serde(default, skip_serializing_if = "EvidenceSpec::is_default")]
+    pub evidence: EvidenceSpec,
+}
+
+/// `[evidence]`: how much of a slot's evidence its verbs keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct EvidenceSpec {
+    /// After each verb that succeeded, the slot driver removes the oldest verb folders beyond
+    /// the `keep` newest, as `netprobe slot prune --keep N` does (the provision's, the last
+    /// snapshot's, a failed verb's and a folder a kept one refers to are always kept; each
+    /// removal journalled with its `verb.json` sha256 and why). A whole number of at least 1;
+    /// `None`: nothing is removed.
+    #[serde(
+        default,
+        deserialize_with = "keep_from_toml",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub keep: Option<std::num::NonZeroU32>,
+}
+
+impl EvidenceSpec {
+    fn is_default(&self) -> bool {
+        *self == EvidenceSpec::default()
+    }
+}
+
+/// The words of a bad `evidence.keep` (the key, what is wrong, the fix).
+pub const KEEP_FIX: &str = "evidence.keep: give the number of verb folders to keep, a whole number of at least 1 (e.g. keep = 20), or remove the key to keep every folder";
+
+/// `evidence.keep` as written: a whole number from 1 to 4294967295; `0`, a negative number, a
+/// fraction or anything that is not a number is refused naming the key and the fix
+/// ([`KEEP_FIX`]).
+fn keep_from_toml<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<std::num::NonZeroU32>, D::Error> {
+    struct Keep;
+    impl serde::de::Visitor<'_> for Keep {
+        type Value = std::num::NonZeroU32;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str(KEEP_FIX)
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+            let why = match v {
+                0 => "0 would remove every verb folder",
+                v if v < 0 => "a negative number",
+                _ => "too large",
+            };
+            u32::try_from(v)
+                .ok()
+                .and_then(std::num::NonZeroU32::new)
+                .ok_or_else(|| E::custom(format!("{v}: {why}; {KEEP_FIX}")))
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+            self.visit_i64(i64::try_from(v).unwrap_or(i64::MAX))
+        }
+    }
+    d.deserialize_any(Keep).map(Some)
 }
 
 fn default_readiness_timeout_ms() -> u64 {

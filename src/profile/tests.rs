@@ -654,3 +654,36 @@ fn published_ports_are_checked_at_load_and_pass_the_schema() {
         "{base}[[network.publish]]\nhost_port = 1\nguest_port = 5000\nhost = \"x\"\n"
     ))));
 }
+
+#[test]
+fn evidence_keep_is_a_whole_number_of_at_least_one() {
+    let lp = p(&format!("{MINIMAL}[evidence]\nkeep = 20\n")).unwrap();
+    assert_eq!(lp.profile.evidence.keep.map(|k| k.get()), Some(20));
+    assert!(schema().is_valid(&as_json(&format!("{MINIMAL}[evidence]\nkeep = 20\n"))));
+    // Absent: nothing recorded (a profile without it records the same bytes as before).
+    let none = p(MINIMAL).unwrap();
+    assert_eq!(none.profile.evidence.keep, None);
+    assert!(
+        !serde_json::to_string(&none.profile)
+            .unwrap()
+            .contains("evidence")
+    );
+    for (bad, want) in [
+        ("0", "0 would remove every verb folder"),
+        ("-3", "a negative number"),
+        ("\"ten\"", "expected evidence.keep: give the number"),
+        ("2.5", "expected evidence.keep: give the number"),
+        ("99999999999", "too large"),
+    ] {
+        let e = p(&format!("{MINIMAL}[evidence]\nkeep = {bad}\n")).unwrap_err();
+        let text = e.to_string();
+        assert_eq!(e.exit_code(), 2, "{text}");
+        assert!(
+            text.contains(want) && text.contains("evidence.keep") && text.contains("keep = 20"),
+            "{bad}: {text}"
+        );
+    }
+    assert!(!schema().is_valid(&as_json(&format!("{MINIMAL}[evidence]\nkeep = 0\n"))));
+    let e = p(&format!("{MINIMAL}[evidence]\nkept = 2\n")).unwrap_err();
+    assert!(e.to_string().contains("kept"), "{e}");
+}

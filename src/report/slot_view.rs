@@ -293,6 +293,28 @@ fn under(prefix: &str, rel: &str) -> String {
     }
 }
 
+/// A display gate's PNG kept by reference (`<file>.ref`, [`crate::evidence::reference`]): the
+/// check of the referenced file against the gate's sha256, and its `stored_in`; `None` when the
+/// file is stored in the folder or no `.ref` is there.
+fn referred(verb_dir: &Path, a: &PngArtifact) -> Option<(String, bool, Option<String>)> {
+    let here = verb_dir.join(&a.file);
+    if here.symlink_metadata().is_ok() || !super::is_inside(&a.file) || a.file.contains('/') {
+        return None;
+    }
+    let r = crate::evidence::reference::ref_path(&here);
+    r.symlink_metadata().ok()?;
+    let (target, doc) = match crate::evidence::reference::target_of(&r) {
+        Ok(t) => t,
+        Err(e) => return Some((format!("unreadable reference: {e}"), false, None)),
+    };
+    let check = match crate::evidence::sha256_recorded(&target) {
+        Ok((sha, _)) if sha == a.sha256 => (format!("matches ({})", doc.stored_in), true),
+        Ok((sha, _)) => (format!("DIFFERS: {sha} in {}", doc.stored_in), false),
+        Err(e) => (format!("unreadable: {}: {e}", doc.stored_in), false),
+    };
+    Some((check.0, check.1, Some(doc.stored_in)))
+}
+
 fn picture(verb_dir: &Path, prefix: &str, a: &PngArtifact) -> Picture {
     // A name from the record that would leave the folder is shown, never opened.
     let (check, ok) = if !super::is_inside(&a.file) || a.file.contains('/') {
@@ -304,13 +326,25 @@ fn picture(verb_dir: &Path, prefix: &str, a: &PngArtifact) -> Picture {
         match crate::evidence::sha256_recorded(&verb_dir.join(&a.file)) {
             Ok((sha, _)) if sha == a.sha256 => ("matches".into(), true),
             Ok((sha, _)) => (format!("DIFFERS: {sha} on disk"), false),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => ("missing".into(), false),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match referred(verb_dir, a) {
+                Some((check, ok, _)) => (check, ok),
+                None => ("missing".into(), false),
+            },
             Err(e) => (format!("unreadable: {e}"), false),
         }
     };
+    // A picture kept by reference links to the sibling folder that stores it
+    // (`evidence/0003-restore/…` from `evidence/0011-reset`).
+    let path = match (referred(verb_dir, a), prefix.rsplit_once('/')) {
+        (Some((_, _, Some(stored_in))), Some((parent, _))) => {
+            under(parent, stored_in.trim_start_matches("../"))
+        }
+        (Some((_, _, Some(stored_in))), None) => under(prefix, &stored_in),
+        _ => under(prefix, &a.file),
+    };
     Picture {
         role: role(&a.file),
-        path: under(prefix, &a.file),
+        path,
         sha256: a.sha256.clone(),
         check,
         ok,

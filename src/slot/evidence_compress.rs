@@ -3,7 +3,8 @@
 //! names the stored `….zst` files with both sha256 (stored bytes, content):
 //!
 //! - CRIU's log of a runtime step that succeeded (`criu-work/restore.log`,
-//!   `criu-work/dump.log`) is compressed on a thread of its own at low CPU priority (nice 19)
+//!   `criu-work/dump.log`) is compressed on a thread of its own (at the verb's priority: at
+//!   nice 19 a loaded machine starved it while the verb waited for it at its end)
 //!   as soon as the step returned ([`VerbRun::compress_beside`]): no gate of the verb reads it
 //!   after that (only a failed step's error reads CRIU's reason, and then nothing is
 //!   compressed), and the display gates' waits run meanwhile. [`VerbRun::finish`] joins it
@@ -72,16 +73,6 @@ fn compressed_fact(a: &Artifact) -> Value {
     })
 }
 
-/// Lowers the calling thread's CPU priority to nice 19 (Linux: per thread), so a compression
-/// beside the verb yields to the gates and the restored guest. Best effort.
-fn lower_priority() {
-    // SAFETY: gettid and setpriority take no memory; `who` is this thread's id.
-    unsafe {
-        let tid = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19);
-    }
-}
-
 /// Compresses each of `rels` in folder `ev`; returns the facts of those compressed and the
 /// errors (`path: why`) of those that were not (their originals kept).
 fn compress_all(ev: &Path, rels: &[String]) -> (Vec<Value>, Vec<String>) {
@@ -118,7 +109,7 @@ fn record(rec: &super::verb_record::VerbRecord, done: Vec<Value>, failed: Vec<St
 
 impl VerbRun<'_> {
     /// Compresses the CRIU log `rel` (e.g. `criu-work/restore.log`) of a runtime step that
-    /// succeeded, on a thread of its own at nice 19, joined by [`VerbRun::finish`]. Nothing
+    /// succeeded, on a thread of its own, joined by [`VerbRun::finish`]. Nothing
     /// without an evidence folder, or when the log is not there.
     pub(crate) fn compress_beside(&mut self, rel: &str) {
         let Some(ev) = self.ev.clone() else { return };
@@ -128,7 +119,6 @@ impl VerbRun<'_> {
         let rec = self.record_handle();
         let rels = vec![rel.to_string()];
         self.spawn_beside(&format!("{rel}.zst"), move || {
-            lower_priority();
             let (done, failed) = compress_all(&ev, &rels);
             record(&rec, done, failed);
         });

@@ -35,6 +35,7 @@ pub mod crun;
 pub mod display;
 pub mod error;
 mod evidence_compress;
+mod evidence_refer;
 mod evidence_writes;
 mod fidelity;
 pub mod gate;

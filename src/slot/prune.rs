@@ -1,7 +1,9 @@
 //! `netprobe slot prune --slot N --state-dir DIR --keep K`: retention of a slot's evidence.
 //! Removes the oldest verb folders (`evidence/NNNN-verb`) beyond the `K` newest, never the
-//! provision's, the last snapshot's that succeeded, nor — unless `--include-failed` — a failed
-//! or interrupted verb's (or one the journal holds no end of). Before each folder goes, the
+//! provision's, the last snapshot's that succeeded, a folder whose files a kept folder refers
+//! to (`.ref`, [`crate::evidence::reference`]), nor — unless `--include-failed` — a failed or
+//! interrupted verb's (or one the journal holds no end of). The slot profile's `[evidence]
+//! keep = N` runs the same after each verb that succeeded ([`prune_locked`], [`PruneCause`]). Before each folder goes, the
 //! journal gets an entry (`verb` `prune`, `event` `pruned`, `evidence` the folder,
 //! `verb_sha256` its `verb.json`'s sha256, `detail` why); `netprobe report` then lists the
 //! verb as "pruned (hash recorded)". A folder whose `verb.json` no longer has the sha256 the
@@ -171,6 +173,31 @@ fn protected(
     }
 }
 
+/// Why a prune runs: `slot prune --keep N`, or the slot profile's `[evidence] keep = N` after
+/// a verb that succeeded (its folder named).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PruneCause<'a> {
+    /// `netprobe slot prune --keep N`.
+    Command,
+    /// The profile's `[evidence] keep`, after the verb whose folder is named (`0051-reset`).
+    Profile {
+        /// The folder of the verb that just succeeded.
+        after: &'a str,
+    },
+}
+
+impl PruneCause<'_> {
+    /// The words of the limit: `--keep 5`, or `[evidence] keep = 5 of the slot's profile`.
+    fn limit(&self, keep: usize) -> String {
+        match self {
+            PruneCause::Command => format!("--keep {keep}"),
+            PruneCause::Profile { after } => {
+                format!("[evidence] keep = {keep} of the slot's profile (after {after})")
+            }
+        }
+    }
+}
+
 /// Prunes slot `raw_slot` of `state_dir` to the `keep` newest verb folders (see the module
 /// docs); `include_failed` lets failed and interrupted verbs' folders go too.
 ///
@@ -193,6 +220,53 @@ pub fn prune(
         slot: raw_slot.to_string(),
         held,
     })?;
+    prune_locked(&paths, raw_slot, keep, include_failed, PruneCause::Command)
+}
+
+/// The folders among `candidates` (may be removed) that a folder which stays refers to
+/// ([`crate::evidence::reference`]), each with the first such folder: moved to the kept until
+/// none is left (a kept folder's references keep theirs too).
+fn referenced(
+    evidence: &Path,
+    folders: &[String],
+    candidates: &mut Vec<String>,
+) -> Vec<(String, String)> {
+    let refs: Vec<(String, Vec<String>)> = folders
+        .iter()
+        .map(|f| {
+            let to = crate::evidence::reference::referenced_folders(&evidence.join(f));
+            (f.clone(), to)
+        })
+        .collect();
+    let mut kept = Vec::new();
+    loop {
+        let hit = candidates.iter().position(|c| {
+            refs.iter()
+                .any(|(f, to)| !candidates.contains(f) && to.contains(c))
+        });
+        let Some(i) = hit else { break };
+        let c = candidates.remove(i);
+        let by = refs
+            .iter()
+            .find(|(f, to)| !candidates.contains(f) && to.contains(&c))
+            .map(|(f, _)| f.clone())
+            .unwrap_or_default();
+        kept.push((c, by));
+    }
+    kept
+}
+
+/// [`prune`] with the slot's lock held by the caller (`slot prune` after its checks; a verb's
+/// end for the profile's `[evidence] keep`). `cause` gives the words of the journal entries.
+///
+/// Errors: [`PruneError::Io`] (nothing removed unless it came after a removal).
+pub(crate) fn prune_locked(
+    paths: &SlotPaths,
+    raw_slot: &str,
+    keep: NonZeroU32,
+    include_failed: bool,
+    cause: PruneCause,
+) -> Result<PruneOutcome, PruneError> {
     let io = |action, path: &Path| {
         let path = path.to_path_buf();
         move |source| PruneError::Io {
@@ -213,31 +287,42 @@ pub fn prune(
     let keep = keep.get() as usize;
     let beyond = folders.len().saturating_sub(keep);
     let mut out = PruneOutcome::default();
+    let kept_as = |name: &String, why: String| PrunedFolder {
+        folder: name.clone(),
+        verb_sha256: ended(&journal, name).and_then(|e| e.sha),
+        why,
+    };
+    let mut candidates = Vec::new();
     for name in &folders[..beyond] {
         let end = ended(&journal, name);
-        let sha = end.as_ref().and_then(|e| e.sha.clone());
-        let kept = |why: String| PrunedFolder {
-            folder: name.clone(),
-            verb_sha256: sha.clone(),
-            why,
-        };
-        if let Some(why) = protected(name, end.as_ref(), last_snapshot.as_deref(), include_failed) {
-            out.kept_beyond.push(kept(why.to_string()));
-            continue;
+        match protected(name, end.as_ref(), last_snapshot.as_deref(), include_failed) {
+            Some(why) => out.kept_beyond.push(kept_as(name, why.to_string())),
+            None => candidates.push(name.clone()),
         }
+    }
+    for (name, by) in referenced(&evidence, &folders, &mut candidates) {
+        let why = format!(
+            "evidence/{by} refers to files stored here (.ref): kept while a kept folder refers to it"
+        );
+        out.kept_beyond.push(kept_as(&name, why));
+    }
+    for name in &candidates {
+        let end = ended(&journal, name);
+        let sha = end.as_ref().and_then(|e| e.sha.clone());
         let dir = evidence.join(name);
         let now = crate::evidence::sha256_recorded(&dir.join("verb.json"))
             .ok()
             .map(|(s, _)| s);
         if sha.is_some() && now != sha {
-            out.kept_beyond.push(kept(format!(
+            out.kept_beyond.push(kept_as(name, format!(
                 "its verb.json ({}) no longer has the sha256 the journal recorded at its end: evidence that does not match is kept, not removed",
                 now.as_deref().unwrap_or("unreadable")
             )));
             continue;
         }
         let why = format!(
-            "beyond --keep {keep}: {} newer verb folder(s) kept",
+            "beyond {}: {} newer verb folder(s) kept",
+            cause.limit(keep),
             folders.len() - beyond
         );
         let staged = evidence.join(format!(".pruned-{name}"));

@@ -177,3 +177,52 @@ fn a_slot_netprobe_did_not_make_is_refused() {
     let e = prune(&p.state_dir, "07", NonZeroU32::new(1).unwrap(), false).unwrap_err();
     assert_eq!(e.exit_class(), ExitClass::Usage, "{e}");
 }
+
+#[test]
+fn a_folder_a_kept_one_refers_to_is_kept_and_the_profile_keep_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = slot(tmp.path(), &FOLDERS, &[]);
+    // 0007-reset keeps a file by reference to 0003-restore (as a reset's end pass does).
+    let ev = p.evidence();
+    std::fs::write(ev.join("0003-restore/screen-input.png"), b"pixels").unwrap();
+    std::fs::write(ev.join("0007-reset/screen-input.png"), b"pixels").unwrap();
+    crate::evidence::EvidenceDir::open(&ev.join("0007-reset"))
+        .unwrap()
+        .store_as_reference(
+            "screen-input.png",
+            "../0003-restore/screen-input.png",
+            "same",
+        )
+        .unwrap();
+    let _lock = SlotLock::acquire(&p.lock()).unwrap();
+    let cause = PruneCause::Profile {
+        after: "0007-reset",
+    };
+    let o = prune_locked(&p, "7", NonZeroU32::new(2).unwrap(), false, cause).unwrap();
+    let removed: Vec<&str> = o.removed.iter().map(|r| r.folder.as_str()).collect();
+    assert_eq!(removed, ["0004-reset", "0005-reset"]);
+    let kept = o
+        .kept_beyond
+        .iter()
+        .find(|k| k.folder == "0003-restore")
+        .unwrap();
+    assert!(
+        kept.why.contains("evidence/0007-reset refers to"),
+        "{}",
+        kept.why
+    );
+    let j = layout::journal_read(&p.journal());
+    let pruned: Vec<&JournalEntry> = j.iter().filter(|e| e.event == PRUNED_EVENT).collect();
+    assert!(
+        pruned[0]
+            .detail
+            .contains("beyond [evidence] keep = 2 of the slot's profile (after 0007-reset)"),
+        "{}",
+        pruned[0].detail
+    );
+    // The referenced file still reads through the reset's own name.
+    assert_eq!(
+        crate::evidence::read_recorded(&ev.join("0007-reset/screen-input.png")).unwrap(),
+        b"pixels"
+    );
+}

@@ -230,6 +230,31 @@ fn gates(
     Ok((rt, snap_dir, began))
 }
 
+/// How long the processes of a container the runtime just killed (SIGKILL, `delete --force`)
+/// may take to leave its cgroup and the slot's namespace: the runtime reports the container gone
+/// once its init is, while the kernel may still be tearing down the others (a GNOME guest's
+/// dozens of processes, on a loaded machine).
+const KILLED_EXIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// `scan`, taken right after the runtime killed the container, scanned again every 20 ms while
+/// a process is left, until none is or [`KILLED_EXIT_LIMIT`] passed: the last scan decides
+/// `cgroup-empty` and `netns-empty` as before (a process still there after the limit fails
+/// them). A wait is recorded as timing `left-procs-wait` and fact `left_procs_waited_ms`.
+fn killed_gone(run: &mut VerbRun, st: &SlotState, proc_root: &Path, scan: LeftProcs) -> LeftProcs {
+    let t = Instant::now();
+    let mut scan = scan;
+    while (scan.cgroup.is_err() || scan.netns.is_err()) && t.elapsed() < KILLED_EXIT_LIMIT {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        scan = LeftProcs::scan(st, proc_root);
+    }
+    let waited = support::ms_since(t);
+    if waited > 0 {
+        run.timing("left-procs-wait", waited);
+        run.fact("left_procs_waited_ms", waited);
+    }
+    scan
+}
+
 /// Reset's first destructive step, after every gate before it passed: the phase saying a
 /// restore is under way saved when there is a container to stop (`before`: the `runtime state`
 /// answer; `absent`: the runtime root's proof of absence), the container stopped and proven gone,
@@ -254,7 +279,14 @@ fn stop_for_reset(
     let stopped = common::stop_container_proven_from(run, rt, &id, before, absent);
     let gone = stopped.is_ok();
     let r = stopped
-        .and_then(|()| left(st).record(run))
+        .and_then(|()| {
+            let scan = left(st);
+            let proc_root = run.env.proc_root.clone();
+            match stops {
+                true => killed_gone(run, st, &proc_root, scan).record(run),
+                false => scan.record(run),
+            }
+        })
         .and_then(|()| clear_half_state(run, st));
     if let Err(e) = r {
         if stops {

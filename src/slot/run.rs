@@ -586,6 +586,11 @@ impl<'a> VerbRun<'a> {
         // stored compressed before the end record lists them ([`super::evidence_compress`]).
         if let (Ok(_), Some(ev)) = (&res, &self.ev) {
             let t = Instant::now();
+            if self.args.verb == super::Verb::Reset {
+                // What the base folders store already is kept by reference
+                // ([`super::evidence_refer`]).
+                super::evidence_refer::refer_at_end(&self.paths, ev, &self.rec);
+            }
             super::evidence_compress::compress_at_end(ev, &self.rec);
             self.took("evidence-compress", t);
         }
@@ -610,6 +615,10 @@ impl<'a> VerbRun<'a> {
             }
             (false, _) => res,
         };
+        let mut rec = rec;
+        if let (true, Ok((_, Some(st)))) = (ours, &res) {
+            self.keep_per_profile(st, &mut rec.facts);
+        }
         match res {
             Ok((summary, st)) => Ok(SlotOutcome {
                 verb: self.args.verb,
@@ -628,6 +637,51 @@ impl<'a> VerbRun<'a> {
                     e = e.with_evidence(d.clone());
                 }
                 Err(e)
+            }
+        }
+    }
+}
+
+impl VerbRun<'_> {
+    /// After a verb that succeeded and whose end is recorded: the slot profile's `[evidence]
+    /// keep = N` ([`crate::profile::EvidenceSpec`]) prunes the slot's oldest verb folders as
+    /// `slot prune --keep N` does ([`super::prune::prune_locked`], under this verb's lock; the
+    /// journal records each removal and why). What it removed is added to the outcome's facts
+    /// (`evidence_pruned`; the verb's `verb.json` is sealed already); a prune that fails is
+    /// journalled (event `prune-failed`) and in fact `evidence_prune_error`, the verb's outcome
+    /// stands.
+    fn keep_per_profile(
+        &self,
+        st: &SlotState,
+        facts: &mut std::collections::BTreeMap<String, Value>,
+    ) {
+        let Some(keep) = st.profile.as_ref().and_then(|p| p.profile.evidence.keep) else {
+            return;
+        };
+        let (Some(ev), Some(_)) = (&self.ev, &self.lock) else {
+            return;
+        };
+        let after = ev
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let cause = super::prune::PruneCause::Profile { after: &after };
+        match super::prune::prune_locked(&self.paths, &self.raw, keep, false, cause) {
+            Ok(o) => {
+                facts.insert(
+                    "evidence_pruned".into(),
+                    serde_json::to_value(&o).unwrap_or_default(),
+                );
+            }
+            Err(e) => {
+                let _ = layout::journal_append(
+                    &self.paths.journal(),
+                    "prune",
+                    "prune-failed",
+                    false,
+                    &format!("[evidence] keep = {keep} after {after}: {e}"),
+                );
+                facts.insert("evidence_prune_error".into(), Value::from(e.to_string()));
             }
         }
     }
