@@ -27,12 +27,13 @@ pub const ZSTD_SUFFIX: &str = ".zst";
 /// nothing is gained, and a small JSON read by `report` stays plain.
 pub const COMPRESS_THRESHOLD: u64 = 8 << 10;
 
-/// The zstd level evidence is compressed with. Measured here on a GNOME reset's 977,161-byte
-/// CRIU `restore.log` (zstd 1.5, one core): level 9 stores 103 KB in 0.05 s of CPU, 15 stores
-/// 106 KB, 16 (the first `btopt` level) 85 KB in 0.12 s, 19 83 KB in 0.37 s. 16 keeps a GNOME
-/// reset's evidence under its 150 KB budget for 0.07 s more CPU on the thread beside the
-/// display gates; 19 would cost three times that for 2 KB.
-pub const ZSTD_LEVEL: i32 = 16;
+/// The zstd level evidence is compressed with. Measured here on a GNOME reset's 953,549-byte
+/// CRIU `restore.log` (zstd 1.5, one core): level 3 stores 143 KB in 0.01 s of CPU, 9 99 KB in
+/// 0.04 s, 16 (the first `btopt` level) 82 KB in 0.17 s, 19 81 KB in 0.40 s. 9 keeps a GNOME
+/// reset's evidence under its 150 KB budget (≈141 KB) while the thread beside the display gates
+/// ends before them (`evidence-beside-wait` 0 ms); 16 saved 17 KB but made the reset wait
+/// ≈120–180 ms for that thread at its end.
+pub const ZSTD_LEVEL: i32 = 9;
 
 /// `path` with [`ZSTD_SUFFIX`] appended (`a/restore.log` → `a/restore.log.zst`).
 pub fn zst_path(path: &Path) -> PathBuf {
