@@ -55,16 +55,31 @@ pub fn ref_path(path: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// Why a reference's `stored_in` is refused ([`check_stored_in`]); its message names the value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoredInError {
+    /// Not three parts `../FOLDER/FILE`.
+    #[error("stored_in {0:?}: not ../NNNN-verb/FILE")]
+    Shape(String),
+    /// The folder is not a verb folder's name.
+    #[error("stored_in {0:?}: not a verb folder's name (NNNN-verb)")]
+    Folder(String),
+    /// The file is empty, hidden, `..` or itself a reference.
+    #[error("stored_in {0:?}: not a stored file's name")]
+    File(String),
+}
+
 /// The verb folder name and file of a reference's `stored_in` (`../0003-restore/screen.png`
-/// → `("0003-restore", "screen.png")`), or why it is refused: exactly `..`, a verb folder
-/// name (`NNNN-<verb>`) and a file name that is not hidden and not itself a reference.
-pub fn check_stored_in(stored_in: &str) -> Result<(&str, &str), String> {
-    let bad = |why: &str| Err(format!("stored_in {stored_in:?}: {why}"));
+/// → `("0003-restore", "screen.png")`): exactly `..`, a verb folder name (`NNNN-<verb>`) and a
+/// file name that is not hidden and not itself a reference.
+///
+/// Errors: [`StoredInError`] naming the value and which part is refused.
+pub fn check_stored_in(stored_in: &str) -> Result<(&str, &str), StoredInError> {
     let mut parts = stored_in.split('/');
     let (Some(".."), Some(folder), Some(file), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
-        return bad("not ../NNNN-verb/FILE");
+        return Err(StoredInError::Shape(stored_in.into()));
     };
     let verb_folder = folder.split_once('-').is_some_and(|(n, v)| {
         !n.is_empty()
@@ -73,10 +88,10 @@ pub fn check_stored_in(stored_in: &str) -> Result<(&str, &str), String> {
             && v.bytes().all(|b| b.is_ascii_lowercase() || b == b'-')
     });
     if !verb_folder {
-        return bad("not a verb folder's name (NNNN-verb)");
+        return Err(StoredInError::Folder(stored_in.into()));
     }
     if file.is_empty() || file.starts_with('.') || is_reference(file) || file == ".." {
-        return bad("not a stored file's name");
+        return Err(StoredInError::File(stored_in.into()));
     }
     Ok((folder, file))
 }
@@ -96,7 +111,7 @@ pub fn read_reference(path: &Path) -> io::Result<Reference> {
     }
     let r: Reference =
         serde_json::from_slice(&buf).map_err(|e| invalid(format!("not a .ref document: {e}")))?;
-    check_stored_in(&r.stored_in).map_err(invalid)?;
+    check_stored_in(&r.stored_in).map_err(|e| invalid(e.to_string()))?;
     Ok(r)
 }
 
