@@ -54,31 +54,28 @@ fn made_by_verb(verb_dir: &Path, rel: &str) -> bool {
 /// The line for a listed file whose stored bytes match but whose decoded content does not
 /// (`on_disk`: what the stored file decodes to, `None` when it does not decode).
 fn content_mismatch(a: &Artifact, on_disk: Option<&crate::evidence::result::Content>) -> String {
-    if crate::evidence::reference::is_reference(&a.path) {
-        return match (&a.content, on_disk) {
-            (Some(want), Some(got)) => format!(
-                "{}: refers to a file with sha256 {}… ({} bytes) now, not the {}… ({} bytes) verb.json lists: the referenced file was changed",
-                a.path,
-                short(&got.sha256),
-                got.bytes,
-                short(&want.sha256),
-                want.bytes
-            ),
-            (Some(want), None) => format!(
-                "{}: the file it refers to cannot be read (removed outside netprobe?), but verb.json lists its content ({}…, {} bytes)",
-                a.path,
-                short(&want.sha256),
-                want.bytes
-            ),
-            (None, _) => format!(
-                "{}: kept by reference, but verb.json lists no content for it",
-                a.path
-            ),
-        };
-    }
+    // What the stored file is, in the three sentences: a reference's target, or a zstd stream.
+    let is_ref = crate::evidence::reference::is_reference(&a.path);
+    let (now, unreadable, unlisted) = if is_ref {
+        (
+            "refers to a file with sha256",
+            "the file it refers to cannot be read (removed outside netprobe?)",
+            "kept by reference",
+        )
+    } else {
+        (
+            "decodes to sha256",
+            "does not decode as zstd",
+            "stored compressed",
+        )
+    };
+    let (when, changed) = match is_ref {
+        true => (" now", ": the referenced file was changed"),
+        false => ("", ""),
+    };
     match (&a.content, on_disk) {
         (Some(want), Some(got)) => format!(
-            "{}: decodes to sha256 {}… ({} bytes), not the {}… ({} bytes) verb.json lists",
+            "{}: {now} {}… ({} bytes){when}, not the {}… ({} bytes) verb.json lists{changed}",
             a.path,
             short(&got.sha256),
             got.bytes,
@@ -86,13 +83,13 @@ fn content_mismatch(a: &Artifact, on_disk: Option<&crate::evidence::result::Cont
             want.bytes
         ),
         (Some(want), None) => format!(
-            "{}: does not decode as zstd, but verb.json lists its content ({}…, {} bytes)",
+            "{}: {unreadable}, but verb.json lists its content ({}…, {} bytes)",
             a.path,
             short(&want.sha256),
             want.bytes
         ),
         (None, _) => format!(
-            "{}: stored compressed, but verb.json lists no content for it",
+            "{}: {unlisted}, but verb.json lists no content for it",
             a.path
         ),
     }
