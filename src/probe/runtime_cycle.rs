@@ -245,9 +245,11 @@ fn write_bundle(
     rel: &dyn Fn(&str) -> String,
     out: &mut RungOutput,
 ) -> Result<PathBuf, RungError> {
-    let rootfs: PathBuf = match &ctx.rootfs {
-        Some(r) => r.clone(),
-        None => {
+    let rootfs: PathBuf = match (&ctx.rootfs, ctx.shared_rootfs) {
+        (Some(r), _) => r.clone(),
+        // Built once for the run, beside its first checks (see rung::SharedRootfs).
+        (None, Some(shared)) => shared.get().map_err(|e| RungError::new("rootfs", e))?,
+        (None, None) => {
             let r = work.path().join("rootfs");
             oci::build_busybox_rootfs(&r).map_err(at("rootfs"))?;
             r
