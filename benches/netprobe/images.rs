@@ -23,10 +23,13 @@ use std::time::{Duration, Instant};
 
 const SECTION: &str = "images";
 
+/// A device's name and its sysctls, name → value.
+type NamedMap = (String, BTreeMap<String, String>);
+
 /// The decoder before the shared table of names, for the same-run comparison and the content
 /// check: `netdev-9.img` decoded, then per device a map of dotted name → value built as
 /// `netprobe::images` built it (one formatted name and one insert per sysctl).
-fn map_per_device(dir: &Path) -> Result<Vec<(String, BTreeMap<String, String>)>, String> {
+fn map_per_device(dir: &Path) -> Result<Vec<NamedMap>, String> {
     let path = dir.join("netdev-9.img");
     let bytes = std::fs::read(&path).map_err(|e| e.to_string())?;
     let required = [

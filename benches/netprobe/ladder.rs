@@ -175,7 +175,7 @@ fn summary(prefix: &str, obs: &[Obs]) {
         ),
     );
     let mut holes = mean(&|o| &o.holes);
-    holes.sort_by(|a, b| b.1.cmp(&a.1));
+    holes.sort_by_key(|h| std::cmp::Reverse(h.1));
     let total: u64 = holes.iter().map(|h| h.1).sum();
     let shown: Vec<String> = holes
         .iter()
