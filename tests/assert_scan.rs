@@ -1,6 +1,6 @@
 //! The log scanner against a naive line-by-line reference (grep -c -F semantics).
 
-use netprobe::assert::{LogQuery, scan_log, scan_log_with_chunk, scan_reader};
+use netprobe::assert::{LogQuery, scan_file_mapped, scan_log, scan_log_with_chunk, scan_reader};
 use std::io::Write;
 
 /// Reference: split into lines, apply scope, count lines containing the pattern.
@@ -240,4 +240,38 @@ fn exclude_skips_lines_with_an_excluded_literal() {
         assert_eq!(n, vec![1], "chunk {chunk}");
         assert_eq!(naive(log, &query), 1);
     }
+}
+
+#[test]
+fn mapped_windows_match_naive_reference_across_page_boundaries() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let queries = all_queries();
+    for round in 0..12 {
+        let n = 1 + rng.below(3000) as usize;
+        let mut log = gen_log(&mut rng, n);
+        if round % 3 == 0 {
+            // A line longer than several pages: the window grows to hold it.
+            let at = log.len() / 2;
+            let long: Vec<u8> = std::iter::repeat_n(b'y', 3 * 4096 + 17)
+                .chain(*b"LD: Got link 1, type 772\n")
+                .collect();
+            log.splice(at..at, long);
+        }
+        let p = dir.path().join(format!("dump-{round}.log"));
+        std::fs::write(&p, &log).unwrap();
+        let want: Vec<u64> = queries.iter().map(|q| naive(&log, q)).collect();
+        let f = std::fs::File::open(&p).unwrap();
+        for window in [1usize, 4096, 3 * 4096, 1 << 20] {
+            let got = scan_file_mapped(&f, &queries, window).unwrap();
+            assert_eq!(got, want, "round {round}, window {window}");
+        }
+        assert_eq!(scan_log(&p, &queries).unwrap(), want, "round {round}");
+    }
+    let empty = dir.path().join("empty.log");
+    std::fs::write(&empty, b"").unwrap();
+    let got = scan_log(&empty, &queries).unwrap();
+    assert!(got.iter().all(|&n| n == 0));
+    let f = std::fs::File::open(&empty).unwrap();
+    assert!(scan_file_mapped(&f, &queries, 0).is_err());
 }

@@ -10,16 +10,58 @@
 //! `crit` in PATH (Debian's `criu` package ships it; see benches/RESULTS.md).
 
 use crate::Config;
-use crate::stats::{Comparison, alternate, fmt_dur, note, verdict};
-use netprobe::images::format::{IMG_COMMON_MAGIC, NETDEV_MAGIC};
-use netprobe::images::ipdump::{IFADDR_DUMP_MAGIC, ROUTE_DUMP_MAGIC};
+use crate::stats::{Comparison, alternate, note, verdict};
+use netprobe::images::format::{IMG_COMMON_MAGIC, NETDEV_MAGIC, decode_all_required};
+use netprobe::images::ipdump::{IFADDR_DUMP_MAGIC, ROUTE_DUMP_MAGIC, decode_addrs, decode_routes};
 use netprobe::images::pb::{NdType, NetDeviceEntry, SysctlEntry};
+use netprobe::netlink::sysctl::{DEVCONFS4, DEVCONFS6};
 use prost::Message;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const SECTION: &str = "images";
+
+/// A device's name and its sysctls, name → value.
+type NamedMap = (String, BTreeMap<String, String>);
+
+/// The decoder before the shared table of names, for the same-run comparison and the content
+/// check: `netdev-9.img` decoded, then per device a map of dotted name → value built as
+/// `netprobe::images` built it (one formatted name and one insert per sysctl).
+fn map_per_device(dir: &Path) -> Result<Vec<NamedMap>, String> {
+    let path = dir.join("netdev-9.img");
+    let bytes = std::fs::read(&path).map_err(|e| e.to_string())?;
+    let required = [
+        (1, "type"),
+        (2, "ifindex"),
+        (3, "mtu"),
+        (4, "flags"),
+        (5, "name"),
+    ];
+    let devs: Vec<NetDeviceEntry> =
+        decode_all_required(&path, &bytes, NETDEV_MAGIC, &required).map_err(|e| e.to_string())?;
+    let value = |e: &SysctlEntry| e.sarg.clone().or_else(|| e.iarg.map(|i| i.to_string()));
+    Ok(devs
+        .into_iter()
+        .map(|d| {
+            let mut m = BTreeMap::new();
+            for (p, list, names) in [("ipv4", &d.conf4, DEVCONFS4), ("ipv6", &d.conf6, DEVCONFS6)] {
+                for (i, e) in list.iter().enumerate() {
+                    let Some(v) = value(e) else { continue };
+                    let n = names
+                        .get(i)
+                        .map_or_else(|| format!("#{i}"), |n| n.to_string());
+                    m.insert(format!("net.{p}.conf.{}.{n}", d.name), v);
+                }
+            }
+            for (i, v) in d.conf.iter().enumerate() {
+                m.insert(format!("legacy.ipv4.conf.{}.#{i}", d.name), v.to_string());
+            }
+            (d.name, m)
+        })
+        .collect())
+}
 
 fn netdev_image(links: u32) -> Vec<u8> {
     let mut v = IMG_COMMON_MAGIC.to_ne_bytes().to_vec();
@@ -144,7 +186,7 @@ pub fn run(cfg: &Config) -> Result<(), String> {
             r.len()
         ),
     );
-    let (parsed, t) = crate::stats::timed(|| netprobe::images::read_dir(dir.path()));
+    let (parsed, _) = crate::stats::timed(|| netprobe::images::read_dir(dir.path()));
     let parsed = parsed.map_err(|e| e.to_string())?;
     let ns = &parsed.namespaces[0];
     if ns.devices.len() != links as usize || ns.addresses.len() != links as usize {
@@ -154,10 +196,55 @@ pub fn run(cfg: &Config) -> Result<(), String> {
             ns.addresses.len()
         ));
     }
-    note(
-        SECTION,
-        format!("in-process decode of the three images: {}", fmt_dur(t)),
+    // The same decoded content as a map per device (the decoder before the shared table).
+    let maps = map_per_device(dir.path())?;
+    let same = ns.devices.len() == maps.len()
+        && ns
+            .devices
+            .iter()
+            .zip(&maps)
+            .all(|(d, (name, m))| d.name == *name && d.sysctls.to_map() == *m);
+    if !same {
+        return Err("the decoded sysctls differ from a map per device".into());
+    }
+    let sysctls: usize = maps.iter().map(|(_, m)| m.len()).sum();
+    drop(maps);
+    let (rn, ro) = alternate(
+        1,
+        cfg.runs,
+        || {
+            crate::stats::timed(|| {
+                std::hint::black_box(netprobe::images::read_dir(dir.path()).expect("decode"))
+            })
+            .1
+        },
+        || {
+            crate::stats::timed(|| {
+                std::hint::black_box(map_per_device(dir.path()).expect("decode"));
+                let a = std::fs::read(dir.path().join("ifaddr-9.img")).expect("ifaddr");
+                let r = std::fs::read(dir.path().join("route-9.img")).expect("route");
+                std::hint::black_box(decode_addrs(dir.path(), &a).expect("ifaddr"));
+                std::hint::black_box(decode_routes(dir.path(), &r).expect("route"));
+            })
+            .1
+        },
     );
+    let t = crate::stats::median(&rn);
+    Comparison {
+        section: SECTION,
+        what: format!(
+            "in-process decode of the three images ({links} links, {sysctls} named sysctls, \
+             content checked equal) vs the same with a map of named sysctls per device"
+        ),
+        netprobe: &rn,
+        peer_name: "map per device",
+        peer: &ro,
+        notes: format!(
+            "target <= 150 ms for 10,001 links: {}",
+            verdict(links != 10_001 || t <= Duration::from_millis(150))
+        ),
+    }
+    .print();
     let exe = crate::netprobe_exe();
     let (mut rss_n, mut rss_c) = (0, 0);
     let err_n = std::cell::RefCell::new(None);

@@ -27,7 +27,7 @@ pub enum Event {
     Fork { parent: i32, child: i32 },
     /// `pid` exec'd `exe` (read from `/proc/<pid>/exe` when the event arrived; `?` if gone).
     /// `args`: its `/proc/<pid>/cmdline` (arguments joined by spaces), read only when the
-    /// program's file name contains `netprobe`, else empty.
+    /// program's file name contains `netprobe` or is `runc`, `crun` or `criu`, else empty.
     Exec {
         ts: u64,
         pid: i32,
@@ -201,11 +201,10 @@ fn record(fd: i32, stop: &AtomicBool) -> io::Result<Vec<Event>> {
                         let exe = std::fs::read_link(format!("/proc/{}/exe", d(0)))
                             .map(|p| p.display().to_string())
                             .unwrap_or_else(|_| "?".into());
-                        let named_netprobe = exe
-                            .rsplit('/')
-                            .next()
-                            .is_some_and(|b| b.contains("netprobe"));
-                        let args = if named_netprobe {
+                        let base = exe.rsplit('/').next().unwrap_or("");
+                        let named =
+                            base.contains("netprobe") || ["runc", "crun", "criu"].contains(&base);
+                        let args = if named {
                             std::fs::read(format!("/proc/{}/cmdline", d(0)))
                                 .map(|b| {
                                     String::from_utf8_lossy(&b)
@@ -239,7 +238,9 @@ pub struct ChildTime {
     pub union_ns: u64,
     /// Sum per program (basename of the exe), ns, and call count.
     pub by_program: HashMap<String, (u64, u32)>,
-    /// Every external child: exec and exit (ns, monotonic) and the exe path, in exit order.
+    /// Every external child: exec and exit (ns, monotonic) and the exe path (followed by the
+    /// runtime's or CRIU's subcommand, e.g. `/opt/runc-1.4.3/sbin/runc checkpoint`), in exit
+    /// order.
     pub timeline: Vec<(u64, u64, String)>,
 }
 
@@ -253,7 +254,7 @@ pub fn child_time(events: &[Event], root: i32, netprobe_exe: &str, count: &[&str
     let mut np: HashMap<i32, bool> = HashMap::new(); // pid -> is netprobe
     np.insert(root, true);
     let mut parent: HashMap<i32, i32> = HashMap::new();
-    let mut started: HashMap<i32, (u64, String)> = HashMap::new();
+    let mut started: HashMap<i32, (u64, String, String)> = HashMap::new();
     let mut intervals: Vec<(u64, u64)> = Vec::new();
     let mut out = ChildTime::default();
     for e in events {
@@ -266,21 +267,21 @@ pub fn child_time(events: &[Event], root: i32, netprobe_exe: &str, count: &[&str
                     parent.insert(*child, *p);
                 }
             }
-            Event::Exec { ts, pid, exe, .. } => {
+            Event::Exec { ts, pid, exe, args } => {
                 if np.get(pid) == Some(&true) && *pid != root {
                     let is_np = exe == netprobe_exe || exe.ends_with("/netprobe");
                     if !is_np {
                         np.insert(*pid, false);
-                        started.insert(*pid, (*ts, exe.clone()));
+                        started.insert(*pid, (*ts, exe.clone(), subcommand(args)));
                     }
                 }
             }
             Event::Exit { ts, pid } => {
                 np.remove(pid);
-                if let Some((t0, exe)) = started.remove(pid) {
+                if let Some((t0, exe, sub)) = started.remove(pid) {
                     let base = exe.rsplit('/').next().unwrap_or(&exe).to_string();
                     let d = ts.saturating_sub(t0);
-                    out.timeline.push((t0, *ts, exe.clone()));
+                    out.timeline.push((t0, *ts, format!("{exe}{sub}")));
                     let ent = out.by_program.entry(base.clone()).or_default();
                     ent.0 += d;
                     ent.1 += 1;
@@ -293,6 +294,22 @@ pub fn child_time(events: &[Event], root: i32, netprobe_exe: &str, count: &[&str
     }
     out.union_ns = union_ns(intervals);
     out
+}
+
+/// ` <subcommand>`: the first argument after the program that is not an option or an
+/// option's value (`runc --root R checkpoint …` → ` checkpoint`); empty when none is known.
+fn subcommand(args: &str) -> String {
+    let mut words = args.split(' ').skip(1);
+    while let Some(w) = words.next() {
+        if w == "--root" || w == "--log" || w == "--log-format" {
+            words.next();
+            continue;
+        }
+        if !w.starts_with('-') && !w.is_empty() {
+            return format!(" {w}");
+        }
+    }
+    String::new()
 }
 
 /// Total length of the union of `[start, end)` intervals (ns).

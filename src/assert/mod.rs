@@ -9,5 +9,5 @@ pub mod scan;
 pub mod spec;
 
 pub use eval::{evaluate, json_field_diff, passes, reevaluate};
-pub use scan::{LogQuery, scan_log, scan_log_with_chunk, scan_reader};
+pub use scan::{LogQuery, scan_file_mapped, scan_log, scan_log_with_chunk, scan_reader};
 pub use spec::{AssertionSpec, Bound, Check, NetStateCheck, ProbeSpec, SpecError};

@@ -1,21 +1,22 @@
 //! One streaming pass over a log for many line-count queries (`grep -c -F` semantics).
 //!
-//! The log is read in fixed chunks; the incomplete last line of a chunk is carried to the
-//! front of the next one, so every search runs over whole lines only. All distinct needles
-//! (patterns, anchors, excludes) are compiled into one [`aho_corasick::AhoCorasick`]
+//! A regular file is searched through a read-only mapping of a few MiB at a time
+//! ([`scan_file_mapped`]: no copy out of the page cache); a log stored compressed is decoded
+//! and read in fixed chunks ([`scan_reader`]). Either way every search runs over whole lines
+//! only: a line cut by a window's or chunk's end is searched with the next one. All distinct
+//! needles (patterns, anchors, excludes) are compiled into one [`aho_corasick::AhoCorasick`]
 //! automaton, and a SIMD searcher over one rare infix per needle finds the next line that may
 //! hold a needle (`Prefilter`); only that line is then searched with an overlapping automaton to learn every
 //! needle it holds, and the line is applied to every query at once (a line counts once).
-//! So the cost per byte does not grow with the number of queries. Memory is the chunk plus the
-//! longest line, and a line longer than [`MAX_LINE`] is an error.
+//! So the cost per byte does not grow with the number of queries. Memory is the window (or
+//! chunk) plus the longest line, and a line longer than [`MAX_LINE`] is an error.
 
 use aho_corasick::{AhoCorasick, Input, MatchKind, Span, packed};
 use std::io::{self, Read};
 use std::path::Path;
 
-/// Default read size of [`scan_log`], bytes (256 KiB: a chunk stays in L2 while its candidate
-/// lines are searched again; measured here on a 1 GiB CRIU-style log, the 5 built-in queries
-/// run at ~3.5 GB/s vs ~3.0 GB/s for `grep -c -F` with one pattern, benches/RESULTS.md).
+/// Read size of [`scan_log`] for a compressed log, bytes (256 KiB: a chunk stays in L2 while
+/// its candidate lines are searched again).
 pub const DEFAULT_CHUNK: usize = 256 << 10;
 
 /// Longest line the scanner accepts, bytes (64 MiB). CRIU log lines are short; a longer line
@@ -52,14 +53,89 @@ impl LogQuery {
     }
 }
 
-/// Counts, for each query, the lines of the log at `path` matching it, in one streaming pass
-/// with [`DEFAULT_CHUNK`]-byte reads; a log stored compressed (only `<path>.zst` there) is
-/// scanned as it decodes ([`crate::evidence::compressed::open_content`]).
+/// Counts, for each query, the lines of the log at `path` matching it, in one streaming pass:
+/// a regular file (no symbolic link) through [`DEFAULT_WINDOW`]-byte mappings
+/// ([`scan_file_mapped`]); a log stored compressed (only `<path>.zst` there) as it decodes,
+/// in [`DEFAULT_CHUNK`]-byte reads ([`crate::evidence::compressed::open_content`]).
 ///
 /// Returns one count per query, in order. Errors: the file cannot be opened or read;
 /// `InvalidInput` for an empty pattern/anchor, a newline in one, or a line over [`MAX_LINE`].
 pub fn scan_log(path: &Path, queries: &[LogQuery]) -> io::Result<Vec<u64>> {
-    scan_log_with_chunk(path, queries, DEFAULT_CHUNK)
+    match crate::evidence::fsio::open_regular(path, false) {
+        Ok(file) => scan_file_mapped(&file, queries, DEFAULT_WINDOW),
+        // Only `<path>.zst` there: scanned as it decodes.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            scan_log_with_chunk(path, queries, DEFAULT_CHUNK)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Size of the file window [`scan_log`] maps at a time, bytes (4 MiB). Searching the page
+/// cache through a mapping skips the copy `read(2)` makes into a buffer, which is most of a
+/// single-pattern scan's cost here; a window is unmapped before the next is mapped, so the
+/// resident set stays one window whatever the log's size.
+pub const DEFAULT_WINDOW: usize = 4 << 20;
+
+/// [`scan_log`]'s pass over the open regular file `file`, mapped `window` bytes at a time
+/// (rounded up to whole pages; tests use one page to cross many window boundaries). A line
+/// that crosses a window's end is searched in the next window, which starts at that line's
+/// page; a line longer than the window doubles it, up to [`MAX_LINE`].
+///
+/// The file must not shrink during the scan (the logs scanned are written by processes that
+/// have exited; a shrinking file would fault on the pages cut off, as any mapped reader does).
+/// Returns one count per query. Errors: `fstat` or `mmap` fails; `InvalidInput` as for
+/// [`scan_log`]; `window == 0`.
+pub fn scan_file_mapped(
+    file: &std::fs::File,
+    queries: &[LogQuery],
+    window: usize,
+) -> io::Result<Vec<u64>> {
+    if window == 0 {
+        return Err(invalid("window size 0".into()));
+    }
+    let mut matcher = compile(queries)?;
+    if queries.is_empty() {
+        return Ok(Vec::new());
+    }
+    // SAFETY: sysconf has no preconditions.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+    let mut window = window.div_ceil(page) * page;
+    let len = file.metadata()?.len();
+    let mut pos: u64 = 0; // start of the first line not yet searched
+    while pos < len && !matcher.all_done() {
+        let off = pos - pos % page as u64;
+        let skip = (pos - off) as usize;
+        let map_len = (len - off).min(window as u64) as usize;
+        // SAFETY: a read-only private mapping of a regular file; see the doc above on the
+        // file shrinking meanwhile.
+        let map = unsafe {
+            memmap2::MmapOptions::new()
+                .offset(off)
+                .len(map_len)
+                .populate()
+                .map(file)?
+        };
+        let region = &map[skip..];
+        if off + map_len as u64 == len {
+            // The window reaches the end of the file: everything left, last line included.
+            matcher.region(region);
+            break;
+        }
+        match memchr::memrchr(b'\n', region) {
+            Some(i) => {
+                matcher.region(&region[..=i]);
+                pos += i as u64 + 1;
+            }
+            None if region.len() > MAX_LINE => {
+                return Err(invalid(format!(
+                    "a line is longer than {MAX_LINE} bytes; not a log"
+                )));
+            }
+            None => window *= 2,
+        }
+    }
+    Ok(matcher.qs.iter().map(|q| q.count).collect())
 }
 
 /// [`scan_log`] with an explicit read size in bytes (≥ 1; tests use tiny ones such as 7).

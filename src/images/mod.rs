@@ -3,7 +3,8 @@
 //! - [`format`]: image framing (magics, size-prefixed protobuf entries), strict errors.
 //! - [`pb`]: prost types generated from CRIU's MIT-licensed `images/*.proto` (`proto/criu/`).
 //! - [`ipdump`]: the raw `ip addr/route/rule save` images, decoded with netlink-packet-route.
-//! - [`netimg`]: one images folder → [`NetImages`]; [`tree`]: its text rendering.
+//! - [`netimg`]: one images folder → [`NetImages`]; [`devsysctl`]: a device's sysctls named
+//!   through one shared table; [`tree`]: its text rendering.
 //! - [`archive`]: a checkpoint archive (tar, tar.gz, tar.zst, told by content) read as a
 //!   stream, bounded; [`engine`]: the engine's metadata in it; [`finding`]: what a restore
 //!   brings back; [`checkpoint`]: the three together, `netprobe images ARCHIVE`.
@@ -15,6 +16,7 @@ pub mod archive;
 pub mod checkpoint;
 pub mod checkpoint_diff;
 pub mod cli;
+pub mod devsysctl;
 pub mod engine;
 pub mod finding;
 pub mod format;

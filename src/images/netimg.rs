@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use super::devsysctl::DevSysctls;
 use super::format::{self, INVENTORY_MAGIC, ImageError, NETDEV_MAGIC, NETNS_MAGIC};
 use super::ipdump;
 use super::pb::{NdType, NetDeviceEntry, NetnsEntry, SysctlEntry};
@@ -49,8 +50,10 @@ pub struct DeviceInfo {
     pub peer_nsid: Option<u32>,
     /// `master` ifindex.
     pub master: Option<u32>,
-    /// Dotted sysctl name → value (`net.ipv4.conf.<name>.*`, `net.ipv6.conf.<name>.*`).
-    pub sysctls: BTreeMap<String, String>,
+    /// Dotted sysctl name → value (`net.ipv4.conf.<name>.*`, `net.ipv6.conf.<name>.*`,
+    /// `legacy.ipv4.conf.<name>.#<i>`), named through one shared table
+    /// ([`super::devsysctl`]); serialized as that map.
+    pub sysctls: DevSysctls,
 }
 
 /// The network images of one namespace id (`<id>` of `netns-<id>.img` etc.).
@@ -339,16 +342,7 @@ fn type_name(t: i32) -> String {
 }
 
 fn device_info(d: NetDeviceEntry) -> DeviceInfo {
-    let mut s = BTreeMap::new();
-    add_named(&mut s, &d.conf4, DEVCONFS4, |n| {
-        conf_key("ipv4", &d.name, n)
-    });
-    add_named(&mut s, &d.conf6, DEVCONFS6, |n| {
-        conf_key("ipv6", &d.name, n)
-    });
-    for (i, v) in d.conf.iter().enumerate() {
-        s.insert(format!("legacy.ipv4.conf.{}.#{i}", d.name), v.to_string());
-    }
+    let s = DevSysctls::from_entries(&d.name, &d.conf4, &d.conf6, &d.conf);
     DeviceInfo {
         up: d.flags & libc::IFF_UP as u32 != 0,
         dev_type: type_name(d.r#type),
@@ -435,7 +429,7 @@ mod tests {
             ns.devices[0]
                 .sysctls
                 .get("net.ipv4.conf.veth0.accept_local"),
-            Some(&"1".to_string())
+            Some("1".to_string())
         );
         assert_eq!(
             ns.netns.as_ref().unwrap().ext_key.as_deref(),

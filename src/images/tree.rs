@@ -143,7 +143,9 @@ fn render_dev(o: &mut String, d: &DeviceInfo, sysctls: bool) {
             .unwrap_or_default(),
         d.sysctls.len(),
     );
-    for (k, v) in d.sysctls.iter().filter(|_| sysctls) {
-        let _ = writeln!(o, "        {k} = {v}");
+    if sysctls {
+        d.sysctls.for_each(|k, v| {
+            let _ = writeln!(o, "        {k} = {v}");
+        });
     }
 }

@@ -181,9 +181,8 @@ fn image_facts(ns: &NsImages) -> Facts {
             d.dev_type == "loopback",
         );
         put(&mut m, "link", format!("{} if{}", d.name, d.ifindex), v);
-        for (k, v) in &d.sysctls {
-            put(&mut m, "sysctl", k.clone(), v.clone());
-        }
+        d.sysctls
+            .for_each(|k, v| put(&mut m, "sysctl", k.to_string(), v.to_string()));
     }
     ns.addresses.iter().for_each(|a| addr_fact(&mut m, a));
     ns.routes.iter().for_each(|r| route_fact(&mut m, r));

@@ -40,14 +40,21 @@ pub fn run(ctx: &RungCtx) -> Result<RungOutput, RungError> {
         return Err(RungError::new("netns content", e).with(out));
     }
     out.fact("netns_content", ctx.netns.as_str());
-    let before = match capture_and_write(ev, name, &holder.netns_path(), "before") {
+    // The `ip` side view runs beside the capture (both only read the netns).
+    let view_pid = id.pid;
+    let (captured, view) = std::thread::scope(|s| {
+        let view = s.spawn(move || util::ip_view(view_pid));
+        let captured = capture_and_write(ev, name, &holder.netns_path(), "before");
+        (captured, view.join())
+    });
+    let before = match captured {
         Ok((s, retries)) => {
             out.fact("settle_retries_before", retries);
             s
         }
         Err(e) => return Err(RungError::new("state capture", e).with(out)),
     };
-    if let Ok(t) = util::ip_view(id.pid) {
+    if let Ok(Ok(t)) = view {
         let _ = ev.write(&rel("ip-before.txt"), t.as_bytes());
     }
 
@@ -202,8 +209,13 @@ fn restore_and_capture(
     out.fact("restored_pid", pid);
     out.fact("netns_inode_after", restored.identity().netns_inode);
     let name = RungName::Criu.as_str();
-    let after = capture_and_write(ev, name, Path::new(&format!("/proc/{pid}/ns/net")), "after");
-    if let Ok(t) = util::ip_view(pid) {
+    let netns = format!("/proc/{pid}/ns/net");
+    let (after, view) = std::thread::scope(|s| {
+        let view = s.spawn(move || util::ip_view(pid));
+        let after = capture_and_write(ev, name, Path::new(&netns), "after");
+        (after, view.join())
+    });
+    if let Ok(Ok(t)) = view {
         let _ = ev.write(&rel("ip-after.txt"), t.as_bytes());
     }
     drop(restored);

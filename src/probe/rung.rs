@@ -32,6 +32,71 @@ pub struct RungCtx<'a> {
     /// What the probe's netns holds before the checkpoint (`--netns lo|rich`; criu and
     /// runtime rungs).
     pub netns: crate::probe::netns_content::NetnsContent,
+    /// The built-in busybox rootfs the runner started building when the run began (see
+    /// [`SharedRootfs`]); `None` (with `rootfs` `None` too) = each runtime rung builds its own.
+    pub shared_rootfs: Option<&'a SharedRootfs>,
+}
+
+/// What [`SharedRootfs`]'s thread yields: the work area holding the rootfs, and its path.
+type BuiltRootfs = Result<(crate::probe::util::WorkArea, std::path::PathBuf), String>;
+
+/// The built-in busybox rootfs (`oci::build_busybox_rootfs`), built once per run on a thread
+/// of its own when the run begins (beside `criu check`) instead of once in each runtime rung,
+/// and shared by the runtime rungs: each one's container mounts it read-only, one container
+/// after the other. It lives in a work area of its own (`/var/tmp/netprobe-<pid>-…`, released
+/// on a signal and found by the next run after a SIGKILL), removed when this is dropped.
+pub struct SharedRootfs {
+    start: std::sync::Mutex<Option<std::thread::JoinHandle<BuiltRootfs>>>,
+    built: std::sync::OnceLock<BuiltRootfs>,
+}
+
+impl SharedRootfs {
+    /// Starts building the rootfs on a thread.
+    pub fn start() -> SharedRootfs {
+        let handle = std::thread::spawn(|| {
+            let work = crate::probe::util::WorkArea::new()
+                .map_err(|e| format!("work area for the busybox rootfs: {e}"))?;
+            let rootfs = work.path().join("rootfs");
+            crate::oci::build_busybox_rootfs(&rootfs).map_err(|e| e.to_string())?;
+            Ok((work, rootfs))
+        });
+        SharedRootfs {
+            start: std::sync::Mutex::new(Some(handle)),
+            built: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Waits for the build. Returns the rootfs folder.
+    ///
+    /// Errors: why the work area or the rootfs could not be made (the busybox binary missing
+    /// or not static, an applet missing, I/O), as a sentence.
+    pub fn get(&self) -> Result<std::path::PathBuf, String> {
+        self.built
+            .get_or_init(|| {
+                let handle = self.start.lock().unwrap_or_else(|p| p.into_inner()).take();
+                match handle {
+                    Some(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                    None => Err("the busybox rootfs build was not started".into()),
+                }
+            })
+            .as_ref()
+            .map(|(_, p)| p.clone())
+            .map_err(Clone::clone)
+    }
+}
+
+impl Drop for SharedRootfs {
+    fn drop(&mut self) {
+        // A build nobody waited for is joined, so its work area is removed here too.
+        let handle = self
+            .start
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(h) = handle {
+            drop(h.join());
+        }
+    }
 }
 
 /// The holder a rung runs its process or container in: netprobe's `__holder` mode (`exe`), with

@@ -12,7 +12,7 @@ use crate::exit::ExitClass;
 use crate::host;
 pub use crate::probe::ladder_error::LadderError;
 use crate::probe::ladder_error::{writing, writing_into};
-use crate::probe::rung::{EarlyHolders, RungCtx, RungError, RungOutput};
+use crate::probe::rung::{EarlyHolders, RungCtx, RungError, RungOutput, SharedRootfs};
 use crate::probe::{criu_rung, external_netns, kernel, oci_rung, verdict};
 use crate::report::progress::Progress;
 use std::collections::BTreeMap;
@@ -148,7 +148,7 @@ pub fn run(
     // Every runtime and CRIU this run starts carries its pid: what a SIGKILL leaves running is
     // found by the next run (`probe::stale`).
     crate::proc::mark_children_with_run_pid();
-    let (criu_facts, runtime_facts, early_holders) = host_gates(opts)?;
+    let (criu_facts, runtime_facts, early_holders, shared_rootfs) = host_gates(opts)?;
 
     let dir_path = opts
         .evidence
@@ -188,6 +188,7 @@ pub fn run(
         exe: opts.exe.clone(),
         early_holders: Some(&early_holders),
         netns: opts.netns,
+        shared_rootfs: shared_rootfs.as_ref(),
     };
 
     // A signal does not unwind: release what the rungs started, and leave a note beside the
@@ -205,6 +206,8 @@ pub fn run(
         ));
     }
     let rungs = run_rungs(opts, &ctx_base, progress);
+    // The shared rootfs's work area is gone before the result says the run is over.
+    drop(shared_rootfs);
     let mut result = RunResult {
         schema_version: SCHEMA_VERSION,
         tool: "netprobe".into(),
@@ -303,10 +306,20 @@ fn interruption_note(ev: &EvidenceDir) -> crate::ns::cleanup::Registration {
 }
 
 /// Host gates: root, no CRIU config file, CRIU present and `criu check` passes, the runtime
-/// recognised (for the runtime rungs), the `--rootfs` usable. Starts the rungs' holders.
+/// recognised (for the runtime rungs), the `--rootfs` usable. Starts the rungs' holders and,
+/// for runtime rungs without `--rootfs`, the build of the busybox rootfs they share.
+#[allow(clippy::type_complexity)]
 fn host_gates(
     opts: &RunOptions,
-) -> Result<(BinaryFacts, Option<BinaryFacts>, EarlyHolders), LadderError> {
+) -> Result<
+    (
+        BinaryFacts,
+        Option<BinaryFacts>,
+        EarlyHolders,
+        Option<SharedRootfs>,
+    ),
+    LadderError,
+> {
     let needs_runtime = opts
         .phases
         .iter()
@@ -315,6 +328,8 @@ fn host_gates(
     host::refuse_criu_config()?;
     // The rungs' holders start now, on their own threads (see EarlyHolders).
     let early_holders = EarlyHolders::start(&opts.phases, &opts.exe);
+    // The runtime rungs' rootfs is built beside `criu check` too (see SharedRootfs).
+    let shared_rootfs = (needs_runtime && opts.rootfs.is_none()).then(SharedRootfs::start);
     // The runtime's facts (`--version`, sha256) are gathered on a second thread while CRIU's
     // readiness (`--version`, sha256, `criu check`) is proven; CRIU's refusal is reported first.
     let (criu_ready, runtime_ready) = std::thread::scope(|s| {
@@ -334,7 +349,7 @@ fn host_gates(
     {
         crate::oci::check_rootfs(rootfs).map_err(LadderError::Rootfs)?;
     }
-    Ok((criu_facts, runtime_facts, early_holders))
+    Ok((criu_facts, runtime_facts, early_holders, shared_rootfs))
 }
 
 /// Runs the requested rungs cheapest first (the others recorded as skipped), flushing each

@@ -137,8 +137,14 @@ pub fn run_cycle(
     let netns_path = c.netns_path().unwrap_or_default();
     crate::probe::netns_content::apply(&netns_path, ctx.netns)
         .map_err(|e| RungError::new("netns content", e))?;
-    let before = capture(ctx, rung, &c, "before")?;
-    if let Ok(t) = util::ip_view(pid) {
+    // The `ip` side view runs beside the capture (both only read the netns).
+    let (before, view) = std::thread::scope(|s| {
+        let view = s.spawn(move || util::ip_view(pid));
+        let before = capture(ctx, rung, &c, "before");
+        (before, view.join())
+    });
+    let before = before?;
+    if let Ok(Ok(t)) = view {
         let _ = ev.write(&rel("ip-before.txt"), t.as_bytes());
     }
 
@@ -183,8 +189,12 @@ pub fn run_cycle(
     .map_err(at("evidence"))?;
     crate::ns::cleanup::checkpoint();
     reverify().map_err(|e| RungError::new("holder", e))?;
-    let after = capture(ctx, rung, &c, "after");
-    if let Ok(t) = util::ip_view(pid) {
+    let (after, view) = std::thread::scope(|s| {
+        let view = s.spawn(move || util::ip_view(pid));
+        let after = capture(ctx, rung, &c, "after");
+        (after, view.join())
+    });
+    if let Ok(Ok(t)) = view {
         let _ = ev.write(&rel("ip-after.txt"), t.as_bytes());
     }
     // kill + delete + `runtime state` proving it gone; if any of that failed, `runtime state`
@@ -245,9 +255,11 @@ fn write_bundle(
     rel: &dyn Fn(&str) -> String,
     out: &mut RungOutput,
 ) -> Result<PathBuf, RungError> {
-    let rootfs: PathBuf = match &ctx.rootfs {
-        Some(r) => r.clone(),
-        None => {
+    let rootfs: PathBuf = match (&ctx.rootfs, ctx.shared_rootfs) {
+        (Some(r), _) => r.clone(),
+        // Built once for the run, beside its first checks (see rung::SharedRootfs).
+        (None, Some(shared)) => shared.get().map_err(|e| RungError::new("rootfs", e))?,
+        (None, None) => {
             let r = work.path().join("rootfs");
             oci::build_busybox_rootfs(&r).map_err(at("rootfs"))?;
             r
