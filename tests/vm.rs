@@ -49,25 +49,11 @@ fn image() -> PathBuf {
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
-/// Processes whose command line mentions `needle`.
-fn procs_mentioning(needle: &str) -> Vec<String> {
-    let mut v = Vec::new();
-    for e in fs::read_dir("/proc").unwrap().flatten() {
-        if let Ok(c) = fs::read(e.path().join("cmdline")) {
-            let c = String::from_utf8_lossy(&c).replace('\0', " ");
-            if c.contains(needle) {
-                v.push(c);
-            }
-        }
-    }
-    v
-}
-
 /// Nothing of run.sh is left under `tmp` (its TMPDIR): no process mentions it (qemu) and the
 /// folder holds exactly `results` (the `--out` folders).
 fn assert_only_results_left(tmp: &Path, results: &[&str]) {
     assert!(
-        procs_mentioning(tmp.to_str().unwrap()).is_empty(),
+        fleet_play::procs_mentioning(tmp.to_str().unwrap()).is_empty(),
         "qemu left running"
     );
     let mut left: Vec<String> = fs::read_dir(tmp)

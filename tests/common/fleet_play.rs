@@ -160,7 +160,8 @@ fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     v
 }
 
-fn procs_mentioning(needle: &str) -> Vec<String> {
+/// Processes whose command line mentions `needle`.
+pub fn procs_mentioning(needle: &str) -> Vec<String> {
     let mut v = Vec::new();
     for e in fs::read_dir("/proc").unwrap().flatten() {
         if let Ok(c) = fs::read(e.path().join("cmdline")) {
