@@ -37,8 +37,23 @@ pub struct RungCtx<'a> {
     pub shared_rootfs: Option<&'a SharedRootfs>,
 }
 
+/// Why [`SharedRootfs`] has no rootfs. `Clone`: every runtime rung that asks gets the same
+/// answer, so the causes are kept as their sentences.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SharedRootfsError {
+    /// The work area could not be made.
+    #[error("work area for the busybox rootfs: {0}")]
+    WorkArea(String),
+    /// `oci::build_busybox_rootfs` failed (busybox missing or not static, an applet missing, I/O).
+    #[error("{0}")]
+    Build(String),
+    /// [`SharedRootfs::get`] found no build thread (it cannot be started twice).
+    #[error("the busybox rootfs build was not started")]
+    NotStarted,
+}
+
 /// What [`SharedRootfs`]'s thread yields: the work area holding the rootfs, and its path.
-type BuiltRootfs = Result<(crate::probe::util::WorkArea, std::path::PathBuf), String>;
+type BuiltRootfs = Result<(crate::probe::util::WorkArea, std::path::PathBuf), SharedRootfsError>;
 
 /// The built-in busybox rootfs (`oci::build_busybox_rootfs`), built once per run on a thread
 /// of its own when the run begins (beside `criu check`) instead of once in each runtime rung,
@@ -55,9 +70,10 @@ impl SharedRootfs {
     pub fn start() -> SharedRootfs {
         let handle = std::thread::spawn(|| {
             let work = crate::probe::util::WorkArea::new()
-                .map_err(|e| format!("work area for the busybox rootfs: {e}"))?;
+                .map_err(|e| SharedRootfsError::WorkArea(e.to_string()))?;
             let rootfs = work.path().join("rootfs");
-            crate::oci::build_busybox_rootfs(&rootfs).map_err(|e| e.to_string())?;
+            crate::oci::build_busybox_rootfs(&rootfs)
+                .map_err(|e| SharedRootfsError::Build(e.to_string()))?;
             Ok((work, rootfs))
         });
         SharedRootfs {
@@ -68,15 +84,14 @@ impl SharedRootfs {
 
     /// Waits for the build. Returns the rootfs folder.
     ///
-    /// Errors: why the work area or the rootfs could not be made (the busybox binary missing
-    /// or not static, an applet missing, I/O), as a sentence.
-    pub fn get(&self) -> Result<std::path::PathBuf, String> {
+    /// Errors: [`SharedRootfsError`]: why the work area or the rootfs could not be made.
+    pub fn get(&self) -> Result<std::path::PathBuf, SharedRootfsError> {
         self.built
             .get_or_init(|| {
                 let handle = self.start.lock().unwrap_or_else(|p| p.into_inner()).take();
                 match handle {
                     Some(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                    None => Err("the busybox rootfs build was not started".into()),
+                    None => Err(SharedRootfsError::NotStarted),
                 }
             })
             .as_ref()
