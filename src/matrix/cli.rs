@@ -436,4 +436,27 @@ mod tests {
         let given = PathBuf::from("runc");
         assert_eq!(duplicate(&[given.clone(), given.clone()]), Some(&given));
     }
+
+    #[test]
+    fn the_shipped_example_config_parses_with_its_expectations() {
+        use clap::Parser;
+        let example = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/matrix.toml");
+        let mut a = Cli::try_parse_from(["netprobe"]).unwrap().matrix;
+        a.config = Some(example);
+        let o = options(&a, PathBuf::from("netprobe")).unwrap();
+        assert_eq!(o.runtimes.len(), 2, "{:?}", o.runtimes);
+        assert_eq!(o.crius.len(), 2, "{:?}", o.crius);
+        let expect: Vec<(Option<&str>, &str)> = o
+            .expect
+            .iter()
+            .map(|e| (e.runtime.as_deref(), e.verdict.as_str()))
+            .collect();
+        assert_eq!(
+            expect,
+            [
+                (None, "runtime-empty-ns"),
+                (Some("crun"), "runtime-preserves-netns")
+            ]
+        );
+    }
 }
