@@ -163,8 +163,8 @@ fn recorded_clause(rung: RungName, c: &serde_json::Map<String, serde_json::Value
 /// however many of its fields changed)`. For `criu-netns` the head says the namespace does not
 /// come back "as it was" (the recorded "loses the network namespace" reads as all of it, when
 /// one lost route fails the rung), and when the oci rung failed with the empty-ns signature
-/// ([`has_empty_ns_signature`]) the line says so: the ladder stops at the first broken rung, so
-/// the verdict alone would hide it. Any other summary is returned as it is.
+/// ([`has_empty_ns_signature`]) the line says so: every rung runs, but the verdict names only the
+/// first broken rung, so the verdict alone would hide it. Any other summary is returned as it is.
 pub fn summary_for_people(v: &Verdict, rungs: &[RungResult]) -> String {
     let mut s = counts_in_words(v, rungs);
     if v.code == VerdictCode::CriuNetns {
