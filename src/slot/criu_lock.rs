@@ -81,7 +81,7 @@ pub fn release(h: &ProcessIdentity) -> Result<Unlocked, String> {
             Ok(i) => return Err(format!("joined netns inode {i}, not the holder's {want}")),
             Err(e) => return Err(e.to_string()),
         }
-        unlock_here()
+        unlock_here().map_err(|e| e.to_string())
     })
     .map_err(|e| format!("enter the netns of holder {h}: {e}"))?
 }
@@ -132,7 +132,7 @@ pub fn look(h: &ProcessIdentity) -> LockNow {
             Ok(i) => return Err(format!("joined netns inode {i}, not the holder's {want}")),
             Err(e) => return Err(e.to_string()),
         }
-        crate::netlink::netfilter::capture()
+        crate::netlink::netfilter::capture().map_err(|e| e.to_string())
     });
     let (state, raw) = match seen {
         Ok(Ok(c)) => c,
