@@ -173,11 +173,7 @@ struct Seen<'a> {
 impl Seen<'_> {
     /// The command line of slot verb `verb` for this slot.
     fn cmd(&self, verb: &str) -> String {
-        format!(
-            "`netprobe slot {verb} --slot {} --state-dir {}`",
-            self.p.slot,
-            crate::shell::arg(&self.p.state_dir)
-        )
+        super::next_step::on_slot(verb, self.p)
     }
 
     /// The phase as `state.json` spells it.

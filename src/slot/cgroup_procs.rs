@@ -57,8 +57,9 @@ pub(crate) fn no_container_procs(st: &SlotState) -> Result<String, String> {
     all.sort_unstable();
     all.dedup();
     let pids = all.iter().map(i32::to_string).collect::<Vec<_>>().join(" ");
+    let cleanup = super::next_step::bare("cleanup");
     Err(format!(
-        "processes {pids} still run in the container's cgroup ({}) though the runtime has no container {}: a container the runtime lost track of (e.g. its state under the runtime root was removed) would run beside the restored one; stop them (`kill -9 {pids}`), then run the verb again (`netprobe slot cleanup` refuses too while they run: it stops only what the runtime knows)",
+        "processes {pids} still run in the container's cgroup ({}) though the runtime has no container {}: a container the runtime lost track of (e.g. its state under the runtime root was removed) would run beside the restored one; stop them (`kill -9 {pids}`), then run the verb again ({cleanup} refuses too while they run: it stops only what the runtime knows)",
         busy.iter()
             .map(|(d, _)| d.display().to_string())
             .collect::<Vec<_>>()
@@ -147,13 +148,15 @@ pub(crate) fn no_netns_strangers(st: &SlotState, proc_root: &Path) -> Result<Str
     // number alone names the namespace, and a later namespace may reuse it.
     let unproven = match (live, st.holder_netns_cookie) {
         (None, None) => format!(
-            "; this slot's state records no namespace cookie, so these may instead be in a later namespace that reuses inode {} (another slot's holder or container: compare with `netprobe slot status` of the other slots before killing anything)",
-            holder.netns_inode
+            "; this slot's state records no namespace cookie, so these may instead be in a later namespace that reuses inode {} (another slot's holder or container: compare with {} of the other slots before killing anything)",
+            holder.netns_inode,
+            super::next_step::bare("status")
         ),
         _ => String::new(),
     };
+    let cleanup = super::next_step::bare("cleanup");
     Err(format!(
-        "processes {named}{more} run in the slot's network namespace (inode {}) {beside} though the runtime has no container {}: a container the runtime lost track of (its processes moved out of its cgroup, or its state removed) would share the restored one's network and port; stop them (`kill -9 {pids}`{more}), then run the verb again (`netprobe slot cleanup` refuses too while they run: it stops only what the runtime knows){unproven}",
+        "processes {named}{more} run in the slot's network namespace (inode {}) {beside} though the runtime has no container {}: a container the runtime lost track of (its processes moved out of its cgroup, or its state removed) would share the restored one's network and port; stop them (`kill -9 {pids}`{more}), then run the verb again ({cleanup} refuses too while they run: it stops only what the runtime knows){unproven}",
         holder.netns_inode, st.container_id
     ))
 }

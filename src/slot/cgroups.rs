@@ -225,7 +225,8 @@ pub(crate) fn snapshot_limits_gate(
     let r = match (rb.check(&st.resources), diff.is_empty()) {
         (Ok(l), true) => Ok(limits_detail(&rb, l)),
         (r, _) => Err(format!(
-            "the container's cgroup limits changed since they were set: {}; a snapshot would checkpoint a container that ran under other limits than the slot's (and its restore would get config.json's): put the value back (or `netprobe slot cleanup` this slot and provision another); {}",
+            "the container's cgroup limits changed since they were set: {}; a snapshot would checkpoint a container that ran under other limits than the slot's (and its restore would get config.json's): put the value back (or {}); {}",
+            super::next_step::CLEANUP_AND_PROVISION_ANOTHER,
             diff.join("; "),
             limits_detail(&rb, r.unwrap_or_else(|e| e))
         )),

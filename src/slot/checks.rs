@@ -5,6 +5,7 @@
 
 use super::error::SlotError;
 use super::gate::Observed;
+use super::next_step::{self, CLEANUP_AND_PROVISION_ANOTHER};
 use super::state::{BinaryPin, ImageKind, SlotState};
 use super::{SlotArgs, Verb};
 use crate::criu::inventory::ImageFile;
@@ -151,7 +152,7 @@ pub fn config_hash(bundle: &Path, st: &SlotState) -> Observed {
     let h = config_sha256(bundle).map_err(|e| e.to_string())?;
     if &h != want {
         return Err(format!(
-            "config.json sha256 {h} != {want} recorded at provision (tampered): the container would run with another spec than the one provision proved; put back the provisioned config.json, or `netprobe slot cleanup` this slot and provision another"
+            "config.json sha256 {h} != {want} recorded at provision (tampered): the container would run with another spec than the one provision proved; put back the provisioned config.json, or {CLEANUP_AND_PROVISION_ANOTHER}"
         ));
     }
     let spec = read_bundle_spec(bundle).map_err(|e| e.to_string())?;
@@ -237,7 +238,8 @@ pub fn snapshot_complete(root: &Path, st: &SlotState) -> Result<(PathBuf, String
     let Some(s) = &st.snapshot else {
         let tmps = stale_tmp(root);
         return Err(format!(
-            "no complete snapshot recorded (run `netprobe slot snapshot` first){}",
+            "no complete snapshot recorded (run {} first){}",
+            next_step::bare("snapshot"),
             if tmps.is_empty() {
                 String::new()
             } else {
@@ -246,7 +248,11 @@ pub fn snapshot_complete(root: &Path, st: &SlotState) -> Result<(PathBuf, String
         ));
     };
     let dir = root.join(&s.dir);
-    let retake = "this snapshot cannot be used: while the container runs (`netprobe slot status`), `netprobe slot snapshot` takes a new one; otherwise `netprobe slot cleanup` this slot and provision another";
+    let retake = format!(
+        "this snapshot cannot be used: while the container runs ({}), {} takes a new one; otherwise {CLEANUP_AND_PROVISION_ANOTHER}",
+        next_step::bare("status"),
+        next_step::bare("snapshot")
+    );
     if !dir.is_dir() {
         return Err(format!(
             "the snapshot folder {} that state.json records is gone (moved or deleted; nothing netprobe does removes a recorded snapshot); {retake}",

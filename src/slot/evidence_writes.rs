@@ -17,6 +17,7 @@
 
 use super::Verb;
 use super::error::SlotError;
+use super::next_step;
 use super::state::Phase;
 use super::verb_record as vrec;
 use crate::evidence::EvidenceError;
@@ -285,15 +286,6 @@ impl Incomplete<'_> {
             .join("; ")
     }
 
-    /// The command line's `--slot N --state-dir D`.
-    fn slot_flags(&self) -> String {
-        format!(
-            "--slot {} --state-dir {}",
-            self.slot,
-            crate::shell::arg(&self.fs.state_dir)
-        )
-    }
-
     /// What the verb's work came to, and what to run once space is free.
     fn work_and_next(&self) -> (String, String) {
         let verb = self.verb.as_str();
@@ -307,22 +299,22 @@ impl Incomplete<'_> {
                     ))
                 ),
                 format!(
-                    "see `netprobe slot status {}` (the slot is as the {verb} left it)",
-                    self.slot_flags()
+                    "see {} (the slot is as the {verb} left it)",
+                    next_step::command("status", self.slot, &self.fs.state_dir)
                 ),
             ),
             Work::Failed(e) => {
                 let first = failure_line(e);
                 let next = if self.verb == Verb::Provision {
                     format!(
-                        "`netprobe slot cleanup {}`, then provision another slot number (a slot is never re-provisioned in place)",
-                        self.slot_flags()
+                        "{}, then provision another slot number (a slot is never re-provisioned in place)",
+                        next_step::command("cleanup", self.slot, &self.fs.state_dir)
                     )
                 } else {
                     format!(
-                        "run `netprobe slot {verb} {}` again (or see `netprobe slot status {}`)",
-                        self.slot_flags(),
-                        self.slot_flags()
+                        "run {} again (or see {})",
+                        next_step::command(verb, self.slot, &self.fs.state_dir),
+                        next_step::command("status", self.slot, &self.fs.state_dir)
                     )
                 };
                 (format!("the {verb} itself had failed: {first}"), next)
@@ -399,7 +391,8 @@ impl Incomplete<'_> {
     pub fn note(&self) -> String {
         let (work, next) = self.work_and_next();
         let mut t = format!(
-            "netprobe slot {} of slot {} (pid {}) could not write all of its evidence into this folder ({}): what this folder lacks proves nothing\n",
+            "{} {} of slot {} (pid {}) could not write all of its evidence into this folder ({}): what this folder lacks proves nothing\n",
+            next_step::COMMAND,
             self.verb.as_str(),
             self.slot,
             std::process::id(),

@@ -52,9 +52,8 @@ pub(crate) fn image_unchanged(st: &SlotState, p: &SlotPaths) -> Observed {
 /// The way out when the image cannot be proven: the slot is released and another provisioned.
 fn new_slot(p: &SlotPaths) -> String {
     format!(
-        "`netprobe slot cleanup --slot {} --state-dir {}`, then provision a new slot",
-        p.slot,
-        crate::shell::arg(&p.state_dir)
+        "{}, then provision a new slot",
+        super::next_step::on_slot("cleanup", p)
     )
 }
 

@@ -70,8 +70,9 @@ pub(crate) fn register(n: NoteInputs) -> crate::ns::cleanup::Registration {
             Err(_) => (String::new(), String::new(), None),
         };
         let text = format!(
-            "netprobe slot {} was interrupted by {by} at {}; {}; the slot's state is as the \
+            "{} {} was interrupted by {by} at {}; {}; the slot's state is as the \
              journal's last step left it ({next}){}{gates_line}{end_line}\n{}",
+            super::next_step::COMMAND,
             n.verb,
             crate::evidence::now_rfc3339(),
             what_the_release_did(&crate::ns::cleanup::released_so_far()),
@@ -220,9 +221,8 @@ pub(crate) fn interruption_next(provision: bool, paths: &SlotPaths) -> String {
         (true, Some(why)) => why.trim_start_matches(": ").to_string(),
         (true, None) => super::status::unfinished_provision_advice(paths),
         (false, _) => format!(
-            "`netprobe slot status --slot {} --state-dir {}` gives the next step (its `advice`, from the container's runtime state, the holder and the snapshot now: the verb again, another verb, or `slot cleanup`)",
-            paths.slot,
-            crate::shell::arg(&paths.state_dir)
+            "{} (its `advice`, from the container's runtime state, the holder and the snapshot now: the verb again, another verb, or `slot cleanup`)",
+            super::next_step::status_gives_next_step(paths)
         ),
     }
 }

@@ -199,8 +199,9 @@ pub fn check_state_dir(dir: &Path, how: StateDirUse) -> Result<String, String> {
             }
             if !create {
                 return Err(format!(
-                    "{} does not exist (no slot was provisioned here; `netprobe slot provision --state-dir {}` creates it)",
+                    "{} does not exist (no slot was provisioned here; `{} provision --state-dir {}` creates it)",
                     dir.display(),
+                    super::next_step::COMMAND,
                     crate::shell::arg(dir)
                 ));
             }
@@ -229,8 +230,9 @@ pub fn check_state_dir(dir: &Path, how: StateDirUse) -> Result<String, String> {
     }
     if !md.is_dir() {
         return Err(format!(
-            "{} is not a directory; give --state-dir a directory (a missing one is created by `netprobe slot provision`)",
-            dir.display()
+            "{} is not a directory; give --state-dir a directory (a missing one is created by {})",
+            dir.display(),
+            super::next_step::bare("provision")
         ));
     }
     // A symlink higher up (or `..`) is no more followed than the folder's own: mountinfo names a
@@ -500,11 +502,14 @@ pub fn check_owner(paths: &SlotPaths) -> Result<(OwnerMarker, String), (bool, St
             return Err((
                 false,
                 format!(
-                    "{} does not exist: slot {} was never provisioned (run `netprobe slot provision --slot {} --state-dir {}` first)",
+                    "{} does not exist: slot {} was never provisioned (run {} first)",
                     paths.root.display(),
                     paths.slot,
-                    paths.slot,
-                    crate::shell::arg(paths.root.parent().unwrap_or(&paths.root))
+                    super::next_step::command(
+                        "provision",
+                        paths.slot,
+                        paths.root.parent().unwrap_or(&paths.root)
+                    )
                 ),
             ));
         }

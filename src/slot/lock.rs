@@ -169,9 +169,10 @@ fn orphan_sentence(holders: &[LockHolder], orphans: &[u32]) -> String {
         .collect();
     let pids: Vec<String> = orphans.iter().map(u32::to_string).collect();
     format!(
-        "held by {} and by no netprobe process: a runtime or CRIU task whose verb was killed, running ({}) with nothing bounding it any more; it may still be finishing that verb's step: run `netprobe slot status` again, and if the same pids still hold the lock, stop them (`kill -9 {}`), then run the verb again",
+        "held by {} and by no netprobe process: a runtime or CRIU task whose verb was killed, running ({}) with nothing bounding it any more; it may still be finishing that verb's step: run {} again, and if the same pids still hold the lock, stop them (`kill -9 {}`), then run the verb again",
         describe(holders),
         ages.join(", "),
+        super::next_step::bare("status"),
         pids.join(" ")
     )
 }
@@ -316,8 +317,9 @@ impl SlotLock {
                     describe(&holders)
                 };
                 return Err(format!(
-                    "{} is held by {by} — another netprobe verb on this slot, or a runtime or CRIU it started; refused, not queued: wait for it to end (`netprobe slot status` shows `busy` until then) and run the verb again; if it hangs, stop it (`kill` the netprobe pid: it releases what it started)",
-                    path.display()
+                    "{} is held by {by} — another netprobe verb on this slot, or a runtime or CRIU it started; refused, not queued: wait for it to end ({} shows `busy` until then) and run the verb again; if it hangs, stop it (`kill` the netprobe pid: it releases what it started)",
+                    path.display(),
+                    super::next_step::bare("status")
                 ));
             }
             std::thread::sleep(std::time::Duration::from_millis(2));

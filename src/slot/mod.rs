@@ -50,6 +50,7 @@ pub mod layout;
 mod lock;
 pub mod mounts;
 pub mod net;
+mod next_step;
 pub mod partition;
 mod profiled;
 mod provision;
@@ -401,9 +402,8 @@ fn no_state_why(paths: &SlotPaths) -> String {
         return why;
     }
     let status = format!(
-        "`netprobe slot status --slot {} --state-dir {}` says what to release by hand (its `advice`)",
-        paths.slot,
-        crate::shell::arg(&paths.state_dir)
+        "{} says what to release by hand (its `advice`)",
+        next_step::on_slot("status", paths)
     );
     let journal = layout::journal_read(&paths.journal());
     match journal_made(&journal) {
@@ -445,9 +445,10 @@ fn with_existing(
             Err(format!(
                 "slot {}: state.json records phase clean (a cleanup released its container, \
                  mounts and holder), and a slot is never re-provisioned in place; provision a \
-                 new slot number, or — once `netprobe slot status` shows nothing live (holder, \
+                 new slot number, or — once {} shows nothing live (holder, \
                  mounts) — remove the slot folder {} after keeping its evidence ({})",
                 vr.paths.slot,
+                next_step::bare("status"),
                 vr.paths.root.display(),
                 vr.paths.evidence().display()
             ))

@@ -1,4 +1,4 @@
-//! The slot profile in the slot driver (`netprobe slot provision --profile FILE`): loaded and
+//! The slot profile in the slot driver (`slot provision --profile FILE`): loaded and
 //! its image verified before anything is created, recorded in `state.json` with its sha256
 //! ([`ProfileRecord`]) and re-checked on every verb (`profile-hash`), applied to `config.json`
 //! ([`crate::profile::apply_profile`]), and asked for the guest check (port, HTTP path, status).

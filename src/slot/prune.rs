@@ -1,4 +1,4 @@
-//! `netprobe slot prune --slot N --state-dir DIR --keep K`: retention of a slot's evidence.
+//! `slot prune --slot N --state-dir DIR --keep K`: retention of a slot's evidence.
 //! Removes the oldest verb folders (`evidence/NNNN-verb`) beyond the `K` newest, never the
 //! provision's, the last snapshot's that succeeded, a folder whose files a kept folder refers
 //! to (`.ref`, [`crate::evidence::reference`]), nor — unless `--include-failed` — a failed or
@@ -177,7 +177,7 @@ fn protected(
 /// a verb that succeeded (its folder named).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PruneCause<'a> {
-    /// `netprobe slot prune --keep N`.
+    /// `slot prune --keep N`.
     Command,
     /// The profile's `[evidence] keep`, after the verb whose folder is named (`0051-reset`).
     Profile {

@@ -6,6 +6,7 @@ use super::common::{self, holder_gate, mkdirs, stop_container_proven};
 use super::error::{SlotError, StepError};
 use super::gate::{CHECKPOINT_GATES, GateId, SNAPSHOT_GATES};
 use super::mounts;
+use super::next_step::{self, CLEANUP_AND_PROVISION_ANOTHER};
 use super::run::VerbRun;
 use super::state::*;
 use super::{Verb, support};
@@ -19,7 +20,11 @@ use std::path::Path;
 
 /// The diagnosis added to a failed checkpoint whose `dump.log` shows CRIU 4.1's SO_PASSCRED
 /// failure on kernels >= 6.16.
-const PASSCRED_DIAGNOSIS: &str = "\ndiagnosis: CRIU could not read SO_PASSCRED of an inet socket (EOPNOTSUPP). Kernels >= 6.16 restrict SO_PASSCRED/SO_PASSSEC to AF_UNIX/AF_NETLINK sockets and this CRIU treats the error as fatal, so no container holding a TCP/UDP socket (e.g. the guest server) can be checkpointed on this host; a CRIU with the upstream fix is needed (host/setup.sh installs CRIU 4.2.1 and 4.3 under /opt, whose snapshots of the embedded guest this project's tests run on such kernels): `netprobe slot cleanup` this slot and provision another with `--criu` one of them.";
+fn passcred_diagnosis() -> String {
+    format!(
+        "\ndiagnosis: CRIU could not read SO_PASSCRED of an inet socket (EOPNOTSUPP). Kernels >= 6.16 restrict SO_PASSCRED/SO_PASSSEC to AF_UNIX/AF_NETLINK sockets and this CRIU treats the error as fatal, so no container holding a TCP/UDP socket (e.g. the guest server) can be checkpointed on this host; a CRIU with the upstream fix is needed (host/setup.sh installs CRIU 4.2.1 and 4.3 under /opt, whose snapshots of the embedded guest this project's tests run on such kernels): {CLEANUP_AND_PROVISION_ANOTHER} with `--criu` one of them."
+    )
+}
 
 /// Runs `snapshot` on the loaded slot state.
 pub(crate) fn snapshot(run: &mut VerbRun, st: &mut SlotState) -> Result<String, SlotError> {
@@ -28,17 +33,22 @@ pub(crate) fn snapshot(run: &mut VerbRun, st: &mut SlotState) -> Result<String, 
     let r = match common::container_status(&*rt, &id) {
         Ok(Some(s)) if s == "running" => Ok(format!("runtime state {id}: running")),
         Ok(Some(s)) => Err(format!(
-            "runtime state {id}: {s}, need running: only a running container is checkpointed; `netprobe slot status --slot {} --state-dir {}` gives the next step (a paused container is resumed, a stopped one reset)",
-            run.paths.slot,
-            crate::shell::arg(&run.paths.state_dir)
+            "runtime state {id}: {s}, need running: only a running container is checkpointed; {} (a paused container is resumed, a stopped one reset)",
+            next_step::status_gives_next_step(&run.paths)
         )),
         Ok(None) => Err(format!(
             "runtime state {id}: the runtime has no such container (nothing it can checkpoint; phase {:?}): {}",
             st.phase,
             if st.snapshot.is_some() {
-                "run `netprobe slot restore` (or `reset`) first, then snapshot the running container"
+                format!(
+                    "run {} (or `reset`) first, then snapshot the running container",
+                    next_step::bare("restore")
+                )
             } else {
-                "no snapshot exists to restore one from; `netprobe slot cleanup` this slot (it names any process still left in the container's cgroup) and provision another"
+                format!(
+                    "no snapshot exists to restore one from; {} this slot (it names any process still left in the container's cgroup) and provision another",
+                    next_step::bare("cleanup")
+                )
             }
         )),
         Err(e) => Err(e),
@@ -65,7 +75,7 @@ pub(crate) fn snapshot(run: &mut VerbRun, st: &mut SlotState) -> Result<String, 
             ov.run
         )),
         Some(u) => Err(format!(
-            "the overlay at {} has upperdir {}, but state.json records run {} (upperdir {}){}: the upper that would be saved is not the one the container writes; `netprobe slot cleanup` this slot and provision another",
+            "the overlay at {} has upperdir {}, but state.json records run {} (upperdir {}){}: the upper that would be saved is not the one the container writes; {CLEANUP_AND_PROVISION_ANOTHER}",
             ov.merged.display(),
             u.display(),
             ov.run,
@@ -123,11 +133,7 @@ pub(crate) fn container_gated(
         .ok()
         .and_then(|v| v.as_str().map(String::from))
         .unwrap_or_default();
-    let reset = format!(
-        "`netprobe slot reset --slot {} --state-dir {}`",
-        p.slot,
-        crate::shell::arg(&p.state_dir)
-    );
+    let reset = next_step::on_slot("reset", p);
     match phase {
         Phase::Ready | Phase::Running | Phase::Snapshotting | Phase::SnapshotFailed => Ok(format!(
             "phase {name}: the container passed every gate of the verb that brought it up"
@@ -140,9 +146,8 @@ pub(crate) fn container_gated(
         | Phase::Checkpointed
         | Phase::Cleaning
         | Phase::Clean => Err(format!(
-            "phase {name}: no verb brought a container up through its gates here; `netprobe slot status --slot {} --state-dir {}` gives the next step",
-            p.slot,
-            crate::shell::arg(&p.state_dir)
+            "phase {name}: no verb brought a container up through its gates here; {}",
+            next_step::status_gives_next_step(p)
         )),
     }
 }
@@ -185,7 +190,7 @@ fn checkpoint(
             }
         )),
         false => Err(format!(
-            "CRIU's network lock is in the namespace and could not be removed ({}; see {released}): the snapshot would record it and every restore would fail at net-fidelity; `netprobe slot cleanup` this slot and provision another",
+            "CRIU's network lock is in the namespace and could not be removed ({}; see {released}): the snapshot would record it and every restore would fail at net-fidelity; {CLEANUP_AND_PROVISION_ANOTHER}",
             lock.join(", ")
         )),
     };
@@ -223,9 +228,9 @@ fn checkpoint(
     if let Err(e) = r {
         let dump = fs::read_to_string(work.join("dump.log")).unwrap_or_default();
         let known = if dump.contains("Can't get 1:16 opt: Operation not supported") {
-            PASSCRED_DIAGNOSIS
+            passcred_diagnosis()
         } else {
-            ""
+            String::new()
         };
         // A CRIU that did not end on its own (killed at the step's bound) leaves its lock.
         let left = super::criu_lock::after_failure(run, st).unwrap_or_default();

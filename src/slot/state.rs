@@ -1,6 +1,6 @@
 //! The slot state model (`slot-N/state.json`), written atomically after every step so that a
 //! killed netprobe leaves a state `cleanup` can release. Schema:
-//! `evidence-schema/slot-state.schema.json` (the `state` member of `netprobe slot status`).
+//! `evidence-schema/slot-state.schema.json` (the `state` member of `slot status`).
 
 use super::Verb;
 use crate::ns::ProcessIdentity;
@@ -372,7 +372,8 @@ fn snapshot_dir_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D
         Ok(s)
     } else {
         Err(serde::de::Error::custom(format!(
-            "snapshot.dir {s:?} is not a snapshot folder name (`snapshot-<id>` inside the slot): the file was edited; restore it or run `netprobe slot cleanup` and provision again"
+            "snapshot.dir {s:?} is not a snapshot folder name (`snapshot-<id>` inside the slot): the file was edited; restore it or run {} and provision again",
+            super::next_step::bare("cleanup")
         )))
     }
 }

@@ -7,6 +7,7 @@ use super::error::SlotError;
 use super::gate::GateId;
 use super::layout::{self, SlotPaths, StateDirUse};
 use super::mounts;
+use super::next_step;
 use super::run::VerbRun;
 use super::state::*;
 use super::{SlotOutcome, Verb};
@@ -114,10 +115,9 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
 fn absent_slot_advice(p: &SlotPaths) -> String {
     if !p.state_dir.exists() {
         return format!(
-            "the state directory {} does not exist: no slot was provisioned there; check `--state-dir` (it is the one given at provision), or `netprobe slot provision --slot {} --state-dir {}` creates it with this slot",
+            "the state directory {} does not exist: no slot was provisioned there; check `--state-dir` (it is the one given at provision), or {} creates it with this slot",
             p.state_dir.display(),
-            p.slot,
-            crate::shell::arg(&p.state_dir)
+            next_step::on_slot("provision", p)
         );
     }
     let mut slots: Vec<String> = fs::read_dir(&p.state_dir)
@@ -130,13 +130,14 @@ fn absent_slot_advice(p: &SlotPaths) -> String {
         .unwrap_or_default();
     slots.sort();
     format!(
-        "{} holds no slot {} (never provisioned there, or moved away){}; `netprobe slot provision --slot {} --state-dir {}` makes it",
+        "{} holds no slot {} (never provisioned there, or moved away){}; `{} provision --slot {} --state-dir {}` makes it",
         p.state_dir.display(),
         p.slot,
         match slots.is_empty() {
             true => String::from("; it holds no slot folder at all"),
             false => format!("; it holds {}", slots.join(", ")),
         },
+        next_step::COMMAND,
         p.slot,
         p.state_dir.display()
     )
@@ -163,8 +164,9 @@ fn status_advice(
         }
         // A verb runs: what it is doing looks like a lost container; wait for it.
         Some(by) => Some(format!(
-            "a verb is running on this slot (its lock is held by {}); its runtime and CRIU processes are not a lost container: wait for it to end, then run `netprobe slot status` again",
-            by.text
+            "a verb is running on this slot (its lock is held by {}); its runtime and CRIU processes are not a lost container: wait for it to end, then run {} again",
+            by.text,
+            next_step::bare("status")
         )),
         None => {
             let next = match state_error {
@@ -212,7 +214,8 @@ fn status_advice(
             // A lock no verb can take comes first; what the phase needs follows it.
             match (lock_error, next) {
                 (Some(e), next) => Some(format!(
-                    "no verb can take the slot lock: {e}; make the state directory writable (a read-only mount, a full disk or permissions), then run `netprobe slot status` again{}",
+                    "no verb can take the slot lock: {e}; make the state directory writable (a read-only mount, a full disk or permissions), then run {} again{}",
+                    next_step::bare("status"),
                     next.map(|n| format!("; then: {n}")).unwrap_or_default()
                 )),
                 (None, next) => next,
@@ -351,13 +354,7 @@ pub(crate) fn overlay_unmounted_note(
     if !matches!(phase, Phase::Ready | Phase::Running) || live["overlay_mounted"] != false {
         return None;
     }
-    let cmd = |verb: &str| {
-        format!(
-            "`netprobe slot {verb} --slot {} --state-dir {}`",
-            p.slot,
-            crate::shell::arg(&p.state_dir)
-        )
-    };
+    let cmd = |verb: &str| next_step::on_slot(verb, p);
     Some(format!(
         "no overlay is mounted on the slot's rootfs (`live.overlay_mounted`: unmounted by other hands), so a snapshot refuses (gate overlay-mounted); {}",
         match snapshot_ok {
@@ -532,12 +529,10 @@ fn provisioned_runtime(p: &SlotPaths) -> Option<(std::path::PathBuf, std::path::
 /// away is offered only once that cleanup has run: before it, it would leak whatever is live.
 pub(crate) fn unfinished_provision_advice(p: &SlotPaths) -> String {
     format!(
-        "a slot is never re-provisioned in place: run `netprobe slot cleanup --slot {} \
-         --state-dir {}` (it releases whatever is left and marks the slot clean), then provision \
-         another slot number; do not move {} away before that cleanup has run (its container, \
-         holder and mounts would be left running with no owner)",
-        p.slot,
-        crate::shell::arg(&p.state_dir),
+        "a slot is never re-provisioned in place: run {} (it releases whatever is left and marks \
+         the slot clean), then provision another slot number; do not move {} away before that \
+         cleanup has run (its container, holder and mounts would be left running with no owner)",
+        next_step::on_slot("cleanup", p),
         p.root.display(),
     )
 }
@@ -558,11 +553,7 @@ pub(crate) fn existing_slot_way_out(p: &SlotPaths) -> String {
     if let (Ok(_), Err((true, why))) = (&loaded, super::layout::check_owner(p)) {
         return why;
     }
-    let cleanup = format!(
-        "`netprobe slot cleanup --slot {} --state-dir {}`",
-        p.slot,
-        crate::shell::arg(&p.state_dir)
-    );
+    let cleanup = next_step::on_slot("cleanup", p);
     match loaded {
         Ok(st) if st.phase == Phase::Clean => format!(
             "its state.json records phase clean (a cleanup released its container, mounts and \
