@@ -40,6 +40,7 @@ pub mod error;
 pub mod find;
 pub mod limits;
 pub mod mode;
+pub mod procs;
 pub mod systemd;
 
 pub use driver::{CgroupDriver, DriverChoice, ManageCgroupsMode, systemd_booted};

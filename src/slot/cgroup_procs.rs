@@ -308,18 +308,7 @@ pub(crate) fn container_pids(st: &SlotState) -> Option<Vec<i32>> {
 
 /// The pids in `dir/cgroup.procs`; none when `dir` does not exist.
 fn procs(dir: &Path) -> Result<Vec<i32>, String> {
-    let f = dir.join("cgroup.procs");
-    match std::fs::read_to_string(&f) {
-        Ok(t) => t
-            .split_whitespace()
-            .map(|p| {
-                p.parse::<i32>()
-                    .map_err(|e| format!("{}: {p:?}: {e}", f.display()))
-            })
-            .collect(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !dir.exists() => Ok(Vec::new()),
-        Err(e) => Err(format!("cannot read {}: {e}", f.display())),
-    }
+    crate::cgroup::procs::read_or_none_if_gone(dir).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

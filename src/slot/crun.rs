@@ -88,10 +88,13 @@ pub fn cgroup_dirs(cgroups_path: &str) -> Vec<PathBuf> {
 
 /// Processes in cgroup `dir` (`cgroup.procs`), or the read error.
 fn procs(dir: &Path) -> Result<Vec<String>, String> {
-    let p = dir.join("cgroup.procs");
-    std::fs::read_to_string(&p)
-        .map(|t| t.lines().map(str::to_string).collect())
-        .map_err(|e| format!("{}: {e}", p.display()))
+    use crate::cgroup::procs::{ProcsError, read};
+    read(dir)
+        .map(|pids| pids.iter().map(i32::to_string).collect())
+        .map_err(|e| match e {
+            ProcsError::Read { file, source } => format!("{}: {source}", file.display()),
+            e => e.to_string(),
+        })
 }
 
 /// Why an empty-cgroup removal was refused.
