@@ -9,9 +9,10 @@
 //! ([`crate::ns::cleanup::register_note`]: last); the note says only what those releases did
 //! ([`what_the_release_did`]).
 
-use super::layout::{self, SlotPaths};
+use super::end_writer::EndWriter;
+use super::layout::SlotPaths;
 use super::state::SlotState;
-use super::verb_record::{self as vrec, Ending, Interrupted, Recorded, VerbDoc, VerbRecord};
+use super::verb_record::{self as vrec, Ending, Interrupted, Recorded, VerbRecord};
 use crate::evidence::EvidenceDir;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -59,10 +60,16 @@ pub(crate) fn register(n: NoteInputs) -> crate::ns::cleanup::Registration {
         let (ours, mut rec) = n.record.claim_end();
         rec.timings
             .insert("total".into(), super::support::ms_since(n.started));
+        let writer = EndWriter {
+            verb: &n.verb,
+            paths: &n.paths,
+            started_at: &n.started_at,
+            ev: Some(&n.ev),
+        };
         let (gates_line, end_line, verb_sha) = match &dir {
             Ok(d) => {
                 let (end_line, sha) = match ours {
-                    true => write_end(d, &n, &rec, &making),
+                    true => write_end(&writer, &n, &rec, &making),
                     false => (VERB_ENDED.to_string(), None),
                 };
                 (gates_so_far(d, &rec), end_line, sha)
@@ -86,8 +93,7 @@ pub(crate) fn register(n: NoteInputs) -> crate::ns::cleanup::Registration {
         });
         if ours {
             let detail = format!("{INTERRUPTED_END_PREFIX}{by}");
-            let e = vrec::end_entry(&n.verb, false, &detail, Some(&n.ev), verb_sha);
-            let _ = layout::journal_append_entry(&n.paths.journal(), &e);
+            let _ = writer.journal_end(false, &detail, verb_sha);
         }
         crate::ns::cleanup::wrote_note(&path, wrote)
     })
@@ -144,16 +150,16 @@ fn gates_so_far(d: &EvidenceDir, rec: &Recorded) -> String {
     }
 }
 
-/// Writes the interrupted verb's `timings.json` and `verb.json` into `d` (evidence still being
-/// made: `making`): the note's sentence on them and `verb.json`'s sha256 when it was written.
-/// Without a known signal (the note ran with no interruption) no `verb.json` is written.
+/// Writes the interrupted verb's `timings.json` and `verb.json` with `writer` (evidence still
+/// being made: `making`): the note's sentence on them and `verb.json`'s sha256 when it was
+/// written. Without a known signal (the note ran with no interruption) no `verb.json` is written.
 fn write_end(
-    d: &EvidenceDir,
+    writer: &EndWriter,
     n: &NoteInputs,
     rec: &Recorded,
     making: &[String],
 ) -> (String, Option<String>) {
-    let mut said = match d.write(vrec::TIMINGS_FILE, &vrec::timings_bytes(&rec.timings)) {
+    let mut said = match writer.timings(vrec::TIMINGS_FILE, rec) {
         Ok(_) => format!(
             "; the step timings measured so far are in {} (ms)",
             vrec::TIMINGS_FILE
@@ -176,17 +182,15 @@ fn write_end(
     let st = SlotState::load(&n.paths.state()).ok();
     let kind = rec.rt_kind.as_ref().map(|(_, k)| *k);
     let declared = vrec::declared(st.as_ref(), &rec.extra_diffs, kind);
-    let id = (n.verb.as_str(), n.paths.slot, n.started_at.as_str());
     let ending = Ending::Interrupted(interrupted);
-    let bytes = VerbDoc::new(id, ending, rec, (st.map(|s| s.phase), &declared), None).to_bytes();
-    match d.write(vrec::VERB_FILE, &bytes) {
-        Ok(a) => {
+    match writer.verb_doc(ending, rec, (st.map(|s| s.phase), &declared), None) {
+        Ok(sha) => {
             said.push_str(&format!(
                 "; its outcome (interrupted by {}, not ok) is in {}",
                 signal.name(),
                 vrec::VERB_FILE
             ));
-            (said, Some(a.sha256))
+            (said, Some(sha))
         }
         Err(e) => {
             said.push_str(&format!(

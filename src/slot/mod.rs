@@ -33,6 +33,7 @@ mod common;
 pub mod criu_lock;
 pub mod crun;
 pub mod display;
+mod end_writer;
 pub mod error;
 mod evidence_compress;
 mod evidence_refer;

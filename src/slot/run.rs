@@ -79,7 +79,7 @@ pub(crate) struct VerbRun<'a> {
     pub paths: SlotPaths,
     /// Gates (`gates.json`), step timings (`timings.json`), facts, declared differences added
     /// and the detected runtime kind, shared with the interruption note.
-    rec: VerbRecord,
+    pub(crate) rec: VerbRecord,
     /// This verb's evidence folder, once opened.
     pub ev: Option<PathBuf>,
     /// When the verb started (monotonic).
@@ -552,23 +552,6 @@ impl<'a> VerbRun<'a> {
             (r.extra_diffs.clone(), r.rt_kind.as_ref().map(|(_, k)| *k))
         };
         vrec::declared(st, &extra, kind)
-    }
-
-    /// Appends the journal's `end` entry (only while the lock is held), naming the evidence
-    /// folder and `verb.json`'s sha256 when it was written.
-    ///
-    /// Errors: the append ([`layout::journal_append_entry`]: undone when it fails).
-    pub(super) fn journal_end(
-        &self,
-        ok: bool,
-        detail: &str,
-        verb_sha256: Option<String>,
-    ) -> std::io::Result<()> {
-        if self.lock.is_none() {
-            return Ok(());
-        }
-        let e = vrec::end_entry(self.verb(), ok, detail, self.ev.as_deref(), verb_sha256);
-        layout::journal_append_entry(&self.paths.journal(), &e)
     }
 
     /// Ends the verb: total time, then — once it claimed the end ([`VerbRecord::claim_end`]) —

@@ -6,11 +6,12 @@
 //! [`evidence_error`]: exit 2, the journal's `end` not ok and with `verb.json`'s sha256 only
 //! for a `verb.json` that was written.
 
+use super::end_writer::EndWriter;
 use super::error::SlotError;
 use super::evidence_writes::{Incomplete, StateFs, Unwritten, Work, evidence_error};
 use super::run::{VerbResult, VerbRun};
 use super::state::SlotState;
-use super::verb_record::{self as vrec, Ending, Recorded, VerbDoc};
+use super::verb_record::{self as vrec, Ending, Recorded};
 use crate::evidence::EvidenceDir;
 use crate::evidence::dir::INCOMPLETE_FILE;
 use crate::evidence::enclosing::SLOT_VERB_UNLISTED;
@@ -34,7 +35,11 @@ impl VerbRun<'_> {
     ) -> VerbResult {
         let gates = serde_json::to_vec_pretty(&rec.gates.gates).unwrap_or_default();
         self.ev_write(vrec::GATES_FILE, &gates);
-        self.ev_write(vrec::TIMINGS_FILE, &vrec::timings_bytes(&rec.timings));
+        let writer = self.end_writer(Some(ev));
+        let timings = self.rec.claim_name(vrec::TIMINGS_FILE);
+        if let Err(e) = writer.timings(&timings, rec) {
+            self.unwritten.push(Unwritten::of(&timings, &e));
+        }
         let artifacts = EvidenceDir::open(ev)
             .and_then(|d| d.inventory_except(&SLOT_VERB_UNLISTED))
             .unwrap_or_else(|e| {
@@ -48,11 +53,9 @@ impl VerbRun<'_> {
             (Some(e), _) | (None, Err(e)) => Ending::Failed(e),
             (None, Ok((summary, _))) => Ending::Succeeded(summary),
         };
-        let id = (self.verb(), self.paths.slot, self.started_at.as_str());
         let phase = (st.map(|s| s.phase), declared);
-        let bytes = VerbDoc::new(id, ending, rec, phase, Some(&artifacts)).to_bytes();
-        let sha = match EvidenceDir::open(ev).and_then(|d| d.write(vrec::VERB_FILE, &bytes)) {
-            Ok(a) => Some(a.sha256),
+        let sha = match writer.verb_doc(ending, rec, phase, Some(&artifacts)) {
+            Ok(sha) => Some(sha),
             Err(e) => {
                 self.unwritten.push(Unwritten::of(vrec::VERB_FILE, &e));
                 None
@@ -67,6 +70,33 @@ impl VerbRun<'_> {
             end.note(&res);
         }
         end.outcome(res)
+    }
+
+    /// The end writer of this verb, its evidence folder `ev` (`None`: it has none).
+    fn end_writer<'w>(&'w self, ev: Option<&'w Path>) -> EndWriter<'w> {
+        EndWriter {
+            verb: self.verb(),
+            paths: &self.paths,
+            started_at: &self.started_at,
+            ev,
+        }
+    }
+
+    /// Appends the journal's `end` entry (only while the lock is held), naming the evidence
+    /// folder and `verb.json`'s sha256 when it was written.
+    ///
+    /// Errors: the append ([`layout::journal_append_entry`]: undone when it fails).
+    pub(super) fn journal_end(
+        &self,
+        ok: bool,
+        detail: &str,
+        verb_sha256: Option<String>,
+    ) -> std::io::Result<()> {
+        if self.lock.is_none() {
+            return Ok(());
+        }
+        self.end_writer(self.ev.as_deref())
+            .journal_end(ok, detail, verb_sha256)
     }
 }
 
