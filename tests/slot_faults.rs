@@ -475,7 +475,7 @@ fn cleanup_refuses_beside_the_stray_then_releases(
     let doc = ok(Verb::Status, "11", sd).to_json();
     assert_eq!(doc["stale_snapshot_tmp"], serde_json::json!([]), "{doc}");
     assert!(
-        netprobe::slot::layout::journal_read(&sd.join("slot-11/journal.jsonl"))
+        netprobe::slot::journal::journal_read(&sd.join("slot-11/journal.jsonl"))
             .iter()
             .any(|j| j.verb == "cleanup" && j.detail.contains("snapshot.tmp-20250101T000000")),
         "cleanup journals the removal"

@@ -26,7 +26,7 @@ pub(crate) struct JournalCheck {
 pub(super) fn journal_check(
     verb_dir: &Path,
     name: &str,
-    journal: &[crate::slot::layout::JournalEntry],
+    journal: &[crate::slot::journal::JournalEntry],
 ) -> JournalCheck {
     let end = journal
         .iter()
@@ -112,7 +112,7 @@ pub(crate) struct PrunedRow {
 /// removed (its `pruned` entry: "pruned (hash recorded)"), and — as mismatches — those whose
 /// `end` the journal records with a folder that is gone and was never pruned.
 pub(super) fn pruned(
-    journal: &[crate::slot::layout::JournalEntry],
+    journal: &[crate::slot::journal::JournalEntry],
     on_disk: &[String],
 ) -> (Vec<PrunedRow>, Vec<String>) {
     let gone = |name: &str| !on_disk.iter().any(|n| n == name);
@@ -157,7 +157,7 @@ pub(super) fn pruned(
 
 /// How a journal `end` entry ended, in one word: `ok`, `interrupted` (its detail begins as an
 /// interruption note's end does), else `failed`.
-fn end_word(end: &crate::slot::layout::JournalEntry) -> &'static str {
+fn end_word(end: &crate::slot::journal::JournalEntry) -> &'static str {
     match (
         end.ok,
         end.detail
@@ -172,7 +172,7 @@ fn end_word(end: &crate::slot::layout::JournalEntry) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::end_word;
-    use crate::slot::layout::JournalEntry;
+    use crate::slot::journal::JournalEntry;
 
     #[test]
     fn a_journal_end_says_ok_interrupted_or_failed() {

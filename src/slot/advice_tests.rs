@@ -2,6 +2,7 @@
 //! verb left unfinished, or one changed by other hands, is told to do.
 
 use super::Verb;
+use super::journal;
 use super::layout::{self, SlotPaths, StateDirUse};
 use super::state::*;
 use super::tests::{assert_refused, destructive, drive};
@@ -15,7 +16,7 @@ fn a_slot_whose_provision_stopped_before_its_state_says_what_to_do() {
     layout::check_state_dir(&sd, StateDirUse::Create).unwrap();
     let paths = SlotPaths::new(&sd, 1);
     layout::create_slot(&paths).unwrap();
-    layout::journal_append(
+    journal::journal_append(
         &paths.journal(),
         "provision",
         "end",
@@ -51,7 +52,7 @@ fn a_provisioned_slot_whose_state_was_removed_is_not_told_nothing_is_left() {
     let paths = SlotPaths::new(&sd, 1);
     layout::create_slot(&paths).unwrap();
     let j = |event: &str, ok: bool, detail: &str| {
-        layout::journal_append(&paths.journal(), "provision", event, ok, detail).unwrap()
+        journal::journal_append(&paths.journal(), "provision", event, ok, detail).unwrap()
     };
     j("start", true, "evidence 0001-provision");
     j("step", true, "state written: provisioning");
@@ -252,7 +253,7 @@ fn a_refused_re_provision_offers_a_move_only_once_the_slot_is_clean() {
     );
     // state.json removed after a provision that ended ok: status, never a move.
     fs::remove_file(p.state()).unwrap();
-    layout::journal_append(&p.journal(), "provision", "end", true, "provisioned").unwrap();
+    journal::journal_append(&p.journal(), "provision", "end", true, "provisioned").unwrap();
     let w = super::status::existing_slot_way_out(p);
     assert!(
         w.contains("cannot be read")

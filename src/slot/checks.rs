@@ -196,7 +196,7 @@ pub fn holder(st: &SlotState) -> Observed {
 /// cleanup whose summary begins `slot clean (holder pid …`), that cleanup's time and words;
 /// else `no holder recorded`.
 pub fn no_holder_detail(paths: &super::layout::SlotPaths) -> String {
-    let journal = super::layout::journal_read(&paths.journal());
+    let journal = super::journal::journal_read(&paths.journal());
     let released = journal.iter().rev().find_map(|e| {
         let rest = (e.verb == "cleanup" && e.event == "end" && e.ok)
             .then(|| e.detail.strip_prefix("slot clean ("))??;

@@ -4,7 +4,8 @@
 //! outcome said in the note); whichever claims the end first writes it
 //! ([`super::verb_record::VerbRecord::claim_end`]).
 
-use super::layout::{self, SlotPaths};
+use super::journal;
+use super::layout::SlotPaths;
 use super::state::Phase;
 use super::verb_record::{self as vrec, Ending, Recorded, VerbDoc};
 use crate::evidence::result::Artifact;
@@ -62,7 +63,7 @@ impl EndWriter<'_> {
         verb_sha256: Option<String>,
     ) -> std::io::Result<()> {
         let e = vrec::end_entry(self.verb, ok, detail, self.ev, verb_sha256);
-        layout::journal_append_entry(&self.paths.journal(), &e)
+        journal::journal_append_entry(&self.paths.journal(), &e)
     }
 
     /// Writes `bytes` as `name` into the evidence folder.

@@ -17,7 +17,8 @@
 //! that could not be referenced stays as written (fact `evidence_reference_errors`), it never
 //! fails the verb.
 
-use super::layout::{JournalEntry, SlotPaths};
+use super::journal::JournalEntry;
+use super::layout::SlotPaths;
 use super::verb_record::VerbRecord;
 use crate::evidence::compressed::{COMPRESS_THRESHOLD, is_compressed};
 use crate::evidence::reference::is_reference;
@@ -102,7 +103,7 @@ pub(crate) fn refer_at_end(paths: &SlotPaths, ev: &Path, rec: &VerbRecord) {
     let Some(current) = ev.file_name().map(|n| n.to_string_lossy().into_owned()) else {
         return;
     };
-    let journal = super::layout::journal_read(&paths.journal());
+    let journal = super::journal::journal_read(&paths.journal());
     let bases = bases(&journal, &current);
     let evidence = paths.evidence();
     // Stored files of the bases by size: (folder, file, is the snapshot's), hashed lazily.
@@ -216,7 +217,7 @@ mod tests {
         for (verb, dir) in [("snapshot", "0002-snapshot"), ("restore", "0003-restore")] {
             let e =
                 super::super::verb_record::end_entry(verb, true, "ok", Some(&ev.join(dir)), None);
-            layout::journal_append_entry(&paths.journal(), &e).unwrap();
+            super::super::journal::journal_append_entry(&paths.journal(), &e).unwrap();
         }
         let rec = VerbRecord::default();
         let reset = ev.join("0004-reset");

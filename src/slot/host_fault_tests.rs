@@ -3,6 +3,7 @@
 //! an evidence folder, on a full or read-only filesystem, a copied slot folder, a cleanup after
 //! a cleanup.
 
+use super::journal;
 use super::layout::{self, SlotPaths, StateDirUse};
 use super::state::*;
 use super::tests::{assert_refused, destructive, drive, existing};
@@ -201,7 +202,7 @@ fn a_second_cleanup_names_the_cleanup_that_released_the_holder() {
         "{}",
         o.summary
     );
-    layout::journal_append(
+    journal::journal_append(
         &f.paths.journal(),
         "cleanup",
         "end",

@@ -20,10 +20,6 @@
 //! ```
 
 use super::error::SlotError;
-pub use super::journal::{
-    JournalEntry, journal_append, journal_append_entry, journal_bad_lines, journal_read,
-};
-pub use super::lock::SlotLock;
 use super::support;
 use serde::{Deserialize, Serialize};
 use std::fs;
@@ -632,6 +628,7 @@ fn copied_slot(paths: &SlotPaths, owner: &Path, original: &Path) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::journal::{journal_append, journal_read};
     use super::*;
 
     #[test]

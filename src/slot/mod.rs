@@ -46,7 +46,7 @@ mod host_fault_tests;
 mod image_check;
 pub mod image_manifest;
 pub mod interruption;
-mod journal;
+pub mod journal;
 pub mod layout;
 mod lock;
 pub mod mounts;
@@ -75,7 +75,8 @@ pub mod verb_record;
 
 pub use error::{SlotError, StepError};
 pub use gate::{Gate, GateClass, GateId, GateLog, Observed};
-pub use layout::{SlotLock, SlotPaths, parse_slot};
+pub use layout::{SlotPaths, parse_slot};
+pub use lock::SlotLock;
 pub use state::{ImageKind, Phase, ProbeGateMode, SlotState, StateError, VerbEnd};
 
 use serde::Serialize;
@@ -365,7 +366,7 @@ fn missing_state_why(paths: &SlotPaths) -> Option<String> {
     if paths.state().exists() {
         return None;
     }
-    let journal = layout::journal_read(&paths.journal());
+    let journal = journal::journal_read(&paths.journal());
     if journal_made(&journal).is_some() {
         return None;
     }
@@ -387,7 +388,7 @@ fn missing_state_why(paths: &SlotPaths) -> Option<String> {
 
 /// The newest journal entry proving that a verb on the slot made something: a `step` (taken
 /// only once `state.json` was written) or an `end` that succeeded.
-fn journal_made(journal: &[layout::JournalEntry]) -> Option<&layout::JournalEntry> {
+fn journal_made(journal: &[journal::JournalEntry]) -> Option<&journal::JournalEntry> {
     journal
         .iter()
         .rev()
@@ -406,7 +407,7 @@ fn no_state_why(paths: &SlotPaths) -> String {
         "{} says what to release by hand (its `advice`)",
         next_step::on_slot("status", paths)
     );
-    let journal = layout::journal_read(&paths.journal());
+    let journal = journal::journal_read(&paths.journal());
     match journal_made(&journal) {
         Some(e) if !paths.state().exists() => format!(
             "; state.json is missing although the journal records a provisioned slot (its {} {} at {}: {}), so its container, holder and mounts may still be live and no verb can run on this slot: do not move the slot folder away or provision over it; {status}, then provision another slot number",

@@ -14,11 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub use super::partition::{
-    GPT_LINUX_FS, GPT_ROOT_X86_64, Partition, PartitionInfo, parse_partx_pairs, partitions,
-    probe_fstype, select_partition,
-};
-pub use crate::ns::mountinfo::mount_points;
+use super::partition::{Partition, PartitionInfo, partitions, probe_fstype, select_partition};
+use crate::ns::mountinfo::mount_points;
 
 /// Runs a short helper as a bounded process tree, stdout and stderr piped
 /// ([`super::support::run_bounded`], [`super::support::TOOL_LIMIT`]).

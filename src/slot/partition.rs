@@ -1,6 +1,5 @@
 //! A disk image's partition table and filesystems (`partx`, `blkid -p`): which partition holds
 //! the root filesystem a slot mounts (the profile's `image.partition`), found or named.
-//! Split from [`super::mounts`], which re-exports it.
 
 use std::path::Path;
 use std::process::Command;

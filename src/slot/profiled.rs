@@ -11,7 +11,7 @@
 use super::common;
 use super::error::SlotError;
 use super::gate::{GateId, Observed};
-use super::mounts::Partition;
+use super::partition::Partition;
 use super::run::VerbRun;
 use super::state::{ImageKind, ProfileRecord, SlotState};
 use crate::oci::{self, BundleInfo, BundleSpec, Resources};

@@ -229,7 +229,7 @@ fn image_from_flags(run: &mut VerbRun) -> Result<(ImageSource, ProfileRecord), S
         kind,
         path: run.args.image.clone(),
         sha256: run.args.image_sha256.clone(),
-        partition: mounts::Partition::Auto,
+        partition: super::partition::Partition::Auto,
         stat,
     };
     let img = src.path.clone().unwrap_or_default();

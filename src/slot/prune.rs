@@ -14,7 +14,9 @@
 //! A folder is first renamed to `evidence/.pruned-NNNN-verb` (one `rename`: the report never
 //! sees half a folder), the journal entry appended (durable), then the folder removed.
 
-use super::layout::{self, JournalEntry, SlotLock, SlotPaths, StateDirUse};
+use super::journal::{self, JournalEntry};
+use super::layout::{self, SlotPaths, StateDirUse};
+use super::lock::SlotLock;
 use crate::exit::ExitClass;
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
@@ -278,7 +280,7 @@ pub(crate) fn prune_locked(
     };
     let evidence = paths.evidence();
     let folders = verb_folders(&evidence).map_err(io("list", &evidence))?;
-    let journal = layout::journal_read(&paths.journal());
+    let journal = journal::journal_read(&paths.journal());
     let last_snapshot = folders
         .iter()
         .rev()
@@ -342,7 +344,7 @@ pub(crate) fn prune_locked(
             evidence: Some(name.clone()),
             verb_sha256: now.clone(),
         };
-        if let Err(e) = layout::journal_append_entry(&paths.journal(), &entry) {
+        if let Err(e) = journal::journal_append_entry(&paths.journal(), &entry) {
             // Not recorded: the folder goes back, nothing of it removed.
             let _ = std::fs::rename(&staged, &dir);
             return Err(io("append to", &paths.journal())(e));

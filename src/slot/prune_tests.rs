@@ -21,7 +21,7 @@ fn slot(tmp: &Path, names: &[&str], failed: &[&str]) -> SlotPaths {
             Some(&d),
             Some(crate::evidence::sha256_hex(doc.as_bytes())),
         );
-        layout::journal_append_entry(&paths.journal(), &e).unwrap();
+        journal::journal_append_entry(&paths.journal(), &e).unwrap();
     }
     paths
 }
@@ -59,7 +59,7 @@ fn the_oldest_folders_beyond_keep_go_with_their_hash_recorded_and_the_protected_
             "0007-reset"
         ]
     );
-    let j = layout::journal_read(&p.journal());
+    let j = journal::journal_read(&p.journal());
     let pruned: Vec<&JournalEntry> = j.iter().filter(|e| e.event == PRUNED_EVENT).collect();
     assert_eq!(pruned.len(), 2);
     assert_eq!(pruned[0].evidence.as_deref(), Some("0003-restore"));
@@ -211,7 +211,7 @@ fn a_folder_a_kept_one_refers_to_is_kept_and_the_profile_keep_says_so() {
         "{}",
         kept.why
     );
-    let j = layout::journal_read(&p.journal());
+    let j = journal::journal_read(&p.journal());
     let pruned: Vec<&JournalEntry> = j.iter().filter(|e| e.event == PRUNED_EVENT).collect();
     assert!(
         pruned[0]

@@ -7,7 +7,9 @@
 use super::error::{SlotError, StepError};
 use super::evidence_writes::{Unwritten, UnwrittenLog};
 use super::gate::{GateId, GateLog, Observed};
-use super::layout::{self, SlotLock, SlotPaths, StateDirUse};
+use super::journal;
+use super::layout::{self, SlotPaths, StateDirUse};
+use super::lock::SlotLock;
 use super::state::SlotState;
 use super::support::ms_since;
 use super::verb_record::{self as vrec, VerbRecord};
@@ -334,7 +336,7 @@ impl<'a> VerbRun<'a> {
     pub fn journal(&self, event: &str, ok: bool, detail: &str) {
         if self.lock.is_some()
             && let Err(e) =
-                layout::journal_append(&self.paths.journal(), self.verb(), event, ok, detail)
+                journal::journal_append(&self.paths.journal(), self.verb(), event, ok, detail)
         {
             let what = format!("append of a `{event}` entry");
             let file = self.paths.journal().display().to_string();
@@ -657,7 +659,7 @@ impl VerbRun<'_> {
                 );
             }
             Err(e) => {
-                let _ = layout::journal_append(
+                let _ = journal::journal_append(
                     &self.paths.journal(),
                     "prune",
                     "prune-failed",

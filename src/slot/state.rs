@@ -256,7 +256,7 @@ pub struct ImageState {
     /// The partition mounted as the root filesystem (a partitioned qcow2 attached with a
     /// profile; `None`: the whole device).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub partition: Option<super::mounts::PartitionInfo>,
+    pub partition: Option<super::partition::PartitionInfo>,
     /// `embedded` and `directory`: the lower's metadata manifest taken at provision (its listing
     /// in `slot-N/image-manifest.json`), re-proven by the `image-unchanged` gate
     /// ([`super::image_check`]). `None` for a qcow2, and in states written before it was

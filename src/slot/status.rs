@@ -5,6 +5,7 @@
 use super::checks;
 use super::error::SlotError;
 use super::gate::GateId;
+use super::journal;
 use super::layout::{self, SlotPaths, StateDirUse};
 use super::mounts;
 use super::next_step;
@@ -60,7 +61,7 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
         (None, None) => json!({}),
     };
     let snap = st.as_ref().map(|s| checks::snapshot_complete(&p.root, s));
-    let journal = layout::journal_read(&p.journal());
+    let journal = journal::journal_read(&p.journal());
     // Declared differences are the slot's: none for a slot that does not exist.
     let declared = if exists {
         run.declared(st.as_ref())

@@ -85,7 +85,7 @@ impl VerbRun<'_> {
     /// Appends the journal's `end` entry (only while the lock is held), naming the evidence
     /// folder and `verb.json`'s sha256 when it was written.
     ///
-    /// Errors: the append ([`layout::journal_append_entry`]: undone when it fails).
+    /// Errors: the append ([`journal::journal_append_entry`]: undone when it fails).
     pub(super) fn journal_end(
         &self,
         ok: bool,
@@ -258,7 +258,7 @@ mod tests {
     ) -> (
         Result<super::super::SlotOutcome, SlotError>,
         PathBuf,
-        super::super::layout::JournalEntry,
+        super::super::journal::JournalEntry,
         tempfile::TempDir,
     ) {
         let tmp = tempfile::tempdir().unwrap();
@@ -276,7 +276,7 @@ mod tests {
         run.ev = Some(ev.clone());
         during(&mut run);
         let out = run.finish(res);
-        let end = super::super::layout::journal_read(&paths.journal())
+        let end = super::super::journal::journal_read(&paths.journal())
             .into_iter()
             .rfind(|e| e.event == "end")
             .unwrap();

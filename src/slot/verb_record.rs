@@ -8,7 +8,7 @@
 
 use super::error::SlotError;
 use super::gate::{Gate, GateLog};
-use super::layout::JournalEntry;
+use super::journal::JournalEntry;
 use super::state::{ImageKind, Phase, SlotState};
 use super::{DECLARED_DIFFERENCES, EMBEDDED_IMAGE_DIFFERENCE};
 use crate::evidence::result::Artifact;
