@@ -8,8 +8,10 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use netprobe::slot::mounts::{self, loop_attach, loop_attach_partition, mount_ro, qsd_start};
-use netprobe::slot::partition::{self, Partition};
+use netprobe::slot::resources::mounts::{
+    self, loop_attach, loop_attach_partition, mount_ro, qsd_start,
+};
+use netprobe::slot::resources::partition::{self, Partition};
 
 fn run(cmd: &mut Command) {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));

@@ -406,7 +406,7 @@ fn verb_view(
     verb_dir: &Path,
     name: &str,
     prefix: &str,
-    journal: &[crate::slot::journal::JournalEntry],
+    journal: &[crate::slot::record::journal::JournalEntry],
 ) -> (VerbView, Option<VerbDoc>) {
     let (doc, why) = match read_verb_doc(verb_dir) {
         Ok(d) => (Some(d), None),
@@ -610,7 +610,7 @@ impl SlotPage {
                 .map(|p| p.join("journal.jsonl"))
                 .unwrap_or_default(),
         };
-        let journal = crate::slot::journal::journal_read(&journal_path);
+        let journal = crate::slot::record::journal::journal_read(&journal_path);
         let mut page = SlotPage {
             slot: None,
             phase,
@@ -620,7 +620,7 @@ impl SlotPage {
             differs: Vec::new(),
             pruned: Vec::new(),
         };
-        let bad = crate::slot::journal::journal_bad_lines(&journal_path);
+        let bad = crate::slot::record::journal::journal_bad_lines(&journal_path);
         if !bad.is_empty() {
             page.differs.push(format!(
                 "journal.jsonl: line(s) {} are not journal entries (netprobe writes one whole entry per line; only a last line cut by a crash may be partial): the journal was edited",

@@ -2,7 +2,7 @@
 //! tell the user to run. Every such text is built here, so the command's spelling (back-quoted,
 //! `--slot N --state-dir DIR` with DIR shell-quoted) is written once.
 
-use super::layout::SlotPaths;
+use super::resources::slot_dir::SlotPaths;
 use std::path::Path;
 
 /// The slot driver's command as typed: `netprobe slot` (also the noun in "a netprobe slot").
