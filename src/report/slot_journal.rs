@@ -1,5 +1,5 @@
 //! A slot verb's `verb.json` against the slot journal (`journal.jsonl`, written by
-//! `src/slot/layout.rs`): the sha256 the journal recorded at the verb's end, compared with the
+//! `src/slot/record/journal.rs`): the sha256 the journal recorded at the verb's end, compared with the
 //! file now ([`journal_check`]), for the slot report ([`super::slot_view`]).
 
 use super::slot_view::VERB_FILE;

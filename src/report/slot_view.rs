@@ -6,7 +6,7 @@
 //! gates' records (`facts.display_gates` of `verb.json`, else `display-gates.json`) with the PNGs
 //! they name. Pictures are referenced by their path relative to the report's folder, never
 //! copied; each PNG is hashed again and compared with the sha256 its gate recorded. The slot
-//! folder's layout (`owner.json`, `state.json`, `evidence/`) is the one `src/slot/layout.rs`
+//! folder's layout (`owner.json`, `state.json`, `evidence/`) is the one `src/slot/resources/slot_dir.rs`
 //! writes; this module reads the files and imports nothing of `slot`. Plain text only: the
 //! templates escape it on output.
 
@@ -269,7 +269,7 @@ pub(crate) struct Picture {
     pub ok: bool,
 }
 
-/// The role of a display gate's PNG, from the names `src/slot/display.rs` and `src/x11/gates.rs`
+/// The role of a display gate's PNG, from the names `src/slot/gate/display_gates.rs` and `src/x11/gates.rs`
 /// give them.
 fn role(file: &str) -> String {
     match file {

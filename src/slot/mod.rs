@@ -8,17 +8,19 @@
 //! its own evidence folder in the slot (`evidence/<seq>-<verb>/`: `gates.json`, `timings.json`,
 //! `verb.json`, logs and network-state captures) and appends to the slot journal.
 //!
-//! Module map: one file per verb — `provision`, `snapshot`, `restore` (restore and reset),
-//! `cleanup`, `status`; `run` (`VerbRun`: enter, lock, evidence, journal, timings, finish),
-//! `common` (gates and steps several verbs share), [`gate`] ([`GateId`]: name, fact, class;
-//! the per-verb lists of gates before the first destructive step), [`state`] (`state.json`,
-//! [`Phase::after`], the one table of phase transitions), [`checks`] (pure checks, unit-tested
-//! without root; the snapshot's images by BLAKE3 or sha256 in [`checkpoint_images`]),
-//! `image_check` (the `image-unchanged` gate over a directory image's [`image_manifest`] or a
-//! qcow2's `stat`), [`cgroups`] (the cgroup driver, the limit gates read back from v1 or v2 files
-//! and the scope unit, the cgroups' release), [`layout`], [`mounts`],
-//! [`net`], [`support`]. The runtime is reached only through [`crate::oci::RuntimeOps`] and
-//! [`crate::oci::Container`], so the gate order is unit-tested with a recording fake.
+//! Module map, by job: [`verb`] — one file per verb (`provision`, `snapshot`, `restore` for
+//! restore and reset, `cleanup`, `status` with its `status_advice`, `prune`); [`record`] — the
+//! verb's record (`verb_run::VerbRun`: enter, lock, evidence, journal, timings, finish; the
+//! journal; the checked evidence writes; the one end writer used by the verb's end and its
+//! interruption note); [`resources`] — the host-side resources (slot folder and state
+//! directory, lock, mounts, cgroups, sealed binaries, published ports, what a runtime or CRIU
+//! leaves behind); [`gate`] — [`GateId`] (name, fact, class; the per-verb lists of gates before
+//! the first destructive step) and the gates and checks (pure checks unit-tested without root,
+//! the gates several verbs share, image, checkpoint images, network, display, readiness);
+//! [`state`] (`state.json`, [`Phase::after`], the one table of phase transitions);
+//! `next_step` (the `netprobe slot` commands the texts tell the user to run); [`error`]. The
+//! runtime is reached only through [`crate::oci::RuntimeOps`] and [`crate::oci::Container`], so
+//! the gate order is unit-tested with a recording fake.
 
 pub mod error;
 pub mod gate;

@@ -4,6 +4,11 @@
 //! ([`GateId::required_before`]). An evaluated gate is a [`Gate`] in the verb's [`GateLog`]
 //! (written to `gates.json`). Any unproven blocking gate fails the verb closed before the
 //! destructive step it protects.
+//!
+//! The gates' own evaluation lives in this folder's modules: the pure checks
+//! ([`pure_checks`]), the gates several verbs share ([`shared_gates`]), provision's binary and
+//! probe gates, the image and checkpoint images, network state and fidelity, published ports,
+//! display and readiness.
 
 pub mod checkpoint_images;
 pub mod display_gates;

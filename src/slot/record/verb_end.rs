@@ -85,7 +85,7 @@ impl VerbRun<'_> {
     /// Appends the journal's `end` entry (only while the lock is held), naming the evidence
     /// folder and `verb.json`'s sha256 when it was written.
     ///
-    /// Errors: the append ([`journal::journal_append_entry`]: undone when it fails).
+    /// Errors: the append ([`super::journal::journal_append_entry`]: undone when it fails).
     pub(in crate::slot) fn journal_end(
         &self,
         ok: bool,
