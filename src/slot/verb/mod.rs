@@ -1,4 +1,4 @@
-//! The slot verbs, one file each (`netprobe slot VERB`): `provision`, `snapshot`, `restore`
+//! The slot verbs, one file each (`slot VERB`): `provision`, `snapshot`, `restore`
 //! (restore and reset), `cleanup`, `status` (with its `advice` in [`status_advice`]) and
 //! `prune`. Each runs inside a [`super::record::verb_run::VerbRun`] and evaluates its gates
 //! ([`super::gate`]) before its first destructive step.
