@@ -17,6 +17,7 @@
 use crate::profile::DisplaySpec;
 use crate::slot::error::{SlotError, StepError};
 use crate::slot::gate::GateId;
+use crate::slot::record::evidence_writes;
 use crate::slot::record::verb_run::VerbRun;
 use crate::slot::state::SlotState;
 use crate::x11::{
@@ -109,9 +110,7 @@ fn x11_err(run: &VerbRun, e: X11Error) -> SlotError {
         let rel = rel.to_string_lossy();
         let file = rel.strip_suffix(".tmp").unwrap_or(&rel);
         run.unwritten
-            .push(crate::slot::record::evidence_writes::Unwritten::io(
-                file, what, source,
-            ));
+            .push(evidence_writes::Unwritten::io(file, what, source));
     }
     run.step_err("display", StepError::Tool(e.to_string()))
 }

@@ -11,6 +11,7 @@ use crate::proc::tcp::{TcpSocket, TcpState, read_tables};
 use crate::slot::error::SlotError;
 use crate::slot::gate::{GateId, Observed};
 use crate::slot::record::verb_run::VerbRun;
+use crate::slot::resources::published_ports;
 use crate::slot::resources::published_ports::PublishedPort;
 use crate::slot::state::SlotState;
 use serde_json::json;
@@ -326,7 +327,7 @@ pub(crate) fn closed_proof(
             bad.push(format!(
                 "{} still listening: {}",
                 p.host(),
-                crate::slot::resources::published_ports::port_holders(p.host())
+                published_ports::port_holders(p.host())
             ));
             continue;
         }

@@ -10,6 +10,8 @@ use crate::oci::{config_sha256, read_bundle_spec};
 use crate::slot::error::SlotError;
 use crate::slot::gate::Observed;
 use crate::slot::next_step::{self, CLEANUP_AND_PROVISION_ANOTHER};
+use crate::slot::record::journal;
+use crate::slot::resources::slot_dir;
 use crate::slot::state::{BinaryPin, ImageKind, SlotState};
 use crate::slot::{SlotArgs, Verb};
 use serde_json::Value;
@@ -195,8 +197,8 @@ pub fn holder(st: &SlotState) -> Observed {
 /// earlier cleanup of the slot ended ok having released one (the newest journal `end` of a
 /// cleanup whose summary begins `slot clean (holder pid …`), that cleanup's time and words;
 /// else `no holder recorded`.
-pub fn no_holder_detail(paths: &crate::slot::resources::slot_dir::SlotPaths) -> String {
-    let journal = crate::slot::record::journal::journal_read(&paths.journal());
+pub fn no_holder_detail(paths: &slot_dir::SlotPaths) -> String {
+    let journal = journal::journal_read(&paths.journal());
     let released = journal.iter().rev().find_map(|e| {
         let rest = (e.verb == "cleanup" && e.event == "end" && e.ok)
             .then(|| e.detail.strip_prefix("slot clean ("))??;

@@ -10,7 +10,11 @@ use crate::ns::ProcessIdentity;
 use crate::oci::{self, ContainerState, OciError, RuntimeOps};
 use crate::slot::error::SlotError;
 use crate::slot::gate::GateId;
+use crate::slot::record::evidence_writes;
 use crate::slot::record::verb_run::VerbRun;
+use crate::slot::resources::cgroups;
+use crate::slot::resources::fs_tools;
+use crate::slot::resources::sealed_binaries;
 use crate::slot::state::{ImageKind, SlotState};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -27,7 +31,7 @@ pub(crate) fn criu_config_gate(run: &mut VerbRun, blocking: bool) -> Result<(), 
 
 /// The sealed copy ([`crate::slot::resources::sealed_binaries`]) a verb runs for one binary: the holder's pid and the
 /// copy's record; else why the file is hashed instead.
-type SealedUse = Result<(i32, crate::slot::resources::sealed_binaries::SealedCopy), &'static str>;
+type SealedUse = Result<(i32, sealed_binaries::SealedCopy), &'static str>;
 
 /// Per binary (runtime, CRIU): its sealed copy when `state.json` records one, the recorded
 /// holder is alive with its identity and no `--runtime`/`--criu` names another file (a verb
@@ -74,7 +78,7 @@ fn paths_of(
     s_cr: &SealedUse,
 ) -> (PathBuf, PathBuf) {
     let path = |s: &SealedUse, given: &Option<PathBuf>, recorded: &PathBuf| match s {
-        Ok((pid, rec)) => crate::slot::resources::sealed_binaries::exec_path(*pid, rec),
+        Ok((pid, rec)) => sealed_binaries::exec_path(*pid, rec),
         Err(_) => given.clone().unwrap_or(recorded.clone()),
     };
     (
@@ -84,7 +88,7 @@ fn paths_of(
 }
 
 /// One binary's pin (`flag`: `runtime` or `criu`): with a sealed copy, the record must be this
-/// binary's (memfd name `netprobe-<flag>`, the pin's sha256), [`crate::slot::resources::sealed_binaries::prove`], and the
+/// binary's (memfd name `netprobe-<flag>`, the pin's sha256), [`sealed_binaries::prove`], and the
 /// recorded file compared by `stat` (re-hashed only when that differs); else the file at
 /// `path` hashed whole, the detail saying why.
 fn pin_proof(
@@ -92,13 +96,7 @@ fn pin_proof(
     sealed: SealedUse,
     pin: &crate::slot::state::BinaryPin,
     flag: &str,
-) -> Result<
-    (
-        String,
-        Option<crate::slot::resources::sealed_binaries::FileStat>,
-    ),
-    String,
-> {
+) -> Result<(String, Option<sealed_binaries::FileStat>), String> {
     let (pid, rec) = match sealed {
         Ok(s) => s,
         Err(why) => {
@@ -117,10 +115,10 @@ fn pin_proof(
     let way_out = |e: String| {
         format!(
             "{e}; the sealed copy the holder keeps is intact ({ran}): to run it all the same, name it with --{flag} {} (hashed whole), or put the file back",
-            crate::slot::resources::sealed_binaries::exec_path(pid, &rec).display()
+            sealed_binaries::exec_path(pid, &rec).display()
         )
     };
-    let before = crate::slot::resources::sealed_binaries::source_stat(src).map_err(way_out)?;
+    let before = sealed_binaries::source_stat(src).map_err(way_out)?;
     if before == rec.source {
         return Ok((
             format!(
@@ -133,7 +131,7 @@ fn pin_proof(
     }
     let d = pure_checks::binary_pin(src, pure_checks::file_sha256(src), pin).map_err(way_out)?;
     // The same stat before and after the hash: these bytes are the pin's at that stat.
-    let after = crate::slot::resources::sealed_binaries::source_stat(src)
+    let after = sealed_binaries::source_stat(src)
         .ok()
         .filter(|a| *a == before);
     Ok((
@@ -146,12 +144,12 @@ fn pin_proof(
 }
 
 /// The sealed copy `rec` kept by the holder `pid` is this binary's (memfd name
-/// `netprobe-<flag>`, the pin's sha256) and proven ([`crate::slot::resources::sealed_binaries::prove`]).
+/// `netprobe-<flag>`, the pin's sha256) and proven ([`sealed_binaries::prove`]).
 ///
 /// Errors: a sentence naming what differs.
 fn prove_copy(
     pid: i32,
-    rec: &crate::slot::resources::sealed_binaries::SealedCopy,
+    rec: &sealed_binaries::SealedCopy,
     pin: &crate::slot::state::BinaryPin,
     flag: &str,
 ) -> Result<String, String> {
@@ -164,7 +162,7 @@ fn prove_copy(
             pin.sha256
         ));
     }
-    crate::slot::resources::sealed_binaries::prove(pid, rec)
+    sealed_binaries::prove(pid, rec)
 }
 
 /// For `slot status`: each binary's sealed copy (runtime, CRIU) proven now, as the
@@ -174,14 +172,8 @@ pub(crate) fn sealed_copies_now(st: &SlotState) -> [Option<Result<(PathBuf, Stri
     let one = |pin: &crate::slot::state::BinaryPin, flag: &str| {
         let rec = pin.sealed.as_ref()?;
         Some(match st.holder {
-            Some(h) if pure_checks::holder(st).is_ok() => {
-                prove_copy(h.pid, rec, pin, flag).map(|d| {
-                    (
-                        crate::slot::resources::sealed_binaries::exec_path(h.pid, rec),
-                        d,
-                    )
-                })
-            }
+            Some(h) if pure_checks::holder(st).is_ok() => prove_copy(h.pid, rec, pin, flag)
+                .map(|d| (sealed_binaries::exec_path(h.pid, rec), d)),
             _ => Err("the holder that keeps it is gone".to_string()),
         })
     };
@@ -216,7 +208,7 @@ pub(crate) fn binary_gates(
     let ((r_rt, s_rt), (r_cr, s_cr)) = (split(r_rt), split(r_cr));
     run.gate_or_record(GateId::RuntimeBinaryPinned, blocking, r_rt)?;
     run.gate_or_record(GateId::CriuBinaryPinned, criu_blocking, r_cr)?;
-    run.refreshed = crate::slot::resources::sealed_binaries::SourceRefresh {
+    run.refreshed = sealed_binaries::SourceRefresh {
         runtime: s_rt,
         criu: s_cr,
     };
@@ -396,7 +388,7 @@ pub(crate) fn start_guest_check(st: &SlotState, h: &ProcessIdentity) -> GuestSta
         crate::slot::profile_record::guest_check(st).map(|(port, path, status, timeout)| {
             let (netns, p) = (h.netns_path(), path.clone());
             let thread = std::thread::spawn(move || {
-                crate::slot::resources::fs_tools::timed(|| {
+                fs_tools::timed(|| {
                     guest_net::http_check_in_netns(&netns, port, &p, status, timeout)
                 })
             });
@@ -519,7 +511,7 @@ pub(crate) fn holder_netstate(
 /// [`start_guest_check`]; provision passes `None` and runs its guest checks afterwards as the
 /// profile's readiness checks, [`super::readiness`]), the container runs in the holder's netns (runtime state), cgroup
 /// limits read back (v1 or v2 files; with the systemd driver also from the scope unit,
-/// [`crate::slot::resources::cgroups::limits_gates`]). Returns the captured network state.
+/// [`cgroups::limits_gates`]). Returns the captured network state.
 ///
 /// `state` yields the container's `runtime state`, how long that query took (ms) and how it was
 /// decided (runc's `state.json` read in-process, or the runtime run:
@@ -586,7 +578,7 @@ pub(crate) fn ready_gates(
     run.gate(GateId::ContainerInHolderNetns, r)?;
     run.fact(&format!("{when}_container_pid"), pid);
     let t = Instant::now();
-    let r = crate::slot::resources::cgroups::limits_gates(run, st, pid, when);
+    let r = cgroups::limits_gates(run, st, pid, when);
     run.took(&format!("{when}-cgroup-readback"), t);
     r?;
     Ok(cap)
@@ -599,7 +591,7 @@ pub(crate) fn mkdirs(run: &VerbRun, dirs: &[PathBuf]) -> Result<(), SlotError> {
             // A folder of the verb's evidence (CRIU's work folder) is evidence not written.
             if let Some(rel) = run.ev.as_deref().and_then(|ev| d.strip_prefix(ev).ok()) {
                 let file = format!("{}/", rel.display());
-                let u = crate::slot::record::evidence_writes::Unwritten::io(&file, "create", &e);
+                let u = evidence_writes::Unwritten::io(&file, "create", &e);
                 run.unwritten.push(u);
             }
             run.step_err("mkdir", crate::slot::error::StepError::io(d)(e))
@@ -631,7 +623,7 @@ pub(crate) fn volatile_fact(run: &mut VerbRun, refused: Option<String>) -> bool 
 pub(crate) fn remove_stale_snapshots(run: &mut VerbRun, problems: &mut Vec<String>) -> String {
     let mut removed = Vec::new();
     for name in pure_checks::stale_tmp(&run.paths.root) {
-        match crate::slot::resources::fs_tools::remove_tree_same_fs(&run.paths.root.join(&name)) {
+        match fs_tools::remove_tree_same_fs(&run.paths.root.join(&name)) {
             Ok(()) => removed.push(name),
             Err(e) => problems.push(format!("stale {name} not removed: {e}")),
         }

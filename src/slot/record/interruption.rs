@@ -12,8 +12,10 @@
 use super::end_writer::EndWriter;
 use super::verb_record::{self as vrec, Ending, Interrupted, Recorded, VerbRecord};
 use crate::evidence::EvidenceDir;
+use crate::slot::resources::fs_tools;
 use crate::slot::resources::slot_dir::SlotPaths;
 use crate::slot::state::SlotState;
+use crate::slot::verb::status;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -58,10 +60,8 @@ pub(crate) fn register(n: NoteInputs) -> crate::ns::cleanup::Registration {
             .clone();
         let dir = EvidenceDir::open(&n.ev).map_err(|e| e.to_string());
         let (ours, mut rec) = n.record.claim_end();
-        rec.timings.insert(
-            "total".into(),
-            crate::slot::resources::fs_tools::ms_since(n.started),
-        );
+        rec.timings
+            .insert("total".into(), fs_tools::ms_since(n.started));
         let writer = EndWriter {
             verb: &n.verb,
             paths: &n.paths,
@@ -225,7 +225,7 @@ pub(crate) fn in_flight_note(making: &[String]) -> String {
 pub(crate) fn interruption_next(provision: bool, paths: &SlotPaths) -> String {
     match (provision, crate::slot::missing_state_why(paths)) {
         (true, Some(why)) => why.trim_start_matches(": ").to_string(),
-        (true, None) => crate::slot::verb::status::unfinished_provision_advice(paths),
+        (true, None) => status::unfinished_provision_advice(paths),
         (false, _) => format!(
             "{} (its `advice`, from the container's runtime state, the holder and the snapshot now: the verb again, another verb, or `slot cleanup`)",
             crate::slot::next_step::status_gives_next_step(paths)

@@ -11,7 +11,9 @@ use crate::evidence::result::Artifact;
 use crate::ns::cleanup::InterruptSignal;
 use crate::oci::RuntimeKind;
 use crate::slot::error::SlotError;
+use crate::slot::gate::publish_gates;
 use crate::slot::gate::{Gate, GateLog};
+use crate::slot::resources::crun_leftovers;
 use crate::slot::state::{ImageKind, Phase, SlotState};
 use crate::slot::{DECLARED_DIFFERENCES, EMBEDDED_IMAGE_DIFFERENCE};
 use serde::{Deserialize, Serialize};
@@ -296,7 +298,7 @@ pub(crate) fn declared(
     if let Some(st) = st {
         v.push(binaries_difference(st));
         if !st.published_ports.is_empty() {
-            v.push(crate::slot::gate::publish_gates::CHECKPOINT_CLOSES_CONNECTIONS.into());
+            v.push(publish_gates::CHECKPOINT_CLOSES_CONNECTIONS.into());
         }
         for p in st.published_ports.iter().filter(|p| !p.loopback) {
             v.push(format!(
@@ -311,7 +313,7 @@ pub(crate) fn declared(
             RuntimeKind::Crun,
             crate::oci::host_is_hybrid(),
         ));
-        v.push(format!("A failed crun restore leaves a half-written state folder (config.json, no status) and an empty `{}` cgroup under the slot's cgroup in every hierarchy: the slot removes both when they are its own and empty, and fails closed naming them otherwise.", crate::slot::resources::crun_leftovers::PROXY_CGROUP));
+        v.push(format!("A failed crun restore leaves a half-written state folder (config.json, no status) and an empty `{}` cgroup under the slot's cgroup in every hierarchy: the slot removes both when they are its own and empty, and fails closed naming them otherwise.", crun_leftovers::PROXY_CGROUP));
     }
     v
 }

@@ -12,10 +12,14 @@ use crate::evidence::{EvidenceDir, now_rfc3339};
 use crate::oci::{OciError, Runtime, RuntimeKind, RuntimeOps};
 use crate::slot::error::{SlotError, StepError};
 use crate::slot::gate::{GateId, GateLog, Observed};
+use crate::slot::resources::cgroups;
+use crate::slot::resources::crun_leftovers;
 use crate::slot::resources::fs_tools::ms_since;
+use crate::slot::resources::sealed_binaries;
 use crate::slot::resources::slot_dir::{self, SlotPaths, StateDirUse};
 use crate::slot::resources::slot_lock::SlotLock;
 use crate::slot::state::SlotState;
+use crate::slot::verb::prune;
 use crate::slot::{SlotArgs, SlotOutcome};
 use serde_json::Value;
 use std::fs;
@@ -50,7 +54,7 @@ pub(crate) struct SlotEnv<'e> {
 }
 
 /// The real environment: runc/crun through [`Runtime`], root required.
-/// `kind` (from `--version`, [`crate::slot::resources::crun_leftovers::detect_kind`]) gives crun its private mount
+/// `kind` (from `--version`, [`crun_leftovers::detect_kind`]) gives crun its private mount
 /// namespace, the `--root /run/crun` bind and `--cgroup-manager` ([`crate::oci::crun_quirks`]);
 /// `systemd` adds the systemd cgroup driver (`--systemd-cgroup`) on every call; `owner_id` (the
 /// slot's, from `owner.json`) tags the temporary CRIU PATH folders and runc logs the calls make
@@ -104,8 +108,8 @@ pub(crate) struct VerbRun<'a> {
     interruption: Option<crate::ns::cleanup::Registration>,
     /// Source files of the sealed copies re-hashed to their pin by this verb, with the `stat`
     /// they kept from before the hash to after it: recorded in `state.json` at the verb's end
-    /// ([`crate::slot::resources::sealed_binaries::SourceRefresh::apply`]), so the next verb compares by `stat` again.
-    pub(crate) refreshed: crate::slot::resources::sealed_binaries::SourceRefresh,
+    /// ([`sealed_binaries::SourceRefresh::apply`]), so the next verb compares by `stat` again.
+    pub(crate) refreshed: sealed_binaries::SourceRefresh,
     /// What the verb could not write of its own record (evidence files, journal entries, its
     /// last `state.json` update), shared with the `pending` threads: any makes the verb fail at
     /// its end ([`super::evidence_writes`]).
@@ -147,7 +151,7 @@ impl<'a> VerbRun<'a> {
             st.runtime
                 .sealed
                 .as_ref()
-                .is_some_and(|s| crate::slot::resources::sealed_binaries::exec_path(h.pid, s) == rt)
+                .is_some_and(|s| sealed_binaries::exec_path(h.pid, s) == rt)
         };
         let detected = self.rec.lock().rt_kind.is_some();
         if let (false, Some(k)) = (detected, st.runtime.kind)
@@ -165,11 +169,11 @@ impl<'a> VerbRun<'a> {
             );
         }
         let kind = self.runtime_kind(rt);
-        let systemd = crate::slot::resources::cgroups::uses_systemd(st);
+        let systemd = cgroups::uses_systemd(st);
         (self.env.make_runtime)(rt, cr, &st.runtime_root, kind, systemd, &st.owner_id)
     }
 
-    /// The kind of runtime `rt` (detected once per verb and path, [`crate::slot::resources::crun_leftovers::detect_kind`]),
+    /// The kind of runtime `rt` (detected once per verb and path, [`crun_leftovers::detect_kind`]),
     /// recorded in the facts.
     pub fn runtime_kind(&mut self, rt: &Path) -> RuntimeKind {
         let known = match &self.rec.lock().rt_kind {
@@ -180,7 +184,7 @@ impl<'a> VerbRun<'a> {
             Some(k) => k,
             None => {
                 // `--version` runs a process: not under the record's lock.
-                let (k, how) = crate::slot::resources::crun_leftovers::detect_kind(rt);
+                let (k, how) = crun_leftovers::detect_kind(rt);
                 self.rec.lock().rt_kind = Some((vec![rt.to_path_buf()], k));
                 self.fact("runtime_kind_from", how);
                 k
@@ -500,7 +504,7 @@ impl<'a> VerbRun<'a> {
         fs::create_dir_all(&base).map_err(|e| self.folder_error(&base, &e))?;
         // After the newest folder (not after the count: `slot prune` removes older ones, and a
         // number is never given twice — the journal names folders by it).
-        let mut seq = crate::slot::verb::prune::verb_folders(&base)
+        let mut seq = prune::verb_folders(&base)
             .unwrap_or_default()
             .iter()
             .filter_map(|n| n.split_once('-').and_then(|(s, _)| s.parse::<usize>().ok()))
@@ -630,7 +634,7 @@ impl<'a> VerbRun<'a> {
 impl VerbRun<'_> {
     /// After a verb that succeeded and whose end is recorded: the slot profile's `[evidence]
     /// keep = N` ([`crate::profile::EvidenceSpec`]) prunes the slot's oldest verb folders as
-    /// `slot prune --keep N` does ([`crate::slot::verb::prune::prune_locked`], under this verb's lock; the
+    /// `slot prune --keep N` does ([`prune::prune_locked`], under this verb's lock; the
     /// journal records each removal and why). What it removed is added to the outcome's facts
     /// (`evidence_pruned`; the verb's `verb.json` is sealed already); a prune that fails is
     /// journalled (event `prune-failed`) and in fact `evidence_prune_error`, the verb's outcome
@@ -650,8 +654,8 @@ impl VerbRun<'_> {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let cause = crate::slot::verb::prune::PruneCause::Profile { after: &after };
-        match crate::slot::verb::prune::prune_locked(&self.paths, &self.raw, keep, false, cause) {
+        let cause = prune::PruneCause::Profile { after: &after };
+        match prune::prune_locked(&self.paths, &self.raw, keep, false, cause) {
             Ok(o) => {
                 facts.insert(
                     "evidence_pruned".into(),

@@ -14,6 +14,7 @@
 
 use crate::cgroup::mode::parse_mountinfo;
 use crate::oci::RuntimeKind;
+use crate::slot::record::verb_run;
 use std::path::{Path, PathBuf};
 
 /// The cgroup crun creates under the container's cgroup at restore.
@@ -250,7 +251,7 @@ impl CgroupRelease {
 /// in security/device_cgroup.c: `css_has_online_children`): "write to `devices.deny`: Invalid
 /// argument".
 pub(crate) fn cgroups(
-    run: &mut crate::slot::record::verb_run::VerbRun,
+    run: &mut verb_run::VerbRun,
     st: &crate::slot::state::SlotState,
     whole: bool,
     when: CgroupRelease,

@@ -7,6 +7,7 @@
 //! [`crate::slot::gate::publish_gates`].
 
 use crate::profile::{Profile, Publish, default_publish_addr, ports_list, served_ports};
+use crate::slot::gate::guest_net;
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::Path;
@@ -200,9 +201,7 @@ pub fn effective(
     let served = match profile {
         Some(p) => served_ports(p),
         None => image_dir
-            .and_then(|d| {
-                std::fs::read_to_string(d.join(crate::slot::gate::guest_net::GUEST_PORT_FILE)).ok()
-            })
+            .and_then(|d| std::fs::read_to_string(d.join(guest_net::GUEST_PORT_FILE)).ok())
             .and_then(|t| t.trim().parse::<u16>().ok())
             .into_iter()
             .collect(),

@@ -21,6 +21,7 @@
 
 use super::fs_tools;
 use crate::slot::error::SlotError;
+use crate::slot::record::evidence_writes;
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -299,10 +300,10 @@ fn symlinked_state_dir(dir: &Path) -> String {
 
 /// `what: e` for a write into the state directory `dir` that failed; when the filesystem
 /// refused it (read-only, full, a quota, permissions:
-/// [`crate::slot::record::evidence_writes::state_dir_refused`]) also the filesystem and the fix, then
+/// [`evidence_writes::state_dir_refused`]) also the filesystem and the fix, then
 /// "provision again" (only provision creates a state directory or its marker).
 fn refused_write(dir: &Path, what: &str, e: &std::io::Error) -> String {
-    match crate::slot::record::evidence_writes::state_dir_refused(dir, e) {
+    match evidence_writes::state_dir_refused(dir, e) {
         Some(fs) => format!(
             "{what}: {e}: the state directory cannot be made ready; {fs}, then provision again"
         ),

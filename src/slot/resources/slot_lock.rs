@@ -1,6 +1,7 @@
 //! The per-slot exclusive lock (`slot-N/lock`, `flock`): a second verb on a slot is refused,
 //! not queued, naming who holds it; a runtime or CRIU the verb starts keeps it while it runs.
 
+use crate::slot::record::evidence_writes;
 use std::fs::{self, File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
@@ -256,11 +257,11 @@ pub(crate) fn orphan_holders(path: &Path) -> Vec<u32> {
 
 /// The fix for the slot lock at `path` (`<state dir>/slot-N/lock`) that cannot be opened, after
 /// its error: for a read-only mount, missing permissions or a full disk (or quota), the state
-/// directory's filesystem and the fix ([`crate::slot::record::evidence_writes::state_dir_refused`]), then run
+/// directory's filesystem and the fix ([`evidence_writes::state_dir_refused`]), then run
 /// the verb again; else nothing.
 fn open_fix(path: &Path, e: &std::io::Error) -> String {
     let state_dir = path.parent().and_then(Path::parent).unwrap_or(path);
-    match crate::slot::record::evidence_writes::state_dir_refused(state_dir, e) {
+    match evidence_writes::state_dir_refused(state_dir, e) {
         Some(fs) => format!("; the state directory is not writable: {fs}, then run the verb again"),
         None => String::new(),
     }

@@ -6,12 +6,18 @@
 use crate::ns::{self, NsError};
 use crate::slot::Verb;
 use crate::slot::error::SlotError;
+use crate::slot::gate::publish_gates;
 use crate::slot::gate::pure_checks;
 use crate::slot::gate::shared_gates::{self, stop_container_proven};
 use crate::slot::gate::{CLEANUP_GATES, GateId, Observed, UNMOUNT_GATES};
 use crate::slot::record::verb_run::VerbRun;
+use crate::slot::resources::cgroups;
+use crate::slot::resources::criu_net_lock;
+use crate::slot::resources::crun_leftovers;
 use crate::slot::resources::fs_tools;
+use crate::slot::resources::leftover_procs;
 use crate::slot::resources::mounts;
+use crate::slot::resources::runtime_half_state;
 use crate::slot::state::*;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -34,27 +40,20 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
     let t = Instant::now();
     let crun = run.runtime_kind(&rt_path) == crate::oci::RuntimeKind::Crun;
     if crun {
-        let _ = crate::slot::resources::runtime_half_state::remove(run, st, false);
+        let _ = runtime_half_state::remove(run, st, false);
     }
     stop_container_proven(run, &*rt, &id)?;
     run.took("container-stop", t);
     // The container is proven gone: its cgroups (and crun's `.proxy-crun`) must be too.
-    let mut cgroup_problem = crate::slot::resources::crun_leftovers::cgroups(
-        run,
-        st,
-        true,
-        crate::slot::resources::crun_leftovers::CgroupRelease::After,
-    );
-    if crun
-        && let Err(e) =
-            crate::slot::resources::crun_leftovers::remove_empty_directory(&st.runtime_root)
-    {
+    let mut cgroup_problem =
+        crun_leftovers::cgroups(run, st, true, crun_leftovers::CgroupRelease::After);
+    if crun && let Err(e) = crun_leftovers::remove_empty_directory(&st.runtime_root) {
         cgroup_problem = Some(cgroup_problem.map_or(e.clone(), |p| format!("{p}; {e}")));
     }
     // Then its scope (systemd), and the last limit read-back's directories proven gone.
     let t = Instant::now();
     let mut cgroup_problems = Vec::new();
-    crate::slot::resources::cgroups::cleanup(run, st, &mut cgroup_problems);
+    cgroups::cleanup(run, st, &mut cgroup_problems);
     run.took("cgroup-release", t);
 
     // A process the runtime does not know may still run in the slot's netns (moved out of the
@@ -63,14 +62,12 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
         None => {
             Ok("state.json records no holder: no network namespace of the slot to search".into())
         }
-        Some(_) => {
-            crate::slot::resources::leftover_procs::no_netns_strangers(st, &run.env.proc_root)
-        }
+        Some(_) => leftover_procs::no_netns_strangers(st, &run.env.proc_root),
     };
     run.gate(GateId::NetnsEmpty, r)?;
     run.clear("unmount", &UNMOUNT_GATES)?;
     let t = Instant::now();
-    let half = crate::slot::resources::runtime_half_state::remove(run, st, true);
+    let half = runtime_half_state::remove(run, st, true);
     let mut problems = unmount_all(run, st);
     problems.extend(half);
     problems.extend(cgroup_problems);
@@ -79,7 +76,7 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
     sweep_own_tmp(run, st, &mut removed_detail);
     // CRIU's lock a killed verb left in the holder's netns (`slot status` shows it): recorded,
     // not removed — the namespace is the holder's, stopped below.
-    if let Some(d) = crate::slot::resources::criu_net_lock::at_cleanup(run, st) {
+    if let Some(d) = criu_net_lock::at_cleanup(run, st) {
         removed_detail.push_str(&format!("; {d}"));
     }
 
@@ -87,7 +84,7 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
     let mut holder_detail = stop_holder(run, st, holder_r, &mut problems);
     run.took("holder-stop", t);
     // The holder owned the published ports' sockets: proven closed now.
-    match crate::slot::gate::publish_gates::closed_proof(run, st) {
+    match publish_gates::closed_proof(run, st) {
         Ok(Some(d)) => holder_detail.push_str(&format!("; {d}")),
         Ok(None) => {}
         Err(e) => problems.extend(e),

@@ -8,17 +8,24 @@ use crate::evidence::now_rfc3339;
 use crate::ns::{self, Holder, HolderOptions};
 use crate::oci::{self, BundleSpec, Container, NetnsSpec, write_bundle};
 use crate::slot::error::{SlotError, StepError};
+use crate::slot::gate::guest_net;
 use crate::slot::gate::image_unchanged;
 use crate::slot::gate::provision_gates;
+use crate::slot::gate::publish_gates;
 use crate::slot::gate::pure_checks;
+use crate::slot::gate::readiness;
 use crate::slot::gate::shared_gates::{self, holder_gate, mkdirs};
 use crate::slot::gate::{GateId, PROVISION_CREATE_GATES, PROVISION_GATES};
 use crate::slot::profile_record::{self, ImageSource};
+use crate::slot::record::evidence_writes;
 use crate::slot::record::verb_run::VerbRun;
 use crate::slot::resources::cgroups;
 use crate::slot::resources::fs_tools::timed;
 use crate::slot::resources::mounts;
+use crate::slot::resources::partition;
+use crate::slot::resources::published_ports;
 use crate::slot::resources::published_ports::PublishedPort;
+use crate::slot::resources::sealed_binaries;
 use crate::slot::resources::slot_dir::{self, StateDirUse};
 use crate::slot::state::*;
 use crate::slot::{SLOT_RESOURCES, Verb};
@@ -99,9 +106,9 @@ pub(crate) fn provision(run: &mut VerbRun) -> Result<(String, Option<SlotState>)
     finish(run, st, r)
 }
 
-/// The slot's published ports ([`crate::slot::resources::published_ports::effective`]: the profile's and `--publish`,
+/// The slot's published ports ([`published_ports::effective`]: the profile's and `--publish`,
 /// checked against the ports the profile serves), then gate `host-ports-free`: each host port
-/// bound and listening ([`crate::slot::resources::published_ports::bind_all`]). Returns the records and the listeners
+/// bound and listening ([`published_ports::bind_all`]). Returns the records and the listeners
 /// (in that order), both empty without published ports.
 ///
 /// Errors: usage (exit 2) for a bad `--publish`, naming the flag and the fix; the failed
@@ -119,24 +126,16 @@ fn publish_gate(
         ),
         (None, Some(_)) => (
             None,
-            format!(
-                "--image (its /{})",
-                crate::slot::gate::guest_net::GUEST_PORT_FILE
-            ),
+            format!("--image (its /{})", guest_net::GUEST_PORT_FILE),
         ),
     };
     let image_dir = run.args.image.clone().filter(|p| p.is_dir());
-    let ports = crate::slot::resources::published_ports::effective(
-        profile,
-        image_dir.as_deref(),
-        &what,
-        &run.args.publish,
-    )
-    .map_err(|e| SlotError::usage(&run.args.slot, e.to_string()))?;
+    let ports = published_ports::effective(profile, image_dir.as_deref(), &what, &run.args.publish)
+        .map_err(|e| SlotError::usage(&run.args.slot, e.to_string()))?;
     if ports.is_empty() {
         return Ok((ports, Vec::new()));
     }
-    match crate::slot::resources::published_ports::bind_all(&ports) {
+    match published_ports::bind_all(&ports) {
         Ok(l) => {
             let named: Vec<String> = ports.iter().map(|p| p.to_string()).collect();
             let d = format!("bound and listening: {}", named.join(", "));
@@ -172,8 +171,7 @@ fn create_slot_dir(run: &mut VerbRun) -> Result<slot_dir::OwnerMarker, SlotError
         }) => {
             // A state directory that cannot take a new folder or file is refused as at entry.
             let sd = &run.paths.state_dir;
-            let Some(fs) = crate::slot::record::evidence_writes::state_dir_refused(sd, &source)
-            else {
+            let Some(fs) = evidence_writes::state_dir_refused(sd, &source) else {
                 return Err(run.step_err("slot-create", detail));
             };
             let left = match removed {
@@ -238,7 +236,7 @@ fn image_from_flags(run: &mut VerbRun) -> Result<(ImageSource, ProfileRecord), S
         kind,
         path: run.args.image.clone(),
         sha256: run.args.image_sha256.clone(),
-        partition: crate::slot::resources::partition::Partition::Auto,
+        partition: partition::Partition::Auto,
         stat,
     };
     let img = src.path.clone().unwrap_or_default();
@@ -257,7 +255,7 @@ fn image_from_flags(run: &mut VerbRun) -> Result<(ImageSource, ProfileRecord), S
 fn image_gate(
     run: &mut VerbRun,
     kind: ImageKind,
-) -> Result<Option<crate::slot::resources::sealed_binaries::FileStat>, SlotError> {
+) -> Result<Option<sealed_binaries::FileStat>, SlotError> {
     let Some(img) = run.args.image.clone() else {
         return Ok(None);
     };
@@ -266,7 +264,7 @@ fn image_gate(
         ImageKind::Qcow2 => {
             let want = run.args.image_sha256.clone().unwrap_or_default();
             let t = Instant::now();
-            let stat = crate::slot::resources::sealed_binaries::source_stat(&img).ok();
+            let stat = sealed_binaries::source_stat(&img).ok();
             let r = match pure_checks::file_sha256(&img) {
                 Ok(h) if h == want => Ok(format!("{} sha256 {h}", img.display())),
                 Ok(h) => Err(format!(
@@ -378,7 +376,7 @@ fn provision_steps(
     let (g, refused) =
         mounts::mount_overlay_volatile(&image.lower, &upper, &work, &ov.merged, &ov.options)
             .map_err(|e| run.step_err("overlay", e))?;
-    let volatile = crate::slot::gate::shared_gates::volatile_fact(run, refused);
+    let volatile = shared_gates::volatile_fact(run, refused);
     let merged = ov.merged.clone();
     started.on_signal(format!("overlay {}", merged.display()), move || {
         mounts::unmount(&merged)
@@ -583,7 +581,7 @@ fn start_holder(
 fn seal_binaries(
     run: &mut VerbRun,
     st: &mut SlotState,
-) -> Result<Vec<crate::slot::resources::sealed_binaries::Sealed>, SlotError> {
+) -> Result<Vec<sealed_binaries::Sealed>, SlotError> {
     use crate::slot::resources::sealed_binaries::{SealError, seal};
     let mut made = Vec::new();
     let mut facts = serde_json::Map::new();
@@ -691,8 +689,8 @@ fn start_container(run: &mut VerbRun, st: &mut SlotState) -> Result<String, Slot
     let h = st
         .holder
         .ok_or_else(|| run.step_err("readiness", StepError::Missing("no holder recorded")))?;
-    crate::slot::gate::readiness::run_checks(run, st, &h, pid)?;
-    crate::slot::gate::publish_gates::published_gate(run, st, "provision")?;
+    readiness::run_checks(run, st, &h, pid)?;
+    publish_gates::published_gate(run, st, "provision")?;
     c.disarm();
     Ok(id)
 }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::slot::record::verb_record;
 
 /// A slot 7 in `tmp/state` with verb folders `names`, each with a `verb.json` and a journal
 /// `end` (ok unless its name is in `failed`) recording that file's sha256.
@@ -14,7 +15,7 @@ fn slot(tmp: &Path, names: &[&str], failed: &[&str]) -> SlotPaths {
         let doc = format!("{{\"ok\": {}}}\n", !failed.contains(n));
         std::fs::write(d.join("verb.json"), &doc).unwrap();
         let verb = n.split_once('-').unwrap().1;
-        let e = crate::slot::record::verb_record::end_entry(
+        let e = verb_record::end_entry(
             verb,
             !failed.contains(n),
             "done",

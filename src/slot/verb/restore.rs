@@ -8,6 +8,9 @@ use crate::netlink::NetState;
 use crate::oci::{Container, RuntimeOps};
 use crate::slot::Verb;
 use crate::slot::error::{SlotError, StepError};
+use crate::slot::gate::display_gates;
+use crate::slot::gate::image_unchanged;
+use crate::slot::gate::publish_gates;
 use crate::slot::gate::pure_checks;
 use crate::slot::gate::shared_gates::{
     self, StateAnswer, holder_gate, mkdirs, stop_container_proven,
@@ -15,8 +18,13 @@ use crate::slot::gate::shared_gates::{
 use crate::slot::gate::{GateId, RESET_GATES, RESTORE_GATES};
 use crate::slot::record::gate_claims;
 use crate::slot::record::verb_run::VerbRun;
+use crate::slot::resources::cgroups;
+use crate::slot::resources::criu_net_lock;
+use crate::slot::resources::crun_leftovers;
 use crate::slot::resources::fs_tools::{self, timed};
+use crate::slot::resources::leftover_procs;
 use crate::slot::resources::mounts;
+use crate::slot::resources::runtime_half_state;
 use crate::slot::state::*;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -77,24 +85,24 @@ pub(crate) fn restore(
         run.paths.root.join("container.pid"),
     );
     let images = snap_dir.join("checkpoint");
-    let extra = crate::slot::resources::cgroups::manage_cgroups_args(run, st);
+    let extra = cgroups::manage_cgroups_args(run, st);
     // Registered before the container (released after it, newest first): an interrupted restore
     // leaves CRIU's network lock in the holder's netns otherwise.
     let _unlock = st
         .holder
-        .map(|h| crate::slot::resources::criu_net_lock::on_signal(h, run.ev.clone()));
+        .map(|h| criu_net_lock::on_signal(h, run.ev.clone()));
     // A lock a verb killed with SIGKILL left (not the complete snapshot's dump's) is removed
     // and proven gone before the runtime restore, else the restore is refused.
-    if let Err(e) = crate::slot::resources::criu_net_lock::before_restore(run, &h, found_phase) {
+    if let Err(e) = criu_net_lock::before_restore(run, &h, found_phase) {
         remove_old_run();
         return Err(e);
     }
     // The display gates' whole-screen memory is made ready while CRIU restores.
-    let bufs = crate::slot::gate::display_gates::prepare_buffers(st);
+    let bufs = display_gates::prepare_buffers(st);
     run.took("restore-prep", t_prep);
     let r = run.time_with_lock_inherited("restore", || c.restore(&images, &work, &extra));
     run.rt_log("restore", r.as_ref());
-    crate::slot::resources::criu_net_lock::lock_method_fact(run, &images);
+    criu_net_lock::lock_method_fact(run, &images);
     // A failed restore or gate stops the container itself ([`restore_failed`]); so does an
     // interruption until every gate after the restore passed (fail closed: an ungated container
     // never looks like a slot in service), proven by `runtime state` in the release list.
@@ -152,9 +160,9 @@ fn gates(
     // (a Go process on the 2 cores the hashes need); else `runtime state` tells.
     // A half-written state only (a runtime killed mid-restore; crun's `state` fails on it) is
     // no container either; it is removed once every gate passed.
-    let absent = query_rt.absent_by_root(&id).or_else(|| {
-        crate::slot::resources::runtime_half_state::only_half_state(&st.runtime_root, &id)
-    });
+    let absent = query_rt
+        .absent_by_root(&id)
+        .or_else(|| runtime_half_state::only_half_state(&st.runtime_root, &id));
     let proc_root = run.env.proc_root.clone();
     let (gates, (before, before_ms), early) = std::thread::scope(|s| {
         let q = s.spawn(|| match absent {
@@ -162,8 +170,7 @@ fn gates(
             None => timed(|| shared_gates::container_status_quick(&*query_rt, &id)),
         });
         let snap = s.spawn(|| timed(|| pure_checks::snapshot_complete(&root, st)));
-        let image =
-            s.spawn(|| timed(|| crate::slot::gate::image_unchanged::image_unchanged(st, &paths)));
+        let image = s.spawn(|| timed(|| image_unchanged::image_unchanged(st, &paths)));
         // With the container already proven absent nothing is stopped before `cgroup-empty` and
         // `netns-empty`, so their scans of the cgroup and of every process's `ns/net` run
         // here beside the other gates' work; recorded below in their place.
@@ -317,8 +324,8 @@ fn save_began(run: &mut VerbRun, st: &mut SlotState) -> Result<(), SlotError> {
 }
 
 /// What `cgroup-empty` and `netns-empty` decide: no process left in the container's cgroup
-/// ([`crate::slot::resources::leftover_procs::no_container_procs`]) and none beside the holder in the slot's
-/// network namespace ([`crate::slot::resources::leftover_procs::no_netns_strangers`]). Read-only scans (the
+/// ([`leftover_procs::no_container_procs`]) and none beside the holder in the slot's
+/// network namespace ([`leftover_procs::no_netns_strangers`]). Read-only scans (the
 /// cgroup's `cgroup.procs`, every process's `ns/net`), so they may run on another thread.
 struct LeftProcs {
     cgroup: Result<String, String>,
@@ -329,8 +336,8 @@ impl LeftProcs {
     /// Both scans, now.
     fn scan(st: &SlotState, proc_root: &Path) -> LeftProcs {
         LeftProcs {
-            cgroup: crate::slot::resources::leftover_procs::no_container_procs(st),
-            netns: crate::slot::resources::leftover_procs::no_netns_strangers(st, proc_root),
+            cgroup: leftover_procs::no_container_procs(st),
+            netns: leftover_procs::no_netns_strangers(st, proc_root),
         }
     }
 
@@ -345,24 +352,20 @@ impl LeftProcs {
 
 /// The container proven absent and no process of it left: a half-written runtime state under
 /// its id (runc or crun killed mid-restore: the runtime says it does not exist, yet refuses the
-/// id) is removed before the restore ([`crate::slot::resources::runtime_half_state::remove`]); for crun also the
+/// id) is removed before the restore ([`runtime_half_state::remove`]); for crun also the
 /// container's empty cgroups and their `.proxy-crun` in every hierarchy, which a crun killed
 /// mid-restore leaves and on which its next restore fails ("write to `devices.deny`: Invalid
-/// argument", [`crate::slot::resources::crun_leftovers::cgroups`]).
+/// argument", [`crun_leftovers::cgroups`]).
 ///
 /// Errors: a step error naming what was refused (the folder holds something else; a cgroup
 /// that is not empty).
 fn clear_half_state(run: &mut VerbRun, st: &SlotState) -> Result<(), SlotError> {
-    if let Some(e) = crate::slot::resources::runtime_half_state::remove(run, st, true) {
+    if let Some(e) = runtime_half_state::remove(run, st, true) {
         return Err(run.step_err("runtime-half-state", e));
     }
     if run.runtime_kind(&st.runtime.path) == crate::oci::RuntimeKind::Crun
-        && let Some(e) = crate::slot::resources::crun_leftovers::cgroups(
-            run,
-            st,
-            true,
-            crate::slot::resources::crun_leftovers::CgroupRelease::BeforeRestore,
-        )
+        && let Some(e) =
+            crun_leftovers::cgroups(run, st, true, crun_leftovers::CgroupRelease::BeforeRestore)
     {
         return Err(run.step_err("runtime-half-state", e));
     }
@@ -536,7 +539,7 @@ fn upper_copy_gate(
             w.bytes,
             manifest_of(src).map_or_else(
                 |e| format!("the paths that differ cannot be named: {e}"),
-                |m| crate::slot::gate::pure_checks::upper_paths_differing(upper, &m)
+                |m| pure_checks::upper_paths_differing(upper, &m)
             )
         )),
     };
@@ -581,7 +584,7 @@ fn restored_gates(
     rt: &dyn RuntimeOps,
     (snap_dir, bufs, on_signal): (
         &Path,
-        Option<crate::slot::gate::display_gates::PreparedBuffers>,
+        Option<display_gates::PreparedBuffers>,
         Option<crate::ns::cleanup::Registration>,
     ),
     reset: bool,
@@ -620,14 +623,14 @@ fn restored_gates(
         .and_then(|v| v.as_i64())
         .unwrap_or(0) as i32;
     crate::ns::cleanup::checkpoint();
-    let bufs = bufs.and_then(crate::slot::gate::display_gates::PreparedBuffers::join);
-    if let Err(e) = crate::slot::gate::display_gates::restored_gates(run, st, pid, snap_dir, bufs) {
+    let bufs = bufs.and_then(display_gates::PreparedBuffers::join);
+    if let Err(e) = display_gates::restored_gates(run, st, pid, snap_dir, bufs) {
         return Err(restore_failed(run, st, rt, e));
     }
     // Published ports: accepting (a snapshot whose resume was lost left the holder quiesced),
     // and a request through each reaches the restored guest.
-    crate::slot::gate::publish_gates::resume_if_published(run, st, &h);
-    if let Err(e) = crate::slot::gate::publish_gates::published_gate(run, st, when) {
+    publish_gates::resume_if_published(run, st, &h);
+    if let Err(e) = publish_gates::published_gate(run, st, when) {
         return Err(restore_failed(run, st, rt, e));
     }
     // Every gate passed: the container is the slot's, kept whatever comes now.
@@ -658,7 +661,7 @@ fn restored_gates(
 /// recorded in the fact `restore_leftovers_killed`. Processes outside the cgroup are never
 /// touched (the `netns-empty` gate names them).
 fn kill_cgroup_leftovers(run: &mut VerbRun, st: &SlotState) {
-    let Some(pids) = crate::slot::resources::leftover_procs::container_pids(st) else {
+    let Some(pids) = leftover_procs::container_pids(st) else {
         return;
     };
     if pids.is_empty() {
@@ -671,12 +674,12 @@ fn kill_cgroup_leftovers(run: &mut VerbRun, st: &SlotState) {
         );
     }
     let deadline = Instant::now() + std::time::Duration::from_secs(2);
-    while crate::slot::resources::leftover_procs::container_pids(st).is_some_and(|p| !p.is_empty())
+    while leftover_procs::container_pids(st).is_some_and(|p| !p.is_empty())
         && Instant::now() < deadline
     {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let left = crate::slot::resources::leftover_procs::container_pids(st).unwrap_or_default();
+    let left = leftover_procs::container_pids(st).unwrap_or_default();
     let d = format!(
         "killed processes {:?} left in the container's cgroup by the failed restore; {}",
         pids,
@@ -701,7 +704,7 @@ fn restore_failed(
     let id = st.container_id.clone();
     let crun = run.runtime_kind(&st.runtime.path) == crate::oci::RuntimeKind::Crun;
     if crun {
-        let _ = crate::slot::resources::runtime_half_state::remove(run, st, false);
+        let _ = runtime_half_state::remove(run, st, false);
     }
     let gone = stop_container_proven(run, rt, &id).is_ok();
     // A task CRIU forked into its own session survives the kill of the runtime's group: it is
@@ -710,26 +713,20 @@ fn restore_failed(
         kill_cgroup_leftovers(run, st);
     }
     if crun {
-        crate::slot::resources::crun_leftovers::cgroups(
-            run,
-            st,
-            gone,
-            crate::slot::resources::crun_leftovers::CgroupRelease::After,
-        );
+        crun_leftovers::cgroups(run, st, gone, crun_leftovers::CgroupRelease::After);
     }
     // runc killed mid-restore leaves `<root>/<id>/criu-root` mounted and no state.json: removed
     // (so the retry can restore the id) once nothing of the container is left.
     if gone
-        && crate::slot::resources::leftover_procs::no_container_procs(st).is_ok()
-        && crate::slot::resources::leftover_procs::no_netns_strangers(st, &run.env.proc_root)
-            .is_ok()
+        && leftover_procs::no_container_procs(st).is_ok()
+        && leftover_procs::no_netns_strangers(st, &run.env.proc_root).is_ok()
     {
-        let _ = crate::slot::resources::runtime_half_state::remove(run, st, true);
+        let _ = runtime_half_state::remove(run, st, true);
     }
     // CRIU's network lock, left by a CRIU that failed before its unlock (or the dump's, when
     // the restore never got to it): removed only once the container is proven gone.
     let lock_note = if gone {
-        crate::slot::resources::criu_net_lock::after_failure(run, st)
+        criu_net_lock::after_failure(run, st)
     } else {
         None
     };

@@ -7,12 +7,19 @@ use crate::evidence::{fsync_dir, now_rfc3339, replace_atomic, sha256_hex};
 use crate::oci::{Container, RuntimeOps};
 use crate::slot::Verb;
 use crate::slot::error::{SlotError, StepError};
+use crate::slot::gate::checkpoint_images;
+use crate::slot::gate::display_gates;
+use crate::slot::gate::image_unchanged;
+use crate::slot::gate::publish_gates;
 use crate::slot::gate::shared_gates::{self, holder_gate, mkdirs, stop_container_proven};
 use crate::slot::gate::{CHECKPOINT_GATES, GateId, SNAPSHOT_GATES};
 use crate::slot::next_step::{self, CLEANUP_AND_PROVISION_ANOTHER};
 use crate::slot::record::verb_run::VerbRun;
+use crate::slot::resources::cgroups;
+use crate::slot::resources::criu_net_lock;
 use crate::slot::resources::fs_tools;
 use crate::slot::resources::mounts;
+use crate::slot::resources::slot_dir;
 use crate::slot::state::*;
 use crate::x11::PngArtifact;
 use serde_json::json;
@@ -60,7 +67,7 @@ pub(crate) fn snapshot(run: &mut VerbRun, st: &mut SlotState) -> Result<String, 
     // The image under the container is the one provision recorded: a snapshot of a guest
     // running on other files would be restored onto the recorded ones.
     let t = std::time::Instant::now();
-    let r = crate::slot::gate::image_unchanged::image_unchanged(st, &run.paths);
+    let r = image_unchanged::image_unchanged(st, &run.paths);
     run.took("gate-image", t);
     run.gate(GateId::ImageUnchanged, r)?;
     let ov = st
@@ -126,10 +133,7 @@ pub(crate) fn snapshot(run: &mut VerbRun, st: &mut SlotState) -> Result<String, 
 /// from a gated container). A restore or reset that did not pass its gates (`restoring`: killed,
 /// its runtime and CRIU may have finished on their own; `restore-failed`) leaves a container
 /// nothing proved, and a snapshot of it would replace the last proven one. Pure.
-pub(crate) fn container_gated(
-    phase: Phase,
-    p: &crate::slot::resources::slot_dir::SlotPaths,
-) -> Result<String, String> {
+pub(crate) fn container_gated(phase: Phase, p: &slot_dir::SlotPaths) -> Result<String, String> {
     let name = serde_json::to_value(phase)
         .ok()
         .and_then(|v| v.as_str().map(String::from))
@@ -165,7 +169,7 @@ fn checkpoint(
         Ok(Some(s)) => s.pid,
         _ => 0,
     };
-    let screen = crate::slot::gate::display_gates::snapshot_gate(run, st, pid, tmp)?;
+    let screen = display_gates::snapshot_gate(run, st, pid, tmp)?;
     let h = holder_gate(run, st, "recording the network state")?;
     let mut cap = shared_gates::holder_netstate(run, &h, "netstate-capture")?;
     let unlocked = !crate::netlink::netfilter::criu_lock(&cap.netfilter).is_empty();
@@ -173,12 +177,12 @@ fn checkpoint(
         // Left by a checkpoint or restore of this slot that did not finish (e.g. killed with
         // SIGKILL): removed as CRIU's own unlock does, recorded, and the state captured again
         // (its side files `netfilter-unlocked.txt`, `sysctls-other-unlocked.json`).
-        crate::slot::resources::criu_net_lock::before_capture(run, &h);
+        criu_net_lock::before_capture(run, &h);
         cap = shared_gates::holder_netstate(run, &h, "unlocked-netstate-capture")?;
     }
     shared_gates::lo_gate(run, &cap)?;
     let lock = crate::netlink::netfilter::criu_lock(&cap.netfilter);
-    let released = crate::slot::resources::criu_net_lock::LockStep::BeforeCapture.file();
+    let released = criu_net_lock::LockStep::BeforeCapture.file();
     let r = match lock.is_empty() {
         true => Ok(format!(
             "no CRIU chain or table in iptables, ip6tables or nftables{}",
@@ -204,19 +208,19 @@ fn checkpoint(
 
     // Published ports: the holder stops accepting and resets the forwarded connections (CRIU
     // cannot dump an established one); resumed after the checkpoint, whatever it came to.
-    let quiet = crate::slot::gate::publish_gates::quiesce_gate(run, st, &h)?;
+    let quiet = publish_gates::quiesce_gate(run, st, &h)?;
     holder_gate(run, st, "checkpoint")?;
-    crate::slot::resources::cgroups::snapshot_limits_gate(run, st, pid)?;
+    cgroups::snapshot_limits_gate(run, st, pid)?;
     run.clear("runtime-checkpoint", &CHECKPOINT_GATES)?;
     let images = tmp.join("checkpoint");
     let work = run.ev_path("criu-work");
     mkdirs(run, &[images.clone(), work.clone()])?;
     let mut c = Container::new(rt, &st.container_id, run.paths.bundle(), "");
-    let extra = crate::slot::resources::cgroups::manage_cgroups_args(run, st);
+    let extra = cgroups::manage_cgroups_args(run, st);
     // An interrupted checkpoint (its runtime and CRIU killed) leaves the container frozen:
     // thawed on the way out, as a failed checkpoint leaves it running; and CRIU's network
     // lock in the holder's netns, removed after the thaw (released newest first).
-    let unlock = crate::slot::resources::criu_net_lock::on_signal(h, run.ev.clone());
+    let unlock = criu_net_lock::on_signal(h, run.ev.clone());
     let thaw = rt.on_signal_thaw(&st.container_id);
     let r =
         run.time_with_lock_inherited("checkpoint", || c.checkpoint(None, &images, &work, &extra));
@@ -234,13 +238,12 @@ fn checkpoint(
             String::new()
         };
         // A CRIU that did not end on its own (killed at the step's bound) leaves its lock.
-        let left =
-            crate::slot::resources::criu_net_lock::after_failure(run, st).unwrap_or_default();
+        let left = criu_net_lock::after_failure(run, st).unwrap_or_default();
         return Err(run
             .step_err("runtime-checkpoint", e)
             .with_note(&format!("{known}{left}")));
     }
-    crate::slot::resources::criu_net_lock::lock_method_fact(run, &images);
+    criu_net_lock::lock_method_fact(run, &images);
     // CRIU's dump log: no gate reads it after a checkpoint that succeeded.
     run.compress_beside("criu-work/dump.log");
     Ok((h, cap, screen))
@@ -274,9 +277,7 @@ fn snapshot_steps(
     let images = tmp.join("checkpoint");
     let (files, checkpoint_stats) = run
         .time("manifest", || {
-            crate::slot::gate::checkpoint_images::hashed_with_stats(&images, || {
-                inventory_with_blake3(&images)
-            })
+            checkpoint_images::hashed_with_stats(&images, || inventory_with_blake3(&images))
         })
         .map_err(|e| run.step_err("manifest", e))?;
     let manifest = json!({

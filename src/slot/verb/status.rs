@@ -4,12 +4,19 @@
 
 use crate::slot::error::SlotError;
 use crate::slot::gate::GateId;
+use crate::slot::gate::image_unchanged;
+use crate::slot::gate::publish_gates;
 use crate::slot::gate::pure_checks;
+use crate::slot::gate::shared_gates;
 use crate::slot::next_step;
 use crate::slot::record::journal;
 use crate::slot::record::verb_run::VerbRun;
+use crate::slot::resources::cgroups;
+use crate::slot::resources::criu_net_lock;
+use crate::slot::resources::leftover_procs;
 use crate::slot::resources::mounts;
 use crate::slot::resources::slot_dir::{self, SlotPaths, StateDirUse};
+use crate::slot::resources::slot_lock;
 use crate::slot::state::*;
 use crate::slot::{SlotOutcome, Verb};
 use serde_json::{Value, json};
@@ -39,14 +46,13 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
     };
     // Tried and dropped at once: status never holds the lock while a verb wants it.
     let probe = match exists {
-        true => crate::slot::resources::slot_lock::probe(&p.lock()),
-        false => crate::slot::resources::slot_lock::LockProbe::Free,
+        true => slot_lock::probe(&p.lock()),
+        false => slot_lock::LockProbe::Free,
     };
     // One scan of who holds it for every word about it.
-    let held_by = (probe == crate::slot::resources::slot_lock::LockProbe::Held)
-        .then(|| crate::slot::resources::slot_lock::held_by(&p.lock()));
+    let held_by = (probe == slot_lock::LockProbe::Held).then(|| slot_lock::held_by(&p.lock()));
     let lock_error = match &probe {
-        crate::slot::resources::slot_lock::LockProbe::Unusable(e) => Some(e.clone()),
+        slot_lock::LockProbe::Unusable(e) => Some(e.clone()),
         _ => None,
     };
     let busy = held_by.is_some();
@@ -154,7 +160,7 @@ fn absent_slot_advice(p: &SlotPaths) -> String {
 /// recorded in the state is complete.
 fn status_advice(
     p: &SlotPaths,
-    held_by: Option<&crate::slot::resources::slot_lock::HeldBy>,
+    held_by: Option<&slot_lock::HeldBy>,
     lock_error: Option<&str>,
     state_error: Option<&str>,
     st: Option<&SlotState>,
@@ -236,7 +242,7 @@ fn live_facts(run: &mut VerbRun, st: &SlotState, busy: bool) -> Value {
         Ok(d) => json!({"alive": true, "detail": d}),
         Err(d) => json!({"alive": false, "detail": d}),
     };
-    let [s_rt, s_cr] = crate::slot::gate::shared_gates::sealed_copies_now(st);
+    let [s_rt, s_cr] = shared_gates::sealed_copies_now(st);
     let shown = |s: &Option<Result<(std::path::PathBuf, String), String>>| match s {
         None => Value::Null,
         Some(Ok((_, d))) => json!({"proven": true, "detail": d}),
@@ -286,8 +292,8 @@ fn live_facts(run: &mut VerbRun, st: &SlotState, busy: bool) -> Value {
             Err(d) => json!({"none": false, "detail": d}),
         };
         json!({
-            "cgroup": one(crate::slot::resources::leftover_procs::no_container_procs(st)),
-            "netns": one(crate::slot::resources::leftover_procs::no_netns_strangers(st, &run.env.proc_root)),
+            "cgroup": one(leftover_procs::no_container_procs(st)),
+            "netns": one(leftover_procs::no_netns_strangers(st, &run.env.proc_root)),
         })
     } else {
         Value::Null
@@ -297,7 +303,7 @@ fn live_facts(run: &mut VerbRun, st: &SlotState, busy: bool) -> Value {
     // metadata, one stat of a qcow2): never a whole-file hash of a qcow2 with no recorded stat.
     let image_unchanged = match img {
         Some(i) if i.manifest.is_some() || i.file_stat.is_some() => {
-            match crate::slot::gate::image_unchanged::image_unchanged(st, &run.paths) {
+            match image_unchanged::image_unchanged(st, &run.paths) {
                 Ok(d) => json!({"proven": true, "detail": d}),
                 Err(d) => json!({"proven": false, "detail": d}),
             }
@@ -305,11 +311,9 @@ fn live_facts(run: &mut VerbRun, st: &SlotState, busy: bool) -> Value {
         _ => Value::Null,
     };
     // Read-only: the holder re-verified, its netns entered, the ruleset captured there.
-    let criu_lock = st
-        .holder
-        .map(|h| crate::slot::resources::criu_net_lock::look(&h));
+    let criu_lock = st.holder.map(|h| criu_net_lock::look(&h));
     let limits = match (container["status"].as_str(), container_pid) {
-        (Some("running"), Some(pid)) => crate::slot::resources::cgroups::limits_now(st, pid),
+        (Some("running"), Some(pid)) => cgroups::limits_now(st, pid),
         _ => Value::Null,
     };
     json!({
@@ -325,7 +329,7 @@ fn live_facts(run: &mut VerbRun, st: &SlotState, busy: bool) -> Value {
         "image_mounted": img.is_some_and(|i| i.kind == ImageKind::Qcow2 && mounts::is_mounted(&i.lower)),
         "fuse_export_running": img.and_then(|i| i.qsd_pid.zip(i.export_file.clone())).is_some_and(|(pid, f)| mounts::qsd_is_ours(pid, &f)),
         "loop_attached": img.and_then(|i| i.loop_device.clone().zip(i.export_file.clone())).is_some_and(|(d, f)| mounts::loop_backing_file(&d).as_deref() == Some(f.as_path())),
-        "published_ports": crate::slot::gate::publish_gates::live(st),
+        "published_ports": publish_gates::live(st),
     })
 }
 
@@ -550,13 +554,13 @@ pub(crate) fn unfinished_provision_advice(p: &SlotPaths) -> String {
 /// `state.json` unreadable — the `slot-state` gate's words ([`crate::slot::no_state_why`]: nothing to
 /// release when the journal proves nothing was made, else `slot status` says what to release by
 /// hand); and first of all, a folder with a readable `state.json` whose ownership marker is not
-/// proven — the marker check's words ([`crate::slot::resources::slot_dir::check_owner`]), since `slot cleanup`
+/// proven — the marker check's words ([`slot_dir::check_owner`]), since `slot cleanup`
 /// would refuse it too.
 pub(crate) fn existing_slot_way_out(p: &SlotPaths) -> String {
     // Without a proven marker no verb (cleanup included) touches the folder: beside a readable
     // state.json, the marker check's own words say what it records and what to release by hand.
     let loaded = SlotState::load(&p.state());
-    if let (Ok(_), Err((true, why))) = (&loaded, crate::slot::resources::slot_dir::check_owner(p)) {
+    if let (Ok(_), Err((true, why))) = (&loaded, slot_dir::check_owner(p)) {
         return why;
     }
     let cleanup = next_step::on_slot("cleanup", p);

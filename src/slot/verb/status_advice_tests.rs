@@ -2,6 +2,7 @@
 //! verb left unfinished, or one changed by other hands, is told to do.
 
 use crate::slot::Verb;
+use crate::slot::record::interruption;
 use crate::slot::record::journal;
 use crate::slot::resources::slot_dir::{self, SlotPaths, StateDirUse};
 use crate::slot::state::*;
@@ -83,7 +84,7 @@ fn a_provisioned_slot_whose_state_was_removed_is_not_told_nothing_is_left() {
         a.contains("release by hand") && !a.contains("has no state"),
         "{a}"
     );
-    let next = crate::slot::record::interruption::interruption_next(true, &paths);
+    let next = interruption::interruption_next(true, &paths);
     assert!(!next.contains("has no state"), "{next}");
 }
 
@@ -96,7 +97,7 @@ fn a_provision_stopped_before_its_state_is_told_nothing_is_left() {
     let tmp = tempfile::tempdir().unwrap();
     let p = SlotPaths::new(tmp.path(), 5);
     fs::create_dir_all(&p.root).unwrap();
-    let next = crate::slot::record::interruption::interruption_next(true, &p);
+    let next = interruption::interruption_next(true, &p);
     assert!(
         next.contains("slot 5 has no state")
             && next.contains("provision another slot number")
@@ -145,9 +146,9 @@ fn a_provision_stopped_before_its_state_is_told_nothing_is_left() {
         "{a}"
     );
     fs::write(p.state(), b"{}").unwrap();
-    let next = crate::slot::record::interruption::interruption_next(true, &p);
+    let next = interruption::interruption_next(true, &p);
     assert!(next.contains("netprobe slot cleanup --slot 5"), "{next}");
-    let next = crate::slot::record::interruption::interruption_next(false, &p);
+    let next = interruption::interruption_next(false, &p);
     assert!(
         next.starts_with("`netprobe slot status --slot 5 --state-dir ")
             && next.contains("`advice`"),
@@ -340,7 +341,7 @@ fn advised_commands_quote_a_state_dir_with_a_space() {
         a.contains("`netprobe slot reset --slot 61 --state-dir '/tmp/x/with space/s'`"),
         "{a}"
     );
-    let a = crate::slot::record::interruption::interruption_next(false, &p);
+    let a = interruption::interruption_next(false, &p);
     assert!(
         a.contains("`netprobe slot status --slot 61 --state-dir '/tmp/x/with space/s'`"),
         "{a}"
