@@ -202,7 +202,7 @@ fn a_full_disk_at_the_final_write_of_the_result_exits_2_and_names_the_file() {
 /// line of its own and is not flagged; a line that is not an entry is.
 #[test]
 fn a_journal_entry_that_finds_the_disk_full_is_undone_not_left_half() {
-    use netprobe::slot::layout::{journal_append, journal_bad_lines, journal_read};
+    use netprobe::slot::record::journal::{journal_append, journal_bad_lines, journal_read};
     let fs = Tmpfs::new("size=64k");
     let j = fs.path().join("journal.jsonl");
     // Entries up to a few bytes short of a page: the next one needs a second page.
@@ -326,8 +326,8 @@ fn report_names_an_edited_artifact(slot: &Path, folder: &str, file: &str) {
 }
 
 /// The journal's entries about verb folder `name` of `slot`.
-fn journal_of(slot: &Path, name: &str) -> Vec<netprobe::slot::layout::JournalEntry> {
-    netprobe::slot::layout::journal_read(&slot.join("journal.jsonl"))
+fn journal_of(slot: &Path, name: &str) -> Vec<netprobe::slot::record::journal::JournalEntry> {
+    netprobe::slot::record::journal::journal_read(&slot.join("journal.jsonl"))
         .into_iter()
         .filter(|e| e.evidence.as_deref() == Some(name))
         .collect()

@@ -313,7 +313,7 @@ fn desktop_guest_serves_osworld_api() {
         assert_eq!(code, Some(0), "provision: {out}\n{err}");
         let o: Value = serde_json::from_str(&out).unwrap();
         let pid = o["facts"]["provision_container_pid"].as_i64().unwrap();
-        let sock = netprobe::slot::display::socket_of(pid as i32, 0);
+        let sock = netprobe::slot::gate::display_gates::socket_of(pid as i32, 0);
         let d = netprobe::x11::Display::connect(&sock, Duration::from_secs(30)).unwrap();
         common::settle_desktop(
             &d,

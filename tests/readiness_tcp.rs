@@ -1,4 +1,4 @@
-//! The `tcp` readiness check for real (root): `netprobe::slot::net::tcp_connect_in_netns`
+//! The `tcp` readiness check for real (root): `netprobe::slot::gate::guest_net::tcp_connect_in_netns`
 //! connects from a thread inside a holder's network namespace, so a port listening only in that
 //! namespace is reached and one listening nowhere there fails within its bound, naming the port.
 
@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use netprobe::ns::{Holder, HolderOptions, run_in_netns};
-use netprobe::slot::net::tcp_connect_in_netns;
+use netprobe::slot::gate::guest_net::tcp_connect_in_netns;
 
 #[test]
 fn tcp_check_connects_inside_the_netns_only_and_fails_bounded() {

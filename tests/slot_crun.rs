@@ -26,7 +26,7 @@ fn crun_ok(verb: Verb, sd: &Path) -> SlotOutcome {
 
 /// The slot's cgroup folder in every cgroup hierarchy mounted here (v1 and v2).
 fn cgroup_dirs(cgroups_path: &str) -> Vec<PathBuf> {
-    netprobe::slot::crun::cgroup_dirs(cgroups_path)
+    netprobe::slot::resources::crun_leftovers::cgroup_dirs(cgroups_path)
 }
 
 fn existing(dirs: &[PathBuf]) -> Vec<&PathBuf> {

@@ -128,7 +128,7 @@ fn crun_killed_with_netprobe_mid_restore_then_the_next_restore_passes() {
     );
     assert_eq!(code, Some(0), "provision: {err}{out}");
     let cgroups_path = state(&sd, 94).cgroups_path;
-    let devices = netprobe::slot::crun::cgroup_dirs(&cgroups_path)
+    let devices = netprobe::slot::resources::crun_leftovers::cgroup_dirs(&cgroups_path)
         .into_iter()
         .find(|d| d.starts_with("/sys/fs/cgroup/devices"))
         .expect("the devices hierarchy (hybrid cgroup v1)");
@@ -207,7 +207,7 @@ fn crun_killed_with_netprobe_mid_restore_then_the_next_restore_passes() {
     let (code, out, err) = cli_slot("cleanup", SLOT, &sd, &[]);
     assert_eq!(code, Some(0), "cleanup: {err}{out}");
     assert_released(&sd, &holders);
-    let left: Vec<PathBuf> = netprobe::slot::crun::cgroup_dirs(&cgroups_path)
+    let left: Vec<PathBuf> = netprobe::slot::resources::crun_leftovers::cgroup_dirs(&cgroups_path)
         .into_iter()
         .filter(|d| d.exists())
         .collect();

@@ -385,7 +385,7 @@ fn a_reference_without_the_app_is_refused_before_the_checkpoint_leaving_no_tmp_f
             err.contains("app-drawn") && err.contains("is one colour"),
             "{err}"
         );
-        let sock = netprobe::slot::display::socket_of(pid as i32, 0);
+        let sock = netprobe::slot::gate::display_gates::socket_of(pid as i32, 0);
         assert!(
             err.contains(&format!("ln -s {} /tmp/.X11-unix/X99", sock.display())),
             "the refusal names the way out for a stalled app: {err}"

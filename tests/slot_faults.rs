@@ -195,7 +195,7 @@ fn a_half_written_runtime_state_is_removed(sd: &Path) {
         "{:?}",
         o.facts
     );
-    assert!(!netprobe::slot::mounts::is_mounted(&criu_root));
+    assert!(!netprobe::slot::resources::mounts::is_mounted(&criu_root));
     assert!(!pid_temp.exists());
     ok(Verb::Reset, "11", sd);
 }
@@ -458,7 +458,7 @@ fn cleanup_refuses_beside_the_stray_then_releases(
         "{e}"
     );
     assert!(
-        netprobe::slot::mounts::is_mounted(&state(sd, 11).overlay.unwrap().merged),
+        netprobe::slot::resources::mounts::is_mounted(&state(sd, 11).overlay.unwrap().merged),
         "nothing is unmounted under the stray"
     );
     stray.0.kill().unwrap();
@@ -475,7 +475,7 @@ fn cleanup_refuses_beside_the_stray_then_releases(
     let doc = ok(Verb::Status, "11", sd).to_json();
     assert_eq!(doc["stale_snapshot_tmp"], serde_json::json!([]), "{doc}");
     assert!(
-        netprobe::slot::layout::journal_read(&sd.join("slot-11/journal.jsonl"))
+        netprobe::slot::record::journal::journal_read(&sd.join("slot-11/journal.jsonl"))
             .iter()
             .any(|j| j.verb == "cleanup" && j.detail.contains("snapshot.tmp-20250101T000000")),
         "cleanup journals the removal"

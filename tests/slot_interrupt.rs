@@ -15,7 +15,7 @@
 #[path = "common/slot_support.rs"]
 mod slot_support;
 use netprobe::ns::ProcessIdentity;
-use netprobe::slot::criu_lock::LockStep;
+use netprobe::slot::resources::criu_net_lock::LockStep;
 use slot_support::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -42,7 +42,7 @@ fn assert_interrupted_end(slot: &Path, ev: &Path) {
         verb["summary"].is_null() && verb["error"].is_null(),
         "{verb:#}"
     );
-    let i: netprobe::slot::verb_record::Interrupted =
+    let i: netprobe::slot::record::verb_record::Interrupted =
         serde_json::from_value(verb["interrupted"].clone()).unwrap();
     assert_eq!(i.signal, netprobe::ns::cleanup::InterruptSignal::Sigint);
     assert_eq!(i.exit_code, 130);
@@ -447,7 +447,7 @@ fn a_snapshot_that_does_not_finish_removes_criu_lock_and_none_records_it() {
 
     // Left by a verb that could release nothing (SIGKILL): removed before the capture.
     plant_lock(&h);
-    let stale = netprobe::slot::checks::stale_tmp(&slot);
+    let stale = netprobe::slot::gate::pure_checks::stale_tmp(&slot);
     assert!(
         !stale.is_empty(),
         "the snapshots that did not finish left their folders"
@@ -456,7 +456,7 @@ fn a_snapshot_that_does_not_finish_removes_criu_lock_and_none_records_it() {
     assert_eq!(code, Some(0), "snapshot: {err}{out}");
     assert_lock_evidence_of(&slot, "snapshot", LockStep::BeforeCapture);
     // ... which the snapshot that completes removes, and says so.
-    assert!(netprobe::slot::checks::stale_tmp(&slot).is_empty());
+    assert!(netprobe::slot::gate::pure_checks::stale_tmp(&slot).is_empty());
     assert!(
         out.contains("removed the interrupted snapshot folder(s) ") && out.contains(&stale[0]),
         "{out}"

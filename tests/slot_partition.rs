@@ -8,9 +8,10 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use netprobe::slot::mounts::{
-    self, Partition, loop_attach, loop_attach_partition, mount_ro, qsd_start,
+use netprobe::slot::resources::mounts::{
+    self, loop_attach, loop_attach_partition, mount_ro, qsd_start,
 };
+use netprobe::slot::resources::partition::{self, Partition};
 
 fn run(cmd: &mut Command) {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
@@ -76,7 +77,7 @@ fn tiny_gpt_disk_mounts_its_root_by_auto_number_and_label() {
         &dir.path().join("qsd.log"),
     )
     .unwrap();
-    let parts = mounts::partitions(&export).unwrap();
+    let parts = partition::partitions(&export).unwrap();
     assert_eq!(
         parts
             .iter()
@@ -115,7 +116,10 @@ fn tiny_gpt_disk_mounts_its_root_by_auto_number_and_label() {
     // driver, so it is probed, not mounted).
     let (lg, part) = loop_attach_partition(&export, &Partition::Number(1)).unwrap();
     assert_eq!(part.unwrap().name, "EFI");
-    assert_eq!(mounts::probe_fstype(&lg.device, 0).as_deref(), Some("vfat"));
+    assert_eq!(
+        partition::probe_fstype(&lg.device, 0).as_deref(),
+        Some("vfat")
+    );
     drop(lg);
     let e = loop_attach_partition(&export, &Partition::Label("nope".into())).unwrap_err();
     assert!(

@@ -1,5 +1,5 @@
 //! The runtime and CRIU a slot verb runs from the holder's sealed copies
-//! (`/proc/<holder>/fd/<n>`, `src/slot/sealed.rs`) show in `ps` as what they are: the kernel
+//! (`/proc/<holder>/fd/<n>`, `src/slot/resources/sealed_binaries.rs`) show in `ps` as what they are: the kernel
 //! names a process after the last component of the path it was executed by, so both are run
 //! through symlinks named `runc`/`crun` and `criu` in the verb's private folder
 //! (`src/oci/runtime_env.rs`, `CriuPathDir`) — their command name (`/proc/<pid>/comm`) and

@@ -6,7 +6,7 @@
 //! ports 25060-25069.
 #[path = "common/slot_support.rs"]
 mod slot_support;
-use netprobe::slot::publish::parse_publish;
+use netprobe::slot::resources::published_ports::parse_publish;
 use netprobe::slot::{Phase, SlotOutcome, Verb, run_verb};
 use slot_support::*;
 use std::io::{Read, Write};

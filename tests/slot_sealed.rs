@@ -1,4 +1,4 @@
-//! The sealed copies of the runtime and CRIU (`src/slot/sealed.rs`): made at provision, held by
+//! The sealed copies of the runtime and CRIU (`src/slot/resources/sealed_binaries.rs`): made at provision, held by
 //! the holder, run by every later verb and proven by inode and seals instead of a re-hash; the
 //! files on disk compared by `stat` and re-hashed when that differs.
 #[path = "common/slot_support.rs"]

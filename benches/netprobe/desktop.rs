@@ -70,7 +70,7 @@ fn settle_screen(pid: i32, profile: &Path) -> Result<(), String> {
     let lp = netprobe::profile::load(profile).map_err(|e| e.to_string())?;
     let ds = lp.profile.display.ok_or("the profile has no [display]")?;
     let centre = ds.input.map(|i| (i.x + i.width / 2, i.y + i.height / 2));
-    let sock = netprobe::slot::display::socket_of(pid, ds.number);
+    let sock = netprobe::slot::gate::display_gates::socket_of(pid, ds.number);
     let d = netprobe::x11::Display::connect(&sock, Duration::from_secs(30))
         .map_err(|e| format!("display {}: {e}", sock.display()))?;
     let start = Instant::now();

@@ -6,7 +6,7 @@
 //! Every function that touches the file system takes a root (`/` on a live host), so unit tests
 //! run over fixture trees for every mode without root.
 //!
-//! # Wiring into the slot (done in `crate::slot::cgroups`; `check::run_check` is the same
+//! # Wiring into the slot (done in `crate::slot::resources::cgroups`; `check::run_check` is the same
 //! sequence on its own)
 //! 1. Profile field / slot option `cgroup-driver = "systemd" | "cgroupfs"` parsed with
 //!    `CgroupDriver::from_str` (bad name: exit 2).
@@ -40,6 +40,7 @@ pub mod error;
 pub mod find;
 pub mod limits;
 pub mod mode;
+pub mod procs;
 pub mod systemd;
 
 pub use driver::{CgroupDriver, DriverChoice, ManageCgroupsMode, systemd_booted};

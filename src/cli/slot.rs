@@ -2,13 +2,14 @@
 //! subcommand with only the flags it takes, so clap itself rejects a provision-only flag on
 //! another verb, `--no-probe-gate` without a non-blank `--reason`, `--no-probe-gate` with
 //! `--probe-evidence`, a malformed `--image-sha256` and `--image-sha256` without `--image`;
-//! [`netprobe::slot::checks::image_pin`] adds the one rule clap cannot express (a `.qcow2` image needs the pin,
+//! [`netprobe::slot::gate::pure_checks::image_pin`] adds the one rule clap cannot express (a `.qcow2` image needs the pin,
 //! another image must not have one). Every usage error exits 2; with `--json` it is also
 //! printed on stdout as the slot error document ([`usage_json`]).
 
 use super::{Execute, fail};
 use netprobe::exit::ExitClass;
-use netprobe::slot::{SlotArgs, SlotError, Verb, checks};
+use netprobe::slot::gate::pure_checks;
+use netprobe::slot::{SlotArgs, SlotError, Verb};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -82,7 +83,7 @@ struct PruneCmd {
     target: Target,
     /// How many verb folders to keep (the newest; at least 1). Protected folders are kept in
     /// addition.
-    #[arg(long, allow_hyphen_values = true, value_parser = netprobe::slot::prune::parse_keep)]
+    #[arg(long, allow_hyphen_values = true, value_parser = netprobe::slot::verb::prune::parse_keep)]
     keep: std::num::NonZeroU32,
     /// Let failed and interrupted verbs' folders go too.
     #[arg(long)]
@@ -93,7 +94,7 @@ struct PruneCmd {
 
 impl PruneCmd {
     fn execute(self) -> ExitCode {
-        let r = netprobe::slot::prune::prune(
+        let r = netprobe::slot::verb::prune::prune(
             &self.target.state_dir,
             &self.target.slot,
             self.keep,
@@ -200,7 +201,7 @@ struct ProvisionCmd {
     /// 127.0.0.1) in the host's namespace and forwards each connection to 127.0.0.1:GUEST_PORT
     /// in the slot's. GUEST_PORT must be one the profile serves (network.guest_port or a tcp/http
     /// readiness check). A taken host port is refused (exit 3) naming who holds it.
-    #[arg(long, value_name = "[HOST_ADDR:]HOST_PORT:GUEST_PORT", value_parser = netprobe::slot::publish::parse_publish)]
+    #[arg(long, value_name = "[HOST_ADDR:]HOST_PORT:GUEST_PORT", value_parser = netprobe::slot::resources::published_ports::parse_publish)]
     publish: Vec<netprobe::profile::Publish>,
     #[command(flatten)]
     json: Json,
@@ -249,9 +250,9 @@ fn parse_sha256(s: &str) -> Result<String, NotSha256> {
 #[error("expected 64 lower-case hex digits")]
 struct NotSha256;
 
-/// `--reason`: not blank (it is recorded in the slot; [`checks::probe_gate_reason`]).
+/// `--reason`: not blank (it is recorded in the slot; [`pure_checks::probe_gate_reason`]).
 fn parse_reason(s: &str) -> Result<String, String> {
-    checks::probe_gate_reason(Some(s)).map(|()| s.to_string())
+    pure_checks::probe_gate_reason(Some(s)).map(|()| s.to_string())
 }
 
 impl SlotVerb {
@@ -304,7 +305,7 @@ fn args(
 
 impl SlotCmd {
     /// Checks what clap could not (`--reason` only with `--no-probe-gate`;
-    /// [`netprobe::slot::checks::image_pin`], which the library
+    /// [`netprobe::slot::gate::pure_checks::image_pin`], which the library
     /// applies again to every provision). Errors: a clap usage error.
     pub fn validate(&self) -> Result<(), clap::Error> {
         let SlotVerb::Provision(p) = &self.verb else {
@@ -312,9 +313,9 @@ impl SlotCmd {
         };
         let reason_alone = match p.no_probe_gate {
             true => None,
-            false => checks::reason_without_override(p.reason.as_deref()).err(),
+            false => pure_checks::reason_without_override(p.reason.as_deref()).err(),
         };
-        let pin = checks::image_pin(p.image.as_deref(), p.image_sha256.as_deref()).err();
+        let pin = pure_checks::image_pin(p.image.as_deref(), p.image_sha256.as_deref()).err();
         if let Some(m) = reason_alone.or(pin) {
             let mut cmd = <super::Cli as clap::CommandFactory>::command();
             let cmd = cmd

@@ -306,7 +306,7 @@ impl Holder {
 
     /// [`Holder::spawn`], and the holder inherits `keep` under the same numbers and holds them
     /// open until it ends (`--keep-fd K` each; the slot's sealed binaries,
-    /// [`crate::slot::sealed`]). Errors: those of [`Holder::spawn`].
+    /// [`crate::slot::resources::sealed_binaries`]). Errors: those of [`Holder::spawn`].
     pub fn spawn_keeping(
         opts: &HolderOptions,
         keep: &[std::os::fd::BorrowedFd<'_>],

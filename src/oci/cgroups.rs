@@ -89,8 +89,7 @@ pub fn remove_cgroup_trees(tops: &[PathBuf]) -> (usize, Vec<PathBuf>) {
     for top in tops.iter().filter(|d| d.is_dir()) {
         for d in dirs_deepest_first(top) {
             loop {
-                let procs = std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default();
-                for pid in procs.lines().filter_map(|p| p.trim().parse::<i32>().ok()) {
+                for pid in crate::cgroup::procs::read_lenient(&d) {
                     // SAFETY: plain kill(2) of a process in a cgroup of netprobe's own container.
                     unsafe { libc::kill(pid, libc::SIGKILL) };
                 }

@@ -17,6 +17,7 @@
 //! (`netprobe-criu-path-<pid>-slot-<id>-…`, [`crate::oci::SLOT_TAG_PREFIX`]): they are that
 //! slot's, taken only by its `slot cleanup`, never by this sweep.
 
+use crate::cgroup::procs::read_lenient;
 use crate::evidence::result::RungName;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -238,7 +239,7 @@ fn dead_container_cgroups() -> Vec<(String, Vec<PathBuf>)> {
 /// The processes in the cgroup folders `dirs` of container `name` (each pid once, whatever
 /// the number of hierarchies listing it): `pid N (command line) in container NAME`.
 fn container_processes(name: &str, dirs: &[PathBuf]) -> Vec<String> {
-    let mut pids: Vec<i32> = dirs.iter().flat_map(|d| procs(d)).collect();
+    let mut pids: Vec<i32> = dirs.iter().flat_map(|d| read_lenient(d)).collect();
     pids.sort_unstable();
     pids.dedup();
     pids.into_iter()
@@ -247,15 +248,6 @@ fn container_processes(name: &str, dirs: &[PathBuf]) -> Vec<String> {
             let text = String::from_utf8_lossy(&cmd).replace('\0', " ");
             format!("pid {pid} ({}) in container {name}", text.trim_end())
         })
-        .collect()
-}
-
-/// The pids listed in `<dir>/cgroup.procs` (none when it cannot be read).
-fn procs(dir: &Path) -> Vec<i32> {
-    std::fs::read_to_string(dir.join("cgroup.procs"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
         .collect()
 }
 
@@ -269,7 +261,7 @@ fn sweep_container_cgroups(out: &mut Swept) {
         for d in &dirs {
             let _ = std::fs::write(d.join("freezer.state"), "THAWED");
             let _ = std::fs::write(d.join("cgroup.freeze"), "0");
-            for pid in procs(d) {
+            for pid in read_lenient(d) {
                 let _ = nix::sys::signal::kill(
                     nix::unistd::Pid::from_raw(pid),
                     nix::sys::signal::Signal::SIGKILL,
@@ -277,7 +269,7 @@ fn sweep_container_cgroups(out: &mut Swept) {
             }
         }
         let deadline = Instant::now() + GONE_WAIT;
-        while dirs.iter().any(|d| !procs(d).is_empty()) && Instant::now() < deadline {
+        while dirs.iter().any(|d| !read_lenient(d).is_empty()) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
         }
         for d in dirs {
@@ -290,7 +282,7 @@ fn sweep_container_cgroups(out: &mut Swept) {
                 Err(e) => out.problems.push(format!(
                     "{} (container {name} of a killed run): rmdir: {e}; processes left: {:?}",
                     d.display(),
-                    procs(&d)
+                    read_lenient(&d)
                 )),
             }
         }

@@ -1,5 +1,5 @@
 //! A slot verb's `verb.json` against the slot journal (`journal.jsonl`, written by
-//! `src/slot/layout.rs`): the sha256 the journal recorded at the verb's end, compared with the
+//! `src/slot/record/journal.rs`): the sha256 the journal recorded at the verb's end, compared with the
 //! file now ([`journal_check`]), for the slot report ([`super::slot_view`]).
 
 use super::slot_view::VERB_FILE;
@@ -26,7 +26,7 @@ pub(crate) struct JournalCheck {
 pub(super) fn journal_check(
     verb_dir: &Path,
     name: &str,
-    journal: &[crate::slot::layout::JournalEntry],
+    journal: &[crate::slot::record::journal::JournalEntry],
 ) -> JournalCheck {
     let end = journal
         .iter()
@@ -112,13 +112,13 @@ pub(crate) struct PrunedRow {
 /// removed (its `pruned` entry: "pruned (hash recorded)"), and — as mismatches — those whose
 /// `end` the journal records with a folder that is gone and was never pruned.
 pub(super) fn pruned(
-    journal: &[crate::slot::layout::JournalEntry],
+    journal: &[crate::slot::record::journal::JournalEntry],
     on_disk: &[String],
 ) -> (Vec<PrunedRow>, Vec<String>) {
     let gone = |name: &str| !on_disk.iter().any(|n| n == name);
     let rows: Vec<PrunedRow> = journal
         .iter()
-        .filter(|e| e.event == crate::slot::prune::PRUNED_EVENT)
+        .filter(|e| e.event == crate::slot::verb::prune::PRUNED_EVENT)
         .filter_map(|e| {
             let name = e.evidence.clone()?;
             gone(&name).then(|| PrunedRow {
@@ -157,11 +157,11 @@ pub(super) fn pruned(
 
 /// How a journal `end` entry ended, in one word: `ok`, `interrupted` (its detail begins as an
 /// interruption note's end does), else `failed`.
-fn end_word(end: &crate::slot::layout::JournalEntry) -> &'static str {
+fn end_word(end: &crate::slot::record::journal::JournalEntry) -> &'static str {
     match (
         end.ok,
         end.detail
-            .starts_with(crate::slot::interruption::INTERRUPTED_END_PREFIX),
+            .starts_with(crate::slot::record::interruption::INTERRUPTED_END_PREFIX),
     ) {
         (true, _) => "ok",
         (false, true) => "interrupted",
@@ -172,7 +172,7 @@ fn end_word(end: &crate::slot::layout::JournalEntry) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::end_word;
-    use crate::slot::layout::JournalEntry;
+    use crate::slot::record::journal::JournalEntry;
 
     #[test]
     fn a_journal_end_says_ok_interrupted_or_failed() {

@@ -6,7 +6,7 @@
 //! gates' records (`facts.display_gates` of `verb.json`, else `display-gates.json`) with the PNGs
 //! they name. Pictures are referenced by their path relative to the report's folder, never
 //! copied; each PNG is hashed again and compared with the sha256 its gate recorded. The slot
-//! folder's layout (`owner.json`, `state.json`, `evidence/`) is the one `src/slot/layout.rs`
+//! folder's layout (`owner.json`, `state.json`, `evidence/`) is the one `src/slot/resources/slot_dir.rs`
 //! writes; this module reads the files and imports nothing of `slot`. Plain text only: the
 //! templates escape it on output.
 
@@ -269,7 +269,7 @@ pub(crate) struct Picture {
     pub ok: bool,
 }
 
-/// The role of a display gate's PNG, from the names `src/slot/display.rs` and `src/x11/gates.rs`
+/// The role of a display gate's PNG, from the names `src/slot/gate/display_gates.rs` and `src/x11/gates.rs`
 /// give them.
 fn role(file: &str) -> String {
     match file {
@@ -406,7 +406,7 @@ fn verb_view(
     verb_dir: &Path,
     name: &str,
     prefix: &str,
-    journal: &[crate::slot::layout::JournalEntry],
+    journal: &[crate::slot::record::journal::JournalEntry],
 ) -> (VerbView, Option<VerbDoc>) {
     let (doc, why) = match read_verb_doc(verb_dir) {
         Ok(d) => (Some(d), None),
@@ -606,7 +606,7 @@ impl SlotPage {
                 .map(|p| p.join("journal.jsonl"))
                 .unwrap_or_default(),
         };
-        let journal = crate::slot::layout::journal_read(&journal_path);
+        let journal = crate::slot::record::journal::journal_read(&journal_path);
         let mut page = SlotPage {
             slot: None,
             phase,
@@ -616,7 +616,7 @@ impl SlotPage {
             differs: Vec::new(),
             pruned: Vec::new(),
         };
-        let bad = crate::slot::layout::journal_bad_lines(&journal_path);
+        let bad = crate::slot::record::journal::journal_bad_lines(&journal_path);
         if !bad.is_empty() {
             page.differs.push(format!(
                 "journal.jsonl: line(s) {} are not journal entries (netprobe writes one whole entry per line; only a last line cut by a crash may be partial): the journal was edited",

@@ -35,7 +35,7 @@ pub enum StepError {
     /// A CRIU image inventory could not be read.
     #[error(transparent)]
     Inventory(#[from] crate::criu::CriuError),
-    /// A mount step ([`super::mounts`]: `mount`, `losetup`, `qemu-storage-daemon`) failed; the
+    /// A mount step ([`super::resources::mounts`]: `mount`, `losetup`, `qemu-storage-daemon`) failed; the
     /// text names the program, its arguments and its stderr.
     #[error("{0}")]
     Tool(String),
@@ -44,7 +44,7 @@ pub enum StepError {
     State(#[from] super::state::StateError),
     /// A file-tree helper (`cp -a`, `sync -f`, a removal) failed.
     #[error(transparent)]
-    Tree(#[from] super::support::TreeError),
+    Tree(#[from] super::resources::fs_tools::TreeError),
     /// A document failed its JSON Schema (e.g. `holder.json`).
     #[error("{}", .0.join("; "))]
     Schema(Vec<String>),
@@ -139,7 +139,7 @@ impl SlotError {
     /// A verb whose own record could not all be written (evidence files, journal entries, its
     /// last `state.json` update): exit 2, as an evidence folder netprobe cannot write into
     /// (README's table); gate `evidence`. The message names the files, the state directory's
-    /// filesystem and the fix ([`super::evidence_writes::Incomplete::message`]).
+    /// filesystem and the fix ([`super::record::evidence_writes::Incomplete::message`]).
     pub fn evidence_incomplete(slot: &str, message: impl Into<String>) -> Self {
         Self::new(ExitClass::Usage, slot, Some(EVIDENCE_GATE), message)
     }

@@ -3,7 +3,8 @@
 //! an evidence folder, on a full or read-only filesystem, a copied slot folder, a cleanup after
 //! a cleanup.
 
-use super::layout::{self, SlotPaths, StateDirUse};
+use super::record::journal;
+use super::resources::slot_dir::{self, SlotPaths, StateDirUse};
 use super::state::*;
 use super::tests::{assert_refused, destructive, drive, existing};
 use super::{SlotError, SlotOutcome, Verb};
@@ -96,7 +97,7 @@ fn a_full_or_read_only_state_dir_refuses_slot_create_as_a_gate_and_leaves_nothin
     let bin = tempfile::tempdir().unwrap();
     let fs_ = Tmpfs::new("size=64k,mode=0755");
     let sd = fs_.0.path().join("state");
-    layout::check_state_dir(&sd, StateDirUse::Create).unwrap();
+    slot_dir::check_state_dir(&sd, StateDirUse::Create).unwrap();
     // Fill the filesystem: the slot folder can be made, its owner.json cannot.
     let filler = fs_.0.path().join("filler");
     {
@@ -125,7 +126,7 @@ fn a_full_or_read_only_state_dir_refuses_slot_create_as_a_gate_and_leaves_nothin
     );
     // Space freed: the same slot number can be made.
     fs::remove_file(&filler).unwrap();
-    layout::create_slot(&SlotPaths::new(&sd, 1)).unwrap();
+    slot_dir::create_slot(&SlotPaths::new(&sd, 1)).unwrap();
     fs::remove_dir_all(sd.join("slot-1")).unwrap();
     // Read-only: refused at the mkdir, with the remount as the fix.
     let st = std::process::Command::new("mount")
@@ -155,7 +156,7 @@ fn a_full_or_read_only_state_dir_refuses_slot_create_as_a_gate_and_leaves_nothin
 fn a_copied_slot_folder_names_the_state_dir_to_use() {
     let f = existing(false, Phase::Running);
     let sd2 = f.sd.parent().unwrap().join("copy");
-    layout::check_state_dir(&sd2, StateDirUse::Create).unwrap();
+    slot_dir::check_state_dir(&sd2, StateDirUse::Create).unwrap();
     let st = std::process::Command::new("cp")
         .arg("-a")
         .arg(&f.paths.root)
@@ -201,7 +202,7 @@ fn a_second_cleanup_names_the_cleanup_that_released_the_holder() {
         "{}",
         o.summary
     );
-    layout::journal_append(
+    journal::journal_append(
         &f.paths.journal(),
         "cleanup",
         "end",

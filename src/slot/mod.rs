@@ -8,72 +8,37 @@
 //! its own evidence folder in the slot (`evidence/<seq>-<verb>/`: `gates.json`, `timings.json`,
 //! `verb.json`, logs and network-state captures) and appends to the slot journal.
 //!
-//! Module map: one file per verb — `provision`, `snapshot`, `restore` (restore and reset),
-//! `cleanup`, `status`; `run` (`VerbRun`: enter, lock, evidence, journal, timings, finish),
-//! `common` (gates and steps several verbs share), [`gate`] ([`GateId`]: name, fact, class;
-//! the per-verb lists of gates before the first destructive step), [`state`] (`state.json`,
-//! [`Phase::after`], the one table of phase transitions), [`checks`] (pure checks, unit-tested
-//! without root; the snapshot's images by BLAKE3 or sha256 in [`checkpoint_images`]),
-//! `image_check` (the `image-unchanged` gate over a directory image's [`image_manifest`] or a
-//! qcow2's `stat`), [`cgroups`] (the cgroup driver, the limit gates read back from v1 or v2 files
-//! and the scope unit, the cgroups' release), [`layout`], [`mounts`],
-//! [`net`], [`support`]. The runtime is reached only through [`crate::oci::RuntimeOps`] and
-//! [`crate::oci::Container`], so the gate order is unit-tested with a recording fake.
+//! Module map, by job: [`verb`] — one file per verb (`provision`, `snapshot`, `restore` for
+//! restore and reset, `cleanup`, `status` with its `status_advice`, `prune`); [`record`] — the
+//! verb's record (`verb_run::VerbRun`: enter, lock, evidence, journal, timings, finish; the
+//! journal; the checked evidence writes; the one end writer used by the verb's end and its
+//! interruption note); [`resources`] — the host-side resources (slot folder and state
+//! directory, lock, mounts, cgroups, sealed binaries, published ports, what a runtime or CRIU
+//! leaves behind); [`gate`] — [`GateId`] (name, fact, class; the per-verb lists of gates before
+//! the first destructive step) and the gates and checks (pure checks unit-tested without root,
+//! the gates several verbs share, image, checkpoint images, network, display, readiness);
+//! [`state`] (`state.json`, [`Phase::after`], the one table of phase transitions);
+//! `next_step` (the `netprobe slot` commands the texts tell the user to run); [`error`]. The
+//! runtime is reached only through [`crate::oci::RuntimeOps`] and [`crate::oci::Container`], so
+//! the gate order is unit-tested with a recording fake.
 
-mod advice;
-#[cfg(test)]
-mod advice_tests;
-mod cgroup_procs;
-pub mod cgroups;
-pub mod checkpoint_images;
-pub mod checks;
-mod claims;
-mod cleanup;
-mod common;
-pub mod criu_lock;
-pub mod crun;
-pub mod display;
 pub mod error;
-mod evidence_compress;
-mod evidence_refer;
-mod evidence_writes;
-mod fidelity;
 pub mod gate;
-mod half_state;
 #[cfg(test)]
 mod host_fault_tests;
-mod image_check;
-pub mod image_manifest;
-pub mod interruption;
-mod journal;
-pub mod layout;
-mod lock;
-pub mod mounts;
-pub mod net;
-pub mod partition;
-mod profiled;
-mod provision;
-mod provision_gates;
-pub mod prune;
-pub mod publish;
-mod publish_gates;
-mod readiness;
-mod readiness_screen;
-mod restore;
-mod run;
-pub mod sealed;
-mod snapshot;
+mod next_step;
+mod profile_record;
+pub mod record;
+pub mod resources;
 pub mod state;
-mod status;
-pub mod support;
 #[cfg(test)]
 mod tests;
-mod verb_end;
-pub mod verb_record;
+pub mod verb;
 
 pub use error::{SlotError, StepError};
 pub use gate::{Gate, GateClass, GateId, GateLog, Observed};
-pub use layout::{SlotLock, SlotPaths, parse_slot};
+pub use resources::slot_dir::{SlotPaths, parse_slot};
+pub use resources::slot_lock::SlotLock;
 pub use state::{ImageKind, Phase, ProbeGateMode, SlotState, StateError, VerbEnd};
 
 use serde::Serialize;
@@ -130,7 +95,7 @@ impl Verb {
 /// The arguments of `netprobe slot VERB`. The CLI's clap subcommands decide which verb takes
 /// which flag and check the flags' shape (`--image-sha256` format, `--no-probe-gate` with
 /// `--reason`, not with `--probe-evidence`); [`run_verb`] checks, however the arguments were
-/// built, the slot number and the rules of [`checks::usage_checks`] (override reason, qcow2
+/// built, the slot number and the rules of [`gate::pure_checks::usage_checks`] (override reason, qcow2
 /// pin). Verbs other than provision ignore the provision-only fields.
 #[derive(Debug, Clone)]
 pub struct SlotArgs {
@@ -173,7 +138,7 @@ pub struct SlotArgs {
     /// cgroupfs ([`crate::cgroup::DriverChoice::choose`]). Provision only (later verbs use the
     /// driver recorded in the state).
     pub cgroup_driver: Option<crate::cgroup::CgroupDriver>,
-    /// `--publish [HOST_ADDR:]HOST_PORT:GUEST_PORT` (repeatable; [`publish::parse_publish`]),
+    /// `--publish [HOST_ADDR:]HOST_PORT:GUEST_PORT` (repeatable; [`resources::published_ports::parse_publish`]),
     /// added to the profile's `[[network.publish]]`. Provision only.
     pub publish: Vec<crate::profile::Publish>,
     /// `--allow-script-binaries REASON`: accept a runtime or CRIU that is a `#!` script (the
@@ -318,8 +283,8 @@ pub const EMBEDDED_IMAGE_DIFFERENCE: &str = "The default image is netprobe's emb
 /// verb's own record (evidence, journal, last `state.json` update) not all written
 /// ([`SlotError::evidence_incomplete`]), 3 host refused, 4 could not run.
 pub fn run_verb(args: &SlotArgs) -> Result<SlotOutcome, SlotError> {
-    let env = run::SlotEnv {
-        make_runtime: &run::real_runtime,
+    let env = record::verb_run::SlotEnv {
+        make_runtime: &record::verb_run::real_runtime,
         require_root: true,
         trace: None,
         proc_root: std::path::PathBuf::from("/proc"),
@@ -328,10 +293,10 @@ pub fn run_verb(args: &SlotArgs) -> Result<SlotOutcome, SlotError> {
 }
 
 /// [`run_verb`] in an environment (the real one, or a recording fake runtime in unit tests).
-fn run_with(args: &SlotArgs, env: &run::SlotEnv) -> Result<SlotOutcome, SlotError> {
+fn run_with(args: &SlotArgs, env: &record::verb_run::SlotEnv) -> Result<SlotOutcome, SlotError> {
     let raw = args.slot.clone();
-    let n = layout::parse_slot(&raw)?;
-    checks::usage_checks(args, &raw)?;
+    let n = resources::slot_dir::parse_slot(&raw)?;
+    gate::pure_checks::usage_checks(args, &raw)?;
     if env.require_root && !nix::unistd::geteuid().is_root() {
         return Err(SlotError::host(
             &raw,
@@ -340,14 +305,14 @@ fn run_with(args: &SlotArgs, env: &run::SlotEnv) -> Result<SlotOutcome, SlotErro
         ));
     }
     let paths = SlotPaths::new(&args.state_dir, n);
-    let mut vr = run::VerbRun::new(args, raw, paths, env);
+    let mut vr = record::verb_run::VerbRun::new(args, raw, paths, env);
     let res = match args.verb {
-        Verb::Status => return status::status(&mut vr),
-        Verb::Provision => provision::provision(&mut vr),
-        Verb::Snapshot => with_existing(&mut vr, snapshot::snapshot),
-        Verb::Restore => with_existing(&mut vr, |r, s| restore::restore(r, s, false)),
-        Verb::Reset => with_existing(&mut vr, |r, s| restore::restore(r, s, true)),
-        Verb::Cleanup => with_existing(&mut vr, cleanup::cleanup),
+        Verb::Status => return verb::status::status(&mut vr),
+        Verb::Provision => verb::provision::provision(&mut vr),
+        Verb::Snapshot => with_existing(&mut vr, verb::snapshot::snapshot),
+        Verb::Restore => with_existing(&mut vr, |r, s| verb::restore::restore(r, s, false)),
+        Verb::Reset => with_existing(&mut vr, |r, s| verb::restore::restore(r, s, true)),
+        Verb::Cleanup => with_existing(&mut vr, verb::cleanup::cleanup),
     };
     vr.finish(res)
 }
@@ -363,7 +328,7 @@ fn missing_state_why(paths: &SlotPaths) -> Option<String> {
     if paths.state().exists() {
         return None;
     }
-    let journal = layout::journal_read(&paths.journal());
+    let journal = record::journal::journal_read(&paths.journal());
     if journal_made(&journal).is_some() {
         return None;
     }
@@ -385,7 +350,9 @@ fn missing_state_why(paths: &SlotPaths) -> Option<String> {
 
 /// The newest journal entry proving that a verb on the slot made something: a `step` (taken
 /// only once `state.json` was written) or an `end` that succeeded.
-fn journal_made(journal: &[layout::JournalEntry]) -> Option<&layout::JournalEntry> {
+fn journal_made(
+    journal: &[record::journal::JournalEntry],
+) -> Option<&record::journal::JournalEntry> {
     journal
         .iter()
         .rev()
@@ -401,11 +368,10 @@ fn no_state_why(paths: &SlotPaths) -> String {
         return why;
     }
     let status = format!(
-        "`netprobe slot status --slot {} --state-dir {}` says what to release by hand (its `advice`)",
-        paths.slot,
-        crate::shell::arg(&paths.state_dir)
+        "{} says what to release by hand (its `advice`)",
+        next_step::on_slot("status", paths)
     );
-    let journal = layout::journal_read(&paths.journal());
+    let journal = record::journal::journal_read(&paths.journal());
     match journal_made(&journal) {
         Some(e) if !paths.state().exists() => format!(
             "; state.json is missing although the journal records a provisioned slot (its {} {} at {}: {}), so its container, holder and mounts may still be live and no verb can run on this slot: do not move the slot folder away or provision over it; {status}, then provision another slot number",
@@ -418,8 +384,8 @@ fn no_state_why(paths: &SlotPaths) -> String {
 /// Enter an existing slot (state dir, marker, lock, evidence), load and check its state, run
 /// `f`, record the verb's end in the state.
 fn with_existing(
-    vr: &mut run::VerbRun,
-    f: impl FnOnce(&mut run::VerbRun, &mut SlotState) -> Result<String, SlotError>,
+    vr: &mut record::verb_run::VerbRun,
+    f: impl FnOnce(&mut record::verb_run::VerbRun, &mut SlotState) -> Result<String, SlotError>,
 ) -> Result<(String, Option<SlotState>), SlotError> {
     let t = std::time::Instant::now();
     vr.enter_existing()?;
@@ -445,9 +411,10 @@ fn with_existing(
             Err(format!(
                 "slot {}: state.json records phase clean (a cleanup released its container, \
                  mounts and holder), and a slot is never re-provisioned in place; provision a \
-                 new slot number, or — once `netprobe slot status` shows nothing live (holder, \
+                 new slot number, or — once {} shows nothing live (holder, \
                  mounts) — remove the slot folder {} after keeping its evidence ({})",
                 vr.paths.slot,
+                next_step::bare("status"),
                 vr.paths.root.display(),
                 vr.paths.evidence().display()
             ))
@@ -469,11 +436,13 @@ fn with_existing(
         let file = vr.paths.state().display().to_string();
         let why = format!("update of last_verb and last_ok: {e}");
         let fault = match &e {
-            state::StateError::Write { source, .. } => evidence_writes::WriteFault::of_io(source),
-            _ => evidence_writes::WriteFault::Other,
+            state::StateError::Write { source, .. } => {
+                record::evidence_writes::WriteFault::of_io(source)
+            }
+            _ => record::evidence_writes::WriteFault::Other,
         };
         vr.unwritten
-            .push(evidence_writes::Unwritten { file, why, fault });
+            .push(record::evidence_writes::Unwritten { file, why, fault });
     }
     r.map(|s| (s, Some(st)))
 }

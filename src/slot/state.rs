@@ -1,6 +1,6 @@
 //! The slot state model (`slot-N/state.json`), written atomically after every step so that a
 //! killed netprobe leaves a state `cleanup` can release. Schema:
-//! `evidence-schema/slot-state.schema.json` (the `state` member of `netprobe slot status`).
+//! `evidence-schema/slot-state.schema.json` (the `state` member of `slot status`).
 
 use super::Verb;
 use crate::ns::ProcessIdentity;
@@ -149,17 +149,17 @@ pub struct BinaryPin {
     #[serde(default)]
     pub version: Option<String>,
     /// For the runtime: which CLI it speaks (`runc` or `crun`), detected from its `--version`
-    /// at provision ([`super::crun::detect_kind`]). Later verbs take it from here instead of
+    /// at provision ([`super::resources::crun_leftovers::detect_kind`]). Later verbs take it from here instead of
     /// running `--version` again: the binary is the same one while its sha256 pin holds (a
     /// verb uses nothing the runtime answers before that gate passed). Absent in states
     /// written before it was recorded (then detected per verb) and for CRIU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<crate::oci::RuntimeKind>,
     /// The sealed copy of this binary the holder keeps (made at provision, executed by every
-    /// later verb: [`super::sealed`]). Absent in states written before sealed copies and where
+    /// later verb: [`super::resources::sealed_binaries`]). Absent in states written before sealed copies and where
     /// none could be made (then every verb re-hashes the file at `path`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sealed: Option<super::sealed::SealedCopy>,
+    pub sealed: Option<super::resources::sealed_binaries::SealedCopy>,
     /// When the binary is not an ELF executable but a `#!` script, accepted at provision only
     /// with `--allow-script-binaries REASON`: its interpreter and the operator's reason. Absent
     /// for an ELF executable.
@@ -256,19 +256,19 @@ pub struct ImageState {
     /// The partition mounted as the root filesystem (a partitioned qcow2 attached with a
     /// profile; `None`: the whole device).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub partition: Option<super::mounts::PartitionInfo>,
+    pub partition: Option<super::resources::partition::PartitionInfo>,
     /// `embedded` and `directory`: the lower's metadata manifest taken at provision (its listing
     /// in `slot-N/image-manifest.json`), re-proven by the `image-unchanged` gate
-    /// ([`super::image_check`]). `None` for a qcow2, and in states written before it was
+    /// ([`super::gate::image_unchanged`]). `None` for a qcow2, and in states written before it was
     /// recorded (the gate then fails closed: nothing proves the folder unchanged).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub manifest: Option<super::image_manifest::ImageManifest>,
+    pub manifest: Option<super::gate::image_manifest::ImageManifest>,
     /// `qcow2`: the file's `stat` taken before it was hashed to its pin and proven the same once
     /// exported, compared by the `image-unchanged` gate instead of re-hashing it. `None` for a
     /// directory image, and in states written before it was recorded (the gate then hashes the
     /// file whole against `sha256`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub file_stat: Option<super::sealed::FileStat>,
+    pub file_stat: Option<super::resources::sealed_binaries::FileStat>,
 }
 
 impl ImageState {
@@ -307,7 +307,7 @@ pub struct OverlayState {
     #[serde(default = "default_overlay_options")]
     pub options: Vec<String>,
     /// Whether the mount also has overlayfs' `volatile` (no sync of the upper's filesystem;
-    /// [`crate::slot::mounts::mount_overlay_volatile`]); false in states written before the
+    /// [`crate::slot::resources::mounts::mount_overlay_volatile`]); false in states written before the
     /// field and where the kernel refused it.
     #[serde(default)]
     pub volatile: bool,
@@ -372,7 +372,8 @@ fn snapshot_dir_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D
         Ok(s)
     } else {
         Err(serde::de::Error::custom(format!(
-            "snapshot.dir {s:?} is not a snapshot folder name (`snapshot-<id>` inside the slot): the file was edited; restore it or run `netprobe slot cleanup` and provision again"
+            "snapshot.dir {s:?} is not a snapshot folder name (`snapshot-<id>` inside the slot): the file was edited; restore it or run {} and provision again",
+            super::next_step::bare("cleanup")
         )))
     }
 }
@@ -402,11 +403,11 @@ pub struct SnapshotRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manifest_sha256: Option<String>,
     /// Each checkpoint file's `stat` when its digest was recorded (sorted by name;
-    /// [`super::checkpoint_images::hashed_with_stats`]): while every file keeps it, the
+    /// [`super::gate::checkpoint_images::hashed_with_stats`]): while every file keeps it, the
     /// `snapshot-complete` gate proves the images without re-hashing them. `None` (a snapshot of
     /// an older netprobe, or a file changed during the hash): they are re-hashed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checkpoint_stats: Option<Vec<super::checkpoint_images::ImageStat>>,
+    pub checkpoint_stats: Option<Vec<super::gate::checkpoint_images::ImageStat>>,
 }
 
 /// The slot profile a slot was provisioned with (`--profile FILE` or the built-in default),
@@ -476,14 +477,14 @@ pub struct SlotState {
     /// The host's cgroup mode, the cgroup driver, CRIU's manage-cgroups mode and the last limit
     /// read-back (absent in states written before the driver was chosen: cgroupfs).
     #[serde(default)]
-    pub cgroup: Option<super::cgroups::SlotCgroup>,
+    pub cgroup: Option<super::resources::cgroups::SlotCgroup>,
     /// The slot profile (`None`: a slot provisioned with `--image` flags or by an older netprobe).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<ProfileRecord>,
     /// The published guest ports (`--publish`, the profile's `[[network.publish]]`): the holder
     /// owns their listening sockets in the host's namespace. Empty: none (not written).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub published_ports: Vec<super::publish::PublishedPort>,
+    pub published_ports: Vec<super::resources::published_ports::PublishedPort>,
     /// The complete snapshot in use.
     pub snapshot: Option<SnapshotRef>,
     /// Number of successful restores (restore + reset).

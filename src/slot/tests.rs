@@ -3,10 +3,10 @@
 //! cleared destructive step is traced in order next to the fake's runtime calls, so a gate moved
 //! after the step it protects fails these tests.
 
-use super::checks::tests::{bundle_for, snapshot_for, state_with_self_holder};
+use super::gate::pure_checks::tests::{bundle_for, snapshot_for, state_with_self_holder};
 use super::gate::*;
-use super::layout::{self, SlotPaths, StateDirUse};
-use super::run::{SlotEnv, VerbRun};
+use super::record::verb_run::{SlotEnv, VerbRun};
+use super::resources::slot_dir::{self, SlotPaths, StateDirUse};
 use super::state::*;
 use super::{SlotArgs, SlotError, SlotOutcome, Verb, run_with};
 use crate::oci::container::fake::{Events, RecordingRuntime};
@@ -26,9 +26,9 @@ pub(super) struct Fixture {
 pub(super) fn existing(snapshot: bool, phase: Phase) -> Fixture {
     let tmp = tempfile::tempdir().unwrap();
     let sd = tmp.path().join("state");
-    layout::check_state_dir(&sd, StateDirUse::Create).unwrap();
+    slot_dir::check_state_dir(&sd, StateDirUse::Create).unwrap();
     let paths = SlotPaths::new(&sd, 1);
-    let marker = layout::create_slot(&paths).unwrap();
+    let marker = slot_dir::create_slot(&paths).unwrap();
     let (rt, cr) = (tmp.path().join("runc"), tmp.path().join("criu"));
     fs::write(&rt, b"fake runtime").unwrap();
     fs::write(&cr, b"fake criu").unwrap();
@@ -38,7 +38,10 @@ pub(super) fn existing(snapshot: bool, phase: Phase) -> Fixture {
     st.runtime_root = paths.runtime_root();
     st.container_id = paths.container_id();
     bundle_for(&mut st, &paths.bundle(), &paths.rootfs());
-    st.cgroup = Some(super::cgroup_procs::tests::fake_cgroup(tmp.path(), ""));
+    st.cgroup = Some(super::resources::leftover_procs::tests::fake_cgroup(
+        tmp.path(),
+        "",
+    ));
     // The self-holder alone in its namespace, as the `netns-empty` gate reads it.
     let me = tmp.path().join(format!("fakeproc/{}", std::process::id()));
     fs::create_dir_all(me.join("ns")).unwrap();
@@ -50,7 +53,7 @@ pub(super) fn existing(snapshot: bool, phase: Phase) -> Fixture {
     fs::write(img.join("var/www/index.html"), b"hello\n").unwrap();
     let mut image = ImageState::plain_directory(ImageKind::Directory, img.clone());
     image.manifest =
-        Some(super::image_check::record_manifest(&img, &paths.image_manifest()).unwrap());
+        Some(super::gate::image_unchanged::record_manifest(&img, &paths.image_manifest()).unwrap());
     st.image = Some(image);
     if snapshot {
         snapshot_for(&mut st, &paths.root);
@@ -183,7 +186,11 @@ fn reset_kills_only_after_every_reset_gate() {
 fn a_reset_failing_after_its_stop_leaves_restore_failed() {
     let f = existing(true, Phase::Running);
     let tmp = f.paths.state_dir.parent().unwrap().to_path_buf();
-    f.edit(|st| st.cgroup = Some(super::cgroup_procs::tests::fake_cgroup(&tmp, "31493\n")));
+    f.edit(|st| {
+        st.cgroup = Some(super::resources::leftover_procs::tests::fake_cgroup(
+            &tmp, "31493\n",
+        ))
+    });
     let (r, trace) = drive(Verb::Reset, &f.sd, Some("running"), |_| {});
     assert_refused(&r.unwrap_err(), 1, "cgroup-empty");
     let kill = pos(&trace, "runtime kill netprobe-slot-1 KILL");
@@ -289,7 +296,11 @@ fn a_container_the_runtime_lost_track_of_blocks_restore_and_reset() {
     ] {
         let f = existing(true, phase);
         let tmp = f.paths.state_dir.parent().unwrap().to_path_buf();
-        f.edit(|st| st.cgroup = Some(super::cgroup_procs::tests::fake_cgroup(&tmp, "31493\n")));
+        f.edit(|st| {
+            st.cgroup = Some(super::resources::leftover_procs::tests::fake_cgroup(
+                &tmp, "31493\n",
+            ))
+        });
         let (r, trace) = drive(verb, &f.sd, None, |_| {});
         let e = r.unwrap_err();
         assert_eq!(
@@ -379,7 +390,7 @@ fn cleanup_stops_the_container_before_unmounting_and_ends_clean() {
 fn provision_creates_nothing_before_its_gates() {
     let tmp = tempfile::tempdir().unwrap();
     let sd = tmp.path().join("state");
-    layout::check_state_dir(&sd, StateDirUse::Create).unwrap();
+    slot_dir::check_state_dir(&sd, StateDirUse::Create).unwrap();
     // A folder that is not ours where the slot would go: slot-fresh fails after every gate.
     fs::create_dir(sd.join("slot-1")).unwrap();
     // Two tiny stand-ins that answer `--version` as runc and CRIU do.
@@ -468,7 +479,7 @@ fn declared_differences_name_the_slots_image() {
         Path::new("/"),
     )
     .unwrap();
-    st.profile = Some(super::profiled::record(&lp));
+    st.profile = Some(super::profile_record::record(&lp));
     let d = run.declared(Some(&st));
     assert!(!d.contains(&embedded), "{d:#?}");
     assert!(
@@ -476,7 +487,7 @@ fn declared_differences_name_the_slots_image() {
             .any(|l| l.ends_with("rootfs: qcow2 /x/gnome.qcow2 (profile gnome).")),
         "{d:#?}"
     );
-    st.profile = Some(super::profiled::record_for_image_flags(
+    st.profile = Some(super::profile_record::record_for_image_flags(
         ImageKind::Qcow2,
         Path::new("/x/gnome.qcow2"),
         None,
@@ -506,13 +517,13 @@ fn evidence_made_beside_the_verb_is_named_until_written() {
     });
     assert_eq!(run.in_flight(), vec!["slow.json".to_string()]);
     assert_eq!(
-        super::interruption::in_flight_note(&run.in_flight()),
+        super::record::interruption::in_flight_note(&run.in_flight()),
         "; evidence still being made beside the verb when the signal came, so possibly missing from this folder: slow.json"
     );
     go.send(()).unwrap();
     let _ = run.finish(Ok(("done".into(), None)));
     assert!(ev.path().join("slow.json").is_file());
-    assert_eq!(super::interruption::in_flight_note(&[]), "");
+    assert_eq!(super::record::interruption::in_flight_note(&[]), "");
 }
 
 #[test]

@@ -9,7 +9,7 @@ use netprobe::oci::{
     BundleSpec, ContainerGuard, NetnsSpec, OciError, Runtime, build_spec, read_pid_file,
     unique_container_id,
 };
-use netprobe::slot::mounts;
+use netprobe::slot::resources::mounts;
 use netprobe::x11::socket_under_root;
 
 /// runc under test.

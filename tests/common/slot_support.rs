@@ -216,7 +216,7 @@ pub fn http_image(dir: &Path) -> PathBuf {
     let root = dir.join("http-image");
     netprobe::oci::build_busybox_rootfs(&root).unwrap();
     std::fs::write(
-        root.join(netprobe::slot::net::GUEST_PORT_FILE),
+        root.join(netprobe::slot::gate::guest_net::GUEST_PORT_FILE),
         format!("{}\n", netprobe::oci::INIT_HTTP_PORT),
     )
     .unwrap();

@@ -1,0 +1,355 @@
+//! The image under the container, recorded at provision and re-proven by the `image-unchanged`
+//! gate of snapshot, restore and reset before their first destructive step: an overlay's lower
+//! that changed under it is undefined behaviour in the kernel, and a guest restored onto other
+//! files than it was snapshotted on is not the snapshot.
+//!
+//! - `embedded` and `directory`: the lower is a plain folder used in place, so provision
+//!   records its metadata manifest ([`super::image_manifest`]: sha256 and entry count in
+//!   `state.json` `image.manifest`, the listing in `slot-N/image-manifest.json`) and the gate
+//!   walks it again (one `lstat` per entry) and names the paths that differ.
+//! - `qcow2`: the file is hashed to its pin at provision; its `stat` (device, inode, size,
+//!   mtime, ctime: [`FileStat`]) is taken before that hash, proven the same once the FUSE export
+//!   serves it, and recorded (`image.file_stat`), so the gate compares one `stat` instead of
+//!   re-hashing gigabytes (ctime changes on any write and cannot be set back). A state written
+//!   before the record: the file is hashed whole against the pin, as the binaries are.
+
+use super::image_manifest::{self, ImageManifest, ManifestListing};
+use crate::slot::gate::Observed;
+use crate::slot::resources::sealed_binaries::{FileStat, source_stat};
+use crate::slot::resources::slot_dir::SlotPaths;
+use crate::slot::state::{ImageKind, ImageState, SlotState};
+use std::path::Path;
+
+/// provision: walks the directory image at `lower`, writes its listing to `listing`
+/// atomically (`slot-N/image-manifest.json`) and returns what `state.json` records.
+///
+/// Errors: a sentence naming the entry that could not be read, or the listing file.
+pub(crate) fn record_manifest(lower: &Path, listing: &Path) -> Result<ImageManifest, String> {
+    let entries = image_manifest::walk(lower)?;
+    let l = ManifestListing::new(lower, entries);
+    let bytes = serde_json::to_vec(&l).map_err(|e| format!("{}: {e}", listing.display()))?;
+    crate::evidence::replace_atomic(listing, &bytes)
+        .map_err(|e| format!("write {}: {e}", listing.display()))?;
+    Ok(l.manifest())
+}
+
+/// The `image-unchanged` gate: the image under the container is the one provision recorded.
+/// Read-only (a walk of the lower, or one `stat` of the qcow2), so restore and reset run it on a
+/// thread beside the other gates.
+pub(crate) fn image_unchanged(st: &SlotState, p: &SlotPaths) -> Observed {
+    let Some(img) = &st.image else {
+        return Err(format!(
+            "state.json records no image: nothing proves what the container runs on; fix: {}",
+            new_slot(p)
+        ));
+    };
+    match img.kind {
+        ImageKind::Embedded | ImageKind::Directory => directory(img, p),
+        ImageKind::Qcow2 => qcow2(img, p),
+    }
+}
+
+/// The way out when the image cannot be proven: the slot is released and another provisioned.
+fn new_slot(p: &SlotPaths) -> String {
+    format!(
+        "{}, then provision a new slot",
+        crate::slot::next_step::on_slot("cleanup", p)
+    )
+}
+
+fn kind_name(k: ImageKind) -> String {
+    serde_json::to_value(k)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default()
+}
+
+/// `embedded`/`directory`: the manifest walked now equals the one recorded at provision.
+fn directory(img: &ImageState, p: &SlotPaths) -> Observed {
+    let (kind, lower) = (kind_name(img.kind), img.lower.display());
+    let Some(want) = &img.manifest else {
+        return Err(format!(
+            "state.json records no manifest of the {kind} image {lower} (a slot provisioned by a netprobe before image manifests), so that the image under the container is the one provision mounted cannot be proven; fix: {}",
+            new_slot(p)
+        ));
+    };
+    let now = image_manifest::walk(&img.lower).map_err(|e| {
+        format!(
+            "the {kind} image {lower} (the overlay's lower) cannot be walked: {e}; fix: if it became unreachable (its filesystem unmounted, a folder above it renamed), make it reachable at {lower} again (the image itself moved changes its ctime and stays refused), else {}",
+            new_slot(p)
+        )
+    })?;
+    let sha = image_manifest::digest(&now);
+    if sha == want.sha256 && now.len() as u64 == want.entries {
+        return Ok(format!(
+            "{kind} image {lower}: {} entries, metadata sha256 {sha} as recorded at provision (path, type, mode, owner, size, mtime, ctime, symlink target, device number)",
+            want.entries
+        ));
+    }
+    Err(format!(
+        "the {kind} image {lower} (the overlay's lower, used in place) changed since provision: {} entries, metadata sha256 {sha}; recorded {} entries, {}: {}. The guest would run on other files than at provision and snapshot, and an overlay's lower changed under it is undefined in the kernel; fix: an edited image cannot be proven the same again (ctime cannot be set back, so even the same bytes put back are refused): {}",
+        now.len(),
+        want.entries,
+        want.sha256,
+        named_paths(p, want, &now),
+        new_slot(p)
+    ))
+}
+
+/// The paths that differ from the provision-time listing (`slot-N/image-manifest.json`), or
+/// why they cannot be named (the listing is missing, unreadable, or no longer hashes to the
+/// recorded sha256).
+fn named_paths(
+    p: &SlotPaths,
+    want: &ImageManifest,
+    now: &[image_manifest::ManifestEntry],
+) -> String {
+    let path = p.image_manifest();
+    let listing = crate::evidence::read_recorded(&path)
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice::<ManifestListing>(&b).map_err(|e| e.to_string()))
+        .and_then(|l| l.check(&want.sha256).map(|()| l));
+    match listing {
+        Ok(l) => image_manifest::diff(&l.entries, now).to_string(),
+        Err(e) => format!(
+            "the paths that differ cannot be named ({}: {e})",
+            path.display()
+        ),
+    }
+}
+
+/// `qcow2`: the file's `stat` equals the one recorded at provision; without a record (an
+/// older state) the file hashed whole against its pin.
+fn qcow2(img: &ImageState, p: &SlotPaths) -> Observed {
+    let src = img.source.display();
+    let Some(pin) = &img.sha256 else {
+        return Err(format!(
+            "state.json records no sha256 of the qcow2 image {src}; fix: {}",
+            new_slot(p)
+        ));
+    };
+    let Some(want) = img.file_stat else {
+        let why =
+            "state.json records no stat of the file (a slot provisioned by an older netprobe)";
+        return match super::pure_checks::file_sha256(&img.source) {
+            Ok(h) if h == *pin => Ok(format!(
+                "qcow2 image {src}: sha256 {h}, the pin (hashed whole: {why})"
+            )),
+            Ok(h) => Err(format!(
+                "the qcow2 image {src} has sha256 {h}, not the pin {pin} it had at provision (hashed whole: {why}); fix: {}",
+                new_slot(p)
+            )),
+            Err(e) => Err(format!("{e} (hashed whole: {why}); fix: {}", new_slot(p))),
+        };
+    };
+    let now = source_stat(&img.source).map_err(|e| {
+        format!(
+            "{e}; fix: if it became unreachable (its filesystem unmounted, a folder above it renamed), make it reachable at {src} again, else {}",
+            new_slot(p)
+        )
+    })?;
+    if now == want {
+        return Ok(format!(
+            "qcow2 image {src}: hashed to the pin {pin} at provision and unchanged since (device, inode, size, mtime, ctime; not re-hashed)"
+        ));
+    }
+    Err(format!(
+        "the qcow2 image {src} changed since it was hashed to the pin {pin} at provision ({}): the FUSE export may serve other blocks than the snapshot was taken on; fix: a changed file cannot be proven the same again by stat (ctime cannot be set back): {}",
+        stat_diff(&want, &now),
+        new_slot(p)
+    ))
+}
+
+/// What differs between two `stat`s: device, inode and size with both values; mtime, ctime.
+pub(crate) fn stat_diff(was: &FileStat, now: &FileStat) -> String {
+    let mut f = Vec::new();
+    for (name, a, b) in [
+        ("device", was.dev, now.dev),
+        ("inode", was.ino, now.ino),
+        ("size", was.size, now.size),
+    ] {
+        if a != b {
+            f.push(format!("{name} {a} → {b}"));
+        }
+    }
+    if was.mtime != now.mtime {
+        f.push("mtime".into());
+    }
+    if was.ctime != now.ctime {
+        f.push("ctime".into());
+    }
+    if f.is_empty() {
+        return "no field differs".into();
+    }
+    f.join(", ")
+}
+
+/// provision, qcow2: the file's `stat` now (the export serving it) equals `before`, taken
+/// before it was hashed to its pin; the stat `state.json` then records.
+///
+/// Errors: a sentence naming the file and what changed while it was hashed and attached.
+pub(crate) fn qcow2_stat_held(file: &Path, before: Option<FileStat>) -> Result<FileStat, String> {
+    let before = before.ok_or_else(|| {
+        format!(
+            "{}: no stat was taken before its sha256 (nothing proves the bytes hashed are the ones attached)",
+            file.display()
+        )
+    })?;
+    let now = source_stat(file)?;
+    if now == before {
+        Ok(now)
+    } else {
+        Err(format!(
+            "{} changed between its sha256 check and its FUSE export ({}): the bytes attached are not proven to be the pinned ones; provision again once nothing writes to it",
+            file.display(),
+            stat_diff(&before, &now)
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slot::gate::pure_checks::tests::fixture;
+
+    fn slot_with_dir_image(d: &Path, st: &mut SlotState) -> (SlotPaths, std::path::PathBuf) {
+        let p = SlotPaths::new(&d.join("state"), 61);
+        std::fs::create_dir_all(&p.root).unwrap();
+        let img = d.join("img");
+        std::fs::create_dir_all(img.join("var/www")).unwrap();
+        std::fs::write(img.join("var/www/index.html"), b"hello\n").unwrap();
+        let mut s = ImageState::plain_directory(ImageKind::Directory, img.clone());
+        s.manifest = Some(record_manifest(&img, &p.image_manifest()).unwrap());
+        st.image = Some(s);
+        (p, img)
+    }
+
+    #[test]
+    fn a_directory_image_edited_after_provision_is_refused_naming_the_file() {
+        let (d, mut st) = fixture();
+        let (p, img) = slot_with_dir_image(d.path(), &mut st);
+        let ok = image_unchanged(&st, &p).unwrap();
+        assert!(ok.contains("4 entries"), "{ok}");
+        assert!(ok.contains("as recorded at provision"), "{ok}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(img.join("var/www/index.html"), b"CHANGED\n").unwrap();
+        let e = image_unchanged(&st, &p).unwrap_err();
+        assert!(
+            e.contains("changed since provision")
+                && e.contains("changed ./var/www/index.html (size 6 → 8, mtime, ctime)")
+                && e.contains("ctime cannot be set back")
+                && e.contains("`netprobe slot cleanup --slot 61 --state-dir"),
+            "{e}"
+        );
+        // The same bytes put back: still refused (its ctime moved on).
+        std::fs::write(img.join("var/www/index.html"), b"hello\n").unwrap();
+        let e = image_unchanged(&st, &p).unwrap_err();
+        assert!(
+            e.contains("changed ./var/www/index.html (mtime, ctime)"),
+            "{e}"
+        );
+        // An edited listing is not trusted to name paths; the refusal stands.
+        let l = p.image_manifest();
+        let text = std::fs::read_to_string(&l)
+            .unwrap()
+            .replace("index.html", "other.html");
+        std::fs::write(&l, text).unwrap();
+        let e = image_unchanged(&st, &p).unwrap_err();
+        assert!(
+            e.contains("the paths that differ cannot be named")
+                && e.contains("the listing was edited"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_image_made_unreachable_is_proven_again_once_reachable_where_it_was() {
+        let (d, mut st) = fixture();
+        let (p, _) = slot_with_dir_image(d.path(), &mut st);
+        // The image's own folder renamed away: the walk fails, the way back is named; renamed
+        // back, its ctime moved on and it stays refused.
+        let away = d.path().join("away");
+        std::fs::rename(d.path().join("img"), &away).unwrap();
+        let e = image_unchanged(&st, &p).unwrap_err();
+        assert!(
+            e.contains("cannot be walked") && e.contains("make it reachable at"),
+            "{e}"
+        );
+        std::fs::rename(&away, d.path().join("img")).unwrap();
+        let e = image_unchanged(&st, &p).unwrap_err();
+        assert!(e.contains("changed . (ctime)"), "{e}");
+        // A folder above the image renamed away and back: the image's entries are untouched.
+        let parent = d.path().join("parent");
+        std::fs::create_dir(&parent).unwrap();
+        let (p2, _) = slot_with_dir_image(&parent, &mut st);
+        std::fs::rename(&parent, d.path().join("parent-away")).unwrap();
+        assert!(image_unchanged(&st, &p2).is_err());
+        std::fs::rename(d.path().join("parent-away"), &parent).unwrap();
+        image_unchanged(&st, &p2).unwrap();
+    }
+
+    #[test]
+    fn an_older_state_without_a_manifest_fails_closed_with_the_way_out() {
+        let (d, mut st) = fixture();
+        let (p, _) = slot_with_dir_image(d.path(), &mut st);
+        st.image.as_mut().unwrap().manifest = None;
+        st.image.as_mut().unwrap().kind = ImageKind::Embedded;
+        let e = image_unchanged(&st, &p).unwrap_err();
+        assert!(
+            e.contains("records no manifest of the embedded image")
+                && e.contains("before image manifests")
+                && e.contains("then provision a new slot"),
+            "{e}"
+        );
+        st.image = None;
+        assert!(
+            image_unchanged(&st, &p)
+                .unwrap_err()
+                .contains("records no image")
+        );
+    }
+
+    #[test]
+    fn a_qcow2_is_proven_by_stat_and_an_older_state_by_its_pin() {
+        let (d, mut st) = fixture();
+        let p = SlotPaths::new(&d.path().join("state"), 62);
+        let q = d.path().join("disk.qcow2");
+        std::fs::write(&q, b"qcow2 bytes").unwrap();
+        let pin = crate::evidence::sha256_file(&q).unwrap().0;
+        let before = source_stat(&q).unwrap();
+        let held = qcow2_stat_held(&q, Some(before)).unwrap();
+        let mut img = ImageState::plain_directory(ImageKind::Qcow2, d.path().join("lower"));
+        img.source = q.clone();
+        img.sha256 = Some(pin.clone());
+        img.file_stat = Some(held);
+        st.image = Some(img);
+        let ok = image_unchanged(&st, &p).unwrap();
+        assert!(ok.contains("not re-hashed") && ok.contains(&pin), "{ok}");
+        // No stat recorded (an older state): hashed whole against the pin.
+        let mut old = st.clone();
+        old.image.as_mut().unwrap().file_stat = None;
+        let ok = image_unchanged(&old, &p).unwrap();
+        assert!(
+            ok.contains("hashed whole") && ok.contains("older netprobe"),
+            "{ok}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&q, b"qcow2 bytes, grown").unwrap();
+        let e = image_unchanged(&st, &p).unwrap_err();
+        assert!(
+            e.contains("changed since it was hashed to the pin")
+                && e.contains("size 11 → 18")
+                && e.contains("ctime"),
+            "{e}"
+        );
+        let e = image_unchanged(&old, &p).unwrap_err();
+        assert!(e.contains(&format!("not the pin {pin}")), "{e}");
+        // A file written between its hash and its export: provision refuses it.
+        let e = qcow2_stat_held(&q, Some(before)).unwrap_err();
+        assert!(
+            e.contains("changed between its sha256 check and its FUSE export"),
+            "{e}"
+        );
+        assert!(qcow2_stat_held(&q, None).is_err());
+    }
+}

@@ -1,0 +1,744 @@
+//! A slot verb's writes of its own record, checked: every file of its evidence folder
+//! (`evidence/NNNN-verb/`), its journal entries and its last `state.json` update. A write that
+//! fails (a full disk, a quota, a read-only remount) is collected here ([`Unwritten`]: the file
+//! and the I/O error) instead of being dropped, and the verb's end ([`super::verb_end`]) turns
+//! any into a failed verb ([`evidence_error`], exit 2 as README's table has it for "an evidence
+//! folder netprobe cannot write into"): the error ([`Incomplete::message`]) names each file not
+//! written, the state directory's filesystem ([`StateFs`]) and the fix, `verb.json` says so
+//! when it can still be written, the folder keeps `incomplete.txt`
+//! ([`Incomplete::note`]) when any byte can be written, and the journal's `end`
+//! ([`Incomplete::journal_detail`]) records a `verb.json` sha256 only for a `verb.json` that
+//! was written.
+//!
+//! What the verb did stays as it did it: a verb whose work succeeded (a restore whose container
+//! runs and whose gates passed) keeps the phase it recorded in `state.json` — the error says the
+//! work succeeded and points to `slot status` — and a verb that failed keeps its own failure in
+//! the error's text (and its network diff and CRIU reason in their fields).
+
+use super::verb_record as vrec;
+use crate::evidence::EvidenceError;
+use crate::evidence::dir::INCOMPLETE_FILE;
+use crate::ns::mountinfo::MountedFs;
+use crate::slot::Verb;
+use crate::slot::error::SlotError;
+use crate::slot::next_step;
+use crate::slot::state::Phase;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// What refused a write, as far as the fix depends on it: the fix is derived from this and
+/// nothing else ([`WriteFault::fix`]), so a full disk is never blamed for another errno.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum WriteFault {
+    /// ENOSPC: the filesystem is full.
+    NoSpace,
+    /// EDQUOT: a disk quota refuses the write.
+    Quota,
+    /// EROFS: the filesystem is mounted read-only.
+    ReadOnly,
+    /// EACCES, EPERM: no write permission.
+    Permission,
+    /// EEXIST: a file or folder of that name is already there (evidence is never
+    /// overwritten). Not a matter of space: each verb writes each name once
+    /// ([`super::verb_run::VerbRun::ev_write`] qualifies a second write of a name), so something
+    /// else put it there.
+    Exists,
+    /// Another OS error (the `errno`: EIO, ENOTDIR, …).
+    Errno(i32),
+    /// Not an OS error (the file's own text says what).
+    Other,
+}
+
+impl WriteFault {
+    /// The fault of OS error `e`.
+    pub fn of_io(e: &std::io::Error) -> WriteFault {
+        match e.raw_os_error() {
+            Some(libc::ENOSPC) => WriteFault::NoSpace,
+            Some(libc::EDQUOT) => WriteFault::Quota,
+            Some(libc::EROFS) => WriteFault::ReadOnly,
+            Some(libc::EACCES | libc::EPERM) => WriteFault::Permission,
+            Some(libc::EEXIST) => WriteFault::Exists,
+            Some(n) => WriteFault::Errno(n),
+            None if e.kind() == std::io::ErrorKind::AlreadyExists => WriteFault::Exists,
+            None => WriteFault::Other,
+        }
+    }
+
+    /// The fix for this fault: `at` is the mount point to free or remount (or the folder when
+    /// the mount table names none), `dir` the folder the write went into.
+    pub fn fix(self, at: &Path, dir: &Path) -> String {
+        let (at, dir) = (at.display(), dir.display());
+        match self {
+            WriteFault::NoSpace => format!("free space in {at} (the filesystem is full: ENOSPC)"),
+            WriteFault::Quota => {
+                format!(
+                    "raise the quota that refuses the write on {at}, or free space under it (EDQUOT)"
+                )
+            }
+            WriteFault::ReadOnly => format!("remount {at} read-write (EROFS)"),
+            WriteFault::Permission => format!(
+                "give uid {} write permission on {dir} (EACCES/EPERM)",
+                nix::unistd::geteuid()
+            ),
+            WriteFault::Exists => format!(
+                "nothing to free: a file or folder of that name was already in {dir} (EEXIST), put there by something other than this verb, which writes each name once — move it away, and report it to netprobe's developers with the folder if nobody else writes there"
+            ),
+            WriteFault::Errno(n) => format!(
+                "lift what refuses the write on {at} ({})",
+                nix::errno::Errno::from_raw(n)
+            ),
+            WriteFault::Other => "see why each file above was not written".to_string(),
+        }
+    }
+}
+
+/// A file a verb could not write, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Unwritten {
+    /// What was not written: a path relative to the verb's evidence folder (`gates.json`,
+    /// `runtime.log`), or the slot's own `journal.jsonl` / `state.json`, named so.
+    pub file: String,
+    /// Why: what was being done and the OS error, e.g. `write: No space left on device (os
+    /// error 28)`.
+    pub why: String,
+    /// What refused it, for the fix.
+    pub fault: WriteFault,
+}
+
+impl Unwritten {
+    /// `file` not written because of evidence error `e` (its I/O error when it is one: the
+    /// temporary file's name in it says nothing the file name does not).
+    pub fn of(file: &str, e: &EvidenceError) -> Unwritten {
+        let (why, fault) = match e {
+            EvidenceError::Io { action, source, .. } => {
+                (format!("{action}: {source}"), WriteFault::of_io(source))
+            }
+            EvidenceError::Exists(_) => (
+                "a file or folder of that name is already there (evidence is never overwritten)"
+                    .into(),
+                WriteFault::Exists,
+            ),
+            e => (e.to_string(), WriteFault::Other),
+        };
+        Unwritten {
+            file: file.to_string(),
+            why,
+            fault,
+        }
+    }
+
+    /// `file` not written: `action` failed with `e`.
+    pub fn io(file: &str, action: &str, e: &std::io::Error) -> Unwritten {
+        Unwritten {
+            file: file.to_string(),
+            why: format!("{action}: {e}"),
+            fault: WriteFault::of_io(e),
+        }
+    }
+}
+
+/// The files a verb could not write so far, in the order they failed, each once; shared with
+/// the threads that write evidence beside the verb ([`super::verb_run::VerbRun::ev_make_beside`]).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct UnwrittenLog(Arc<Mutex<Vec<Unwritten>>>);
+
+impl UnwrittenLog {
+    /// Records `u` (a file already recorded keeps its first failure).
+    pub fn push(&self, u: Unwritten) {
+        let mut v = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if !v.iter().any(|w| w.file == u.file) {
+            v.push(u);
+        }
+    }
+
+    /// What was recorded so far.
+    pub fn list(&self) -> Vec<Unwritten> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// The filesystem holding the state directory, for the error and `incomplete.txt`: where it
+/// is mounted, its type and source ([`crate::ns::mountinfo::filesystem_of`]) and the bytes
+/// free on it (`statvfs`: available to unprivileged writers × fragment size); and the evidence
+/// folder's, when that is another one (a filesystem mounted inside the state directory).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StateFs {
+    /// The state directory.
+    pub state_dir: PathBuf,
+    /// Its filesystem, when the mount table names it.
+    pub mounted: Option<MountedFs>,
+    /// Bytes free on it, when `statvfs` answers.
+    pub free_bytes: Option<u64>,
+    /// The evidence folder, its filesystem and the bytes free on it, when that filesystem is
+    /// not the state directory's.
+    pub evidence: Option<(PathBuf, MountedFs, Option<u64>)>,
+}
+
+/// Bytes free on the filesystem holding `p`, when `statvfs` answers.
+fn free_bytes(p: &Path) -> Option<u64> {
+    nix::sys::statvfs::statvfs(p)
+        .ok()
+        .map(|s| s.blocks_available().saturating_mul(s.fragment_size()))
+}
+
+/// `WHAT P is on the tmpfs filesystem S mounted at M (N bytes free now)`.
+fn on(what: &str, path: &Path, mounted: Option<&MountedFs>, free: Option<u64>) -> String {
+    let free = free
+        .map(|b| format!(" ({b} bytes free now)"))
+        .unwrap_or_default();
+    match mounted {
+        Some(m) => format!(
+            "{what} {} is on the {} filesystem {} mounted at {}{free}",
+            path.display(),
+            m.fstype,
+            m.source,
+            m.mount_point.display()
+        ),
+        None => format!(
+            "{what} {} is on a filesystem /proc/self/mountinfo does not name{free}",
+            path.display()
+        ),
+    }
+}
+
+impl StateFs {
+    /// The filesystems of `state_dir` and of evidence folder `ev` now.
+    pub fn of(state_dir: &Path, ev: Option<&Path>) -> StateFs {
+        let mounted = crate::ns::mountinfo::filesystem_of(state_dir);
+        let evidence = ev.and_then(|ev| {
+            let m = crate::ns::mountinfo::filesystem_of(ev)?;
+            let other = mounted
+                .as_ref()
+                .is_none_or(|s| s.mount_point != m.mount_point);
+            other.then(|| (ev.to_path_buf(), m, free_bytes(ev)))
+        });
+        StateFs {
+            state_dir: state_dir.to_path_buf(),
+            mounted,
+            free_bytes: free_bytes(state_dir),
+            evidence,
+        }
+    }
+
+    /// Where to free space: the evidence folder's mount point when it is its own, else the
+    /// state directory's, else the state directory itself.
+    fn where_to_free(&self) -> &Path {
+        match (&self.evidence, &self.mounted) {
+            (Some((_, m, _)), _) | (None, Some(m)) => m.mount_point.as_path(),
+            (None, None) => self.state_dir.as_path(),
+        }
+    }
+
+    /// `the state directory D is on the tmpfs filesystem S mounted at M (N bytes free now)`,
+    /// and the evidence folder's the same way when it is another.
+    fn sentence(&self) -> String {
+        let mut s = on(
+            "the state directory",
+            &self.state_dir,
+            self.mounted.as_ref(),
+            self.free_bytes,
+        );
+        if let Some((ev, m, free)) = &self.evidence {
+            s.push_str(&format!(
+                "; {}",
+                on("the evidence folder", ev, Some(m), *free)
+            ));
+        }
+        s
+    }
+}
+
+/// What the verb's own work came to, before its evidence could not all be written.
+#[derive(Debug)]
+pub(crate) enum Work<'a> {
+    /// It succeeded with this summary; the slot's phase (`state.json`) after it.
+    Succeeded(&'a str, Option<Phase>),
+    /// It failed with this error.
+    Failed(&'a SlotError),
+}
+
+/// Everything the error and the note of a verb with unwritten evidence say.
+#[derive(Debug)]
+pub(crate) struct Incomplete<'a> {
+    /// The verb.
+    pub verb: Verb,
+    /// The slot number.
+    pub slot: u32,
+    /// The verb's evidence folder.
+    pub ev: &'a Path,
+    /// What was not written.
+    pub unwritten: &'a [Unwritten],
+    /// The state directory's filesystem.
+    pub fs: &'a StateFs,
+    /// What the verb's work came to.
+    pub work: Work<'a>,
+    /// Whether `incomplete.txt` could be written (`Err`: why not).
+    pub marker: Result<(), String>,
+}
+
+impl Incomplete<'_> {
+    /// `a (why); b (why)`.
+    fn files(&self) -> String {
+        self.unwritten
+            .iter()
+            .map(|u| format!("{} ({})", u.file, u.why))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// What the verb's work came to, and what to run once space is free.
+    fn work_and_next(&self) -> (String, String) {
+        let verb = self.verb.as_str();
+        match &self.work {
+            Work::Succeeded(summary, phase) => (
+                format!(
+                    "the {verb} itself succeeded ({summary}){}: that stands, only its evidence is incomplete",
+                    phase.map_or_else(String::new, |p| format!(
+                        "; the slot's phase is {} as state.json records",
+                        Phase::name(p)
+                    ))
+                ),
+                format!(
+                    "see {} (the slot is as the {verb} left it)",
+                    next_step::command("status", self.slot, &self.fs.state_dir)
+                ),
+            ),
+            Work::Failed(e) => {
+                let first = failure_line(e);
+                let next = if self.verb == Verb::Provision {
+                    format!(
+                        "{}, then provision another slot number (a slot is never re-provisioned in place)",
+                        next_step::command("cleanup", self.slot, &self.fs.state_dir)
+                    )
+                } else {
+                    format!(
+                        "run {} again (or see {})",
+                        next_step::command(verb, self.slot, &self.fs.state_dir),
+                        next_step::command("status", self.slot, &self.fs.state_dir)
+                    )
+                };
+                (format!("the {verb} itself had failed: {first}"), next)
+            }
+        }
+    }
+
+    /// The fix each kind of refusal among the unwritten files calls for, each once
+    /// ([`WriteFault::fix`]: derived from the errno, never assumed to be space).
+    fn fixes(&self) -> String {
+        let mut faults: Vec<WriteFault> = self.unwritten.iter().map(|u| u.fault).collect();
+        faults.sort();
+        faults.dedup();
+        faults
+            .iter()
+            .map(|f| f.fix(self.fs.where_to_free(), self.ev))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// The error's message (one paragraph). A verb whose work failed says that failure first
+    /// (the runtime's own error, a gate's detail), then that its evidence is incomplete too.
+    pub fn message(&self) -> String {
+        let (work, next) = self.work_and_next();
+        let marker = match &self.marker {
+            Ok(()) => format!("{}/{INCOMPLETE_FILE} says so", self.ev.display()),
+            Err(why) => format!(
+                "{}/{INCOMPLETE_FILE} could not be written in full, it may be empty: {why}",
+                self.ev.display()
+            ),
+        };
+        let files = format!(
+            "{} file(s) could not be written: {} ({marker}); {}",
+            self.unwritten.len(),
+            self.files(),
+            self.fs.sentence(),
+        );
+        let fix = format!("fix: {}, then {next}", self.fixes());
+        match &self.work {
+            Work::Failed(e) => format!(
+                "the {} failed: {}; its evidence is incomplete too: {files}; {fix}",
+                self.verb.as_str(),
+                failure_line(e)
+            ),
+            Work::Succeeded(..) => format!(
+                "the evidence of this {} is incomplete: {files}; {work}; {fix}",
+                self.verb.as_str(),
+            ),
+        }
+    }
+
+    /// The journal `end` entry's detail: the files not written (names only), whether
+    /// `verb.json` was written — if not, why, and that the entry records no sha256 of it — and
+    /// what the verb's work came to (its first line).
+    pub fn journal_detail(&self) -> String {
+        let names: Vec<&str> = self.unwritten.iter().map(|u| u.file.as_str()).collect();
+        let verb_json = match self.unwritten.iter().find(|u| u.file == vrec::VERB_FILE) {
+            Some(u) => format!(
+                "{} could not be written ({}), so this entry records no sha256 of it",
+                vrec::VERB_FILE,
+                u.why
+            ),
+            None => format!("{} was written", vrec::VERB_FILE),
+        };
+        let (work, _) = self.work_and_next();
+        format!(
+            "the evidence of this {} is incomplete: not written: {}; {verb_json}; {work}",
+            self.verb.as_str(),
+            names.join(", ")
+        )
+    }
+
+    /// The text appended to the folder's `incomplete.txt` (one line per file not written).
+    pub fn note(&self) -> String {
+        let (work, next) = self.work_and_next();
+        let mut t = format!(
+            "{} {} of slot {} (pid {}) could not write all of its evidence into this folder ({}): what this folder lacks proves nothing\n",
+            next_step::COMMAND,
+            self.verb.as_str(),
+            self.slot,
+            std::process::id(),
+            crate::evidence::now_rfc3339()
+        );
+        for u in self.unwritten {
+            t.push_str(&crate::evidence::dir::not_written_line(&u.file, &u.why));
+        }
+        t.push_str(&format!(
+            "{}\n{work}\nfix: {}, then {next}\n",
+            self.fs.sentence(),
+            self.fixes()
+        ));
+        t
+    }
+}
+
+/// The first line of a failed verb's error without its `slot N: ` (the verb's error says it
+/// once): the runtime's own error, a gate's detail.
+fn failure_line(e: &SlotError) -> String {
+    let text = e.to_string();
+    let first = text.lines().next().unwrap_or_default();
+    first
+        .strip_prefix(&format!("slot {}: ", e.slot))
+        .unwrap_or(first)
+        .to_string()
+}
+
+/// The message of an evidence folder `d` of slot folder `slot_root` that could not be created
+/// (`e`) before verb `verb` ran any of its steps: the state directory's filesystem and the fix
+/// (run it again; for a provision, whose slot folder is made first and never provisioned in
+/// place, move that folder away first).
+pub(crate) fn folder_message(
+    verb: Verb,
+    (slot_root, d): (&Path, &Path),
+    e: &std::io::Error,
+    fs: &StateFs,
+) -> String {
+    let again = match verb {
+        Verb::Provision => format!(
+            "move {} away (it holds no state yet: nothing runs) and provision again",
+            slot_root.display()
+        ),
+        _ => "run it again".to_string(),
+    };
+    let parent = d.parent().unwrap_or(d);
+    format!(
+        "cannot create the evidence folder {}: {e}; the {} stopped before any of its steps (every verb writes its evidence there first); {}; fix: {}, then {again}",
+        d.display(),
+        verb.as_str(),
+        fs.sentence(),
+        WriteFault::of_io(e).fix(fs.where_to_free(), parent)
+    )
+}
+
+/// The `state-dir` gate's words for a state directory that refused the slot folder or its
+/// marker with `e` — a read-only filesystem (EROFS), a full disk or quota (ENOSPC, EDQUOT), no
+/// write permission (EACCES, EPERM) —: the filesystem (where it is mounted, its type, the bytes
+/// free) and the fix. `None` for any other error (a step that could not run).
+pub(crate) fn state_dir_refused(state_dir: &Path, e: &std::io::Error) -> Option<String> {
+    let fs = StateFs::of(state_dir, None);
+    let at = fs.where_to_free().display();
+    let fix = match e.raw_os_error()? {
+        libc::EROFS => format!(
+            "remount {at} read-write, or give --state-dir a folder on a writable filesystem"
+        ),
+        libc::ENOSPC | libc::EDQUOT => {
+            format!("free space in {at} (or raise the quota that refuses the write)")
+        }
+        libc::EACCES | libc::EPERM => format!(
+            "give uid {} write permission on {}",
+            nix::unistd::geteuid(),
+            // A state directory not made yet: the folder it is to be made in.
+            match state_dir.exists() {
+                true => state_dir,
+                false => state_dir.parent().unwrap_or(state_dir),
+            }
+            .display()
+        ),
+        _ => return None,
+    };
+    Some(format!("{}; fix: {fix}", fs.sentence()))
+}
+
+/// The verb's error for [`Incomplete`] `i` (exit 2, gate `evidence`), keeping a failed verb's
+/// network diff and typed cause (its CRIU reason).
+pub(crate) fn evidence_error(raw_slot: &str, i: &Incomplete) -> SlotError {
+    let mut e = SlotError::evidence_incomplete(raw_slot, i.message());
+    if let Work::Failed(f) = &i.work {
+        e.diff = f.diff.clone();
+        e.source = f.source.clone();
+    }
+    e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slot::gate::GateId;
+
+    fn full_disk() -> Unwritten {
+        Unwritten::io(
+            "gates.json",
+            "write",
+            &std::io::Error::from_raw_os_error(libc::ENOSPC),
+        )
+    }
+
+    fn fs() -> StateFs {
+        StateFs {
+            state_dir: "/mnt/small/state".into(),
+            mounted: Some(MountedFs {
+                mount_point: "/mnt/small".into(),
+                fstype: "tmpfs".into(),
+                source: "netprobe-test".into(),
+            }),
+            free_bytes: Some(0),
+            evidence: None,
+        }
+    }
+
+    #[test]
+    fn each_file_is_recorded_once_with_its_first_failure() {
+        let log = UnwrittenLog::default();
+        log.push(full_disk());
+        log.push(Unwritten::io(
+            "gates.json",
+            "link into place",
+            &std::io::Error::from_raw_os_error(libc::EROFS),
+        ));
+        let e = EvidenceError::Io {
+            action: "write",
+            path: "/e/.netprobe-tmp-1-2-verb.json".into(),
+            source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+        };
+        log.push(Unwritten::of("verb.json", &e));
+        let v = log.list();
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[0], full_disk());
+        assert_eq!(
+            v[1].why, "write: No space left on device (os error 28)",
+            "the temporary name is not repeated"
+        );
+        let exists = Unwritten::of("a.json", &EvidenceError::Exists("/e/a.json".into()));
+        assert!(exists.why.contains("never overwritten"), "{exists:?}");
+    }
+
+    #[test]
+    fn a_failed_verb_with_unwritten_evidence_exits_2_naming_files_filesystem_and_fix() {
+        let gate = SlotError::gate_failed("61", GateId::UpperCopy, "cp -a: No space left")
+            .with_diff("/links/0/mtu: 1 → 2".into());
+        let unwritten = [
+            full_disk(),
+            Unwritten::io(
+                "verb.json",
+                "write",
+                &std::io::Error::from_raw_os_error(libc::ENOSPC),
+            ),
+        ];
+        let fs = fs();
+        let i = Incomplete {
+            verb: Verb::Reset,
+            slot: 61,
+            ev: Path::new("/mnt/small/state/slot-61/evidence/0002-reset"),
+            unwritten: &unwritten,
+            fs: &fs,
+            work: Work::Failed(&gate),
+            marker: Ok(()),
+        };
+        let e = evidence_error("61", &i);
+        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.gate.as_deref(), Some("evidence"));
+        assert_eq!(e.diff.as_deref(), Some("/links/0/mtu: 1 → 2"));
+        let s = e.to_string();
+        assert!(
+            s.starts_with("slot 61: the reset failed: gate `upper-copy` failed: "),
+            "the verb's own failure comes first: {s}"
+        );
+        for needle in [
+            "; its evidence is incomplete too: 2 file(s) could not be written: gates.json (write: No space left on device (os error 28)); verb.json (write: No space left on device (os error 28))",
+            "/mnt/small/state/slot-61/evidence/0002-reset/incomplete.txt says so",
+            "the state directory /mnt/small/state is on the tmpfs filesystem netprobe-test mounted at /mnt/small (0 bytes free now)",
+            "fix: free space in /mnt/small (the filesystem is full: ENOSPC), then run `netprobe slot reset --slot 61 --state-dir /mnt/small/state` again",
+        ] {
+            assert!(s.contains(needle), "{needle:?} not in {s}");
+        }
+        assert!(!s.contains("usage"), "{s}");
+        let note = i.note();
+        assert!(
+            note.starts_with("netprobe slot reset of slot 61 (pid "),
+            "{note}"
+        );
+        assert!(
+            note.contains("\nnot written: gates.json (write: No space left on device (os error 28))\nnot written: verb.json"),
+            "{note}"
+        );
+    }
+
+    #[test]
+    fn a_verb_whose_work_succeeded_says_so_and_points_to_status() {
+        let unwritten = [full_disk()];
+        let fs = StateFs {
+            mounted: None,
+            free_bytes: None,
+            ..fs()
+        };
+        let i = Incomplete {
+            verb: Verb::Restore,
+            slot: 62,
+            ev: Path::new("/s/slot-62/evidence/0003-restore"),
+            unwritten: &unwritten,
+            fs: &fs,
+            work: Work::Succeeded("restored; net-fidelity: byte-equal", Some(Phase::Running)),
+            marker: Err("create: No space left on device".into()),
+        };
+        let s = evidence_error("62", &i).to_string();
+        for needle in [
+            "/s/slot-62/evidence/0003-restore/incomplete.txt could not be written in full, it may be empty: create: No space left on device",
+            "the restore itself succeeded (restored; net-fidelity: byte-equal); the slot's phase is running as state.json records: that stands, only its evidence is incomplete",
+            "a filesystem /proc/self/mountinfo does not name",
+            "fix: free space in /mnt/small/state (the filesystem is full: ENOSPC)",
+            "then see `netprobe slot status --slot 62 --state-dir /mnt/small/state`",
+        ] {
+            assert!(s.contains(needle), "{needle:?} not in {s}");
+        }
+        // An evidence folder on a filesystem of its own is named with it, and freed there.
+        let own = StateFs {
+            evidence: Some((
+                "/mnt/small/state/slot-62/evidence/0003-restore".into(),
+                MountedFs {
+                    mount_point: "/mnt/small/state/slot-62/evidence".into(),
+                    fstype: "tmpfs".into(),
+                    source: "ev".into(),
+                },
+                Some(0),
+            )),
+            ..fs.clone()
+        };
+        assert_eq!(
+            own.sentence(),
+            "the state directory /mnt/small/state is on a filesystem /proc/self/mountinfo does not name; the evidence folder /mnt/small/state/slot-62/evidence/0003-restore is on the tmpfs filesystem ev mounted at /mnt/small/state/slot-62/evidence (0 bytes free now)"
+        );
+        assert_eq!(
+            own.where_to_free(),
+            Path::new("/mnt/small/state/slot-62/evidence")
+        );
+        // A provision whose evidence folder cannot be made: its slot folder is moved away.
+        let enospc = std::io::Error::from_raw_os_error(libc::ENOSPC);
+        let m = folder_message(
+            Verb::Provision,
+            (Path::new("/s/slot-62"), Path::new("/s/slot-62/evidence")),
+            &enospc,
+            &fs,
+        );
+        assert!(
+            m.contains(
+                "fix: free space in /mnt/small/state (the filesystem is full: ENOSPC), then move"
+            ),
+            "{m}"
+        );
+        assert!(
+            m.starts_with("cannot create the evidence folder /s/slot-62/evidence: No space left on device (os error 28); the provision stopped before any of its steps")
+                && m.ends_with("then move /s/slot-62 away (it holds no state yet: nothing runs) and provision again"),
+            "{m}"
+        );
+        // A failed provision: cleanup, then another slot number.
+        let gate = SlotError::gate_failed("62", GateId::ConfigHash, "x");
+        let i = Incomplete {
+            verb: Verb::Provision,
+            work: Work::Failed(&gate),
+            ..i
+        };
+        assert!(
+            i.message()
+                .contains("then `netprobe slot cleanup --slot 62 --state-dir /mnt/small/state`, then provision another slot number"),
+            "{}",
+            i.message()
+        );
+    }
+
+    /// The fix is derived from each file's errno: a full disk is freed, a quota raised, a
+    /// read-only filesystem remounted, a permission given, and a name already there (EEXIST)
+    /// is never taken for a lack of space.
+    #[test]
+    fn the_fix_answers_the_errno_never_assumed_space() {
+        let io = |file: &str, errno: i32| {
+            Unwritten::io(file, "write", &std::io::Error::from_raw_os_error(errno))
+        };
+        let fs = fs();
+        let gate = SlotError::gate_failed("63", GateId::UpperCopy, "x");
+        let msg = |unwritten: &[Unwritten]| {
+            Incomplete {
+                verb: Verb::Restore,
+                slot: 63,
+                ev: Path::new("/mnt/small/state/slot-63/evidence/0003-restore"),
+                unwritten,
+                fs: &fs,
+                work: Work::Failed(&gate),
+                marker: Ok(()),
+            }
+            .message()
+        };
+        let exists = Unwritten::of(
+            "criu-lock-released.txt",
+            &EvidenceError::Exists("/e/criu-lock-released.txt".into()),
+        );
+        assert_eq!(exists.fault, WriteFault::Exists);
+        let m = msg(std::slice::from_ref(&exists));
+        assert!(!m.contains("free space"), "EEXIST is not space: {m}");
+        assert!(
+            m.contains("fix: nothing to free: a file or folder of that name was already in /mnt/small/state/slot-63/evidence/0003-restore (EEXIST)"),
+            "{m}"
+        );
+        let m = msg(&[io("a.json", libc::EROFS)]);
+        assert!(
+            m.contains("fix: remount /mnt/small read-write (EROFS), then run")
+                && !m.contains("free space"),
+            "{m}"
+        );
+        let m = msg(&[io("a.json", libc::EDQUOT)]);
+        assert!(
+            m.contains("fix: raise the quota that refuses the write on /mnt/small"),
+            "{m}"
+        );
+        let m = msg(&[io("a.json", libc::EACCES)]);
+        assert!(
+            m.contains(
+                "write permission on /mnt/small/state/slot-63/evidence/0003-restore (EACCES/EPERM)"
+            ) && !m.contains("free space"),
+            "{m}"
+        );
+        let m = msg(&[io("a.json", libc::EIO)]);
+        assert!(
+            m.contains("fix: lift what refuses the write on /mnt/small (EIO: I/O error), then run"),
+            "{m}"
+        );
+        // Two kinds at once: each fix once, in a fixed order.
+        let m = msg(&[
+            io("a.json", libc::ENOSPC),
+            exists.clone(),
+            io("b.json", libc::ENOSPC),
+        ]);
+        assert!(
+            m.contains("fix: free space in /mnt/small (the filesystem is full: ENOSPC); nothing to free: a file or folder"),
+            "{m}"
+        );
+        assert_eq!(m.matches("free space in").count(), 1, "{m}");
+    }
+}
