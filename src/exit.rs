@@ -1,4 +1,4 @@
-//! The exit class of every netprobe command: the one place the README's exit-code table lives
+//! The exit class of every netprobe command: the one place the exit-code table of docs/REFERENCE.md lives
 //! in code. The probe ladder ([`crate::probe::runner::LadderError`]), the slot driver
 //! ([`crate::slot::SlotError`]) and the CLI all map their outcome to an [`ExitClass`].
 //!
@@ -13,7 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The class of a command's outcome, which decides its exit code (README's table).
+/// The class of a command's outcome, which decides its exit code (docs/REFERENCE.md's table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ExitClass {

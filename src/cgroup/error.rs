@@ -125,7 +125,7 @@ pub enum UnitValueError {
 }
 
 impl CgroupError {
-    /// The CLI exit class (README's table): 3 (host refused) for a host that lacks cgroups,
+    /// The CLI exit class (docs/REFERENCE.md's table): 3 (host refused) for a host that lacks cgroups,
     /// controllers or systemd as pid 1; 2 (usage) for a malformed driver name or path; 4 (a phase
     /// could not run) for everything else.
     pub fn exit_class(&self) -> crate::exit::ExitClass {

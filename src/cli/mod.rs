@@ -2,7 +2,7 @@
 //! arguments, help examples and the few lines that call the library and print. `main.rs` only
 //! parses, dispatches and maps errors to exit codes.
 //!
-//! Exit codes: every command returns an [`ExitClass`], whose docs hold the README's exit-code
+//! Exit codes: every command returns an [`ExitClass`], whose docs hold docs/REFERENCE.md's exit-code
 //! table (0 ran and matched, 1 gate / verdict differs / not reproduced, 2 usage, 3 host
 //! refused, 4 could not run).
 //!

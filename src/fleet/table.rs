@@ -132,7 +132,7 @@ pub fn order(rows: &mut [FleetHost]) {
     rows.sort_by_key(key);
 }
 
-/// The exit class, as `matrix`'s (README's table): 1 a host NOT VERIFIED, a verdict that differs
+/// The exit class, as `matrix`'s (docs/REFERENCE.md's table): 1 a host NOT VERIFIED, a verdict that differs
 /// from `--expect` or from its peers, or a host whose `netprobe run` exited 1; else 2 a host
 /// folder that is bad input (not an evidence folder, a duplicate host, a newer netprobe's); else
 /// 3 a host whose `netprobe run` was refused (exit 3); else 4 a host unreachable or whose run

@@ -226,7 +226,7 @@ fn major_minor(v: &str) -> Option<(u32, u32)> {
 
 /// Whether CRIU `criu_version` fails to dump a process holding an inet socket on kernel
 /// `kernel_release`: CRIU before 4.2 treats `SO_PASSCRED` on an inet socket as fatal, and
-/// kernels from 6.16 refuse it there (`Can't get 1:16 opt`; README, "Debian 12's own criu").
+/// kernels from 6.16 refuse it there (`Can't get 1:16 opt`; docs/GUIDE.md, "Debian 12's own criu").
 /// Unknown versions: false (nothing claimed).
 pub fn criu_inet_sockets_fail(criu_version: &str, kernel_release: &str) -> bool {
     match (major_minor(criu_version), major_minor(kernel_release)) {

@@ -73,7 +73,7 @@ pub enum MatrixError {
 }
 
 impl MatrixError {
-    /// The README's exit class: usage, host refused.
+    /// The exit class (docs/REFERENCE.md): usage, host refused.
     pub fn exit_class(&self) -> crate::exit::ExitClass {
         match self {
             MatrixError::Usage(_) | MatrixError::Baseline(_) => crate::exit::ExitClass::Usage,

@@ -6,7 +6,7 @@ use crate::exit::ExitClass;
 use crate::host;
 use std::path::PathBuf;
 
-/// Why a ladder run did not produce a result; its exit class comes from the variant (README's
+/// Why a ladder run did not produce a result; its exit class comes from the variant (docs/REFERENCE.md's
 /// table, [`ExitClass`]). (Named apart from [`crate::criu::RunError`], a CRIU command's error.)
 #[derive(Debug, thiserror::Error)]
 pub enum LadderError {
@@ -70,7 +70,7 @@ impl LadderError {
         }
     }
 
-    /// The process exit code for this error (README's table).
+    /// The process exit code for this error (docs/REFERENCE.md's table).
     pub fn exit_code(&self) -> i32 {
         i32::from(self.exit_class().code())
     }

@@ -64,7 +64,7 @@ pub enum ProfileError {
 }
 
 impl ProfileError {
-    /// The CLI exit code (README table): 1 for a sha256 mismatch (the image gate), else 2.
+    /// The CLI exit code (docs/REFERENCE.md's table): 1 for a sha256 mismatch (the image gate), else 2.
     pub fn exit_code(&self) -> i32 {
         match self {
             ProfileError::Sha256Mismatch { .. } => 1,

@@ -8,7 +8,7 @@
 //! `nfs_export=on` without `index=on` and `nfs_export=on` with `metacopy=on` (both refused by
 //! the kernel's `ovl_fs_params_verify`).
 //!
-//! Why it matters (ARCHITECTURE.md section 5, README "GNOME"): with `index=off` overlayfs cannot
+//! Why it matters (ARCHITECTURE.md section 5, docs/GUIDE.md "GNOME"): with `index=off` overlayfs cannot
 //! decode file handles, so CRIU dumps an inotify watch on the overlay by path (irmap) and may
 //! fail with `fsnotify: Can't dump that handle`; `index=on,nfs_export=on` lets CRIU open the
 //! watch by handle.

@@ -2,7 +2,7 @@
 //! (`evidence/NNNN-verb/`), its journal entries and its last `state.json` update. A write that
 //! fails (a full disk, a quota, a read-only remount) is collected here ([`Unwritten`]: the file
 //! and the I/O error) instead of being dropped, and the verb's end ([`super::verb_end`]) turns
-//! any into a failed verb ([`evidence_error`], exit 2 as README's table has it for "an evidence
+//! any into a failed verb ([`evidence_error`], exit 2 as docs/REFERENCE.md's table has it for "an evidence
 //! folder netprobe cannot write into"): the error ([`Incomplete::message`]) names each file not
 //! written, the state directory's filesystem ([`StateFs`]) and the fix, `verb.json` says so
 //! when it can still be written, the folder keeps `incomplete.txt`
