@@ -7,6 +7,8 @@
 //! processes are left beside a container the runtime lost. The phases whose next step is
 //! obvious get none.
 
+use super::error::FailedAt;
+use super::gate::GateId;
 use super::layout::SlotPaths;
 use super::state::Phase;
 use std::path::Path;
@@ -95,10 +97,11 @@ pub(crate) fn last_verb(evidence: &Path) -> Option<(String, &'static str, String
 }
 
 /// The gate a verb's `verb.json` in evidence folder `dir` says it failed (`error.gate`), if any.
-fn failed_gate(dir: &str) -> Option<String> {
+/// A name netprobe does not write counts as none.
+fn failed_gate(dir: &str) -> Option<FailedAt> {
     let b = crate::evidence::read_recorded(&Path::new(dir).join("verb.json")).ok()?;
     let v: serde_json::Value = serde_json::from_slice(&b).ok()?;
-    v["error"]["gate"].as_str().map(str::to_string)
+    v["error"]["gate"].as_str().and_then(FailedAt::from_name)
 }
 
 /// The advice for `phase`, or `None` when the next step is the obvious one (ready, checkpointed,
@@ -167,7 +170,7 @@ struct Seen<'a> {
     holder: Option<i32>,
     snapshot_complete: bool,
     what: String,
-    gate: Option<String>,
+    gate: Option<FailedAt>,
 }
 
 impl Seen<'_> {
@@ -333,7 +336,7 @@ impl Seen<'_> {
                 "no complete snapshot is left to restore; {}",
                 self.give_up()
             ),
-            _ if self.gate.as_deref() == Some("net-fidelity") => format!(
+            _ if self.gate == Some(FailedAt::Gate(GateId::NetFidelity)) => format!(
                 "its restored network state differed from the snapshot's (gate net-fidelity; the change is in netstate-diff.txt of its evidence): the namespace is the holder's and outlives every restore, so restoring again meets the same change — undo it in the namespace (e.g. `nsenter --net=/proc/{}/ns/net ip …`, as the diff names), then {}; or {}",
                 self.holder.unwrap_or_default(),
                 self.cmd("reset"),
@@ -343,7 +346,7 @@ impl Seen<'_> {
             (
                 Container::Running | Container::Other | Container::Paused | Container::Stopped,
                 true,
-            ) if self.gate.as_deref() == Some("container-stopped") => {
+            ) if self.gate == Some(FailedAt::Gate(GateId::ContainerStopped)) => {
                 format!(
                     "it could not prove the container it stopped gone (gate container-stopped; its message in the evidence says why), so nothing was restored and the container that was there may still run (see `live.container`): {} stops it and restores the snapshot again",
                     self.cmd("reset")

@@ -1,6 +1,7 @@
 //! `slot status` advice and the interruption note's next step, without root: what a slot a
 //! verb left unfinished, or one changed by other hands, is told to do.
 
+use super::JournalEvent;
 use super::Verb;
 use super::layout::{self, SlotPaths, StateDirUse};
 use super::state::*;
@@ -18,7 +19,7 @@ fn a_slot_whose_provision_stopped_before_its_state_says_what_to_do() {
     layout::journal_append(
         &paths.journal(),
         "provision",
-        "end",
+        JournalEvent::End,
         false,
         "interrupted by SIGINT",
     )
@@ -252,7 +253,14 @@ fn a_refused_re_provision_offers_a_move_only_once_the_slot_is_clean() {
     );
     // state.json removed after a provision that ended ok: status, never a move.
     fs::remove_file(p.state()).unwrap();
-    layout::journal_append(&p.journal(), "provision", "end", true, "provisioned").unwrap();
+    layout::journal_append(
+        &p.journal(),
+        "provision",
+        JournalEvent::End,
+        true,
+        "provisioned",
+    )
+    .unwrap();
     let w = super::status::existing_slot_way_out(p);
     assert!(
         w.contains("cannot be read")

@@ -103,7 +103,7 @@ pub(crate) fn provision_gate(
         manage_cgroups_reason: reason,
         last_readback: None,
     };
-    run.fact("cgroup", serde_json::to_value(&cg).unwrap_or_default());
+    run.fact_json("cgroup", &cg);
     Ok(cg)
 }
 
@@ -181,10 +181,7 @@ pub(crate) fn limits_gates(
         Ok(rb) => rb,
         Err(e) => return Err(run.fail(GateId::CgroupLimits, format!("pid {pid}: {e}"))),
     };
-    run.ev_write(
-        &format!("cgroup-limits-{when}.json"),
-        &serde_json::to_vec_pretty(&rb).unwrap_or_default(),
-    );
+    run.ev_write_json(&format!("cgroup-limits-{when}.json"), &rb);
     let r = rb.check(&st.resources);
     let r = match r {
         Ok(l) => Ok(limits_detail(&rb, l)),
@@ -217,10 +214,7 @@ pub(crate) fn snapshot_limits_gate(
         Ok(rb) => rb,
         Err(e) => return Err(run.fail(GateId::CgroupLimits, format!("pid {pid}: {e}"))),
     };
-    run.ev_write(
-        "cgroup-limits-snapshot.json",
-        &serde_json::to_vec_pretty(&rb).unwrap_or_default(),
-    );
+    run.ev_write_json("cgroup-limits-snapshot.json", &rb);
     let diff = rb.differences(&st.resources);
     let r = match (rb.check(&st.resources), diff.is_empty()) {
         (Ok(l), true) => Ok(limits_detail(&rb, l)),
@@ -275,10 +269,9 @@ fn unit_gate(
     let u0 = systemd::show_unit(unit).map_err(|e| fail(run, e))?;
     let aligned = systemd::align_unit(&u0, &st.resources).map_err(|e| fail(run, e))?;
     let u = systemd::show_unit(unit).map_err(|e| fail(run, e))?;
-    run.ev_write(
+    run.ev_write_json(
         &format!("cgroup-unit-{when}.json"),
-        &serde_json::to_vec_pretty(&json!({"as_created": u0, "aligned": aligned, "checked": u}))
-            .unwrap_or_default(),
+        &json!({"as_created": u0, "aligned": aligned, "checked": u}),
     );
     if !aligned.is_empty() {
         run.declare(format!(
@@ -391,10 +384,7 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &SlotState, problems: &mut Vec<Stri
         dirs,
         parents_left,
     };
-    run.ev_write(
-        "cgroup-cleanup.json",
-        &serde_json::to_vec_pretty(&rec).unwrap_or_default(),
-    );
+    run.ev_write_json("cgroup-cleanup.json", &rec);
     let ok = rec.dirs.as_ref().is_none_or(|d| d.is_ok())
         && !unread_left
         && (!cg.systemd() || rec.scope.as_ref().is_some_and(|s| !s.stopped));

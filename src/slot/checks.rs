@@ -3,6 +3,7 @@
 //! temporary folders without root: usage, config hash, holder identity, binary pin, snapshot
 //! completeness, probe evidence. The verbs turn their results into gates ([`super::GateId`]).
 
+use super::JournalEvent;
 use super::error::SlotError;
 use super::gate::Observed;
 use super::state::{BinaryPin, ImageKind, SlotState};
@@ -197,7 +198,7 @@ pub fn holder(st: &SlotState) -> Observed {
 pub fn no_holder_detail(paths: &super::layout::SlotPaths) -> String {
     let journal = super::layout::journal_read(&paths.journal());
     let released = journal.iter().rev().find_map(|e| {
-        let rest = (e.verb == "cleanup" && e.event == "end" && e.ok)
+        let rest = (e.verb == "cleanup" && e.event == JournalEvent::End && e.ok)
             .then(|| e.detail.strip_prefix("slot clean ("))??;
         let words = rest.find("); ").map_or(rest, |i| &rest[..i]);
         words

@@ -5,7 +5,7 @@
 
 use super::checks;
 use super::common::{self, stop_container_proven};
-use super::error::SlotError;
+use super::error::{SlotError, StepId};
 use super::gate::{CLEANUP_GATES, GateId, Observed, UNMOUNT_GATES};
 use super::mounts;
 use super::run::VerbRun;
@@ -24,7 +24,7 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
         .map_err(|d| format!("{d} (cleanup does not read config.json)"));
     run.record(GateId::ConfigHash, r);
     let holder_r = checks::holder(st);
-    run.clear("cleanup", &CLEANUP_GATES)?;
+    run.clear(StepId::Cleanup, &CLEANUP_GATES)?;
     st.phase = Phase::after(Verb::Cleanup, VerbEnd::Began, st.phase);
     run.save(st)?;
     let rt = run.runtime(st, &rt_path, &cr_path);
@@ -40,7 +40,7 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
     // The container is proven gone: its cgroups (and crun's `.proxy-crun`) must be too.
     let mut cgroup_problem = super::crun::cgroups(run, st, true, super::crun::CgroupRelease::After);
     if crun && let Err(e) = super::crun::remove_empty_directory(&st.runtime_root) {
-        cgroup_problem = Some(cgroup_problem.map_or(e.clone(), |p| format!("{p}; {e}")));
+        cgroup_problem = Some(cgroup_problem.map_or(e.to_string(), |p| format!("{p}; {e}")));
     }
     // Then its scope (systemd), and the last limit read-back's directories proven gone.
     let t = Instant::now();
@@ -57,7 +57,7 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
         Some(_) => super::cgroup_procs::no_netns_strangers(st, &run.env.proc_root),
     };
     run.gate(GateId::NetnsEmpty, r)?;
-    run.clear("unmount", &UNMOUNT_GATES)?;
+    run.clear(StepId::Unmount, &UNMOUNT_GATES)?;
     let t = Instant::now();
     let half = super::half_state::remove(run, st, true);
     let mut problems = unmount_all(run, st);
@@ -125,7 +125,7 @@ fn sweep_own_tmp(run: &mut VerbRun, st: &SlotState, removed_detail: &mut String)
             continue;
         }
         let d = format!("removed {what}: {}", names.join(", "));
-        run.record_release(Ok(Some((d.clone(), names.into()))), fact, fact);
+        run.record_release::<String>(Ok(Some((d.clone(), names.into()))), fact, fact);
         removed_detail.push_str(&format!("; {d}"));
     }
 }
@@ -161,7 +161,7 @@ fn unmount_all(run: &VerbRun, st: &mut SlotState) -> Vec<String> {
     let mut problems = Vec::new();
     if let Some(ov) = st.overlay.as_mut() {
         if let Err(e) = mounts::unmount(&ov.merged) {
-            problems.push(e);
+            problems.push(e.to_string());
         }
         ov.mounted = mounts::is_mounted(&ov.merged);
         // The last run's upper is kept with the evidence; what earlier runs and interrupted
@@ -178,14 +178,14 @@ fn unmount_all(run: &VerbRun, st: &mut SlotState) -> Vec<String> {
         && img.kind == ImageKind::Qcow2
     {
         if let Err(e) = mounts::unmount(&img.lower) {
-            problems.push(e);
+            problems.push(e.to_string());
         }
         if let Some(export) = &img.export_file {
             release_export(&img, export, &mut problems);
         }
     }
     let (_, left) = crate::ns::mountinfo::unmount_under(&run.paths.root, mounts::unmount);
-    problems.extend(left);
+    problems.extend(left.iter().map(ToString::to_string));
     problems
 }
 
@@ -196,7 +196,7 @@ fn release_export(img: &ImageState, export: &std::path::Path, problems: &mut Vec
     loops.dedup();
     for l in loops {
         if let Err(e) = mounts::loop_detach(&l, Some(export)) {
-            problems.push(e);
+            problems.push(e.to_string());
         }
     }
     let mut pids: Vec<i32> = img.qsd_pid.into_iter().collect();
@@ -204,7 +204,7 @@ fn release_export(img: &ImageState, export: &std::path::Path, problems: &mut Vec
     pids.dedup();
     for pid in pids {
         if let Err(e) = mounts::qsd_stop(pid, export) {
-            problems.push(e);
+            problems.push(e.to_string());
         }
     }
     if mounts::is_mounted(export) {

@@ -2,8 +2,9 @@
 //! container proven gone, and the ready gates (lo, guest server, container in the holder's
 //! netns, cgroup limits).
 
+use super::JournalEvent;
 use super::checks;
-use super::error::SlotError;
+use super::error::{SlotError, StepId};
 use super::gate::GateId;
 use super::net;
 use super::run::VerbRun;
@@ -222,7 +223,7 @@ pub(crate) fn holder_gate(
     run.gate(GateId::HolderIdentity, r)?;
     st.holder.ok_or_else(|| {
         run.step_err(
-            "holder",
+            StepId::Holder,
             super::error::StepError::Missing("no holder recorded"),
         )
     })
@@ -468,7 +469,7 @@ pub(crate) fn holder_netstate(
 ) -> Result<NetState, SlotError> {
     let netns = h.netns_path();
     let cap = run.time(timing, || crate::ns::capture_netstate_compared(&netns));
-    let (state, extras) = cap.map_err(|e| run.step_err("netstate-capture", e))?;
+    let (state, extras) = cap.map_err(|e| run.step_err(StepId::NetstateCapture, e))?;
     let when = timing
         .strip_suffix("netstate-capture")
         .unwrap_or(timing)
@@ -543,7 +544,7 @@ pub(crate) fn ready_gates(
     run.timing(&format!("{when}-runtime-state-query"), query_ms);
     run.rt_log("state", state.as_ref().map(|_| &how));
     run.fact(&format!("{when}_runtime_state_source"), how.as_str());
-    let state = state.map_err(|e| run.step_err("runtime-state", e))?;
+    let state = state.map_err(|e| run.step_err(StepId::RuntimeState, e))?;
     let pid = state.as_ref().map(|s| s.pid).unwrap_or(0);
     let status = state
         .as_ref()
@@ -588,7 +589,7 @@ pub(crate) fn mkdirs(run: &VerbRun, dirs: &[PathBuf]) -> Result<(), SlotError> {
                 let u = super::evidence_writes::Unwritten::io(&file, "create", &e);
                 run.unwritten.push(u);
             }
-            run.step_err("mkdir", super::error::StepError::io(d)(e))
+            run.step_err(StepId::Mkdir, super::error::StepError::io(d)(e))
         })?;
     }
     Ok(())
@@ -629,7 +630,7 @@ pub(crate) fn remove_stale_snapshots(run: &mut VerbRun, problems: &mut Vec<Strin
             "removed the interrupted snapshot folder(s) {} (never evidence: a snapshot is complete only after its rename)",
             removed.join(", ")
         );
-        run.journal("step", true, &d);
+        run.journal(JournalEvent::Step, true, &d);
         format!("; {d}")
     };
     run.fact("stale_snapshot_tmp_removed", removed);

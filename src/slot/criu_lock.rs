@@ -16,6 +16,7 @@
 //! slot was not left `checkpointed` by a complete snapshot removes any lock before the runtime
 //! restore and proves it gone, else refuses (gate `no-criu-lock`, [`before_restore`]).
 
+use super::JournalEvent;
 use super::error::SlotError;
 use super::gate::GateId;
 use super::run::VerbRun;
@@ -203,7 +204,7 @@ pub(crate) fn before_restore(
                         prev.name(),
                         u.summary()
                     );
-                    run.journal("step", true, &d);
+                    run.journal(JournalEvent::Step, true, &d);
                     run.fact("criu_lock_released_before_restore", u.found);
                     Ok(d)
                 }
@@ -229,10 +230,7 @@ pub(crate) fn before_restore(
 pub(crate) fn at_cleanup(run: &mut VerbRun, st: &SlotState) -> Option<String> {
     let h = st.holder?;
     let seen = look(&h);
-    run.fact(
-        "criu_network_lock_at_cleanup",
-        serde_json::to_value(&seen).unwrap_or_default(),
-    );
+    run.fact_json("criu_network_lock_at_cleanup", &seen);
     let said = match seen.status {
         LockPresence::Absent => return None,
         LockPresence::Present => format!(
@@ -244,7 +242,7 @@ pub(crate) fn at_cleanup(run: &mut VerbRun, st: &SlotState) -> Option<String> {
             seen.detail
         ),
     };
-    run.journal("step", true, &said);
+    run.journal(JournalEvent::Step, true, &said);
     (seen.status == LockPresence::Present).then_some(said)
 }
 
@@ -333,12 +331,12 @@ pub(crate) fn before_capture(run: &mut VerbRun, h: &ProcessIdentity) {
                 "CRIU's network lock found in the holder's netns before the capture: {}",
                 u.summary()
             );
-            run.journal("step", true, &d);
+            run.journal(JournalEvent::Step, true, &d);
             run.fact("criu_lock_released_before_capture", u.found);
         }
         Err(e) => {
             run.journal(
-                "step",
+                JournalEvent::Step,
                 false,
                 &format!("CRIU's network lock in the holder's netns not removed: {e}"),
             );
@@ -371,13 +369,13 @@ pub(crate) fn after_failure(run: &mut VerbRun, st: &SlotState) -> Option<String>
         Ok(u) if u.found.is_empty() => None,
         Ok(u) => {
             let d = format!("CRIU's network lock in the holder's netns: {}", u.summary());
-            run.journal("step", true, &d);
+            run.journal(JournalEvent::Step, true, &d);
             run.fact("criu_lock_released", u.found);
             None
         }
         Err(e) => {
             let d = format!("CRIU's network lock in the holder's netns not removed: {e}");
-            run.journal("step", false, &d);
+            run.journal(JournalEvent::Step, false, &d);
             run.fact("criu_lock_left", e);
             Some(format!(
                 "; {d} (the next restore fails closed at net-fidelity until it is gone)"

@@ -14,7 +14,8 @@
 //! Every PNG lands in the verb's evidence folder with its sha256 in `display-gates.json` (written
 //! once per verb, with every record of the verb) and in the verb's facts (`display_gates`).
 
-use super::error::{SlotError, StepError};
+use super::error::{SlotError, StepError, StepId};
+use super::evidence_writes::Unwritten;
 use super::gate::GateId;
 use super::run::VerbRun;
 use super::state::SlotState;
@@ -73,12 +74,16 @@ fn connect(
 }
 
 fn keep(run: &mut VerbRun, recs: &[&GateRecord]) {
-    let v = serde_json::to_value(recs).unwrap_or_default();
-    run.ev_write(
-        "display-gates.json",
-        serde_json::to_vec_pretty(&v).unwrap_or_default().as_slice(),
-    );
-    run.fact("display_gates", v);
+    // Through a `Value`: its keys are sorted, in the file as in the fact.
+    match serde_json::to_value(recs) {
+        Ok(v) => {
+            run.ev_write_json("display-gates.json", &v);
+            run.fact("display_gates", v);
+        }
+        Err(e) => run
+            .unwritten
+            .push(Unwritten::encode("display-gates.json", &e)),
+    }
 }
 
 fn gate_of(run: &mut VerbRun, id: GateId, r: &GateRecord) -> Result<(), SlotError> {
@@ -111,7 +116,7 @@ fn x11_err(run: &VerbRun, e: X11Error) -> SlotError {
         run.unwritten
             .push(super::evidence_writes::Unwritten::io(file, what, source));
     }
-    run.step_err("display", StepError::Tool(e.to_string()))
+    run.step_err(StepId::Display, StepError::Tool(e.to_string()))
 }
 
 /// provision (a readiness check, [`super::readiness`]): waits at most `timeout` (what is left
@@ -355,7 +360,7 @@ fn copy_reference(run: &VerbRun, bytes: &[u8], dir: &Path) -> Result<PngArtifact
     const NAME: &str = "screen-snapshot.png";
     let a = run.ev_write_artifact(NAME, bytes).ok_or_else(|| {
         let why = format!("{NAME} could not be written into {}", dir.display());
-        run.step_err("display", StepError::Tool(why))
+        run.step_err(StepId::Display, StepError::Tool(why))
     })?;
     Ok(PngArtifact {
         file: a.path,

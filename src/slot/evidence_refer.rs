@@ -17,6 +17,7 @@
 //! that could not be referenced stays as written (fact `evidence_reference_errors`), it never
 //! fails the verb.
 
+use super::JournalEvent;
 use super::layout::{JournalEntry, SlotPaths};
 use super::verb_record::VerbRecord;
 use crate::evidence::compressed::{COMPRESS_THRESHOLD, is_compressed};
@@ -31,7 +32,7 @@ use std::path::Path;
 /// folders the journal's `end` entries give, oldest first.
 pub(crate) fn bases(journal: &[JournalEntry], current: &str) -> Vec<String> {
     let ended_ok = |e: &JournalEntry, verbs: &[&str]| {
-        e.event == "end"
+        e.event == JournalEvent::End
             && e.ok
             && verbs.contains(&e.verb.as_str())
             && e.evidence.as_deref().is_some_and(|f| f != current)
@@ -157,7 +158,7 @@ mod tests {
             at: String::new(),
             pid: 1,
             verb: verb.into(),
-            event: "end".into(),
+            event: JournalEvent::End,
             ok,
             detail: String::new(),
             evidence: Some(folder.into()),

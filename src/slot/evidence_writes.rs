@@ -126,6 +126,15 @@ impl Unwritten {
         }
     }
 
+    /// `file` not written: its contents could not be encoded as JSON (`e`).
+    pub fn encode(file: &str, e: &serde_json::Error) -> Unwritten {
+        Unwritten {
+            file: file.to_string(),
+            why: format!("encode as JSON: {e}"),
+            fault: WriteFault::Other,
+        }
+    }
+
     /// `file` not written: `action` failed with `e`.
     pub fn io(file: &str, action: &str, e: &std::io::Error) -> Unwritten {
         Unwritten {

@@ -3,6 +3,7 @@
 //! an evidence folder, on a full or read-only filesystem, a copied slot folder, a cleanup after
 //! a cleanup.
 
+use super::JournalEvent;
 use super::layout::{self, SlotPaths, StateDirUse};
 use super::state::*;
 use super::tests::{assert_refused, destructive, drive, existing};
@@ -204,7 +205,7 @@ fn a_second_cleanup_names_the_cleanup_that_released_the_holder() {
     layout::journal_append(
         &f.paths.journal(),
         "cleanup",
-        "end",
+        JournalEvent::End,
         true,
         "slot clean (holder pid 4242 stopped through its pidfd); evidence kept in /x",
     )

@@ -132,8 +132,10 @@ fn gates_so_far(d: &EvidenceDir, rec: &Recorded) -> String {
     if gates.is_empty() {
         return String::new();
     }
-    let bytes = serde_json::to_vec_pretty(gates).unwrap_or_default();
-    match d.write(GATES_SO_FAR_FILE, &bytes) {
+    let written = serde_json::to_vec_pretty(gates)
+        .map_err(|e| format!("encode as JSON: {e}"))
+        .and_then(|b| d.write(GATES_SO_FAR_FILE, &b).map_err(|e| e.to_string()));
+    match written {
         Ok(_) => format!(
             "; the {} gate(s) it had evaluated ({} proven) are in {GATES_SO_FAR_FILE}",
             gates.len(),
@@ -152,7 +154,10 @@ fn write_end(
     rec: &Recorded,
     making: &[String],
 ) -> (String, Option<String>) {
-    let mut said = match d.write(vrec::TIMINGS_FILE, &vrec::timings_bytes(&rec.timings)) {
+    let timings = vrec::timings_bytes(&rec.timings)
+        .map_err(|e| format!("encode as JSON: {e}"))
+        .and_then(|b| d.write(vrec::TIMINGS_FILE, &b).map_err(|e| e.to_string()));
+    let mut said = match timings {
         Ok(_) => format!(
             "; the step timings measured so far are in {} (ms)",
             vrec::TIMINGS_FILE
@@ -178,7 +183,10 @@ fn write_end(
     let id = (n.verb.as_str(), n.paths.slot, n.started_at.as_str());
     let ending = Ending::Interrupted(interrupted);
     let bytes = VerbDoc::new(id, ending, rec, (st.map(|s| s.phase), &declared), None).to_bytes();
-    match d.write(vrec::VERB_FILE, &bytes) {
+    let written = bytes
+        .map_err(|e| format!("encode as JSON: {e}"))
+        .and_then(|b| d.write(vrec::VERB_FILE, &b).map_err(|e| e.to_string()));
+    match written {
         Ok(a) => {
             said.push_str(&format!(
                 "; its outcome (interrupted by {}, not ok) is in {}",

@@ -21,7 +21,8 @@
 
 use super::error::SlotError;
 pub use super::journal::{
-    JournalEntry, journal_append, journal_append_entry, journal_bad_lines, journal_read,
+    JournalEntry, JournalEvent, journal_append, journal_append_entry, journal_bad_lines,
+    journal_read,
 };
 pub use super::lock::SlotLock;
 use super::support;
@@ -637,7 +638,7 @@ mod tests {
         // Each of these would block for ever (FIFO) or read without end (/dev/zero) if opened
         // plainly; each returns at once.
         assert!(journal_read(&fifo).is_empty());
-        let e = journal_append(&fifo, "reset", "start", true, "x").unwrap_err();
+        let e = journal_append(&fifo, "reset", super::JournalEvent::Start, true, "x").unwrap_err();
         assert!(e.to_string().contains("not a regular file"), "{e}");
         let e = super::super::state::SlotState::load(&fifo).unwrap_err();
         assert!(e.to_string().contains("FIFO"), "{e}");

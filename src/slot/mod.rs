@@ -71,9 +71,9 @@ mod tests;
 mod verb_end;
 pub mod verb_record;
 
-pub use error::{SlotError, StepError};
+pub use error::{FailedAt, SlotError, StepError, StepId};
 pub use gate::{Gate, GateClass, GateId, GateLog, Observed};
-pub use layout::{SlotLock, SlotPaths, parse_slot};
+pub use layout::{JournalEvent, SlotLock, SlotPaths, parse_slot};
 pub use state::{ImageKind, Phase, ProbeGateMode, SlotState, StateError, VerbEnd};
 
 use serde::Serialize;
@@ -246,7 +246,7 @@ impl SlotOutcome {
     /// The outcome for people: summary, gates, timings, declared differences, evidence folder.
     pub fn render(&self) -> String {
         if let Some(s) = &self.status {
-            return serde_json::to_string_pretty(s).unwrap_or_default();
+            return format!("{s:#}");
         }
         let mut out = format!(
             "slot {} {}: {}\n",
@@ -335,7 +335,7 @@ fn run_with(args: &SlotArgs, env: &run::SlotEnv) -> Result<SlotOutcome, SlotErro
     if env.require_root && !nix::unistd::geteuid().is_root() {
         return Err(SlotError::host(
             &raw,
-            "root",
+            FailedAt::Root,
             "netprobe slot needs root (namespaces, mounts, runc, CRIU)",
         ));
     }
@@ -370,7 +370,7 @@ fn missing_state_why(paths: &SlotPaths) -> Option<String> {
     let last_end = journal
         .into_iter()
         .rev()
-        .find(|e| e.verb == "provision" && e.event == "end");
+        .find(|e| e.verb == "provision" && e.event == JournalEvent::End);
     let ended = match last_end {
         Some(e) => format!("its provision ended at {} ({})", e.at, e.detail),
         None => "no provision of it recorded an end".to_string(),
@@ -389,7 +389,7 @@ fn journal_made(journal: &[layout::JournalEntry]) -> Option<&layout::JournalEntr
     journal
         .iter()
         .rev()
-        .find(|e| e.event == "step" || (e.event == "end" && e.ok))
+        .find(|e| e.event == JournalEvent::Step || (e.event == JournalEvent::End && e.ok))
 }
 
 /// The `slot-state` gate's words after `state.json`'s read error, when no verb can run: the
@@ -460,7 +460,7 @@ fn with_existing(
     // A binary re-hashed to its pin (and proven, whether the verb then passed or not) is
     // compared by stat again from the next verb on.
     for d in vr.refreshed.apply(&mut st) {
-        vr.journal("step", true, &d);
+        vr.journal(JournalEvent::Step, true, &d);
     }
     st.last_verb = Some(vr.verb().into());
     st.last_ok = r.is_ok();

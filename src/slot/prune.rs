@@ -14,13 +14,14 @@
 //! A folder is first renamed to `evidence/.pruned-NNNN-verb` (one `rename`: the report never
 //! sees half a folder), the journal entry appended (durable), then the folder removed.
 
+use super::JournalEvent;
 use super::layout::{self, JournalEntry, SlotLock, SlotPaths, StateDirUse};
 use crate::exit::ExitClass;
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 
 /// The journal `event` of a pruned verb folder.
-pub const PRUNED_EVENT: &str = "pruned";
+pub const PRUNED_EVENT: JournalEvent = JournalEvent::Pruned;
 
 /// Errors of `slot prune`; nothing is removed when one is returned before the first removal.
 #[derive(Debug, thiserror::Error)]
@@ -126,7 +127,7 @@ fn ended(journal: &[JournalEntry], name: &str) -> Option<Ended> {
     journal
         .iter()
         .rev()
-        .find(|e| e.event == "end" && e.evidence.as_deref() == Some(name))
+        .find(|e| e.event == JournalEvent::End && e.evidence.as_deref() == Some(name))
         .map(|e| Ended {
             ok: e.ok,
             sha: e.verb_sha256.clone(),
@@ -331,7 +332,7 @@ pub(crate) fn prune_locked(
             at: crate::evidence::now_rfc3339(),
             pid: std::process::id(),
             verb: "prune".into(),
-            event: PRUNED_EVENT.into(),
+            event: PRUNED_EVENT,
             ok: true,
             detail: format!(
                 "removed evidence/{name} ({}; verb.json sha256 {}): {why}",

@@ -4,11 +4,12 @@
 //! gates after it (network state byte-equal to the recorded one, else fail closed with the
 //! diff; ready gates). A failed restore keeps the holder so it can be retried.
 
+use super::JournalEvent;
 use super::Verb;
 use super::checks;
 use super::claims;
 use super::common::{self, StateAnswer, holder_gate, mkdirs, stop_container_proven};
-use super::error::{SlotError, StepError};
+use super::error::{SlotError, StepError, StepId};
 use super::gate::{GateId, RESET_GATES, RESTORE_GATES};
 use super::mounts;
 use super::run::VerbRun;
@@ -44,7 +45,7 @@ pub(crate) fn restore(
     let ov = st
         .overlay
         .clone()
-        .ok_or_else(|| run.step_err("overlay", StepError::Missing("no overlay recorded")))?;
+        .ok_or_else(|| run.step_err(StepId::Overlay, StepError::Missing("no overlay recorded")))?;
     let t = Instant::now();
     let old_run = reset_upper(run, st, &ov, &snap_dir, prep)?;
     let remove_old_run = || {
@@ -99,7 +100,7 @@ pub(crate) fn restore(
     let on_signal = c.disarm_keeping_signal();
     if let Err(e) = r {
         remove_old_run();
-        let e = run.step_err("runtime-restore", e);
+        let e = run.step_err(StepId::RuntimeRestore, e);
         return Err(restore_failed(run, st, &*rt, e));
     }
     // CRIU's restore log: no gate reads it after a restore that succeeded; stored compressed
@@ -223,7 +224,7 @@ fn gates(
         };
         run.gate(GateId::ContainerAbsent, r)?;
         left(st).record(run)?;
-        run.clear("restore", &RESTORE_GATES)?;
+        run.clear(StepId::Restore, &RESTORE_GATES)?;
         clear_half_state(run, st)?;
     }
     run.took("gate-container", t);
@@ -270,7 +271,7 @@ fn stop_for_reset(
     (before, absent): (Result<Option<String>, String>, Option<String>),
     left: impl FnOnce(&SlotState) -> LeftProcs,
 ) -> Result<bool, SlotError> {
-    run.clear("container-stop", &RESET_GATES)?;
+    run.clear(StepId::ContainerStop, &RESET_GATES)?;
     let id = st.container_id.clone();
     let stops = !matches!(before, Ok(None));
     if stops {
@@ -351,13 +352,13 @@ impl LeftProcs {
 /// that is not empty).
 fn clear_half_state(run: &mut VerbRun, st: &SlotState) -> Result<(), SlotError> {
     if let Some(e) = super::half_state::remove(run, st, true) {
-        return Err(run.step_err("runtime-half-state", e));
+        return Err(run.step_err(StepId::RuntimeHalfState, e));
     }
     if run.runtime_kind(&st.runtime.path) == crate::oci::RuntimeKind::Crun
         && let Some(e) =
             super::crun::cgroups(run, st, true, super::crun::CgroupRelease::BeforeRestore)
     {
-        return Err(run.step_err("runtime-half-state", e));
+        return Err(run.step_err(StepId::RuntimeHalfState, e));
     }
     Ok(())
 }
@@ -440,7 +441,7 @@ fn reset_upper(
     let image = st
         .image
         .clone()
-        .ok_or_else(|| run.step_err("image", StepError::Missing("no image recorded")))?;
+        .ok_or_else(|| run.step_err(StepId::Image, StepError::Missing("no image recorded")))?;
     let odir = run.paths.overlay_dir();
     let next = ov.run + 1;
     let (upper, work) = (ov.upper(&odir, next), ov.work(&odir, next));
@@ -464,17 +465,18 @@ fn reset_upper(
         // Proven before the live overlay is unmounted.
         upper_copy_gate(run, &upper, &src, want.as_ref())?;
     }
-    mounts::unmount(&ov.merged).map_err(|e| run.step_err("overlay-unmount", e))?;
+    mounts::unmount(&ov.merged).map_err(|e| run.step_err(StepId::OverlayUnmount, e))?;
     if !prepared {
         let _ = support::remove_tree_same_fs(&upper);
-        support::copy_tree_unsynced(&src, &upper).map_err(|e| run.step_err("upper-reset", e))?;
+        support::copy_tree_unsynced(&src, &upper)
+            .map_err(|e| run.step_err(StepId::UpperReset, e))?;
         upper_copy_gate(run, &upper, &src, want.as_ref())?;
     }
     let _ = support::remove_tree_same_fs(&work);
     mkdirs(run, std::slice::from_ref(&work))?;
     let (g, refused) =
         mounts::mount_overlay_volatile(&image.lower, &upper, &work, &ov.merged, &ov.options)
-            .map_err(|e| run.step_err("overlay", e))?;
+            .map_err(|e| run.step_err(StepId::Overlay, e))?;
     g.disarm();
     let volatile = common::volatile_fact(run, refused);
     st.overlay = Some(OverlayState {
@@ -679,7 +681,7 @@ fn kill_cgroup_leftovers(run: &mut VerbRun, st: &SlotState) {
             format!("still there: {left:?}")
         }
     );
-    run.journal("step", left.is_empty(), &d);
+    run.journal(JournalEvent::Step, left.is_empty(), &d);
     run.fact("restore_leftovers_killed", d);
 }
 
@@ -731,7 +733,7 @@ fn restore_failed(
     st.phase = Phase::after(verb, end, st.phase);
     let _ = st.save(&run.paths.state());
     run.journal(
-        "step",
+        JournalEvent::Step,
         false,
         "restore failed closed; holder kept for a retry",
     );

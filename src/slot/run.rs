@@ -4,7 +4,8 @@
 //! (`gates.json`, `timings.json`, `verb.json`, journal). Gates, timings and facts are kept in
 //! one record shared with the verb's interruption note ([`super::verb_record`]).
 
-use super::error::{SlotError, StepError};
+use super::JournalEvent;
+use super::error::{SlotError, StepError, StepId};
 use super::evidence_writes::{Unwritten, UnwrittenLog};
 use super::gate::{GateId, GateLog, Observed};
 use super::layout::{self, SlotLock, SlotPaths, StateDirUse};
@@ -192,21 +193,22 @@ impl<'a> VerbRun<'a> {
     /// as done and recorded as fact `done_fact`; `Err(e)` is journalled as failed and recorded
     /// as fact `left_fact`, and returned (the caller decides whether it blocks); `Ok(None)`,
     /// nothing to do, records nothing.
-    pub fn record_release(
+    pub fn record_release<E: std::fmt::Display>(
         &mut self,
-        r: Result<Option<(String, Value)>, String>,
+        r: Result<Option<(String, Value)>, E>,
         done_fact: &str,
         left_fact: &str,
     ) -> Option<String> {
         match r {
             Ok(None) => None,
             Ok(Some((d, v))) => {
-                self.journal("step", true, &d);
+                self.journal(JournalEvent::Step, true, &d);
                 self.fact(done_fact, v);
                 None
             }
             Err(e) => {
-                self.journal("step", false, &e);
+                let e = e.to_string();
+                self.journal(JournalEvent::Step, false, &e);
                 self.fact(left_fact, e.clone());
                 Some(e)
             }
@@ -217,6 +219,17 @@ impl<'a> VerbRun<'a> {
     pub fn fact(&mut self, k: &str, v: impl Into<Value>) {
         let v = v.into();
         self.rec.lock().facts.insert(k.into(), v);
+    }
+
+    /// Records fact `k` as `value`'s JSON; a value that cannot be encoded is recorded as a
+    /// part of `verb.json` not written ([`VerbRun::unwritten`]).
+    pub fn fact_json<T: serde::Serialize + ?Sized>(&mut self, k: &str, value: &T) {
+        match serde_json::to_value(value) {
+            Ok(v) => self.fact(k, v),
+            Err(e) => self
+                .unwritten
+                .push(Unwritten::encode(&format!("verb.json (fact {k})"), &e)),
+        }
     }
 
     /// Fact `k`, if recorded.
@@ -310,8 +323,8 @@ impl<'a> VerbRun<'a> {
     /// protects is caught here at run time and by the unit tests of the verbs.
     ///
     /// Errors: [`SlotError::step`] naming the step and the missing gate.
-    pub fn clear(&mut self, step: &str, required: &[GateId]) -> Result<(), SlotError> {
-        self.trace(format!("step {step}"));
+    pub fn clear(&mut self, step: StepId, required: &[GateId]) -> Result<(), SlotError> {
+        self.trace(format!("step {}", step.name()));
         let missing = self.rec.lock().gates.missing(required);
         match missing {
             None => Ok(()),
@@ -325,16 +338,21 @@ impl<'a> VerbRun<'a> {
     }
 
     /// A step that could not run, with its typed cause.
-    pub fn step_err(&self, step: &str, cause: impl Into<StepError>) -> SlotError {
+    pub fn step_err(&self, step: StepId, cause: impl Into<StepError>) -> SlotError {
         SlotError::step(&self.raw, step, cause)
     }
 
     /// Appends to the slot journal (only while the lock is held); an append that fails is
     /// recorded as not written ([`VerbRun::unwritten`]).
-    pub fn journal(&self, event: &str, ok: bool, detail: &str) {
+    pub fn journal(&self, event: JournalEvent, ok: bool, detail: &str) {
         if self.lock.is_some()
-            && let Err(e) =
-                layout::journal_append(&self.paths.journal(), self.verb(), event, ok, detail)
+            && let Err(e) = layout::journal_append(
+                &self.paths.journal(),
+                self.verb(),
+                event.clone(),
+                ok,
+                detail,
+            )
         {
             let what = format!("append of a `{event}` entry");
             let file = self.paths.journal().display().to_string();
@@ -430,6 +448,16 @@ impl<'a> VerbRun<'a> {
         let _ = self.ev_write_artifact(name, bytes);
     }
 
+    /// [`VerbRun::ev_write`] of `value` as pretty JSON; a value that cannot be encoded is
+    /// recorded as not written ([`VerbRun::unwritten`]), as a failed write is.
+    pub fn ev_write_json<T: serde::Serialize + ?Sized>(&self, name: &str, value: &T) {
+        match serde_json::to_vec_pretty(value) {
+            Ok(bytes) => self.ev_write(name, &bytes),
+            Err(e) if self.ev.is_some() => self.unwritten.push(Unwritten::encode(name, &e)),
+            Err(_) => {}
+        }
+    }
+
     /// [`VerbRun::ev_write`], returning the file's [`Artifact`] (its sha256) when written.
     pub fn ev_write_artifact(&self, name: &str, bytes: &[u8]) -> Option<Artifact> {
         let d = self.ev.as_ref()?;
@@ -469,7 +497,7 @@ impl<'a> VerbRun<'a> {
     pub fn save(&self, st: &mut SlotState) -> Result<(), SlotError> {
         self.trace(format!("state {}", st.phase.name()));
         st.save(&self.paths.state())
-            .map_err(|e| self.step_err("state-write", e))
+            .map_err(|e| self.step_err(StepId::StateWrite, e))
     }
 
     /// state dir (no create) → ownership marker → lock → evidence folder → journal start.
@@ -510,7 +538,11 @@ impl<'a> VerbRun<'a> {
             match fs::create_dir(&d) {
                 Ok(()) => {
                     self.ev = Some(d.clone());
-                    self.journal("start", true, &format!("evidence {}", d.display()));
+                    self.journal(
+                        JournalEvent::Start,
+                        true,
+                        &format!("evidence {}", d.display()),
+                    );
                     self.interruption = Some(self.interruption_note(&d));
                     return Ok(());
                 }
@@ -668,16 +700,21 @@ impl VerbRun<'_> {
         let cause = super::prune::PruneCause::Profile { after: &after };
         match super::prune::prune_locked(&self.paths, &self.raw, keep, false, cause) {
             Ok(o) => {
-                facts.insert(
-                    "evidence_pruned".into(),
-                    serde_json::to_value(&o).unwrap_or_default(),
-                );
+                // What was pruned could not be encoded: said as the prune's error.
+                let (k, v) = match serde_json::to_value(&o) {
+                    Ok(v) => ("evidence_pruned", v),
+                    Err(e) => (
+                        "evidence_prune_error",
+                        format!("encode as JSON: {e}").into(),
+                    ),
+                };
+                facts.insert(k.into(), v);
             }
             Err(e) => {
                 let _ = layout::journal_append(
                     &self.paths.journal(),
                     "prune",
-                    "prune-failed",
+                    JournalEvent::PruneFailed,
                     false,
                     &format!("[evidence] keep = {keep} after {after}: {e}"),
                 );

@@ -2,8 +2,9 @@
 //! container), container proven gone, overlay upper saved; the snapshot becomes complete only
 //! by its final rename (a `snapshot.tmp-*` folder is never used).
 
+use super::JournalEvent;
 use super::common::{self, holder_gate, mkdirs, stop_container_proven};
-use super::error::{SlotError, StepError};
+use super::error::{SlotError, StepError, StepId};
 use super::gate::{CHECKPOINT_GATES, GateId, SNAPSHOT_GATES};
 use super::mounts;
 use super::run::VerbRun;
@@ -55,7 +56,7 @@ pub(crate) fn snapshot(run: &mut VerbRun, st: &mut SlotState) -> Result<String, 
     let ov = st
         .overlay
         .clone()
-        .ok_or_else(|| run.step_err("overlay", StepError::Missing("no overlay recorded")))?;
+        .ok_or_else(|| run.step_err(StepId::Overlay, StepError::Missing("no overlay recorded")))?;
     let want = ov.upper(&run.paths.overlay_dir(), ov.run);
     let r = match crate::ns::mountinfo::overlay_upper(&ov.merged) {
         Some(u) if u == want && u.is_dir() => Ok(format!(
@@ -84,7 +85,7 @@ pub(crate) fn snapshot(run: &mut VerbRun, st: &mut SlotState) -> Result<String, 
     };
     run.gate(GateId::OverlayMounted, r)?;
 
-    run.clear("snapshot", &SNAPSHOT_GATES)?;
+    run.clear(StepId::Snapshot, &SNAPSHOT_GATES)?;
     let prev_phase = st.phase;
     st.phase = Phase::after(Verb::Snapshot, VerbEnd::Began, prev_phase);
     run.save(st)?;
@@ -94,7 +95,11 @@ pub(crate) fn snapshot(run: &mut VerbRun, st: &mut SlotState) -> Result<String, 
         &support::random_hex(4)
     );
     let tmp = run.paths.root.join(format!("snapshot.tmp-{sid}"));
-    run.journal("step", true, &format!("snapshot into {}", tmp.display()));
+    run.journal(
+        JournalEvent::Step,
+        true,
+        &format!("snapshot into {}", tmp.display()),
+    );
     let res = snapshot_steps(run, st, &*rt, &tmp, &sid, &ov);
     if res.is_err() {
         // The previous complete snapshot (if any) is untouched; the tmp folder is never used.
@@ -193,7 +198,7 @@ fn checkpoint(
     let cap = cap.to_canonical_json();
     let path = tmp.join("netstate.json");
     replace_atomic(&path, cap.as_bytes())
-        .map_err(|e| run.step_err("netstate-write", StepError::io(&path)(e)))?;
+        .map_err(|e| run.step_err(StepId::NetstateWrite, StepError::io(&path)(e)))?;
     run.ev_write("netstate-before.json", cap.as_bytes());
 
     // Published ports: the holder stops accepting and resets the forwarded connections (CRIU
@@ -201,7 +206,7 @@ fn checkpoint(
     let quiet = super::publish_gates::quiesce_gate(run, st, &h)?;
     holder_gate(run, st, "checkpoint")?;
     super::cgroups::snapshot_limits_gate(run, st, pid)?;
-    run.clear("runtime-checkpoint", &CHECKPOINT_GATES)?;
+    run.clear(StepId::RuntimeCheckpoint, &CHECKPOINT_GATES)?;
     let images = tmp.join("checkpoint");
     let work = run.ev_path("criu-work");
     mkdirs(run, &[images.clone(), work.clone()])?;
@@ -230,7 +235,7 @@ fn checkpoint(
         // A CRIU that did not end on its own (killed at the step's bound) leaves its lock.
         let left = super::criu_lock::after_failure(run, st).unwrap_or_default();
         return Err(run
-            .step_err("runtime-checkpoint", e)
+            .step_err(StepId::RuntimeCheckpoint, e)
             .with_note(&format!("{known}{left}")));
     }
     super::criu_lock::lock_method_fact(run, &images);
@@ -257,19 +262,19 @@ fn snapshot_steps(
     let r = run.time("upper-save", || {
         support::copy_tree(&upper, &tmp.join("upper"))
     });
-    r.map_err(|e| run.step_err("upper-save", e))?;
-    support::sync_fs(tmp).map_err(|e| run.step_err("fsync", e))?;
+    r.map_err(|e| run.step_err(StepId::UpperSave, e))?;
+    support::sync_fs(tmp).map_err(|e| run.step_err(StepId::Fsync, e))?;
     let saved = tmp.join("upper");
     let (upper_digest, upper_entries) = run
         .time("upper-digest", || crate::evidence::tree_listing(&saved))
-        .map_err(|e| run.step_err("upper-digest", e))?;
+        .map_err(|e| run.step_err(StepId::UpperDigest, e))?;
 
     let images = tmp.join("checkpoint");
     let (files, checkpoint_stats) = run
         .time("manifest", || {
             super::checkpoint_images::hashed_with_stats(&images, || inventory_with_blake3(&images))
         })
-        .map_err(|e| run.step_err("manifest", e))?;
+        .map_err(|e| run.step_err(StepId::Manifest, e))?;
     let manifest = json!({
         "id": sid,
         "created_at": now_rfc3339(),
@@ -285,15 +290,17 @@ fn snapshot_steps(
         "runtime": st.runtime, "criu": st.criu,
     });
     let mpath = tmp.join("manifest.json");
-    let mbytes = serde_json::to_vec_pretty(&manifest).unwrap_or_default();
+    let mbytes = serde_json::to_vec_pretty(&manifest)
+        .map_err(|e| run.step_err(StepId::Manifest, StepError::encode("manifest.json", e)))?;
     replace_atomic(&mpath, &mbytes)
-        .map_err(|e| run.step_err("manifest", StepError::io(&mpath)(e)))?;
-    fsync_dir(tmp).map_err(|e| run.step_err("fsync", StepError::io(tmp)(e)))?;
+        .map_err(|e| run.step_err(StepId::Manifest, StepError::io(&mpath)(e)))?;
+    fsync_dir(tmp).map_err(|e| run.step_err(StepId::Fsync, StepError::io(tmp)(e)))?;
     let name = format!("snapshot-{sid}");
     let dst = run.paths.root.join(&name);
-    fs::rename(tmp, &dst).map_err(|e| run.step_err("snapshot-rename", StepError::io(&dst)(e)))?;
+    fs::rename(tmp, &dst)
+        .map_err(|e| run.step_err(StepId::SnapshotRename, StepError::io(&dst)(e)))?;
     let root = run.paths.root.clone();
-    fsync_dir(&root).map_err(|e| run.step_err("fsync", StepError::io(&root)(e)))?;
+    fsync_dir(&root).map_err(|e| run.step_err(StepId::Fsync, StepError::io(&root)(e)))?;
     let old = st.snapshot.replace(SnapshotRef {
         dir: name.clone(),
         created_at: now_rfc3339(),

@@ -8,7 +8,7 @@ use super::gate::*;
 use super::layout::{self, SlotPaths, StateDirUse};
 use super::run::{SlotEnv, VerbRun};
 use super::state::*;
-use super::{SlotArgs, SlotError, SlotOutcome, Verb, run_with};
+use super::{SlotArgs, SlotError, SlotOutcome, StepId, Verb, run_with};
 use crate::oci::container::fake::{Events, RecordingRuntime};
 use crate::oci::{RuntimeKind, RuntimeOps};
 use std::fs;
@@ -525,7 +525,7 @@ fn a_step_cleared_before_its_gate_fails_closed() {
     run.gate(GateId::ConfigHash, Ok("proven".into())).unwrap();
     let e = run
         .clear(
-            "container-stop",
+            StepId::ContainerStop,
             &[GateId::ConfigHash, GateId::SnapshotComplete],
         )
         .unwrap_err();
@@ -534,7 +534,7 @@ fn a_step_cleared_before_its_gate_fails_closed() {
     run.gate(GateId::SnapshotComplete, Ok("proven".into()))
         .unwrap();
     run.clear(
-        "container-stop",
+        StepId::ContainerStop,
         &[GateId::ConfigHash, GateId::SnapshotComplete],
     )
     .unwrap();

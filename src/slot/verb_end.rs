@@ -32,9 +32,13 @@ impl VerbRun<'_> {
         st: Option<&SlotState>,
         declared: &[String],
     ) -> VerbResult {
-        let gates = serde_json::to_vec_pretty(&rec.gates.gates).unwrap_or_default();
-        self.ev_write(vrec::GATES_FILE, &gates);
-        self.ev_write(vrec::TIMINGS_FILE, &vrec::timings_bytes(&rec.timings));
+        self.ev_write_json(vrec::GATES_FILE, &rec.gates.gates);
+        match vrec::timings_bytes(&rec.timings) {
+            Ok(b) => self.ev_write(vrec::TIMINGS_FILE, &b),
+            Err(e) => self
+                .unwritten
+                .push(Unwritten::encode(vrec::TIMINGS_FILE, &e)),
+        }
         let artifacts = EvidenceDir::open(ev)
             .and_then(|d| d.inventory_except(&SLOT_VERB_UNLISTED))
             .unwrap_or_else(|e| {
@@ -51,10 +55,17 @@ impl VerbRun<'_> {
         let id = (self.verb(), self.paths.slot, self.started_at.as_str());
         let phase = (st.map(|s| s.phase), declared);
         let bytes = VerbDoc::new(id, ending, rec, phase, Some(&artifacts)).to_bytes();
-        let sha = match EvidenceDir::open(ev).and_then(|d| d.write(vrec::VERB_FILE, &bytes)) {
+        let written = bytes
+            .map_err(|e| Unwritten::encode(vrec::VERB_FILE, &e))
+            .and_then(|b| {
+                EvidenceDir::open(ev)
+                    .and_then(|d| d.write(vrec::VERB_FILE, &b))
+                    .map_err(|e| Unwritten::of(vrec::VERB_FILE, &e))
+            });
+        let sha = match written {
             Ok(a) => Some(a.sha256),
-            Err(e) => {
-                self.unwritten.push(Unwritten::of(vrec::VERB_FILE, &e));
+            Err(u) => {
+                self.unwritten.push(u);
                 None
             }
         };
@@ -248,7 +259,7 @@ mod tests {
         let out = run.finish(res);
         let end = super::super::layout::journal_read(&paths.journal())
             .into_iter()
-            .rfind(|e| e.event == "end")
+            .rfind(|e| e.event == crate::slot::JournalEvent::End)
             .unwrap();
         (out, ev, end, tmp)
     }

@@ -6,6 +6,7 @@
 //! makes its `timings.json`, `verb.json` and `gates.json` from. `verb.json` is one type
 //! ([`VerbDoc`]) for both endings ([`Ending`]).
 
+use super::JournalEvent;
 use super::error::SlotError;
 use super::gate::{Gate, GateLog};
 use super::layout::JournalEntry;
@@ -230,16 +231,18 @@ impl<'a> VerbDoc<'a> {
 
     /// The bytes of `verb.json`: pretty JSON, keys in alphabetical order (through
     /// [`serde_json::Value`], whose maps are sorted), no trailing newline.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        serde_json::to_value(self)
-            .and_then(|v| serde_json::to_vec_pretty(&v))
-            .unwrap_or_default()
+    ///
+    /// Errors: the document could not be encoded.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, serde_json::Error> {
+        serde_json::to_value(self).and_then(|v| serde_json::to_vec_pretty(&v))
     }
 }
 
 /// The bytes of `timings.json`: the timings as pretty JSON (milliseconds by step name).
-pub(crate) fn timings_bytes(t: &BTreeMap<String, u64>) -> Vec<u8> {
-    serde_json::to_vec_pretty(t).unwrap_or_default()
+///
+/// Errors: the map could not be encoded.
+pub(crate) fn timings_bytes(t: &BTreeMap<String, u64>) -> Result<Vec<u8>, serde_json::Error> {
+    serde_json::to_vec_pretty(t)
 }
 
 /// The journal's `end` entry of verb `verb` (now, this process): `ok`, `detail`, the name of
@@ -255,7 +258,7 @@ pub(crate) fn end_entry(
         at: crate::evidence::now_rfc3339(),
         pid: std::process::id(),
         verb: verb.into(),
-        event: "end".into(),
+        event: JournalEvent::End,
         ok,
         detail: detail.into(),
         evidence: ev
@@ -411,11 +414,17 @@ mod tests {
             running,
             Some(&arts),
         );
-        assert_eq!(doc.to_bytes(), before_the_type(&rec, true, None, &doc));
+        assert_eq!(
+            doc.to_bytes().unwrap(),
+            before_the_type(&rec, true, None, &doc)
+        );
         let e = SlotError::gate_failed("7", GateId::ConfigHash, "tampered");
         let doc = VerbDoc::new(id, Ending::Failed(&e), &rec, running, Some(&[]));
-        assert_eq!(doc.to_bytes(), before_the_type(&rec, false, Some(&e), &doc));
-        let v: Value = serde_json::from_slice(&doc.to_bytes()).unwrap();
+        assert_eq!(
+            doc.to_bytes().unwrap(),
+            before_the_type(&rec, false, Some(&e), &doc)
+        );
+        let v: Value = serde_json::from_slice(&doc.to_bytes().unwrap()).unwrap();
         assert!(v.get("interrupted").is_none(), "{v:#}");
         assert_eq!(v["artifacts"], json!([]));
         let doc = VerbDoc::new(
@@ -425,7 +434,7 @@ mod tests {
             running,
             Some(&arts),
         );
-        let v: Value = serde_json::from_slice(&doc.to_bytes()).unwrap();
+        let v: Value = serde_json::from_slice(&doc.to_bytes().unwrap()).unwrap();
         assert_eq!(
             v["artifacts"],
             json!([{"path": "criu-work/restore.log", "bytes": 3, "sha256": "ab".repeat(32)}])
@@ -448,7 +457,7 @@ mod tests {
             (None, &[]),
             None,
         );
-        let v: Value = serde_json::from_slice(&doc.to_bytes()).unwrap();
+        let v: Value = serde_json::from_slice(&doc.to_bytes().unwrap()).unwrap();
         assert_eq!(v["ok"], false);
         assert!(v.get("artifacts").is_none(), "{v:#}");
         assert!(v["summary"].is_null() && v["error"].is_null(), "{v:#}");
@@ -463,7 +472,7 @@ mod tests {
         assert!(v["phase"].is_null());
         assert_eq!(v["verb"], "snapshot");
         let t: BTreeMap<String, u64> =
-            serde_json::from_slice(&timings_bytes(&rec.timings)).unwrap();
+            serde_json::from_slice(&timings_bytes(&rec.timings).unwrap()).unwrap();
         assert_eq!(t, rec.timings);
     }
 
