@@ -7,6 +7,7 @@
 
 use super::error::SlotError;
 use super::gate::GateId;
+use super::gate::Observed;
 use super::layout::SlotPaths;
 use super::run::VerbRun;
 use super::state::SlotState;
@@ -299,7 +300,7 @@ pub(crate) struct CgroupCleanup {
     /// systemd: the scope's removal (`stopped: true` means the runtime had left it).
     pub scope: Option<ScopeRemoval>,
     /// The last read-back's directories: `gone: …` or `still there: …`.
-    pub dirs: Option<Result<String, String>>,
+    pub dirs: Option<Observed>,
     /// cgroupfs: the parents runc created for `/netprobe/…` and leaves (shared by slots).
     pub parents_left: Vec<PathBuf>,
 }

@@ -11,6 +11,7 @@
 //! sealed binaries' sources are proven by. Any difference, or no record, re-hashes as before, so
 //! a change is still named by digest.
 
+use super::gate::Observed;
 use crate::criu::inventory::{FileDigest, ImageDigest, ImageFile, digests};
 use crate::slot::sealed::FileStat;
 use serde::{Deserialize, Serialize};
@@ -98,7 +99,7 @@ pub fn checkpoint_images(
     images_dir: &Path,
     recorded: &[ImageFile],
     stats: Option<&[ImageStat]>,
-) -> Result<String, String> {
+) -> Observed {
     let digest = digest_of(recorded);
     if stats.is_some_and(|s| images_unchanged(images_dir, recorded, s)) {
         return Ok(format!(

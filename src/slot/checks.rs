@@ -320,11 +320,7 @@ pub fn snapshot_complete(root: &Path, st: &SlotState) -> Result<(PathBuf, String
 
 /// The saved upper of the snapshot folder `dir` proven unchanged: its tree digest now equals the
 /// one `state.json` recorded (`want`) and the manifest's. Returns the detail.
-fn saved_upper(
-    dir: &Path,
-    want: Option<&crate::evidence::TreeDigest>,
-    m: &Value,
-) -> Result<String, String> {
+fn saved_upper(dir: &Path, want: Option<&crate::evidence::TreeDigest>, m: &Value) -> Observed {
     let Some(want) = want else {
         return Err("state.json records no digest of the saved upper".into());
     };

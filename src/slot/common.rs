@@ -6,6 +6,7 @@ use super::JournalEvent;
 use super::checks;
 use super::error::{SlotError, StepId};
 use super::gate::GateId;
+use super::gate::Observed;
 use super::net;
 use super::run::VerbRun;
 use super::state::{ImageKind, SlotState};
@@ -149,7 +150,7 @@ fn prove_copy(
     rec: &super::sealed::SealedCopy,
     pin: &super::state::BinaryPin,
     flag: &str,
-) -> Result<String, String> {
+) -> Observed {
     if rec.name != format!("netprobe-{flag}") || rec.sha256 != pin.sha256 {
         return Err(format!(
             "state.json's sealed copy of {} is {} with sha256 {}, not netprobe-{flag} with the pin's {}",
@@ -418,12 +419,7 @@ fn guest_gate(
 }
 
 /// The `guest-http` gate's detail: the check's answer line with port, path and the netns inode.
-fn guest_detail(
-    r: Result<String, String>,
-    h: &ProcessIdentity,
-    port: u16,
-    path: &str,
-) -> Result<String, String> {
+fn guest_detail(r: Observed, h: &ProcessIdentity, port: u16, path: &str) -> Observed {
     r.map(|l| {
         format!(
             "127.0.0.1:{port} GET {path}: {l} (new connection from a thread in netns {})",

@@ -17,6 +17,7 @@
 use super::error::{SlotError, StepError, StepId};
 use super::evidence_writes::Unwritten;
 use super::gate::GateId;
+use super::gate::Observed;
 use super::run::VerbRun;
 use super::state::SlotState;
 use crate::profile::DisplaySpec;
@@ -187,7 +188,7 @@ pub(crate) fn snapshot_gate(
 /// not mapped yet leaves (e.g. Tk stalled before its first map): a reference like that would
 /// let `pixels-equal` pass on an empty screen and `input-reaches-app` on the window appearing
 /// rather than on the key.
-fn app_drawn(shot: &Screenshot, region: Rect, socket: &Path) -> Result<String, String> {
+fn app_drawn(shot: &Screenshot, region: Rect, socket: &Path) -> Observed {
     match x11::region_other_pixels(shot, region) {
         None => Err(format!(
             "display.input region {region} lies outside the {}x{} screen: fix the profile",

@@ -10,6 +10,7 @@ use super::checks;
 use super::claims;
 use super::common::{self, StateAnswer, holder_gate, mkdirs, stop_container_proven};
 use super::error::{SlotError, StepError, StepId};
+use super::gate::Observed;
 use super::gate::{GateId, RESET_GATES, RESTORE_GATES};
 use super::mounts;
 use super::run::VerbRun;
@@ -319,8 +320,8 @@ fn save_began(run: &mut VerbRun, st: &mut SlotState) -> Result<(), SlotError> {
 /// network namespace ([`super::cgroup_procs::no_netns_strangers`]). Read-only scans (the
 /// cgroup's `cgroup.procs`, every process's `ns/net`), so they may run on another thread.
 struct LeftProcs {
-    cgroup: Result<String, String>,
-    netns: Result<String, String>,
+    cgroup: Observed,
+    netns: Observed,
 }
 
 impl LeftProcs {

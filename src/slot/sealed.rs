@@ -19,6 +19,7 @@
 //! came from is compared by `stat` (device, inode, size, mtime, ctime); when any differs it is
 //! re-hashed and must still hash to the pin (a swapped binary fails the gate as before).
 
+use super::gate::Observed;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fs::File;
@@ -209,7 +210,7 @@ pub fn exec_path(pid: i32, rec: &SealedCopy) -> PathBuf {
 ///
 /// Errors: a sentence naming the descriptor and what differs (fail closed: a descriptor that
 /// cannot be opened or read is not proven).
-pub fn prove(pid: i32, rec: &SealedCopy) -> Result<String, String> {
+pub fn prove(pid: i32, rec: &SealedCopy) -> Observed {
     let p = exec_path(pid, rec);
     let link = std::fs::read_link(&p).map_err(|e| format!("{}: {e}", p.display()))?;
     let link = link.to_string_lossy().into_owned();

@@ -5,6 +5,7 @@
 use super::JournalEvent;
 use super::common::{self, holder_gate, mkdirs, stop_container_proven};
 use super::error::{SlotError, StepError, StepId};
+use super::gate::Observed;
 use super::gate::{CHECKPOINT_GATES, GateId, SNAPSHOT_GATES};
 use super::mounts;
 use super::run::VerbRun;
@@ -120,10 +121,7 @@ pub(crate) fn snapshot(run: &mut VerbRun, st: &mut SlotState) -> Result<String, 
 /// from a gated container). A restore or reset that did not pass its gates (`restoring`: killed,
 /// its runtime and CRIU may have finished on their own; `restore-failed`) leaves a container
 /// nothing proved, and a snapshot of it would replace the last proven one. Pure.
-pub(crate) fn container_gated(
-    phase: Phase,
-    p: &super::layout::SlotPaths,
-) -> Result<String, String> {
+pub(crate) fn container_gated(phase: Phase, p: &super::layout::SlotPaths) -> Observed {
     let name = serde_json::to_value(phase)
         .ok()
         .and_then(|v| v.as_str().map(String::from))

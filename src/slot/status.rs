@@ -5,6 +5,7 @@
 use super::checks;
 use super::error::SlotError;
 use super::gate::GateId;
+use super::gate::Observed;
 use super::layout::{self, SlotPaths, StateDirUse};
 use super::mounts;
 use super::run::VerbRun;
@@ -274,7 +275,7 @@ fn live_facts(run: &mut VerbRun, st: &SlotState, busy: bool) -> Value {
     // a clean slot: cleanup checked both — gates netns-empty and cgroup-released (the directories
     // gone) in its evidence — and the holder that named the namespace is stopped and no longer recorded.)
     let left = if container["status"] == "absent" && !busy && st.phase != Phase::Clean {
-        let one = |r: Result<String, String>| match r {
+        let one = |r: Observed| match r {
             Ok(d) => json!({"none": true, "detail": d}),
             Err(d) => json!({"none": false, "detail": d}),
         };
