@@ -254,10 +254,10 @@ pub(crate) fn common_gates(
 }
 
 /// Container status per `runtime state`: `Ok(None)` = proven absent.
-pub(crate) fn container_status(rt: &dyn RuntimeOps, id: &str) -> Result<Option<String>, String> {
-    rt.state(id)
-        .map(|o| o.map(|s| s.status))
-        .map_err(|e| e.to_string())
+///
+/// Errors: the runtime's `state` failed.
+pub(crate) fn container_status(rt: &dyn RuntimeOps, id: &str) -> Result<Option<String>, OciError> {
+    rt.state(id).map(|o| o.map(|s| s.status))
 }
 
 /// [`container_status`] decided in-process where netprobe decides it as the runtime does
@@ -265,11 +265,16 @@ pub(crate) fn container_status(rt: &dyn RuntimeOps, id: &str) -> Result<Option<S
 pub(crate) fn container_status_quick(
     rt: &dyn RuntimeOps,
     id: &str,
-) -> Result<Option<String>, String> {
-    rt.state_quick(id)
-        .0
-        .map(|o| o.map(|s| s.status))
-        .map_err(|e| e.to_string())
+) -> Result<Option<String>, OciError> {
+    rt.state_quick(id).0.map(|o| o.map(|s| s.status))
+}
+
+/// What a verb knows of its container before it stops it.
+pub(crate) struct ContainerBefore {
+    /// The runtime's `state` answer ([`container_status`]): `Ok(None)` = absent.
+    pub answer: Result<Option<String>, OciError>,
+    /// The runtime root's proof of absence, when there is one (no `<root>/<id>` entry).
+    pub absent: Option<String>,
 }
 
 /// Kills and deletes the container if present (kill, delete --force, prove gone), retried for
@@ -279,8 +284,16 @@ pub(crate) fn stop_container_proven(
     rt: &dyn RuntimeOps,
     id: &str,
 ) -> Result<(), SlotError> {
-    let before = container_status(rt, id);
-    stop_container_proven_from(run, rt, id, before, None)
+    let answer = container_status(rt, id);
+    stop_container_proven_from(
+        run,
+        rt,
+        id,
+        ContainerBefore {
+            answer,
+            absent: None,
+        },
+    )
 }
 
 /// [`stop_container_proven`] from a `runtime state` answer (`before`) this verb already has,
@@ -292,9 +305,12 @@ pub(crate) fn stop_container_proven_from(
     run: &mut VerbRun,
     rt: &dyn RuntimeOps,
     id: &str,
-    before: Result<Option<String>, String>,
-    absent: Option<String>,
+    before: ContainerBefore,
 ) -> Result<(), SlotError> {
+    let ContainerBefore {
+        answer: before,
+        absent,
+    } = before;
     if let Ok(None) = &before {
         let proof = match absent {
             Some(p) => format!("{p}: no container {id} under the runtime root"),
@@ -330,11 +346,11 @@ pub(crate) fn stop_container_proven_from(
             match before {
                 Ok(Some(s)) => s,
                 Ok(None) => "absent".into(),
-                Err(e) => e,
+                Err(e) => e.to_string(),
             }
         )),
         Ok(Some(s)) => Err(format!("runtime state {id}: still {s}")),
-        Err(e) => Err(e),
+        Err(e) => Err(e.to_string()),
     };
     run.gate(GateId::ContainerStopped, r)
 }

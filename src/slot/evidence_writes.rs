@@ -443,7 +443,8 @@ fn failure_line(e: &SlotError) -> String {
 /// place, move that folder away first).
 pub(crate) fn folder_message(
     verb: Verb,
-    (slot_root, d): (&Path, &Path),
+    slot_root: &Path,
+    d: &Path,
     e: &std::io::Error,
     fs: &StateFs,
 ) -> String {
@@ -659,7 +660,8 @@ mod tests {
         let enospc = std::io::Error::from_raw_os_error(libc::ENOSPC);
         let m = folder_message(
             Verb::Provision,
-            (Path::new("/s/slot-62"), Path::new("/s/slot-62/evidence")),
+            Path::new("/s/slot-62"),
+            Path::new("/s/slot-62/evidence"),
             &enospc,
             &fs,
         );

@@ -180,9 +180,17 @@ fn write_end(
     let st = SlotState::load(&n.paths.state()).ok();
     let kind = rec.rt_kind.as_ref().map(|(_, k)| *k);
     let declared = vrec::declared(st.as_ref(), &rec.extra_diffs, kind);
-    let id = (n.verb.as_str(), n.paths.slot, n.started_at.as_str());
+    let id = vrec::VerbId {
+        verb: n.verb.as_str(),
+        slot: n.paths.slot,
+        started_at: n.started_at.as_str(),
+    };
     let ending = Ending::Interrupted(interrupted);
-    let bytes = VerbDoc::new(id, ending, rec, (st.map(|s| s.phase), &declared), None).to_bytes();
+    let after = vrec::VerbAfter {
+        phase: st.map(|s| s.phase),
+        declared: &declared,
+    };
+    let bytes = VerbDoc::new(id, ending, rec, after, None).to_bytes();
     let written = bytes
         .map_err(|e| format!("encode as JSON: {e}"))
         .and_then(|b| d.write(vrec::VERB_FILE, &b).map_err(|e| e.to_string()));

@@ -119,7 +119,12 @@ pub(crate) fn restore(
         });
         s.spawn(remove_old_run);
         let state = move || q.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-        restored_gates(run, st, &*rt, (&snap_dir, bufs, on_signal), reset, state)
+        let restored = Restored {
+            snap_dir: &snap_dir,
+            bufs,
+            on_signal,
+        };
+        restored_gates(run, st, &*rt, restored, reset, state)
     })
 }
 
@@ -211,7 +216,11 @@ fn gates(
     let t = Instant::now();
     let mut began = false;
     if reset {
-        began = stop_for_reset(run, st, &*rt, (before, absent), left)?;
+        let before = common::ContainerBefore {
+            answer: before,
+            absent,
+        };
+        began = stop_for_reset(run, st, &*rt, before, left)?;
     } else {
         let r = match before {
             Ok(None) => Ok(match absent {
@@ -221,7 +230,7 @@ fn gates(
             Ok(Some(s)) => Err(format!(
                 "runtime state {id}: {s}; restore needs no container (use reset)"
             )),
-            Err(e) => Err(e),
+            Err(e) => Err(e.to_string()),
         };
         run.gate(GateId::ContainerAbsent, r)?;
         left(st).record(run)?;
@@ -269,16 +278,16 @@ fn stop_for_reset(
     run: &mut VerbRun,
     st: &mut SlotState,
     rt: &dyn RuntimeOps,
-    (before, absent): (Result<Option<String>, String>, Option<String>),
+    before: common::ContainerBefore,
     left: impl FnOnce(&SlotState) -> LeftProcs,
 ) -> Result<bool, SlotError> {
     run.clear(StepId::ContainerStop, &RESET_GATES)?;
     let id = st.container_id.clone();
-    let stops = !matches!(before, Ok(None));
+    let stops = !matches!(before.answer, Ok(None));
     if stops {
         save_began(run, st)?;
     }
-    let stopped = common::stop_container_proven_from(run, rt, &id, before, absent);
+    let stopped = common::stop_container_proven_from(run, rt, &id, before);
     let gone = stopped.is_ok();
     let r = stopped
         .and_then(|()| {
@@ -566,6 +575,16 @@ fn net_fidelity(
     Ok(cap.len())
 }
 
+/// What a successful runtime restore hands to its gates ([`restored_gates`]).
+struct Restored<'a> {
+    /// The snapshot folder restored from.
+    snap_dir: &'a Path,
+    /// The whole-screen memory prepared during the restore (a profile with a display).
+    bufs: Option<super::display::PreparedBuffers>,
+    /// The container's release registration for an interruption.
+    on_signal: Option<crate::ns::cleanup::Registration>,
+}
+
 /// The gates after a successful runtime restore: holder, network state byte-equal to the one
 /// recorded at snapshot, then the ready gates, then the display gates (with `bufs`, the
 /// whole-screen memory prepared during the restore, for a profile with a display). A failed gate stops the restored container
@@ -575,14 +594,15 @@ fn restored_gates(
     run: &mut VerbRun,
     st: &mut SlotState,
     rt: &dyn RuntimeOps,
-    (snap_dir, bufs, on_signal): (
-        &Path,
-        Option<super::display::PreparedBuffers>,
-        Option<crate::ns::cleanup::Registration>,
-    ),
+    restored: Restored<'_>,
     reset: bool,
     state: impl FnOnce() -> StateAnswer,
 ) -> Result<String, SlotError> {
+    let Restored {
+        snap_dir,
+        bufs,
+        on_signal,
+    } = restored;
     // A signal seen since the runtime restore stops the verb here, not after every gate ran:
     // the release then stops the ungated container (`on_signal`), and the interruption note
     // says what to do next.

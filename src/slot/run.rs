@@ -558,7 +558,7 @@ impl<'a> VerbRun<'a> {
         let fs = super::evidence_writes::StateFs::of(&self.paths.state_dir, Some(d));
         SlotError::evidence_incomplete(
             &self.raw,
-            super::evidence_writes::folder_message(self.args.verb, (&self.paths.root, d), e, &fs),
+            super::evidence_writes::folder_message(self.args.verb, &self.paths.root, d, e, &fs),
         )
     }
 

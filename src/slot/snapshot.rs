@@ -43,7 +43,7 @@ pub(crate) fn snapshot(run: &mut VerbRun, st: &mut SlotState) -> Result<String, 
                 "no snapshot exists to restore one from; `netprobe slot cleanup` this slot (it names any process still left in the container's cgroup) and provision another"
             }
         )),
-        Err(e) => Err(e),
+        Err(e) => Err(e.to_string()),
     };
     run.gate(GateId::ContainerRunning, r)?;
     let r = container_gated(st.phase, &run.paths);

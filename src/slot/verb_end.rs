@@ -52,8 +52,15 @@ impl VerbRun<'_> {
             (Some(e), _) | (None, Err(e)) => Ending::Failed(e),
             (None, Ok((summary, _))) => Ending::Succeeded(summary),
         };
-        let id = (self.verb(), self.paths.slot, self.started_at.as_str());
-        let phase = (st.map(|s| s.phase), declared);
+        let id = vrec::VerbId {
+            verb: self.verb(),
+            slot: self.paths.slot,
+            started_at: self.started_at.as_str(),
+        };
+        let phase = vrec::VerbAfter {
+            phase: st.map(|s| s.phase),
+            declared,
+        };
         let bytes = VerbDoc::new(id, ending, rec, phase, Some(&artifacts)).to_bytes();
         let written = bytes
             .map_err(|e| Unwritten::encode(vrec::VERB_FILE, &e))

@@ -193,17 +193,46 @@ pub(crate) struct VerbDoc<'a> {
     pub artifacts: Option<&'a [Artifact]>,
 }
 
+/// Which verb a [`VerbDoc`] is of.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct VerbId<'a> {
+    /// The verb as written in evidence.
+    pub verb: &'a str,
+    /// The slot number.
+    pub slot: u32,
+    /// When the verb started (RFC 3339).
+    pub started_at: &'a str,
+}
+
+/// Where a verb left its slot, for its [`VerbDoc`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct VerbAfter<'a> {
+    /// The slot's phase after the verb (`state.json`), if readable.
+    pub phase: Option<Phase>,
+    /// The declared differences ([`declared`]).
+    pub declared: &'a [String],
+}
+
 impl<'a> VerbDoc<'a> {
-    /// The document of verb `verb` of slot `slot` started at `started_at`, ended as `ending`,
-    /// from record `rec` (its timings must already hold `total`), finished now, listing
+    /// The document of verb `id`, ended as `ending`, from record `rec` (its timings must
+    /// already hold `total`), finished now, with the slot left as `after` says, listing
     /// `artifacts` (a finished verb's; `None` for an interrupted one).
     pub fn new(
-        (verb, slot, started_at): (&'a str, u32, &'a str),
+        id: VerbId<'a>,
         ending: Ending<'a>,
         rec: &'a Recorded,
-        (phase, declared_differences): (Option<Phase>, &'a [String]),
+        after: VerbAfter<'a>,
         artifacts: Option<&'a [Artifact]>,
     ) -> VerbDoc<'a> {
+        let VerbId {
+            verb,
+            slot,
+            started_at,
+        } = id;
+        let VerbAfter {
+            phase,
+            declared: declared_differences,
+        } = after;
         let (ok, summary, error, interrupted) = match ending {
             Ending::Succeeded(s) => (true, Some(s), None, None),
             Ending::Failed(e) => (false, None, Some(e.to_json()), None),
@@ -399,14 +428,21 @@ mod tests {
     fn a_finished_verbs_verb_json_keeps_its_bytes_and_lists_its_artifacts() {
         let rec = record();
         let declared = ["d1".to_string()];
-        let id = ("restore", 7, "2026-01-01T00:00:00.000Z");
+        let id = VerbId {
+            verb: "restore",
+            slot: 7,
+            started_at: "2026-01-01T00:00:00.000Z",
+        };
         let arts = [Artifact {
             path: "criu-work/restore.log".into(),
             bytes: 3,
             sha256: "ab".repeat(32),
             content: None,
         }];
-        let running = (Some(Phase::Running), &declared[..]);
+        let running = VerbAfter {
+            phase: Some(Phase::Running),
+            declared: &declared[..],
+        };
         let doc = VerbDoc::new(
             id,
             Ending::Succeeded("restored"),
@@ -451,10 +487,17 @@ mod tests {
             evidence_in_flight: vec!["sysctls-other.json".into()],
         };
         let doc = VerbDoc::new(
-            ("snapshot", 7, "2026-01-01T00:00:00.000Z"),
+            VerbId {
+                verb: "snapshot",
+                slot: 7,
+                started_at: "2026-01-01T00:00:00.000Z",
+            },
             Ending::Interrupted(i.clone()),
             &rec,
-            (None, &[]),
+            VerbAfter {
+                phase: None,
+                declared: &[],
+            },
             None,
         );
         let v: Value = serde_json::from_slice(&doc.to_bytes().unwrap()).unwrap();
