@@ -247,7 +247,9 @@ fn parse_sha256(s: &str) -> Result<String, String> {
 
 /// `--reason`: not blank (it is recorded in the slot; [`checks::probe_gate_reason`]).
 fn parse_reason(s: &str) -> Result<String, String> {
-    checks::probe_gate_reason(Some(s)).map(|()| s.to_string())
+    checks::probe_gate_reason(Some(s))
+        .map(|()| s.to_string())
+        .map_err(|e| e.to_string())
 }
 
 impl SlotVerb {

@@ -116,7 +116,7 @@ fn pin_proof(
             super::sealed::exec_path(pid, &rec).display()
         )
     };
-    let before = super::sealed::source_stat(src).map_err(way_out)?;
+    let before = super::sealed::source_stat(src).map_err(|e| way_out(e.to_string()))?;
     if before == rec.source {
         return Ok((
             format!(

@@ -42,6 +42,12 @@ pub enum StepError {
     /// A mount step ([`super::mounts`]) failed.
     #[error(transparent)]
     Mount(#[from] super::mounts::MountError),
+    /// A directory image's manifest could not be taken or written.
+    #[error(transparent)]
+    Manifest(#[from] super::image_manifest::ManifestError),
+    /// A qcow2's `stat` did not hold between its hash and its export.
+    #[error(transparent)]
+    Qcow2Held(#[from] super::image_check::Qcow2HeldError),
     /// `state.json` could not be read or written.
     #[error(transparent)]
     State(#[from] super::state::StateError),

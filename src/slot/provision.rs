@@ -457,7 +457,7 @@ fn mount_image(
     started.qsd = Some(q);
     // The bytes exported are the ones hashed to the pin: the same stat as before the hash.
     let held = image_check::qcow2_stat_held(&img.source, src.stat)
-        .map_err(|e| run.step_err(StepId::Image, StepError::Tool(e)))?;
+        .map_err(|e| run.step_err(StepId::Image, e))?;
     img.file_stat = Some(held);
     st.image = Some(img.clone());
     run.save(st)?;
@@ -490,7 +490,7 @@ fn mount_image(
 fn with_manifest(run: &mut VerbRun, mut img: ImageState) -> Result<ImageState, SlotError> {
     let t = Instant::now();
     let m = image_check::record_manifest(&img.lower, &run.paths.image_manifest())
-        .map_err(|e| run.step_err(StepId::ImageManifest, StepError::Tool(e)))?;
+        .map_err(|e| run.step_err(StepId::ImageManifest, e))?;
     run.took("image-manifest", t);
     img.manifest = Some(m);
     Ok(img)

@@ -114,6 +114,15 @@ pub enum SealError {
         /// The error.
         source: std::io::Error,
     },
+    /// `stat(2)` of a file failed.
+    #[error("cannot stat {}: {source}", path.display())]
+    Stat {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Copies `path` into a sealed memfd named `netprobe-<name>`, hashing the bytes as they are
@@ -259,15 +268,18 @@ pub fn prove(pid: i32, rec: &SealedCopy) -> Observed {
 /// Whether the file at `path` still has the `stat` identity recorded (at provision, or when a
 /// verb last re-hashed it to the pin: [`SourceRefresh`]) (`Ok(true)`), has another
 /// (`Ok(false)`: re-hash it), or cannot be read (`Err`).
-pub fn source_unchanged(path: &Path, rec: &SealedCopy) -> Result<bool, String> {
+pub fn source_unchanged(path: &Path, rec: &SealedCopy) -> Result<bool, SealError> {
     Ok(source_stat(path)? == rec.source)
 }
 
 /// The `stat` identity of the file at `path`.
 ///
 /// Errors: a sentence naming the path when `stat(2)` fails.
-pub fn source_stat(path: &Path) -> Result<FileStat, String> {
-    let m = std::fs::metadata(path).map_err(|e| format!("cannot stat {}: {e}", path.display()))?;
+pub fn source_stat(path: &Path) -> Result<FileStat, SealError> {
+    let m = std::fs::metadata(path).map_err(|source| SealError::Stat {
+        path: path.to_path_buf(),
+        source,
+    })?;
     Ok(FileStat::of(&m))
 }
 
