@@ -5,7 +5,7 @@
 
 use super::JournalEvent;
 use super::error::SlotError;
-use super::gate::Observed;
+use super::gate::{Observed, ObservedWith};
 use super::state::{BinaryPin, ImageKind, SlotState};
 use super::{SlotArgs, Verb};
 use crate::criu::inventory::ImageFile;
@@ -285,7 +285,7 @@ pub fn stale_tmp(root: &Path) -> Vec<String> {
 /// reference screen (`screen.png`, a profile with a display) with the sha256 recorded in
 /// `state.json` and in the manifest, and a saved upper. Returns the snapshot folder and the
 /// detail.
-pub fn snapshot_complete(root: &Path, st: &SlotState) -> Result<(PathBuf, String), String> {
+pub fn snapshot_complete(root: &Path, st: &SlotState) -> ObservedWith<(PathBuf, String)> {
     let Some(s) = &st.snapshot else {
         let tmps = stale_tmp(root);
         return Err(format!(
@@ -427,7 +427,7 @@ pub fn probe_evidence(
     dir: &Path,
     rt: &BinaryPin,
     cr: &BinaryPin,
-) -> Result<(VerdictCode, String), String> {
+) -> ObservedWith<(VerdictCode, String)> {
     let shown = dir.display();
     let v = crate::probe::verify::verify(dir).map_err(|e| format!("{shown}: {e}"))?;
     if !v.reproduced() {

@@ -6,7 +6,7 @@ use super::JournalEvent;
 use super::checks;
 use super::error::{SlotError, StepId};
 use super::gate::GateId;
-use super::gate::Observed;
+use super::gate::{Observed, ObservedWith};
 use super::net;
 use super::run::VerbRun;
 use super::state::{ImageKind, SlotState};
@@ -94,7 +94,7 @@ fn pin_proof(
     sealed: SealedUse,
     pin: &super::state::BinaryPin,
     flag: &str,
-) -> Result<(String, Option<super::sealed::FileStat>), String> {
+) -> ObservedWith<(String, Option<super::sealed::FileStat>)> {
     let (pid, rec) = match sealed {
         Ok(s) => s,
         Err(why) => {
@@ -166,7 +166,7 @@ fn prove_copy(
 /// For `slot status`: each binary's sealed copy (runtime, CRIU) proven now, as the
 /// `runtime-binary`/`criu-binary` gates prove it; `None` when `state.json` records no copy.
 /// `Ok` carries the copy's exec path and the proof.
-pub(crate) fn sealed_copies_now(st: &SlotState) -> [Option<Result<(PathBuf, String), String>>; 2] {
+pub(crate) fn sealed_copies_now(st: &SlotState) -> [Option<ObservedWith<(PathBuf, String)>>; 2] {
     let one = |pin: &super::state::BinaryPin, flag: &str| {
         let rec = pin.sealed.as_ref()?;
         Some(match st.holder {
@@ -200,7 +200,7 @@ pub(crate) fn binary_gates(
             .unwrap_or_else(|_| Err(format!("hashing {} panicked", cr.display())));
         (runtime, criu)
     });
-    let split = |r: Result<(String, Option<_>), String>| match r {
+    let split = |r: ObservedWith<(String, Option<_>)>| match r {
         Ok((d, stat)) => (Ok(d), stat),
         Err(e) => (Err(e), None),
     };
@@ -389,11 +389,7 @@ pub(crate) struct GuestStarted {
 }
 
 /// Port, path and the thread of a started guest check.
-type GuestThread = (
-    u16,
-    String,
-    std::thread::JoinHandle<(Result<String, String>, u64)>,
-);
+type GuestThread = (u16, String, std::thread::JoinHandle<(Observed, u64)>);
 
 /// Starts the `guest-http` check of the slot's guest server (port, path, status and timeout
 /// from [`super::profiled::guest_check`]) in holder `h`'s netns, on a new thread. Read-only

@@ -48,6 +48,9 @@ pub enum StepError {
     /// A qcow2's `stat` did not hold between its hash and its export.
     #[error(transparent)]
     Qcow2Held(#[from] super::image_check::Qcow2HeldError),
+    /// A profile's `config.json` could not be made.
+    #[error(transparent)]
+    Bundle(#[from] super::profiled::BundleError),
     /// `state.json` could not be read or written.
     #[error(transparent)]
     State(#[from] super::state::StateError),

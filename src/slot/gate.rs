@@ -15,6 +15,10 @@ use serde::{Deserialize, Serialize};
 /// evidence, written to `gates.json` either way.
 pub type Observed = Result<String, String>;
 
+/// An observation whose proof also yields a value (`T`, with the detail in it, e.g. the
+/// snapshot folder and the detail); `Err(detail)` when not proven, as for [`Observed`].
+pub type ObservedWith<T> = Result<T, String>;
+
 /// The exit class of a gate that fails: `gate` (exit 1) or `host` (exit 3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

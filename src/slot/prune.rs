@@ -219,7 +219,7 @@ pub fn prune(
     layout::check_owner(&paths).map_err(|(_, d)| slot_err(d))?;
     let _lock = SlotLock::acquire(&paths.lock()).map_err(|held| PruneError::Locked {
         slot: raw_slot.to_string(),
-        held,
+        held: held.to_string(),
     })?;
     prune_locked(&paths, raw_slot, keep, include_failed, PruneCause::Command)
 }

@@ -383,7 +383,38 @@ struct PreparedUpper {
     src: PathBuf,
     /// `overlay/upper-<run+1>`, copied to.
     upper: PathBuf,
-    copy: std::thread::JoinHandle<Result<(), String>>,
+    copy: std::thread::JoinHandle<Result<(), PreparedUpperError>>,
+}
+
+/// Why the upper copied beside the gates is not used (then it is copied again after the
+/// unmount).
+#[derive(Debug, thiserror::Error)]
+enum PreparedUpperError {
+    /// The target was there already (an interrupted attempt's, or the mounted run's).
+    #[error("{} exists", .0.display())]
+    Exists(PathBuf),
+    /// The copy failed.
+    #[error(transparent)]
+    Copy(#[from] support::TreeError),
+    /// It was copied from another snapshot folder than the one restored.
+    #[error("copied from {}, not {}", copied.display(), wanted.display())]
+    OtherSource {
+        /// The folder copied from.
+        copied: PathBuf,
+        /// The folder restored.
+        wanted: PathBuf,
+    },
+}
+
+/// Why the snapshot's `manifest.json` beside its saved upper could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", path.display())]
+struct ManifestReadError {
+    /// The manifest.
+    path: PathBuf,
+    /// The read or parse error.
+    #[source]
+    source: Box<dyn std::error::Error + Send + Sync>,
 }
 
 impl PreparedUpper {
@@ -398,18 +429,18 @@ impl PreparedUpper {
             if u.exists() {
                 // Left by an interrupted attempt, and maybe the upper of the overlay mounted
                 // now: removed only after the unmount, in `reset_upper`.
-                return Err(format!("{} exists", u.display()));
+                return Err(PreparedUpperError::Exists(u));
             }
             support::copy_tree_unsynced(&s, &u).map_err(|e| {
                 let _ = support::remove_tree_same_fs(&u);
-                e.to_string()
+                PreparedUpperError::Copy(e)
             })
         });
         Some(PreparedUpper { src, upper, copy })
     }
 
     /// Waits for the copy; the upper it made when it succeeded from `src`.
-    fn take(self, src: &Path) -> Result<PathBuf, String> {
+    fn take(self, src: &Path) -> Result<PathBuf, PreparedUpperError> {
         let r = self
             .copy
             .join()
@@ -418,11 +449,10 @@ impl PreparedUpper {
             Ok(()) if self.src == src => Ok(self.upper),
             Ok(()) => {
                 let _ = support::remove_tree_same_fs(&self.upper);
-                Err(format!(
-                    "copied from {}, not {}",
-                    self.src.display(),
-                    src.display()
-                ))
+                Err(PreparedUpperError::OtherSource {
+                    copied: self.src,
+                    wanted: src.to_path_buf(),
+                })
             }
             Err(e) => Err(e),
         }
@@ -464,7 +494,7 @@ fn reset_upper(
             false
         }
         Some(Err(e)) => {
-            run.fact("upper_prepared_copy_unused", e);
+            run.fact("upper_prepared_copy_unused", e.to_string());
             false
         }
         None => false,
@@ -503,10 +533,14 @@ fn reset_upper(
 /// The snapshot's `manifest.json` beside its saved upper `src` (`<snapshot>/upper`), parsed.
 ///
 /// Errors: a sentence naming the file when it cannot be read or parsed.
-fn manifest_of(src: &Path) -> Result<serde_json::Value, String> {
-    let p = src.with_file_name("manifest.json");
-    let b = crate::evidence::read_recorded(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-    serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", p.display()))
+fn manifest_of(src: &Path) -> Result<serde_json::Value, ManifestReadError> {
+    let path = src.with_file_name("manifest.json");
+    let err = |source: Box<dyn std::error::Error + Send + Sync>| ManifestReadError {
+        path: path.clone(),
+        source,
+    };
+    let b = crate::evidence::read_recorded(&path).map_err(|e| err(e.into()))?;
+    serde_json::from_slice(&b).map_err(|e| err(e.into()))
 }
 
 /// The `upper-copy` gate: the copy `upper` has the tree digest recorded for the snapshot's saved

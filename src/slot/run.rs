@@ -513,10 +513,12 @@ impl<'a> VerbRun<'a> {
             .map(|(_, d)| d)
             .map_err(|(_, d)| d);
         self.gate(GateId::OwnershipMarker, r)?;
-        let r = SlotLock::acquire(&self.paths.lock()).map(|l| {
-            self.lock = Some(l);
-            format!("flock(LOCK_EX|LOCK_NB) on {}", self.paths.lock().display())
-        });
+        let r = SlotLock::acquire(&self.paths.lock())
+            .map(|l| {
+                self.lock = Some(l);
+                format!("flock(LOCK_EX|LOCK_NB) on {}", self.paths.lock().display())
+            })
+            .map_err(|e| e.to_string());
         self.gate(GateId::SlotLock, r)?;
         self.open_evidence()
     }

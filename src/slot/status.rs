@@ -5,7 +5,7 @@
 use super::checks;
 use super::error::SlotError;
 use super::gate::GateId;
-use super::gate::Observed;
+use super::gate::{Observed, ObservedWith};
 use super::layout::{self, SlotPaths, StateDirUse};
 use super::mounts;
 use super::run::VerbRun;
@@ -231,7 +231,7 @@ fn live_facts(run: &mut VerbRun, st: &SlotState, busy: bool) -> Value {
         Err(d) => json!({"alive": false, "detail": d}),
     };
     let [s_rt, s_cr] = super::common::sealed_copies_now(st);
-    let shown = |s: &Option<Result<(std::path::PathBuf, String), String>>| match s {
+    let shown = |s: &Option<ObservedWith<(std::path::PathBuf, String)>>| match s {
         None => Value::Null,
         Some(Ok((_, d))) => json!({"proven": true, "detail": d}),
         Some(Err(e)) => json!({"proven": false, "detail": e}),
@@ -239,9 +239,8 @@ fn live_facts(run: &mut VerbRun, st: &SlotState, busy: bool) -> Value {
     let sealed = json!({"runtime": shown(&s_rt), "criu": shown(&s_cr)});
     // The holder's proven copies run when there are; else the files, if they still hash to
     // what provision recorded.
-    let copy = |s: Option<Result<(std::path::PathBuf, String), String>>| {
-        s.and_then(|r| r.ok()).map(|c| c.0)
-    };
+    let copy =
+        |s: Option<ObservedWith<(std::path::PathBuf, String)>>| s.and_then(|r| r.ok()).map(|c| c.0);
     let (rt_copy, cr_copy) = (copy(s_rt), copy(s_cr));
     let rt_hash = match &rt_copy {
         Some(_) => Ok(st.runtime.sha256.clone()),
