@@ -46,14 +46,13 @@ impl Container {
 
     /// From the status document's `live`: `live.container.status`, and for an absent container
     /// whether `live.left_processes` proves none left (else [`Container::AbsentWithLeft`]).
-    pub(crate) fn from_live(live: &serde_json::Value) -> Self {
-        match Self::from_status(live["container"]["status"].as_str().unwrap_or("")) {
-            Container::Absent
-                if live["left_processes"]["cgroup"]["none"] != true
-                    || live["left_processes"]["netns"]["none"] != true =>
-            {
-                Container::AbsentWithLeft
-            }
+    pub(crate) fn from_live(live: &super::status::LiveFacts) -> Self {
+        let none_left = live
+            .left_processes
+            .as_ref()
+            .is_some_and(|l| l.cgroup.none && l.netns.none);
+        match Self::from_status(&live.container.status) {
+            Container::Absent if !none_left => Container::AbsentWithLeft,
             c => c,
         }
     }
@@ -542,9 +541,12 @@ mod tests {
 
     #[test]
     fn left_processes_turn_an_absent_container_into_a_lost_one() {
+        let facts = |v: serde_json::Value| -> super::super::status::LiveFacts {
+            serde_json::from_value(v).unwrap()
+        };
         let live = |none_cg: bool, none_ns: bool| {
-            serde_json::json!({"container": {"status": "absent"},
-                "left_processes": {"cgroup": {"none": none_cg}, "netns": {"none": none_ns}}})
+            facts(serde_json::json!({"container": {"status": "absent"},
+                "left_processes": {"cgroup": {"none": none_cg}, "netns": {"none": none_ns}}}))
         };
         assert_eq!(Container::from_live(&live(true, true)), Container::Absent);
         assert_eq!(
@@ -556,10 +558,10 @@ mod tests {
             Container::AbsentWithLeft
         );
         // Not told: fail closed.
-        let untold = serde_json::json!({"container": {"status": "absent"}});
+        let untold = facts(serde_json::json!({"container": {"status": "absent"}}));
         assert_eq!(Container::from_live(&untold), Container::AbsentWithLeft);
         let running =
-            serde_json::json!({"container": {"status": "running"}, "left_processes": null});
+            facts(serde_json::json!({"container": {"status": "running"}, "left_processes": null}));
         assert_eq!(Container::from_live(&running), Container::Running);
     }
 

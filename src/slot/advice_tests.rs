@@ -77,7 +77,8 @@ fn a_provisioned_slot_whose_state_was_removed_is_not_told_nothing_is_left() {
         );
         assert!(!trace.iter().any(|e| destructive(e)), "{trace:#?}");
     }
-    let nothing = serde_json::json!({"holder": {"alive": false}, "mounts_under_slot": []});
+    let nothing =
+        unrecorded(serde_json::json!({"holder": {"alive": false}, "mounts_under_slot": []}));
     let a = super::status::unreadable_state_advice(&paths, "missing", &nothing);
     assert!(
         a.contains("release by hand") && !a.contains("has no state"),
@@ -103,13 +104,15 @@ fn a_provision_stopped_before_its_state_is_told_nothing_is_left() {
             && !next.contains("netprobe slot cleanup"),
         "{next}"
     );
-    let nothing = serde_json::json!({"holder": {"alive": false}, "mounts_under_slot": []});
+    let nothing =
+        unrecorded(serde_json::json!({"holder": {"alive": false}, "mounts_under_slot": []}));
     let a = super::status::unreadable_state_advice(&p, "missing", &nothing);
     assert!(
         a.contains("slot 5 has no state") && !a.contains("delete -f"),
         "{a}"
     );
-    let mounted = serde_json::json!({"holder": {"alive": false}, "mounts_under_slot": ["/x"]});
+    let mounted =
+        unrecorded(serde_json::json!({"holder": {"alive": false}, "mounts_under_slot": ["/x"]}));
     let a = super::status::unreadable_state_advice(&p, "missing", &mounted);
     assert!(a.contains("release by hand"), "{a}");
     assert!(
@@ -134,8 +137,10 @@ fn a_provision_stopped_before_its_state_is_told_nothing_is_left() {
     // No entry for the container under the runtime root: nothing to delete, and no runtime
     // command is given for it.
     let entry = p.runtime_root().join(p.container_id());
-    let gone = serde_json::json!({"holder": {"alive": false}, "mounts_under_slot": ["/x"],
-        "runtime_state_entry": {"path": entry.display().to_string(), "exists": false}});
+    let gone = unrecorded(
+        serde_json::json!({"holder": {"alive": false}, "mounts_under_slot": ["/x"],
+        "runtime_state_entry": {"path": entry.display().to_string(), "exists": false}}),
+    );
     let a = super::status::unreadable_state_advice(&p, "missing", &gone);
     assert!(
         a.contains(&format!(
@@ -160,7 +165,7 @@ fn a_provision_stopped_before_its_state_is_told_nothing_is_left() {
 /// when they agree or no overlay is mounted.
 #[test]
 fn an_overlay_remounted_by_other_hands_gets_advice() {
-    let live = |v: serde_json::Value| serde_json::json!({ "overlay_volatile": v });
+    let live = |v: serde_json::Value| facts(serde_json::json!({ "overlay_volatile": v }));
     let note = super::status::overlay_volatile_note;
     let a = note(&live(
         serde_json::json!({"recorded": true, "mounted": false, "agrees": false}),
@@ -183,7 +188,7 @@ fn an_overlay_remounted_by_other_hands_gets_advice() {
 fn an_overlay_unmounted_by_other_hands_gets_advice() {
     let p = SlotPaths::new(Path::new("/var/lib/np"), 4);
     let note = super::status::overlay_unmounted_note;
-    let gone = serde_json::json!({"overlay_mounted": false});
+    let gone = facts(serde_json::json!({"overlay_mounted": false}));
     let a = note(&p, Phase::Running, &gone, true).unwrap();
     assert!(
         a.contains("gate overlay-mounted")
@@ -195,7 +200,7 @@ fn an_overlay_unmounted_by_other_hands_gets_advice() {
     let a = note(&p, Phase::Ready, &gone, false).unwrap();
     assert!(a.contains("`netprobe slot cleanup --slot 4"), "{a}");
     assert_eq!(note(&p, Phase::Checkpointed, &gone, true), None);
-    let there = serde_json::json!({"overlay_mounted": true});
+    let there = facts(serde_json::json!({"overlay_mounted": true}));
     assert_eq!(note(&p, Phase::Running, &there, true), None);
 }
 
@@ -204,7 +209,11 @@ fn an_overlay_unmounted_by_other_hands_gets_advice() {
 /// complete snapshot's dump's, which the restore unlocks); nothing when absent or unknown.
 #[test]
 fn criu_lock_left_in_the_holder_netns_gets_a_note_outside_checkpointed() {
-    let live = |status: &str| serde_json::json!({"criu_network_lock": {"status": status, "detail": "iptables: chain CRIU in table filter in the netns of holder pid 7 (…)"}});
+    let live = |status: &str| {
+        facts(
+            serde_json::json!({"criu_network_lock": {"status": status, "detail": "iptables: chain CRIU in table filter in the netns of holder pid 7 (…)"}}),
+        )
+    };
     let note = super::status::criu_lock_note;
     let a = note(Phase::Snapshotting, &live("present")).unwrap();
     assert!(
@@ -217,7 +226,7 @@ fn criu_lock_left_in_the_holder_netns_gets_a_note_outside_checkpointed() {
     assert_eq!(note(Phase::Checkpointed, &live("present")), None);
     assert_eq!(note(Phase::Running, &live("absent")), None);
     assert_eq!(note(Phase::Running, &live("unknown")), None);
-    assert_eq!(note(Phase::Clean, &serde_json::json!({})), None);
+    assert_eq!(note(Phase::Clean, &facts(serde_json::json!({}))), None);
 }
 
 /// `provision` refused at `slot-fresh` says what applies to the slot's state: while anything of
@@ -341,7 +350,7 @@ fn advised_commands_quote_a_state_dir_with_a_space() {
         a.contains("`--root '/tmp/x/with space/s/slot-61/runc-root' resume netprobe-slot-61`"),
         "{a}"
     );
-    let gone = serde_json::json!({"overlay_mounted": false});
+    let gone = facts(serde_json::json!({"overlay_mounted": false}));
     let a = super::status::overlay_unmounted_note(&p, Phase::Running, &gone, true).unwrap();
     assert!(
         a.contains("`netprobe slot reset --slot 61 --state-dir '/tmp/x/with space/s'`"),
@@ -396,4 +405,14 @@ fn a_missing_owner_marker_offers_the_move_only_when_nothing_is_recorded_live() {
     fs::remove_file(p.state()).unwrap();
     let (_, w) = layout::check_owner(p).unwrap_err();
     assert!(w.contains("move ") && !w.contains("records phase"), "{w}");
+}
+
+/// A `live` of a slot whose `state.json` was read, from (part of) its JSON.
+fn facts(v: serde_json::Value) -> super::status::LiveFacts {
+    serde_json::from_value(v).unwrap()
+}
+
+/// A `live` of a slot whose `state.json` cannot be read, from (part of) its JSON.
+fn unrecorded(v: serde_json::Value) -> super::status::UnrecordedLive {
+    serde_json::from_value(v).unwrap()
 }

@@ -193,6 +193,8 @@ steps! {
     UpperReset => "upper-reset",
     /// snapshot: saving the overlay upper.
     UpperSave => "upper-save",
+    /// status: encoding the status document.
+    StatusDocument => "status-document",
 }
 
 /// Where a slot verb failed: a gate, a step that could not run, the root check, or the verb's

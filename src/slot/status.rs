@@ -11,9 +11,203 @@ use super::mounts;
 use super::run::VerbRun;
 use super::state::*;
 use super::{SlotOutcome, Verb};
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fs;
+use std::path::PathBuf;
+
+/// The `slot status` document (schema `evidence-schema/slot-state.schema.json`). Printed
+/// through a [`Value`], so its keys are in alphabetical order.
+#[derive(Debug, Serialize)]
+pub(crate) struct StatusDoc {
+    /// [`STATE_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// `netprobe`.
+    pub tool: &'static str,
+    /// netprobe's version.
+    pub tool_version: &'static str,
+    /// The slot number.
+    pub slot: u32,
+    /// The slot folder.
+    pub slot_dir: PathBuf,
+    /// Whether the slot folder exists.
+    pub exists: bool,
+    /// Whether its ownership marker is proven.
+    pub owned: bool,
+    /// Whether another verb holds the slot lock.
+    pub busy: bool,
+    /// Why no verb can take the slot lock, if so.
+    pub lock_error: Option<String>,
+    /// `state.json`, when it was read.
+    pub state: Option<SlotState>,
+    /// Why `state.json` could not be read, if so.
+    pub state_error: Option<String>,
+    /// What is alive now.
+    pub live: Live,
+    /// Whether the snapshot recorded is complete.
+    pub snapshot: SnapshotNow,
+    /// Interrupted snapshots' folders (`snapshot.tmp-*`).
+    pub stale_snapshot_tmp: Vec<String>,
+    /// How many journal entries can be read.
+    pub journal_entries: usize,
+    /// The journal's last entry.
+    pub last_journal_entry: Option<super::layout::JournalEntry>,
+    /// The slot's declared differences.
+    pub declared_differences: Vec<String>,
+    /// What to do next, when it is not the obvious verb.
+    pub advice: Option<String>,
+}
+
+/// `snapshot`: whether the snapshot `state.json` records is complete, and the detail.
+#[derive(Debug, Serialize)]
+pub(crate) struct SnapshotNow {
+    /// The `snapshot-complete` check passes now.
+    pub complete: bool,
+    /// Its detail, or why it is not known.
+    pub detail: String,
+}
+
+/// `live`: what is alive now, from `state.json` ([`LiveFacts`]), or from what is left when it
+/// cannot be read ([`UnrecordedLive`]), or nothing for a slot that does not exist (`{}`).
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub(crate) enum Live {
+    /// `state.json` was read.
+    Recorded(Box<LiveFacts>),
+    /// `state.json` cannot be read.
+    Unrecorded(UnrecordedLive),
+    /// No slot: an empty object.
+    NoSlot {},
+}
+
+/// A fact proven now or not (`proven`, `detail`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct ProvenNow {
+    /// Whether it is proven.
+    pub proven: bool,
+    /// The gate's detail.
+    pub detail: String,
+}
+
+/// The holder (`alive`, `detail`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct HolderNow {
+    /// Whether it is the recorded process, alive.
+    pub alive: bool,
+    /// What proves it, or why not.
+    pub detail: String,
+}
+
+/// The runtime's word on the container (`status`: its state, `absent` or `unknown`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct ContainerNow {
+    /// `runtime state`'s status, `absent` or `unknown`.
+    pub status: String,
+    /// The init pid, or why it is not known.
+    pub detail: String,
+}
+
+/// None left (`none`), and the check's detail.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct NoneLeft {
+    /// Whether none is left.
+    pub none: bool,
+    /// The check's detail.
+    pub detail: String,
+}
+
+/// Processes a lost container left: in its cgroup and beside the holder in the slot's netns.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct LeftNow {
+    /// The `cgroup-empty` check.
+    pub cgroup: NoneLeft,
+    /// The `netns-empty` check.
+    pub netns: NoneLeft,
+}
+
+/// The holder's sealed copies proven now (`None`: none recorded).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct SealedNow {
+    /// The runtime's.
+    pub runtime: Option<ProvenNow>,
+    /// CRIU's.
+    pub criu: Option<ProvenNow>,
+}
+
+/// `state.json`'s `overlay.volatile` beside the mount table's.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct VolatileNow {
+    /// What `state.json` records.
+    pub recorded: bool,
+    /// What the mount table says.
+    pub mounted: bool,
+    /// Whether they agree.
+    pub agrees: bool,
+}
+
+/// `live` of a slot whose `state.json` was read.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct LiveFacts {
+    /// The running container's cgroup limits read back ([`super::cgroups::limits_now`]).
+    pub cgroup_limits: Value,
+    /// The holder.
+    pub holder: HolderNow,
+    /// CRIU's network lock in the holder's netns ([`super::criu_lock::look`]).
+    pub criu_network_lock: Option<super::criu_lock::LockNow>,
+    /// The `image-unchanged` check, where it is cheap.
+    pub image_unchanged: Option<ProvenNow>,
+    /// The holder's sealed copies.
+    pub sealed_copies: SealedNow,
+    /// The container.
+    pub container: ContainerNow,
+    /// What a lost container left (only when the runtime has none and no verb runs).
+    pub left_processes: Option<LeftNow>,
+    /// Whether the overlay is mounted.
+    pub overlay_mounted: bool,
+    /// The overlay's `volatile`, recorded and mounted.
+    pub overlay_volatile: Option<VolatileNow>,
+    /// Whether the qcow2's filesystem is mounted.
+    pub image_mounted: bool,
+    /// Whether the FUSE export's daemon runs.
+    pub fuse_export_running: bool,
+    /// Whether the loop device is attached to the export.
+    pub loop_attached: bool,
+    /// Each published port now ([`super::publish_gates::live`]).
+    pub published_ports: Value,
+}
+
+/// The runtime's state entry of the slot's container (`path`, `exists`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct RuntimeEntryNow {
+    /// `<slot>/runc-root/<container id>`.
+    pub path: String,
+    /// Whether it exists.
+    pub exists: bool,
+}
+
+/// `live` of a slot whose `state.json` cannot be read.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct UnrecordedLive {
+    /// The holder `holder.json` records.
+    pub holder: HolderNow,
+    /// Every mount point under the slot folder.
+    pub mounts_under_slot: Vec<String>,
+    /// The container's cgroup folders still there.
+    pub cgroup_dirs: Vec<String>,
+    /// The runtime's state entry of the container.
+    pub runtime_state_entry: Option<RuntimeEntryNow>,
+}
 
 /// Runs `status`.
 pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
@@ -57,7 +251,7 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
                 .and_then(|o| o.as_ref().ok())
                 .map(|(m, _)| m.id.as_str()),
         ),
-        (None, None) => json!({}),
+        (None, None) => Live::NoSlot {},
     };
     let snap = st.as_ref().map(|s| checks::snapshot_complete(&p.root, s));
     let journal = layout::journal_read(&p.journal());
@@ -67,34 +261,60 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
     } else {
         Vec::new()
     };
-    let doc = json!({
-        "schema_version": STATE_SCHEMA_VERSION,
-        "tool": "netprobe",
-        "tool_version": env!("CARGO_PKG_VERSION"),
-        "slot": p.slot,
-        "slot_dir": p.root,
-        "exists": exists,
-        "owned": matches!(owner, Some(Ok(_))),
-        "busy": busy,
-        "lock_error": lock_error,
-        "state": st,
-        "state_error": state_error,
-        "live": live,
-        "snapshot": match &snap {
-            Some(Ok((_, d))) => json!({"complete": true, "detail": d}),
-            Some(Err(d)) => json!({"complete": false, "detail": d}),
-            None if state_error.is_some() => json!({"complete": false, "detail": "state.json cannot be read (`state_error`): the snapshot it records is unknown"}),
-            None => json!({"complete": false, "detail": "no slot"}),
+    let snapshot = match &snap {
+        Some(Ok((_, d))) => (true, d.clone()),
+        Some(Err(d)) => (false, d.clone()),
+        None if state_error.is_some() => (
+            false,
+            "state.json cannot be read (`state_error`): the snapshot it records is unknown".into(),
+        ),
+        None => (false, "no slot".into()),
+    };
+    let advice = match exists {
+        false => Some(absent_slot_advice(&p)),
+        true => status_advice(
+            &p,
+            held_by.as_ref(),
+            lock_error.as_deref(),
+            state_error.as_deref(),
+            st.as_ref(),
+            &live,
+            snap.as_ref().is_some_and(|s| s.is_ok()),
+        ),
+    };
+    let doc = StatusDoc {
+        schema_version: STATE_SCHEMA_VERSION,
+        tool: "netprobe",
+        tool_version: env!("CARGO_PKG_VERSION"),
+        slot: p.slot,
+        slot_dir: p.root.clone(),
+        exists,
+        owned: matches!(owner, Some(Ok(_))),
+        busy,
+        lock_error,
+        state: st.clone(),
+        state_error,
+        live,
+        snapshot: SnapshotNow {
+            complete: snapshot.0,
+            detail: snapshot.1,
         },
-        "stale_snapshot_tmp": if exists { checks::stale_tmp(&p.root) } else { vec![] },
-        "journal_entries": journal.len(),
-        "last_journal_entry": journal.last(),
-        "declared_differences": declared,
-        "advice": match exists {
-            false => Some(absent_slot_advice(&p)),
-            true => status_advice(&p, held_by.as_ref(), lock_error.as_deref(), state_error.as_deref(), st.as_ref(), &live, snap.as_ref().is_some_and(|s| s.is_ok())),
+        stale_snapshot_tmp: if exists {
+            checks::stale_tmp(&p.root)
+        } else {
+            vec![]
         },
-    });
+        journal_entries: journal.len(),
+        last_journal_entry: journal.last().cloned(),
+        declared_differences: declared.clone(),
+        advice,
+    };
+    let doc = serde_json::to_value(&doc).map_err(|e| {
+        run.step_err(
+            super::error::StepId::StatusDocument,
+            super::error::StepError::encode("status", e),
+        )
+    })?;
     Ok(SlotOutcome {
         verb: Verb::Status,
         slot: p.slot,
@@ -154,9 +374,13 @@ fn status_advice(
     lock_error: Option<&str>,
     state_error: Option<&str>,
     st: Option<&SlotState>,
-    live: &Value,
+    live: &Live,
     snapshot_ok: bool,
 ) -> Option<String> {
+    let facts = match live {
+        Live::Recorded(f) => Some(&**f),
+        _ => None,
+    };
     match held_by {
         // Held by no netprobe process: what a killed verb left (same scan as the names).
         Some(by) if !by.orphans.is_empty() => {
@@ -168,32 +392,37 @@ fn status_advice(
             by.text
         )),
         None => {
-            let next = match state_error {
-                Some(e) => Some(unreadable_state_advice(p, e, live)),
-                None => st.and_then(|s| {
+            let next = match (state_error, live) {
+                (Some(e), Live::Unrecorded(u)) => Some(unreadable_state_advice(p, e, u)),
+                (Some(e), _) => Some(unreadable_state_advice(p, e, &UnrecordedLive::default())),
+                (None, _) => st.zip(facts).and_then(|(s, f)| {
                     super::advice::advice(
                         s.phase,
                         p,
-                        super::advice::Container::from_live(live),
-                        s.holder
-                            .map(|h| h.pid)
-                            .filter(|_| live["holder"]["alive"] == true),
+                        super::advice::Container::from_live(f),
+                        s.holder.map(|h| h.pid).filter(|_| f.holder.alive),
                         snapshot_ok,
                         super::advice::last_verb(&p.evidence()),
                     )
                 }),
             };
-            let overlay = st.and_then(|s| overlay_unmounted_note(p, s.phase, live, snapshot_ok));
-            let lock = st.and_then(|s| criu_lock_note(s.phase, live));
+            let with_facts = |f: &dyn Fn(&SlotState, &LiveFacts) -> Option<String>| {
+                st.zip(facts).and_then(|(s, l)| f(s, l))
+            };
+            let overlay = with_facts(&|s, l| overlay_unmounted_note(p, s.phase, l, snapshot_ok));
+            let lock = with_facts(&|s, l| criu_lock_note(s.phase, l));
             // An image changed since provision stops every later verb but cleanup.
-            let image = (live["image_unchanged"]["proven"] == false).then(|| {
+            let changed = facts
+                .and_then(|f| f.image_unchanged.as_ref())
+                .is_some_and(|i| !i.proven);
+            let image = changed.then(|| {
                 "the image changed since provision (`live.image_unchanged` names what): snapshot, restore and reset refuse (gate image-unchanged) until the slot is cleaned up and another provisioned".to_string()
             });
             // A limit changed by hand: the next snapshot refuses it (gate cgroup-limits).
-            let limits = (live["cgroup_limits"]["equal"] == false).then(|| {
+            let limits = facts.map(|f| &f.cgroup_limits).filter(|l| l["equal"] == false).map(|l| {
                 format!(
                     "the container's cgroup limits differ from config.json (`live.cgroup_limits`: {}): snapshot refuses (gate cgroup-limits) until the value is put back",
-                    live["cgroup_limits"]["differences"]
+                    l["differences"]
                         .as_array()
                         .map(|d| d.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("; "))
                         .unwrap_or_default()
@@ -205,7 +434,7 @@ fn status_advice(
                 next,
                 lock,
                 overlay,
-                overlay_volatile_note(live),
+                facts.and_then(overlay_volatile_note),
             ]
             .into_iter()
             .flatten()
@@ -225,18 +454,26 @@ fn status_advice(
 /// What is alive now: holder, container (the runtime is run only if it is still the binary
 /// recorded at provision), processes a lost container left (only when the runtime has none and
 /// no verb holds the lock: `busy`), overlay and image mounts, FUSE export, loop device.
-fn live_facts(run: &mut VerbRun, st: &SlotState, busy: bool) -> Value {
+fn live_facts(run: &mut VerbRun, st: &SlotState, busy: bool) -> Live {
     let holder = match checks::holder(st) {
-        Ok(d) => json!({"alive": true, "detail": d}),
-        Err(d) => json!({"alive": false, "detail": d}),
+        Ok(detail) => HolderNow {
+            alive: true,
+            detail,
+        },
+        Err(detail) => HolderNow {
+            alive: false,
+            detail,
+        },
     };
     let [s_rt, s_cr] = super::common::sealed_copies_now(st);
-    let shown = |s: &Option<ObservedWith<(std::path::PathBuf, String)>>| match s {
-        None => Value::Null,
-        Some(Ok((_, d))) => json!({"proven": true, "detail": d}),
-        Some(Err(e)) => json!({"proven": false, "detail": e}),
+    let shown = |s: &Option<ObservedWith<(std::path::PathBuf, String)>>| {
+        s.as_ref()
+            .map(|r| proven(r.as_ref().map(|(_, d)| d.clone()).map_err(String::clone)))
     };
-    let sealed = json!({"runtime": shown(&s_rt), "criu": shown(&s_cr)});
+    let sealed = SealedNow {
+        runtime: shown(&s_rt),
+        criu: shown(&s_cr),
+    };
     // The holder's proven copies run when there are; else the files, if they still hash to
     // what provision recorded.
     let copy =
@@ -247,6 +484,10 @@ fn live_facts(run: &mut VerbRun, st: &SlotState, busy: bool) -> Value {
         None => checks::file_sha256(&st.runtime.path),
     };
     let mut container_pid = None;
+    let now = |status: &str, detail: String| ContainerNow {
+        status: status.to_string(),
+        detail,
+    };
     let container = match rt_hash {
         Ok(h) if h == st.runtime.sha256 => {
             let rt_path = rt_copy.unwrap_or(st.runtime.path.clone());
@@ -255,86 +496,108 @@ fn live_facts(run: &mut VerbRun, st: &SlotState, busy: bool) -> Value {
             match rt.state(&st.container_id) {
                 Ok(Some(c)) => {
                     container_pid = Some(c.pid);
-                    json!({"status": c.status, "detail": format!("init pid {}", c.pid)})
+                    now(&c.status, format!("init pid {}", c.pid))
                 }
-                Ok(None) => {
-                    json!({"status": "absent", "detail": "runtime state: does not exist"})
-                }
-                Err(e) => json!({"status": "unknown", "detail": e.to_string()}),
+                Ok(None) => now("absent", "runtime state: does not exist".into()),
+                Err(e) => now("unknown", e.to_string()),
             }
         }
-        Ok(h) => {
-            json!({"status": "unknown", "detail": format!("runtime {} sha256 {h} differs from provision; not run", st.runtime.path.display())})
-        }
-        Err(e) => json!({"status": "unknown", "detail": e}),
+        Ok(h) => now(
+            "unknown",
+            format!(
+                "runtime {} sha256 {h} differs from provision; not run",
+                st.runtime.path.display()
+            ),
+        ),
+        Err(e) => now("unknown", e),
     };
     // Only when the runtime has no container: then any process in its cgroup or beside the
     // holder in the slot's netns is one it lost track of (the restore gates refuse on them).
     // (Not while a verb runs: its runtime and CRIU processes are not a lost container. Not for
     // a clean slot: cleanup checked both — gates netns-empty and cgroup-released (the directories
     // gone) in its evidence — and the holder that named the namespace is stopped and no longer recorded.)
-    let left = if container["status"] == "absent" && !busy && st.phase != Phase::Clean {
-        let one = |r: Observed| match r {
-            Ok(d) => json!({"none": true, "detail": d}),
-            Err(d) => json!({"none": false, "detail": d}),
+    let left = if container.status == "absent" && !busy && st.phase != Phase::Clean {
+        let one = |r: Observed| {
+            let p = proven(r);
+            NoneLeft {
+                none: p.proven,
+                detail: p.detail,
+            }
         };
-        json!({
-            "cgroup": one(super::cgroup_procs::no_container_procs(st)),
-            "netns": one(super::cgroup_procs::no_netns_strangers(st, &run.env.proc_root)),
+        Some(LeftNow {
+            cgroup: one(super::cgroup_procs::no_container_procs(st)),
+            netns: one(super::cgroup_procs::no_netns_strangers(
+                st,
+                &run.env.proc_root,
+            )),
         })
     } else {
-        Value::Null
+        None
     };
     let img = st.image.as_ref();
     // The `image-unchanged` gate's check, where it is cheap (a walk of a directory image's
     // metadata, one stat of a qcow2): never a whole-file hash of a qcow2 with no recorded stat.
     let image_unchanged = match img {
         Some(i) if i.manifest.is_some() || i.file_stat.is_some() => {
-            match super::image_check::image_unchanged(st, &run.paths) {
-                Ok(d) => json!({"proven": true, "detail": d}),
-                Err(d) => json!({"proven": false, "detail": d}),
-            }
+            Some(proven(super::image_check::image_unchanged(st, &run.paths)))
         }
-        _ => Value::Null,
+        _ => None,
     };
     // Read-only: the holder re-verified, its netns entered, the ruleset captured there.
     let criu_lock = st.holder.map(|h| super::criu_lock::look(&h));
-    let limits = match (container["status"].as_str(), container_pid) {
-        (Some("running"), Some(pid)) => super::cgroups::limits_now(st, pid),
+    let limits = match (container.status.as_str(), container_pid) {
+        ("running", Some(pid)) => super::cgroups::limits_now(st, pid),
         _ => Value::Null,
     };
-    json!({
-        "cgroup_limits": limits,
-        "holder": holder,
-        "criu_network_lock": criu_lock,
-        "image_unchanged": image_unchanged,
-        "sealed_copies": sealed,
-        "container": container,
-        "left_processes": left,
-        "overlay_mounted": st.overlay.as_ref().is_some_and(|o| mounts::is_mounted(&o.merged)),
-        "overlay_volatile": overlay_volatile(st),
-        "image_mounted": img.is_some_and(|i| i.kind == ImageKind::Qcow2 && mounts::is_mounted(&i.lower)),
-        "fuse_export_running": img.and_then(|i| i.qsd_pid.zip(i.export_file.clone())).is_some_and(|(pid, f)| mounts::qsd_is_ours(pid, &f)),
-        "loop_attached": img.and_then(|i| i.loop_device.clone().zip(i.export_file.clone())).is_some_and(|(d, f)| mounts::loop_backing_file(&d).as_deref() == Some(f.as_path())),
-        "published_ports": super::publish_gates::live(st),
-    })
+    Live::Recorded(Box::new(LiveFacts {
+        cgroup_limits: limits,
+        holder,
+        criu_network_lock: criu_lock,
+        image_unchanged,
+        sealed_copies: sealed,
+        container,
+        left_processes: left,
+        overlay_mounted: st
+            .overlay
+            .as_ref()
+            .is_some_and(|o| mounts::is_mounted(&o.merged)),
+        overlay_volatile: overlay_volatile(st),
+        image_mounted: img
+            .is_some_and(|i| i.kind == ImageKind::Qcow2 && mounts::is_mounted(&i.lower)),
+        fuse_export_running: img
+            .and_then(|i| i.qsd_pid.zip(i.export_file.clone()))
+            .is_some_and(|(pid, f)| mounts::qsd_is_ours(pid, &f)),
+        loop_attached: img
+            .and_then(|i| i.loop_device.clone().zip(i.export_file.clone()))
+            .is_some_and(|(d, f)| mounts::loop_backing_file(&d).as_deref() == Some(f.as_path())),
+        published_ports: super::publish_gates::live(st),
+    }))
+}
+
+/// An observation as `proven` and its detail.
+fn proven(r: Observed) -> ProvenNow {
+    match r {
+        Ok(detail) => ProvenNow {
+            proven: true,
+            detail,
+        },
+        Err(detail) => ProvenNow {
+            proven: false,
+            detail,
+        },
+    }
 }
 
 /// `live.overlay_volatile`: `state.json`'s `overlay.volatile` beside what the mount table says
 /// of the overlay on the slot's rootfs (`volatile` among its options), and whether they agree;
 /// null when no overlay is recorded or none is mounted there.
-fn overlay_volatile(st: &SlotState) -> Value {
-    let Some(ov) = st.overlay.as_ref() else {
-        return Value::Null;
-    };
-    match crate::ns::mountinfo::overlay_is_volatile(&ov.merged) {
-        None => Value::Null,
-        Some(mounted) => json!({
-            "recorded": ov.volatile,
-            "mounted": mounted,
-            "agrees": mounted == ov.volatile,
-        }),
-    }
+fn overlay_volatile(st: &SlotState) -> Option<VolatileNow> {
+    let ov = st.overlay.as_ref()?;
+    crate::ns::mountinfo::overlay_is_volatile(&ov.merged).map(|mounted| VolatileNow {
+        recorded: ov.volatile,
+        mounted,
+        agrees: mounted == ov.volatile,
+    })
 }
 
 /// The advice when the phase says the container runs on its overlay (`ready`, `running`) but
@@ -345,10 +608,10 @@ fn overlay_volatile(st: &SlotState) -> Value {
 pub(crate) fn overlay_unmounted_note(
     p: &SlotPaths,
     phase: Phase,
-    live: &Value,
+    live: &LiveFacts,
     snapshot_ok: bool,
 ) -> Option<String> {
-    if !matches!(phase, Phase::Ready | Phase::Running) || live["overlay_mounted"] != false {
+    if !matches!(phase, Phase::Ready | Phase::Running) || live.overlay_mounted {
         return None;
     }
     let cmd = |verb: &str| {
@@ -378,14 +641,14 @@ pub(crate) fn overlay_unmounted_note(
 /// a verb that did not finish left it (a first snapshot killed with SIGKILL while the runtime
 /// and CRIU finished the dump without netprobe), its rules drop the namespace's traffic, and
 /// what each verb does with it. `None` otherwise.
-pub(crate) fn criu_lock_note(phase: Phase, live: &Value) -> Option<String> {
-    let lock = &live["criu_network_lock"];
-    if phase == Phase::Checkpointed || lock["status"] != "present" {
+pub(crate) fn criu_lock_note(phase: Phase, live: &LiveFacts) -> Option<String> {
+    let lock = live.criu_network_lock.as_ref()?;
+    if phase == Phase::Checkpointed || lock.status != super::criu_lock::LockPresence::Present {
         return None;
     }
     Some(format!(
         "CRIU's network lock is in the holder's network namespace (`live.criu_network_lock`: {}) in phase {}, so it is not a complete snapshot's (a checkpoint or restore that did not finish leaves it, e.g. a snapshot killed with SIGKILL whose runtime finished the dump without netprobe): its rules drop the namespace's packets CRIU did not mark, so the guest is unreachable while it stays; a restore or reset removes it before its runtime restore and refuses if it cannot (gate no-criu-lock), a snapshot removes it before it records the network state, and cleanup leaves it to the namespace, whose holder it stops (its evidence records the lock: fact criu_network_lock_at_cleanup)",
-        lock["detail"].as_str().unwrap_or_default(),
+        lock.detail,
         phase.name()
     ))
 }
@@ -394,19 +657,19 @@ pub(crate) fn criu_lock_note(phase: Phase, live: &Value) -> Option<String> {
 /// remounted by other hands since the last verb): what each says, and that the next restore or
 /// reset mounts a new overlay run as its verb does (volatile when the kernel accepts it);
 /// `None` when they agree or nothing is mounted.
-pub(crate) fn overlay_volatile_note(live: &Value) -> Option<String> {
-    let ov = &live["overlay_volatile"];
-    if ov["agrees"] != false {
+pub(crate) fn overlay_volatile_note(live: &LiveFacts) -> Option<String> {
+    let ov = live.overlay_volatile.as_ref()?;
+    if ov.agrees {
         return None;
     }
-    let word = |v: &Value| match v.as_bool() {
-        Some(true) => "with `volatile`",
-        _ => "without `volatile`",
+    let word = |v: bool| match v {
+        true => "with `volatile`",
+        false => "without `volatile`",
     };
     Some(format!(
         "the overlay on the slot's rootfs is mounted {} but state.json records it {} (`live.overlay_volatile`): it was remounted by other hands; the next `slot restore` or `slot reset` mounts a new overlay run, volatile when the kernel accepts it",
-        word(&ov["mounted"]),
-        word(&ov["recorded"])
+        word(ov.mounted),
+        word(ov.recorded)
     ))
 }
 
@@ -415,7 +678,7 @@ pub(crate) fn overlay_volatile_note(live: &Value) -> Option<String> {
 /// slot folder (`/proc/self/mountinfo`) and whether the slot's runtime root holds an entry for
 /// its container (`runtime_state_entry`: path and `exists`; the runtime keeps its state of a
 /// container in `<root>/<id>`, so none there is no container to delete).
-fn stateless_live_facts(p: &SlotPaths, owner_id: Option<&str>) -> Value {
+fn stateless_live_facts(p: &SlotPaths, owner_id: Option<&str>) -> Live {
     let holder = match crate::evidence::read_recorded(&p.holder())
         .map_err(|e| format!("{}: {e}", p.holder().display()))
         .and_then(|b| {
@@ -423,24 +686,35 @@ fn stateless_live_facts(p: &SlotPaths, owner_id: Option<&str>) -> Value {
                 .map_err(|e| format!("{}: {e}", p.holder().display()))
         }) {
         Ok(h) => match h.verify() {
-            Ok(_) => json!({"alive": true, "detail": format!("{} (from holder.json)", h)}),
-            Err(e) => json!({"alive": false, "detail": format!("{} (from holder.json): {e}", h)}),
+            Ok(_) => HolderNow {
+                alive: true,
+                detail: format!("{} (from holder.json)", h),
+            },
+            Err(e) => HolderNow {
+                alive: false,
+                detail: format!("{} (from holder.json): {e}", h),
+            },
         },
-        Err(e) => json!({"alive": false, "detail": e}),
+        Err(e) => HolderNow {
+            alive: false,
+            detail: e,
+        },
     };
     let mounts: Vec<String> = crate::ns::mountinfo::mounts_under(&p.root)
         .iter()
         .map(|m| m.display().to_string())
         .collect();
     let entry = p.runtime_root().join(p.container_id());
-    json!({
-        "holder": holder,
-        "mounts_under_slot": mounts,
-        "cgroup_dirs": owner_id.map(|id| container_cgroup_dirs(p.slot, id)).unwrap_or_default(),
-        "runtime_state_entry": {
-            "path": entry.display().to_string(),
-            "exists": entry.symlink_metadata().is_ok(),
-        },
+    Live::Unrecorded(UnrecordedLive {
+        holder,
+        mounts_under_slot: mounts,
+        cgroup_dirs: owner_id
+            .map(|id| container_cgroup_dirs(p.slot, id))
+            .unwrap_or_default(),
+        runtime_state_entry: Some(RuntimeEntryNow {
+            path: entry.display().to_string(),
+            exists: entry.symlink_metadata().is_ok(),
+        }),
     })
 }
 
@@ -463,21 +737,17 @@ fn container_cgroup_dirs(slot: u32, owner_id: &str) -> Vec<String> {
 /// A slot whose provision ended (interrupted, failed) before it wrote `state.json`, with no
 /// holder alive and nothing mounted under it (`live`), holds nothing to release: then the
 /// advice is the `slot-state` gate's own (keep the evidence, move the folder, another number).
-pub(crate) fn unreadable_state_advice(p: &SlotPaths, e: &str, live: &Value) -> String {
-    let nothing_live = live["holder"]["alive"] != true
-        && live["mounts_under_slot"]
-            .as_array()
-            .is_some_and(|m| m.is_empty())
-        && live["cgroup_dirs"].as_array().is_none_or(|c| c.is_empty());
+pub(crate) fn unreadable_state_advice(p: &SlotPaths, e: &str, live: &UnrecordedLive) -> String {
+    let nothing_live =
+        !live.holder.alive && live.mounts_under_slot.is_empty() && live.cgroup_dirs.is_empty();
     if nothing_live && let Some(why) = super::missing_state_why(p) {
         return why.trim_start_matches(": ").to_string();
     }
-    let entry = &live["runtime_state_entry"];
     let runtime = match provisioned_runtime(p) {
         // The runtime root holds no state of the container: nothing to delete.
-        _ if entry["exists"] == false => format!(
+        _ if let Some(entry) = live.runtime_state_entry.as_ref().filter(|e| !e.exists) => format!(
             "none: the runtime root holds no {} (`live.runtime_state_entry`), so the runtime has no container of this slot to delete",
-            entry["path"].as_str().unwrap_or_default()
+            entry.path
         ),
         Some((path, from)) => format!(
             "`{} --root {} delete -f {}` (the runtime provision recorded: {})",
@@ -496,7 +766,7 @@ pub(crate) fn unreadable_state_advice(p: &SlotPaths, e: &str, live: &Value) -> S
     format!(
         "state.json cannot be read ({e}): no verb can run on this slot (gate slot-state) and netprobe keeps no copy of it; put back a copy if you have one, else release by hand, in this order: the container ({runtime}), every mount under {} deepest first (`live.mounts_under_slot`), the holder (`live.holder`: `kill` its pid){}; keep the evidence ({}), then provision another slot number",
         p.root.display(),
-        match live["cgroup_dirs"].as_array().map_or(0, Vec::len) {
+        match live.cgroup_dirs.len() {
             0 => String::new(),
             n => format!(
                 ", the container's {n} cgroup folder(s) (`live.cgroup_dirs`: `rmdir` each once no process is in it)"
@@ -583,5 +853,137 @@ pub(crate) fn existing_slot_way_out(p: &SlotPaths) -> String {
             "its state.json cannot be read ({e}){}",
             super::no_state_why(p)
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slot::checks::tests::fixture;
+
+    fn schema() -> jsonschema::Validator {
+        let text = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("evidence-schema/slot-state.schema.json"),
+        )
+        .unwrap();
+        jsonschema::validator_for(&serde_json::from_str(&text).unwrap()).unwrap()
+    }
+
+    fn doc(st: Option<SlotState>, state_error: Option<String>, live: Live) -> StatusDoc {
+        let exists = !matches!(live, Live::NoSlot {});
+        StatusDoc {
+            schema_version: STATE_SCHEMA_VERSION,
+            tool: "netprobe",
+            tool_version: env!("CARGO_PKG_VERSION"),
+            slot: 7,
+            slot_dir: "/var/lib/np/slot-7".into(),
+            exists,
+            owned: exists,
+            busy: false,
+            lock_error: None,
+            state: st,
+            state_error,
+            live,
+            snapshot: SnapshotNow {
+                complete: false,
+                detail: "no slot".into(),
+            },
+            stale_snapshot_tmp: vec!["snapshot.tmp-1".into()],
+            journal_entries: 1,
+            last_journal_entry: Some(crate::slot::layout::JournalEntry {
+                at: "2026-01-01T00:00:00.000Z".into(),
+                pid: 42,
+                verb: "provision".into(),
+                event: crate::slot::JournalEvent::End,
+                ok: true,
+                detail: "provisioned".into(),
+                evidence: Some("0001-provision".into()),
+                verb_sha256: None,
+            }),
+            declared_differences: match exists {
+                true => vec!["a difference".into()],
+                false => Vec::new(),
+            },
+            advice: None,
+        }
+    }
+
+    /// The typed document of each kind of slot (state read, state unreadable, no slot)
+    /// validates against `evidence-schema/slot-state.schema.json`.
+    #[test]
+    fn status_documents_validate_against_the_slot_state_schema() {
+        let (_d, mut st) = fixture();
+        // The unit fixture's owner id is a word; a slot's is hex.
+        st.owner_id = "0123abcd".into();
+        let said = |proven| ProvenNow {
+            proven,
+            detail: "detail".into(),
+        };
+        let facts = LiveFacts {
+            cgroup_limits: Value::Null,
+            holder: HolderNow {
+                alive: true,
+                detail: "pid 1".into(),
+            },
+            criu_network_lock: Some(crate::slot::criu_lock::LockNow {
+                status: crate::slot::criu_lock::LockPresence::Absent,
+                detail: "none".into(),
+            }),
+            image_unchanged: Some(said(false)),
+            sealed_copies: SealedNow {
+                runtime: Some(said(true)),
+                criu: None,
+            },
+            container: ContainerNow {
+                status: "absent".into(),
+                detail: "runtime state: does not exist".into(),
+            },
+            left_processes: Some(LeftNow {
+                cgroup: NoneLeft {
+                    none: true,
+                    detail: "none".into(),
+                },
+                netns: NoneLeft {
+                    none: false,
+                    detail: "pid 9".into(),
+                },
+            }),
+            overlay_mounted: true,
+            overlay_volatile: Some(VolatileNow {
+                recorded: true,
+                mounted: false,
+                agrees: false,
+            }),
+            image_mounted: false,
+            fuse_export_running: false,
+            loop_attached: false,
+            published_ports: serde_json::json!([]),
+        };
+        let unrecorded = UnrecordedLive {
+            holder: HolderNow {
+                alive: false,
+                detail: "gone".into(),
+            },
+            mounts_under_slot: vec!["/var/lib/np/slot-7/rootfs".into()],
+            cgroup_dirs: Vec::new(),
+            runtime_state_entry: Some(RuntimeEntryNow {
+                path: "/var/lib/np/slot-7/runc-root/netprobe-slot-7".into(),
+                exists: false,
+            }),
+        };
+        let v = schema();
+        for d in [
+            doc(Some(st), None, Live::Recorded(Box::new(facts))),
+            doc(None, Some("missing".into()), Live::Unrecorded(unrecorded)),
+            doc(None, None, Live::NoSlot {}),
+        ] {
+            let j = serde_json::to_value(&d).unwrap();
+            let errors: Vec<String> = v.iter_errors(&j).map(|e| e.to_string()).collect();
+            assert!(errors.is_empty(), "{errors:#?}\n{j:#}");
+        }
+        // No slot: `live` is an empty object.
+        let j = serde_json::to_value(doc(None, None, Live::NoSlot {})).unwrap();
+        assert_eq!(j["live"], serde_json::json!({}));
     }
 }
