@@ -5,6 +5,17 @@
 //! dependencies point downward: [`probe`] and [`slot`] use everything below them; nothing below
 //! imports `probe` or `slot`.
 
+// `netprobe::…` paths resolve inside the library too, so the binary's command line (src/cli)
+// compiles into the library's unit tests: `reference` renders its flags from clap.
+extern crate self as netprobe;
+
+/// The binary's command line, compiled into the library's unit tests only (the generated flag
+/// tables of `docs/REFERENCE.md` are rendered from it, see [`reference`]).
+#[cfg(test)]
+#[path = "cli/mod.rs"]
+#[allow(dead_code)]
+mod cli;
+
 pub mod assert;
 pub mod cgroup;
 pub mod criu;
@@ -21,6 +32,7 @@ pub mod out;
 pub mod probe;
 pub mod proc;
 pub mod profile;
+pub mod reference;
 pub mod report;
 pub mod shell;
 pub mod slot;

@@ -19,8 +19,8 @@ fn setup() {
         nix::unistd::geteuid().is_root(),
         "needs root (holders, runc, CRIU); CI runs it as root"
     );
-    // SAFETY: prctl with an integer argument, no memory passed.
     assert_eq!(
+        // SAFETY: prctl with an integer argument, no memory passed.
         unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) },
         0
     );

@@ -87,8 +87,8 @@ fn holder_lo_up_identity_netns_and_clean_fds() {
     );
     let status = std::fs::read_to_string(format!("/proc/{}/status", id.pid)).unwrap();
     assert!(status.lines().any(|l| l == "Threads:\t1"), "{status}");
-    // SAFETY: getsid on a pid has no memory effects.
     assert_eq!(
+        // SAFETY: getsid on a pid has no memory effects.
         unsafe { libc::getsid(id.pid) },
         id.pid,
         "holder must be a session leader"

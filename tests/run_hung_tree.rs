@@ -25,8 +25,8 @@ fn setup() -> std::sync::MutexGuard<'static, ()> {
         nix::unistd::geteuid().is_root(),
         "needs root; CI runs it as root"
     );
-    // SAFETY: prctl with an integer argument, no memory passed.
     assert_eq!(
+        // SAFETY: prctl with an integer argument, no memory passed.
         unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) },
         0
     );

@@ -93,6 +93,7 @@ fn run_measured(cmd: &mut Command) -> Result<(Duration, i64), String> {
     let mut status = 0;
     // SAFETY: rusage is plain data; wait4 fills it for our own child.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4 on our own child, writing only into `status` and `ru`, which we own.
     let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
     let d = t.elapsed();
     if r != pid || !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {

@@ -82,7 +82,9 @@ fn run_measured(cmd: &mut Command) -> (Duration, i32, i64) {
         .spawn()
         .expect("spawn");
     let mut status = 0;
+    // SAFETY: rusage is plain data; all zeroes is a valid value.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4 on our own child, writing only into `status` and `ru`, which we own.
     unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut ru) };
     let code = if libc::WIFEXITED(status) {
         libc::WEXITSTATUS(status)

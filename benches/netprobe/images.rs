@@ -152,6 +152,7 @@ fn run_measured(cmd: &mut Command) -> Result<(Duration, i64), String> {
     let mut status = 0;
     // SAFETY: plain wait4 on our own child; rusage is a plain C struct we own.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4 on our own child, writing only into `status` and `ru`, which we own.
     let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
     let d = t.elapsed();
     if r != pid || !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {

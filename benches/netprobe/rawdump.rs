@@ -58,9 +58,11 @@ fn raw_dump(ty: u16, req: &[u8]) -> io::Result<RawDump> {
 }
 
 unsafe fn dump_on(fd: i32, ty: u16, req: &[u8]) -> io::Result<RawDump> {
+    // SAFETY: sockaddr_nl is plain data; all zeroes is a valid value (pid 0: the kernel picks).
     let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
     sa.nl_family = libc::AF_NETLINK as u16;
     let salen = std::mem::size_of::<libc::sockaddr_nl>() as u32;
+    // SAFETY: `sa` is a valid sockaddr_nl of `salen` bytes; bind only reads it.
     if unsafe { libc::bind(fd, &sa as *const _ as *const libc::sockaddr, salen) } != 0 {
         return Err(io::Error::last_os_error());
     }
@@ -70,6 +72,7 @@ unsafe fn dump_on(fd: i32, ty: u16, req: &[u8]) -> io::Result<RawDump> {
     req[4..6].copy_from_slice(&ty.to_ne_bytes());
     req[6..8].copy_from_slice(&0x301u16.to_ne_bytes());
     req[8..12].copy_from_slice(&CRIU_SEQ.to_ne_bytes());
+    // SAFETY: `req` and `sa` are valid for the lengths given; sendto only reads them.
     let n = unsafe {
         libc::sendto(
             fd,
@@ -86,6 +89,7 @@ unsafe fn dump_on(fd: i32, ty: u16, req: &[u8]) -> io::Result<RawDump> {
     let mut buf = vec![0u8; 32 * 1024];
     let mut out = RawDump { links: 0, bytes: 0 };
     loop {
+        // SAFETY: recv writes at most `buf.len()` bytes into `buf`, which we own.
         let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
         if n < 0 {
             let e = io::Error::last_os_error();

@@ -48,7 +48,7 @@ pub fn evaluate(spec: &ProbeSpec, rung_dir: &Path) -> Vec<AssertionResult> {
             qs.push(q);
         }
     }
-    let mut counts: HashMap<(&str, &LogQuery), Result<u64, String>> = HashMap::new();
+    let mut counts: HashMap<(&str, &LogQuery), Result<u64, FileError>> = HashMap::new();
     for (log, qs) in by_log {
         let owned: Vec<LogQuery> = qs.iter().map(|q| (*q).clone()).collect();
         let outcome = scan_log(&rung_dir.join(log), &owned);
@@ -72,7 +72,7 @@ pub fn evaluate(spec: &ProbeSpec, rung_dir: &Path) -> Vec<AssertionResult> {
                             .is_some_and(|c| c.as_ref().is_ok_and(|n| *n > 0))
                     });
                     match (&counts[&(log.as_str(), query)], anchor_seen) {
-                        (Err(e), _) => (log.clone(), expected, e.clone(), false),
+                        (Err(e), _) => (log.clone(), expected, e.to_string(), false),
                         (Ok(_), Some(false)) => (
                             log.clone(),
                             expected,
@@ -185,9 +185,10 @@ pub(crate) enum FileError {
 #[error("not a NetState: no `{0}` array")]
 pub(crate) struct NotNetState(&'static str);
 
-/// The `observed` text for a file that could not be read (`e` is shared by several queries).
-fn unreadable(rel: &str, e: &io::Error) -> String {
-    file_error(rel, io::Error::new(e.kind(), e.to_string())).to_string()
+/// The error of a file that could not be read (`e` is shared by several queries); its text is
+/// the assertion's `observed`.
+fn unreadable(rel: &str, e: &io::Error) -> FileError {
+    file_error(rel, io::Error::new(e.kind(), e.to_string()))
 }
 
 fn file_error(rel: &str, e: io::Error) -> FileError {
@@ -255,13 +256,13 @@ fn eval_files(rung_dir: &Path, glob: &str, count: &Bound, bytes: Option<&Bound>)
     let shown_dir = if dir_rel.is_empty() { "." } else { dir_rel };
     let entries = match fs::read_dir(&dir) {
         Ok(e) => e,
-        Err(e) => return (unreadable(&format!("{shown_dir}/"), &e), false),
+        Err(e) => return (unreadable(&format!("{shown_dir}/"), &e).to_string(), false),
     };
     let mut found: Vec<(String, u64)> = Vec::new();
     for entry in entries {
         let entry = match entry {
             Ok(e) => e,
-            Err(e) => return (unreadable(&format!("{shown_dir}/"), &e), false),
+            Err(e) => return (unreadable(&format!("{shown_dir}/"), &e).to_string(), false),
         };
         let name = entry.file_name().to_string_lossy().into_owned();
         if (name.starts_with('.') && !pat.starts_with('.'))
@@ -272,7 +273,12 @@ fn eval_files(rung_dir: &Path, glob: &str, count: &Bound, bytes: Option<&Bound>)
         match entry.metadata() {
             Ok(md) if md.is_file() => found.push((name, md.len())),
             Ok(_) => {}
-            Err(e) => return (unreadable(&format!("{shown_dir}/{name}"), &e), false),
+            Err(e) => {
+                return (
+                    unreadable(&format!("{shown_dir}/{name}"), &e).to_string(),
+                    false,
+                );
+            }
         }
     }
     found.sort();
@@ -320,7 +326,7 @@ fn eval_netstate(
             let expected = "no CRIU chain or CRIU-… table in its netfilter".to_string();
             let (observed, passed) = match crate::evidence::read_recorded_text(&rung_dir.join(file))
             {
-                Err(e) => (unreadable(file, &e), false),
+                Err(e) => (unreadable(file, &e).to_string(), false),
                 Ok(t) => match crate::netlink::NetState::from_json(&t) {
                     Err(e) => (format!("unreadable: {file}: {e}"), false),
                     Ok(s) => {
@@ -350,7 +356,7 @@ fn equal_files(rung_dir: &Path, file: &str, other: &str) -> (String, String, Str
         crate::evidence::read_recorded(&rung_dir.join(rel)).map_err(|e| unreadable(rel, &e))
     };
     let (observed, passed) = match (read(file), read(other)) {
-        (Err(e), _) | (_, Err(e)) => (e, false),
+        (Err(e), _) | (_, Err(e)) => (e.to_string(), false),
         (Ok(a), Ok(b)) if a == b => (format!("identical ({} bytes)", a.len()), true),
         (Ok(a), Ok(b)) => (diff_summary(file, &a, other, &b), false),
     };

@@ -95,6 +95,33 @@ pub enum CgroupError {
         /// What is wrong.
         reason: String,
     },
+    /// A read-back records no `/proc/PID/cgroup` (its first file).
+    #[error("no /proc/PID/cgroup recorded")]
+    NoProcCgroupRecorded,
+    /// A read-back's first file is not a `/proc/PID/cgroup` of its pid.
+    #[error("{} is not a /proc/PID/cgroup", path.display())]
+    NotProcCgroup {
+        /// The file recorded first.
+        path: PathBuf,
+    },
+}
+
+/// A value of `systemctl show` that is not one ([`super::systemd::parse_timespan_us`], byte
+/// counts); the text goes into [`CgroupError::UnitProperty`]'s reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnitValueError {
+    /// A time span token has a unit systemd does not print.
+    #[error("unknown time unit in {0:?}")]
+    UnknownTimeUnit(String),
+    /// A time span token's number does not parse.
+    #[error("bad number in {0:?}")]
+    BadNumber(String),
+    /// The time span is empty.
+    #[error("empty time span")]
+    EmptyTimeSpan,
+    /// A byte count is neither a number nor `infinity`.
+    #[error("bad byte count {0:?}")]
+    BadByteCount(String),
 }
 
 impl CgroupError {

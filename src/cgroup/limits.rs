@@ -158,23 +158,29 @@ impl LimitReadback {
     /// `files[0]` lies; `<root>/proc/self/mountinfo` read again). Hierarchies where the process
     /// sat in another cgroup are not the container's and are left out.
     ///
-    /// Errors: a sentence when the recorded `/proc/PID/cgroup` or the host's mounts cannot be
-    /// read (then the other hierarchies cannot be checked).
-    pub fn container_dirs(&self) -> std::result::Result<Vec<PathBuf>, String> {
+    /// Errors: [`CgroupError::NoProcCgroupRecorded`], [`CgroupError::NotProcCgroup`], or
+    /// [`CgroupHost::detect`]'s error when the host's mounts cannot be read (then the other
+    /// hierarchies cannot be checked).
+    pub fn container_dirs(&self) -> Result<Vec<PathBuf>> {
         let mut dirs: Vec<PathBuf> = self
             .files
             .iter()
             .skip(1)
             .filter_map(|f| f.path.parent().map(Path::to_path_buf))
             .collect();
-        let first = self.files.first().ok_or("no /proc/PID/cgroup recorded")?;
+        let first = self
+            .files
+            .first()
+            .ok_or(CgroupError::NoProcCgroupRecorded)?;
         let root = first
             .path
             .ends_with(format!("proc/{}/cgroup", self.pid))
             .then(|| first.path.ancestors().nth(3))
             .flatten()
-            .ok_or_else(|| format!("{} is not a /proc/PID/cgroup", first.path.display()))?;
-        let host = CgroupHost::detect(root).map_err(|e| e.to_string())?;
+            .ok_or_else(|| CgroupError::NotProcCgroup {
+                path: first.path.clone(),
+            })?;
+        let host = CgroupHost::detect(root)?;
         let lines: Vec<(&str, &str, &str)> = first
             .value
             .lines()

@@ -43,6 +43,6 @@ pub mod mode;
 pub mod systemd;
 
 pub use driver::{CgroupDriver, DriverChoice, ManageCgroupsMode, systemd_booted};
-pub use error::{CgroupError, Result};
+pub use error::{CgroupError, Result, UnitValueError};
 pub use limits::{FileRead, LimitReadback, read_limits, read_limits_at};
 pub use mode::{CgroupHost, CgroupMode, CgroupMount, CgroupVersion, parse_mountinfo};

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use super::error::{CgroupError, Result};
+use super::error::{CgroupError, Result, UnitValueError};
 use crate::oci::Resources;
 
 /// A systemd `cgroupsPath` for runc's `--systemd-cgroup`: `slice:prefix:name`.
@@ -129,8 +129,8 @@ pub struct UnitLimits {
 /// Parse a systemd time span as printed by `systemctl show` (`4s`, `500ms`, `1s 500ms`,
 /// `1min 30s`, `250us`, `0`) into µs; `infinity` → None.
 ///
-/// Errors: a message naming the token.
-pub fn parse_timespan_us(s: &str) -> std::result::Result<Option<u64>, String> {
+/// Errors: [`UnitValueError`], naming the token.
+pub fn parse_timespan_us(s: &str) -> std::result::Result<Option<u64>, UnitValueError> {
     let s = s.trim();
     if s == "infinity" {
         return Ok(None);
@@ -148,24 +148,26 @@ pub fn parse_timespan_us(s: &str) -> std::result::Result<Option<u64>, String> {
             "min" | "m" => 60e6,
             "h" | "hr" => 3600e6,
             "d" => 86400e6,
-            _ => return Err(format!("unknown time unit in {tok:?}")),
+            _ => return Err(UnitValueError::UnknownTimeUnit(tok.into())),
         };
-        let n: f64 = num.parse().map_err(|_| format!("bad number in {tok:?}"))?;
+        let n: f64 = num
+            .parse()
+            .map_err(|_| UnitValueError::BadNumber(tok.into()))?;
         total += (n * mult).round() as u64;
     }
     if s.is_empty() {
-        return Err("empty time span".into());
+        return Err(UnitValueError::EmptyTimeSpan);
     }
     Ok(Some(total))
 }
 
-fn parse_bytes(v: &str) -> std::result::Result<Option<u64>, String> {
+fn parse_bytes(v: &str) -> std::result::Result<Option<u64>, UnitValueError> {
     match v.trim() {
         "infinity" => Ok(None),
         n => n
             .parse::<u64>()
             .map(Some)
-            .map_err(|_| format!("bad byte count {n:?}")),
+            .map_err(|_| UnitValueError::BadByteCount(n.into())),
     }
 }
 
@@ -185,10 +187,10 @@ impl UnitLimits {
                     reason: "missing from systemctl show".into(),
                 })
         };
-        let prop_err = |k: &str, reason: String| CgroupError::UnitProperty {
+        let prop_err = |k: &str, reason: UnitValueError| CgroupError::UnitProperty {
             unit: unit.into(),
             property: k.into(),
-            reason,
+            reason: reason.to_string(),
         };
         let cpu = parse_timespan_us(get("CPUQuotaPerSecUSec")?)
             .map_err(|r| prop_err("CPUQuotaPerSecUSec", r))?;

@@ -87,11 +87,8 @@ pub struct Cli {
 }
 
 /// `--expect VERDICT`: one of [`VerdictCode::ALL`]. Errors: the list of verdicts.
-pub fn parse_verdict(s: &str) -> Result<VerdictCode, String> {
-    VerdictCode::parse(s).ok_or_else(|| {
-        let all: Vec<&str> = VerdictCode::ALL.iter().map(|v| v.as_str()).collect();
-        format!("unknown verdict {s:?}; one of: {}", all.join(", "))
-    })
+pub fn parse_verdict(s: &str) -> Result<VerdictCode, netprobe::matrix::UnknownVerdict> {
+    VerdictCode::parse(s).ok_or_else(|| netprobe::matrix::UnknownVerdict::new(s))
 }
 
 /// Prints `netprobe: MSG` on stderr and returns the exit code of `class`.

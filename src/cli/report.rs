@@ -46,19 +46,20 @@ impl Execute for ReportCmd {
                 Err(e) => fail(ExitClass::Usage, e),
             };
         }
-        use netprobe::report::{Verified, VerifyKind};
+        use netprobe::report::{Verified, VerifyFailure, VerifyKind};
         // Why verify could not run at all (then the exit is verify's own: usage, 2).
         let could_not = std::cell::RefCell::new(None::<String>);
         let verify = |d: &std::path::Path, kind| {
             let r = match kind {
                 VerifyKind::Run => netprobe::probe::verify::verify(d)
                     .map(|o| Verified::Run(Box::new(o)))
-                    .map_err(|e| e.to_string()),
+                    .map_err(VerifyFailure::from),
                 VerifyKind::Matrix => netprobe::matrix::table::verify_matrix(d)
-                    .map(|(problems, parts)| Verified::Matrix { problems, parts }),
+                    .map(|(problems, parts)| Verified::Matrix { problems, parts })
+                    .map_err(VerifyFailure::from),
             };
             if let Err(e) = &r {
-                *could_not.borrow_mut() = Some(e.clone());
+                *could_not.borrow_mut() = Some(e.to_string());
             }
             Some(r)
         };

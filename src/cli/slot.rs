@@ -207,9 +207,8 @@ struct ProvisionCmd {
 }
 
 /// `--cgroup-driver`: `systemd` or `cgroupfs` (a bad name is a usage error, exit 2).
-fn parse_driver(s: &str) -> Result<netprobe::cgroup::CgroupDriver, String> {
+fn parse_driver(s: &str) -> Result<netprobe::cgroup::CgroupDriver, netprobe::cgroup::CgroupError> {
     s.parse()
-        .map_err(|e: netprobe::cgroup::CgroupError| e.to_string())
 }
 
 /// `slot snapshot|restore|reset|cleanup`: the binaries default to those recorded at provision.
@@ -237,19 +236,22 @@ struct StatusCmd {
 }
 
 /// `--image-sha256`: 64 lower-case hex digits.
-fn parse_sha256(s: &str) -> Result<String, String> {
+fn parse_sha256(s: &str) -> Result<String, NotSha256> {
     if s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
         Ok(s.to_string())
     } else {
-        Err("expected 64 lower-case hex digits".into())
+        Err(NotSha256)
     }
 }
 
+/// An `--image-sha256` value that is not 64 lower-case hex digits.
+#[derive(Debug, thiserror::Error)]
+#[error("expected 64 lower-case hex digits")]
+struct NotSha256;
+
 /// `--reason`: not blank (it is recorded in the slot; [`checks::probe_gate_reason`]).
-fn parse_reason(s: &str) -> Result<String, String> {
-    checks::probe_gate_reason(Some(s))
-        .map(|()| s.to_string())
-        .map_err(|e| e.to_string())
+fn parse_reason(s: &str) -> Result<String, checks::UsageError> {
+    checks::probe_gate_reason(Some(s)).map(|()| s.to_string())
 }
 
 impl SlotVerb {

@@ -68,6 +68,7 @@ pub fn pretty_name(os_release: &str) -> Option<String> {
 fn uname() -> (String, String, String) {
     // SAFETY: `utsname` is plain old data; uname(2) fills it with NUL-terminated strings.
     let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid, writable `utsname` for uname(2) to fill.
     if unsafe { libc::uname(&mut u) } != 0 {
         return (String::new(), String::new(), String::new());
     }

@@ -1,7 +1,9 @@
 //! The `netprobe matrix` subcommand: its clap arguments and handler (kept here, apart from
 //! `main.rs`, so the CLI can move without touching the matrix logic).
 
-use super::{Expect, MatrixOptions, run_matrix, table};
+use super::{
+    Expect, MatrixArgsError, MatrixLoadError, MatrixOptions, UnknownVerdict, run_matrix, table,
+};
 use crate::evidence::result::VerdictCode;
 use crate::exit::ExitClass;
 use std::path::PathBuf;
@@ -67,17 +69,14 @@ struct ConfigFile {
     expect: std::collections::BTreeMap<String, String>,
 }
 
-fn verdict(s: &str) -> Result<VerdictCode, String> {
-    VerdictCode::parse(s).ok_or_else(|| {
-        let all: Vec<&str> = VerdictCode::ALL.iter().map(|v| v.as_str()).collect();
-        format!("unknown verdict {s:?}; one of: {}", all.join(", "))
-    })
+fn verdict(s: &str) -> Result<VerdictCode, UnknownVerdict> {
+    VerdictCode::parse(s).ok_or_else(|| UnknownVerdict::new(s))
 }
 
 /// `VERDICT` or `RUNTIME=VERDICT` (`*=VERDICT` = all).
 ///
-/// Errors: the verdict is unknown (the message lists the known ones).
-pub fn parse_expect(s: &str) -> Result<Expect, String> {
+/// Errors: [`UnknownVerdict`] (the message lists the known ones).
+pub fn parse_expect(s: &str) -> Result<Expect, UnknownVerdict> {
     match s.rsplit_once('=') {
         Some((r, v)) => Ok(Expect {
             runtime: (r != "*").then(|| r.to_string()),
@@ -112,7 +111,7 @@ fn duplicate(list: &[PathBuf]) -> Option<&PathBuf> {
 /// Errors: the file cannot be read or parsed; an expectation names an unknown verdict or a
 /// runtime that is not in the matrix (a typo would otherwise never be checked); a runtime or
 /// CRIU given twice.
-pub fn options(a: &MatrixArgs, exe: PathBuf) -> Result<MatrixOptions, String> {
+pub fn options(a: &MatrixArgs, exe: PathBuf) -> Result<MatrixOptions, MatrixArgsError> {
     let mut runtimes = a.runtimes.clone();
     let mut crius = a.crius.clone();
     let mut expect = Vec::new();
@@ -122,14 +121,15 @@ pub fn options(a: &MatrixArgs, exe: PathBuf) -> Result<MatrixOptions, String> {
             crate::evidence::CONFIG_READ_CAP,
             crate::evidence::Symlinks::Follow,
         )
-        .map_err(|e| {
-            format!(
-                "--config {}: {e}; give the matrix's TOML file (a few KiB; at most 1 MiB)",
-                f.display()
-            )
+        .map_err(|source| MatrixArgsError::ConfigRead {
+            path: f.clone(),
+            source,
         })?;
         let c: ConfigFile =
-            toml::from_str(&text).map_err(|e| format!("--config {}: {e}", f.display()))?;
+            toml::from_str(&text).map_err(|source| MatrixArgsError::ConfigParse {
+                path: f.clone(),
+                source,
+            })?;
         runtimes.extend(c.runtimes);
         crius.extend(c.crius);
         for (r, v) in c.expect {
@@ -141,10 +141,10 @@ pub fn options(a: &MatrixArgs, exe: PathBuf) -> Result<MatrixOptions, String> {
     }
     for (what, list) in [("--runtime", &runtimes), ("--criu", &crius)] {
         if let Some(d) = duplicate(list) {
-            return Err(format!(
-                "{what} {} is given twice (the same file after resolving links, counting the command line and --config together): give each binary once; two builds of one version go in as two different files",
-                d.display()
-            ));
+            return Err(MatrixArgsError::Duplicate {
+                flag: what,
+                path: d.clone(),
+            });
         }
     }
     for e in &expect {
@@ -152,15 +152,15 @@ pub fn options(a: &MatrixArgs, exe: PathBuf) -> Result<MatrixOptions, String> {
             && !runtimes.iter().any(|p| runtime_matches(r, p))
         {
             let given: Vec<String> = runtimes.iter().map(|p| p.display().to_string()).collect();
-            return Err(format!(
-                "expectation {r}={}: {r:?} names no runtime of this matrix (runtimes: {}); give a runtime's path as given or its file name, or `*` for all",
-                e.verdict.as_str(),
-                if given.is_empty() {
+            return Err(MatrixArgsError::UnknownRuntime {
+                runtime: r.clone(),
+                verdict: e.verdict.as_str(),
+                given: if given.is_empty() {
                     "none".into()
                 } else {
                     given.join(", ")
-                }
-            ));
+                },
+            });
         }
     }
     let evidence = a.evidence.clone().unwrap_or_else(|| {
@@ -184,9 +184,8 @@ pub fn options(a: &MatrixArgs, exe: PathBuf) -> Result<MatrixOptions, String> {
 
 /// `netprobe verify` of the baseline folder, as `NOT VERIFIED` lines (empty: it reproduces).
 ///
-/// Errors: its `matrix.json` is missing or invalid (the sentence of
-/// [`super::model::load_matrix`]).
-fn baseline_not_verified(b: &std::path::Path) -> Result<Vec<String>, String> {
+/// Errors: its `matrix.json` is missing or invalid ([`super::model::load_matrix`]'s error).
+fn baseline_not_verified(b: &std::path::Path) -> Result<Vec<String>, MatrixLoadError> {
     let (problems, _) = table::verify_matrix(b)?;
     if problems.is_empty() {
         return Ok(Vec::new());
@@ -435,5 +434,28 @@ mod tests {
         assert_eq!(duplicate(&[f.clone(), other, link.clone()]), Some(&link));
         let given = PathBuf::from("runc");
         assert_eq!(duplicate(&[given.clone(), given.clone()]), Some(&given));
+    }
+
+    #[test]
+    fn the_shipped_example_config_parses_with_its_expectations() {
+        use clap::Parser;
+        let example = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/matrix.toml");
+        let mut a = Cli::try_parse_from(["netprobe"]).unwrap().matrix;
+        a.config = Some(example);
+        let o = options(&a, PathBuf::from("netprobe")).unwrap();
+        assert_eq!(o.runtimes.len(), 2, "{:?}", o.runtimes);
+        assert_eq!(o.crius.len(), 2, "{:?}", o.crius);
+        let expect: Vec<(Option<&str>, &str)> = o
+            .expect
+            .iter()
+            .map(|e| (e.runtime.as_deref(), e.verdict.as_str()))
+            .collect();
+        assert_eq!(
+            expect,
+            [
+                (None, "runtime-empty-ns"),
+                (Some("crun"), "runtime-preserves-netns")
+            ]
+        );
     }
 }

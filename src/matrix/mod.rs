@@ -15,9 +15,12 @@
 //! its error is recorded and every other part's evidence is kept.
 
 pub mod cli;
+mod error;
 pub mod model;
 pub mod table;
 pub mod verify;
+
+pub use error::{MatrixArgsError, MatrixLoadError, PartStop, UnknownPartFolder, UnknownVerdict};
 
 use crate::evidence::result::{RunResult, RungName, VerdictCode};
 use model::{MatrixBinary, MatrixCell, MatrixPart, MatrixResult};
@@ -64,13 +67,16 @@ pub enum MatrixError {
     /// Not root.
     #[error("{0}")]
     HostRefused(String),
+    /// The `--baseline` folder has no readable `matrix.json`.
+    #[error(transparent)]
+    Baseline(Box<MatrixLoadError>),
 }
 
 impl MatrixError {
     /// The README's exit class: usage, host refused.
     pub fn exit_class(&self) -> crate::exit::ExitClass {
         match self {
-            MatrixError::Usage(_) => crate::exit::ExitClass::Usage,
+            MatrixError::Usage(_) | MatrixError::Baseline(_) => crate::exit::ExitClass::Usage,
             MatrixError::HostRefused(_) => crate::exit::ExitClass::HostRefused,
         }
     }
@@ -148,7 +154,7 @@ fn check_inputs(opts: &MatrixOptions) -> Result<Option<MatrixResult>, MatrixErro
     }
     crate::host::check_root().map_err(|e| MatrixError::HostRefused(e.to_string()))?;
     let baseline = match &opts.baseline {
-        Some(b) => Some(model::load_matrix(b).map_err(MatrixError::Usage)?),
+        Some(b) => Some(model::load_matrix(b).map_err(|e| MatrixError::Baseline(Box::new(e)))?),
         None => None,
     };
     crate::evidence::enclosing::refuse_inside_evidence(&opts.evidence, None)

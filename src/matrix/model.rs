@@ -147,39 +147,42 @@ pub const MATRIX_JSON_CAP: u64 = 16 << 20;
 /// Reads and validates `<dir>/matrix.json` (a regular file of at most [`MATRIX_JSON_CAP`]
 /// bytes).
 ///
-/// Errors: a sentence naming the file (missing, not JSON, schema violations).
-pub fn load_matrix(dir: &Path) -> Result<MatrixResult, String> {
+/// Errors: [`super::MatrixLoadError`], naming the file (missing, not JSON, schema violations).
+pub fn load_matrix(dir: &Path) -> Result<MatrixResult, super::MatrixLoadError> {
+    use super::MatrixLoadError as E;
     let p = dir.join(MATRIX_FILE);
-    let text =
-        crate::evidence::read_bounded_text(&p, MATRIX_JSON_CAP, Symlinks::Follow).map_err(|e| {
+    let text = crate::evidence::read_bounded_text(&p, MATRIX_JSON_CAP, Symlinks::Follow).map_err(
+        |source| {
+            let (file, dir) = (p.clone(), dir.to_path_buf());
             let note = dir.join(crate::evidence::dir::INTERRUPTED_FILE);
+            let incomplete = dir.join(crate::evidence::dir::INCOMPLETE_FILE);
             match note.is_file() {
                 // A matrix stopped by a signal writes no matrix.json: say so, with its note.
-                true => format!(
-                    "{}: {e}: {} is a matrix that was interrupted ({} says: {}), so it has no result; pass a matrix folder that finished",
-                    p.display(),
-                    dir.display(),
-                    note.display(),
-                    crate::evidence::dir::note_first_line(&note)
-                ),
-                false if super::verify::is_unfinished_matrix(dir) => format!(
-                    "{}: {e}: {} is a matrix that did not finish ({} says: {}), so it has no result; pass a matrix folder that finished",
-                    p.display(),
-                    dir.display(),
-                    dir.join(crate::evidence::dir::INCOMPLETE_FILE).display(),
-                    crate::evidence::dir::note_first_line(
-                        &dir.join(crate::evidence::dir::INCOMPLETE_FILE)
-                    )
-                ),
-                false => format!(
-                    "{}: {e} (is {} a matrix folder?)",
-                    p.display(),
-                    dir.display()
-                ),
+                true => E::Interrupted {
+                    first_line: crate::evidence::dir::note_first_line(&note),
+                    file,
+                    dir,
+                    note,
+                    source,
+                },
+                false if super::verify::is_unfinished_matrix(&dir) => E::Unfinished {
+                    first_line: crate::evidence::dir::note_first_line(&incomplete),
+                    file,
+                    dir,
+                    note: incomplete,
+                    source,
+                },
+                false => E::Unreadable { file, dir, source },
             }
-        })?;
-    let v: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", p.display()))?;
-    validate_matrix(&v).map_err(|e| format!("{}: {}", p.display(), e.join("; ")))?;
-    serde_json::from_value(v).map_err(|e| format!("{}: {e}", p.display()))
+        },
+    )?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|source| E::NotJson {
+        file: p.clone(),
+        source,
+    })?;
+    validate_matrix(&v).map_err(|problems| E::Schema {
+        file: p.clone(),
+        problems,
+    })?;
+    serde_json::from_value(v).map_err(|source| E::Shape { file: p, source })
 }

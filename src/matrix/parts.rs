@@ -169,7 +169,7 @@ fn die_with_matrix(matrix: libc::pid_t) -> std::io::Result<()> {
 fn wait_bounded(
     child: &mut std::process::Child,
     limit: Duration,
-) -> Result<std::process::ExitStatus, String> {
+) -> Result<std::process::ExitStatus, super::PartStop> {
     let pid = child.id() as i32;
     let fd = crate::ns::pidfd_open(pid).ok();
     let ended = match &fd {
@@ -204,27 +204,26 @@ fn wait_bounded(
         }
     };
     if ended {
-        return child
-            .wait()
-            .map_err(|e| format!("it ended, but waiting for it failed: {e}"));
+        return child.wait().map_err(super::PartStop::WaitFailed);
     }
     let how = match &fd {
         Some(fd) => {
             let t = Instant::now();
             let _ = crate::ns::pidfd_send_signal(fd, libc::SIGTERM);
             if crate::ns::wait_pidfd_exit(fd, PART_STOP_WAIT).unwrap_or(false) {
-                format!("SIGTERM; it exited after {} ms", t.elapsed().as_millis())
+                super::PartStop::Terminated {
+                    ms: t.elapsed().as_millis(),
+                }
             } else {
                 let _ = crate::ns::pidfd_send_signal(fd, libc::SIGKILL);
-                format!(
-                    "SIGTERM; no exit within {} s, then SIGKILL",
-                    PART_STOP_WAIT.as_secs()
-                )
+                super::PartStop::Killed {
+                    waited_s: PART_STOP_WAIT.as_secs(),
+                }
             }
         }
         None => {
             let _ = child.kill();
-            "SIGKILL (no pidfd to send SIGTERM through)".to_string()
+            super::PartStop::KilledWithoutPidfd
         }
     };
     let _ = child.wait();

@@ -13,8 +13,8 @@ use std::path::Path;
 /// reproduced), each naming the part, cell or file and both values, and the number of part
 /// folders verified as run folders.
 ///
-/// Errors: `matrix.json` missing or invalid (a sentence naming the file).
-pub fn verify_matrix(dir: &Path) -> Result<(Vec<String>, usize), String> {
+/// Errors: [`super::MatrixLoadError`], `matrix.json` missing or invalid (naming the file).
+pub fn verify_matrix(dir: &Path) -> Result<(Vec<String>, usize), super::MatrixLoadError> {
     let m = load_matrix(dir)?;
     let mut problems = Vec::new();
     let mut checked = 0;
@@ -162,7 +162,7 @@ pub fn verify_baseline(m: &MatrixResult) -> BaselineCheck {
     };
     let base = match load_matrix(Path::new(b)) {
         Ok(base) => base,
-        Err(e) => return BaselineCheck::NotRechecked(e),
+        Err(e) => return BaselineCheck::NotRechecked(e.to_string()),
     };
     let mut again = m.cells.clone();
     for c in &mut again {
@@ -210,13 +210,10 @@ fn numbered<'a>(list: &[&'a MatrixBinary], seg: &str) -> Option<&'a MatrixBinary
 fn expected_binaries<'a>(
     m: &'a MatrixResult,
     p: &MatrixPart,
-) -> Result<(&'a MatrixBinary, Option<&'a MatrixBinary>), String> {
+) -> Result<(&'a MatrixBinary, Option<&'a MatrixBinary>), super::UnknownPartFolder> {
     let (runtimes, crius) = (by_role(m, "runtime"), by_role(m, "criu"));
-    let bad = || {
-        format!(
-            "part {}: its folder name names no runtime and CRIU of matrix.json's binaries",
-            p.folder
-        )
+    let bad = || super::UnknownPartFolder {
+        folder: p.folder.clone(),
     };
     if p.folder == "kernel" {
         return crius.first().map(|c| (*c, None)).ok_or_else(bad);
@@ -257,7 +254,7 @@ fn shown_run(f: Option<&BinaryFacts>) -> String {
 fn part_binary_mismatches(dir: &Path, m: &MatrixResult, p: &MatrixPart) -> Vec<String> {
     let (criu, runtime) = match expected_binaries(m, p) {
         Ok(x) => x,
-        Err(e) => return vec![e],
+        Err(e) => return vec![e.to_string()],
     };
     let host = match crate::evidence::read_result(&dir.join(&p.folder)) {
         Ok(r) => r.host,
@@ -396,7 +393,7 @@ mod tests {
             ),
         );
         assert!(is_unfinished_matrix(d));
-        let e = load_matrix(d).unwrap_err();
+        let e = load_matrix(d).unwrap_err().to_string();
         assert!(e.contains("is a matrix that was interrupted"), "{e}");
         std::fs::remove_file(d.join("interrupted.txt")).unwrap();
         note(
@@ -407,7 +404,7 @@ mod tests {
             ),
         );
         assert!(is_unfinished_matrix(d));
-        let e = load_matrix(d).unwrap_err();
+        let e = load_matrix(d).unwrap_err().to_string();
         assert!(e.contains("is a matrix that did not finish"), "{e}");
         assert!(!e.contains("netprobe-result.json"), "{e}");
     }

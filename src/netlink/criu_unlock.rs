@@ -19,6 +19,7 @@
 //! the lock gone by a second capture.
 
 use super::netfilter::{NetfilterState, capture_with_tools_here, criu_lock};
+use super::{ToolError, UnlockError};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -74,7 +75,7 @@ fn run(
     program: &str,
     args: &[&str],
     input: Option<&str>,
-) -> Result<(), String> {
+) -> Result<(), ToolError> {
     let shown = format!("{program} {}", args.join(" "));
     log.push(match input {
         Some(i) => format!("{shown} <<< {:?}", i),
@@ -90,16 +91,20 @@ fn run(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let limit = crate::proc::step_timeout(TOOL_TIMEOUT);
-    let o = crate::proc::run_tree(&mut cmd, limit, input.map(str::as_bytes))
-        .map_err(|e| format!("{shown}: {e}"))?;
+    let o = crate::proc::run_tree(&mut cmd, limit, input.map(str::as_bytes)).map_err(|source| {
+        ToolError::Run {
+            command: shown.clone(),
+            source,
+        }
+    })?;
     if o.status.success() {
         Ok(())
     } else {
-        Err(format!(
-            "{shown}: {}: {}",
-            o.status,
-            String::from_utf8_lossy(&o.stderr).trim()
-        ))
+        Err(ToolError::Failed {
+            command: shown,
+            status: o.status,
+            stderr: String::from_utf8_lossy(&o.stderr).trim().to_string(),
+        })
     }
 }
 
@@ -116,7 +121,7 @@ fn has_jump(iptables: &str, chain: &str) -> bool {
 }
 
 /// CRIU's iptables unlock for one family (`iptables` or `ip6tables`), every jump removed.
-fn unlock_iptables(family: &str, log: &mut Vec<String>) -> Result<(), String> {
+fn unlock_iptables(family: &str, log: &mut Vec<String>) -> Result<(), ToolError> {
     let restore = format!("{family}-restore");
     // CRIU's first script fails as a whole when a jump is missing from one chain: then the
     // remaining jumps are deleted one by one below.
@@ -131,9 +136,11 @@ fn unlock_iptables(family: &str, log: &mut Vec<String>) -> Result<(), String> {
         while has_jump(family, chain) {
             passes += 1;
             if passes > MAX_JUMP_PASSES {
-                return Err(format!(
-                    "{family}: still a jump to CRIU in {chain} after {MAX_JUMP_PASSES} deletions"
-                ));
+                return Err(ToolError::JumpsLeft {
+                    family: family.to_string(),
+                    chain,
+                    passes: MAX_JUMP_PASSES,
+                });
             }
             run(log, family, &["-w", "-D", chain, "-j", "CRIU"], None)?;
         }
@@ -161,7 +168,7 @@ fn nft_lock_tables(s: &NetfilterState) -> Vec<String> {
 ///
 /// Errors: the capture failed, a removal command failed (its stderr), or the capture after
 /// still shows part of the lock (named; fail closed).
-pub fn unlock_here() -> Result<Unlocked, String> {
+pub fn unlock_here() -> Result<Unlocked, UnlockError> {
     let (before, _) = capture_with_tools_here()?;
     let found = criu_lock(&before);
     let mut out = Unlocked {
@@ -195,11 +202,7 @@ pub fn unlock_here() -> Result<Unlocked, String> {
     if left.is_empty() {
         return Ok(out);
     }
-    problems.insert(
-        0,
-        format!("CRIU's network lock still there: {}", left.join(", ")),
-    );
-    Err(problems.join("; "))
+    Err(UnlockError::Left { left, problems })
 }
 
 #[cfg(test)]

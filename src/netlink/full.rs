@@ -102,7 +102,8 @@ fn capture_with(settle_ms: u64, which: Sysctls) -> Result<(NetState, CaptureExtr
     });
     let (covered, uncovered) =
         sysctls.map_err(|e| NetlinkError::decode("capture: /proc/sys/net", 0, e.to_string()))?;
-    let (nf, raw) = netfilter.map_err(|e| NetlinkError::decode("capture: netfilter", 0, e))?;
+    let (nf, raw) =
+        netfilter.map_err(|e| NetlinkError::decode("capture: netfilter", 0, e.to_string()))?;
     state.sysctls = covered;
     state.netfilter = nf;
     Ok((

@@ -25,7 +25,7 @@ pub use criu_dump::{
     ARPHRD_ETHER, ARPHRD_LOOPBACK, CRIU_LINK_DUMP_SEQ, CriuLink, IFF_UP, LinkDump,
     criu_link_dump_request, decode_link_replies, dump_links_criu,
 };
-pub use error::NetlinkError;
+pub use error::{NetlinkError, NftDumpError, ToolError, UnlockError};
 pub use full::{CaptureExtras, capture_compared, capture_full};
 pub use mutate::{
     add_address, create_veth_pair, create_veth_pairs, delete_link, delete_links, link_index,

@@ -13,6 +13,7 @@
 //! - nftables tables sorted by their header line, chains of a table by theirs; rules keep
 //!   their order.
 
+use super::ToolError;
 use serde::{Deserialize, Serialize};
 use std::process::{Command, Stdio};
 
@@ -47,7 +48,7 @@ const TOOL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Runs one tool as a bounded process tree ([`crate::proc::run_tree`]) in the calling thread's
 /// netns; its stdout.
-fn run(program: &str, args: &[&str]) -> Result<String, String> {
+fn run(program: &str, args: &[&str]) -> Result<String, ToolError> {
     let mut cmd = Command::new(program);
     cmd.args(args)
         .stdin(Stdio::null())
@@ -55,18 +56,18 @@ fn run(program: &str, args: &[&str]) -> Result<String, String> {
         .stderr(Stdio::piped());
     let o = crate::proc::run_tree(&mut cmd, crate::proc::step_timeout(TOOL_TIMEOUT), None)
         .map_err(|e| match e {
-            crate::proc::TreeError::Spawn { source, .. } => format!(
-                "{program}: cannot run ({source}); install iptables and nftables (host/setup.sh)"
-            ),
-            other => other.to_string(),
+            crate::proc::TreeError::Spawn { source, .. } => ToolError::Missing {
+                program: program.to_string(),
+                source,
+            },
+            other => ToolError::Tree(other),
         })?;
     if !o.status.success() {
-        return Err(format!(
-            "{program} {}: {}: {}",
-            args.join(" "),
-            o.status,
-            String::from_utf8_lossy(&o.stderr).trim()
-        ));
+        return Err(ToolError::Failed {
+            command: format!("{program} {}", args.join(" ")),
+            status: o.status,
+            stderr: String::from_utf8_lossy(&o.stderr).trim().to_string(),
+        });
     }
     Ok(String::from_utf8_lossy(&o.stdout).into_owned())
 }
@@ -77,7 +78,7 @@ fn run(program: &str, args: &[&str]) -> Result<String, String> {
 /// kept in [`NetfilterRaw::no_tables`]); otherwise [`capture_with_tools`].
 ///
 /// Errors: as [`capture_with_tools`].
-pub fn capture() -> Result<(NetfilterState, NetfilterRaw), String> {
+pub fn capture() -> Result<(NetfilterState, NetfilterRaw), ToolError> {
     match super::nft_tables::tables() {
         Ok(seen) if seen.filters_nothing() => Ok((
             NetfilterState::default(),
@@ -97,12 +98,12 @@ pub fn capture() -> Result<(NetfilterState, NetfilterRaw), String> {
 ///
 /// Errors: a text naming the tool that could not run, failed or timed out, with its stderr;
 /// the first of them in the order above.
-pub fn capture_with_tools() -> Result<(NetfilterState, NetfilterRaw), String> {
+pub fn capture_with_tools() -> Result<(NetfilterState, NetfilterRaw), ToolError> {
     let (v4, v6, nft) = std::thread::scope(|s| {
         let v4 = s.spawn(|| run("iptables-save", &[]));
         let v6 = s.spawn(|| run("ip6tables-save", &[]));
         let nft = run("nft", &["list", "ruleset"]);
-        let join = |h: std::thread::ScopedJoinHandle<'_, Result<String, String>>| {
+        let join = |h: std::thread::ScopedJoinHandle<'_, Result<String, ToolError>>| {
             h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
         };
         (join(v4), join(v6), nft)
@@ -121,7 +122,7 @@ pub fn capture_with_tools() -> Result<(NetfilterState, NetfilterRaw), String> {
 /// running a tool would stop for good at [`crate::proc::run_tree`].
 ///
 /// Errors: as [`capture_with_tools`].
-pub fn capture_with_tools_here() -> Result<(NetfilterState, NetfilterRaw), String> {
+pub fn capture_with_tools_here() -> Result<(NetfilterState, NetfilterRaw), ToolError> {
     let raw = NetfilterRaw {
         no_tables: None,
         iptables: run("iptables-save", &[])?,

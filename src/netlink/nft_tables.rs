@@ -26,6 +26,7 @@ use netlink_packet_netfilter::{
 };
 use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_NETFILTER};
 
+use super::NftDumpError;
 use super::netfilter::is_criu_lock_name;
 
 /// `NF_ACCEPT`, the verdict of a chain's `NFTA_CHAIN_POLICY` (`linux/netfilter.h`).
@@ -199,7 +200,7 @@ const PROC_NET: &str = "/proc/thread-self/net";
 ///
 /// Errors: a text naming the step (`socket`, `send`, `recv`, `decode`, the kernel's error
 /// code, or the `/proc` file that could not be read) when an answer is not complete.
-pub fn tables() -> Result<TablesSeen, String> {
+pub fn tables() -> Result<TablesSeen, NftDumpError> {
     let mut nl = Nl::open()?;
     let gen_before =
         generation(&nl.dump(NfTablesMessage::GetGen(GenMessage { attributes: vec![] }))?)?;
@@ -212,7 +213,7 @@ pub fn tables() -> Result<TablesSeen, String> {
         {
             seen.nftables.push(table(f, t));
         } else {
-            return Err("decode: a table dump answered another message".into());
+            return Err(NftDumpError::OtherMessage { what: "table" });
         }
     }
     for m in nl.dump(NfTablesMessage::GetChain(ChainMessage {
@@ -220,7 +221,7 @@ pub fn tables() -> Result<TablesSeen, String> {
     }))? {
         let f = u8::from(m.header.family);
         let NetfilterMessageInner::NfTables(NfTablesMessage::NewChain(c)) = &m.inner else {
-            return Err("decode: a chain dump answered another message".into());
+            return Err(NftDumpError::OtherMessage { what: "chain" });
         };
         let (tname, ch) = chain(c);
         match seen
@@ -282,7 +283,7 @@ fn chain(c: &ChainMessage) -> (String, NftChain) {
 }
 
 /// `NFTA_GEN_ID` of a `GETGEN` answer.
-fn generation(msgs: &[NetfilterMessage]) -> Result<u32, String> {
+fn generation(msgs: &[NetfilterMessage]) -> Result<u32, NftDumpError> {
     msgs.iter()
         .find_map(|m| match &m.inner {
             NetfilterMessageInner::NfTables(NfTablesMessage::NewGen(g)) => {
@@ -293,11 +294,11 @@ fn generation(msgs: &[NetfilterMessage]) -> Result<u32, String> {
             }
             _ => None,
         })
-        .ok_or_else(|| "decode: no NFTA_GEN_ID in the GETGEN answer".to_string())
+        .ok_or(NftDumpError::NoGeneration)
 }
 
 /// `<PROC_NET>/<file>`, one table name per line; `None` when the file does not exist.
-fn legacy_names(file: &str) -> Result<Option<Vec<String>>, String> {
+fn legacy_names(file: &str) -> Result<Option<Vec<String>>, NftDumpError> {
     let path = format!("{PROC_NET}/{file}");
     match std::fs::read_to_string(&path) {
         Ok(t) => Ok(Some(
@@ -308,7 +309,7 @@ fn legacy_names(file: &str) -> Result<Option<Vec<String>>, String> {
                 .collect(),
         )),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("{path}: {e}")),
+        Err(source) => Err(NftDumpError::Proc { path, source }),
     }
 }
 
@@ -334,6 +335,11 @@ fn request(msg: NfTablesMessage, seq: u32) -> Vec<u8> {
     buf
 }
 
+/// The error of socket call `step`.
+fn sock_err(step: &'static str) -> impl FnOnce(std::io::Error) -> NftDumpError {
+    move |source| NftDumpError::Socket { step, source }
+}
+
 /// One `NETLINK_NETFILTER` socket in the calling thread's netns, its receive buffer and the
 /// next sequence number.
 struct Nl {
@@ -343,11 +349,11 @@ struct Nl {
 }
 
 impl Nl {
-    fn open() -> Result<Nl, String> {
-        let mut sock = Socket::new(NETLINK_NETFILTER).map_err(|e| format!("socket: {e}"))?;
-        sock.bind_auto().map_err(|e| format!("bind: {e}"))?;
+    fn open() -> Result<Nl, NftDumpError> {
+        let mut sock = Socket::new(NETLINK_NETFILTER).map_err(sock_err("socket"))?;
+        sock.bind_auto().map_err(sock_err("bind"))?;
         sock.connect(&SocketAddr::new(0, 0))
-            .map_err(|e| format!("connect: {e}"))?;
+            .map_err(sock_err("connect"))?;
         Ok(Nl {
             sock,
             buf: vec![0u8; super::wire::RECV_BUF_LEN],
@@ -357,36 +363,39 @@ impl Nl {
 
     /// Sends the request for `msg` and reads its answers (until `NLMSG_DONE` for a dump, the
     /// one answer for `GETGEN`).
-    fn dump(&mut self, msg: NfTablesMessage) -> Result<Vec<NetfilterMessage>, String> {
+    fn dump(&mut self, msg: NfTablesMessage) -> Result<Vec<NetfilterMessage>, NftDumpError> {
         let single = matches!(msg, NfTablesMessage::GetGen(_));
         self.seq += 1;
         let seq = self.seq;
         self.sock
             .send(&request(msg, seq), 0)
-            .map_err(|e| format!("send: {e}"))?;
+            .map_err(sock_err("send"))?;
         let mut out = Vec::new();
         loop {
             let n = self
                 .sock
                 .recv(&mut &mut self.buf[..], 0)
-                .map_err(|e| format!("recv: {e}"))?;
+                .map_err(sock_err("recv"))?;
             if n == 0 {
-                return Err("recv: end of stream before NLMSG_DONE".into());
+                return Err(NftDumpError::EndOfStream);
             }
             let mut off = 0;
             while off < n {
                 let m = NetlinkMessage::<NetfilterMessage>::deserialize(&self.buf[off..n])
-                    .map_err(|e| format!("decode at byte {off}: {e}"))?;
+                    .map_err(|source| NftDumpError::Decode {
+                        offset: off,
+                        source,
+                    })?;
                 let len = m.header.length as usize;
                 if m.header.sequence_number != seq {
-                    return Err(format!(
-                        "decode: sequence {} for {seq}",
-                        m.header.sequence_number
-                    ));
+                    return Err(NftDumpError::Sequence {
+                        got: m.header.sequence_number,
+                        want: seq,
+                    });
                 }
                 match m.payload {
                     NetlinkPayload::Done(_) => return Ok(out),
-                    NetlinkPayload::Error(e) => return Err(format!("kernel answered {e}")),
+                    NetlinkPayload::Error(e) => return Err(NftDumpError::Kernel(e)),
                     NetlinkPayload::InnerMessage(f) => {
                         out.push(f);
                         if single {
@@ -396,7 +405,7 @@ impl Nl {
                     _ => {}
                 }
                 if len == 0 {
-                    return Err(format!("decode at byte {off}: nlmsg_len 0"));
+                    return Err(NftDumpError::ZeroLength { offset: off });
                 }
                 off += super::wire::nlmsg_align(len);
             }

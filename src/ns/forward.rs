@@ -437,6 +437,7 @@ fn copy_all(src: RawFd, dst: RawFd) -> io::Result<()> {
     use std::io::{Read, Write};
     // SAFETY: borrowed for the copy only (ManuallyDrop: the caller closes them).
     let mut s = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(src) });
+    // SAFETY: as `src`: borrowed for the copy only, never closed here (ManuallyDrop).
     let mut d = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(dst) });
     let mut buf = vec![0u8; SPLICE_CHUNK];
     loop {

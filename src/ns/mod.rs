@@ -24,7 +24,8 @@ pub use holder::{
 };
 pub use identity::ProcessIdentity;
 pub use netns::{
-    CaptureError, SETTLE_MS, capture_netstate, capture_netstate_compared, netns_cookie_of,
-    netns_inode_of, own_netns_inode, run_in_fresh_netns, run_in_netns, unsaved_sysctls_in,
+    CaptureError, SETTLE_MS, UnsavedSysctlsError, capture_netstate, capture_netstate_compared,
+    netns_cookie_of, netns_inode_of, own_netns_inode, run_in_fresh_netns, run_in_netns,
+    unsaved_sysctls_in,
 };
 pub use pidfd::{pidfd_open, pidfd_send_signal, wait_pidfd_exit};

@@ -189,6 +189,30 @@ pub enum CaptureError {
     },
 }
 
+/// Why [`unsaved_sysctls_in`] failed: the namespace could not be entered, or `/proc/sys/net`
+/// could not be read in it.
+#[derive(Debug, thiserror::Error)]
+pub enum UnsavedSysctlsError {
+    /// `setns` into the namespace failed.
+    #[error("enter {}: {source}", path.display())]
+    Enter {
+        /// The namespace path.
+        path: std::path::PathBuf,
+        /// The namespace error.
+        #[source]
+        source: NsError,
+    },
+    /// Reading `/proc/sys/net` inside the namespace failed.
+    #[error("{}: /proc/sys/net: {source}", path.display())]
+    Read {
+        /// The namespace path.
+        path: std::path::PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+}
+
 /// How long [`capture_netstate`] waits for `tentative` addresses (IPv6 DAD) to settle,
 /// milliseconds.
 pub const SETTLE_MS: u64 = 5000;
@@ -242,14 +266,20 @@ pub fn capture_netstate_compared(
 /// ([`crate::netlink::sysctl::capture_unsaved_sysctls`], entered on the calling thread), as
 /// dotted name → value.
 ///
-/// Errors: a sentence naming the namespace that could not be entered or `/proc/sys/net` that
-/// could not be read.
+/// Errors: [`UnsavedSysctlsError`], naming the namespace that could not be entered or
+/// `/proc/sys/net` that could not be read.
 pub fn unsaved_sysctls_in(
     netns: &Path,
-) -> Result<std::collections::BTreeMap<String, String>, String> {
+) -> Result<std::collections::BTreeMap<String, String>, UnsavedSysctlsError> {
     run_in_netns(netns, crate::netlink::sysctl::capture_unsaved_sysctls)
-        .map_err(|e| format!("enter {}: {e}", netns.display()))?
-        .map_err(|e| format!("{}: /proc/sys/net: {e}", netns.display()))
+        .map_err(|source| UnsavedSysctlsError::Enter {
+            path: netns.to_path_buf(),
+            source,
+        })?
+        .map_err(|source| UnsavedSysctlsError::Read {
+            path: netns.to_path_buf(),
+            source,
+        })
 }
 
 #[cfg(test)]
@@ -258,7 +288,9 @@ mod tests {
 
     #[test]
     fn unsaved_sysctls_of_a_namespace_that_cannot_be_entered_name_it() {
-        let e = unsaved_sysctls_in(Path::new("/nonexistent/ns/net")).unwrap_err();
+        let e = unsaved_sysctls_in(Path::new("/nonexistent/ns/net"))
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("enter /nonexistent/ns/net: "), "{e}");
     }
 

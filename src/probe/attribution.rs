@@ -282,24 +282,71 @@ pub fn compute(
     }
 }
 
-fn read_json<T: serde::de::DeserializeOwned + Default>(p: &Path) -> Result<T, String> {
+/// Why a rung folder's [`Attribution`] could not be computed ([`from_rung_dir`]): the file
+/// that is missing or malformed.
+#[derive(Debug, thiserror::Error)]
+pub enum AttributionError {
+    /// A recorded file could not be read.
+    #[error("{}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A `sysctls-other-*.json` is not the JSON object it should be.
+    #[error("{}: {source}", path.display())]
+    Json {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The parser's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A `netstate-*.json` is not a network state.
+    #[error("{}: {source}", path.display())]
+    NetState {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The decoder's error.
+        #[source]
+        source: crate::netlink::NetlinkError,
+    },
+    /// An image in `images/` is malformed or unreadable.
+    #[error(transparent)]
+    Image(#[from] crate::images::ImageError),
+}
+
+fn read_json<T: serde::de::DeserializeOwned + Default>(p: &Path) -> Result<T, AttributionError> {
     match crate::evidence::read_recorded_text(p) {
-        Ok(t) => serde_json::from_str(&t).map_err(|e| format!("{}: {e}", p.display())),
+        Ok(t) => serde_json::from_str(&t).map_err(|source| AttributionError::Json {
+            path: p.to_path_buf(),
+            source,
+        }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(T::default()),
-        Err(e) => Err(format!("{}: {e}", p.display())),
+        Err(source) => Err(AttributionError::Read {
+            path: p.to_path_buf(),
+            source,
+        }),
     }
 }
 
 /// Reads a rung folder and computes its [`Attribution`]. `sysctls-other-*.json` missing
 /// (older evidence) count as empty; `images/` missing counts as no images.
 ///
-/// Errors: a text naming the file that is missing or malformed (`netstate-*.json`, an image).
-pub fn from_rung_dir(dir: &Path) -> Result<Attribution, String> {
-    let state = |f: &str| -> Result<NetState, String> {
-        let p = dir.join(f);
-        let t =
-            crate::evidence::read_recorded_text(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-        NetState::from_json(&t).map_err(|e| format!("{}: {e}", p.display()))
+/// Errors: [`AttributionError`], naming the file that is missing or malformed
+/// (`netstate-*.json`, an image).
+pub fn from_rung_dir(dir: &Path) -> Result<Attribution, AttributionError> {
+    let state = |f: &str| -> Result<NetState, AttributionError> {
+        let path = dir.join(f);
+        let t = crate::evidence::read_recorded_text(&path).map_err(|source| {
+            AttributionError::Read {
+                path: path.clone(),
+                source,
+            }
+        })?;
+        NetState::from_json(&t).map_err(|source| AttributionError::NetState { path, source })
     };
     let (before, after) = (
         state("netstate-before.json")?,
@@ -307,7 +354,7 @@ pub fn from_rung_dir(dir: &Path) -> Result<Attribution, String> {
     );
     let images_dir = dir.join("images");
     let images = if images_dir.is_dir() {
-        Some(read_dir(&images_dir).map_err(|e| e.to_string())?)
+        Some(read_dir(&images_dir)?)
     } else {
         None
     };
@@ -321,7 +368,7 @@ pub fn from_rung_dir(dir: &Path) -> Result<Attribution, String> {
 pub fn record(dir: &Path, out: &mut crate::probe::rung::RungOutput) {
     match from_rung_dir(dir) {
         Ok(a) => out.fact("attribution", &a),
-        Err(e) => out.fact("attribution_error", e),
+        Err(e) => out.fact("attribution_error", e.to_string()),
     }
 }
 

@@ -6,18 +6,18 @@
 use std::fmt::Write;
 use std::path::Path;
 
-use super::attribution::{Attribution, LostAt, Row, from_rung_dir};
+use super::attribution::{Attribution, AttributionError, LostAt, Row, from_rung_dir};
 use crate::evidence::result::RungName;
 
 /// One rung's section: the attribution and the images tree (text, `netprobe images` form).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct RungNetworkSection {
     /// The rung.
     pub rung: RungName,
     /// Recomputed from the rung folder (`Err` names the file that could not be read).
-    pub attribution: Result<Attribution, String>,
+    pub attribution: Result<Attribution, AttributionError>,
     /// `netprobe images` tree of `<rung>/images/`, when the folder exists.
-    pub images_tree: Option<Result<String, String>>,
+    pub images_tree: Option<Result<String, crate::images::ImageError>>,
 }
 
 /// The sections of the rungs of `evidence_dir` that have a `netstate-after.json` and an
@@ -32,9 +32,7 @@ pub fn sections(evidence_dir: &Path) -> Vec<RungNetworkSection> {
             }
             let images = dir.join("images");
             let images_tree = images.is_dir().then(|| {
-                crate::images::read_dir(&images)
-                    .map(|i| crate::images::tree::render(&i, false))
-                    .map_err(|e| e.to_string())
+                crate::images::read_dir(&images).map(|i| crate::images::tree::render(&i, false))
             });
             Some(RungNetworkSection {
                 rung,

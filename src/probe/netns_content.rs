@@ -91,21 +91,37 @@ pub fn run_in(netns: &Path, program: &str, args: &[&str], stdin: &[u8]) -> std::
     child.wait_with_output()
 }
 
+/// Why `--netns rich` content could not be put into a netns ([`apply`]).
+#[derive(Debug, thiserror::Error)]
+pub enum NetnsContentError {
+    /// `/bin/sh` could not be started in the netns.
+    #[error("netns content rich: cannot run /bin/sh: {0}")]
+    Spawn(#[source] std::io::Error),
+    /// The script exited unsuccessfully.
+    #[error("netns content rich: the script failed ({status}): {stderr}")]
+    Script {
+        /// Its exit status.
+        status: std::process::ExitStatus,
+        /// Its stderr, trimmed.
+        stderr: String,
+    },
+}
+
 /// Puts `content` into the netns at `netns` (nothing for [`NetnsContent::Lo`]).
 ///
-/// Errors: a text naming the step when the script fails (its stderr) or cannot start.
-pub fn apply(netns: &Path, content: NetnsContent) -> Result<(), String> {
+/// Errors: [`NetnsContentError`], naming the step when the script fails (its stderr) or cannot
+/// start.
+pub fn apply(netns: &Path, content: NetnsContent) -> Result<(), NetnsContentError> {
     if content == NetnsContent::Lo {
         return Ok(());
     }
     let o = run_in(netns, "/bin/sh", &["-e", "-s"], RICH_SCRIPT.as_bytes())
-        .map_err(|e| format!("netns content rich: cannot run /bin/sh: {e}"))?;
+        .map_err(NetnsContentError::Spawn)?;
     if !o.status.success() {
-        return Err(format!(
-            "netns content rich: the script failed ({}): {}",
-            o.status,
-            String::from_utf8_lossy(&o.stderr).trim()
-        ));
+        return Err(NetnsContentError::Script {
+            status: o.status,
+            stderr: String::from_utf8_lossy(&o.stderr).trim().to_string(),
+        });
     }
     Ok(())
 }

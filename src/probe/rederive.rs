@@ -24,8 +24,70 @@ pub struct Rederived {
     pub not_rederived: Vec<String>,
 }
 
+/// Why the rung's files cannot give a fact (the text `verify` puts after "cannot be
+/// re-derived: "). Clone, as one file's reading serves several facts.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Underivable {
+    /// A recorded file could not be read (`path` as it is named in the text).
+    #[error("{}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::sync::Arc<std::io::Error>,
+    },
+    /// A recorded file does not hold what it should.
+    #[error("{file}: {reason}")]
+    Malformed {
+        /// The file, e.g. `holder.json`.
+        file: String,
+        /// What is wrong with it (the parser's error, or what is missing).
+        reason: String,
+    },
+    /// A recorded file lacks the key or line a fact comes from.
+    #[error("{file} has no {what}")]
+    Lacks {
+        /// The file, e.g. `kernel.log`.
+        file: &'static str,
+        /// The key or line, e.g. `netns_inode`.
+        what: String,
+    },
+    /// The `Version:` line of a CRIU log is missing.
+    #[error("{log} names no CRIU version")]
+    NoCriuVersion {
+        /// The log, e.g. `dump.log`.
+        log: String,
+    },
+    /// The host facts name no runtime whose kind is known.
+    #[error("the host facts name no recognised runtime")]
+    NoRuntime,
+    /// The images folder or a pid file could not be read as CRIU evidence.
+    #[error(transparent)]
+    Criu(std::sync::Arc<crate::criu::CriuError>),
+    /// `images.json` does not list exactly the files of `images/` (each difference named).
+    #[error("{0}")]
+    ImagesDiffer(String),
+}
+
+impl Underivable {
+    fn read(path: &Path, source: std::io::Error) -> Self {
+        Underivable::Read {
+            path: path.to_path_buf(),
+            source: std::sync::Arc::new(source),
+        }
+    }
+
+    fn malformed(file: impl Into<String>, reason: impl std::fmt::Display) -> Self {
+        Underivable::Malformed {
+            file: file.into(),
+            reason: reason.to_string(),
+        }
+    }
+}
+
 /// A fact's value as the files give it, or why they cannot.
-type Derived = Result<Value, String>;
+type Derived = Result<Value, Underivable>;
 
 /// Facts a rung records that are re-derived elsewhere in `verify` (the attribution is
 /// recomputed by [`crate::probe::attribution::verify_recorded`]).
@@ -126,7 +188,7 @@ fn facts(dir: &Path, name: RungName, host: &HostFacts) -> Vec<(&'static str, Der
                 "restored_pid",
                 criu::read_pidfile(&dir.join("restore.pid"))
                     .map(|p| json!(p))
-                    .map_err(|e| e.to_string()),
+                    .map_err(|e| Underivable::Criu(std::sync::Arc::new(e))),
             ),
         ],
         RungName::Oci | RungName::ExternalNetns => {
@@ -139,9 +201,10 @@ fn facts(dir: &Path, name: RungName, host: &HostFacts) -> Vec<(&'static str, Der
                     ("holder_netns_inode", "netns_inode"),
                 ] {
                     let v = h.clone().and_then(|h| {
-                        h.get(key)
-                            .cloned()
-                            .ok_or_else(|| format!("holder.json has no {key}"))
+                        h.get(key).cloned().ok_or_else(|| Underivable::Lacks {
+                            file: "holder.json",
+                            what: key.to_string(),
+                        })
                     });
                     f.push((k, v));
                 }
@@ -158,7 +221,7 @@ fn cycle_facts(dir: &Path, host: &HostFacts) -> Vec<(&'static str, Derived)> {
         .as_ref()
         .and_then(|r| crate::oci::RuntimeKind::from_version_output(&r.version_output))
         .map(|k| json!(k.as_str()))
-        .ok_or_else(|| "the host facts name no recognised runtime".to_string());
+        .ok_or(Underivable::NoRuntime);
     let argv = restore_argv(dir);
     vec![
         ("container_pid_before", dump_log_pid(dir)),
@@ -167,7 +230,7 @@ fn cycle_facts(dir: &Path, host: &HostFacts) -> Vec<(&'static str, Derived)> {
             argv.clone().and_then(|a| {
                 a.last()
                     .map(|id| json!(id))
-                    .ok_or_else(|| "runtime-restore.json: empty argv".to_string())
+                    .ok_or_else(|| Underivable::malformed("runtime-restore.json", "empty argv"))
             }),
         ),
         ("work_area", argv.and_then(|a| work_area(&a))),
@@ -193,7 +256,7 @@ fn cycle_facts(dir: &Path, host: &HostFacts) -> Vec<(&'static str, Derived)> {
             "config_sha256",
             crate::evidence::sha256_recorded(&dir.join("config.json"))
                 .map(|(s, _)| json!(s))
-                .map_err(|e| format!("config.json: {e}")),
+                .map_err(|e| Underivable::malformed("config.json", e)),
         ),
         ("criu_version_dump_log", log_version(dir, "dump.log")),
         ("criu_version_restore_log", log_version(dir, "restore.log")),
@@ -203,7 +266,7 @@ fn cycle_facts(dir: &Path, host: &HostFacts) -> Vec<(&'static str, Derived)> {
 
 /// The deciding fact the rung's own summary function gives from its files (before the runner
 /// appends the failing assertions).
-fn deciding_fact(dir: &Path, name: RungName) -> Result<String, String> {
+fn deciding_fact(dir: &Path, name: RungName) -> Result<String, Underivable> {
     match name {
         RungName::Kernel => Ok(kernel::summary(
             &links_fresh(dir)?,
@@ -229,7 +292,10 @@ fn deciding_fact(dir: &Path, name: RungName) -> Result<String, String> {
             let holder_inode = holder(dir)?
                 .get("netns_inode")
                 .and_then(Value::as_u64)
-                .ok_or("holder.json has no netns_inode")?;
+                .ok_or_else(|| Underivable::Lacks {
+                    file: "holder.json",
+                    what: "netns_inode".into(),
+                })?;
             Ok(external_netns::summary(
                 inode_file(&dir.join("netns-inode-restored.txt")).ok(),
                 holder_inode,
@@ -245,27 +311,28 @@ fn log_version(dir: &Path, log: &str) -> Derived {
     let text = read_text(&dir.join(log))?;
     runtime_cycle::criu_version_in_log(&text)
         .map(|v| json!(v))
-        .ok_or_else(|| format!("{log} names no CRIU version"))
+        .ok_or_else(|| Underivable::NoCriuVersion { log: log.into() })
 }
 
-fn read_text(p: &Path) -> Result<String, String> {
-    crate::evidence::read_recorded_text(p).map_err(|e| format!("{}: {e}", p.display()))
+fn read_text(p: &Path) -> Result<String, Underivable> {
+    crate::evidence::read_recorded_text(p).map_err(|e| Underivable::read(p, e))
 }
 
 fn file_len(p: &Path) -> Derived {
     std::fs::metadata(p)
         .map(|m| json!(m.len()))
-        .map_err(|e| format!("{}: {e}", p.display()))
+        .map_err(|e| Underivable::read(p, e))
 }
 
 /// The files of `dir/images` (read from the folder itself), which must also be exactly what
 /// `images.json` lists.
-fn images(dir: &Path) -> Result<Vec<criu::ImageFile>, String> {
-    let inv = criu::inventory(&dir.join("images")).map_err(|e| e.to_string())?;
+fn images(dir: &Path) -> Result<Vec<criu::ImageFile>, Underivable> {
+    let inv = criu::inventory(&dir.join("images"))
+        .map_err(|e| Underivable::Criu(std::sync::Arc::new(e)))?;
     let listed: Vec<criu::ImageFile> = serde_json::from_str(&read_text(&dir.join("images.json"))?)
-        .map_err(|e| format!("images.json: {e}"))?;
+        .map_err(|e| Underivable::malformed("images.json", e))?;
     if listed != inv {
-        return Err(images_differ(&listed, &inv));
+        return Err(Underivable::ImagesDiffer(images_differ(&listed, &inv)));
     }
     Ok(inv)
 }
@@ -301,28 +368,29 @@ fn images_differ(listed: &[criu::ImageFile], found: &[criu::ImageFile]) -> Strin
 
 /// Whether `netstate-before.json` and `netstate-after.json` are byte-equal (both are written
 /// canonical, so bytes equal exactly when the states do).
-fn states_equal(dir: &Path) -> Result<bool, String> {
-    let read =
-        |f: &str| crate::evidence::read_recorded(&dir.join(f)).map_err(|e| format!("{f}: {e}"));
+fn states_equal(dir: &Path) -> Result<bool, Underivable> {
+    let read = |f: &str| {
+        crate::evidence::read_recorded(&dir.join(f)).map_err(|e| Underivable::read(Path::new(f), e))
+    };
     Ok(read("netstate-before.json")? == read("netstate-after.json")?)
 }
 
-fn state(dir: &Path, when: &str) -> Result<NetState, String> {
+fn state(dir: &Path, when: &str) -> Result<NetState, Underivable> {
     let f = format!("netstate-{when}.json");
-    NetState::from_json(&read_text(&dir.join(&f))?).map_err(|e| format!("{f}: {e}"))
+    NetState::from_json(&read_text(&dir.join(&f))?).map_err(|e| Underivable::malformed(f, e))
 }
 
 fn lo_up_after(dir: &Path) -> Derived {
     state(dir, "after").map(|s| json!(s.lo_up_with_127()))
 }
 
-fn links_fresh(dir: &Path) -> Result<Vec<CriuLink>, String> {
+fn links_fresh(dir: &Path) -> Result<Vec<CriuLink>, Underivable> {
     serde_json::from_str(&read_text(&dir.join("links-fresh.json"))?)
-        .map_err(|e| format!("links-fresh.json: {e}"))
+        .map_err(|e| Underivable::malformed("links-fresh.json", e))
 }
 
 /// The netns inode and holder pid `kernel.log` names: `Dump NET namespace info <inode> via <pid>`.
-fn kernel_log_ids(dir: &Path) -> Result<(u64, i64), String> {
+fn kernel_log_ids(dir: &Path) -> Result<(u64, i64), Underivable> {
     let text = read_text(&dir.join("kernel.log"))?;
     text.lines()
         .find_map(|l| {
@@ -332,7 +400,10 @@ fn kernel_log_ids(dir: &Path) -> Result<(u64, i64), String> {
             (w.next()? == "via").then_some(())?;
             Some((inode, w.next()?.parse().ok()?))
         })
-        .ok_or_else(|| "kernel.log has no 'Dump NET namespace info <inode> via <pid>' line".into())
+        .ok_or_else(|| Underivable::Lacks {
+            file: "kernel.log",
+            what: "'Dump NET namespace info <inode> via <pid>' line".into(),
+        })
 }
 
 /// The pid CRIU dumped: the number after `Dumping processes (pid: ` in `dump.log`, the line
@@ -345,21 +416,24 @@ fn dump_log_pid(dir: &Path) -> Derived {
     let rest = text
         .split_once(MARK)
         .map(|(_, r)| r)
-        .ok_or_else(|| format!("dump.log has no {MARK:?} line"))?;
+        .ok_or_else(|| Underivable::Lacks {
+            file: "dump.log",
+            what: format!("{MARK:?} line"),
+        })?;
     let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
     digits
         .parse::<u64>()
         .map(|p| json!(p))
-        .map_err(|_| format!("dump.log: no pid after {MARK:?}"))
+        .map_err(|_| Underivable::malformed("dump.log", format!("no pid after {MARK:?}")))
 }
 
 /// The runtime's restore argv as `runtime-restore.json` records it
 /// ([`crate::oci::RuntimeOutcome`]`.argv`, binary first; the container id last).
-fn restore_argv(dir: &Path) -> Result<Vec<String>, String> {
+fn restore_argv(dir: &Path) -> Result<Vec<String>, Underivable> {
     let v: Value = serde_json::from_str(&read_text(&dir.join("runtime-restore.json"))?)
-        .map_err(|e| format!("runtime-restore.json: {e}"))?;
+        .map_err(|e| Underivable::malformed("runtime-restore.json", e))?;
     serde_json::from_value(v.get("argv").cloned().unwrap_or(Value::Null))
-        .map_err(|e| format!("runtime-restore.json: argv: {e}"))
+        .map_err(|e| Underivable::malformed("runtime-restore.json", format!("argv: {e}")))
 }
 
 /// The work area: the folder holding the OCI bundle (`--bundle <work area>/bundle`, as
@@ -369,27 +443,27 @@ fn work_area(argv: &[String]) -> Derived {
         .iter()
         .position(|a| a == "--bundle")
         .and_then(|i| argv.get(i + 1))
-        .ok_or_else(|| "runtime-restore.json: no --bundle in argv".to_string())?;
+        .ok_or_else(|| Underivable::malformed("runtime-restore.json", "no --bundle in argv"))?;
     let bundle = Path::new(bundle);
     match (bundle.file_name(), bundle.parent()) {
         (Some(n), Some(p)) if n == "bundle" => Ok(json!(p.display().to_string())),
-        _ => Err(format!(
-            "runtime-restore.json: --bundle {} is not <work area>/bundle",
-            bundle.display()
+        _ => Err(Underivable::malformed(
+            "runtime-restore.json",
+            format!("--bundle {} is not <work area>/bundle", bundle.display()),
         )),
     }
 }
 
-fn inode_file(p: &Path) -> Result<u64, String> {
+fn inode_file(p: &Path) -> Result<u64, Underivable> {
     read_text(p)?
         .trim()
         .parse()
-        .map_err(|e| format!("{}: {e}", p.display()))
+        .map_err(|e| Underivable::malformed(p.display().to_string(), e))
 }
 
-fn holder(dir: &Path) -> Result<Value, String> {
+fn holder(dir: &Path) -> Result<Value, Underivable> {
     serde_json::from_str(&read_text(&dir.join("holder.json"))?)
-        .map_err(|e| format!("holder.json: {e}"))
+        .map_err(|e| Underivable::malformed("holder.json", e))
 }
 
 #[cfg(test)]
@@ -463,6 +537,7 @@ mod tests {
         assert!(
             dump_log_pid(d.path())
                 .unwrap_err()
+                .to_string()
                 .contains("Dumping processes")
         );
     }

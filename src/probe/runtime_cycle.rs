@@ -150,7 +150,13 @@ pub fn run_cycle(
 
     crate::ns::cleanup::checkpoint();
     reverify().map_err(|e| RungError::new("holder", e))?;
-    checkpoint(ctx, &mut c, &runtime, work.path(), &dir, &rel, &images, out)?;
+    let paths = CyclePaths {
+        work: work.path(),
+        dir: &dir,
+        rel: &rel,
+        images: &images,
+    };
+    checkpoint(ctx, &mut c, &runtime, &paths, out)?;
     let ran = prove_criu_version(
         &dir.join("dump.log"),
         &ctx.criu_version,
@@ -368,19 +374,34 @@ pub fn criu_version_mismatch(
     )
 }
 
+/// Where one runtime cycle works and writes: the work area, the rung folder, the rung-relative
+/// evidence name of a file, and the images folder.
+struct CyclePaths<'a> {
+    /// The work area (rootfs, bundle, the runtime's `--root`).
+    work: &'a Path,
+    /// The rung's evidence folder.
+    dir: &'a Path,
+    /// `<rung>/<file>`: a file's name in the evidence folder.
+    rel: &'a dyn Fn(&str) -> String,
+    /// `<rung>/images`, where CRIU writes the checkpoint.
+    images: &'a Path,
+}
+
 /// The checkpoint step (through a runtime whose CRIU runs under strace with `--strace`), its
 /// outcome kept as `runtime-checkpoint.json`, then the container proven gone.
-#[allow(clippy::too_many_arguments)]
 fn checkpoint(
     ctx: &RungCtx,
     c: &mut Container,
     runtime: &Runtime,
-    work: &Path,
-    dir: &Path,
-    rel: &dyn Fn(&str) -> String,
-    images: &Path,
+    paths: &CyclePaths,
     out: &mut RungOutput,
 ) -> Result<(), RungError> {
+    let CyclePaths {
+        work,
+        dir,
+        rel,
+        images,
+    } = *paths;
     let ev = ctx.evidence;
     let ck_runtime = match ctx.strace {
         true => {

@@ -92,16 +92,36 @@ fn decided(code: VerdictCode, summary: &str, rests_on: Vec<String>) -> Verdict {
     }
 }
 
+/// Why a rung cannot take part in a decision (the verdict's `inconclusive` reason).
+#[derive(Debug, thiserror::Error)]
+enum NotDecisive {
+    /// The rung is missing or was skipped.
+    #[error("rung {0} was not run (add it to --phases)")]
+    NotRun(RungName),
+    /// The rung errored; `reason` is its recorded error.
+    #[error("rung {name} could not run: {reason}")]
+    CouldNotRun {
+        /// The rung.
+        name: RungName,
+        /// Its recorded error, or `no reason recorded`.
+        reason: String,
+    },
+}
+
 /// Why a rung cannot take part in a decision, if it cannot (missing, skipped or errored).
-fn not_decisive(rungs: &[RungResult], name: RungName) -> Result<&RungResult, String> {
+fn not_decisive(rungs: &[RungResult], name: RungName) -> Result<&RungResult, NotDecisive> {
     match rungs.iter().find(|r| r.name == name) {
-        None => Err(format!("rung {name} was not run (add it to --phases)")),
+        None => Err(NotDecisive::NotRun(name)),
         Some(r) => match r.status {
-            Status::Skipped => Err(format!("rung {name} was not run (add it to --phases)")),
-            Status::Error => Err(format!(
-                "rung {name} could not run: {}",
-                r.error.as_deref().unwrap_or("no reason recorded")
-            )),
+            Status::Skipped => Err(NotDecisive::NotRun(name)),
+            Status::Error => Err(NotDecisive::CouldNotRun {
+                name,
+                reason: r
+                    .error
+                    .as_deref()
+                    .unwrap_or("no reason recorded")
+                    .to_string(),
+            }),
             Status::Pass | Status::Fail => Ok(r),
         },
     }
@@ -163,8 +183,8 @@ fn recorded_clause(rung: RungName, c: &serde_json::Map<String, serde_json::Value
 /// however many of its fields changed)`. For `criu-netns` the head says the namespace does not
 /// come back "as it was" (the recorded "loses the network namespace" reads as all of it, when
 /// one lost route fails the rung), and when the oci rung failed with the empty-ns signature
-/// ([`has_empty_ns_signature`]) the line says so: the ladder stops at the first broken rung, so
-/// the verdict alone would hide it. Any other summary is returned as it is.
+/// ([`has_empty_ns_signature`]) the line says so: every rung runs, but the verdict names only the
+/// first broken rung, so the verdict alone would hide it. Any other summary is returned as it is.
 pub fn summary_for_people(v: &Verdict, rungs: &[RungResult]) -> String {
     let mut s = counts_in_words(v, rungs);
     if v.code == VerdictCode::CriuNetns {
@@ -208,7 +228,7 @@ fn counts_in_words(v: &Verdict, rungs: &[RungResult]) -> String {
 fn compute_code(rungs: &[RungResult]) -> Verdict {
     let kernel = match not_decisive(rungs, RungName::Kernel) {
         Ok(r) => r,
-        Err(why) => return inconclusive(why, vec![]),
+        Err(why) => return inconclusive(why.to_string(), vec![]),
     };
     if kernel.status == Status::Fail {
         return decided(
@@ -220,7 +240,7 @@ fn compute_code(rungs: &[RungResult]) -> Verdict {
     let mut rests = passing(kernel);
     let criu = match not_decisive(rungs, RungName::Criu) {
         Ok(r) => r,
-        Err(why) => return inconclusive(why, rests),
+        Err(why) => return inconclusive(why.to_string(), rests),
     };
     if criu.status == Status::Fail {
         rests.extend(failing(criu));
@@ -233,7 +253,7 @@ fn compute_code(rungs: &[RungResult]) -> Verdict {
             // The oci rung runs first: if it could not run either, it is named first.
             let why = match not_decisive(rungs, RungName::Oci) {
                 Err(first) => format!("{first}; {why}"),
-                Ok(_) => why,
+                Ok(_) => why.to_string(),
             };
             return inconclusive(why, rests);
         }
@@ -248,7 +268,7 @@ fn compute_code(rungs: &[RungResult]) -> Verdict {
     }
     let oci = match not_decisive(rungs, RungName::Oci) {
         Ok(r) => r,
-        Err(why) => return inconclusive(why, rests),
+        Err(why) => return inconclusive(why.to_string(), rests),
     };
     if oci.status == Status::Pass {
         rests.extend(passing(oci));

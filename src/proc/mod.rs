@@ -80,19 +80,29 @@ pub fn step_timeout(default: Duration) -> Duration {
 /// Checks `NETPROBE_STEP_TIMEOUT_S` once, before a command runs: unset or empty is fine (each
 /// step keeps its default); anything else must be a positive number of seconds.
 ///
-/// Errors: the usage message naming the variable, its value and the fix.
-pub fn check_step_timeout_env() -> Result<(), String> {
+/// Errors: [`StepTimeoutEnvError`], the usage message naming the variable, its value and the
+/// fix.
+pub fn check_step_timeout_env() -> Result<(), StepTimeoutEnvError> {
     match std::env::var_os(STEP_TIMEOUT_ENV) {
         None => Ok(()),
         Some(v) if v.is_empty() => Ok(()),
         Some(v) => match v.to_str().and_then(parse_seconds) {
             Some(_) => Ok(()),
-            None => Err(format!(
-                "{STEP_TIMEOUT_ENV}={}: not a positive number of seconds (e.g. 30 or 0.5); fix it, or unset it to keep each step's own bound",
-                v.to_string_lossy()
-            )),
+            None => Err(StepTimeoutEnvError {
+                value: v.to_string_lossy().into_owned(),
+            }),
         },
     }
+}
+
+/// `NETPROBE_STEP_TIMEOUT_S` is set to something that is not a positive number of seconds.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{STEP_TIMEOUT_ENV}={value}: not a positive number of seconds (e.g. 30 or 0.5); fix it, or unset it to keep each step's own bound"
+)]
+pub struct StepTimeoutEnvError {
+    /// The variable's value (lossily decoded).
+    pub value: String,
 }
 
 /// `"2"` → 2 s, `"0.5"` → 500 ms; `None` for empty, negative, zero, non-finite or non-numbers.

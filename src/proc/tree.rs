@@ -346,8 +346,9 @@ fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
 
 /// Whether the child has exited, without reaping it (`waitid(WEXITED | WNOHANG | WNOWAIT)`).
 fn leader_exited(pid: i32, _pidfd: Option<&OwnedFd>) -> bool {
-    // SAFETY: waitid writes only into `info`.
+    // SAFETY: `siginfo_t` is plain old data; all zeroes is a valid value.
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waitid writes only into `info`, a valid `siginfo_t` this function owns.
     let r = unsafe {
         libc::waitid(
             libc::P_PID,

@@ -64,7 +64,7 @@ pub(crate) struct MatrixVerification {
 impl MatrixVerification {
     /// The view of a matrix verify run (`Ok`) or of its failure (`Err`: the error's text); a
     /// run outcome (which a matrix page never gets) shows as not verified, naming why.
-    pub(crate) fn of(v: Result<super::Verified, String>) -> Self {
+    pub(crate) fn of(v: Result<super::Verified, super::VerifyFailure>) -> Self {
         match v {
             Ok(super::Verified::Matrix { problems, parts }) => MatrixVerification {
                 reproduced: problems.is_empty(),
@@ -77,7 +77,7 @@ impl MatrixVerification {
             Ok(super::Verified::Run(_)) => {
                 Self::failed("a run outcome was given for a matrix folder".into())
             }
-            Err(e) => Self::failed(e),
+            Err(e) => Self::failed(e.to_string()),
         }
     }
 

@@ -337,6 +337,10 @@ pub enum VerifyKind {
     Matrix,
 }
 
+/// Why the caller's `netprobe verify` could not run on the folder being reported (its own
+/// error, boxed: the report imports no probe code); the report shows its text.
+pub type VerifyFailure = Box<dyn std::error::Error + Send + Sync>;
+
 /// What the caller's `netprobe verify` found for the folder being reported.
 #[derive(Debug)]
 pub enum Verified {
@@ -373,14 +377,15 @@ impl Verified {
 pub fn write_report_verified(
     dir: &Path,
     format: Format,
-    verify: impl FnOnce(&Path, VerifyKind) -> Option<std::result::Result<Verified, String>>,
+    verify: impl FnOnce(&Path, VerifyKind) -> Option<std::result::Result<Verified, VerifyFailure>>,
 ) -> Result<(PathBuf, Option<bool>)> {
     if dir.is_dir()
         && (dir.join(crate::matrix::model::MATRIX_FILE).is_file()
             || crate::matrix::verify::is_unfinished_matrix(dir))
     {
-        let m = crate::matrix::model::load_matrix(dir)
-            .map_err(|detail| ReportError::Matrix { detail })?;
+        let m = crate::matrix::model::load_matrix(dir).map_err(|e| ReportError::Matrix {
+            detail: e.to_string(),
+        })?;
         let v = verify(dir, VerifyKind::Matrix);
         let reproduced = v
             .as_ref()

@@ -62,7 +62,7 @@ fn network(s: RungNetworkSection) -> Network {
     let rung = s.rung.as_str();
     let (images_tree, images_error) = match s.images_tree {
         Some(Ok(t)) => (Some(t), None),
-        Some(Err(e)) => (None, Some(e)),
+        Some(Err(e)) => (None, Some(e.to_string())),
         None => (None, None),
     };
     let longest = images_tree
@@ -84,7 +84,7 @@ fn network(s: RungNetworkSection) -> Network {
         fence: "`".repeat(longest.max(2) + 1),
     };
     match s.attribution {
-        Err(e) => n.error = Some(e),
+        Err(e) => n.error = Some(e.to_string()),
         Ok(a) => {
             n.network_images = a.network_images;
             n.external_netns = a.external_netns;

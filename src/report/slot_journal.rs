@@ -195,3 +195,21 @@ mod tests {
         assert_eq!(end_word(&end(false, "gate net-fidelity failed")), "failed");
     }
 }
+
+/// Why a verb folder's `verb.json` cannot be read for the slot report.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum VerbDocError {
+    /// The file cannot be read; `unfinished` when the folder has no `incomplete.txt` either
+    /// (a verb that could not write its `verb.json` says so there: it did finish).
+    #[error("{VERB_FILE}: {source}{}", if *.unfinished { " (the verb did not finish)" } else { "" })]
+    Unreadable {
+        /// The read error.
+        #[source]
+        source: std::io::Error,
+        /// No `incomplete.txt` beside it.
+        unfinished: bool,
+    },
+    /// The file is not the verb document.
+    #[error("{VERB_FILE}: {0}")]
+    NotVerbDoc(#[source] serde_json::Error),
+}

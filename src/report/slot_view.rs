@@ -410,7 +410,7 @@ fn verb_view(
 ) -> (VerbView, Option<VerbDoc>) {
     let (doc, why) = match read_verb_doc(verb_dir) {
         Ok(d) => (Some(d), None),
-        Err(e) => (None, Some(e)),
+        Err(e) => (None, Some(e.to_string())),
     };
     let display = display_records(verb_dir, doc.as_ref())
         .into_iter()
@@ -465,17 +465,13 @@ fn verb_view(
 
 /// Reads and parses `verb_dir/verb.json`. The error names the file and, when the folder also has
 /// no incomplete.txt, says the verb did not finish.
-fn read_verb_doc(verb_dir: &Path) -> Result<VerbDoc, String> {
+fn read_verb_doc(verb_dir: &Path) -> Result<VerbDoc, super::slot_journal::VerbDocError> {
+    use super::slot_journal::VerbDocError;
     // A verb that could not write its verb.json said so in incomplete.txt: it did finish.
-    let unfinished_why = match verb_dir.join(INCOMPLETE_NOTE).is_file() {
-        true => "",
-        false => " (the verb did not finish)",
-    };
+    let unfinished = !verb_dir.join(INCOMPLETE_NOTE).is_file();
     crate::evidence::read_recorded(&verb_dir.join(VERB_FILE))
-        .map_err(|e| format!("{VERB_FILE}: {e}{unfinished_why}"))
-        .and_then(|b| {
-            serde_json::from_slice::<VerbDoc>(&b).map_err(|e| format!("{VERB_FILE}: {e}"))
-        })
+        .map_err(|source| VerbDocError::Unreadable { source, unfinished })
+        .and_then(|b| serde_json::from_slice::<VerbDoc>(&b).map_err(VerbDocError::NotVerbDoc))
 }
 
 /// Fills `v` from the verb's parsed verb.json `d`: verb, outcome and its text (an interrupted

@@ -86,8 +86,8 @@ pub(crate) struct Verification {
 impl Verification {
     /// The view of a verify run (`Ok`) or of its failure (`Err`: the error's text).
     /// A matrix outcome (which a run page never gets) shows as not verified, naming why.
-    pub(crate) fn of(v: Result<super::Verified, String>) -> Self {
-        let v = match v {
+    pub(crate) fn of(v: Result<super::Verified, super::VerifyFailure>) -> Self {
+        let v = match v.map_err(|e| e.to_string()) {
             Ok(super::Verified::Run(o)) => Ok(*o),
             Ok(super::Verified::Matrix { .. }) => {
                 Err("a matrix outcome was given for a run folder".to_string())

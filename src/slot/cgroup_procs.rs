@@ -19,7 +19,7 @@ pub(crate) fn no_container_procs(st: &SlotState) -> Observed {
         .as_ref()
         .and_then(|c| c.last_readback.as_ref())
         .ok_or("state.json records no cgroup read-back: the container's cgroup is unknown")?;
-    let dirs = rb.container_dirs()?;
+    let dirs = rb.container_dirs().map_err(|e| e.to_string())?;
     let mut busy: Vec<(PathBuf, Vec<i32>)> = Vec::new();
     for d in &dirs {
         let pids = procs(d)?;

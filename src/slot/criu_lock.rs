@@ -89,9 +89,9 @@ pub enum ReleaseError {
     /// The joined netns' inode could not be read.
     #[error(transparent)]
     Inode(crate::ns::NsError),
-    /// The removal there failed ([`unlock_here`]'s text).
-    #[error("{0}")]
-    Unlock(String),
+    /// The removal there failed ([`unlock_here`]).
+    #[error(transparent)]
+    Unlock(crate::netlink::UnlockError),
     /// The holder's netns could not be entered.
     #[error("enter the netns of holder {holder}: {source}")]
     Enter {
@@ -170,7 +170,7 @@ pub fn look(h: &ProcessIdentity) -> LockNow {
             Ok(i) => return Err(format!("joined netns inode {i}, not the holder's {want}")),
             Err(e) => return Err(e.to_string()),
         }
-        crate::netlink::netfilter::capture()
+        crate::netlink::netfilter::capture().map_err(|e| e.to_string())
     });
     let (state, raw) = match seen {
         Ok(Ok(c)) => c,

@@ -399,7 +399,10 @@ fn input_gate(
         key,
         region,
         shot,
-        (pressed, INPUT_TIMEOUT),
+        x11::KeyPressed {
+            at: pressed,
+            timeout: INPUT_TIMEOUT,
+        },
         dir,
         "screen-input",
     )

@@ -278,6 +278,71 @@ impl GateId {
     }
 }
 
+impl GateId {
+    /// Where the gate is evaluated: the function(s) that record its [`Observed`], as
+    /// `FILE::FUNCTION` with FILE relative to `src/` (several separated by `, `). The generated
+    /// gate table of `docs/REFERENCE.md` shows it; a unit test of `crate::reference` checks
+    /// that each file defines that function.
+    pub fn evaluated_by(self) -> &'static str {
+        match self {
+            GateId::StateDir => "slot/run.rs::enter_existing, slot/provision.rs::create_slot_dir",
+            GateId::OwnershipMarker => "slot/run.rs::enter_slot",
+            GateId::SlotLock => "slot/run.rs::enter_slot",
+            GateId::SlotState => "slot/mod.rs::with_existing",
+            GateId::SlotNotClean => "slot/mod.rs::with_existing",
+            GateId::SlotFresh => "slot/provision.rs::create_slot_dir",
+            GateId::CriuConfigAbsent => "slot/common.rs::criu_config_gate",
+            GateId::RuntimeBinaryFound => "slot/provision_gates.rs::binary_gates",
+            GateId::CriuBinaryFound => "slot/provision_gates.rs::binary_gates",
+            GateId::RuntimeBinaryPinned => "slot/common.rs::binary_gates",
+            GateId::CriuBinaryPinned => "slot/common.rs::binary_gates",
+            GateId::ProbeVerdict => "slot/provision_gates.rs::probe_gate",
+            GateId::ImageSha256 => "slot/profiled.rs::load_gate, slot/provision.rs::image_gate",
+            GateId::ImagePresent => "slot/profiled.rs::load_gate, slot/provision.rs::image_gate",
+            GateId::ImageUnchanged => "slot/snapshot.rs::snapshot, slot/restore.rs::gates",
+            GateId::HolderIdentity => "slot/checks.rs::holder",
+            GateId::HolderPrivateNetns => "slot/provision.rs::start_holder",
+            GateId::ConfigHash => "slot/checks.rs::config_hash",
+            GateId::ContainerAbsent => "slot/provision.rs::start_container, slot/restore.rs::gates",
+            GateId::ContainerRunning => "slot/snapshot.rs::snapshot",
+            GateId::ContainerStopped => "slot/common.rs::stop_container_proven_from",
+            GateId::ContainerGated => "slot/snapshot.rs::snapshot",
+            GateId::OverlayMounted => "slot/snapshot.rs::snapshot",
+            GateId::LoUp127 => "slot/common.rs::lo_gate",
+            GateId::NoCriuLock => "slot/snapshot.rs::checkpoint, slot/criu_lock.rs::before_restore",
+            GateId::GuestHttp => "slot/common.rs::guest_http_gate, slot/readiness.rs::run_checks",
+            GateId::GuestTcp => "slot/readiness.rs::run_checks",
+            GateId::ContainerInHolderNetns => "slot/common.rs::ready_gates",
+            GateId::CgroupHost => "slot/cgroups.rs::provision_gate",
+            GateId::CgroupLimits => {
+                "slot/cgroups.rs::limits_gates, slot/cgroups.rs::snapshot_limits_gate"
+            }
+            GateId::CgroupUnitLimits => "slot/cgroups.rs::unit_gate",
+            GateId::CgroupReleased => "slot/cgroups.rs::cleanup",
+            GateId::ProfileHash => "slot/common.rs::common_gates",
+            GateId::DisplayGeometry => {
+                "slot/display.rs::provision_gate, slot/readiness.rs::run_checks"
+            }
+            GateId::ScreenQuiescent => "slot/display.rs::snapshot_gate",
+            GateId::AppDrawn => "slot/display.rs::snapshot_gate",
+            GateId::ActiveWindow => "slot/readiness_screen.rs::gate",
+            GateId::AppShown => "slot/readiness_screen.rs::gate",
+            GateId::ScreenSettled => "slot/readiness_screen.rs::gate",
+            GateId::PixelsEqual => "slot/display.rs::restored_gates",
+            GateId::InputReachesApp => "slot/display.rs::input_gate",
+            GateId::SnapshotComplete => "slot/checks.rs::snapshot_complete",
+            GateId::CgroupEmpty => "slot/cgroup_procs.rs::no_container_procs",
+            GateId::NetnsEmpty => "slot/cgroup_procs.rs::no_netns_strangers",
+            GateId::UpperCopy => "slot/restore.rs::upper_copy_gate",
+            GateId::NetFidelity => "slot/restore.rs::net_fidelity",
+            GateId::HostPortsFree => "slot/provision.rs::publish_gate",
+            GateId::PublishedPorts => "slot/publish_gates.rs::published_gate",
+            GateId::PublishedPortsQuiesced => "slot/publish_gates.rs::quiesce_gate",
+            GateId::Released => "slot/cleanup.rs::cleanup",
+        }
+    }
+}
+
 /// One evaluated gate, as written to `gates.json` in the verb's evidence folder.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Gate {

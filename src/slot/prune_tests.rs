@@ -146,8 +146,8 @@ fn a_prune_while_the_lock_is_held_is_refused_naming_the_holder_and_removes_nothi
     let f = std::fs::File::open(p.lock())
         .or_else(|_| std::fs::File::create(p.lock()))
         .unwrap();
-    // SAFETY: flock on a descriptor we own.
     assert_eq!(
+        // SAFETY: flock on a descriptor we own.
         unsafe {
             libc::flock(
                 std::os::fd::AsRawFd::as_raw_fd(&f),

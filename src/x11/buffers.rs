@@ -13,7 +13,7 @@ use super::shm::PreparedShm;
 pub struct ScreenBuffers {
     /// The segment for MIT-SHM images (`Err`: why it could not be made; then the display makes
     /// its own at the first image, as without buffers).
-    shm: Option<Result<PreparedShm, String>>,
+    shm: Option<Result<PreparedShm, super::ShmError>>,
     /// RGB buffers of exactly `width * height * 3` bytes, each used by one image.
     rgb: Vec<Vec<u8>>,
 }
@@ -54,9 +54,9 @@ impl ScreenBuffers {
     }
 
     /// Why the segment could not be prepared, if it was asked for and failed.
-    pub fn shm_error(&self) -> Option<&str> {
+    pub fn shm_error(&self) -> Option<String> {
         match &self.shm {
-            Some(Err(e)) => Some(e),
+            Some(Err(e)) => Some(e.to_string()),
             _ => None,
         }
     }

@@ -61,7 +61,7 @@ pub struct Display {
     root: xproto::Window,
     /// The MIT-SHM segment images are read through, attached at the first image (`Err`
     /// inside: why not — the server has none, or attaching failed; then `GetImage`).
-    shm: std::sync::OnceLock<std::result::Result<super::shm::ShmSegment, String>>,
+    shm: std::sync::OnceLock<std::result::Result<super::shm::ShmSegment, super::ShmError>>,
     /// The last `ShmGetImage` that failed (that image came through `GetImage`).
     shm_failed: std::sync::Mutex<Option<String>>,
     /// Set by [`Display::disable_shm`].
@@ -321,7 +321,7 @@ impl Display {
             let s = &self.conn.setup().roots[0];
             let len = usize::from(s.width_in_pixels) * usize::from(s.height_in_pixels) * 4;
             if len == 0 {
-                return Err("screen 0 has no pixels".into());
+                return Err(super::ShmError::NoPixels);
             }
             let prepared = self
                 .prepared
@@ -340,7 +340,7 @@ impl Display {
             Ok(px) => Some(convert(px)),
             Err(e) => {
                 if let Ok(mut f) = self.shm_failed.lock() {
-                    *f = Some(e);
+                    *f = Some(e.to_string());
                 }
                 None
             }

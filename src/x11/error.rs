@@ -108,3 +108,72 @@ pub enum X11Error {
 
 /// Result with [`X11Error`].
 pub type Result<T> = std::result::Result<T, X11Error>;
+
+/// Why MIT-SHM images are not available on a connection ([`super::shm`]): the step that failed
+/// (the server check, memfd, ftruncate, mmap, the attach, `ShmGetImage`).
+#[derive(Debug, thiserror::Error)]
+pub enum ShmError {
+    /// The connection failed while sending a request.
+    #[error(transparent)]
+    Connection(#[from] x11rb::errors::ConnectionError),
+    /// A query's reply was an X error or the connection broke.
+    #[error(transparent)]
+    Reply(#[from] x11rb::errors::ReplyError),
+    /// No XID could be allocated for the segment.
+    #[error(transparent)]
+    Id(#[from] x11rb::errors::ReplyOrIdError),
+    /// The server does not offer the MIT-SHM extension.
+    #[error("the server has no MIT-SHM")]
+    NoShm,
+    /// The server's MIT-SHM is older than 1.2.
+    #[error("MIT-SHM {major}.{minor} has no ShmAttachFd")]
+    TooOld {
+        /// Major version.
+        major: u16,
+        /// Minor version.
+        minor: u16,
+    },
+    /// A segment of 0 bytes was asked for.
+    #[error("a segment of 0 bytes")]
+    Empty,
+    /// Screen 0 has no pixels, so no segment is sized for it.
+    #[error("screen 0 has no pixels")]
+    NoPixels,
+    /// A system call failed; `step` is `memfd_create`, `ftruncate` or `mmap`.
+    #[error("{step}: {source}")]
+    Os {
+        /// The call.
+        step: &'static str,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `mmap` returned a null pointer.
+    #[error("mmap returned null")]
+    NullMapping,
+    /// A request's reply was an X error; `request` is `ShmAttachFd` or `ShmGetImage`.
+    #[error("{request}: {source}")]
+    Request {
+        /// The request.
+        request: &'static str,
+        /// The error.
+        #[source]
+        source: x11rb::errors::ReplyError,
+    },
+    /// The image asked for is larger than the segment.
+    #[error("{need} bytes do not fit the {len}-byte segment")]
+    TooLarge {
+        /// Bytes asked for.
+        need: usize,
+        /// The segment's size, bytes.
+        len: usize,
+    },
+    /// `ShmGetImage` wrote fewer bytes than asked for.
+    #[error("ShmGetImage wrote {wrote} bytes, not {need}")]
+    Short {
+        /// Bytes written, as the reply says.
+        wrote: u32,
+        /// Bytes asked for.
+        need: usize,
+    },
+}

@@ -276,11 +276,28 @@ pub fn input_gate(
 ) -> Result<GateRecord> {
     let t = Instant::now();
     d.press_key(keysym)?;
-    input_gate_pressed(d, keysym, region, baseline, (t, timeout), dir, prefix)
+    input_gate_pressed(
+        d,
+        keysym,
+        region,
+        baseline,
+        KeyPressed { at: t, timeout },
+        dir,
+        prefix,
+    )
 }
 
-/// [`input_gate`] after the caller sent `keysym` itself at `pressed.0` (through
-/// [`Display::press_key`], after taking `baseline`): the wait runs until `pressed.1` after it,
+/// When a key was sent and how long the input gate waits for the screen to change after it.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyPressed {
+    /// When the key went out (through [`Display::press_key`]).
+    pub at: Instant,
+    /// How long after `at` the gate waits for the application's region to change.
+    pub timeout: Duration,
+}
+
+/// [`input_gate`] after the caller sent `keysym` itself at `pressed.at` (through
+/// [`Display::press_key`], after taking `baseline`): the wait runs until `pressed.timeout` after it,
 /// and the record's time counts from it. A restore sends the key as soon as the screen for
 /// `pixels-equal` is read, so the application draws while that gate compares.
 ///
@@ -290,11 +307,11 @@ pub fn input_gate_pressed(
     keysym: u32,
     region: Rect,
     baseline: &Screenshot,
-    pressed: (Instant, Duration),
+    pressed: KeyPressed,
     dir: &Path,
     prefix: &str,
 ) -> Result<GateRecord> {
-    let (t, timeout) = pressed;
+    let KeyPressed { at: t, timeout } = pressed;
     // Only the app's region is read while waiting (a few KB per look); the whole screen once
     // after, for the evidence and the diff.
     let before = baseline.crop(region)?;

@@ -27,9 +27,9 @@ mod shm;
 
 pub use buffers::ScreenBuffers;
 pub use display::{Display, Geometry, Quiescence, ascii_keysym, socket_under_root};
-pub use error::{Result, X11Error};
+pub use error::{Result, ShmError, X11Error};
 pub use gates::{
-    GateRecord, PngArtifact, geometry_gate, input_gate, input_gate_pressed, pixel_gate,
+    GateRecord, KeyPressed, PngArtifact, geometry_gate, input_gate, input_gate_pressed, pixel_gate,
     pixel_gate_png, quiescence_gate, write_artifact,
 };
 pub use image::{

@@ -8,6 +8,7 @@
 //! both return the server's pixels of the same rectangle.
 
 use super::Rect;
+use super::ShmError;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 use x11rb::connection::{Connection, RequestConnection};
@@ -58,25 +59,29 @@ pub(crate) struct ShmSegment {
 /// The server has MIT-SHM 1.2 or later (`ShmAttachFd`).
 ///
 /// Errors: a sentence naming what is missing (no MIT-SHM, an older version) or the failed query.
-fn check_server(conn: &RustConnection) -> Result<(), String> {
+fn check_server(conn: &RustConnection) -> Result<(), ShmError> {
     if conn
-        .extension_information(shm::X11_EXTENSION_NAME)
-        .map_err(|e| e.to_string())?
+        .extension_information(shm::X11_EXTENSION_NAME)?
         .is_none()
     {
-        return Err("the server has no MIT-SHM".into());
+        return Err(ShmError::NoShm);
     }
-    let v = shm::query_version(conn)
-        .map(|c| c.reply())
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
+    let v = shm::query_version(conn)?.reply()?;
     if (v.major_version, v.minor_version) < (1, 2) {
-        return Err(format!(
-            "MIT-SHM {}.{} has no ShmAttachFd",
-            v.major_version, v.minor_version
-        ));
+        return Err(ShmError::TooOld {
+            major: v.major_version,
+            minor: v.minor_version,
+        });
     }
     Ok(())
+}
+
+/// The error of system call `step`, from `errno`.
+fn os_error(step: &'static str) -> ShmError {
+    ShmError::Os {
+        step,
+        source: std::io::Error::last_os_error(),
+    }
 }
 
 /// A memfd of `len` bytes (> 0), mapped shared and read-write with `MAP_POPULATE`: the
@@ -85,21 +90,23 @@ fn check_server(conn: &RustConnection) -> Result<(), String> {
 /// machine).
 ///
 /// Errors: a sentence naming the step (memfd, ftruncate, mmap).
-pub(crate) fn prepare(len: usize) -> Result<PreparedShm, String> {
+pub(crate) fn prepare(len: usize) -> Result<PreparedShm, ShmError> {
     if len == 0 {
-        return Err("a segment of 0 bytes".into());
+        return Err(ShmError::Empty);
     }
     let name = c"netprobe-xshm";
     // SAFETY: memfd_create(2) with a valid C string; the descriptor is owned below.
     let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
     if fd < 0 {
-        return Err(format!("memfd_create: {}", std::io::Error::last_os_error()));
+        return Err(os_error("memfd_create"));
     }
     // SAFETY: a fresh descriptor owned by nobody else.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     let file = std::fs::File::from(fd);
-    file.set_len(len as u64)
-        .map_err(|e| format!("ftruncate: {e}"))?;
+    file.set_len(len as u64).map_err(|source| ShmError::Os {
+        step: "ftruncate",
+        source,
+    })?;
     // SAFETY: a shared mapping of the whole memfd, length `len` (> 0 checked above).
     let p = unsafe {
         libc::mmap(
@@ -112,10 +119,10 @@ pub(crate) fn prepare(len: usize) -> Result<PreparedShm, String> {
         )
     };
     if p == libc::MAP_FAILED {
-        return Err(format!("mmap: {}", std::io::Error::last_os_error()));
+        return Err(os_error("mmap"));
     }
     let map = Mapping {
-        ptr: NonNull::new(p.cast()).ok_or("mmap returned null")?,
+        ptr: NonNull::new(p.cast()).ok_or(ShmError::NullMapping)?,
         len,
     };
     Ok(PreparedShm { file, map })
@@ -128,19 +135,21 @@ pub(crate) fn prepare(len: usize) -> Result<PreparedShm, String> {
 pub(crate) fn attach_prepared(
     conn: &RustConnection,
     prepared: PreparedShm,
-) -> Result<ShmSegment, String> {
+) -> Result<ShmSegment, ShmError> {
     check_server(conn)?;
     attach_checked(conn, prepared)
 }
 
 /// `ShmAttachFd` of `prepared` to a server [`check_server`] accepted.
-fn attach_checked(conn: &RustConnection, prepared: PreparedShm) -> Result<ShmSegment, String> {
+fn attach_checked(conn: &RustConnection, prepared: PreparedShm) -> Result<ShmSegment, ShmError> {
     let PreparedShm { file, map } = prepared;
-    let id = conn.generate_id().map_err(|e| e.to_string())?;
-    shm::attach_fd(conn, id, OwnedFd::from(file), false)
-        .map_err(|e| e.to_string())?
+    let id = conn.generate_id()?;
+    shm::attach_fd(conn, id, OwnedFd::from(file), false)?
         .check()
-        .map_err(|e| format!("ShmAttachFd: {e}"))?;
+        .map_err(|source| ShmError::Request {
+            request: "ShmAttachFd",
+            source,
+        })?;
     Ok(ShmSegment { seg: id, map })
 }
 
@@ -149,7 +158,7 @@ fn attach_checked(conn: &RustConnection, prepared: PreparedShm) -> Result<ShmSeg
 /// server checked first.
 ///
 /// Errors: a sentence naming the step (no MIT-SHM, an older version, memfd, mmap, the attach).
-pub(crate) fn attach(conn: &RustConnection, len: usize) -> Result<ShmSegment, String> {
+pub(crate) fn attach(conn: &RustConnection, len: usize) -> Result<ShmSegment, ShmError> {
     check_server(conn)?;
     attach_checked(conn, prepare(len)?)
 }
@@ -163,12 +172,12 @@ pub(crate) fn get_image<'a>(
     root: Window,
     r: Rect,
     need: usize,
-) -> Result<&'a [u8], String> {
+) -> Result<&'a [u8], ShmError> {
     if need > seg.map.len {
-        return Err(format!(
-            "{need} bytes do not fit the {}-byte segment",
-            seg.map.len
-        ));
+        return Err(ShmError::TooLarge {
+            need,
+            len: seg.map.len,
+        });
     }
     let reply = shm::get_image(
         conn,
@@ -181,15 +190,17 @@ pub(crate) fn get_image<'a>(
         ImageFormat::Z_PIXMAP.into(),
         seg.seg,
         0,
-    )
-    .map_err(|e| e.to_string())?
+    )?
     .reply()
-    .map_err(|e| format!("ShmGetImage: {e}"))?;
+    .map_err(|source| ShmError::Request {
+        request: "ShmGetImage",
+        source,
+    })?;
     if (reply.size as usize) < need {
-        return Err(format!(
-            "ShmGetImage wrote {} bytes, not {need}",
-            reply.size
-        ));
+        return Err(ShmError::Short {
+            wrote: reply.size,
+            need,
+        });
     }
     // SAFETY: the mapping holds `seg.map.len >= need` bytes; the server finished writing them
     // before its reply.

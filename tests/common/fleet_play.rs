@@ -31,6 +31,7 @@ impl Drop for Vm {
         if let Some(mut c) = self.0.take()
             && c.try_wait().ok().flatten().is_none()
         {
+            // SAFETY: kill(2) with integer arguments, no memory passed; `c` is our unreaped child.
             unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
             let _ = c.wait();
         }
