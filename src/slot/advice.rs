@@ -46,7 +46,7 @@ impl Container {
 
     /// From the status document's `live`: `live.container.status`, and for an absent container
     /// whether `live.left_processes` proves none left (else [`Container::AbsentWithLeft`]).
-    pub(crate) fn from_live(live: &super::status::LiveFacts) -> Self {
+    pub(crate) fn from_live(live: &super::status_doc::LiveFacts) -> Self {
         let none_left = live
             .left_processes
             .as_ref()
@@ -541,7 +541,7 @@ mod tests {
 
     #[test]
     fn left_processes_turn_an_absent_container_into_a_lost_one() {
-        let facts = |v: serde_json::Value| -> super::super::status::LiveFacts {
+        let facts = |v: serde_json::Value| -> super::super::status_doc::LiveFacts {
             serde_json::from_value(v).unwrap()
         };
         let live = |none_cg: bool, none_ns: bool| {

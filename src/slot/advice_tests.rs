@@ -408,11 +408,11 @@ fn a_missing_owner_marker_offers_the_move_only_when_nothing_is_recorded_live() {
 }
 
 /// A `live` of a slot whose `state.json` was read, from (part of) its JSON.
-fn facts(v: serde_json::Value) -> super::status::LiveFacts {
+fn facts(v: serde_json::Value) -> super::status_doc::LiveFacts {
     serde_json::from_value(v).unwrap()
 }
 
 /// A `live` of a slot whose `state.json` cannot be read, from (part of) its JSON.
-fn unrecorded(v: serde_json::Value) -> super::status::UnrecordedLive {
+fn unrecorded(v: serde_json::Value) -> super::status_doc::UnrecordedLive {
     serde_json::from_value(v).unwrap()
 }

@@ -65,6 +65,7 @@ pub mod sealed;
 mod snapshot;
 pub mod state;
 mod status;
+mod status_doc;
 pub mod support;
 #[cfg(test)]
 mod tests;
