@@ -121,7 +121,9 @@ fn tiny_gpt_disk_mounts_its_root_by_auto_number_and_label() {
         Some("vfat")
     );
     drop(lg);
-    let e = loop_attach_partition(&export, &Partition::Label("nope".into())).unwrap_err();
+    let e = loop_attach_partition(&export, &Partition::Label("nope".into()))
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("image.partition") && e.contains("2 (name \"root\", 32 MiB, ext4)"),
         "{e}"

@@ -251,7 +251,7 @@ fn parse_sha256(s: &str) -> Result<String, NotSha256> {
 struct NotSha256;
 
 /// `--reason`: not blank (it is recorded in the slot; [`pure_checks::probe_gate_reason`]).
-fn parse_reason(s: &str) -> Result<String, String> {
+fn parse_reason(s: &str) -> Result<String, pure_checks::UsageError> {
     pure_checks::probe_gate_reason(Some(s)).map(|()| s.to_string())
 }
 

@@ -3,6 +3,7 @@
 //! file now ([`journal_check`]), for the slot report ([`super::slot_view`]).
 
 use super::slot_view::VERB_FILE;
+use crate::slot::JournalEvent;
 use serde::Serialize;
 use std::path::Path;
 
@@ -31,7 +32,7 @@ pub(super) fn journal_check(
     let end = journal
         .iter()
         .rev()
-        .find(|e| e.event == "end" && e.evidence.as_deref() == Some(name));
+        .find(|e| e.event == JournalEvent::End && e.evidence.as_deref() == Some(name));
     let differs = |detail: String| JournalCheck {
         state: "DIFFERS",
         detail,
@@ -40,13 +41,13 @@ pub(super) fn journal_check(
         // The verb's start is journalled (`evidence <path>`); an end by the same process after
         // it (without a hash: written before netprobe kept them) leaves it unchecked, none at
         // all while a verb.json is there means the journal's end line is missing.
-        let start = journal
-            .iter()
-            .position(|e| e.event == "start" && e.detail.ends_with(&format!("/{name}")));
+        let start = journal.iter().position(|e| {
+            e.event == JournalEvent::Start && e.detail.ends_with(&format!("/{name}"))
+        });
         let ended = start.is_some_and(|i| {
-            journal[i + 1..]
-                .iter()
-                .any(|e| e.event == "end" && e.pid == journal[i].pid && e.verb == journal[i].verb)
+            journal[i + 1..].iter().any(|e| {
+                e.event == JournalEvent::End && e.pid == journal[i].pid && e.verb == journal[i].verb
+            })
         });
         if start.is_some() && !ended && verb_dir.join(VERB_FILE).is_file() {
             return differs(
@@ -131,7 +132,7 @@ pub(super) fn pruned(
         })
         .collect();
     let mut missing = Vec::new();
-    for e in journal.iter().filter(|e| e.event == "end") {
+    for e in journal.iter().filter(|e| e.event == JournalEvent::End) {
         let Some(name) = e.evidence.as_deref() else {
             continue;
         };
@@ -180,7 +181,7 @@ mod tests {
             at: "2026-12-05T00:00:00Z".into(),
             pid: 1,
             verb: "restore".into(),
-            event: "end".into(),
+            event: crate::slot::JournalEvent::End,
             ok,
             detail: detail.into(),
             evidence: None,

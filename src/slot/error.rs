@@ -39,6 +39,18 @@ pub enum StepError {
     /// text names the program, its arguments and its stderr.
     #[error("{0}")]
     Tool(String),
+    /// A mount step ([`super::mounts`]) failed.
+    #[error(transparent)]
+    Mount(#[from] crate::slot::resources::mounts::MountError),
+    /// A directory image's manifest could not be taken or written.
+    #[error(transparent)]
+    Manifest(#[from] crate::slot::gate::image_manifest::ManifestError),
+    /// A qcow2's `stat` did not hold between its hash and its export.
+    #[error(transparent)]
+    Qcow2Held(#[from] crate::slot::gate::image_unchanged::Qcow2HeldError),
+    /// A profile's `config.json` could not be made.
+    #[error(transparent)]
+    Bundle(#[from] crate::slot::profile_record::BundleError),
     /// `state.json` could not be read or written.
     #[error(transparent)]
     State(#[from] super::state::StateError),
@@ -51,6 +63,15 @@ pub enum StepError {
     /// Something the slot state should hold is missing (e.g. no overlay recorded).
     #[error("{0}")]
     Missing(&'static str),
+    /// A document of the crate's own types could not be encoded as JSON (`file`).
+    #[error("{file}: encode as JSON: {source}")]
+    Encode {
+        /// The file it was for.
+        file: &'static str,
+        /// The encoder's error.
+        #[source]
+        source: serde_json::Error,
+    },
     /// A tree digest ([`crate::evidence::tree_digest`]) could not be taken.
     #[error(transparent)]
     Digest(#[from] crate::evidence::TreeDigestError),
@@ -64,15 +85,178 @@ impl StepError {
     }
 }
 
+impl StepError {
+    /// A [`StepError::Encode`] of `file`.
+    pub fn encode(file: &'static str, source: serde_json::Error) -> StepError {
+        StepError::Encode { file, source }
+    }
+}
+
 impl From<String> for StepError {
     fn from(s: String) -> Self {
         StepError::Tool(s)
     }
 }
 
-/// The `gate` of [`SlotError::evidence_incomplete`]: the verb's own record (its evidence
+/// The gate of [`SlotError::evidence_incomplete`]: the verb's own record (its evidence
 /// folder, journal entries, last `state.json` update) could not all be written.
 pub const EVIDENCE_GATE: &str = "evidence";
+
+macro_rules! steps {
+    ($($(#[$doc:meta])* $id:ident => $name:literal,)*) => {
+        /// A step of a verb that can fail after its gates passed ([`SlotError::step`]); its
+        /// name is what `verb.json`'s `error.gate` and the messages carry (e.g.
+        /// `runtime-checkpoint`).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum StepId { $($(#[$doc])* $id,)* }
+
+        impl StepId {
+            /// Every step id, in declaration order.
+            pub const ALL: &'static [StepId] = &[$(StepId::$id,)*];
+
+            /// The stable step name, e.g. `runtime-checkpoint`.
+            pub fn name(self) -> &'static str {
+                match self { $(StepId::$id => $name,)* }
+            }
+        }
+    };
+}
+
+steps! {
+    /// cleanup: the release of the slot's resources.
+    Cleanup => "cleanup",
+    /// provision: writing the bundle's `config.json`.
+    ConfigJson => "config.json",
+    /// reset: stopping the container.
+    ContainerStop => "container-stop",
+    /// the guest display (X11) could not be reached.
+    Display => "display",
+    /// a `sync -f` of a written tree.
+    Fsync => "fsync",
+    /// provision: the qcow2 image's FUSE export (`qemu-storage-daemon`).
+    FuseExport => "fuse-export",
+    /// the holder process (spawn, identity, netns).
+    Holder => "holder",
+    /// provision: writing `holder.json`.
+    HolderJson => "holder.json",
+    /// provision: the container image (directory or qcow2).
+    Image => "image",
+    /// provision: the image's metadata manifest.
+    ImageManifest => "image-manifest",
+    /// provision: mounting the image read-only.
+    ImageMount => "image-mount",
+    /// provision: attaching the image to a loop device.
+    LoopAttach => "loop-attach",
+    /// snapshot: the snapshot's manifest.
+    Manifest => "manifest",
+    /// provision: creating the slot's folders.
+    Mkdir => "mkdir",
+    /// capturing the network state.
+    NetstateCapture => "netstate-capture",
+    /// snapshot: writing the recorded network state.
+    NetstateWrite => "netstate-write",
+    /// mounting the rootfs overlay.
+    Overlay => "overlay",
+    /// unmounting the rootfs overlay.
+    OverlayUnmount => "overlay-unmount",
+    /// provision: the profile's readiness checks.
+    Readiness => "readiness",
+    /// restore/reset: the destructive part of a restore.
+    Restore => "restore",
+    /// snapshot: the runtime's checkpoint.
+    RuntimeCheckpoint => "runtime-checkpoint",
+    /// provision: the runtime's create.
+    RuntimeCreate => "runtime-create",
+    /// removing a runtime's half state.
+    RuntimeHalfState => "runtime-half-state",
+    /// restore/reset: the runtime's restore.
+    RuntimeRestore => "runtime-restore",
+    /// provision: the runtime's start.
+    RuntimeStart => "runtime-start",
+    /// reading the runtime's state of the container.
+    RuntimeState => "runtime-state",
+    /// provision: the sealed copies of the binaries.
+    SealedCopy => "sealed-copy",
+    /// provision: creating the slot directory.
+    SlotCreate => "slot-create",
+    /// snapshot: the destructive part of a snapshot.
+    Snapshot => "snapshot",
+    /// snapshot: renaming the finished snapshot into place.
+    SnapshotRename => "snapshot-rename",
+    /// writing `state.json`.
+    StateWrite => "state-write",
+    /// cleanup: unmounting the slot's mounts.
+    Unmount => "unmount",
+    /// snapshot: the saved upper's tree digest.
+    UpperDigest => "upper-digest",
+    /// restore/reset: the new overlay upper from the snapshot.
+    UpperReset => "upper-reset",
+    /// snapshot: saving the overlay upper.
+    UpperSave => "upper-save",
+    /// status: encoding the status document.
+    StatusDocument => "status-document",
+}
+
+/// Where a slot verb failed: a gate, a step that could not run, the root check, or the verb's
+/// own record. Written as its name (`"gate": "net-fidelity"` in `verb.json` and `--json`);
+/// dereferences to that name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FailedAt {
+    /// A gate that was not proven (exit 1 or 3 by its class).
+    Gate(GateId),
+    /// A step that could not run (exit 4).
+    Step(StepId),
+    /// The root check before any gate (`root`, a host refusal).
+    Root,
+    /// The verb's own record could not all be written ([`EVIDENCE_GATE`]).
+    Evidence,
+}
+
+impl FailedAt {
+    /// The stable name: the gate's, the step's, `root` or `evidence`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FailedAt::Gate(g) => g.name(),
+            FailedAt::Step(s) => s.name(),
+            FailedAt::Root => "root",
+            FailedAt::Evidence => EVIDENCE_GATE,
+        }
+    }
+
+    /// The place named `name` (as `verb.json`'s `error.gate` carries it), gates first; `None`
+    /// for a name netprobe does not write. A name two gates share (`runtime-binary`) gives the
+    /// first.
+    pub fn from_name(name: &str) -> Option<FailedAt> {
+        let gate = GateId::ALL.iter().find(|g| g.name() == name);
+        let step = StepId::ALL.iter().find(|s| s.name() == name);
+        match (gate, step) {
+            (Some(g), _) => Some(FailedAt::Gate(*g)),
+            (None, Some(s)) => Some(FailedAt::Step(*s)),
+            _ if name == "root" => Some(FailedAt::Root),
+            _ if name == EVIDENCE_GATE => Some(FailedAt::Evidence),
+            _ => None,
+        }
+    }
+}
+
+impl std::ops::Deref for FailedAt {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.name()
+    }
+}
+
+impl fmt::Display for FailedAt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl serde::Serialize for FailedAt {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
 
 /// A failed slot verb. `Display` names the slot and, for gate failures, the gate.
 ///
@@ -85,7 +269,7 @@ pub struct SlotError {
     /// The slot as given on the command line (raw text, possibly malformed).
     pub slot: String,
     /// The gate that failed (for gate and host-refused gates), or the step that could not run.
-    pub gate: Option<Box<str>>,
+    pub gate: Option<FailedAt>,
     /// One or more lines for people: the fact that could not be proven and what was observed,
     /// or the cause chain of the step that could not run.
     pub message: String,
@@ -108,19 +292,19 @@ impl SlotError {
         Self::new(
             id.class().exit_class(),
             slot,
-            Some(id.name()),
+            Some(FailedAt::Gate(id)),
             format!("{} — not proven: {detail}", id.fact()),
         )
     }
 
     /// A host refusal (exit 3) naming the prerequisite.
-    pub fn host(slot: &str, gate: &str, message: impl Into<String>) -> Self {
+    pub fn host(slot: &str, gate: FailedAt, message: impl Into<String>) -> Self {
         Self::new(ExitClass::HostRefused, slot, Some(gate), message)
     }
 
     /// A step that could not run (exit 4) naming the step and its typed cause; the message is
     /// the cause with its `source` chain.
-    pub fn step(slot: &str, step: &str, cause: impl Into<StepError>) -> Self {
+    pub fn step(slot: &str, step: StepId, cause: impl Into<StepError>) -> Self {
         let cause = cause.into();
         let mut message = cause.to_string();
         let mut src = std::error::Error::source(&cause);
@@ -131,7 +315,12 @@ impl SlotError {
             }
             src = s.source();
         }
-        let mut e = Self::new(ExitClass::CouldNotRun, slot, Some(step), message);
+        let mut e = Self::new(
+            ExitClass::CouldNotRun,
+            slot,
+            Some(FailedAt::Step(step)),
+            message,
+        );
         e.source = Some(Arc::new(cause));
         e
     }
@@ -141,14 +330,19 @@ impl SlotError {
     /// (docs/REFERENCE.md's table); gate `evidence`. The message names the files, the state directory's
     /// filesystem and the fix ([`super::record::evidence_writes::Incomplete::message`]).
     pub fn evidence_incomplete(slot: &str, message: impl Into<String>) -> Self {
-        Self::new(ExitClass::Usage, slot, Some(EVIDENCE_GATE), message)
+        Self::new(ExitClass::Usage, slot, Some(FailedAt::Evidence), message)
     }
 
-    fn new(kind: ExitClass, slot: &str, gate: Option<&str>, message: impl Into<String>) -> Self {
+    fn new(
+        kind: ExitClass,
+        slot: &str,
+        gate: Option<FailedAt>,
+        message: impl Into<String>,
+    ) -> Self {
         SlotError {
             kind,
             slot: slot.to_string(),
-            gate: gate.map(Box::from),
+            gate,
             message: message.into(),
             diff: None,
             evidence: None,
@@ -236,7 +430,7 @@ impl fmt::Display for SlotError {
             (ExitClass::CouldNotRun, Some(g)) => {
                 write!(f, "slot {slot}: step `{g}` could not run: {}", self.message)?
             }
-            (ExitClass::Usage, Some(g)) if &**g == EVIDENCE_GATE => {
+            (ExitClass::Usage, Some(FailedAt::Evidence)) => {
                 write!(f, "slot {slot}: {}", self.message)?
             }
             (ExitClass::Usage, _) => write!(f, "slot {slot}: usage: {}", self.message)?,
@@ -270,12 +464,12 @@ mod tests {
     #[test]
     fn step_errors_keep_their_cause_and_class() {
         let io = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
-        let e = SlotError::step("5", "evidence", StepError::io("/x/evidence")(io));
+        let e = SlotError::step("5", StepId::Snapshot, StepError::io("/x/evidence")(io));
         assert_eq!(e.exit_code(), 4);
         assert_eq!(e.kind, ExitClass::CouldNotRun);
         let s = e.to_string();
         assert!(
-            s.starts_with("slot 5: step `evidence` could not run: /x/evidence: "),
+            s.starts_with("slot 5: step `snapshot` could not run: /x/evidence: "),
             "{s}"
         );
         assert!(std::error::Error::source(&e).is_some());
@@ -285,7 +479,7 @@ mod tests {
         let why = "dump.log:12: Error (criu/sk-inet.c:199): inet: Connected TCP socket, consider using --tcp-established option.";
         let e = SlotError::step(
             "5",
-            "runtime-checkpoint",
+            StepId::RuntimeCheckpoint,
             OciError::Failed {
                 argv: vec!["runc".into(), "checkpoint".into()],
                 code: Some(1),

@@ -8,6 +8,7 @@ use super::resources::slot_dir::{self, SlotPaths, StateDirUse};
 use super::state::*;
 use super::tests::{assert_refused, destructive, drive, existing};
 use super::{SlotError, SlotOutcome, Verb};
+use crate::slot::JournalEvent;
 use std::fs;
 use std::path::Path;
 
@@ -205,7 +206,7 @@ fn a_second_cleanup_names_the_cleanup_that_released_the_holder() {
     journal::journal_append(
         &f.paths.journal(),
         "cleanup",
-        "end",
+        JournalEvent::End,
         true,
         "slot clean (holder pid 4242 stopped through its pidfd); evidence kept in /x",
     )

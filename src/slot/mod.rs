@@ -35,8 +35,9 @@ pub mod state;
 mod tests;
 pub mod verb;
 
-pub use error::{SlotError, StepError};
+pub use error::{FailedAt, SlotError, StepError, StepId};
 pub use gate::{Gate, GateClass, GateId, GateLog, Observed};
+pub use record::journal::JournalEvent;
 pub use resources::slot_dir::{SlotPaths, parse_slot};
 pub use resources::slot_lock::SlotLock;
 pub use state::{ImageKind, Phase, ProbeGateMode, SlotState, StateError, VerbEnd};
@@ -211,7 +212,7 @@ impl SlotOutcome {
     /// The outcome for people: summary, gates, timings, declared differences, evidence folder.
     pub fn render(&self) -> String {
         if let Some(s) = &self.status {
-            return serde_json::to_string_pretty(s).unwrap_or_default();
+            return format!("{s:#}");
         }
         let mut out = format!(
             "slot {} {}: {}\n",
@@ -300,7 +301,7 @@ fn run_with(args: &SlotArgs, env: &record::verb_run::SlotEnv) -> Result<SlotOutc
     if env.require_root && !nix::unistd::geteuid().is_root() {
         return Err(SlotError::host(
             &raw,
-            "root",
+            FailedAt::Root,
             "netprobe slot needs root (namespaces, mounts, runc, CRIU)",
         ));
     }
@@ -335,7 +336,7 @@ fn missing_state_why(paths: &SlotPaths) -> Option<String> {
     let last_end = journal
         .into_iter()
         .rev()
-        .find(|e| e.verb == "provision" && e.event == "end");
+        .find(|e| e.verb == "provision" && e.event == JournalEvent::End);
     let ended = match last_end {
         Some(e) => format!("its provision ended at {} ({})", e.at, e.detail),
         None => "no provision of it recorded an end".to_string(),
@@ -356,7 +357,7 @@ fn journal_made(
     journal
         .iter()
         .rev()
-        .find(|e| e.event == "step" || (e.event == "end" && e.ok))
+        .find(|e| e.event == JournalEvent::Step || (e.event == JournalEvent::End && e.ok))
 }
 
 /// The `slot-state` gate's words after `state.json`'s read error, when no verb can run: the
@@ -427,7 +428,7 @@ fn with_existing(
     // A binary re-hashed to its pin (and proven, whether the verb then passed or not) is
     // compared by stat again from the next verb on.
     for d in vr.refreshed.apply(&mut st) {
-        vr.journal("step", true, &d);
+        vr.journal(JournalEvent::Step, true, &d);
     }
     st.last_verb = Some(vr.verb().into());
     st.last_ok = r.is_ok();

@@ -238,19 +238,30 @@ pub(crate) fn profile_hash(st: &SlotState) -> Observed {
     }
 }
 
+/// Why a profile's `config.json` could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    /// The base spec could not be built or written.
+    #[error(transparent)]
+    Oci(#[from] oci::OciError),
+    /// The profile could not be applied to it.
+    #[error(transparent)]
+    Profile(#[from] profile::ProfileError),
+}
+
 /// `config.json` for a profile: [`oci::build_spec`] (rootfs, netns, hostname, cgroupsPath),
 /// then [`profile::apply_profile`] (process, capabilities, resources, mounts), written with
 /// [`oci::write_spec`].
 ///
-/// Errors: the oci or profile error as text.
+/// Errors: the oci or profile error.
 pub(crate) fn write_bundle(
     bundle: &Path,
     spec: &BundleSpec,
     lp: &profile::Profile,
-) -> Result<BundleInfo, String> {
-    let mut s = oci::build_spec(bundle, spec).map_err(|e| e.to_string())?;
-    profile::apply_profile(&mut s, lp).map_err(|e| e.to_string())?;
-    oci::write_spec(bundle, &s).map_err(|e| e.to_string())
+) -> Result<BundleInfo, BundleError> {
+    let mut s = oci::build_spec(bundle, spec)?;
+    profile::apply_profile(&mut s, lp)?;
+    Ok(oci::write_spec(bundle, &s)?)
 }
 
 /// The guest server check: `(port, path, status, timeout)`. A profile's first `http` readiness

@@ -8,7 +8,7 @@ use super::gate::*;
 use super::record::verb_run::{SlotEnv, VerbRun};
 use super::resources::slot_dir::{self, SlotPaths, StateDirUse};
 use super::state::*;
-use super::{SlotArgs, SlotError, SlotOutcome, Verb, run_with};
+use super::{SlotArgs, SlotError, SlotOutcome, StepId, Verb, run_with};
 use crate::oci::container::fake::{Events, RecordingRuntime};
 use crate::oci::{RuntimeKind, RuntimeOps};
 use std::fs;
@@ -536,7 +536,7 @@ fn a_step_cleared_before_its_gate_fails_closed() {
     run.gate(GateId::ConfigHash, Ok("proven".into())).unwrap();
     let e = run
         .clear(
-            "container-stop",
+            StepId::ContainerStop,
             &[GateId::ConfigHash, GateId::SnapshotComplete],
         )
         .unwrap_err();
@@ -545,7 +545,7 @@ fn a_step_cleared_before_its_gate_fails_closed() {
     run.gate(GateId::SnapshotComplete, Ok("proven".into()))
         .unwrap();
     run.clear(
-        "container-stop",
+        StepId::ContainerStop,
         &[GateId::ConfigHash, GateId::SnapshotComplete],
     )
     .unwrap();

@@ -12,6 +12,7 @@
 //! a change is still named by digest.
 
 use crate::criu::inventory::{FileDigest, ImageDigest, ImageFile, digests};
+use crate::slot::gate::Observed;
 use crate::slot::resources::sealed_binaries::FileStat;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -98,7 +99,7 @@ pub fn checkpoint_images(
     images_dir: &Path,
     recorded: &[ImageFile],
     stats: Option<&[ImageStat]>,
-) -> Result<String, String> {
+) -> Observed {
     let digest = digest_of(recorded);
     if stats.is_some_and(|s| images_unchanged(images_dir, recorded, s)) {
         return Ok(format!(

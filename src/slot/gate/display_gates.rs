@@ -15,9 +15,12 @@
 //! once per verb, with every record of the verb) and in the verb's facts (`display_gates`).
 
 use crate::profile::DisplaySpec;
+use crate::slot::error::StepId;
 use crate::slot::error::{SlotError, StepError};
 use crate::slot::gate::GateId;
+use crate::slot::gate::Observed;
 use crate::slot::record::evidence_writes;
+use crate::slot::record::evidence_writes::Unwritten;
 use crate::slot::record::verb_run::VerbRun;
 use crate::slot::state::SlotState;
 use crate::x11::{
@@ -74,12 +77,16 @@ fn connect(
 }
 
 fn keep(run: &mut VerbRun, recs: &[&GateRecord]) {
-    let v = serde_json::to_value(recs).unwrap_or_default();
-    run.ev_write(
-        "display-gates.json",
-        serde_json::to_vec_pretty(&v).unwrap_or_default().as_slice(),
-    );
-    run.fact("display_gates", v);
+    // Through a `Value`: its keys are sorted, in the file as in the fact.
+    match serde_json::to_value(recs) {
+        Ok(v) => {
+            run.ev_write_json("display-gates.json", &v);
+            run.fact("display_gates", v);
+        }
+        Err(e) => run
+            .unwritten
+            .push(Unwritten::encode("display-gates.json", &e)),
+    }
 }
 
 fn gate_of(run: &mut VerbRun, id: GateId, r: &GateRecord) -> Result<(), SlotError> {
@@ -112,7 +119,7 @@ fn x11_err(run: &VerbRun, e: X11Error) -> SlotError {
         run.unwritten
             .push(evidence_writes::Unwritten::io(file, what, source));
     }
-    run.step_err("display", StepError::Tool(e.to_string()))
+    run.step_err(StepId::Display, StepError::Tool(e.to_string()))
 }
 
 /// provision (a readiness check, [`super::readiness`]): waits at most `timeout` (what is left
@@ -183,7 +190,7 @@ pub(crate) fn snapshot_gate(
 /// not mapped yet leaves (e.g. Tk stalled before its first map): a reference like that would
 /// let `pixels-equal` pass on an empty screen and `input-reaches-app` on the window appearing
 /// rather than on the key.
-fn app_drawn(shot: &Screenshot, region: Rect, socket: &Path) -> Result<String, String> {
+fn app_drawn(shot: &Screenshot, region: Rect, socket: &Path) -> Observed {
     match x11::region_other_pixels(shot, region) {
         None => Err(format!(
             "display.input region {region} lies outside the {}x{} screen: fix the profile",
@@ -356,7 +363,7 @@ fn copy_reference(run: &VerbRun, bytes: &[u8], dir: &Path) -> Result<PngArtifact
     const NAME: &str = "screen-snapshot.png";
     let a = run.ev_write_artifact(NAME, bytes).ok_or_else(|| {
         let why = format!("{NAME} could not be written into {}", dir.display());
-        run.step_err("display", StepError::Tool(why))
+        run.step_err(StepId::Display, StepError::Tool(why))
     })?;
     Ok(PngArtifact {
         file: a.path,

@@ -5,6 +5,7 @@
 
 use crate::netlink::NetState;
 use crate::ns;
+use crate::slot::gate::Observed;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -43,7 +44,7 @@ pub fn lo_detail(st: &NetState) -> String {
 ///
 /// Errors: the namespace cannot be entered, or no `200` within `timeout` (the last connect
 /// error or status line is named).
-pub fn http_get_in_netns(netns: &Path, port: u16, timeout: Duration) -> Result<String, String> {
+pub fn http_get_in_netns(netns: &Path, port: u16, timeout: Duration) -> Observed {
     http_check_in_netns(netns, port, "/", 200, timeout)
 }
 
@@ -59,7 +60,7 @@ pub fn http_check_in_netns(
     path: &str,
     status: u16,
     timeout: Duration,
-) -> Result<String, String> {
+) -> Observed {
     let want = status.to_string();
     let req = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
     ns::run_in_netns(netns, || {
@@ -101,7 +102,7 @@ pub fn http_check_in_netns(
 ///
 /// Errors: the namespace cannot be entered, or no connection within `timeout` (the last connect
 /// error is named).
-pub fn tcp_connect_in_netns(netns: &Path, port: u16, timeout: Duration) -> Result<String, String> {
+pub fn tcp_connect_in_netns(netns: &Path, port: u16, timeout: Duration) -> Observed {
     ns::run_in_netns(netns, || {
         let deadline = Instant::now() + timeout;
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));

@@ -14,6 +14,58 @@ use std::fs;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 
+/// Why a directory image's manifest could not be taken, written or trusted.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// An entry could not be read (`lstat`, `readdir`, `readlink`).
+    #[error("{}: {source}", path.display())]
+    Read {
+        /// The entry.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The root walked is not a directory.
+    #[error("{} is not a directory", .0.display())]
+    NotADirectory(std::path::PathBuf),
+    /// The listing's entries no longer hash to the recorded sha256.
+    #[error("its entries hash to {now}, not the recorded {want} (the listing was edited)")]
+    Edited {
+        /// The digest of the entries now.
+        now: String,
+        /// The recorded digest.
+        want: String,
+    },
+    /// An entry or the listing could not be encoded as JSON (`what`).
+    #[error("{what}: {source}")]
+    Encode {
+        /// The listing file, or `an entry`.
+        what: String,
+        /// The encoder's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The listing file could not be written.
+    #[error("write {}: {source}", path.display())]
+    Write {
+        /// The listing file.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl ManifestError {
+    fn read(path: &Path) -> impl FnOnce(std::io::Error) -> ManifestError + '_ {
+        move |source| ManifestError::Read {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
 /// Version of the listing file's layout ([`ManifestListing`]).
 pub const LISTING_SCHEMA_VERSION: u32 = 1;
 
@@ -92,13 +144,15 @@ pub struct ManifestListing {
 
 impl ManifestListing {
     /// The listing of `entries` walked under `root`.
-    pub fn new(root: &Path, entries: Vec<ManifestEntry>) -> ManifestListing {
-        ManifestListing {
+    ///
+    /// Errors: an entry could not be encoded ([`digest`]).
+    pub fn new(root: &Path, entries: Vec<ManifestEntry>) -> Result<ManifestListing, ManifestError> {
+        Ok(ManifestListing {
             schema_version: LISTING_SCHEMA_VERSION,
             root: root.display().to_string(),
-            sha256: digest(&entries),
+            sha256: digest(&entries)?,
             entries,
-        }
+        })
     }
 
     /// The [`ImageManifest`] that `state.json` records for this listing.
@@ -112,27 +166,33 @@ impl ManifestListing {
     /// The listing's entries hash to `want` (the sha256 `state.json` records).
     ///
     /// Errors: a sentence naming both digests when they differ (the file was edited).
-    pub fn check(&self, want: &str) -> Result<(), String> {
-        let now = digest(&self.entries);
+    pub fn check(&self, want: &str) -> Result<(), ManifestError> {
+        let now = digest(&self.entries)?;
         if now == want {
             Ok(())
         } else {
-            Err(format!(
-                "its entries hash to {now}, not the recorded {want} (the listing was edited)"
-            ))
+            Err(ManifestError::Edited {
+                now,
+                want: want.to_string(),
+            })
         }
     }
 }
 
 /// The sha256 over `entries`: each entry's compact JSON followed by a newline, in order.
-pub fn digest(entries: &[ManifestEntry]) -> String {
+///
+/// Errors: an entry could not be encoded.
+pub fn digest(entries: &[ManifestEntry]) -> Result<String, ManifestError> {
     let mut h = Sha256::new();
     for e in entries {
-        // Serializing a struct of strings and numbers cannot fail.
-        h.update(serde_json::to_vec(e).unwrap_or_default());
+        let json = serde_json::to_vec(e).map_err(|source| ManifestError::Encode {
+            what: "an entry".into(),
+            source,
+        })?;
+        h.update(json);
         h.update(b"\n");
     }
-    hex::encode(h.finalize())
+    Ok(hex::encode(h.finalize()))
 }
 
 /// The entries under `root` (the root first, as `.`), depth-first, each folder's names in byte
@@ -140,10 +200,10 @@ pub fn digest(entries: &[ManifestEntry]) -> String {
 ///
 /// Errors: a sentence naming the first entry that could not be read (`lstat`, `readdir`,
 /// `readlink`), or `root` when it is not a directory.
-pub fn walk(root: &Path) -> Result<Vec<ManifestEntry>, String> {
-    let md = fs::symlink_metadata(root).map_err(|e| format!("{}: {e}", root.display()))?;
+pub fn walk(root: &Path) -> Result<Vec<ManifestEntry>, ManifestError> {
+    let md = fs::symlink_metadata(root).map_err(ManifestError::read(root))?;
     if !md.is_dir() {
-        return Err(format!("{} is not a directory", root.display()));
+        return Err(ManifestError::NotADirectory(root.to_path_buf()));
     }
     let mut out = Vec::new();
     walk_dir(root, ".".into(), md, &mut out)?;
@@ -156,17 +216,16 @@ fn walk_dir(
     rel: String,
     md: fs::Metadata,
     out: &mut Vec<ManifestEntry>,
-) -> Result<(), String> {
-    let err = |e: std::io::Error| format!("{}: {e}", path.display());
-    let e = entry(path, rel, &md).map_err(err)?;
+) -> Result<(), ManifestError> {
+    let e = entry(path, rel, &md).map_err(ManifestError::read(path))?;
     let (is_dir, rel) = (e.kind == EntryKind::Dir, e.path.clone());
     out.push(e);
     if !is_dir {
         return Ok(());
     }
-    for n in crate::evidence::tree_digest::sorted_names(path).map_err(err)? {
+    for n in crate::evidence::tree_digest::sorted_names(path).map_err(ManifestError::read(path))? {
         let child = path.join(&n);
-        let md = fs::symlink_metadata(&child).map_err(|e| format!("{}: {e}", child.display()))?;
+        let md = fs::symlink_metadata(&child).map_err(ManifestError::read(&child))?;
         let rel = format!(
             "{rel}/{}",
             escape_name(std::os::unix::ffi::OsStrExt::as_bytes(n.as_os_str()))
@@ -394,14 +453,14 @@ mod tests {
         // The same tree walked again: the same records and digest.
         let again = walk(t.path()).unwrap();
         assert_eq!(again, l);
-        assert_eq!(digest(&again), digest(&l));
+        assert_eq!(digest(&again).unwrap(), digest(&l).unwrap());
         // A listing reproduces its own digest, and refuses an edited entry.
-        let mut listing = ManifestListing::new(t.path(), l);
+        let mut listing = ManifestListing::new(t.path(), l).unwrap();
         assert_eq!(listing.manifest().entries, 9);
         let want = listing.sha256.clone();
         listing.check(&want).unwrap();
         listing.entries[2].size = 99;
-        let e = listing.check(&want).unwrap_err();
+        let e = listing.check(&want).unwrap_err().to_string();
         assert!(
             e.contains("the listing was edited") && e.contains(&want),
             "{e}"
@@ -424,7 +483,7 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(20));
         fs::write(p.join("var/www/index.html"), b"HELLO\n").unwrap();
         let l1 = walk(p).unwrap();
-        assert_ne!(digest(&l1), digest(&l0));
+        assert_ne!(digest(&l1).unwrap(), digest(&l0).unwrap());
         let d = diff(&l0, &l1);
         assert_eq!(d.changed.len(), 1, "{d}");
         assert_eq!(d.changed[0].path, "./var/www/index.html");
@@ -514,9 +573,9 @@ mod tests {
     #[test]
     fn a_missing_or_non_directory_root_is_refused_by_name() {
         let t = tree();
-        let e = walk(&t.path().join("etc/a")).unwrap_err();
+        let e = walk(&t.path().join("etc/a")).unwrap_err().to_string();
         assert!(e.ends_with("etc/a is not a directory"), "{e}");
-        let e = walk(&t.path().join("nope")).unwrap_err();
+        let e = walk(&t.path().join("nope")).unwrap_err().to_string();
         assert!(e.contains("nope") && e.contains("No such file"), "{e}");
         // A symlink to a folder is not followed: not a directory.
         symlink(t.path().join("etc"), t.path().join("etc-link")).unwrap();

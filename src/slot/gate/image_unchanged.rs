@@ -13,8 +13,10 @@
 //!   re-hashing gigabytes (ctime changes on any write and cannot be set back). A state written
 //!   before the record: the file is hashed whole against the pin, as the binaries are.
 
-use super::image_manifest::{self, ImageManifest, ManifestListing};
 use crate::slot::gate::Observed;
+use crate::slot::gate::image_manifest::ManifestError;
+use crate::slot::gate::image_manifest::{self, ImageManifest, ManifestListing};
+use crate::slot::resources::sealed_binaries::SealError;
 use crate::slot::resources::sealed_binaries::{FileStat, source_stat};
 use crate::slot::resources::slot_dir::SlotPaths;
 use crate::slot::state::{ImageKind, ImageState, SlotState};
@@ -24,12 +26,20 @@ use std::path::Path;
 /// atomically (`slot-N/image-manifest.json`) and returns what `state.json` records.
 ///
 /// Errors: a sentence naming the entry that could not be read, or the listing file.
-pub(crate) fn record_manifest(lower: &Path, listing: &Path) -> Result<ImageManifest, String> {
+pub(crate) fn record_manifest(
+    lower: &Path,
+    listing: &Path,
+) -> Result<ImageManifest, ManifestError> {
     let entries = image_manifest::walk(lower)?;
-    let l = ManifestListing::new(lower, entries);
-    let bytes = serde_json::to_vec(&l).map_err(|e| format!("{}: {e}", listing.display()))?;
-    crate::evidence::replace_atomic(listing, &bytes)
-        .map_err(|e| format!("write {}: {e}", listing.display()))?;
+    let l = ManifestListing::new(lower, entries)?;
+    let bytes = serde_json::to_vec(&l).map_err(|source| ManifestError::Encode {
+        what: listing.display().to_string(),
+        source,
+    })?;
+    crate::evidence::replace_atomic(listing, &bytes).map_err(|source| ManifestError::Write {
+        path: listing.to_path_buf(),
+        source,
+    })?;
     Ok(l.manifest())
 }
 
@@ -79,7 +89,12 @@ fn directory(img: &ImageState, p: &SlotPaths) -> Observed {
             new_slot(p)
         )
     })?;
-    let sha = image_manifest::digest(&now);
+    let sha = image_manifest::digest(&now).map_err(|e| {
+        format!(
+            "the {kind} image {lower}: its metadata sha256 cannot be taken: {e}; fix: {}",
+            new_slot(p)
+        )
+    })?;
     if sha == want.sha256 && now.len() as u64 == want.entries {
         return Ok(format!(
             "{kind} image {lower}: {} entries, metadata sha256 {sha} as recorded at provision (path, type, mode, owner, size, mtime, ctime, symlink target, device number)",
@@ -108,7 +123,7 @@ fn named_paths(
     let listing = crate::evidence::read_recorded(&path)
         .map_err(|e| e.to_string())
         .and_then(|b| serde_json::from_slice::<ManifestListing>(&b).map_err(|e| e.to_string()))
-        .and_then(|l| l.check(&want.sha256).map(|()| l));
+        .and_then(|l| l.check(&want.sha256).map(|()| l).map_err(|e| e.to_string()));
     match listing {
         Ok(l) => image_manifest::diff(&l.entries, now).to_string(),
         Err(e) => format!(
@@ -184,26 +199,42 @@ pub(crate) fn stat_diff(was: &FileStat, now: &FileStat) -> String {
     f.join(", ")
 }
 
+/// Why provision could not prove a qcow2 attached with the bytes hashed to its pin.
+#[derive(Debug, thiserror::Error)]
+pub enum Qcow2HeldError {
+    /// No `stat` was taken before the hash.
+    #[error("{}: no stat was taken before its sha256 (nothing proves the bytes hashed are the ones attached)", .0.display())]
+    NoStatBefore(std::path::PathBuf),
+    /// The file cannot be `stat`ed now.
+    #[error(transparent)]
+    Stat(#[from] SealError),
+    /// The file's `stat` changed between the hash and the export.
+    #[error("{} changed between its sha256 check and its FUSE export ({diff}): the bytes attached are not proven to be the pinned ones; provision again once nothing writes to it", file.display())]
+    Changed {
+        /// The qcow2 file.
+        file: std::path::PathBuf,
+        /// What changed ([`stat_diff`]).
+        diff: String,
+    },
+}
+
 /// provision, qcow2: the file's `stat` now (the export serving it) equals `before`, taken
 /// before it was hashed to its pin; the stat `state.json` then records.
 ///
 /// Errors: a sentence naming the file and what changed while it was hashed and attached.
-pub(crate) fn qcow2_stat_held(file: &Path, before: Option<FileStat>) -> Result<FileStat, String> {
-    let before = before.ok_or_else(|| {
-        format!(
-            "{}: no stat was taken before its sha256 (nothing proves the bytes hashed are the ones attached)",
-            file.display()
-        )
-    })?;
+pub(crate) fn qcow2_stat_held(
+    file: &Path,
+    before: Option<FileStat>,
+) -> Result<FileStat, Qcow2HeldError> {
+    let before = before.ok_or_else(|| Qcow2HeldError::NoStatBefore(file.to_path_buf()))?;
     let now = source_stat(file)?;
     if now == before {
         Ok(now)
     } else {
-        Err(format!(
-            "{} changed between its sha256 check and its FUSE export ({}): the bytes attached are not proven to be the pinned ones; provision again once nothing writes to it",
-            file.display(),
-            stat_diff(&before, &now)
-        ))
+        Err(Qcow2HeldError::Changed {
+            file: file.to_path_buf(),
+            diff: stat_diff(&before, &now),
+        })
     }
 }
 
@@ -345,7 +376,7 @@ mod tests {
         let e = image_unchanged(&old, &p).unwrap_err();
         assert!(e.contains(&format!("not the pin {pin}")), "{e}");
         // A file written between its hash and its export: provision refuses it.
-        let e = qcow2_stat_held(&q, Some(before)).unwrap_err();
+        let e = qcow2_stat_held(&q, Some(before)).unwrap_err().to_string();
         assert!(
             e.contains("changed between its sha256 check and its FUSE export"),
             "{e}"

@@ -23,15 +23,19 @@ pub(super) mod readiness;
 pub(super) mod readiness_screen;
 pub(super) mod shared_gates;
 
-use super::Verb;
-use super::error::SlotError;
 use crate::exit::ExitClass;
+use crate::slot::Verb;
+use crate::slot::error::SlotError;
 use serde::{Deserialize, Serialize};
 
 /// What a gate observed: `Ok(detail)` when its fact is proven, `Err(detail)` when it is not
 /// (anything that could not be read counts as not proven). Not an error type: the detail is
 /// evidence, written to `gates.json` either way.
 pub type Observed = Result<String, String>;
+
+/// An observation whose proof also yields a value (`T`, with the detail in it, e.g. the
+/// snapshot folder and the detail); `Err(detail)` when not proven, as for [`Observed`].
+pub type ObservedWith<T> = Result<T, String>;
 
 /// The exit class of a gate that fails: `gate` (exit 1) or `host` (exit 3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

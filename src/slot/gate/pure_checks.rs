@@ -7,8 +7,10 @@ use crate::criu::inventory::ImageFile;
 use crate::evidence::result::{RungName, Status as RungStatus, VerdictCode};
 use crate::evidence::{read_result, sha256_file, sha256_hex};
 use crate::oci::{config_sha256, read_bundle_spec};
+use crate::slot::JournalEvent;
 use crate::slot::error::SlotError;
 use crate::slot::gate::Observed;
+use crate::slot::gate::ObservedWith;
 use crate::slot::next_step::{self, CLEANUP_AND_PROVISION_ANOTHER};
 use crate::slot::record::journal;
 use crate::slot::resources::slot_dir;
@@ -17,6 +19,66 @@ use crate::slot::{SlotArgs, Verb};
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
+
+/// What `--image` needs, said after each image refusal.
+const IMAGE_FIX: &str =
+    "give --image an existing root filesystem directory, or a .qcow2 disk with --image-sha256";
+
+/// A provision's arguments that break a rule clap cannot check (exit 2); each message names
+/// the flag and the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum UsageError {
+    /// `--state-dir` is inside a folder netprobe wrote.
+    #[error(
+        "--state-dir {}: refusing a state directory inside {what} {} (it holds {marker}): \
+         netprobe never writes into existing evidence, and the files of a slot added there \
+         would break it; choose a folder outside it",
+        state_dir.display(),
+        folder.display()
+    )]
+    StateDirInEvidence {
+        /// The state directory.
+        state_dir: PathBuf,
+        /// What the enclosing folder is.
+        what: &'static str,
+        /// The enclosing folder.
+        folder: PathBuf,
+        /// The file that marks it.
+        marker: &'static str,
+    },
+    /// The enclosing folders could not be checked.
+    #[error(transparent)]
+    Evidence(crate::evidence::EvidenceError),
+    /// `--image` cannot be read.
+    #[error("--image {}: {source}; {IMAGE_FIX}", image.display())]
+    ImageUnreadable {
+        /// The image path.
+        image: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A `.qcow2` `--image` that is not a regular file.
+    #[error("--image {} is not a regular file (a .qcow2 disk is one); {IMAGE_FIX}", .0.display())]
+    ImageNotAFile(PathBuf),
+    /// A directory `--image` that is not a directory.
+    #[error("--image {} is neither a directory nor a .qcow2 file; {IMAGE_FIX}", .0.display())]
+    ImageNotADirectory(PathBuf),
+    /// `--reason` without `--no-probe-gate`.
+    #[error(
+        "--reason is recorded only with --no-probe-gate (it says why the probe gate is skipped): drop --reason, or skip the gate with --no-probe-gate --reason TEXT instead of --probe-evidence"
+    )]
+    ReasonWithoutOverride,
+    /// `--no-probe-gate` with a missing or blank `--reason`.
+    #[error("--no-probe-gate needs --reason TEXT (recorded in the slot); it must not be blank")]
+    BlankReason,
+    /// A `.qcow2` `--image` without `--image-sha256`.
+    #[error("a .qcow2 --image must be pinned with --image-sha256")]
+    Qcow2Unpinned,
+    /// `--image-sha256` with an image that is not a `.qcow2`.
+    #[error("--image-sha256 applies to a .qcow2 image only")]
+    PinWithoutQcow2,
+}
 
 /// The argument rules of a provision that hold however [`SlotArgs`] was built (the CLI's clap
 /// subcommands already enforce which verb takes which flag, `--no-probe-gate` against
@@ -38,7 +100,7 @@ pub fn usage_checks(a: &SlotArgs, raw: &str) -> Result<(), SlotError> {
         .and_then(|()| image_pin(a.image.as_deref(), a.image_sha256.as_deref()))
         .and_then(|()| image_exists(a.image.as_deref()))
         .and_then(|()| state_dir_outside_evidence(&a.state_dir))
-        .map_err(|m| SlotError::usage(raw, m))
+        .map_err(|m| SlotError::usage(raw, m.to_string()))
 }
 
 /// A state directory must not be made inside a folder netprobe wrote — a run's or a matrix's
@@ -46,7 +108,7 @@ pub fn usage_checks(a: &SlotArgs, raw: &str) -> Result<(), SlotError> {
 /// ([`crate::evidence::enclosing::refuse_inside_evidence`]): the files a slot adds there are
 /// files that folder's record does not list (`netprobe verify` of a run then fails it).
 /// Errors: the usage message naming the folder, the file that marks it and the fix.
-pub fn state_dir_outside_evidence(state_dir: &Path) -> Result<(), String> {
+pub fn state_dir_outside_evidence(state_dir: &Path) -> Result<(), UsageError> {
     use crate::evidence::EvidenceError;
     match crate::evidence::enclosing::refuse_inside_evidence(state_dir, None) {
         Err(EvidenceError::InsideEvidence {
@@ -54,14 +116,13 @@ pub fn state_dir_outside_evidence(state_dir: &Path) -> Result<(), String> {
             what,
             marker,
             ..
-        }) => Err(format!(
-            "--state-dir {}: refusing a state directory inside {what} {} (it holds {marker}): \
-             netprobe never writes into existing evidence, and the files of a slot added there \
-             would break it; choose a folder outside it",
-            state_dir.display(),
-            folder.display()
-        )),
-        Err(e) => Err(e.to_string()),
+        }) => Err(UsageError::StateDirInEvidence {
+            state_dir: state_dir.to_path_buf(),
+            what,
+            folder,
+            marker,
+        }),
+        Err(e) => Err(UsageError::Evidence(e)),
         Ok(()) => Ok(()),
     }
 }
@@ -69,42 +130,34 @@ pub fn state_dir_outside_evidence(state_dir: &Path) -> Result<(), String> {
 /// An `--image` must be there before anything is made: a directory (a root filesystem used
 /// as-is), or a regular file for a `.qcow2` disk (its pin is checked by the `image-sha256` gate).
 /// Errors: the usage message naming the path, what is wrong and what to give instead.
-pub fn image_exists(image: Option<&Path>) -> Result<(), String> {
+pub fn image_exists(image: Option<&Path>) -> Result<(), UsageError> {
     let Some(img) = image else { return Ok(()) };
-    let fix =
-        "give --image an existing root filesystem directory, or a .qcow2 disk with --image-sha256";
     let qcow2 = ImageKind::of(Some(img)) == ImageKind::Qcow2;
     match std::fs::metadata(img) {
-        Err(e) => Err(format!("--image {}: {e}; {fix}", img.display())),
-        Ok(m) if qcow2 && !m.is_file() => Err(format!(
-            "--image {} is not a regular file (a .qcow2 disk is one); {fix}",
-            img.display()
-        )),
-        Ok(m) if !qcow2 && !m.is_dir() => Err(format!(
-            "--image {} is neither a directory nor a .qcow2 file; {fix}",
-            img.display()
-        )),
+        Err(source) => Err(UsageError::ImageUnreadable {
+            image: img.to_path_buf(),
+            source,
+        }),
+        Ok(m) if qcow2 && !m.is_file() => Err(UsageError::ImageNotAFile(img.to_path_buf())),
+        Ok(m) if !qcow2 && !m.is_dir() => Err(UsageError::ImageNotADirectory(img.to_path_buf())),
         Ok(_) => Ok(()),
     }
 }
 
 /// `--reason` without `--no-probe-gate` would be recorded nowhere (the probe gate is not
 /// skipped). Errors: the usage message naming both ways out.
-pub fn reason_without_override(reason: Option<&str>) -> Result<(), String> {
+pub fn reason_without_override(reason: Option<&str>) -> Result<(), UsageError> {
     match reason {
         None => Ok(()),
-        Some(_) => Err("--reason is recorded only with --no-probe-gate (it says why the probe gate is skipped): drop --reason, or skip the gate with --no-probe-gate --reason TEXT instead of --probe-evidence".into()),
+        Some(_) => Err(UsageError::ReasonWithoutOverride),
     }
 }
 
 /// `--no-probe-gate` needs a non-blank `--reason` (it is recorded in the slot). Errors: the
 /// usage message.
-pub fn probe_gate_reason(reason: Option<&str>) -> Result<(), String> {
+pub fn probe_gate_reason(reason: Option<&str>) -> Result<(), UsageError> {
     if reason.map(str::trim).unwrap_or("").is_empty() {
-        return Err(
-            "--no-probe-gate needs --reason TEXT (recorded in the slot); it must not be blank"
-                .into(),
-        );
+        return Err(UsageError::BlankReason);
     }
     Ok(())
 }
@@ -112,14 +165,14 @@ pub fn probe_gate_reason(reason: Option<&str>) -> Result<(), String> {
 /// The qcow2 pin rule: a `.qcow2` `--image` must be pinned with `--image-sha256`, and a pin is
 /// only for a `.qcow2` image (the format of the pin is the CLI's, and a pin that does not
 /// match fails the image gate). Errors: the usage message.
-pub fn image_pin(image: Option<&Path>, sha256: Option<&str>) -> Result<(), String> {
+pub fn image_pin(image: Option<&Path>, sha256: Option<&str>) -> Result<(), UsageError> {
     let Some(img) = image else { return Ok(()) };
     match (
         ImageKind::of(Some(img)) == ImageKind::Qcow2,
         sha256.is_some(),
     ) {
-        (true, false) => Err("a .qcow2 --image must be pinned with --image-sha256".into()),
-        (false, true) => Err("--image-sha256 applies to a .qcow2 image only".into()),
+        (true, false) => Err(UsageError::Qcow2Unpinned),
+        (false, true) => Err(UsageError::PinWithoutQcow2),
         _ => Ok(()),
     }
 }
@@ -200,7 +253,7 @@ pub fn holder(st: &SlotState) -> Observed {
 pub fn no_holder_detail(paths: &slot_dir::SlotPaths) -> String {
     let journal = journal::journal_read(&paths.journal());
     let released = journal.iter().rev().find_map(|e| {
-        let rest = (e.verb == "cleanup" && e.event == "end" && e.ok)
+        let rest = (e.verb == "cleanup" && e.event == JournalEvent::End && e.ok)
             .then(|| e.detail.strip_prefix("slot clean ("))??;
         let words = rest.find("); ").map_or(rest, |i| &rest[..i]);
         words
@@ -232,11 +285,11 @@ pub fn stale_tmp(root: &Path) -> Vec<String> {
 /// The `snapshot-complete` gate: the snapshot `st` references (in the slot folder `root`) has a
 /// manifest, every checkpoint file as recorded (by the `stat` recorded when it was hashed, else
 /// by BLAKE3 when the manifest records it for every file, else by sha256:
-/// [`super::checkpoint_images::checkpoint_images`]), the network state with its recorded hash, the
+/// [`crate::slot::gate::checkpoint_images::checkpoint_images`]), the network state with its recorded hash, the
 /// reference screen (`screen.png`, a profile with a display) with the sha256 recorded in
 /// `state.json` and in the manifest, and a saved upper. Returns the snapshot folder and the
 /// detail.
-pub fn snapshot_complete(root: &Path, st: &SlotState) -> Result<(PathBuf, String), String> {
+pub fn snapshot_complete(root: &Path, st: &SlotState) -> ObservedWith<(PathBuf, String)> {
     let Some(s) = &st.snapshot else {
         let tmps = stale_tmp(root);
         return Err(format!(
@@ -295,7 +348,7 @@ pub fn snapshot_complete(root: &Path, st: &SlotState) -> Result<(PathBuf, String
     }
     let files: Vec<ImageFile> = serde_json::from_value(m["checkpoint_files"].clone())
         .map_err(|e| format!("manifest checkpoint_files: {e}"))?;
-    let images = super::checkpoint_images::checkpoint_images(
+    let images = crate::slot::gate::checkpoint_images::checkpoint_images(
         &dir.join("checkpoint"),
         &files,
         s.checkpoint_stats.as_deref(),
@@ -327,11 +380,7 @@ pub fn snapshot_complete(root: &Path, st: &SlotState) -> Result<(PathBuf, String
 
 /// The saved upper of the snapshot folder `dir` proven unchanged: its tree digest now equals the
 /// one `state.json` recorded (`want`) and the manifest's. Returns the detail.
-fn saved_upper(
-    dir: &Path,
-    want: Option<&crate::evidence::TreeDigest>,
-    m: &Value,
-) -> Result<String, String> {
+fn saved_upper(dir: &Path, want: Option<&crate::evidence::TreeDigest>, m: &Value) -> Observed {
     let Some(want) = want else {
         return Err("state.json records no digest of the saved upper".into());
     };
@@ -387,7 +436,7 @@ pub fn probe_evidence(
     dir: &Path,
     rt: &BinaryPin,
     cr: &BinaryPin,
-) -> Result<(VerdictCode, String), String> {
+) -> ObservedWith<(VerdictCode, String)> {
     let shown = dir.display();
     let v = crate::probe::verify::verify(dir).map_err(|e| format!("{shown}: {e}"))?;
     if !v.reproduced() {

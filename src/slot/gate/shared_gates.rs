@@ -8,8 +8,12 @@ use crate::host;
 use crate::netlink::NetState;
 use crate::ns::ProcessIdentity;
 use crate::oci::{self, ContainerState, OciError, RuntimeOps};
+use crate::slot::JournalEvent;
 use crate::slot::error::SlotError;
+use crate::slot::error::StepId;
 use crate::slot::gate::GateId;
+use crate::slot::gate::Observed;
+use crate::slot::gate::ObservedWith;
 use crate::slot::record::evidence_writes;
 use crate::slot::record::verb_run::VerbRun;
 use crate::slot::resources::cgroups;
@@ -96,7 +100,7 @@ fn pin_proof(
     sealed: SealedUse,
     pin: &crate::slot::state::BinaryPin,
     flag: &str,
-) -> Result<(String, Option<sealed_binaries::FileStat>), String> {
+) -> ObservedWith<(String, Option<sealed_binaries::FileStat>)> {
     let (pid, rec) = match sealed {
         Ok(s) => s,
         Err(why) => {
@@ -118,7 +122,7 @@ fn pin_proof(
             sealed_binaries::exec_path(pid, &rec).display()
         )
     };
-    let before = sealed_binaries::source_stat(src).map_err(way_out)?;
+    let before = sealed_binaries::source_stat(src).map_err(|e| way_out(e.to_string()))?;
     if before == rec.source {
         return Ok((
             format!(
@@ -152,7 +156,7 @@ fn prove_copy(
     rec: &sealed_binaries::SealedCopy,
     pin: &crate::slot::state::BinaryPin,
     flag: &str,
-) -> Result<String, String> {
+) -> Observed {
     if rec.name != format!("netprobe-{flag}") || rec.sha256 != pin.sha256 {
         return Err(format!(
             "state.json's sealed copy of {} is {} with sha256 {}, not netprobe-{flag} with the pin's {}",
@@ -168,7 +172,7 @@ fn prove_copy(
 /// For `slot status`: each binary's sealed copy (runtime, CRIU) proven now, as the
 /// `runtime-binary`/`criu-binary` gates prove it; `None` when `state.json` records no copy.
 /// `Ok` carries the copy's exec path and the proof.
-pub(crate) fn sealed_copies_now(st: &SlotState) -> [Option<Result<(PathBuf, String), String>>; 2] {
+pub(crate) fn sealed_copies_now(st: &SlotState) -> [Option<ObservedWith<(PathBuf, String)>>; 2] {
     let one = |pin: &crate::slot::state::BinaryPin, flag: &str| {
         let rec = pin.sealed.as_ref()?;
         Some(match st.holder {
@@ -201,7 +205,7 @@ pub(crate) fn binary_gates(
             .unwrap_or_else(|_| Err(format!("hashing {} panicked", cr.display())));
         (runtime, criu)
     });
-    let split = |r: Result<(String, Option<_>), String>| match r {
+    let split = |r: ObservedWith<(String, Option<_>)>| match r {
         Ok((d, stat)) => (Ok(d), stat),
         Err(e) => (Err(e), None),
     };
@@ -225,7 +229,7 @@ pub(crate) fn holder_gate(
     run.gate(GateId::HolderIdentity, r)?;
     st.holder.ok_or_else(|| {
         run.step_err(
-            "holder",
+            StepId::Holder,
             crate::slot::error::StepError::Missing("no holder recorded"),
         )
     })
@@ -255,10 +259,10 @@ pub(crate) fn common_gates(
 }
 
 /// Container status per `runtime state`: `Ok(None)` = proven absent.
-pub(crate) fn container_status(rt: &dyn RuntimeOps, id: &str) -> Result<Option<String>, String> {
-    rt.state(id)
-        .map(|o| o.map(|s| s.status))
-        .map_err(|e| e.to_string())
+///
+/// Errors: the runtime's `state` failed.
+pub(crate) fn container_status(rt: &dyn RuntimeOps, id: &str) -> Result<Option<String>, OciError> {
+    rt.state(id).map(|o| o.map(|s| s.status))
 }
 
 /// [`container_status`] decided in-process where netprobe decides it as the runtime does
@@ -266,11 +270,16 @@ pub(crate) fn container_status(rt: &dyn RuntimeOps, id: &str) -> Result<Option<S
 pub(crate) fn container_status_quick(
     rt: &dyn RuntimeOps,
     id: &str,
-) -> Result<Option<String>, String> {
-    rt.state_quick(id)
-        .0
-        .map(|o| o.map(|s| s.status))
-        .map_err(|e| e.to_string())
+) -> Result<Option<String>, OciError> {
+    rt.state_quick(id).0.map(|o| o.map(|s| s.status))
+}
+
+/// What a verb knows of its container before it stops it.
+pub(crate) struct ContainerBefore {
+    /// The runtime's `state` answer ([`container_status`]): `Ok(None)` = absent.
+    pub answer: Result<Option<String>, OciError>,
+    /// The runtime root's proof of absence, when there is one (no `<root>/<id>` entry).
+    pub absent: Option<String>,
 }
 
 /// Kills and deletes the container if present (kill, delete --force, prove gone), retried for
@@ -280,8 +289,16 @@ pub(crate) fn stop_container_proven(
     rt: &dyn RuntimeOps,
     id: &str,
 ) -> Result<(), SlotError> {
-    let before = container_status(rt, id);
-    stop_container_proven_from(run, rt, id, before, None)
+    let answer = container_status(rt, id);
+    stop_container_proven_from(
+        run,
+        rt,
+        id,
+        ContainerBefore {
+            answer,
+            absent: None,
+        },
+    )
 }
 
 /// [`stop_container_proven`] from a `runtime state` answer (`before`) this verb already has,
@@ -293,9 +310,12 @@ pub(crate) fn stop_container_proven_from(
     run: &mut VerbRun,
     rt: &dyn RuntimeOps,
     id: &str,
-    before: Result<Option<String>, String>,
-    absent: Option<String>,
+    before: ContainerBefore,
 ) -> Result<(), SlotError> {
+    let ContainerBefore {
+        answer: before,
+        absent,
+    } = before;
     if let Ok(None) = &before {
         let proof = match absent {
             Some(p) => format!("{p}: no container {id} under the runtime root"),
@@ -331,11 +351,11 @@ pub(crate) fn stop_container_proven_from(
             match before {
                 Ok(Some(s)) => s,
                 Ok(None) => "absent".into(),
-                Err(e) => e,
+                Err(e) => e.to_string(),
             }
         )),
         Ok(Some(s)) => Err(format!("runtime state {id}: still {s}")),
-        Err(e) => Err(e),
+        Err(e) => Err(e.to_string()),
     };
     run.gate(GateId::ContainerStopped, r)
 }
@@ -374,11 +394,7 @@ pub(crate) struct GuestStarted {
 }
 
 /// Port, path and the thread of a started guest check.
-type GuestThread = (
-    u16,
-    String,
-    std::thread::JoinHandle<(Result<String, String>, u64)>,
-);
+type GuestThread = (u16, String, std::thread::JoinHandle<(Observed, u64)>);
 
 /// Starts the `guest-http` check of the slot's guest server (port, path, status and timeout
 /// from [`crate::slot::profile_record::guest_check`]) in holder `h`'s netns, on a new thread. Read-only
@@ -423,12 +439,7 @@ fn guest_gate(
 }
 
 /// The `guest-http` gate's detail: the check's answer line with port, path and the netns inode.
-fn guest_detail(
-    r: Result<String, String>,
-    h: &ProcessIdentity,
-    port: u16,
-    path: &str,
-) -> Result<String, String> {
+fn guest_detail(r: Observed, h: &ProcessIdentity, port: u16, path: &str) -> Observed {
     r.map(|l| {
         format!(
             "127.0.0.1:{port} GET {path}: {l} (new connection from a thread in netns {})",
@@ -474,7 +485,7 @@ pub(crate) fn holder_netstate(
 ) -> Result<NetState, SlotError> {
     let netns = h.netns_path();
     let cap = run.time(timing, || crate::ns::capture_netstate_compared(&netns));
-    let (state, extras) = cap.map_err(|e| run.step_err("netstate-capture", e))?;
+    let (state, extras) = cap.map_err(|e| run.step_err(StepId::NetstateCapture, e))?;
     let when = timing
         .strip_suffix("netstate-capture")
         .unwrap_or(timing)
@@ -549,7 +560,7 @@ pub(crate) fn ready_gates(
     run.timing(&format!("{when}-runtime-state-query"), query_ms);
     run.rt_log("state", state.as_ref().map(|_| &how));
     run.fact(&format!("{when}_runtime_state_source"), how.as_str());
-    let state = state.map_err(|e| run.step_err("runtime-state", e))?;
+    let state = state.map_err(|e| run.step_err(StepId::RuntimeState, e))?;
     let pid = state.as_ref().map(|s| s.pid).unwrap_or(0);
     let status = state
         .as_ref()
@@ -594,7 +605,7 @@ pub(crate) fn mkdirs(run: &VerbRun, dirs: &[PathBuf]) -> Result<(), SlotError> {
                 let u = evidence_writes::Unwritten::io(&file, "create", &e);
                 run.unwritten.push(u);
             }
-            run.step_err("mkdir", crate::slot::error::StepError::io(d)(e))
+            run.step_err(StepId::Mkdir, crate::slot::error::StepError::io(d)(e))
         })?;
     }
     Ok(())
@@ -635,7 +646,7 @@ pub(crate) fn remove_stale_snapshots(run: &mut VerbRun, problems: &mut Vec<Strin
             "removed the interrupted snapshot folder(s) {} (never evidence: a snapshot is complete only after its rename)",
             removed.join(", ")
         );
-        run.journal("step", true, &d);
+        run.journal(JournalEvent::Step, true, &d);
         format!("; {d}")
     };
     run.fact("stale_snapshot_tmp_removed", removed);

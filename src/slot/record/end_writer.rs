@@ -2,15 +2,36 @@
 //! entry. Used by a verb that finished ([`super::verb_end`]: each write checked, what was not
 //! written recorded) and by one a signal interrupted ([`super::interruption`]: each write's
 //! outcome said in the note); whichever claims the end first writes it
-//! ([`super::verb_record::VerbRecord::claim_end`]).
+//! ([`crate::slot::record::verb_record::VerbRecord::claim_end`]).
 
-use super::journal;
-use super::verb_record::{self as vrec, Ending, Recorded, VerbDoc};
 use crate::evidence::result::Artifact;
 use crate::evidence::{EvidenceDir, EvidenceError};
+use crate::slot::record::evidence_writes::Unwritten;
+use crate::slot::record::journal;
+use crate::slot::record::verb_record::{self as vrec, Ending, Recorded, VerbDoc};
 use crate::slot::resources::slot_dir::SlotPaths;
-use crate::slot::state::Phase;
 use std::path::Path;
+
+/// Why an end file was not written: its JSON could not be encoded, or the write failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum EndWriteError {
+    /// The document could not be encoded as JSON.
+    #[error("encode as JSON: {0}")]
+    Encode(#[source] serde_json::Error),
+    /// The folder's open or the write failed (never overwrites).
+    #[error(transparent)]
+    Write(#[from] EvidenceError),
+}
+
+impl EndWriteError {
+    /// The verb's record of `file` not written for this reason.
+    pub(crate) fn unwritten(&self, file: &str) -> Unwritten {
+        match self {
+            EndWriteError::Encode(e) => Unwritten::encode(file, e),
+            EndWriteError::Write(e) => Unwritten::of(file, e),
+        }
+    }
+}
 
 /// Whose end is written, and where: the verb, its slot (and so the slot's journal), its start
 /// and its evidence folder.
@@ -30,26 +51,35 @@ impl EndWriter<'_> {
     /// Writes `rec`'s timings (milliseconds by step name, pretty JSON) as `name` — `timings.json`
     /// ([`vrec::TIMINGS_FILE`]) or the name the verb claimed for it — into the evidence folder.
     ///
-    /// Errors: the folder's open or the write ([`EvidenceError`]; never overwrites).
-    pub fn timings(&self, name: &str, rec: &Recorded) -> Result<Artifact, EvidenceError> {
-        self.write(name, &vrec::timings_bytes(&rec.timings))
+    /// Errors: [`EndWriteError`] when the timings cannot be encoded, or the folder's open or
+    /// the write fails (never overwrites).
+    pub fn timings(&self, name: &str, rec: &Recorded) -> Result<Artifact, EndWriteError> {
+        let bytes = vrec::timings_bytes(&rec.timings).map_err(EndWriteError::Encode)?;
+        Ok(self.write(name, &bytes)?)
     }
 
     /// Writes `verb.json` ([`VerbDoc`]) of the verb ended as `ending`, from record `rec` (its
-    /// timings holding `total`), the slot's `phase` after it, the `declared` differences and,
+    /// timings holding `total`), the slot's phase and the declared differences `after` it and,
     /// for a verb that finished, its folder's `artifacts`. Returns the file's sha256.
     ///
-    /// Errors: the folder's open or the write ([`EvidenceError`]; never overwrites).
+    /// Errors: [`EndWriteError`] when the document cannot be encoded, or the folder's open or
+    /// the write fails (never overwrites).
     pub fn verb_doc(
         &self,
         ending: Ending<'_>,
         rec: &Recorded,
-        (phase, declared): (Option<Phase>, &[String]),
+        after: vrec::VerbAfter<'_>,
         artifacts: Option<&[Artifact]>,
-    ) -> Result<String, EvidenceError> {
-        let id = (self.verb, self.paths.slot, self.started_at);
-        let bytes = VerbDoc::new(id, ending, rec, (phase, declared), artifacts).to_bytes();
-        self.write(vrec::VERB_FILE, &bytes).map(|a| a.sha256)
+    ) -> Result<String, EndWriteError> {
+        let id = vrec::VerbId {
+            verb: self.verb,
+            slot: self.paths.slot,
+            started_at: self.started_at,
+        };
+        let bytes = VerbDoc::new(id, ending, rec, after, artifacts)
+            .to_bytes()
+            .map_err(EndWriteError::Encode)?;
+        Ok(self.write(vrec::VERB_FILE, &bytes).map(|a| a.sha256)?)
     }
 
     /// Appends the journal's `end` entry ([`vrec::end_entry`]): `ok`, `detail`, the evidence

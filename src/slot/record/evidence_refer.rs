@@ -8,20 +8,21 @@
 //! after the input gate's key, …). A GNOME reset so keeps its three 1920x1080 PNGs, its network
 //! captures and the sysctls CRIU does not save once per snapshot instead of once per reset.
 //!
-//! Not referenced: the files `report` reads by name ([`super::evidence_compress::KEEP_PLAIN`]),
+//! Not referenced: the files `report` reads by name ([`crate::slot::record::evidence_compress::KEEP_PLAIN`]),
 //! hidden and compressed files, files in sub-folders. A reference is written only once both
 //! files hashed equal ([`crate::evidence::EvidenceDir::store_as_reference`]); `report` hashes
 //! the referenced file again, and `slot prune` keeps every folder a kept folder refers to.
-//! With `NETPROBE_EVIDENCE_PLAIN=1` ([`super::evidence_compress::PLAIN_ENV`]) nothing is
+//! With `NETPROBE_EVIDENCE_PLAIN=1` ([`crate::slot::record::evidence_compress::PLAIN_ENV`]) nothing is
 //! referenced. Fact `evidence_referenced` lists each file (`path`, `stored_in`, `bytes`); one
 //! that could not be referenced stays as written (fact `evidence_reference_errors`), it never
 //! fails the verb.
 
-use super::journal::JournalEntry;
-use super::verb_record::VerbRecord;
 use crate::evidence::compressed::{COMPRESS_THRESHOLD, is_compressed};
 use crate::evidence::reference::is_reference;
 use crate::evidence::{EvidenceDir, sha256_recorded};
+use crate::slot::JournalEvent;
+use crate::slot::record::journal::JournalEntry;
+use crate::slot::record::verb_record::VerbRecord;
 use crate::slot::resources::slot_dir::SlotPaths;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -32,7 +33,7 @@ use std::path::Path;
 /// folders the journal's `end` entries give, oldest first.
 pub(crate) fn bases(journal: &[JournalEntry], current: &str) -> Vec<String> {
     let ended_ok = |e: &JournalEntry, verbs: &[&str]| {
-        e.event == "end"
+        e.event == JournalEvent::End
             && e.ok
             && verbs.contains(&e.verb.as_str())
             && e.evidence.as_deref().is_some_and(|f| f != current)
@@ -57,7 +58,7 @@ fn candidate(name: &str, bytes: u64) -> bool {
         && !name.starts_with('.')
         && !is_compressed(name)
         && !is_reference(name)
-        && !super::evidence_compress::KEEP_PLAIN.contains(&name)
+        && !crate::slot::record::evidence_compress::KEEP_PLAIN.contains(&name)
 }
 
 /// The regular files directly in `dir` with their sizes (sorted by name).
@@ -97,13 +98,14 @@ fn why(name: &str, base: &str, base_file: &str, sha: &str, snapshot: bool) -> St
 /// The end pass of a reset that succeeded (see the module docs): the files of `ev` equal to
 /// one of the base folders' recorded as references, with the facts in `rec`.
 pub(crate) fn refer_at_end(paths: &SlotPaths, ev: &Path, rec: &VerbRecord) {
-    if std::env::var_os(super::evidence_compress::PLAIN_ENV).is_some_and(|v| v == "1") {
+    if std::env::var_os(crate::slot::record::evidence_compress::PLAIN_ENV).is_some_and(|v| v == "1")
+    {
         return;
     }
     let Some(current) = ev.file_name().map(|n| n.to_string_lossy().into_owned()) else {
         return;
     };
-    let journal = super::journal::journal_read(&paths.journal());
+    let journal = crate::slot::record::journal::journal_read(&paths.journal());
     let bases = bases(&journal, &current);
     let evidence = paths.evidence();
     // Stored files of the bases by size: (folder, file, is the snapshot's), hashed lazily.
@@ -158,7 +160,7 @@ mod tests {
             at: String::new(),
             pid: 1,
             verb: verb.into(),
-            event: "end".into(),
+            event: JournalEvent::End,
             ok,
             detail: String::new(),
             evidence: Some(folder.into()),

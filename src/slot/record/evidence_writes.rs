@@ -15,13 +15,13 @@
 //! work succeeded and points to `slot status` — and a verb that failed keeps its own failure in
 //! the error's text (and its network diff and CRIU reason in their fields).
 
-use super::verb_record as vrec;
 use crate::evidence::EvidenceError;
 use crate::evidence::dir::INCOMPLETE_FILE;
 use crate::ns::mountinfo::MountedFs;
 use crate::slot::Verb;
 use crate::slot::error::SlotError;
 use crate::slot::next_step;
+use crate::slot::record::verb_record as vrec;
 use crate::slot::state::Phase;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -124,6 +124,15 @@ impl Unwritten {
             file: file.to_string(),
             why,
             fault,
+        }
+    }
+
+    /// `file` not written: its contents could not be encoded as JSON (`e`).
+    pub fn encode(file: &str, e: &serde_json::Error) -> Unwritten {
+        Unwritten {
+            file: file.to_string(),
+            why: format!("encode as JSON: {e}"),
+            fault: WriteFault::Other,
         }
     }
 
@@ -427,7 +436,8 @@ fn failure_line(e: &SlotError) -> String {
 /// place, move that folder away first).
 pub(crate) fn folder_message(
     verb: Verb,
-    (slot_root, d): (&Path, &Path),
+    slot_root: &Path,
+    d: &Path,
     e: &std::io::Error,
     fs: &StateFs,
 ) -> String {
@@ -643,7 +653,8 @@ mod tests {
         let enospc = std::io::Error::from_raw_os_error(libc::ENOSPC);
         let m = folder_message(
             Verb::Provision,
-            (Path::new("/s/slot-62"), Path::new("/s/slot-62/evidence")),
+            Path::new("/s/slot-62"),
+            Path::new("/s/slot-62/evidence"),
             &enospc,
             &fs,
         );

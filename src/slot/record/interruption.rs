@@ -3,15 +3,15 @@
 //! had evaluated (`gates-so-far.json`: `gates.json` is written only at the verb's end), the step
 //! timings measured so far (`timings.json`, with `total` up to the note), `verb.json` (a finished
 //! verb's shape, not ok, with `interrupted`: the signal, exit code and release list;
-//! [`super::verb_record::VerbDoc`]), and the journal's `end` entry (not ok, naming the folder and
+//! [`crate::slot::record::verb_record::VerbDoc`]), and the journal's `end` entry (not ok, naming the folder and
 //! `verb.json`'s sha256). All are made from the verb's own record
-//! ([`super::verb_record::VerbRecord`]) by the release that runs after every other release
+//! ([`crate::slot::record::verb_record::VerbRecord`]) by the release that runs after every other release
 //! ([`crate::ns::cleanup::register_note`]: last); the note says only what those releases did
 //! ([`what_the_release_did`]).
 
 use super::end_writer::EndWriter;
-use super::verb_record::{self as vrec, Ending, Interrupted, Recorded, VerbRecord};
 use crate::evidence::EvidenceDir;
+use crate::slot::record::verb_record::{self as vrec, Ending, Interrupted, Recorded, VerbRecord};
 use crate::slot::resources::fs_tools;
 use crate::slot::resources::slot_dir::SlotPaths;
 use crate::slot::state::SlotState;
@@ -141,8 +141,10 @@ fn gates_so_far(d: &EvidenceDir, rec: &Recorded) -> String {
     if gates.is_empty() {
         return String::new();
     }
-    let bytes = serde_json::to_vec_pretty(gates).unwrap_or_default();
-    match d.write(GATES_SO_FAR_FILE, &bytes) {
+    let written = serde_json::to_vec_pretty(gates)
+        .map_err(|e| format!("encode as JSON: {e}"))
+        .and_then(|b| d.write(GATES_SO_FAR_FILE, &b).map_err(|e| e.to_string()));
+    match written {
         Ok(_) => format!(
             "; the {} gate(s) it had evaluated ({} proven) are in {GATES_SO_FAR_FILE}",
             gates.len(),
@@ -185,7 +187,11 @@ fn write_end(
     let kind = rec.rt_kind.as_ref().map(|(_, k)| *k);
     let declared = vrec::declared(st.as_ref(), &rec.extra_diffs, kind);
     let ending = Ending::Interrupted(interrupted);
-    match writer.verb_doc(ending, rec, (st.map(|s| s.phase), &declared), None) {
+    let after = vrec::VerbAfter {
+        phase: st.map(|s| s.phase),
+        declared: &declared,
+    };
+    match writer.verb_doc(ending, rec, after, None) {
         Ok(sha) => {
             said.push_str(&format!(
                 "; its outcome (interrupted by {}, not ok) is in {}",

@@ -8,6 +8,79 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
+/// The `event` of a journal entry, written as its name (`start`, `step`, `end`, ...).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum JournalEvent {
+    /// A verb started (`start`; the detail names its evidence folder).
+    Start,
+    /// A step of a verb (`step`).
+    Step,
+    /// A gate failed (`gate-failed`).
+    GateFailed,
+    /// A verb ended (`end`; with its evidence folder and `verb.json`'s sha256).
+    End,
+    /// An evidence folder was pruned (`pruned`, [`super::prune`]).
+    Pruned,
+    /// The evidence prune after a verb failed (`prune-failed`).
+    PruneFailed,
+    /// A name netprobe does not write (an edited journal), kept as read.
+    Other(String),
+}
+
+impl JournalEvent {
+    /// The name written in the journal.
+    pub fn as_str(&self) -> &str {
+        match self {
+            JournalEvent::Start => "start",
+            JournalEvent::Step => "step",
+            JournalEvent::GateFailed => "gate-failed",
+            JournalEvent::End => "end",
+            JournalEvent::Pruned => "pruned",
+            JournalEvent::PruneFailed => "prune-failed",
+            JournalEvent::Other(s) => s,
+        }
+    }
+}
+
+impl From<String> for JournalEvent {
+    fn from(s: String) -> Self {
+        match s.as_str() {
+            "start" => JournalEvent::Start,
+            "step" => JournalEvent::Step,
+            "gate-failed" => JournalEvent::GateFailed,
+            "end" => JournalEvent::End,
+            "pruned" => JournalEvent::Pruned,
+            "prune-failed" => JournalEvent::PruneFailed,
+            _ => JournalEvent::Other(s),
+        }
+    }
+}
+
+impl From<&str> for JournalEvent {
+    fn from(s: &str) -> Self {
+        JournalEvent::from(s.to_string())
+    }
+}
+
+impl From<JournalEvent> for String {
+    fn from(e: JournalEvent) -> Self {
+        e.as_str().to_string()
+    }
+}
+
+impl PartialEq<&str> for JournalEvent {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl std::fmt::Display for JournalEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One line of the slot journal (`journal.jsonl`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct JournalEntry {
@@ -17,8 +90,8 @@ pub struct JournalEntry {
     pub pid: u32,
     /// The verb.
     pub verb: String,
-    /// `start`, `step`, `gate-failed`, `end`.
-    pub event: String,
+    /// `start`, `step`, `gate-failed`, `end`, `pruned`, `prune-failed`.
+    pub event: JournalEvent,
     /// Whether the event is a success.
     pub ok: bool,
     /// Free text (the step name, the failed gate and its detail, the evidence folder).
@@ -38,7 +111,7 @@ pub struct JournalEntry {
 pub fn journal_append(
     path: &Path,
     verb: &str,
-    event: &str,
+    event: impl Into<JournalEvent>,
     ok: bool,
     detail: &str,
 ) -> std::io::Result<()> {

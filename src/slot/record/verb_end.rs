@@ -7,13 +7,13 @@
 //! for a `verb.json` that was written.
 
 use super::end_writer::EndWriter;
-use super::evidence_writes::{Incomplete, StateFs, Unwritten, Work, evidence_error};
-use super::verb_record::{self as vrec, Ending, Recorded};
 use super::verb_run::{VerbResult, VerbRun};
 use crate::evidence::EvidenceDir;
 use crate::evidence::dir::INCOMPLETE_FILE;
 use crate::evidence::enclosing::SLOT_VERB_UNLISTED;
 use crate::slot::error::SlotError;
+use crate::slot::record::evidence_writes::{Incomplete, StateFs, Unwritten, Work, evidence_error};
+use crate::slot::record::verb_record::{self as vrec, Ending, Recorded};
 use crate::slot::state::SlotState;
 use std::path::Path;
 
@@ -33,12 +33,11 @@ impl VerbRun<'_> {
         st: Option<&SlotState>,
         declared: &[String],
     ) -> VerbResult {
-        let gates = serde_json::to_vec_pretty(&rec.gates.gates).unwrap_or_default();
-        self.ev_write(vrec::GATES_FILE, &gates);
+        self.ev_write_json(vrec::GATES_FILE, &rec.gates.gates);
         let writer = self.end_writer(Some(ev));
         let timings = self.rec.claim_name(vrec::TIMINGS_FILE);
         if let Err(e) = writer.timings(&timings, rec) {
-            self.unwritten.push(Unwritten::of(&timings, &e));
+            self.unwritten.push(e.unwritten(&timings));
         }
         let artifacts = EvidenceDir::open(ev)
             .and_then(|d| d.inventory_except(&SLOT_VERB_UNLISTED))
@@ -53,11 +52,14 @@ impl VerbRun<'_> {
             (Some(e), _) | (None, Err(e)) => Ending::Failed(e),
             (None, Ok((summary, _))) => Ending::Succeeded(summary),
         };
-        let phase = (st.map(|s| s.phase), declared);
-        let sha = match writer.verb_doc(ending, rec, phase, Some(&artifacts)) {
+        let after = vrec::VerbAfter {
+            phase: st.map(|s| s.phase),
+            declared,
+        };
+        let sha = match writer.verb_doc(ending, rec, after, Some(&artifacts)) {
             Ok(sha) => Some(sha),
             Err(e) => {
-                self.unwritten.push(Unwritten::of(vrec::VERB_FILE, &e));
+                self.unwritten.push(e.unwritten(vrec::VERB_FILE));
                 None
             }
         };
@@ -85,7 +87,7 @@ impl VerbRun<'_> {
     /// Appends the journal's `end` entry (only while the lock is held), naming the evidence
     /// folder and `verb.json`'s sha256 when it was written.
     ///
-    /// Errors: the append ([`super::journal::journal_append_entry`]: undone when it fails).
+    /// Errors: the append ([`crate::slot::record::journal::journal_append_entry`]: undone when it fails).
     pub(in crate::slot) fn journal_end(
         &self,
         ok: bool,
@@ -281,7 +283,7 @@ mod tests {
         let out = run.finish(res);
         let end = super::super::journal::journal_read(&paths.journal())
             .into_iter()
-            .rfind(|e| e.event == "end")
+            .rfind(|e| e.event == crate::slot::JournalEvent::End)
             .unwrap();
         (out, ev, end, tmp)
     }

@@ -6,13 +6,14 @@
 //! makes its `timings.json`, `verb.json` and `gates.json` from. `verb.json` is one type
 //! ([`VerbDoc`]) for both endings ([`Ending`]).
 
-use super::journal::JournalEntry;
 use crate::evidence::result::Artifact;
 use crate::ns::cleanup::InterruptSignal;
 use crate::oci::RuntimeKind;
+use crate::slot::JournalEvent;
 use crate::slot::error::SlotError;
 use crate::slot::gate::publish_gates;
 use crate::slot::gate::{Gate, GateLog};
+use crate::slot::record::journal::JournalEntry;
 use crate::slot::resources::crun_leftovers;
 use crate::slot::state::{ImageKind, Phase, SlotState};
 use crate::slot::{DECLARED_DIFFERENCES, EMBEDDED_IMAGE_DIFFERENCE};
@@ -27,7 +28,7 @@ pub const VERB_FILE: &str = "verb.json";
 /// A verb's step timings in its evidence folder (milliseconds, monotonic clock).
 pub const TIMINGS_FILE: &str = "timings.json";
 /// A finished verb's gates in its evidence folder (an interrupted verb's are in
-/// [`super::interruption::GATES_SO_FAR_FILE`]).
+/// [`crate::slot::record::interruption::GATES_SO_FAR_FILE`]).
 pub const GATES_FILE: &str = "gates.json";
 
 /// What a verb has recorded so far (see the module docs).
@@ -194,17 +195,46 @@ pub(crate) struct VerbDoc<'a> {
     pub artifacts: Option<&'a [Artifact]>,
 }
 
+/// Which verb a [`VerbDoc`] is of.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct VerbId<'a> {
+    /// The verb as written in evidence.
+    pub verb: &'a str,
+    /// The slot number.
+    pub slot: u32,
+    /// When the verb started (RFC 3339).
+    pub started_at: &'a str,
+}
+
+/// Where a verb left its slot, for its [`VerbDoc`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct VerbAfter<'a> {
+    /// The slot's phase after the verb (`state.json`), if readable.
+    pub phase: Option<Phase>,
+    /// The declared differences ([`declared`]).
+    pub declared: &'a [String],
+}
+
 impl<'a> VerbDoc<'a> {
-    /// The document of verb `verb` of slot `slot` started at `started_at`, ended as `ending`,
-    /// from record `rec` (its timings must already hold `total`), finished now, listing
+    /// The document of verb `id`, ended as `ending`, from record `rec` (its timings must
+    /// already hold `total`), finished now, with the slot left as `after` says, listing
     /// `artifacts` (a finished verb's; `None` for an interrupted one).
     pub fn new(
-        (verb, slot, started_at): (&'a str, u32, &'a str),
+        id: VerbId<'a>,
         ending: Ending<'a>,
         rec: &'a Recorded,
-        (phase, declared_differences): (Option<Phase>, &'a [String]),
+        after: VerbAfter<'a>,
         artifacts: Option<&'a [Artifact]>,
     ) -> VerbDoc<'a> {
+        let VerbId {
+            verb,
+            slot,
+            started_at,
+        } = id;
+        let VerbAfter {
+            phase,
+            declared: declared_differences,
+        } = after;
         let (ok, summary, error, interrupted) = match ending {
             Ending::Succeeded(s) => (true, Some(s), None, None),
             Ending::Failed(e) => (false, None, Some(e.to_json()), None),
@@ -232,16 +262,18 @@ impl<'a> VerbDoc<'a> {
 
     /// The bytes of `verb.json`: pretty JSON, keys in alphabetical order (through
     /// [`serde_json::Value`], whose maps are sorted), no trailing newline.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        serde_json::to_value(self)
-            .and_then(|v| serde_json::to_vec_pretty(&v))
-            .unwrap_or_default()
+    ///
+    /// Errors: the document could not be encoded.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, serde_json::Error> {
+        serde_json::to_value(self).and_then(|v| serde_json::to_vec_pretty(&v))
     }
 }
 
 /// The bytes of `timings.json`: the timings as pretty JSON (milliseconds by step name).
-pub(crate) fn timings_bytes(t: &BTreeMap<String, u64>) -> Vec<u8> {
-    serde_json::to_vec_pretty(t).unwrap_or_default()
+///
+/// Errors: the map could not be encoded.
+pub(crate) fn timings_bytes(t: &BTreeMap<String, u64>) -> Result<Vec<u8>, serde_json::Error> {
+    serde_json::to_vec_pretty(t)
 }
 
 /// The journal's `end` entry of verb `verb` (now, this process): `ok`, `detail`, the name of
@@ -257,7 +289,7 @@ pub(crate) fn end_entry(
         at: crate::evidence::now_rfc3339(),
         pid: std::process::id(),
         verb: verb.into(),
-        event: "end".into(),
+        event: JournalEvent::End,
         ok,
         detail: detail.into(),
         evidence: ev
@@ -398,14 +430,21 @@ mod tests {
     fn a_finished_verbs_verb_json_keeps_its_bytes_and_lists_its_artifacts() {
         let rec = record();
         let declared = ["d1".to_string()];
-        let id = ("restore", 7, "2026-01-01T00:00:00.000Z");
+        let id = VerbId {
+            verb: "restore",
+            slot: 7,
+            started_at: "2026-01-01T00:00:00.000Z",
+        };
         let arts = [Artifact {
             path: "criu-work/restore.log".into(),
             bytes: 3,
             sha256: "ab".repeat(32),
             content: None,
         }];
-        let running = (Some(Phase::Running), &declared[..]);
+        let running = VerbAfter {
+            phase: Some(Phase::Running),
+            declared: &declared[..],
+        };
         let doc = VerbDoc::new(
             id,
             Ending::Succeeded("restored"),
@@ -413,11 +452,17 @@ mod tests {
             running,
             Some(&arts),
         );
-        assert_eq!(doc.to_bytes(), before_the_type(&rec, true, None, &doc));
+        assert_eq!(
+            doc.to_bytes().unwrap(),
+            before_the_type(&rec, true, None, &doc)
+        );
         let e = SlotError::gate_failed("7", GateId::ConfigHash, "tampered");
         let doc = VerbDoc::new(id, Ending::Failed(&e), &rec, running, Some(&[]));
-        assert_eq!(doc.to_bytes(), before_the_type(&rec, false, Some(&e), &doc));
-        let v: Value = serde_json::from_slice(&doc.to_bytes()).unwrap();
+        assert_eq!(
+            doc.to_bytes().unwrap(),
+            before_the_type(&rec, false, Some(&e), &doc)
+        );
+        let v: Value = serde_json::from_slice(&doc.to_bytes().unwrap()).unwrap();
         assert!(v.get("interrupted").is_none(), "{v:#}");
         assert_eq!(v["artifacts"], json!([]));
         let doc = VerbDoc::new(
@@ -427,7 +472,7 @@ mod tests {
             running,
             Some(&arts),
         );
-        let v: Value = serde_json::from_slice(&doc.to_bytes()).unwrap();
+        let v: Value = serde_json::from_slice(&doc.to_bytes().unwrap()).unwrap();
         assert_eq!(
             v["artifacts"],
             json!([{"path": "criu-work/restore.log", "bytes": 3, "sha256": "ab".repeat(32)}])
@@ -444,13 +489,20 @@ mod tests {
             evidence_in_flight: vec!["sysctls-other.json".into()],
         };
         let doc = VerbDoc::new(
-            ("snapshot", 7, "2026-01-01T00:00:00.000Z"),
+            VerbId {
+                verb: "snapshot",
+                slot: 7,
+                started_at: "2026-01-01T00:00:00.000Z",
+            },
             Ending::Interrupted(i.clone()),
             &rec,
-            (None, &[]),
+            VerbAfter {
+                phase: None,
+                declared: &[],
+            },
             None,
         );
-        let v: Value = serde_json::from_slice(&doc.to_bytes()).unwrap();
+        let v: Value = serde_json::from_slice(&doc.to_bytes().unwrap()).unwrap();
         assert_eq!(v["ok"], false);
         assert!(v.get("artifacts").is_none(), "{v:#}");
         assert!(v["summary"].is_null() && v["error"].is_null(), "{v:#}");
@@ -465,7 +517,7 @@ mod tests {
         assert!(v["phase"].is_null());
         assert_eq!(v["verb"], "snapshot");
         let t: BTreeMap<String, u64> =
-            serde_json::from_slice(&timings_bytes(&rec.timings)).unwrap();
+            serde_json::from_slice(&timings_bytes(&rec.timings).unwrap()).unwrap();
         assert_eq!(t, rec.timings);
     }
 

@@ -4,14 +4,16 @@
 //! (`gates.json`, `timings.json`, `verb.json`, journal). Gates, timings and facts are kept in
 //! one record shared with the verb's interruption note ([`super::verb_record`]).
 
-use super::evidence_writes::{Unwritten, UnwrittenLog};
-use super::journal;
-use super::verb_record::{self as vrec, VerbRecord};
 use crate::evidence::result::Artifact;
 use crate::evidence::{EvidenceDir, now_rfc3339};
 use crate::oci::{OciError, Runtime, RuntimeKind, RuntimeOps};
+use crate::slot::JournalEvent;
+use crate::slot::error::StepId;
 use crate::slot::error::{SlotError, StepError};
 use crate::slot::gate::{GateId, GateLog, Observed};
+use crate::slot::record::evidence_writes::{Unwritten, UnwrittenLog};
+use crate::slot::record::journal;
+use crate::slot::record::verb_record::{self as vrec, VerbRecord};
 use crate::slot::resources::cgroups;
 use crate::slot::resources::crun_leftovers;
 use crate::slot::resources::fs_tools::ms_since;
@@ -198,21 +200,22 @@ impl<'a> VerbRun<'a> {
     /// as done and recorded as fact `done_fact`; `Err(e)` is journalled as failed and recorded
     /// as fact `left_fact`, and returned (the caller decides whether it blocks); `Ok(None)`,
     /// nothing to do, records nothing.
-    pub fn record_release(
+    pub fn record_release<E: std::fmt::Display>(
         &mut self,
-        r: Result<Option<(String, Value)>, String>,
+        r: Result<Option<(String, Value)>, E>,
         done_fact: &str,
         left_fact: &str,
     ) -> Option<String> {
         match r {
             Ok(None) => None,
             Ok(Some((d, v))) => {
-                self.journal("step", true, &d);
+                self.journal(JournalEvent::Step, true, &d);
                 self.fact(done_fact, v);
                 None
             }
             Err(e) => {
-                self.journal("step", false, &e);
+                let e = e.to_string();
+                self.journal(JournalEvent::Step, false, &e);
                 self.fact(left_fact, e.clone());
                 Some(e)
             }
@@ -223,6 +226,17 @@ impl<'a> VerbRun<'a> {
     pub fn fact(&mut self, k: &str, v: impl Into<Value>) {
         let v = v.into();
         self.rec.lock().facts.insert(k.into(), v);
+    }
+
+    /// Records fact `k` as `value`'s JSON; a value that cannot be encoded is recorded as a
+    /// part of `verb.json` not written ([`VerbRun::unwritten`]).
+    pub fn fact_json<T: serde::Serialize + ?Sized>(&mut self, k: &str, value: &T) {
+        match serde_json::to_value(value) {
+            Ok(v) => self.fact(k, v),
+            Err(e) => self
+                .unwritten
+                .push(Unwritten::encode(&format!("verb.json (fact {k})"), &e)),
+        }
     }
 
     /// Fact `k`, if recorded.
@@ -316,8 +330,8 @@ impl<'a> VerbRun<'a> {
     /// protects is caught here at run time and by the unit tests of the verbs.
     ///
     /// Errors: [`SlotError::step`] naming the step and the missing gate.
-    pub fn clear(&mut self, step: &str, required: &[GateId]) -> Result<(), SlotError> {
-        self.trace(format!("step {step}"));
+    pub fn clear(&mut self, step: StepId, required: &[GateId]) -> Result<(), SlotError> {
+        self.trace(format!("step {}", step.name()));
         let missing = self.rec.lock().gates.missing(required);
         match missing {
             None => Ok(()),
@@ -331,16 +345,21 @@ impl<'a> VerbRun<'a> {
     }
 
     /// A step that could not run, with its typed cause.
-    pub fn step_err(&self, step: &str, cause: impl Into<StepError>) -> SlotError {
+    pub fn step_err(&self, step: StepId, cause: impl Into<StepError>) -> SlotError {
         SlotError::step(&self.raw, step, cause)
     }
 
     /// Appends to the slot journal (only while the lock is held); an append that fails is
     /// recorded as not written ([`VerbRun::unwritten`]).
-    pub fn journal(&self, event: &str, ok: bool, detail: &str) {
+    pub fn journal(&self, event: JournalEvent, ok: bool, detail: &str) {
         if self.lock.is_some()
-            && let Err(e) =
-                journal::journal_append(&self.paths.journal(), self.verb(), event, ok, detail)
+            && let Err(e) = journal::journal_append(
+                &self.paths.journal(),
+                self.verb(),
+                event.clone(),
+                ok,
+                detail,
+            )
         {
             let what = format!("append of a `{event}` entry");
             let file = self.paths.journal().display().to_string();
@@ -436,6 +455,16 @@ impl<'a> VerbRun<'a> {
         let _ = self.ev_write_artifact(name, bytes);
     }
 
+    /// [`VerbRun::ev_write`] of `value` as pretty JSON; a value that cannot be encoded is
+    /// recorded as not written ([`VerbRun::unwritten`]), as a failed write is.
+    pub fn ev_write_json<T: serde::Serialize + ?Sized>(&self, name: &str, value: &T) {
+        match serde_json::to_vec_pretty(value) {
+            Ok(bytes) => self.ev_write(name, &bytes),
+            Err(e) if self.ev.is_some() => self.unwritten.push(Unwritten::encode(name, &e)),
+            Err(_) => {}
+        }
+    }
+
     /// [`VerbRun::ev_write`], returning the file's [`Artifact`] (its sha256) when written.
     pub fn ev_write_artifact(&self, name: &str, bytes: &[u8]) -> Option<Artifact> {
         let d = self.ev.as_ref()?;
@@ -475,7 +504,7 @@ impl<'a> VerbRun<'a> {
     pub fn save(&self, st: &mut SlotState) -> Result<(), SlotError> {
         self.trace(format!("state {}", st.phase.name()));
         st.save(&self.paths.state())
-            .map_err(|e| self.step_err("state-write", e))
+            .map_err(|e| self.step_err(StepId::StateWrite, e))
     }
 
     /// state dir (no create) → ownership marker → lock → evidence folder → journal start.
@@ -491,10 +520,12 @@ impl<'a> VerbRun<'a> {
             .map(|(_, d)| d)
             .map_err(|(_, d)| d);
         self.gate(GateId::OwnershipMarker, r)?;
-        let r = SlotLock::acquire(&self.paths.lock()).map(|l| {
-            self.lock = Some(l);
-            format!("flock(LOCK_EX|LOCK_NB) on {}", self.paths.lock().display())
-        });
+        let r = SlotLock::acquire(&self.paths.lock())
+            .map(|l| {
+                self.lock = Some(l);
+                format!("flock(LOCK_EX|LOCK_NB) on {}", self.paths.lock().display())
+            })
+            .map_err(|e| e.to_string());
         self.gate(GateId::SlotLock, r)?;
         self.open_evidence()
     }
@@ -516,7 +547,11 @@ impl<'a> VerbRun<'a> {
             match fs::create_dir(&d) {
                 Ok(()) => {
                     self.ev = Some(d.clone());
-                    self.journal("start", true, &format!("evidence {}", d.display()));
+                    self.journal(
+                        JournalEvent::Start,
+                        true,
+                        &format!("evidence {}", d.display()),
+                    );
                     self.interruption = Some(self.interruption_note(&d));
                     return Ok(());
                 }
@@ -529,16 +564,22 @@ impl<'a> VerbRun<'a> {
     /// The error of an evidence folder `d` that cannot be created (exit 2, as one netprobe
     /// cannot write into), with the state directory's filesystem; nothing was done yet.
     fn folder_error(&self, d: &Path, e: &std::io::Error) -> SlotError {
-        let fs = super::evidence_writes::StateFs::of(&self.paths.state_dir, Some(d));
+        let fs = crate::slot::record::evidence_writes::StateFs::of(&self.paths.state_dir, Some(d));
         SlotError::evidence_incomplete(
             &self.raw,
-            super::evidence_writes::folder_message(self.args.verb, (&self.paths.root, d), e, &fs),
+            crate::slot::record::evidence_writes::folder_message(
+                self.args.verb,
+                &self.paths.root,
+                d,
+                e,
+                &fs,
+            ),
         )
     }
 
-    /// Registers what an interrupted verb leaves ([`super::interruption::register`]).
+    /// Registers what an interrupted verb leaves ([`crate::slot::record::interruption::register`]).
     fn interruption_note(&self, ev: &std::path::Path) -> crate::ns::cleanup::Registration {
-        super::interruption::register(super::interruption::NoteInputs {
+        crate::slot::record::interruption::register(crate::slot::record::interruption::NoteInputs {
             ev: ev.to_path_buf(),
             verb: self.verb().to_string(),
             provision: self.args.verb == crate::slot::Verb::Provision,
@@ -578,9 +619,9 @@ impl<'a> VerbRun<'a> {
             if self.args.verb == crate::slot::Verb::Reset {
                 // What the base folders store already is kept by reference
                 // ([`super::evidence_refer`]).
-                super::evidence_refer::refer_at_end(&self.paths, ev, &self.rec);
+                crate::slot::record::evidence_refer::refer_at_end(&self.paths, ev, &self.rec);
             }
-            super::evidence_compress::compress_at_end(ev, &self.rec);
+            crate::slot::record::evidence_compress::compress_at_end(ev, &self.rec);
             self.took("evidence-compress", t);
         }
         self.took("total", self.started);
@@ -657,16 +698,21 @@ impl VerbRun<'_> {
         let cause = prune::PruneCause::Profile { after: &after };
         match prune::prune_locked(&self.paths, &self.raw, keep, false, cause) {
             Ok(o) => {
-                facts.insert(
-                    "evidence_pruned".into(),
-                    serde_json::to_value(&o).unwrap_or_default(),
-                );
+                // What was pruned could not be encoded: said as the prune's error.
+                let (k, v) = match serde_json::to_value(&o) {
+                    Ok(v) => ("evidence_pruned", v),
+                    Err(e) => (
+                        "evidence_prune_error",
+                        format!("encode as JSON: {e}").into(),
+                    ),
+                };
+                facts.insert(k.into(), v);
             }
             Err(e) => {
                 let _ = journal::journal_append(
                     &self.paths.journal(),
                     "prune",
-                    "prune-failed",
+                    JournalEvent::PruneFailed,
                     false,
                     &format!("[evidence] keep = {keep} after {after}: {e}"),
                 );

@@ -13,6 +13,7 @@ use crate::cgroup::{
 };
 use crate::slot::error::SlotError;
 use crate::slot::gate::GateId;
+use crate::slot::gate::Observed;
 use crate::slot::record::verb_run::VerbRun;
 use crate::slot::state::SlotState;
 use serde::{Deserialize, Serialize};
@@ -103,7 +104,7 @@ pub(crate) fn provision_gate(
         manage_cgroups_reason: reason,
         last_readback: None,
     };
-    run.fact("cgroup", serde_json::to_value(&cg).unwrap_or_default());
+    run.fact_json("cgroup", &cg);
     Ok(cg)
 }
 
@@ -181,10 +182,7 @@ pub(crate) fn limits_gates(
         Ok(rb) => rb,
         Err(e) => return Err(run.fail(GateId::CgroupLimits, format!("pid {pid}: {e}"))),
     };
-    run.ev_write(
-        &format!("cgroup-limits-{when}.json"),
-        &serde_json::to_vec_pretty(&rb).unwrap_or_default(),
-    );
+    run.ev_write_json(&format!("cgroup-limits-{when}.json"), &rb);
     let r = rb.check(&st.resources);
     let r = match r {
         Ok(l) => Ok(limits_detail(&rb, l)),
@@ -217,10 +215,7 @@ pub(crate) fn snapshot_limits_gate(
         Ok(rb) => rb,
         Err(e) => return Err(run.fail(GateId::CgroupLimits, format!("pid {pid}: {e}"))),
     };
-    run.ev_write(
-        "cgroup-limits-snapshot.json",
-        &serde_json::to_vec_pretty(&rb).unwrap_or_default(),
-    );
+    run.ev_write_json("cgroup-limits-snapshot.json", &rb);
     let diff = rb.differences(&st.resources);
     let r = match (rb.check(&st.resources), diff.is_empty()) {
         (Ok(l), true) => Ok(limits_detail(&rb, l)),
@@ -276,10 +271,9 @@ fn unit_gate(
     let u0 = systemd::show_unit(unit).map_err(|e| fail(run, e))?;
     let aligned = systemd::align_unit(&u0, &st.resources).map_err(|e| fail(run, e))?;
     let u = systemd::show_unit(unit).map_err(|e| fail(run, e))?;
-    run.ev_write(
+    run.ev_write_json(
         &format!("cgroup-unit-{when}.json"),
-        &serde_json::to_vec_pretty(&json!({"as_created": u0, "aligned": aligned, "checked": u}))
-            .unwrap_or_default(),
+        &json!({"as_created": u0, "aligned": aligned, "checked": u}),
     );
     if !aligned.is_empty() {
         run.declare(format!(
@@ -307,7 +301,7 @@ pub(crate) struct CgroupCleanup {
     /// systemd: the scope's removal (`stopped: true` means the runtime had left it).
     pub scope: Option<ScopeRemoval>,
     /// The last read-back's directories: `gone: …` or `still there: …`.
-    pub dirs: Option<Result<String, String>>,
+    pub dirs: Option<Observed>,
     /// cgroupfs: the parents runc created for `/netprobe/…` and leaves (shared by slots).
     pub parents_left: Vec<PathBuf>,
 }
@@ -392,10 +386,7 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &SlotState, problems: &mut Vec<Stri
         dirs,
         parents_left,
     };
-    run.ev_write(
-        "cgroup-cleanup.json",
-        &serde_json::to_vec_pretty(&rec).unwrap_or_default(),
-    );
+    run.ev_write_json("cgroup-cleanup.json", &rec);
     let ok = rec.dirs.as_ref().is_none_or(|d| d.is_ok())
         && !unread_left
         && (!cg.systemd() || rec.scope.as_ref().is_some_and(|s| !s.stopped));

@@ -20,6 +20,7 @@ use crate::evidence::EvidenceDir;
 use crate::netlink::criu_unlock::{Unlocked, unlock_here};
 use crate::ns::ProcessIdentity;
 use crate::ns::cleanup::Registration;
+use crate::slot::JournalEvent;
 use crate::slot::error::SlotError;
 use crate::slot::gate::GateId;
 use crate::slot::record::verb_run::VerbRun;
@@ -65,25 +66,62 @@ impl LockStep {
 /// The prefix every lock evidence file's name starts with ([`LockStep::file`]).
 pub const EVIDENCE_PREFIX: &str = "criu-lock-released-";
 
+/// Why CRIU's network lock was not removed from a holder's netns.
+#[derive(Debug, thiserror::Error)]
+pub enum ReleaseError {
+    /// The holder is not the recorded process: nothing was run.
+    #[error("holder {holder} not proven ({source}): its netns was left alone")]
+    NotProven {
+        /// The recorded holder.
+        holder: ProcessIdentity,
+        /// Why it is not proven.
+        #[source]
+        source: crate::ns::NsError,
+    },
+    /// The thread joined another netns than the holder's.
+    #[error("joined netns inode {found}, not the holder's {want}")]
+    WrongNetns {
+        /// The inode joined.
+        found: u64,
+        /// The holder's.
+        want: u64,
+    },
+    /// The joined netns' inode could not be read.
+    #[error(transparent)]
+    Inode(crate::ns::NsError),
+    /// The removal there failed ([`unlock_here`]).
+    #[error(transparent)]
+    Unlock(crate::netlink::UnlockError),
+    /// The holder's netns could not be entered.
+    #[error("enter the netns of holder {holder}: {source}")]
+    Enter {
+        /// The recorded holder.
+        holder: ProcessIdentity,
+        /// The error.
+        #[source]
+        source: crate::ns::NsError,
+    },
+}
+
 /// Removes CRIU's network lock from the netns of holder `h`: the holder is re-verified (pid,
 /// start time, netns inode), the calling thread joins its netns (proven to be that inode), and
 /// [`unlock_here`] runs there.
 ///
 /// Errors: the holder is not the recorded one (nothing is run), the netns cannot be entered,
 /// or [`unlock_here`]'s error.
-pub fn release(h: &ProcessIdentity) -> Result<Unlocked, String> {
+pub fn release(h: &ProcessIdentity) -> Result<Unlocked, ReleaseError> {
     h.verify()
-        .map_err(|e| format!("holder {h} not proven ({e}): its netns was left alone"))?;
+        .map_err(|source| ReleaseError::NotProven { holder: *h, source })?;
     let want = h.netns_inode;
     crate::ns::run_in_netns(&h.netns_path(), || {
         match crate::ns::own_netns_inode() {
             Ok(i) if i == want => {}
-            Ok(i) => return Err(format!("joined netns inode {i}, not the holder's {want}")),
-            Err(e) => return Err(e.to_string()),
+            Ok(found) => return Err(ReleaseError::WrongNetns { found, want }),
+            Err(e) => return Err(ReleaseError::Inode(e)),
         }
-        unlock_here().map_err(|e| e.to_string())
+        unlock_here().map_err(ReleaseError::Unlock)
     })
-    .map_err(|e| format!("enter the netns of holder {h}: {e}"))?
+    .map_err(|source| ReleaseError::Enter { holder: *h, source })?
 }
 
 /// Whether CRIU's network lock is in a holder's netns now ([`LockNow`]).
@@ -203,12 +241,12 @@ pub(crate) fn before_restore(
                         prev.name(),
                         u.summary()
                     );
-                    run.journal("step", true, &d);
+                    run.journal(JournalEvent::Step, true, &d);
                     run.fact("criu_lock_released_before_restore", u.found);
                     Ok(d)
                 }
                 Err(e) => {
-                    run.fact("criu_lock_left", e.clone());
+                    run.fact("criu_lock_left", e.to_string());
                     Err(format!(
                         "{} found before the restore and not removed: {e}; the restore would run into CRIU's lock",
                         seen.detail
@@ -229,10 +267,7 @@ pub(crate) fn before_restore(
 pub(crate) fn at_cleanup(run: &mut VerbRun, st: &SlotState) -> Option<String> {
     let h = st.holder?;
     let seen = look(&h);
-    run.fact(
-        "criu_network_lock_at_cleanup",
-        serde_json::to_value(&seen).unwrap_or_default(),
-    );
+    run.fact_json("criu_network_lock_at_cleanup", &seen);
     let said = match seen.status {
         LockPresence::Absent => return None,
         LockPresence::Present => format!(
@@ -244,7 +279,7 @@ pub(crate) fn at_cleanup(run: &mut VerbRun, st: &SlotState) -> Option<String> {
             seen.detail
         ),
     };
-    run.journal("step", true, &said);
+    run.journal(JournalEvent::Step, true, &said);
     (seen.status == LockPresence::Present).then_some(said)
 }
 
@@ -259,7 +294,7 @@ pub(crate) fn lock_method_fact(run: &mut VerbRun, images: &std::path::Path) {
 }
 
 /// The text of a [`LockStep::file`].
-fn evidence_text(h: &ProcessIdentity, r: &Result<Unlocked, String>) -> String {
+fn evidence_text(h: &ProcessIdentity, r: &Result<Unlocked, ReleaseError>) -> String {
     let mut t = format!(
         "CRIU's network lock in the netns of holder {h}, after the container was stopped, at {}\n",
         crate::evidence::now_rfc3339()
@@ -284,7 +319,7 @@ fn evidence_text(h: &ProcessIdentity, r: &Result<Unlocked, String>) -> String {
 fn write_evidence_on_signal(
     ev: Option<&PathBuf>,
     h: &ProcessIdentity,
-    r: &Result<Unlocked, String>,
+    r: &Result<Unlocked, ReleaseError>,
 ) -> String {
     let Some(d) = ev else {
         return String::new();
@@ -333,16 +368,16 @@ pub(crate) fn before_capture(run: &mut VerbRun, h: &ProcessIdentity) {
                 "CRIU's network lock found in the holder's netns before the capture: {}",
                 u.summary()
             );
-            run.journal("step", true, &d);
+            run.journal(JournalEvent::Step, true, &d);
             run.fact("criu_lock_released_before_capture", u.found);
         }
         Err(e) => {
             run.journal(
-                "step",
+                JournalEvent::Step,
                 false,
                 &format!("CRIU's network lock in the holder's netns not removed: {e}"),
             );
-            run.fact("criu_lock_left", e);
+            run.fact("criu_lock_left", e.to_string());
         }
     }
 }
@@ -371,14 +406,14 @@ pub(crate) fn after_failure(run: &mut VerbRun, st: &SlotState) -> Option<String>
         Ok(u) if u.found.is_empty() => None,
         Ok(u) => {
             let d = format!("CRIU's network lock in the holder's netns: {}", u.summary());
-            run.journal("step", true, &d);
+            run.journal(JournalEvent::Step, true, &d);
             run.fact("criu_lock_released", u.found);
             None
         }
         Err(e) => {
             let d = format!("CRIU's network lock in the holder's netns not removed: {e}");
-            run.journal("step", false, &d);
-            run.fact("criu_lock_left", e);
+            run.journal(JournalEvent::Step, false, &d);
+            run.fact("criu_lock_left", e.to_string());
             Some(format!(
                 "; {d} (the next restore fails closed at net-fidelity until it is gone)"
             ))

@@ -15,6 +15,7 @@
 use crate::cgroup::mode::parse_mountinfo;
 use crate::oci::RuntimeKind;
 use crate::slot::record::verb_run;
+use crate::slot::resources::runtime_half_state::HalfStateError;
 use std::path::{Path, PathBuf};
 
 /// The cgroup crun creates under the container's cgroup at restore.
@@ -51,23 +52,20 @@ pub fn detect_kind(rt: &Path) -> (RuntimeKind, String) {
 /// `config.json`). Returns what was done (`None`: nothing to do).
 ///
 /// Errors: the folder holds other files (named), or removing it failed.
-pub fn remove_half_state(root: &Path, id: &str) -> Result<Option<String>, String> {
+pub fn remove_half_state(root: &Path, id: &str) -> Result<Option<String>, HalfStateError> {
     let dir = root.join(id);
     if !dir.is_dir() || dir.join("status").exists() {
         return Ok(None);
     }
     let names: Vec<String> = std::fs::read_dir(&dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .map_err(HalfStateError::read(&dir))?
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     if names.iter().any(|n| n != "config.json") {
-        return Err(format!(
-            "{}: crun state folder without `status` holds {names:?} (not only config.json); not removed: inspect it and remove it by hand",
-            dir.display()
-        ));
+        return Err(HalfStateError::CrunForeign { dir, names });
     }
-    std::fs::remove_dir_all(&dir).map_err(|e| format!("remove {}: {e}", dir.display()))?;
+    std::fs::remove_dir_all(&dir).map_err(HalfStateError::remove("remove", &dir))?;
     Ok(Some(format!(
         "removed crun's half-written state folder {} (config.json only, no status)",
         dir.display()
@@ -202,17 +200,17 @@ pub const EMPTY_DIRECTORY: &str = ".empty-directory";
 /// for directory `maskedPaths`) once the container is proven gone. Returns whether it was there.
 ///
 /// Errors: it is not empty (named), or `rmdir` failed.
-pub fn remove_empty_directory(root: &Path) -> Result<bool, String> {
+pub fn remove_empty_directory(root: &Path) -> Result<bool, HalfStateError> {
     let d = root.join(EMPTY_DIRECTORY);
     if !d.is_dir() {
         return Ok(false);
     }
-    std::fs::remove_dir(&d).map(|()| true).map_err(|e| {
-        format!(
-            "rmdir {}: {e} (crun's folder for masked directories)",
-            d.display()
-        )
-    })
+    std::fs::remove_dir(&d)
+        .map(|()| true)
+        .map_err(HalfStateError::rmdir(
+            &d,
+            " (crun's folder for masked directories)",
+        ))
 }
 
 /// Which step releases the slot's crun cgroups, and so the facts it records.
@@ -281,7 +279,7 @@ mod tests {
         std::fs::create_dir(&d).unwrap();
         std::fs::write(d.join("config.json"), "{}").unwrap();
         std::fs::write(d.join("other"), "x").unwrap();
-        let e = remove_half_state(t.path(), "c").unwrap_err();
+        let e = remove_half_state(t.path(), "c").unwrap_err().to_string();
         assert!(e.contains("\"other\"") && e.contains("not removed"), "{e}");
         std::fs::remove_file(d.join("other")).unwrap();
         std::fs::write(d.join("status"), "").unwrap();

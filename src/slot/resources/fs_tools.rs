@@ -21,17 +21,17 @@ pub const COPY_LIMIT: Duration = Duration::from_secs(1800);
 /// stdout and stderr are piped and returned unless the caller redirected them already (then
 /// pass `pipe` false).
 ///
-/// Errors: the [`crate::proc::TreeError`] (spawn, wait, timeout, interruption) as text.
+/// Errors: the [`crate::proc::TreeError`] (spawn, wait, timeout, interruption).
 pub fn run_bounded(
     cmd: &mut Command,
     limit: Duration,
     pipe: bool,
-) -> Result<crate::proc::TreeOutput, String> {
+) -> Result<crate::proc::TreeOutput, crate::proc::TreeError> {
     cmd.stdin(Stdio::null());
     if pipe {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     }
-    crate::proc::run_tree(cmd, limit, None).map_err(|e| e.to_string())
+    crate::proc::run_tree(cmd, limit, None)
 }
 
 /// `n` random bytes from `/dev/urandom`, hex encoded (falls back to time and pid).
@@ -209,7 +209,7 @@ mod tests {
         cmd.args(["-c", "sleep 30 & echo started; sleep 30"]);
         let e = run_bounded(&mut cmd, Duration::from_millis(500), true).unwrap_err();
         assert!(t.elapsed() < Duration::from_secs(10), "{e}");
-        assert!(e.contains("sh"), "{e}");
+        assert!(e.to_string().contains("sh"), "{e}");
         let ok = run_bounded(Command::new("echo").arg("hi"), TOOL_LIMIT, true).unwrap();
         assert_eq!(ok.stdout, b"hi\n");
     }

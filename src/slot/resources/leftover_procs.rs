@@ -4,6 +4,7 @@
 //! restore brings a second one up. A process moved out of the container's cgroups still shares
 //! the holder's network namespace (and its port), so both are checked.
 
+use crate::slot::gate::Observed;
 use crate::slot::state::SlotState;
 use std::path::{Path, PathBuf};
 
@@ -12,7 +13,7 @@ use std::path::{Path, PathBuf};
 /// the detail (a directory that does not exist holds none). `Err` names each directory that
 /// holds processes, with their pids and the way on, or says why it cannot be told (no read-back
 /// recorded, a `cgroup.procs` unreadable): fail closed.
-pub(crate) fn no_container_procs(st: &SlotState) -> Result<String, String> {
+pub(crate) fn no_container_procs(st: &SlotState) -> Observed {
     let rb = st
         .cgroup
         .as_ref()
@@ -76,7 +77,7 @@ pub(crate) fn no_container_procs(st: &SlotState) -> Result<String, String> {
 /// after the holder died), the namespace may live on in its other members: any process still
 /// in the recorded inode is named; processes whose `ns/net` is refused cannot then be compared
 /// (no member is left to read `net/dev` from) and are listed as such in the detail.
-pub(crate) fn no_netns_strangers(st: &SlotState, proc_root: &Path) -> Result<String, String> {
+pub(crate) fn no_netns_strangers(st: &SlotState, proc_root: &Path) -> Observed {
     let holder = st
         .holder
         .as_ref()

@@ -14,12 +14,132 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::partition::{Partition, PartitionInfo, partitions, probe_fstype, select_partition};
 use crate::ns::mountinfo::mount_points;
+use crate::proc::TreeError;
+use crate::slot::resources::partition::{
+    Partition, PartitionInfo, partitions, probe_fstype, select_partition,
+};
+use nix::errno::Errno;
+
+/// Why a mount step failed; each message names the program or call, its arguments and what
+/// it answered.
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    /// A helper program (`losetup`, `qemu-storage-daemon`) could not run.
+    #[error("cannot run {program}: {source}")]
+    Run {
+        /// The program.
+        program: &'static str,
+        /// Why its bounded run did not complete.
+        #[source]
+        source: TreeError,
+    },
+    /// `umount2` failed (`lazy`: the `MNT_DETACH` after 5 s of `EBUSY`).
+    #[error("umount{} {}: {source}", if *.lazy { " -l" } else { "" }, target.display())]
+    Unmount {
+        /// The mount point.
+        target: PathBuf,
+        /// Whether it was the lazy detach.
+        lazy: bool,
+        /// The errno.
+        #[source]
+        source: Errno,
+    },
+    /// An overlay path holds a character of the overlay option syntax.
+    #[error("overlay path {0:?} contains ',' ':' or '\\'")]
+    OverlayPath(String),
+    /// An overlay option is empty or holds a `,`.
+    #[error("overlay option {0:?} is empty or contains ','")]
+    OverlayOption(String),
+    /// The overlay mount failed (the whole option string named).
+    #[error("mount overlay ({opts}) on {}: {source}", merged.display())]
+    Overlay {
+        /// The option string.
+        opts: String,
+        /// The mount point.
+        merged: PathBuf,
+        /// The errno.
+        #[source]
+        source: Errno,
+    },
+    /// The read-only mount of a block device failed.
+    #[error("mount -o ro -t {fstype} {} {}: {source}", dev.display(), target.display())]
+    ReadOnly {
+        /// The filesystem type probed.
+        fstype: String,
+        /// The block device.
+        dev: PathBuf,
+        /// The mount point.
+        target: PathBuf,
+        /// The errno.
+        #[source]
+        source: Errno,
+    },
+    /// The image's partition table could not be read, or no partition matches.
+    #[error(transparent)]
+    Partition(#[from] crate::slot::resources::partition::PartitionError),
+    /// `losetup` failed (its stderr).
+    #[error("losetup {}: {stderr}", file.display())]
+    Losetup {
+        /// The backing file.
+        file: PathBuf,
+        /// losetup's stderr, trimmed.
+        stderr: String,
+    },
+    /// `losetup --show` printed something other than a loop device.
+    #[error("losetup printed {0:?}, not a loop device")]
+    NotALoop(String),
+    /// The loop device is backed by another file than ours.
+    #[error("{} is backed by {}, not by {}: not ours, left alone", device.display(), backing.display(), expected.display())]
+    NotOurs {
+        /// The loop device.
+        device: PathBuf,
+        /// Its backing file.
+        backing: PathBuf,
+        /// The file the slot recorded.
+        expected: PathBuf,
+    },
+    /// The loop device was still attached after [`LOOP_DETACH_WAIT`].
+    #[error("losetup -d {}: still attached after {waited_ms} ms ({why}): the device is open elsewhere", device.display())]
+    StillAttached {
+        /// The loop device.
+        device: PathBuf,
+        /// [`LOOP_DETACH_WAIT`] in milliseconds.
+        waited_ms: u128,
+        /// losetup's stderr, or that the detach was deferred.
+        why: String,
+    },
+    /// A file could not be created (the export file, the daemon's log).
+    #[error("create {}: {source}", path.display())]
+    Create {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The daemon's log file handle could not be duplicated.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// `qemu-storage-daemon` exited with an error (its log).
+    #[error("qemu-storage-daemon exited with {status}: {log}")]
+    QsdExited {
+        /// Its exit status.
+        status: std::process::ExitStatus,
+        /// Its log, trimmed.
+        log: String,
+    },
+    /// The daemon's pidfile or FUSE export did not appear in 10 s.
+    #[error("qemu-storage-daemon: no pidfile or FUSE export at {} after 10 s", .0.display())]
+    QsdNoExport(PathBuf),
+    /// The daemon did not exit after SIGTERM and SIGKILL.
+    #[error("qemu-storage-daemon pid {0} did not exit")]
+    QsdAlive(i32),
+}
 
 /// Runs a short helper as a bounded process tree, stdout and stderr piped
 /// ([`super::fs_tools::run_bounded`], [`super::fs_tools::TOOL_LIMIT`]).
-pub(in crate::slot) fn bounded(cmd: &mut Command) -> Result<crate::proc::TreeOutput, String> {
+pub(in crate::slot) fn bounded(cmd: &mut Command) -> Result<crate::proc::TreeOutput, TreeError> {
     super::fs_tools::run_bounded(cmd, super::fs_tools::TOOL_LIMIT, true)
 }
 
@@ -53,7 +173,7 @@ impl Drop for MountGuard {
 /// Unmounts `target` if mounted; retries `EBUSY` for up to 5 s, then detaches lazily.
 ///
 /// Errors: the unmount failed for another reason.
-pub fn unmount(target: &Path) -> Result<(), String> {
+pub fn unmount(target: &Path) -> Result<(), MountError> {
     if !is_mounted(target) {
         return Ok(());
     }
@@ -65,11 +185,22 @@ pub fn unmount(target: &Path) -> Result<(), String> {
                 std::thread::sleep(Duration::from_millis(100))
             }
             Err(nix::errno::Errno::EBUSY) => {
-                return nix::mount::umount2(target, MntFlags::MNT_DETACH)
-                    .map_err(|e| format!("umount -l {}: {e}", target.display()));
+                return nix::mount::umount2(target, MntFlags::MNT_DETACH).map_err(|source| {
+                    MountError::Unmount {
+                        target: target.to_path_buf(),
+                        lazy: true,
+                        source,
+                    }
+                });
             }
             Err(nix::errno::Errno::EINVAL) if !is_mounted(target) => return Ok(()),
-            Err(e) => return Err(format!("umount {}: {e}", target.display())),
+            Err(source) => {
+                return Err(MountError::Unmount {
+                    target: target.to_path_buf(),
+                    lazy: false,
+                    source,
+                });
+            }
         }
     }
 }
@@ -86,8 +217,8 @@ pub fn mount_overlay(
     work: &Path,
     merged: &Path,
     options: &[String],
-) -> Result<MountGuard, String> {
-    mount_overlay_with(lower, upper, work, merged, options, None).map_err(|(_, e)| e)
+) -> Result<MountGuard, MountError> {
+    mount_overlay_with(lower, upper, work, merged, options, None)
 }
 
 /// [`mount_overlay`] with overlayfs' `volatile` added (Linux 5.10+): no sync of the upper's
@@ -108,18 +239,21 @@ pub fn mount_overlay_volatile(
     work: &Path,
     merged: &Path,
     options: &[String],
-) -> Result<(MountGuard, Option<String>), String> {
+) -> Result<(MountGuard, Option<String>), MountError> {
     match mount_overlay_with(lower, upper, work, merged, options, Some("volatile")) {
         Ok(g) => Ok((g, None)),
-        Err((Some(nix::errno::Errno::EINVAL), refused)) => {
-            mount_overlay(lower, upper, work, merged, options).map(|g| (g, Some(refused)))
-        }
-        Err((_, e)) => Err(e),
+        Err(
+            refused @ MountError::Overlay {
+                source: Errno::EINVAL,
+                ..
+            },
+        ) => mount_overlay(lower, upper, work, merged, options)
+            .map(|g| (g, Some(refused.to_string()))),
+        Err(e) => Err(e),
     }
 }
 
-/// The overlay mount of [`mount_overlay`], with `extra` appended to the options; errors carry
-/// the mount's errno (None: refused before the mount).
+/// The overlay mount of [`mount_overlay`], with `extra` appended to the options.
 fn mount_overlay_with(
     lower: &Path,
     upper: &Path,
@@ -127,18 +261,15 @@ fn mount_overlay_with(
     merged: &Path,
     options: &[String],
     extra: Option<&str>,
-) -> Result<MountGuard, (Option<nix::errno::Errno>, String)> {
+) -> Result<MountGuard, MountError> {
     for p in [lower, upper, work] {
         let s = p.to_string_lossy();
         if s.contains([',', ':', '\\']) {
-            return Err((None, format!("overlay path {s:?} contains ',' ':' or '\\'")));
+            return Err(MountError::OverlayPath(s.into_owned()));
         }
     }
     if let Some(o) = options.iter().find(|o| o.contains(',') || o.is_empty()) {
-        return Err((
-            None,
-            format!("overlay option {o:?} is empty or contains ','"),
-        ));
+        return Err(MountError::OverlayOption(o.clone()));
     }
     let mut opts = format!(
         "lowerdir={},upperdir={},workdir={}",
@@ -157,9 +288,10 @@ fn mount_overlay_with(
         MsFlags::empty(),
         Some(opts.as_str()),
     )
-    .map_err(|e| {
-        let msg = format!("mount overlay ({opts}) on {}: {e}", merged.display());
-        (Some(e), msg)
+    .map_err(|source| MountError::Overlay {
+        opts: opts.clone(),
+        merged: merged.to_path_buf(),
+        source,
     })?;
     Ok(MountGuard {
         target: merged.to_path_buf(),
@@ -172,7 +304,7 @@ fn mount_overlay_with(
 /// ext4).
 ///
 /// Errors: the mount failed.
-pub fn mount_ro(dev: &Path, target: &Path) -> Result<(MountGuard, String), String> {
+pub fn mount_ro(dev: &Path, target: &Path) -> Result<(MountGuard, String), MountError> {
     let fstype = bounded(
         Command::new("blkid")
             .args(["-p", "-o", "value", "-s", "TYPE"])
@@ -194,12 +326,11 @@ pub fn mount_ro(dev: &Path, target: &Path) -> Result<(MountGuard, String), Strin
         MsFlags::MS_RDONLY,
         data,
     )
-    .map_err(|e| {
-        format!(
-            "mount -o ro -t {fstype} {} {}: {e}",
-            dev.display(),
-            target.display()
-        )
+    .map_err(|source| MountError::ReadOnly {
+        fstype: fstype.clone(),
+        dev: dev.to_path_buf(),
+        target: target.to_path_buf(),
+        source,
     })?;
     Ok((
         MountGuard {
@@ -238,7 +369,7 @@ impl Drop for LoopGuard {
 /// limit, see [`loop_attach_partition`]). The loop device's backing file is FILE either way.
 ///
 /// Errors: those of [`loop_attach_partition`].
-pub fn loop_attach(file: &Path) -> Result<LoopGuard, String> {
+pub fn loop_attach(file: &Path) -> Result<LoopGuard, MountError> {
     loop_attach_partition(file, &Partition::Auto).map(|(g, _)| g)
 }
 
@@ -251,7 +382,7 @@ pub fn loop_attach(file: &Path) -> Result<LoopGuard, String> {
 pub fn loop_attach_partition(
     file: &Path,
     sel: &Partition,
-) -> Result<(LoopGuard, Option<PartitionInfo>), String> {
+) -> Result<(LoopGuard, Option<PartitionInfo>), MountError> {
     let parts = partitions(file)?;
     let fstypes: Vec<Option<String>> = parts.iter().map(|p| probe_fstype(file, p.start)).collect();
     let part = select_partition(file, &parts, &fstypes, sel)?.cloned();
@@ -270,17 +401,19 @@ pub fn loop_attach_partition(
             .args(&range)
             .arg(file),
     )
-    .map_err(|e| format!("cannot run losetup: {e}"))?;
+    .map_err(|source| MountError::Run {
+        program: "losetup",
+        source,
+    })?;
     if !out.status.success() {
-        return Err(format!(
-            "losetup {}: {}",
-            file.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        return Err(MountError::Losetup {
+            file: file.to_path_buf(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
     }
     let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if !dev.starts_with("/dev/loop") {
-        return Err(format!("losetup printed {dev:?}, not a loop device"));
+        return Err(MountError::NotALoop(dev));
     }
     Ok((
         LoopGuard {
@@ -305,19 +438,18 @@ pub fn loop_backing_file(device: &Path) -> Option<PathBuf> {
 ///
 /// Errors: losetup -d failed, the device is backed by another file, or it is still attached
 /// [`LOOP_DETACH_WAIT`] later (open elsewhere: the kernel defers its detach).
-pub fn loop_detach(device: &Path, expect_backing: Option<&Path>) -> Result<(), String> {
+pub fn loop_detach(device: &Path, expect_backing: Option<&Path>) -> Result<(), MountError> {
     let Some(back) = loop_backing_file(device) else {
         return Ok(());
     };
     if let Some(exp) = expect_backing
         && back != exp
     {
-        return Err(format!(
-            "{} is backed by {}, not by {}: not ours, left alone",
-            device.display(),
-            back.display(),
-            exp.display()
-        ));
+        return Err(MountError::NotOurs {
+            device: device.to_path_buf(),
+            backing: back,
+            expected: exp.to_path_buf(),
+        });
     }
     // A device still open elsewhere (a probe, a scan) is busy: `losetup -d` fails or the
     // kernel defers the detach. Retried, bounded, until the device is really gone, so the
@@ -326,22 +458,25 @@ pub fn loop_detach(device: &Path, expect_backing: Option<&Path>) -> Result<(), S
     let gone = || loop_backing_file(device).is_none_or(|b| b != back);
     let deadline = std::time::Instant::now() + LOOP_DETACH_WAIT;
     loop {
-        let out = bounded(Command::new("losetup").arg("-d").arg(device))
-            .map_err(|e| format!("cannot run losetup: {e}"))?;
+        let out = bounded(Command::new("losetup").arg("-d").arg(device)).map_err(|source| {
+            MountError::Run {
+                program: "losetup",
+                source,
+            }
+        })?;
         if gone() {
             return Ok(());
         }
         if std::time::Instant::now() >= deadline {
-            return Err(format!(
-                "losetup -d {}: still attached after {} ms ({}): the device is open elsewhere",
-                device.display(),
-                LOOP_DETACH_WAIT.as_millis(),
-                if out.status.success() {
+            return Err(MountError::StillAttached {
+                device: device.to_path_buf(),
+                waited_ms: LOOP_DETACH_WAIT.as_millis(),
+                why: if out.status.success() {
                     "detach deferred until closed".to_string()
                 } else {
                     String::from_utf8_lossy(&out.stderr).trim().to_string()
-                }
-            ));
+                },
+            });
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
         if gone() {
@@ -410,14 +545,17 @@ pub fn qsd_start(
     export_file: &Path,
     pidfile: &Path,
     log: &Path,
-) -> Result<QsdGuard, String> {
+) -> Result<QsdGuard, MountError> {
+    let create = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| MountError::Create { path, source }
+    };
     if !export_file.exists() {
-        fs::write(export_file, b"")
-            .map_err(|e| format!("create {}: {e}", export_file.display()))?;
+        fs::write(export_file, b"").map_err(create(export_file))?;
     }
     let _ = fs::remove_file(pidfile);
-    let logf = fs::File::create(log).map_err(|e| format!("create {}: {e}", log.display()))?;
-    let logf2 = logf.try_clone().map_err(|e| e.to_string())?;
+    let logf = fs::File::create(log).map_err(create(log))?;
+    let logf2 = logf.try_clone()?;
     // Bounded until it has daemonized (the daemon itself setsid()s out of the group and keeps
     // running; its output goes to `log`, not to pipes).
     let mut qsd = Command::new("qemu-storage-daemon");
@@ -440,14 +578,17 @@ pub fn qsd_start(
         .stdout(logf)
         .stderr(logf2);
     let status = super::fs_tools::run_bounded(&mut qsd, super::fs_tools::TOOL_LIMIT, false)
-        .map_err(|e| format!("cannot run qemu-storage-daemon: {e}"))?
+        .map_err(|source| MountError::Run {
+            program: "qemu-storage-daemon",
+            source,
+        })?
         .status;
     if !status.success() {
         let log_text = fs::read_to_string(log).unwrap_or_default();
-        return Err(format!(
-            "qemu-storage-daemon exited with {status}: {}",
-            log_text.trim()
-        ));
+        return Err(MountError::QsdExited {
+            status,
+            log: log_text.trim().to_string(),
+        });
     }
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -467,10 +608,7 @@ pub fn qsd_start(
             if let Some(pid) = pid {
                 let _ = qsd_stop(pid, export_file);
             }
-            return Err(format!(
-                "qemu-storage-daemon: no pidfile or FUSE export at {} after 10 s",
-                export_file.display()
-            ));
+            return Err(MountError::QsdNoExport(export_file.to_path_buf()));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -497,7 +635,7 @@ pub fn qsd_is_ours(pid: i32, export_file: &Path) -> bool {
 /// FUSE export is unmounted.
 ///
 /// Errors: the process did not exit, or the export stayed mounted.
-pub fn qsd_stop(pid: i32, export_file: &Path) -> Result<(), String> {
+pub fn qsd_stop(pid: i32, export_file: &Path) -> Result<(), MountError> {
     if qsd_is_ours(pid, export_file) {
         let p = nix::unistd::Pid::from_raw(pid);
         let _ = nix::sys::signal::kill(p, nix::sys::signal::Signal::SIGTERM);
@@ -510,7 +648,7 @@ pub fn qsd_stop(pid: i32, export_file: &Path) -> Result<(), String> {
             std::thread::sleep(Duration::from_millis(200));
         }
         if qsd_is_ours(pid, export_file) {
-            return Err(format!("qemu-storage-daemon pid {pid} did not exit"));
+            return Err(MountError::QsdAlive(pid));
         }
     }
     if is_mounted(export_file) {

@@ -4,7 +4,42 @@
 use std::path::Path;
 use std::process::Command;
 
-use super::mounts::bounded;
+use crate::proc::TreeError;
+use crate::slot::resources::mounts::bounded;
+
+/// Why the partition table of an image could not be read, or no partition matches.
+#[derive(Debug, thiserror::Error)]
+pub enum PartitionError {
+    /// `partx` could not run.
+    #[error("cannot run partx (util-linux): {0}")]
+    Partx(#[source] TreeError),
+    /// `partx` failed for another reason than a missing table (its stderr).
+    #[error("partx {}: {stderr}", file.display())]
+    PartxFailed {
+        /// The image file.
+        file: std::path::PathBuf,
+        /// partx's stderr, trimmed.
+        stderr: String,
+    },
+    /// A number or label was given for an image without a partition table.
+    #[error("image {} has no partition table, but image.partition is {sel:?}; remove image.partition (the whole image is one filesystem)", file.display())]
+    NoTable {
+        /// The image file.
+        file: std::path::PathBuf,
+        /// The profile's selection.
+        sel: Partition,
+    },
+    /// No partition matches the selection (the listing names them all).
+    #[error("image {}: no partition matches {sel:?} (partitions: {listing}); set image.partition in the profile to a partition number or GPT name", file.display())]
+    NoMatch {
+        /// The image file.
+        file: std::path::PathBuf,
+        /// The profile's selection.
+        sel: Partition,
+        /// Each partition: number, name, size, filesystem.
+        listing: String,
+    },
+}
 
 /// Which partition of a disk image holds the root filesystem (the profile's `image.partition`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -45,19 +80,22 @@ const LINUX_FS: [&str; 5] = ["ext4", "ext3", "ext2", "xfs", "btrfs"];
 /// 512-byte sectors). Empty when the file has no partition table (a bare filesystem).
 ///
 /// Errors: partx could not run, or failed for another reason than a missing table.
-pub fn partitions(file: &Path) -> Result<Vec<PartitionInfo>, String> {
+pub fn partitions(file: &Path) -> Result<Vec<PartitionInfo>, PartitionError> {
     let out = bounded(
         Command::new("partx")
             .args(["-g", "-b", "-P", "-o", "NR,START,SIZE,TYPE,NAME"])
             .arg(file),
     )
-    .map_err(|e| format!("cannot run partx (util-linux): {e}"))?;
+    .map_err(PartitionError::Partx)?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         if err.contains("failed to read partition table") {
             return Ok(Vec::new());
         }
-        return Err(format!("partx {}: {}", file.display(), err.trim()));
+        return Err(PartitionError::PartxFailed {
+            file: file.to_path_buf(),
+            stderr: err.trim().to_string(),
+        });
     }
     Ok(parse_partx_pairs(&String::from_utf8_lossy(&out.stdout)))
 }
@@ -130,15 +168,14 @@ pub fn select_partition<'a>(
     parts: &'a [PartitionInfo],
     fstypes: &[Option<String>],
     sel: &Partition,
-) -> Result<Option<&'a PartitionInfo>, String> {
-    let fix = "set image.partition in the profile to a partition number or GPT name";
+) -> Result<Option<&'a PartitionInfo>, PartitionError> {
     if parts.is_empty() {
         return match sel {
             Partition::Auto => Ok(None),
-            other => Err(format!(
-                "image {} has no partition table, but image.partition is {other:?}; remove image.partition (the whole image is one filesystem)",
-                file.display()
-            )),
+            other => Err(PartitionError::NoTable {
+                file: file.to_path_buf(),
+                sel: other.clone(),
+            }),
         };
     }
     let listing = describe(parts, fstypes);
@@ -159,11 +196,10 @@ pub fn select_partition<'a>(
                 .map(|(p, _)| *p)
         }
     };
-    found.map(Some).ok_or_else(|| {
-        format!(
-            "image {}: no partition matches {sel:?} (partitions: {listing}); {fix}",
-            file.display()
-        )
+    found.map(Some).ok_or_else(|| PartitionError::NoMatch {
+        file: file.to_path_buf(),
+        sel: sel.clone(),
+        listing,
     })
 }
 
@@ -223,7 +259,7 @@ mod partition_tests {
             Partition::Label("nope".into()),
             Partition::Auto,
         ] {
-            let e = select_partition(f, &p, &t, &sel).unwrap_err();
+            let e = select_partition(f, &p, &t, &sel).unwrap_err().to_string();
             assert!(
                 e.contains("image.partition") && e.contains("1 (name \"EFI\""),
                 "{e}"
@@ -233,7 +269,9 @@ mod partition_tests {
             select_partition(f, &[], &[], &Partition::Auto).unwrap(),
             None
         );
-        let e = select_partition(f, &[], &[], &Partition::Number(2)).unwrap_err();
+        let e = select_partition(f, &[], &[], &Partition::Number(2))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no partition table"), "{e}");
     }
 }

@@ -9,11 +9,118 @@
 //! unmounts and removes when it returns; a killed runc leaves both. crun: see
 //! [`super::crun_leftovers::remove_half_state`].
 
-use super::mounts;
 use crate::oci::RuntimeKind;
 use crate::slot::record::verb_run::VerbRun;
+use crate::slot::resources::mounts;
 use crate::slot::state::SlotState;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// Why a runtime's half-written state (or another leftover of a killed runtime) was not
+/// removed; the messages say what to inspect.
+#[derive(Debug, thiserror::Error)]
+pub enum HalfStateError {
+    /// A folder or file could not be read.
+    #[error("{}: {source}", path.display())]
+    Read {
+        /// The folder or file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// runc's state folder without `state.json` holds more than `criu-root`.
+    #[error("{}: runc state folder without state.json holds {names:?} (not only {RUNC_CRIU_ROOT}); not removed: inspect it and remove it by hand", dir.display())]
+    RuncForeign {
+        /// The state folder.
+        dir: PathBuf,
+        /// What it holds.
+        names: Vec<String>,
+    },
+    /// crun's state folder without `status` holds more than `config.json`.
+    #[error("{}: crun state folder without `status` holds {names:?} (not only config.json); not removed: inspect it and remove it by hand", dir.display())]
+    CrunForeign {
+        /// The state folder.
+        dir: PathBuf,
+        /// What it holds.
+        names: Vec<String>,
+    },
+    /// A mount in it could not be unmounted.
+    #[error(transparent)]
+    Unmount(#[from] mounts::MountError),
+    /// `rmdir` failed; `what` adds what the folder is (may be empty).
+    #[error("rmdir {}: {source}{what}", path.display())]
+    Rmdir {
+        /// The folder.
+        path: PathBuf,
+        /// Said after the error, e.g. " (crun's folder for masked directories)".
+        what: &'static str,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A recursive removal (`remove`) or a file's (`rm`) failed.
+    #[error("{action} {}: {source}", path.display())]
+    Remove {
+        /// `remove` or `rm`.
+        action: &'static str,
+        /// The folder or file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// runc's temporary pid file is not a regular file.
+    #[error("{} is not a regular file (runc's temporary pid file would be); not removed: inspect it and remove it by hand", .0.display())]
+    PidTempNotAFile(PathBuf),
+    /// Several of the above, joined by `; `.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Several(Vec<HalfStateError>),
+}
+
+impl HalfStateError {
+    /// A [`HalfStateError::Read`] of `path`.
+    pub(crate) fn read(path: &Path) -> impl FnOnce(std::io::Error) -> HalfStateError + '_ {
+        move |source| HalfStateError::Read {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// A [`HalfStateError::Rmdir`] of `path`, `what` said after the error.
+    pub(crate) fn rmdir<'p>(
+        path: &'p Path,
+        what: &'static str,
+    ) -> impl FnOnce(std::io::Error) -> HalfStateError + 'p {
+        move |source| HalfStateError::Rmdir {
+            path: path.to_path_buf(),
+            what,
+            source,
+        }
+    }
+
+    /// A [`HalfStateError::Remove`] of `path` by `action` (`remove`, `rm`).
+    pub(crate) fn remove<'p>(
+        action: &'static str,
+        path: &'p Path,
+    ) -> impl FnOnce(std::io::Error) -> HalfStateError + 'p {
+        move |source| HalfStateError::Remove {
+            action,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// `self` and then `e`, as one error.
+    fn and(self, e: HalfStateError) -> HalfStateError {
+        match self {
+            HalfStateError::Several(mut v) => {
+                v.push(e);
+                HalfStateError::Several(v)
+            }
+            first => HalfStateError::Several(vec![first, e]),
+        }
+    }
+}
 
 /// What runc writes in `<root>/<id>/` before `state.json`.
 const RUNC_CRIU_ROOT: &str = "criu-root";
@@ -24,21 +131,18 @@ const RUNC_CRIU_ROOT: &str = "criu-root";
 ///
 /// Errors: the folder holds anything else (named: not removed), or an unmount or removal
 /// failed.
-pub fn remove_runc_half_state(root: &Path, id: &str) -> Result<Option<String>, String> {
+pub fn remove_runc_half_state(root: &Path, id: &str) -> Result<Option<String>, HalfStateError> {
     let dir = root.join(id);
     if !dir.is_dir() || dir.join("state.json").exists() {
         return Ok(None);
     }
     let names: Vec<String> = std::fs::read_dir(&dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .map_err(HalfStateError::read(&dir))?
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     if names.iter().any(|n| n != RUNC_CRIU_ROOT) {
-        return Err(format!(
-            "{}: runc state folder without state.json holds {names:?} (not only {RUNC_CRIU_ROOT}); not removed: inspect it and remove it by hand",
-            dir.display()
-        ));
+        return Err(HalfStateError::RuncForeign { dir, names });
     }
     let mut done = Vec::new();
     let criu_root = dir.join(RUNC_CRIU_ROOT);
@@ -47,10 +151,9 @@ pub fn remove_runc_half_state(root: &Path, id: &str) -> Result<Option<String>, S
             mounts::unmount(&criu_root)?;
             done.push(format!("unmounted {}", criu_root.display()));
         }
-        std::fs::remove_dir(&criu_root)
-            .map_err(|e| format!("rmdir {}: {e}", criu_root.display()))?;
+        std::fs::remove_dir(&criu_root).map_err(HalfStateError::rmdir(&criu_root, ""))?;
     }
-    std::fs::remove_dir(&dir).map_err(|e| format!("rmdir {}: {e}", dir.display()))?;
+    std::fs::remove_dir(&dir).map_err(HalfStateError::rmdir(&dir, ""))?;
     done.push(format!("removed {}", dir.display()));
     Ok(Some(format!(
         "runc's half-written state of an interrupted create or restore (no state.json): {}",
@@ -93,7 +196,7 @@ pub fn only_half_state(root: &Path, id: &str) -> Option<String> {
 /// and removed when empty. Returns what was done.
 ///
 /// Errors: it holds files (named: not removed), or the unmount or `rmdir` failed.
-pub fn remove_bundle_criu_root(bundle: &Path) -> Result<Option<String>, String> {
+pub fn remove_bundle_criu_root(bundle: &Path) -> Result<Option<String>, HalfStateError> {
     let d = bundle.join(RUNC_CRIU_ROOT);
     if !d.is_dir() {
         return Ok(None);
@@ -103,12 +206,10 @@ pub fn remove_bundle_criu_root(bundle: &Path) -> Result<Option<String>, String> 
         mounts::unmount(&d)?;
         done.push(format!("unmounted {}", d.display()));
     }
-    std::fs::remove_dir(&d).map_err(|e| {
-        format!(
-            "rmdir {}: {e} (the runtime's CRIU root, left by a killed restore; not emptied: inspect it)",
-            d.display()
-        )
-    })?;
+    std::fs::remove_dir(&d).map_err(HalfStateError::rmdir(
+        &d,
+        " (the runtime's CRIU root, left by a killed restore; not emptied: inspect it)",
+    ))?;
     done.push(format!("removed {}", d.display()));
     Ok(Some(format!(
         "the runtime's CRIU root left in the bundle by a killed restore: {}",
@@ -123,7 +224,7 @@ pub fn remove_bundle_criu_root(bundle: &Path) -> Result<Option<String>, String> 
 /// done (`None`: nothing there).
 ///
 /// Errors: it is not a regular file, or the removal failed (named).
-pub fn remove_runtime_pid_temp(pid_file: &Path) -> Result<Option<String>, String> {
+pub fn remove_runtime_pid_temp(pid_file: &Path) -> Result<Option<String>, HalfStateError> {
     let Some(name) = pid_file.file_name() else {
         return Ok(None);
     };
@@ -132,11 +233,8 @@ pub fn remove_runtime_pid_temp(pid_file: &Path) -> Result<Option<String>, String
     let tmp = pid_file.with_file_name(tmp_name);
     match std::fs::symlink_metadata(&tmp) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("{}: {e}", tmp.display())),
-        Ok(m) if !m.is_file() => Err(format!(
-            "{} is not a regular file (runc's temporary pid file would be); not removed: inspect it and remove it by hand",
-            tmp.display()
-        )),
+        Err(e) => Err(HalfStateError::read(&tmp)(e)),
+        Ok(m) if !m.is_file() => Err(HalfStateError::PidTempNotAFile(tmp)),
         Ok(_) => std::fs::remove_file(&tmp)
             .map(|()| {
                 Some(format!(
@@ -144,7 +242,7 @@ pub fn remove_runtime_pid_temp(pid_file: &Path) -> Result<Option<String>, String
                     tmp.display()
                 ))
             })
-            .map_err(|e| format!("rm {}: {e}", tmp.display())),
+            .map_err(HalfStateError::remove("rm", &tmp)),
     }
 }
 
@@ -193,7 +291,7 @@ pub(crate) fn remove(run: &mut VerbRun, st: &SlotState, leftovers: bool) -> Opti
             Ok(None) => {}
             Err(e) => {
                 r = Err(match r {
-                    Err(r0) => format!("{r0}; {e}"),
+                    Err(r0) => r0.and(e),
                     Ok(_) => e,
                 })
             }
@@ -230,7 +328,9 @@ mod tests {
         );
         std::fs::remove_file(d.join("state.json")).unwrap();
         std::fs::write(d.join("exec.fifo"), "").unwrap();
-        let e = remove_runc_half_state(t.path(), "c").unwrap_err();
+        let e = remove_runc_half_state(t.path(), "c")
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("\"exec.fifo\"") && e.contains("not removed"),
             "{e}"
@@ -270,6 +370,7 @@ mod tests {
         assert!(
             remove_bundle_criu_root(&b)
                 .unwrap_err()
+                .to_string()
                 .contains("not emptied")
         );
         std::fs::remove_file(b.join("criu-root/x")).unwrap();
@@ -299,7 +400,7 @@ mod tests {
         assert!(d.contains("removed") && d.contains(".container.pid"), "{d}");
         assert!(!t.path().join(".container.pid").exists());
         std::os::unix::fs::symlink("/etc/passwd", t.path().join(".container.pid")).unwrap();
-        let e = remove_runtime_pid_temp(&pid).unwrap_err();
+        let e = remove_runtime_pid_temp(&pid).unwrap_err().to_string();
         assert!(
             e.contains("not a regular file") && e.contains("not removed"),
             "{e}"

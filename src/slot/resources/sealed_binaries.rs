@@ -19,6 +19,7 @@
 //! came from is compared by `stat` (device, inode, size, mtime, ctime); when any differs it is
 //! re-hashed and must still hash to the pin (a swapped binary fails the gate as before).
 
+use crate::slot::gate::Observed;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fs::File;
@@ -111,6 +112,15 @@ pub enum SealError {
         /// The failed step.
         op: &'static str,
         /// The error.
+        source: std::io::Error,
+    },
+    /// `stat(2)` of a file failed.
+    #[error("cannot stat {}: {source}", path.display())]
+    Stat {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        #[source]
         source: std::io::Error,
     },
 }
@@ -209,7 +219,7 @@ pub fn exec_path(pid: i32, rec: &SealedCopy) -> PathBuf {
 ///
 /// Errors: a sentence naming the descriptor and what differs (fail closed: a descriptor that
 /// cannot be opened or read is not proven).
-pub fn prove(pid: i32, rec: &SealedCopy) -> Result<String, String> {
+pub fn prove(pid: i32, rec: &SealedCopy) -> Observed {
     let p = exec_path(pid, rec);
     let link = std::fs::read_link(&p).map_err(|e| format!("{}: {e}", p.display()))?;
     let link = link.to_string_lossy().into_owned();
@@ -258,15 +268,18 @@ pub fn prove(pid: i32, rec: &SealedCopy) -> Result<String, String> {
 /// Whether the file at `path` still has the `stat` identity recorded (at provision, or when a
 /// verb last re-hashed it to the pin: [`SourceRefresh`]) (`Ok(true)`), has another
 /// (`Ok(false)`: re-hash it), or cannot be read (`Err`).
-pub fn source_unchanged(path: &Path, rec: &SealedCopy) -> Result<bool, String> {
+pub fn source_unchanged(path: &Path, rec: &SealedCopy) -> Result<bool, SealError> {
     Ok(source_stat(path)? == rec.source)
 }
 
 /// The `stat` identity of the file at `path`.
 ///
 /// Errors: a sentence naming the path when `stat(2)` fails.
-pub fn source_stat(path: &Path) -> Result<FileStat, String> {
-    let m = std::fs::metadata(path).map_err(|e| format!("cannot stat {}: {e}", path.display()))?;
+pub fn source_stat(path: &Path) -> Result<FileStat, SealError> {
+    let m = std::fs::metadata(path).map_err(|source| SealError::Stat {
+        path: path.to_path_buf(),
+        source,
+    })?;
     Ok(FileStat::of(&m))
 }
 

@@ -21,6 +21,7 @@
 
 use super::fs_tools;
 use crate::slot::error::SlotError;
+use crate::slot::gate::Observed;
 use crate::slot::record::evidence_writes;
 use serde::{Deserialize, Serialize};
 use std::fs;
@@ -184,7 +185,7 @@ pub enum StateDirUse {
 /// [`StateDirUse`] for what happens to a missing or empty one).
 ///
 /// Returns the observed facts for the `state-dir` gate: `Ok(detail)` when proven, `Err(detail)`.
-pub fn check_state_dir(dir: &Path, how: StateDirUse) -> Result<String, String> {
+pub fn check_state_dir(dir: &Path, how: StateDirUse) -> Observed {
     let create = how == StateDirUse::Create;
     match fs::symlink_metadata(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -314,13 +315,7 @@ fn refused_write(dir: &Path, what: &str, e: &std::io::Error) -> String {
 /// A state folder without its marker: a concurrent provision's marker written meanwhile is
 /// accepted; an empty folder is adopted (`Create`: the marker is written) or proven empty
 /// (`Inspect`); anything else is not ours.
-fn unmarked(
-    dir: &Path,
-    how: StateDirUse,
-    md: &fs::Metadata,
-    euid: u32,
-    marker: &Path,
-) -> Result<String, String> {
+fn unmarked(dir: &Path, how: StateDirUse, md: &fs::Metadata, euid: u32, marker: &Path) -> Observed {
     let create = how == StateDirUse::Create;
     let empty = fs::read_dir(dir)
         .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
@@ -640,7 +635,8 @@ mod tests {
         // Each of these would block for ever (FIFO) or read without end (/dev/zero) if opened
         // plainly; each returns at once.
         assert!(journal_read(&fifo).is_empty());
-        let e = journal_append(&fifo, "reset", "start", true, "x").unwrap_err();
+        let e = journal_append(&fifo, "reset", crate::slot::JournalEvent::Start, true, "x")
+            .unwrap_err();
         assert!(e.to_string().contains("not a regular file"), "{e}");
         let e = crate::slot::state::SlotState::load(&fifo).unwrap_err();
         assert!(e.to_string().contains("FIFO"), "{e}");
@@ -689,7 +685,7 @@ mod tests {
         for round in 0..40 {
             let tmp = tempfile::tempdir().unwrap();
             let sd = tmp.path().join("state");
-            let results: Vec<Result<String, String>> = std::thread::scope(|s| {
+            let results: Vec<Observed> = std::thread::scope(|s| {
                 let hs: Vec<_> = (0..4)
                     .map(|_| s.spawn(|| check_state_dir(&sd, StateDirUse::Create)))
                     .collect();

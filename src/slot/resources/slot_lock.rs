@@ -5,7 +5,7 @@ use crate::slot::record::evidence_writes;
 use std::fs::{self, File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// A process other than this one that has a slot lock open (`/proc/PID/fd/*`).
 struct LockHolder {
@@ -269,6 +269,47 @@ fn open_fix(path: &Path, e: &std::io::Error) -> String {
 
 /// The per-slot exclusive lock: `flock(LOCK_EX | LOCK_NB)` on `slot-N/lock`. A second verb on
 /// the same slot is refused, not queued. Released when dropped (or when the process dies).
+/// Why the slot lock was not taken; each message names the lock file and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// The lock file could not be opened (`fix` says how, when known).
+    #[error("cannot open {}: {source}{fix}", path.display())]
+    Open {
+        /// The lock file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+        /// What to do, e.g. on a read-only state directory (may be empty).
+        fix: String,
+    },
+    /// `flock` failed for another reason than a holder.
+    #[error("flock {}: {source}", path.display())]
+    Flock {
+        /// The lock file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Held by no netprobe process (a killed verb's runtime or CRIU).
+    #[error("{} is {sentence}", path.display())]
+    Orphans {
+        /// The lock file.
+        path: PathBuf,
+        /// Who holds it and the `kill -9` that frees it.
+        sentence: String,
+    },
+    /// Held by another verb (or a process it started).
+    #[error("{} is held by {by} — another netprobe verb on this slot, or a runtime or CRIU it started; refused, not queued: wait for it to end ({} shows `busy` until then) and run the verb again; if it hangs, stop it (`kill` the netprobe pid: it releases what it started)", path.display(), crate::slot::next_step::bare("status"))]
+    Held {
+        /// The lock file.
+        path: PathBuf,
+        /// Who holds it.
+        by: String,
+    },
+}
+
 #[derive(Debug)]
 pub struct SlotLock {
     file: File,
@@ -278,7 +319,7 @@ impl SlotLock {
     /// Takes the lock without blocking.
     ///
     /// Errors: `Err(detail)` when another process holds it (`EWOULDBLOCK`) or the file cannot be opened.
-    pub fn acquire(path: &Path) -> Result<SlotLock, String> {
+    pub fn acquire(path: &Path) -> Result<SlotLock, LockError> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -287,7 +328,11 @@ impl SlotLock {
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)
-            .map_err(|e| format!("cannot open {}: {e}{}", path.display(), open_fix(path, &e)))?;
+            .map_err(|source| LockError::Open {
+                path: path.to_path_buf(),
+                fix: open_fix(path, &source),
+                source,
+            })?;
         // A child another thread of this process is forking holds the lock until its exec
         // (bounded wait); anything else holding it refuses at once.
         let deadline = std::time::Instant::now() + std::time::Duration::from_millis(500);
@@ -299,17 +344,19 @@ impl SlotLock {
             }
             let err = std::io::Error::last_os_error();
             if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
-                return Err(format!("flock {}: {err}", path.display()));
+                return Err(LockError::Flock {
+                    path: path.to_path_buf(),
+                    source: err,
+                });
             }
             let holders = holders(path, 2);
             let transient = holders.iter().all(|h| h.forking);
             let orphans = orphans(&holders);
             if !transient && !orphans.is_empty() {
-                return Err(format!(
-                    "{} is {}",
-                    path.display(),
-                    orphan_sentence(&holders, &orphans)
-                ));
+                return Err(LockError::Orphans {
+                    path: path.to_path_buf(),
+                    sentence: orphan_sentence(&holders, &orphans),
+                });
             }
             if !transient || std::time::Instant::now() > deadline {
                 let by = if holders.is_empty() {
@@ -317,11 +364,10 @@ impl SlotLock {
                 } else {
                     describe(&holders)
                 };
-                return Err(format!(
-                    "{} is held by {by} — another netprobe verb on this slot, or a runtime or CRIU it started; refused, not queued: wait for it to end ({} shows `busy` until then) and run the verb again; if it hangs, stop it (`kill` the netprobe pid: it releases what it started)",
-                    path.display(),
-                    crate::slot::next_step::bare("status")
-                ));
+                return Err(LockError::Held {
+                    path: path.to_path_buf(),
+                    by,
+                });
             }
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
@@ -419,7 +465,7 @@ mod tests {
                 .spawn()
                 .unwrap()
         });
-        let e = SlotLock::acquire(&lock).unwrap_err();
+        let e = SlotLock::acquire(&lock).unwrap_err().to_string();
         assert!(
             e.contains(&format!("pid {} (sleep)", child.id())) && e.contains("refused, not queued"),
             "{e}"
@@ -428,7 +474,7 @@ mod tests {
         // The verb gone, its child still holding the lock: an orphan, named with kill -9.
         drop(held);
         assert_eq!(orphan_holders(&lock), vec![child.id()]);
-        let e = SlotLock::acquire(&lock).unwrap_err();
+        let e = SlotLock::acquire(&lock).unwrap_err().to_string();
         assert!(
             e.contains("by no netprobe process") && e.contains(&format!("kill -9 {}", child.id())),
             "{e}"

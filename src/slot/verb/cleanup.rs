@@ -6,6 +6,7 @@
 use crate::ns::{self, NsError};
 use crate::slot::Verb;
 use crate::slot::error::SlotError;
+use crate::slot::error::StepId;
 use crate::slot::gate::publish_gates;
 use crate::slot::gate::pure_checks;
 use crate::slot::gate::shared_gates::{self, stop_container_proven};
@@ -31,7 +32,7 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
         .map_err(|d| format!("{d} (cleanup does not read config.json)"));
     run.record(GateId::ConfigHash, r);
     let holder_r = pure_checks::holder(st);
-    run.clear("cleanup", &CLEANUP_GATES)?;
+    run.clear(StepId::Cleanup, &CLEANUP_GATES)?;
     st.phase = Phase::after(Verb::Cleanup, VerbEnd::Began, st.phase);
     run.save(st)?;
     let rt = run.runtime(st, &rt_path, &cr_path);
@@ -48,7 +49,7 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
     let mut cgroup_problem =
         crun_leftovers::cgroups(run, st, true, crun_leftovers::CgroupRelease::After);
     if crun && let Err(e) = crun_leftovers::remove_empty_directory(&st.runtime_root) {
-        cgroup_problem = Some(cgroup_problem.map_or(e.clone(), |p| format!("{p}; {e}")));
+        cgroup_problem = Some(cgroup_problem.map_or(e.to_string(), |p| format!("{p}; {e}")));
     }
     // Then its scope (systemd), and the last limit read-back's directories proven gone.
     let t = Instant::now();
@@ -65,7 +66,7 @@ pub(crate) fn cleanup(run: &mut VerbRun, st: &mut SlotState) -> Result<String, S
         Some(_) => leftover_procs::no_netns_strangers(st, &run.env.proc_root),
     };
     run.gate(GateId::NetnsEmpty, r)?;
-    run.clear("unmount", &UNMOUNT_GATES)?;
+    run.clear(StepId::Unmount, &UNMOUNT_GATES)?;
     let t = Instant::now();
     let half = runtime_half_state::remove(run, st, true);
     let mut problems = unmount_all(run, st);
@@ -133,7 +134,7 @@ fn sweep_own_tmp(run: &mut VerbRun, st: &SlotState, removed_detail: &mut String)
             continue;
         }
         let d = format!("removed {what}: {}", names.join(", "));
-        run.record_release(Ok(Some((d.clone(), names.into()))), fact, fact);
+        run.record_release::<String>(Ok(Some((d.clone(), names.into()))), fact, fact);
         removed_detail.push_str(&format!("; {d}"));
     }
 }
@@ -169,7 +170,7 @@ fn unmount_all(run: &VerbRun, st: &mut SlotState) -> Vec<String> {
     let mut problems = Vec::new();
     if let Some(ov) = st.overlay.as_mut() {
         if let Err(e) = mounts::unmount(&ov.merged) {
-            problems.push(e);
+            problems.push(e.to_string());
         }
         ov.mounted = mounts::is_mounted(&ov.merged);
         // The last run's upper is kept with the evidence; what earlier runs and interrupted
@@ -186,14 +187,14 @@ fn unmount_all(run: &VerbRun, st: &mut SlotState) -> Vec<String> {
         && img.kind == ImageKind::Qcow2
     {
         if let Err(e) = mounts::unmount(&img.lower) {
-            problems.push(e);
+            problems.push(e.to_string());
         }
         if let Some(export) = &img.export_file {
             release_export(&img, export, &mut problems);
         }
     }
     let (_, left) = crate::ns::mountinfo::unmount_under(&run.paths.root, mounts::unmount);
-    problems.extend(left);
+    problems.extend(left.iter().map(ToString::to_string));
     problems
 }
 
@@ -204,7 +205,7 @@ fn release_export(img: &ImageState, export: &std::path::Path, problems: &mut Vec
     loops.dedup();
     for l in loops {
         if let Err(e) = mounts::loop_detach(&l, Some(export)) {
-            problems.push(e);
+            problems.push(e.to_string());
         }
     }
     let mut pids: Vec<i32> = img.qsd_pid.into_iter().collect();
@@ -212,7 +213,7 @@ fn release_export(img: &ImageState, export: &std::path::Path, problems: &mut Vec
     pids.dedup();
     for pid in pids {
         if let Err(e) = mounts::qsd_stop(pid, export) {
-            problems.push(e);
+            problems.push(e.to_string());
         }
     }
     if mounts::is_mounted(export) {

@@ -12,3 +12,4 @@ pub(super) mod status;
 pub(super) mod status_advice;
 #[cfg(test)]
 pub(super) mod status_advice_tests;
+pub(super) mod status_doc;

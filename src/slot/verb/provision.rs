@@ -7,6 +7,8 @@
 use crate::evidence::now_rfc3339;
 use crate::ns::{self, Holder, HolderOptions};
 use crate::oci::{self, BundleSpec, Container, NetnsSpec, write_bundle};
+use crate::slot::JournalEvent;
+use crate::slot::error::StepId;
 use crate::slot::error::{SlotError, StepError};
 use crate::slot::gate::guest_net;
 use crate::slot::gate::image_unchanged;
@@ -101,7 +103,7 @@ pub(crate) fn provision(run: &mut VerbRun) -> Result<(String, Option<SlotState>)
     };
     st.phase = Phase::after(Verb::Provision, VerbEnd::Began, st.phase);
     run.save(&mut st)?;
-    run.journal("step", true, "state written: provisioning");
+    run.journal(JournalEvent::Step, true, "state written: provisioning");
     let r = provision_steps(run, &mut st, &src, listeners);
     finish(run, st, r)
 }
@@ -149,7 +151,7 @@ fn publish_gate(
 /// Clears the gates before `slot-create`, creates the slot directory with its owner marker
 /// (gate `slot-fresh`: fails when the directory is there) and enters it. Returns the marker.
 fn create_slot_dir(run: &mut VerbRun) -> Result<slot_dir::OwnerMarker, SlotError> {
-    run.clear("slot-create", &PROVISION_GATES)?;
+    run.clear(StepId::SlotCreate, &PROVISION_GATES)?;
     let marker = match slot_dir::create_slot(&run.paths) {
         Ok(m) => {
             let d = format!(
@@ -161,7 +163,7 @@ fn create_slot_dir(run: &mut VerbRun) -> Result<slot_dir::OwnerMarker, SlotError
             m
         }
         Err(slot_dir::CreateSlotError::Exists(d)) => {
-            let way_out = super::status::existing_slot_way_out(&run.paths);
+            let way_out = crate::slot::verb::status::existing_slot_way_out(&run.paths);
             return Err(run.fail(GateId::SlotFresh, format!("{d}: {way_out}")));
         }
         Err(slot_dir::CreateSlotError::Io {
@@ -172,7 +174,7 @@ fn create_slot_dir(run: &mut VerbRun) -> Result<slot_dir::OwnerMarker, SlotError
             // A state directory that cannot take a new folder or file is refused as at entry.
             let sd = &run.paths.state_dir;
             let Some(fs) = evidence_writes::state_dir_refused(sd, &source) else {
-                return Err(run.step_err("slot-create", detail));
+                return Err(run.step_err(StepId::SlotCreate, detail));
             };
             let left = match removed {
                 true => format!(
@@ -309,7 +311,7 @@ impl Started {
     fn on_signal(
         &mut self,
         what: String,
-        release: impl FnOnce() -> Result<(), String> + Send + 'static,
+        release: impl FnOnce() -> Result<(), mounts::MountError> + Send + 'static,
     ) {
         let r = crate::ns::cleanup::register_reporting(what, move || {
             release().err().map(|e| format!("FAILED: {e}"))
@@ -351,7 +353,7 @@ fn provision_steps(
     let t = Instant::now();
     let image = mount_image(run, st, src, &mut started)?;
     run.took("image", t);
-    run.fact("image", serde_json::to_value(&image).unwrap_or_default());
+    run.fact_json("image", &image);
     st.image = Some(image.clone());
     run.save(st)?;
 
@@ -375,8 +377,8 @@ fn provision_steps(
     run.fact("overlay_options", ov.options.join(","));
     let (g, refused) =
         mounts::mount_overlay_volatile(&image.lower, &upper, &work, &ov.merged, &ov.options)
-            .map_err(|e| run.step_err("overlay", e))?;
-    let volatile = shared_gates::volatile_fact(run, refused);
+            .map_err(|e| run.step_err(StepId::Overlay, e))?;
+    let volatile = crate::slot::gate::shared_gates::volatile_fact(run, refused);
     let merged = ov.merged.clone();
     started.on_signal(format!("overlay {}", merged.display()), move || {
         mounts::unmount(&merged)
@@ -413,12 +415,12 @@ fn mount_image(
     let image_dir = run.paths.image_dir();
     let canonical = |run: &VerbRun| {
         let img = src.path.clone().unwrap_or_default();
-        fs::canonicalize(&img).map_err(|e| run.step_err("image", StepError::io(img)(e)))
+        fs::canonicalize(&img).map_err(|e| run.step_err(StepId::Image, StepError::io(img)(e)))
     };
     match kind {
         ImageKind::Embedded => {
             let dir = image_dir.join("rootfs");
-            oci::build_busybox_rootfs(&dir).map_err(|e| run.step_err("image", e))?;
+            oci::build_busybox_rootfs(&dir).map_err(|e| run.step_err(StepId::Image, e))?;
             return with_manifest(run, ImageState::plain_directory(kind, dir));
         }
         ImageKind::Directory => {
@@ -450,7 +452,7 @@ fn mount_image(
         &image_dir.join("qsd.pid"),
         &run.ev_path("qemu-storage-daemon.log"),
     )
-    .map_err(|e| run.step_err("fuse-export", e))?;
+    .map_err(|e| run.step_err(StepId::FuseExport, e))?;
     img.qsd_pid = Some(q.pid);
     let (pid, file) = (q.pid, q.export_file.clone());
     started.on_signal(
@@ -463,12 +465,12 @@ fn mount_image(
     started.qsd = Some(q);
     // The bytes exported are the ones hashed to the pin: the same stat as before the hash.
     let held = image_unchanged::qcow2_stat_held(&img.source, src.stat)
-        .map_err(|e| run.step_err("image", StepError::Tool(e)))?;
+        .map_err(|e| run.step_err(StepId::Image, e))?;
     img.file_stat = Some(held);
     st.image = Some(img.clone());
     run.save(st)?;
     let (l, part) = mounts::loop_attach_partition(&export, &src.partition)
-        .map_err(|e| run.step_err("loop-attach", e))?;
+        .map_err(|e| run.step_err(StepId::LoopAttach, e))?;
     img.loop_device = Some(l.device.clone());
     img.partition = part;
     let dev = l.device.clone();
@@ -479,7 +481,8 @@ fn mount_image(
     started.loop_dev = Some(l);
     st.image = Some(img.clone());
     run.save(st)?;
-    let (g, fstype) = mounts::mount_ro(&dev, &lower).map_err(|e| run.step_err("image-mount", e))?;
+    let (g, fstype) =
+        mounts::mount_ro(&dev, &lower).map_err(|e| run.step_err(StepId::ImageMount, e))?;
     let l = lower.clone();
     started.on_signal(format!("image mount {}", l.display()), move || {
         mounts::unmount(&l)
@@ -495,7 +498,7 @@ fn mount_image(
 fn with_manifest(run: &mut VerbRun, mut img: ImageState) -> Result<ImageState, SlotError> {
     let t = Instant::now();
     let m = image_unchanged::record_manifest(&img.lower, &run.paths.image_manifest())
-        .map_err(|e| run.step_err("image-manifest", StepError::Tool(e)))?;
+        .map_err(|e| run.step_err(StepId::ImageManifest, e))?;
     run.took("image-manifest", t);
     img.manifest = Some(m);
     Ok(img)
@@ -523,26 +526,24 @@ fn start_holder(
         .zip(&st.published_ports)
         .map(|(l, p)| (l.as_fd(), p.guest_port))
         .collect();
-    let holder =
-        Holder::spawn_publishing(&opts, &keep, &publish).map_err(|e| run.step_err("holder", e))?;
+    let holder = Holder::spawn_publishing(&opts, &keep, &publish)
+        .map_err(|e| run.step_err(StepId::Holder, e))?;
     drop(keep);
     drop(sealed);
     drop(publish);
     // The holder owns the listening sockets now.
     drop(listeners);
     if !st.published_ports.is_empty() {
-        run.fact(
-            "published_ports",
-            serde_json::to_value(&st.published_ports).unwrap_or_default(),
-        );
+        run.fact_json("published_ports", &st.published_ports);
     }
     let hid = *holder.identity();
     st.holder = Some(hid);
-    let cookie = ns::netns_cookie_of(&hid.netns_path()).map_err(|e| run.step_err("holder", e))?;
+    let cookie =
+        ns::netns_cookie_of(&hid.netns_path()).map_err(|e| run.step_err(StepId::Holder, e))?;
     st.holder_netns_cookie = Some(cookie);
     run.save(st)?;
     holder_gate(run, st, "writing holder.json")?;
-    let own_ns = ns::own_netns_inode().map_err(|e| run.step_err("holder", e))?;
+    let own_ns = ns::own_netns_inode().map_err(|e| run.step_err(StepId::Holder, e))?;
     run.gate(
         GateId::HolderPrivateNetns,
         if hid.netns_inode != own_ns {
@@ -562,11 +563,12 @@ fn start_holder(
         "created_at": now_rfc3339(),
     });
     crate::evidence::validate_holder(&hj)
-        .map_err(|e| run.step_err("holder.json", StepError::Schema(e)))?;
-    let hj_bytes = serde_json::to_vec_pretty(&hj).unwrap_or_default();
+        .map_err(|e| run.step_err(StepId::HolderJson, StepError::Schema(e)))?;
+    let hj_bytes = serde_json::to_vec_pretty(&hj)
+        .map_err(|e| run.step_err(StepId::HolderJson, StepError::encode("holder.json", e)))?;
     let path = run.paths.holder();
     crate::evidence::replace_atomic(&path, &hj_bytes)
-        .map_err(|e| run.step_err("holder.json", StepError::io(&path)(e)))?;
+        .map_err(|e| run.step_err(StepId::HolderJson, StepError::io(&path)(e)))?;
     run.ev_write("holder.json", &hj_bytes);
     run.fact("holder", hj);
     run.took("holder", t);
@@ -582,7 +584,7 @@ fn seal_binaries(
     run: &mut VerbRun,
     st: &mut SlotState,
 ) -> Result<Vec<sealed_binaries::Sealed>, SlotError> {
-    use crate::slot::resources::sealed_binaries::{SealError, seal};
+    use sealed_binaries::{SealError, seal};
     let mut made = Vec::new();
     let mut facts = serde_json::Map::new();
     for (name, pin) in [("runtime", &mut st.runtime), ("criu", &mut st.criu)] {
@@ -593,7 +595,7 @@ fn seal_binaries(
                 made.push(s);
             }
             Err(e @ SealError::Changed { .. }) => {
-                return Err(run.step_err("sealed-copy", StepError::Tool(e.to_string())));
+                return Err(run.step_err(StepId::SealedCopy, StepError::Tool(e.to_string())));
             }
             Err(e) => {
                 pin.sealed = None;
@@ -633,8 +635,8 @@ fn write_config(
     };
     let info = match &profile {
         Some(pr) => profile_record::write_bundle(&p.bundle(), &bs, pr)
-            .map_err(|e| run.step_err("config.json", e))?,
-        None => write_bundle(&p.bundle(), &bs).map_err(|e| run.step_err("config.json", e))?,
+            .map_err(|e| run.step_err(StepId::ConfigJson, e))?,
+        None => write_bundle(&p.bundle(), &bs).map_err(|e| run.step_err(StepId::ConfigJson, e))?,
     };
     let sha = info.sha256;
     st.config_sha256 = Some(sha.clone());
@@ -665,16 +667,16 @@ fn start_container(run: &mut VerbRun, st: &mut SlotState) -> Result<String, Slot
             .map_err(|e| e.to_string()),
     )?;
     holder_gate(run, st, "runtime create")?;
-    run.clear("runtime-create", &PROVISION_CREATE_GATES)?;
+    run.clear(StepId::RuntimeCreate, &PROVISION_CREATE_GATES)?;
     // Runs after the container's own release (registered later, released first).
     let _cgroup_dirs = cgroups::on_signal_remove_dirs(st);
     let t = Instant::now();
     let r = c.create();
     run.rt_log("create", r.as_ref());
-    r.map_err(|e| run.step_err("runtime-create", e))?;
+    r.map_err(|e| run.step_err(StepId::RuntimeCreate, e))?;
     let r = c.start();
     run.rt_log("start", r.as_ref());
-    r.map_err(|e| run.step_err("runtime-start", e))?;
+    r.map_err(|e| run.step_err(StepId::RuntimeStart, e))?;
     run.took("create-start", t);
     // The guest checks are the readiness checks, in the profile's order, once the container is
     // proven in the holder's netns.
@@ -688,7 +690,7 @@ fn start_container(run: &mut VerbRun, st: &mut SlotState) -> Result<String, Slot
         .unwrap_or(0) as i32;
     let h = st
         .holder
-        .ok_or_else(|| run.step_err("readiness", StepError::Missing("no holder recorded")))?;
+        .ok_or_else(|| run.step_err(StepId::Readiness, StepError::Missing("no holder recorded")))?;
     readiness::run_checks(run, st, &h, pid)?;
     publish_gates::published_gate(run, st, "provision")?;
     c.disarm();

@@ -15,6 +15,7 @@
 //! sees half a folder), the journal entry appended (durable), then the folder removed.
 
 use crate::exit::ExitClass;
+use crate::slot::JournalEvent;
 use crate::slot::record::journal::{self, JournalEntry};
 use crate::slot::resources::slot_dir::{self, SlotPaths, StateDirUse};
 use crate::slot::resources::slot_lock::SlotLock;
@@ -22,7 +23,7 @@ use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 
 /// The journal `event` of a pruned verb folder.
-pub const PRUNED_EVENT: &str = "pruned";
+pub const PRUNED_EVENT: JournalEvent = JournalEvent::Pruned;
 
 /// Errors of `slot prune`; nothing is removed when one is returned before the first removal.
 #[derive(Debug, thiserror::Error)]
@@ -128,7 +129,7 @@ fn ended(journal: &[JournalEntry], name: &str) -> Option<Ended> {
     journal
         .iter()
         .rev()
-        .find(|e| e.event == "end" && e.evidence.as_deref() == Some(name))
+        .find(|e| e.event == JournalEvent::End && e.evidence.as_deref() == Some(name))
         .map(|e| Ended {
             ok: e.ok,
             sha: e.verb_sha256.clone(),
@@ -220,7 +221,7 @@ pub fn prune(
     slot_dir::check_owner(&paths).map_err(|(_, d)| slot_err(d))?;
     let _lock = SlotLock::acquire(&paths.lock()).map_err(|held| PruneError::Locked {
         slot: raw_slot.to_string(),
-        held,
+        held: held.to_string(),
     })?;
     prune_locked(&paths, raw_slot, keep, include_failed, PruneCause::Command)
 }
@@ -333,7 +334,7 @@ pub(crate) fn prune_locked(
             at: crate::evidence::now_rfc3339(),
             pid: std::process::id(),
             verb: "prune".into(),
-            event: PRUNED_EVENT.into(),
+            event: PRUNED_EVENT,
             ok: true,
             detail: format!(
                 "removed evidence/{name} ({}; verb.json sha256 {}): {why}",

@@ -6,8 +6,11 @@
 
 use crate::netlink::NetState;
 use crate::oci::{Container, RuntimeOps};
+use crate::slot::JournalEvent;
 use crate::slot::Verb;
+use crate::slot::error::StepId;
 use crate::slot::error::{SlotError, StepError};
+use crate::slot::gate::Observed;
 use crate::slot::gate::display_gates;
 use crate::slot::gate::image_unchanged;
 use crate::slot::gate::publish_gates;
@@ -54,7 +57,7 @@ pub(crate) fn restore(
     let ov = st
         .overlay
         .clone()
-        .ok_or_else(|| run.step_err("overlay", StepError::Missing("no overlay recorded")))?;
+        .ok_or_else(|| run.step_err(StepId::Overlay, StepError::Missing("no overlay recorded")))?;
     let t = Instant::now();
     let old_run = reset_upper(run, st, &ov, &snap_dir, prep)?;
     let remove_old_run = || {
@@ -109,7 +112,7 @@ pub(crate) fn restore(
     let on_signal = c.disarm_keeping_signal();
     if let Err(e) = r {
         remove_old_run();
-        let e = run.step_err("runtime-restore", e);
+        let e = run.step_err(StepId::RuntimeRestore, e);
         return Err(restore_failed(run, st, &*rt, e));
     }
     // CRIU's restore log: no gate reads it after a restore that succeeded; stored compressed
@@ -127,7 +130,12 @@ pub(crate) fn restore(
         });
         s.spawn(remove_old_run);
         let state = move || q.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-        restored_gates(run, st, &*rt, (&snap_dir, bufs, on_signal), reset, state)
+        let restored = Restored {
+            snap_dir: &snap_dir,
+            bufs,
+            on_signal,
+        };
+        restored_gates(run, st, &*rt, restored, reset, state)
     })
 }
 
@@ -219,7 +227,11 @@ fn gates(
     let t = Instant::now();
     let mut began = false;
     if reset {
-        began = stop_for_reset(run, st, &*rt, (before, absent), left)?;
+        let before = shared_gates::ContainerBefore {
+            answer: before,
+            absent,
+        };
+        began = stop_for_reset(run, st, &*rt, before, left)?;
     } else {
         let r = match before {
             Ok(None) => Ok(match absent {
@@ -229,11 +241,11 @@ fn gates(
             Ok(Some(s)) => Err(format!(
                 "runtime state {id}: {s}; restore needs no container (use reset)"
             )),
-            Err(e) => Err(e),
+            Err(e) => Err(e.to_string()),
         };
         run.gate(GateId::ContainerAbsent, r)?;
         left(st).record(run)?;
-        run.clear("restore", &RESTORE_GATES)?;
+        run.clear(StepId::Restore, &RESTORE_GATES)?;
         clear_half_state(run, st)?;
     }
     run.took("gate-container", t);
@@ -277,16 +289,16 @@ fn stop_for_reset(
     run: &mut VerbRun,
     st: &mut SlotState,
     rt: &dyn RuntimeOps,
-    (before, absent): (Result<Option<String>, String>, Option<String>),
+    before: shared_gates::ContainerBefore,
     left: impl FnOnce(&SlotState) -> LeftProcs,
 ) -> Result<bool, SlotError> {
-    run.clear("container-stop", &RESET_GATES)?;
+    run.clear(StepId::ContainerStop, &RESET_GATES)?;
     let id = st.container_id.clone();
-    let stops = !matches!(before, Ok(None));
+    let stops = !matches!(before.answer, Ok(None));
     if stops {
         save_began(run, st)?;
     }
-    let stopped = shared_gates::stop_container_proven_from(run, rt, &id, before, absent);
+    let stopped = shared_gates::stop_container_proven_from(run, rt, &id, before);
     let gone = stopped.is_ok();
     let r = stopped
         .and_then(|()| {
@@ -328,8 +340,8 @@ fn save_began(run: &mut VerbRun, st: &mut SlotState) -> Result<(), SlotError> {
 /// network namespace ([`leftover_procs::no_netns_strangers`]). Read-only scans (the
 /// cgroup's `cgroup.procs`, every process's `ns/net`), so they may run on another thread.
 struct LeftProcs {
-    cgroup: Result<String, String>,
-    netns: Result<String, String>,
+    cgroup: Observed,
+    netns: Observed,
 }
 
 impl LeftProcs {
@@ -361,13 +373,13 @@ impl LeftProcs {
 /// that is not empty).
 fn clear_half_state(run: &mut VerbRun, st: &SlotState) -> Result<(), SlotError> {
     if let Some(e) = runtime_half_state::remove(run, st, true) {
-        return Err(run.step_err("runtime-half-state", e));
+        return Err(run.step_err(StepId::RuntimeHalfState, e));
     }
     if run.runtime_kind(&st.runtime.path) == crate::oci::RuntimeKind::Crun
         && let Some(e) =
             crun_leftovers::cgroups(run, st, true, crun_leftovers::CgroupRelease::BeforeRestore)
     {
-        return Err(run.step_err("runtime-half-state", e));
+        return Err(run.step_err(StepId::RuntimeHalfState, e));
     }
     Ok(())
 }
@@ -382,7 +394,38 @@ struct PreparedUpper {
     src: PathBuf,
     /// `overlay/upper-<run+1>`, copied to.
     upper: PathBuf,
-    copy: std::thread::JoinHandle<Result<(), String>>,
+    copy: std::thread::JoinHandle<Result<(), PreparedUpperError>>,
+}
+
+/// Why the upper copied beside the gates is not used (then it is copied again after the
+/// unmount).
+#[derive(Debug, thiserror::Error)]
+enum PreparedUpperError {
+    /// The target was there already (an interrupted attempt's, or the mounted run's).
+    #[error("{} exists", .0.display())]
+    Exists(PathBuf),
+    /// The copy failed.
+    #[error(transparent)]
+    Copy(#[from] fs_tools::TreeError),
+    /// It was copied from another snapshot folder than the one restored.
+    #[error("copied from {}, not {}", copied.display(), wanted.display())]
+    OtherSource {
+        /// The folder copied from.
+        copied: PathBuf,
+        /// The folder restored.
+        wanted: PathBuf,
+    },
+}
+
+/// Why the snapshot's `manifest.json` beside its saved upper could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", path.display())]
+struct ManifestReadError {
+    /// The manifest.
+    path: PathBuf,
+    /// The read or parse error.
+    #[source]
+    source: Box<dyn std::error::Error + Send + Sync>,
 }
 
 impl PreparedUpper {
@@ -397,18 +440,18 @@ impl PreparedUpper {
             if u.exists() {
                 // Left by an interrupted attempt, and maybe the upper of the overlay mounted
                 // now: removed only after the unmount, in `reset_upper`.
-                return Err(format!("{} exists", u.display()));
+                return Err(PreparedUpperError::Exists(u));
             }
             fs_tools::copy_tree_unsynced(&s, &u).map_err(|e| {
                 let _ = fs_tools::remove_tree_same_fs(&u);
-                e.to_string()
+                PreparedUpperError::Copy(e)
             })
         });
         Some(PreparedUpper { src, upper, copy })
     }
 
     /// Waits for the copy; the upper it made when it succeeded from `src`.
-    fn take(self, src: &Path) -> Result<PathBuf, String> {
+    fn take(self, src: &Path) -> Result<PathBuf, PreparedUpperError> {
         let r = self
             .copy
             .join()
@@ -417,11 +460,10 @@ impl PreparedUpper {
             Ok(()) if self.src == src => Ok(self.upper),
             Ok(()) => {
                 let _ = fs_tools::remove_tree_same_fs(&self.upper);
-                Err(format!(
-                    "copied from {}, not {}",
-                    self.src.display(),
-                    src.display()
-                ))
+                Err(PreparedUpperError::OtherSource {
+                    copied: self.src,
+                    wanted: src.to_path_buf(),
+                })
             }
             Err(e) => Err(e),
         }
@@ -450,7 +492,7 @@ fn reset_upper(
     let image = st
         .image
         .clone()
-        .ok_or_else(|| run.step_err("image", StepError::Missing("no image recorded")))?;
+        .ok_or_else(|| run.step_err(StepId::Image, StepError::Missing("no image recorded")))?;
     let odir = run.paths.overlay_dir();
     let next = ov.run + 1;
     let (upper, work) = (ov.upper(&odir, next), ov.work(&odir, next));
@@ -463,7 +505,7 @@ fn reset_upper(
             false
         }
         Some(Err(e)) => {
-            run.fact("upper_prepared_copy_unused", e);
+            run.fact("upper_prepared_copy_unused", e.to_string());
             false
         }
         None => false,
@@ -474,17 +516,18 @@ fn reset_upper(
         // Proven before the live overlay is unmounted.
         upper_copy_gate(run, &upper, &src, want.as_ref())?;
     }
-    mounts::unmount(&ov.merged).map_err(|e| run.step_err("overlay-unmount", e))?;
+    mounts::unmount(&ov.merged).map_err(|e| run.step_err(StepId::OverlayUnmount, e))?;
     if !prepared {
         let _ = fs_tools::remove_tree_same_fs(&upper);
-        fs_tools::copy_tree_unsynced(&src, &upper).map_err(|e| run.step_err("upper-reset", e))?;
+        fs_tools::copy_tree_unsynced(&src, &upper)
+            .map_err(|e| run.step_err(StepId::UpperReset, e))?;
         upper_copy_gate(run, &upper, &src, want.as_ref())?;
     }
     let _ = fs_tools::remove_tree_same_fs(&work);
     mkdirs(run, std::slice::from_ref(&work))?;
     let (g, refused) =
         mounts::mount_overlay_volatile(&image.lower, &upper, &work, &ov.merged, &ov.options)
-            .map_err(|e| run.step_err("overlay", e))?;
+            .map_err(|e| run.step_err(StepId::Overlay, e))?;
     g.disarm();
     let volatile = shared_gates::volatile_fact(run, refused);
     st.overlay = Some(OverlayState {
@@ -501,10 +544,14 @@ fn reset_upper(
 /// The snapshot's `manifest.json` beside its saved upper `src` (`<snapshot>/upper`), parsed.
 ///
 /// Errors: a sentence naming the file when it cannot be read or parsed.
-fn manifest_of(src: &Path) -> Result<serde_json::Value, String> {
-    let p = src.with_file_name("manifest.json");
-    let b = crate::evidence::read_recorded(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-    serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", p.display()))
+fn manifest_of(src: &Path) -> Result<serde_json::Value, ManifestReadError> {
+    let path = src.with_file_name("manifest.json");
+    let err = |source: Box<dyn std::error::Error + Send + Sync>| ManifestReadError {
+        path: path.clone(),
+        source,
+    };
+    let b = crate::evidence::read_recorded(&path).map_err(|e| err(e.into()))?;
+    serde_json::from_slice(&b).map_err(|e| err(e.into()))
 }
 
 /// The `upper-copy` gate: the copy `upper` has the tree digest recorded for the snapshot's saved
@@ -573,6 +620,16 @@ fn net_fidelity(
     Ok(cap.len())
 }
 
+/// What a successful runtime restore hands to its gates ([`restored_gates`]).
+struct Restored<'a> {
+    /// The snapshot folder restored from.
+    snap_dir: &'a Path,
+    /// The whole-screen memory prepared during the restore (a profile with a display).
+    bufs: Option<display_gates::PreparedBuffers>,
+    /// The container's release registration for an interruption.
+    on_signal: Option<crate::ns::cleanup::Registration>,
+}
+
 /// The gates after a successful runtime restore: holder, network state byte-equal to the one
 /// recorded at snapshot, then the ready gates, then the display gates (with `bufs`, the
 /// whole-screen memory prepared during the restore, for a profile with a display). A failed gate stops the restored container
@@ -582,14 +639,15 @@ fn restored_gates(
     run: &mut VerbRun,
     st: &mut SlotState,
     rt: &dyn RuntimeOps,
-    (snap_dir, bufs, on_signal): (
-        &Path,
-        Option<display_gates::PreparedBuffers>,
-        Option<crate::ns::cleanup::Registration>,
-    ),
+    restored: Restored<'_>,
     reset: bool,
     state: impl FnOnce() -> StateAnswer,
 ) -> Result<String, SlotError> {
+    let Restored {
+        snap_dir,
+        bufs,
+        on_signal,
+    } = restored;
     // A signal seen since the runtime restore stops the verb here, not after every gate ran:
     // the release then stops the ungated container (`on_signal`), and the interruption note
     // says what to do next.
@@ -689,7 +747,7 @@ fn kill_cgroup_leftovers(run: &mut VerbRun, st: &SlotState) {
             format!("still there: {left:?}")
         }
     );
-    run.journal("step", left.is_empty(), &d);
+    run.journal(JournalEvent::Step, left.is_empty(), &d);
     run.fact("restore_leftovers_killed", d);
 }
 
@@ -741,7 +799,7 @@ fn restore_failed(
     st.phase = Phase::after(verb, end, st.phase);
     let _ = st.save(&run.paths.state());
     run.journal(
-        "step",
+        JournalEvent::Step,
         false,
         "restore failed closed; holder kept for a retry",
     );

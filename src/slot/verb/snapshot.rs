@@ -5,8 +5,11 @@
 use crate::criu::inventory::inventory_with_blake3;
 use crate::evidence::{fsync_dir, now_rfc3339, replace_atomic, sha256_hex};
 use crate::oci::{Container, RuntimeOps};
+use crate::slot::JournalEvent;
 use crate::slot::Verb;
+use crate::slot::error::StepId;
 use crate::slot::error::{SlotError, StepError};
+use crate::slot::gate::Observed;
 use crate::slot::gate::checkpoint_images;
 use crate::slot::gate::display_gates;
 use crate::slot::gate::image_unchanged;
@@ -59,7 +62,7 @@ pub(crate) fn snapshot(run: &mut VerbRun, st: &mut SlotState) -> Result<String, 
                 )
             }
         )),
-        Err(e) => Err(e),
+        Err(e) => Err(e.to_string()),
     };
     run.gate(GateId::ContainerRunning, r)?;
     let r = container_gated(st.phase, &run.paths);
@@ -73,7 +76,7 @@ pub(crate) fn snapshot(run: &mut VerbRun, st: &mut SlotState) -> Result<String, 
     let ov = st
         .overlay
         .clone()
-        .ok_or_else(|| run.step_err("overlay", StepError::Missing("no overlay recorded")))?;
+        .ok_or_else(|| run.step_err(StepId::Overlay, StepError::Missing("no overlay recorded")))?;
     let want = ov.upper(&run.paths.overlay_dir(), ov.run);
     let r = match crate::ns::mountinfo::overlay_upper(&ov.merged) {
         Some(u) if u == want && u.is_dir() => Ok(format!(
@@ -102,7 +105,7 @@ pub(crate) fn snapshot(run: &mut VerbRun, st: &mut SlotState) -> Result<String, 
     };
     run.gate(GateId::OverlayMounted, r)?;
 
-    run.clear("snapshot", &SNAPSHOT_GATES)?;
+    run.clear(StepId::Snapshot, &SNAPSHOT_GATES)?;
     let prev_phase = st.phase;
     st.phase = Phase::after(Verb::Snapshot, VerbEnd::Began, prev_phase);
     run.save(st)?;
@@ -112,7 +115,11 @@ pub(crate) fn snapshot(run: &mut VerbRun, st: &mut SlotState) -> Result<String, 
         &fs_tools::random_hex(4)
     );
     let tmp = run.paths.root.join(format!("snapshot.tmp-{sid}"));
-    run.journal("step", true, &format!("snapshot into {}", tmp.display()));
+    run.journal(
+        JournalEvent::Step,
+        true,
+        &format!("snapshot into {}", tmp.display()),
+    );
     let res = snapshot_steps(run, st, &*rt, &tmp, &sid, &ov);
     if res.is_err() {
         // The previous complete snapshot (if any) is untouched; the tmp folder is never used.
@@ -133,7 +140,7 @@ pub(crate) fn snapshot(run: &mut VerbRun, st: &mut SlotState) -> Result<String, 
 /// from a gated container). A restore or reset that did not pass its gates (`restoring`: killed,
 /// its runtime and CRIU may have finished on their own; `restore-failed`) leaves a container
 /// nothing proved, and a snapshot of it would replace the last proven one. Pure.
-pub(crate) fn container_gated(phase: Phase, p: &slot_dir::SlotPaths) -> Result<String, String> {
+pub(crate) fn container_gated(phase: Phase, p: &slot_dir::SlotPaths) -> Observed {
     let name = serde_json::to_value(phase)
         .ok()
         .and_then(|v| v.as_str().map(String::from))
@@ -203,7 +210,7 @@ fn checkpoint(
     let cap = cap.to_canonical_json();
     let path = tmp.join("netstate.json");
     replace_atomic(&path, cap.as_bytes())
-        .map_err(|e| run.step_err("netstate-write", StepError::io(&path)(e)))?;
+        .map_err(|e| run.step_err(StepId::NetstateWrite, StepError::io(&path)(e)))?;
     run.ev_write("netstate-before.json", cap.as_bytes());
 
     // Published ports: the holder stops accepting and resets the forwarded connections (CRIU
@@ -211,7 +218,7 @@ fn checkpoint(
     let quiet = publish_gates::quiesce_gate(run, st, &h)?;
     holder_gate(run, st, "checkpoint")?;
     cgroups::snapshot_limits_gate(run, st, pid)?;
-    run.clear("runtime-checkpoint", &CHECKPOINT_GATES)?;
+    run.clear(StepId::RuntimeCheckpoint, &CHECKPOINT_GATES)?;
     let images = tmp.join("checkpoint");
     let work = run.ev_path("criu-work");
     mkdirs(run, &[images.clone(), work.clone()])?;
@@ -240,7 +247,7 @@ fn checkpoint(
         // A CRIU that did not end on its own (killed at the step's bound) leaves its lock.
         let left = criu_net_lock::after_failure(run, st).unwrap_or_default();
         return Err(run
-            .step_err("runtime-checkpoint", e)
+            .step_err(StepId::RuntimeCheckpoint, e)
             .with_note(&format!("{known}{left}")));
     }
     criu_net_lock::lock_method_fact(run, &images);
@@ -267,19 +274,19 @@ fn snapshot_steps(
     let r = run.time("upper-save", || {
         fs_tools::copy_tree(&upper, &tmp.join("upper"))
     });
-    r.map_err(|e| run.step_err("upper-save", e))?;
-    fs_tools::sync_fs(tmp).map_err(|e| run.step_err("fsync", e))?;
+    r.map_err(|e| run.step_err(StepId::UpperSave, e))?;
+    fs_tools::sync_fs(tmp).map_err(|e| run.step_err(StepId::Fsync, e))?;
     let saved = tmp.join("upper");
     let (upper_digest, upper_entries) = run
         .time("upper-digest", || crate::evidence::tree_listing(&saved))
-        .map_err(|e| run.step_err("upper-digest", e))?;
+        .map_err(|e| run.step_err(StepId::UpperDigest, e))?;
 
     let images = tmp.join("checkpoint");
     let (files, checkpoint_stats) = run
         .time("manifest", || {
             checkpoint_images::hashed_with_stats(&images, || inventory_with_blake3(&images))
         })
-        .map_err(|e| run.step_err("manifest", e))?;
+        .map_err(|e| run.step_err(StepId::Manifest, e))?;
     let manifest = json!({
         "id": sid,
         "created_at": now_rfc3339(),
@@ -295,15 +302,17 @@ fn snapshot_steps(
         "runtime": st.runtime, "criu": st.criu,
     });
     let mpath = tmp.join("manifest.json");
-    let mbytes = serde_json::to_vec_pretty(&manifest).unwrap_or_default();
+    let mbytes = serde_json::to_vec_pretty(&manifest)
+        .map_err(|e| run.step_err(StepId::Manifest, StepError::encode("manifest.json", e)))?;
     replace_atomic(&mpath, &mbytes)
-        .map_err(|e| run.step_err("manifest", StepError::io(&mpath)(e)))?;
-    fsync_dir(tmp).map_err(|e| run.step_err("fsync", StepError::io(tmp)(e)))?;
+        .map_err(|e| run.step_err(StepId::Manifest, StepError::io(&mpath)(e)))?;
+    fsync_dir(tmp).map_err(|e| run.step_err(StepId::Fsync, StepError::io(tmp)(e)))?;
     let name = format!("snapshot-{sid}");
     let dst = run.paths.root.join(&name);
-    fs::rename(tmp, &dst).map_err(|e| run.step_err("snapshot-rename", StepError::io(&dst)(e)))?;
+    fs::rename(tmp, &dst)
+        .map_err(|e| run.step_err(StepId::SnapshotRename, StepError::io(&dst)(e)))?;
     let root = run.paths.root.clone();
-    fsync_dir(&root).map_err(|e| run.step_err("fsync", StepError::io(&root)(e)))?;
+    fsync_dir(&root).map_err(|e| run.step_err(StepId::Fsync, StepError::io(&root)(e)))?;
     let old = st.snapshot.replace(SnapshotRef {
         dir: name.clone(),
         created_at: now_rfc3339(),
@@ -351,7 +360,7 @@ mod tests {
 
     #[test]
     fn only_a_gated_container_is_snapshotted() {
-        let p = crate::slot::resources::slot_dir::SlotPaths::new(Path::new("/var/lib/np"), 3);
+        let p = slot_dir::SlotPaths::new(Path::new("/var/lib/np"), 3);
         for ok in [
             Phase::Ready,
             Phase::Running,

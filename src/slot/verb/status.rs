@@ -2,8 +2,14 @@
 //! live facts (holder, container, mounts, FUSE export, loop device), snapshot completeness and
 //! the journal's last entry. Changes nothing; takes no lock.
 
+use super::status_doc::{
+    ContainerNow, HolderNow, LeftNow, Live, LiveFacts, NoneLeft, ProvenNow, RuntimeEntryNow,
+    SealedNow, SnapshotNow, StatusDoc, UnrecordedLive, VolatileNow,
+};
 use crate::slot::error::SlotError;
 use crate::slot::gate::GateId;
+use crate::slot::gate::Observed;
+use crate::slot::gate::ObservedWith;
 use crate::slot::gate::image_unchanged;
 use crate::slot::gate::publish_gates;
 use crate::slot::gate::pure_checks;
@@ -19,7 +25,7 @@ use crate::slot::resources::slot_dir::{self, SlotPaths, StateDirUse};
 use crate::slot::resources::slot_lock;
 use crate::slot::state::*;
 use crate::slot::{SlotOutcome, Verb};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fs;
 
@@ -65,7 +71,7 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
                 .and_then(|o| o.as_ref().ok())
                 .map(|(m, _)| m.id.as_str()),
         ),
-        (None, None) => json!({}),
+        (None, None) => Live::NoSlot {},
     };
     let snap = st
         .as_ref()
@@ -77,34 +83,60 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
     } else {
         Vec::new()
     };
-    let doc = json!({
-        "schema_version": STATE_SCHEMA_VERSION,
-        "tool": "netprobe",
-        "tool_version": env!("CARGO_PKG_VERSION"),
-        "slot": p.slot,
-        "slot_dir": p.root,
-        "exists": exists,
-        "owned": matches!(owner, Some(Ok(_))),
-        "busy": busy,
-        "lock_error": lock_error,
-        "state": st,
-        "state_error": state_error,
-        "live": live,
-        "snapshot": match &snap {
-            Some(Ok((_, d))) => json!({"complete": true, "detail": d}),
-            Some(Err(d)) => json!({"complete": false, "detail": d}),
-            None if state_error.is_some() => json!({"complete": false, "detail": "state.json cannot be read (`state_error`): the snapshot it records is unknown"}),
-            None => json!({"complete": false, "detail": "no slot"}),
+    let snapshot = match &snap {
+        Some(Ok((_, d))) => (true, d.clone()),
+        Some(Err(d)) => (false, d.clone()),
+        None if state_error.is_some() => (
+            false,
+            "state.json cannot be read (`state_error`): the snapshot it records is unknown".into(),
+        ),
+        None => (false, "no slot".into()),
+    };
+    let advice = match exists {
+        false => Some(absent_slot_advice(&p)),
+        true => status_advice(
+            &p,
+            held_by.as_ref(),
+            lock_error.as_deref(),
+            state_error.as_deref(),
+            st.as_ref(),
+            &live,
+            snap.as_ref().is_some_and(|s| s.is_ok()),
+        ),
+    };
+    let doc = StatusDoc {
+        schema_version: STATE_SCHEMA_VERSION,
+        tool: "netprobe",
+        tool_version: env!("CARGO_PKG_VERSION"),
+        slot: p.slot,
+        slot_dir: p.root.clone(),
+        exists,
+        owned: matches!(owner, Some(Ok(_))),
+        busy,
+        lock_error,
+        state: st.clone(),
+        state_error,
+        live,
+        snapshot: SnapshotNow {
+            complete: snapshot.0,
+            detail: snapshot.1,
         },
-        "stale_snapshot_tmp": if exists { pure_checks::stale_tmp(&p.root) } else { vec![] },
-        "journal_entries": journal.len(),
-        "last_journal_entry": journal.last(),
-        "declared_differences": declared,
-        "advice": match exists {
-            false => Some(absent_slot_advice(&p)),
-            true => status_advice(&p, held_by.as_ref(), lock_error.as_deref(), state_error.as_deref(), st.as_ref(), &live, snap.as_ref().is_some_and(|s| s.is_ok())),
+        stale_snapshot_tmp: if exists {
+            pure_checks::stale_tmp(&p.root)
+        } else {
+            vec![]
         },
-    });
+        journal_entries: journal.len(),
+        last_journal_entry: journal.last().cloned(),
+        declared_differences: declared.clone(),
+        advice,
+    };
+    let doc = serde_json::to_value(&doc).map_err(|e| {
+        run.step_err(
+            crate::slot::error::StepId::StatusDocument,
+            crate::slot::error::StepError::encode("status", e),
+        )
+    })?;
     Ok(SlotOutcome {
         verb: Verb::Status,
         slot: p.slot,
@@ -164,9 +196,13 @@ fn status_advice(
     lock_error: Option<&str>,
     state_error: Option<&str>,
     st: Option<&SlotState>,
-    live: &Value,
+    live: &Live,
     snapshot_ok: bool,
 ) -> Option<String> {
+    let facts = match live {
+        Live::Recorded(f) => Some(&**f),
+        _ => None,
+    };
     match held_by {
         // Held by no netprobe process: what a killed verb left (same scan as the names).
         Some(by) if !by.orphans.is_empty() => {
@@ -179,32 +215,37 @@ fn status_advice(
             next_step::bare("status")
         )),
         None => {
-            let next = match state_error {
-                Some(e) => Some(unreadable_state_advice(p, e, live)),
-                None => st.and_then(|s| {
-                    super::status_advice::advice(
+            let next = match (state_error, live) {
+                (Some(e), Live::Unrecorded(u)) => Some(unreadable_state_advice(p, e, u)),
+                (Some(e), _) => Some(unreadable_state_advice(p, e, &UnrecordedLive::default())),
+                (None, _) => st.zip(facts).and_then(|(s, f)| {
+                    crate::slot::verb::status_advice::advice(
                         s.phase,
                         p,
-                        super::status_advice::Container::from_live(live),
-                        s.holder
-                            .map(|h| h.pid)
-                            .filter(|_| live["holder"]["alive"] == true),
+                        crate::slot::verb::status_advice::Container::from_live(f),
+                        s.holder.map(|h| h.pid).filter(|_| f.holder.alive),
                         snapshot_ok,
                         super::status_advice::last_verb(&p.evidence()),
                     )
                 }),
             };
-            let overlay = st.and_then(|s| overlay_unmounted_note(p, s.phase, live, snapshot_ok));
-            let lock = st.and_then(|s| criu_lock_note(s.phase, live));
+            let with_facts = |f: &dyn Fn(&SlotState, &LiveFacts) -> Option<String>| {
+                st.zip(facts).and_then(|(s, l)| f(s, l))
+            };
+            let overlay = with_facts(&|s, l| overlay_unmounted_note(p, s.phase, l, snapshot_ok));
+            let lock = with_facts(&|s, l| criu_lock_note(s.phase, l));
             // An image changed since provision stops every later verb but cleanup.
-            let image = (live["image_unchanged"]["proven"] == false).then(|| {
+            let changed = facts
+                .and_then(|f| f.image_unchanged.as_ref())
+                .is_some_and(|i| !i.proven);
+            let image = changed.then(|| {
                 "the image changed since provision (`live.image_unchanged` names what): snapshot, restore and reset refuse (gate image-unchanged) until the slot is cleaned up and another provisioned".to_string()
             });
             // A limit changed by hand: the next snapshot refuses it (gate cgroup-limits).
-            let limits = (live["cgroup_limits"]["equal"] == false).then(|| {
+            let limits = facts.map(|f| &f.cgroup_limits).filter(|l| l["equal"] == false).map(|l| {
                 format!(
                     "the container's cgroup limits differ from config.json (`live.cgroup_limits`: {}): snapshot refuses (gate cgroup-limits) until the value is put back",
-                    live["cgroup_limits"]["differences"]
+                    l["differences"]
                         .as_array()
                         .map(|d| d.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("; "))
                         .unwrap_or_default()
@@ -216,7 +257,7 @@ fn status_advice(
                 next,
                 lock,
                 overlay,
-                overlay_volatile_note(live),
+                facts.and_then(overlay_volatile_note),
             ]
             .into_iter()
             .flatten()
@@ -237,29 +278,40 @@ fn status_advice(
 /// What is alive now: holder, container (the runtime is run only if it is still the binary
 /// recorded at provision), processes a lost container left (only when the runtime has none and
 /// no verb holds the lock: `busy`), overlay and image mounts, FUSE export, loop device.
-fn live_facts(run: &mut VerbRun, st: &SlotState, busy: bool) -> Value {
+fn live_facts(run: &mut VerbRun, st: &SlotState, busy: bool) -> Live {
     let holder = match pure_checks::holder(st) {
-        Ok(d) => json!({"alive": true, "detail": d}),
-        Err(d) => json!({"alive": false, "detail": d}),
+        Ok(detail) => HolderNow {
+            alive: true,
+            detail,
+        },
+        Err(detail) => HolderNow {
+            alive: false,
+            detail,
+        },
     };
     let [s_rt, s_cr] = shared_gates::sealed_copies_now(st);
-    let shown = |s: &Option<Result<(std::path::PathBuf, String), String>>| match s {
-        None => Value::Null,
-        Some(Ok((_, d))) => json!({"proven": true, "detail": d}),
-        Some(Err(e)) => json!({"proven": false, "detail": e}),
+    let shown = |s: &Option<ObservedWith<(std::path::PathBuf, String)>>| {
+        s.as_ref()
+            .map(|r| proven(r.as_ref().map(|(_, d)| d.clone()).map_err(String::clone)))
     };
-    let sealed = json!({"runtime": shown(&s_rt), "criu": shown(&s_cr)});
+    let sealed = SealedNow {
+        runtime: shown(&s_rt),
+        criu: shown(&s_cr),
+    };
     // The holder's proven copies run when there are; else the files, if they still hash to
     // what provision recorded.
-    let copy = |s: Option<Result<(std::path::PathBuf, String), String>>| {
-        s.and_then(|r| r.ok()).map(|c| c.0)
-    };
+    let copy =
+        |s: Option<ObservedWith<(std::path::PathBuf, String)>>| s.and_then(|r| r.ok()).map(|c| c.0);
     let (rt_copy, cr_copy) = (copy(s_rt), copy(s_cr));
     let rt_hash = match &rt_copy {
         Some(_) => Ok(st.runtime.sha256.clone()),
         None => pure_checks::file_sha256(&st.runtime.path),
     };
     let mut container_pid = None;
+    let now = |status: &str, detail: String| ContainerNow {
+        status: status.to_string(),
+        detail,
+    };
     let container = match rt_hash {
         Ok(h) if h == st.runtime.sha256 => {
             let rt_path = rt_copy.unwrap_or(st.runtime.path.clone());
@@ -268,86 +320,105 @@ fn live_facts(run: &mut VerbRun, st: &SlotState, busy: bool) -> Value {
             match rt.state(&st.container_id) {
                 Ok(Some(c)) => {
                     container_pid = Some(c.pid);
-                    json!({"status": c.status, "detail": format!("init pid {}", c.pid)})
+                    now(&c.status, format!("init pid {}", c.pid))
                 }
-                Ok(None) => {
-                    json!({"status": "absent", "detail": "runtime state: does not exist"})
-                }
-                Err(e) => json!({"status": "unknown", "detail": e.to_string()}),
+                Ok(None) => now("absent", "runtime state: does not exist".into()),
+                Err(e) => now("unknown", e.to_string()),
             }
         }
-        Ok(h) => {
-            json!({"status": "unknown", "detail": format!("runtime {} sha256 {h} differs from provision; not run", st.runtime.path.display())})
-        }
-        Err(e) => json!({"status": "unknown", "detail": e}),
+        Ok(h) => now(
+            "unknown",
+            format!(
+                "runtime {} sha256 {h} differs from provision; not run",
+                st.runtime.path.display()
+            ),
+        ),
+        Err(e) => now("unknown", e),
     };
     // Only when the runtime has no container: then any process in its cgroup or beside the
     // holder in the slot's netns is one it lost track of (the restore gates refuse on them).
     // (Not while a verb runs: its runtime and CRIU processes are not a lost container. Not for
     // a clean slot: cleanup checked both — gates netns-empty and cgroup-released (the directories
     // gone) in its evidence — and the holder that named the namespace is stopped and no longer recorded.)
-    let left = if container["status"] == "absent" && !busy && st.phase != Phase::Clean {
-        let one = |r: Result<String, String>| match r {
-            Ok(d) => json!({"none": true, "detail": d}),
-            Err(d) => json!({"none": false, "detail": d}),
+    let left = if container.status == "absent" && !busy && st.phase != Phase::Clean {
+        let one = |r: Observed| {
+            let p = proven(r);
+            NoneLeft {
+                none: p.proven,
+                detail: p.detail,
+            }
         };
-        json!({
-            "cgroup": one(leftover_procs::no_container_procs(st)),
-            "netns": one(leftover_procs::no_netns_strangers(st, &run.env.proc_root)),
+        Some(LeftNow {
+            cgroup: one(leftover_procs::no_container_procs(st)),
+            netns: one(leftover_procs::no_netns_strangers(st, &run.env.proc_root)),
         })
     } else {
-        Value::Null
+        None
     };
     let img = st.image.as_ref();
     // The `image-unchanged` gate's check, where it is cheap (a walk of a directory image's
     // metadata, one stat of a qcow2): never a whole-file hash of a qcow2 with no recorded stat.
     let image_unchanged = match img {
         Some(i) if i.manifest.is_some() || i.file_stat.is_some() => {
-            match image_unchanged::image_unchanged(st, &run.paths) {
-                Ok(d) => json!({"proven": true, "detail": d}),
-                Err(d) => json!({"proven": false, "detail": d}),
-            }
+            Some(proven(image_unchanged::image_unchanged(st, &run.paths)))
         }
-        _ => Value::Null,
+        _ => None,
     };
     // Read-only: the holder re-verified, its netns entered, the ruleset captured there.
     let criu_lock = st.holder.map(|h| criu_net_lock::look(&h));
-    let limits = match (container["status"].as_str(), container_pid) {
-        (Some("running"), Some(pid)) => cgroups::limits_now(st, pid),
+    let limits = match (container.status.as_str(), container_pid) {
+        ("running", Some(pid)) => cgroups::limits_now(st, pid),
         _ => Value::Null,
     };
-    json!({
-        "cgroup_limits": limits,
-        "holder": holder,
-        "criu_network_lock": criu_lock,
-        "image_unchanged": image_unchanged,
-        "sealed_copies": sealed,
-        "container": container,
-        "left_processes": left,
-        "overlay_mounted": st.overlay.as_ref().is_some_and(|o| mounts::is_mounted(&o.merged)),
-        "overlay_volatile": overlay_volatile(st),
-        "image_mounted": img.is_some_and(|i| i.kind == ImageKind::Qcow2 && mounts::is_mounted(&i.lower)),
-        "fuse_export_running": img.and_then(|i| i.qsd_pid.zip(i.export_file.clone())).is_some_and(|(pid, f)| mounts::qsd_is_ours(pid, &f)),
-        "loop_attached": img.and_then(|i| i.loop_device.clone().zip(i.export_file.clone())).is_some_and(|(d, f)| mounts::loop_backing_file(&d).as_deref() == Some(f.as_path())),
-        "published_ports": publish_gates::live(st),
-    })
+    Live::Recorded(Box::new(LiveFacts {
+        cgroup_limits: limits,
+        holder,
+        criu_network_lock: criu_lock,
+        image_unchanged,
+        sealed_copies: sealed,
+        container,
+        left_processes: left,
+        overlay_mounted: st
+            .overlay
+            .as_ref()
+            .is_some_and(|o| mounts::is_mounted(&o.merged)),
+        overlay_volatile: overlay_volatile(st),
+        image_mounted: img
+            .is_some_and(|i| i.kind == ImageKind::Qcow2 && mounts::is_mounted(&i.lower)),
+        fuse_export_running: img
+            .and_then(|i| i.qsd_pid.zip(i.export_file.clone()))
+            .is_some_and(|(pid, f)| mounts::qsd_is_ours(pid, &f)),
+        loop_attached: img
+            .and_then(|i| i.loop_device.clone().zip(i.export_file.clone()))
+            .is_some_and(|(d, f)| mounts::loop_backing_file(&d).as_deref() == Some(f.as_path())),
+        published_ports: publish_gates::live(st),
+    }))
+}
+
+/// An observation as `proven` and its detail.
+fn proven(r: Observed) -> ProvenNow {
+    match r {
+        Ok(detail) => ProvenNow {
+            proven: true,
+            detail,
+        },
+        Err(detail) => ProvenNow {
+            proven: false,
+            detail,
+        },
+    }
 }
 
 /// `live.overlay_volatile`: `state.json`'s `overlay.volatile` beside what the mount table says
 /// of the overlay on the slot's rootfs (`volatile` among its options), and whether they agree;
 /// null when no overlay is recorded or none is mounted there.
-fn overlay_volatile(st: &SlotState) -> Value {
-    let Some(ov) = st.overlay.as_ref() else {
-        return Value::Null;
-    };
-    match crate::ns::mountinfo::overlay_is_volatile(&ov.merged) {
-        None => Value::Null,
-        Some(mounted) => json!({
-            "recorded": ov.volatile,
-            "mounted": mounted,
-            "agrees": mounted == ov.volatile,
-        }),
-    }
+fn overlay_volatile(st: &SlotState) -> Option<VolatileNow> {
+    let ov = st.overlay.as_ref()?;
+    crate::ns::mountinfo::overlay_is_volatile(&ov.merged).map(|mounted| VolatileNow {
+        recorded: ov.volatile,
+        mounted,
+        agrees: mounted == ov.volatile,
+    })
 }
 
 /// The advice when the phase says the container runs on its overlay (`ready`, `running`) but
@@ -358,10 +429,10 @@ fn overlay_volatile(st: &SlotState) -> Value {
 pub(crate) fn overlay_unmounted_note(
     p: &SlotPaths,
     phase: Phase,
-    live: &Value,
+    live: &LiveFacts,
     snapshot_ok: bool,
 ) -> Option<String> {
-    if !matches!(phase, Phase::Ready | Phase::Running) || live["overlay_mounted"] != false {
+    if !matches!(phase, Phase::Ready | Phase::Running) || live.overlay_mounted {
         return None;
     }
     let cmd = |verb: &str| next_step::on_slot(verb, p);
@@ -385,14 +456,14 @@ pub(crate) fn overlay_unmounted_note(
 /// a verb that did not finish left it (a first snapshot killed with SIGKILL while the runtime
 /// and CRIU finished the dump without netprobe), its rules drop the namespace's traffic, and
 /// what each verb does with it. `None` otherwise.
-pub(crate) fn criu_lock_note(phase: Phase, live: &Value) -> Option<String> {
-    let lock = &live["criu_network_lock"];
-    if phase == Phase::Checkpointed || lock["status"] != "present" {
+pub(crate) fn criu_lock_note(phase: Phase, live: &LiveFacts) -> Option<String> {
+    let lock = live.criu_network_lock.as_ref()?;
+    if phase == Phase::Checkpointed || lock.status != criu_net_lock::LockPresence::Present {
         return None;
     }
     Some(format!(
         "CRIU's network lock is in the holder's network namespace (`live.criu_network_lock`: {}) in phase {}, so it is not a complete snapshot's (a checkpoint or restore that did not finish leaves it, e.g. a snapshot killed with SIGKILL whose runtime finished the dump without netprobe): its rules drop the namespace's packets CRIU did not mark, so the guest is unreachable while it stays; a restore or reset removes it before its runtime restore and refuses if it cannot (gate no-criu-lock), a snapshot removes it before it records the network state, and cleanup leaves it to the namespace, whose holder it stops (its evidence records the lock: fact criu_network_lock_at_cleanup)",
-        lock["detail"].as_str().unwrap_or_default(),
+        lock.detail,
         phase.name()
     ))
 }
@@ -401,19 +472,19 @@ pub(crate) fn criu_lock_note(phase: Phase, live: &Value) -> Option<String> {
 /// remounted by other hands since the last verb): what each says, and that the next restore or
 /// reset mounts a new overlay run as its verb does (volatile when the kernel accepts it);
 /// `None` when they agree or nothing is mounted.
-pub(crate) fn overlay_volatile_note(live: &Value) -> Option<String> {
-    let ov = &live["overlay_volatile"];
-    if ov["agrees"] != false {
+pub(crate) fn overlay_volatile_note(live: &LiveFacts) -> Option<String> {
+    let ov = live.overlay_volatile.as_ref()?;
+    if ov.agrees {
         return None;
     }
-    let word = |v: &Value| match v.as_bool() {
-        Some(true) => "with `volatile`",
-        _ => "without `volatile`",
+    let word = |v: bool| match v {
+        true => "with `volatile`",
+        false => "without `volatile`",
     };
     Some(format!(
         "the overlay on the slot's rootfs is mounted {} but state.json records it {} (`live.overlay_volatile`): it was remounted by other hands; the next `slot restore` or `slot reset` mounts a new overlay run, volatile when the kernel accepts it",
-        word(&ov["mounted"]),
-        word(&ov["recorded"])
+        word(ov.mounted),
+        word(ov.recorded)
     ))
 }
 
@@ -422,7 +493,7 @@ pub(crate) fn overlay_volatile_note(live: &Value) -> Option<String> {
 /// slot folder (`/proc/self/mountinfo`) and whether the slot's runtime root holds an entry for
 /// its container (`runtime_state_entry`: path and `exists`; the runtime keeps its state of a
 /// container in `<root>/<id>`, so none there is no container to delete).
-fn stateless_live_facts(p: &SlotPaths, owner_id: Option<&str>) -> Value {
+fn stateless_live_facts(p: &SlotPaths, owner_id: Option<&str>) -> Live {
     let holder = match crate::evidence::read_recorded(&p.holder())
         .map_err(|e| format!("{}: {e}", p.holder().display()))
         .and_then(|b| {
@@ -430,24 +501,35 @@ fn stateless_live_facts(p: &SlotPaths, owner_id: Option<&str>) -> Value {
                 .map_err(|e| format!("{}: {e}", p.holder().display()))
         }) {
         Ok(h) => match h.verify() {
-            Ok(_) => json!({"alive": true, "detail": format!("{} (from holder.json)", h)}),
-            Err(e) => json!({"alive": false, "detail": format!("{} (from holder.json): {e}", h)}),
+            Ok(_) => HolderNow {
+                alive: true,
+                detail: format!("{} (from holder.json)", h),
+            },
+            Err(e) => HolderNow {
+                alive: false,
+                detail: format!("{} (from holder.json): {e}", h),
+            },
         },
-        Err(e) => json!({"alive": false, "detail": e}),
+        Err(e) => HolderNow {
+            alive: false,
+            detail: e,
+        },
     };
     let mounts: Vec<String> = crate::ns::mountinfo::mounts_under(&p.root)
         .iter()
         .map(|m| m.display().to_string())
         .collect();
     let entry = p.runtime_root().join(p.container_id());
-    json!({
-        "holder": holder,
-        "mounts_under_slot": mounts,
-        "cgroup_dirs": owner_id.map(|id| container_cgroup_dirs(p.slot, id)).unwrap_or_default(),
-        "runtime_state_entry": {
-            "path": entry.display().to_string(),
-            "exists": entry.symlink_metadata().is_ok(),
-        },
+    Live::Unrecorded(UnrecordedLive {
+        holder,
+        mounts_under_slot: mounts,
+        cgroup_dirs: owner_id
+            .map(|id| container_cgroup_dirs(p.slot, id))
+            .unwrap_or_default(),
+        runtime_state_entry: Some(RuntimeEntryNow {
+            path: entry.display().to_string(),
+            exists: entry.symlink_metadata().is_ok(),
+        }),
     })
 }
 
@@ -470,21 +552,17 @@ fn container_cgroup_dirs(slot: u32, owner_id: &str) -> Vec<String> {
 /// A slot whose provision ended (interrupted, failed) before it wrote `state.json`, with no
 /// holder alive and nothing mounted under it (`live`), holds nothing to release: then the
 /// advice is the `slot-state` gate's own (keep the evidence, move the folder, another number).
-pub(crate) fn unreadable_state_advice(p: &SlotPaths, e: &str, live: &Value) -> String {
-    let nothing_live = live["holder"]["alive"] != true
-        && live["mounts_under_slot"]
-            .as_array()
-            .is_some_and(|m| m.is_empty())
-        && live["cgroup_dirs"].as_array().is_none_or(|c| c.is_empty());
+pub(crate) fn unreadable_state_advice(p: &SlotPaths, e: &str, live: &UnrecordedLive) -> String {
+    let nothing_live =
+        !live.holder.alive && live.mounts_under_slot.is_empty() && live.cgroup_dirs.is_empty();
     if nothing_live && let Some(why) = crate::slot::missing_state_why(p) {
         return why.trim_start_matches(": ").to_string();
     }
-    let entry = &live["runtime_state_entry"];
     let runtime = match provisioned_runtime(p) {
         // The runtime root holds no state of the container: nothing to delete.
-        _ if entry["exists"] == false => format!(
+        _ if let Some(entry) = live.runtime_state_entry.as_ref().filter(|e| !e.exists) => format!(
             "none: the runtime root holds no {} (`live.runtime_state_entry`), so the runtime has no container of this slot to delete",
-            entry["path"].as_str().unwrap_or_default()
+            entry.path
         ),
         Some((path, from)) => format!(
             "`{} --root {} delete -f {}` (the runtime provision recorded: {})",
@@ -503,7 +581,7 @@ pub(crate) fn unreadable_state_advice(p: &SlotPaths, e: &str, live: &Value) -> S
     format!(
         "state.json cannot be read ({e}): no verb can run on this slot (gate slot-state) and netprobe keeps no copy of it; put back a copy if you have one, else release by hand, in this order: the container ({runtime}), every mount under {} deepest first (`live.mounts_under_slot`), the holder (`live.holder`: `kill` its pid){}; keep the evidence ({}), then provision another slot number",
         p.root.display(),
-        match live["cgroup_dirs"].as_array().map_or(0, Vec::len) {
+        match live.cgroup_dirs.len() {
             0 => String::new(),
             n => format!(
                 ", the container's {n} cgroup folder(s) (`live.cgroup_dirs`: `rmdir` each once no process is in it)"

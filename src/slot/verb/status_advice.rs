@@ -7,6 +7,8 @@
 //! processes are left beside a container the runtime lost. The phases whose next step is
 //! obvious get none.
 
+use crate::slot::GateId;
+use crate::slot::error::FailedAt;
 use crate::slot::resources::slot_dir::SlotPaths;
 use crate::slot::state::Phase;
 use std::path::Path;
@@ -44,14 +46,13 @@ impl Container {
 
     /// From the status document's `live`: `live.container.status`, and for an absent container
     /// whether `live.left_processes` proves none left (else [`Container::AbsentWithLeft`]).
-    pub(crate) fn from_live(live: &serde_json::Value) -> Self {
-        match Self::from_status(live["container"]["status"].as_str().unwrap_or("")) {
-            Container::Absent
-                if live["left_processes"]["cgroup"]["none"] != true
-                    || live["left_processes"]["netns"]["none"] != true =>
-            {
-                Container::AbsentWithLeft
-            }
+    pub(crate) fn from_live(live: &super::status_doc::LiveFacts) -> Self {
+        let none_left = live
+            .left_processes
+            .as_ref()
+            .is_some_and(|l| l.cgroup.none && l.netns.none);
+        match Self::from_status(&live.container.status) {
+            Container::Absent if !none_left => Container::AbsentWithLeft,
             c => c,
         }
     }
@@ -95,10 +96,11 @@ pub(crate) fn last_verb(evidence: &Path) -> Option<(String, &'static str, String
 }
 
 /// The gate a verb's `verb.json` in evidence folder `dir` says it failed (`error.gate`), if any.
-fn failed_gate(dir: &str) -> Option<String> {
+/// A name netprobe does not write counts as none.
+fn failed_gate(dir: &str) -> Option<FailedAt> {
     let b = crate::evidence::read_recorded(&Path::new(dir).join("verb.json")).ok()?;
     let v: serde_json::Value = serde_json::from_slice(&b).ok()?;
-    v["error"]["gate"].as_str().map(str::to_string)
+    v["error"]["gate"].as_str().and_then(FailedAt::from_name)
 }
 
 /// The advice for `phase`, or `None` when the next step is the obvious one (ready, checkpointed,
@@ -167,7 +169,7 @@ struct Seen<'a> {
     holder: Option<i32>,
     snapshot_complete: bool,
     what: String,
-    gate: Option<String>,
+    gate: Option<FailedAt>,
 }
 
 impl Seen<'_> {
@@ -221,7 +223,7 @@ impl Seen<'_> {
         format!(
             "provision did not finish (phase {}); {}",
             self.phase_name(),
-            super::status::unfinished_provision_advice(self.p)
+            crate::slot::verb::status::unfinished_provision_advice(self.p)
         )
     }
 
@@ -329,7 +331,7 @@ impl Seen<'_> {
                 "no complete snapshot is left to restore; {}",
                 self.give_up()
             ),
-            _ if self.gate.as_deref() == Some("net-fidelity") => format!(
+            _ if self.gate == Some(FailedAt::Gate(GateId::NetFidelity)) => format!(
                 "its restored network state differed from the snapshot's (gate net-fidelity; the change is in netstate-diff.txt of its evidence): the namespace is the holder's and outlives every restore, so restoring again meets the same change — undo it in the namespace (e.g. `nsenter --net=/proc/{}/ns/net ip …`, as the diff names), then {}; or {}",
                 self.holder.unwrap_or_default(),
                 self.cmd("reset"),
@@ -339,7 +341,7 @@ impl Seen<'_> {
             (
                 Container::Running | Container::Other | Container::Paused | Container::Stopped,
                 true,
-            ) if self.gate.as_deref() == Some("container-stopped") => {
+            ) if self.gate == Some(FailedAt::Gate(GateId::ContainerStopped)) => {
                 format!(
                     "it could not prove the container it stopped gone (gate container-stopped; its message in the evidence says why), so nothing was restored and the container that was there may still run (see `live.container`): {} stops it and restores the snapshot again",
                     self.cmd("reset")
@@ -535,9 +537,12 @@ mod tests {
 
     #[test]
     fn left_processes_turn_an_absent_container_into_a_lost_one() {
+        let facts = |v: serde_json::Value| -> super::super::status_doc::LiveFacts {
+            serde_json::from_value(v).unwrap()
+        };
         let live = |none_cg: bool, none_ns: bool| {
-            serde_json::json!({"container": {"status": "absent"},
-                "left_processes": {"cgroup": {"none": none_cg}, "netns": {"none": none_ns}}})
+            facts(serde_json::json!({"container": {"status": "absent"},
+                "left_processes": {"cgroup": {"none": none_cg}, "netns": {"none": none_ns}}}))
         };
         assert_eq!(Container::from_live(&live(true, true)), Container::Absent);
         assert_eq!(
@@ -549,10 +554,10 @@ mod tests {
             Container::AbsentWithLeft
         );
         // Not told: fail closed.
-        let untold = serde_json::json!({"container": {"status": "absent"}});
+        let untold = facts(serde_json::json!({"container": {"status": "absent"}}));
         assert_eq!(Container::from_live(&untold), Container::AbsentWithLeft);
         let running =
-            serde_json::json!({"container": {"status": "running"}, "left_processes": null});
+            facts(serde_json::json!({"container": {"status": "running"}, "left_processes": null}));
         assert_eq!(Container::from_live(&running), Container::Running);
     }
 

@@ -1,6 +1,7 @@
 //! `slot status` advice and the interruption note's next step, without root: what a slot a
 //! verb left unfinished, or one changed by other hands, is told to do.
 
+use crate::slot::JournalEvent;
 use crate::slot::Verb;
 use crate::slot::record::interruption;
 use crate::slot::record::journal;
@@ -20,7 +21,7 @@ fn a_slot_whose_provision_stopped_before_its_state_says_what_to_do() {
     journal::journal_append(
         &paths.journal(),
         "provision",
-        "end",
+        JournalEvent::End,
         false,
         "interrupted by SIGINT",
     )
@@ -78,8 +79,9 @@ fn a_provisioned_slot_whose_state_was_removed_is_not_told_nothing_is_left() {
         );
         assert!(!trace.iter().any(|e| destructive(e)), "{trace:#?}");
     }
-    let nothing = serde_json::json!({"holder": {"alive": false}, "mounts_under_slot": []});
-    let a = super::status::unreadable_state_advice(&paths, "missing", &nothing);
+    let nothing =
+        unrecorded(serde_json::json!({"holder": {"alive": false}, "mounts_under_slot": []}));
+    let a = crate::slot::verb::status::unreadable_state_advice(&paths, "missing", &nothing);
     assert!(
         a.contains("release by hand") && !a.contains("has no state"),
         "{a}"
@@ -104,14 +106,16 @@ fn a_provision_stopped_before_its_state_is_told_nothing_is_left() {
             && !next.contains("netprobe slot cleanup"),
         "{next}"
     );
-    let nothing = serde_json::json!({"holder": {"alive": false}, "mounts_under_slot": []});
-    let a = super::status::unreadable_state_advice(&p, "missing", &nothing);
+    let nothing =
+        unrecorded(serde_json::json!({"holder": {"alive": false}, "mounts_under_slot": []}));
+    let a = crate::slot::verb::status::unreadable_state_advice(&p, "missing", &nothing);
     assert!(
         a.contains("slot 5 has no state") && !a.contains("delete -f"),
         "{a}"
     );
-    let mounted = serde_json::json!({"holder": {"alive": false}, "mounts_under_slot": ["/x"]});
-    let a = super::status::unreadable_state_advice(&p, "missing", &mounted);
+    let mounted =
+        unrecorded(serde_json::json!({"holder": {"alive": false}, "mounts_under_slot": ["/x"]}));
+    let a = crate::slot::verb::status::unreadable_state_advice(&p, "missing", &mounted);
     assert!(a.contains("release by hand"), "{a}");
     assert!(
         a.contains("`<runtime> --root") && a.contains("no provision's verb.json"),
@@ -124,7 +128,7 @@ fn a_provision_stopped_before_its_state_is_told_nothing_is_left() {
         let doc = serde_json::json!({"facts": {"runtime": {"path": rt}}});
         fs::write(d.join("verb.json"), doc.to_string()).unwrap();
     }
-    let a = super::status::unreadable_state_advice(&p, "missing", &mounted);
+    let a = crate::slot::verb::status::unreadable_state_advice(&p, "missing", &mounted);
     let want = format!(
         "`/opt/new/runc --root {} delete -f {}` (the runtime provision recorded: {})",
         p.runtime_root().display(),
@@ -135,9 +139,11 @@ fn a_provision_stopped_before_its_state_is_told_nothing_is_left() {
     // No entry for the container under the runtime root: nothing to delete, and no runtime
     // command is given for it.
     let entry = p.runtime_root().join(p.container_id());
-    let gone = serde_json::json!({"holder": {"alive": false}, "mounts_under_slot": ["/x"],
-        "runtime_state_entry": {"path": entry.display().to_string(), "exists": false}});
-    let a = super::status::unreadable_state_advice(&p, "missing", &gone);
+    let gone = unrecorded(
+        serde_json::json!({"holder": {"alive": false}, "mounts_under_slot": ["/x"],
+        "runtime_state_entry": {"path": entry.display().to_string(), "exists": false}}),
+    );
+    let a = crate::slot::verb::status::unreadable_state_advice(&p, "missing", &gone);
     assert!(
         a.contains(&format!(
             "the container (none: the runtime root holds no {}",
@@ -161,8 +167,8 @@ fn a_provision_stopped_before_its_state_is_told_nothing_is_left() {
 /// when they agree or no overlay is mounted.
 #[test]
 fn an_overlay_remounted_by_other_hands_gets_advice() {
-    let live = |v: serde_json::Value| serde_json::json!({ "overlay_volatile": v });
-    let note = super::status::overlay_volatile_note;
+    let live = |v: serde_json::Value| facts(serde_json::json!({ "overlay_volatile": v }));
+    let note = crate::slot::verb::status::overlay_volatile_note;
     let a = note(&live(
         serde_json::json!({"recorded": true, "mounted": false, "agrees": false}),
     ))
@@ -183,8 +189,8 @@ fn an_overlay_remounted_by_other_hands_gets_advice() {
 #[test]
 fn an_overlay_unmounted_by_other_hands_gets_advice() {
     let p = SlotPaths::new(Path::new("/var/lib/np"), 4);
-    let note = super::status::overlay_unmounted_note;
-    let gone = serde_json::json!({"overlay_mounted": false});
+    let note = crate::slot::verb::status::overlay_unmounted_note;
+    let gone = facts(serde_json::json!({"overlay_mounted": false}));
     let a = note(&p, Phase::Running, &gone, true).unwrap();
     assert!(
         a.contains("gate overlay-mounted")
@@ -196,7 +202,7 @@ fn an_overlay_unmounted_by_other_hands_gets_advice() {
     let a = note(&p, Phase::Ready, &gone, false).unwrap();
     assert!(a.contains("`netprobe slot cleanup --slot 4"), "{a}");
     assert_eq!(note(&p, Phase::Checkpointed, &gone, true), None);
-    let there = serde_json::json!({"overlay_mounted": true});
+    let there = facts(serde_json::json!({"overlay_mounted": true}));
     assert_eq!(note(&p, Phase::Running, &there, true), None);
 }
 
@@ -205,8 +211,12 @@ fn an_overlay_unmounted_by_other_hands_gets_advice() {
 /// complete snapshot's dump's, which the restore unlocks); nothing when absent or unknown.
 #[test]
 fn criu_lock_left_in_the_holder_netns_gets_a_note_outside_checkpointed() {
-    let live = |status: &str| serde_json::json!({"criu_network_lock": {"status": status, "detail": "iptables: chain CRIU in table filter in the netns of holder pid 7 (…)"}});
-    let note = super::status::criu_lock_note;
+    let live = |status: &str| {
+        facts(
+            serde_json::json!({"criu_network_lock": {"status": status, "detail": "iptables: chain CRIU in table filter in the netns of holder pid 7 (…)"}}),
+        )
+    };
+    let note = crate::slot::verb::status::criu_lock_note;
     let a = note(Phase::Snapshotting, &live("present")).unwrap();
     assert!(
         a.contains("(`live.criu_network_lock`: iptables: chain CRIU in table filter")
@@ -218,7 +228,7 @@ fn criu_lock_left_in_the_holder_netns_gets_a_note_outside_checkpointed() {
     assert_eq!(note(Phase::Checkpointed, &live("present")), None);
     assert_eq!(note(Phase::Running, &live("absent")), None);
     assert_eq!(note(Phase::Running, &live("unknown")), None);
-    assert_eq!(note(Phase::Clean, &serde_json::json!({})), None);
+    assert_eq!(note(Phase::Clean, &facts(serde_json::json!({}))), None);
 }
 
 /// `provision` refused at `slot-fresh` says what applies to the slot's state: while anything of
@@ -236,7 +246,7 @@ fn a_refused_re_provision_offers_a_move_only_once_the_slot_is_clean() {
     let move_it = format!("move {} away", p.root.display());
     for phase in [Phase::Running, Phase::Restoring, Phase::ProvisionFailed] {
         f.edit(|st| st.phase = phase);
-        let w = super::status::existing_slot_way_out(p);
+        let w = crate::slot::verb::status::existing_slot_way_out(p);
         assert!(
             w.contains(&format!("records phase {}", phase.name()))
                 && w.contains("may still be live")
@@ -247,22 +257,29 @@ fn a_refused_re_provision_offers_a_move_only_once_the_slot_is_clean() {
         );
     }
     f.edit(|st| st.phase = Phase::Clean);
-    let w = super::status::existing_slot_way_out(p);
+    let w = crate::slot::verb::status::existing_slot_way_out(p);
     assert!(
         w.contains("records phase clean") && w.contains(&move_it) && !w.contains(&cleanup),
         "{w}"
     );
     // state.json removed after a provision that ended ok: status, never a move.
     fs::remove_file(p.state()).unwrap();
-    journal::journal_append(&p.journal(), "provision", "end", true, "provisioned").unwrap();
-    let w = super::status::existing_slot_way_out(p);
+    journal::journal_append(
+        &p.journal(),
+        "provision",
+        JournalEvent::End,
+        true,
+        "provisioned",
+    )
+    .unwrap();
+    let w = crate::slot::verb::status::existing_slot_way_out(p);
     assert!(
         w.contains("cannot be read")
             && w.contains("do not move the slot folder away")
             && w.contains("netprobe slot status --slot 1"),
         "{w}"
     );
-    let a = super::status::unfinished_provision_advice(p);
+    let a = crate::slot::verb::status::unfinished_provision_advice(p);
     assert!(
         a.contains(&cleanup) && a.contains("do not move") && !a.contains("number, or move"),
         "{a}"
@@ -274,7 +291,7 @@ fn a_refused_re_provision_offers_a_move_only_once_the_slot_is_clean() {
 /// how many releases ran, and that a FAILED one leaves its thing unproven.
 #[test]
 fn the_interruption_note_says_only_what_its_releases_did() {
-    use crate::slot::record::interruption::what_the_release_did;
+    use interruption::what_the_release_did;
     let lock = "CRIU's network lock in the netns of holder pid 6777: none found".to_string();
     let s = what_the_release_did(std::slice::from_ref(&lock));
     assert!(
@@ -335,8 +352,9 @@ fn advised_commands_quote_a_state_dir_with_a_space() {
         a.contains("`--root '/tmp/x/with space/s/slot-61/runc-root' resume netprobe-slot-61`"),
         "{a}"
     );
-    let gone = serde_json::json!({"overlay_mounted": false});
-    let a = super::status::overlay_unmounted_note(&p, Phase::Running, &gone, true).unwrap();
+    let gone = facts(serde_json::json!({"overlay_mounted": false}));
+    let a =
+        crate::slot::verb::status::overlay_unmounted_note(&p, Phase::Running, &gone, true).unwrap();
     assert!(
         a.contains("`netprobe slot reset --slot 61 --state-dir '/tmp/x/with space/s'`"),
         "{a}"
@@ -346,7 +364,7 @@ fn advised_commands_quote_a_state_dir_with_a_space() {
         a.contains("`netprobe slot status --slot 61 --state-dir '/tmp/x/with space/s'`"),
         "{a}"
     );
-    let a = super::status::unfinished_provision_advice(&p);
+    let a = crate::slot::verb::status::unfinished_provision_advice(&p);
     assert!(
         a.contains("`netprobe slot cleanup --slot 61 --state-dir '/tmp/x/with space/s'`"),
         "{a}"
@@ -366,7 +384,7 @@ fn a_missing_owner_marker_offers_the_move_only_when_nothing_is_recorded_live() {
     assert!(exists);
     // A re-provision refused at slot-fresh says the same, not `slot cleanup` (which refuses a
     // folder without its marker).
-    assert_eq!(super::status::existing_slot_way_out(p), w);
+    assert_eq!(crate::slot::verb::status::existing_slot_way_out(p), w);
     assert!(
         w.contains("records phase running")
             && w.contains(&format!("container {}", p.container_id()))
@@ -390,4 +408,14 @@ fn a_missing_owner_marker_offers_the_move_only_when_nothing_is_recorded_live() {
     fs::remove_file(p.state()).unwrap();
     let (_, w) = slot_dir::check_owner(p).unwrap_err();
     assert!(w.contains("move ") && !w.contains("records phase"), "{w}");
+}
+
+/// A `live` of a slot whose `state.json` was read, from (part of) its JSON.
+fn facts(v: serde_json::Value) -> super::status_doc::LiveFacts {
+    serde_json::from_value(v).unwrap()
+}
+
+/// A `live` of a slot whose `state.json` cannot be read, from (part of) its JSON.
+fn unrecorded(v: serde_json::Value) -> super::status_doc::UnrecordedLive {
+    serde_json::from_value(v).unwrap()
 }

@@ -476,11 +476,13 @@ fn image_pin_rule() {
     assert!(
         image_pin(Some(q), None)
             .unwrap_err()
+            .to_string()
             .contains("--image-sha256")
     );
     assert!(
         image_pin(Some(d), Some("a"))
             .unwrap_err()
+            .to_string()
             .contains("qcow2 image only")
     );
     assert!(image_pin(Some(q), Some("a")).is_ok());
