@@ -144,6 +144,53 @@ fn odd(h: &FleetHost, d: &super::model::Disagreement) -> Odd {
     }
 }
 
+/// A host's matrix in the table's matrix section.
+#[derive(Debug, Serialize)]
+pub struct MatrixRow {
+    /// Host name.
+    pub name: String,
+    /// The matrix folder (relative to the fleet folder).
+    pub folder: String,
+    /// `label: verdict` per cell (`(expected …)` when it differs), `; `-separated.
+    pub cells: String,
+    /// Whether the matrix reproduces.
+    pub verified: bool,
+    /// Its first problem, or empty.
+    pub reason: String,
+    /// `netprobe matrix`'s exit code as the play recorded it, or `–`.
+    pub exit: String,
+}
+
+fn matrix_row(h: &FleetHost, m: &super::model::FleetMatrix) -> MatrixRow {
+    MatrixRow {
+        name: h.name.clone(),
+        folder: m.folder.clone(),
+        cells: m
+            .cells
+            .iter()
+            .map(|c| match c.expected.filter(|e| *e != c.verdict) {
+                Some(e) => format!("{}: {} (expected {})", c.label, c.verdict, e),
+                None => format!("{}: {}", c.label, c.verdict),
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+        verified: m.verified,
+        reason: m.problems.first().cloned().unwrap_or_default(),
+        exit: m.exit.map_or("–".into(), |x| x.to_string()),
+    }
+}
+
+/// What a [`Lazy`] sequence's items are.
+#[derive(Debug, Clone, Copy)]
+enum Item {
+    /// A table row ([`Row`]).
+    Row,
+    /// A host named first ([`Odd`]).
+    Odd,
+    /// A host's matrix ([`MatrixRow`]).
+    Matrix,
+}
+
 /// A sequence of the template made one item at a time from the rows (`f.hosts[at[i]]`), as the
 /// template reaches it: a table of any number of hosts is rendered holding one row's text.
 #[derive(Debug)]
@@ -154,8 +201,8 @@ struct Lazy {
     at: Arc<[usize]>,
     /// This sequence's part of `at`.
     range: std::ops::Range<usize>,
-    /// A table row ([`Row`]) or a host named first ([`Odd`]).
-    odd: bool,
+    /// What each item is.
+    item: Item,
 }
 
 impl Object for Lazy {
@@ -169,11 +216,11 @@ impl Object for Lazy {
             return None;
         }
         let h = &self.f.hosts[self.at[i]];
-        if self.odd {
-            Some(Value::from(Serde(odd(h, h.disagrees.as_ref()?))))
-        } else {
-            Some(Value::from(Serde(row(h))))
-        }
+        Some(match self.item {
+            Item::Row => Value::from(Serde(row(h))),
+            Item::Odd => Value::from(Serde(odd(h, h.disagrees.as_ref()?))),
+            Item::Matrix => Value::from(Serde(matrix_row(h, h.matrix.as_ref()?))),
+        })
     }
 
     fn enumerate(self: &Arc<Self>) -> Enumerator {
@@ -184,7 +231,8 @@ impl Object for Lazy {
 /// The template's `page` for `f` (its hosts already ordered by [`super::table::order`]):
 /// `tool_version`, `written_at`, `expect` (or empty), `hosts` and `verified` (counts), `exit`
 /// (`CODE (class)`), `odd` (the hosts that disagree, each an [`Odd`]) and `groups` (each a
-/// `label` and its `rows`, each a [`Row`]). The rows are made as the template reaches them,
+/// `label` and its `rows`, each a [`Row`]), `matrices` (the hosts whose play ran a matrix, in
+/// table order, each a [`MatrixRow`]). The rows are made as the template reaches them,
 /// never all at once.
 pub fn page(f: &Arc<FleetResult>) -> Value {
     let (order, groups) = grouped(f);
@@ -192,17 +240,22 @@ pub fn page(f: &Arc<FleetResult>) -> Value {
     let odd: Arc<[usize]> = (0..f.hosts.len())
         .filter(|&i| f.hosts[i].disagrees.is_some())
         .collect();
-    let lazy = |at: &Arc<[usize]>, range: std::ops::Range<usize>, odd: bool| {
+    let matrices: Arc<[usize]> = order
+        .iter()
+        .copied()
+        .filter(|&i| f.hosts[i].matrix.is_some())
+        .collect();
+    let lazy = |at: &Arc<[usize]>, range: std::ops::Range<usize>, item: Item| {
         Value::from_object(Lazy {
             f: f.clone(),
             at: at.clone(),
             range,
-            odd,
+            item,
         })
     };
     let groups: Vec<Value> = groups
         .into_iter()
-        .map(|(label, range)| context! { label => label, rows => lazy(&order, range, false) })
+        .map(|(label, range)| context! { label => label, rows => lazy(&order, range, Item::Row) })
         .collect();
     context! {
         tool_version => f.tool_version.clone(),
@@ -211,7 +264,8 @@ pub fn page(f: &Arc<FleetResult>) -> Value {
         hosts => f.hosts.len(),
         verified => f.hosts.iter().filter(|h| h.state == HostState::Verified).count(),
         exit => format!("{} ({})", f.exit_code, f.exit_class.as_str()),
-        odd => lazy(&odd, 0..odd.len(), true),
+        odd => lazy(&odd, 0..odd.len(), Item::Odd),
         groups => groups,
+        matrices => lazy(&matrices, 0..matrices.len(), Item::Matrix),
     }
 }
