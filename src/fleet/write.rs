@@ -158,6 +158,17 @@ mod tests {
                 diff_command: Some("netprobe diff b a".into()),
                 diff: Some("verdict CHANGED\n```\n".into()),
             }),
+            matrix: odd.then(|| FleetMatrix {
+                folder: format!("{name}/run/matrix"),
+                verified: false,
+                problems: vec!["part kernel: x".into()],
+                cells: vec![FleetCell {
+                    label: "runc 1.4.3 × CRIU 4.3".into(),
+                    verdict: VerdictCode::RuntimeEmptyNs,
+                    expected: None,
+                }],
+                exit: Some(0),
+            }),
         }
     }
 

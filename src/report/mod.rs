@@ -455,9 +455,9 @@ pub fn fleet_report_to(
         Err(e) if e.kind() == minijinja::ErrorKind::WriteFailure => {
             Err(std::io::Error::other(e.to_string()))
         }
-        Err(e) => write!(
+        Err(e) => writeln!(
             w,
-            "netprobe: the fleet report template failed: {}\n",
+            "netprobe: the fleet report template failed: {}",
             template::escape_html(&e.to_string())
         ),
     }

@@ -74,6 +74,7 @@ fn stripped(to: &Path) {
 }
 
 /// A fleet of this machine alone (`this-host`, `connection: local`), its files under `work`.
+#[allow(dead_code)] // tests/fleet.rs's; tests/vm.rs includes this file too
 pub fn local(work: &Path) -> Fleet {
     let binary = work.join("netprobe");
     stripped(&binary);
@@ -182,6 +183,7 @@ pub fn host<'a>(j: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
 
 /// Every file under `dir` with its bytes (the fleet folder before and after a play that must
 /// change nothing).
+#[allow(dead_code)] // tests/fleet.rs's; tests/vm.rs includes this file too
 pub fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let mut v = Vec::new();
     if !dir.exists() {
