@@ -9,12 +9,17 @@ static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
 
 /// Writes `text` to stdout (and a newline when `newline`), flushed. Never panics.
 pub fn emit(text: &str, newline: bool) {
+    emit_bytes(text.as_bytes(), newline);
+}
+
+/// [`emit`] of bytes (a file copied to stdout in blocks, whatever their UTF-8 boundaries).
+fn emit_bytes(bytes: &[u8], newline: bool) {
     if STDOUT_CLOSED.load(Ordering::Relaxed) {
         return;
     }
     let mut o = std::io::stdout().lock();
     let r = o
-        .write_all(text.as_bytes())
+        .write_all(bytes)
         .and_then(|()| if newline { o.write_all(b"\n") } else { Ok(()) })
         .and_then(|()| o.flush());
     if let Err(e) = r {
@@ -22,6 +27,23 @@ pub fn emit(text: &str, newline: bool) {
         if e.kind() != std::io::ErrorKind::BrokenPipe {
             eprintln!("netprobe: writing to stdout: {e}");
         }
+    }
+}
+
+/// Copies `r` to stdout in 64 KiB blocks (a written table printed without holding it whole),
+/// tolerating a closed stdout like [`raw`].
+///
+/// Errors: reading `r`.
+pub fn copy(mut r: impl std::io::Read) -> std::io::Result<()> {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match r.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        emit_bytes(&buf[..n], false);
     }
 }
 

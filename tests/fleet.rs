@@ -5,7 +5,16 @@
 //! is not an evidence folder, two folders claiming one host, a newer netprobe's folder — named
 //! in the table and the exit code; a DIR that is no fleet refused with nothing written;
 //! `netprobe report` of the fleet folder shows the same table; fleet.json validates against
-//! evidence-schema/fleet.schema.json. Needs root, CRIU and the runtimes in /opt (host/setup.sh).
+//! evidence-schema/fleet.schema.json. And the Ansible play (deploy/ansible/) for real against
+//! this machine alone (`connection: local`): `--check` changes nothing; a play given
+//! `netprobe_matrix_config` runs `netprobe run` and `netprobe matrix` and fetches both folders,
+//! which `netprobe fleet` verifies (the matrix in its own section; a tampered matrix makes the
+//! host NOT VERIFIED); the same run name again is refused with nothing changed. Needs root, CRIU
+//! and the runtimes in /opt, ansible-core (host/setup.sh --test-deps).
+
+#[allow(dead_code)]
+#[path = "common/fleet_play.rs"]
+mod fleet_play;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -258,4 +267,105 @@ fn a_dir_that_is_no_fleet_is_refused_with_nothing_written() {
         assert!(e.contains(needle), "{e}");
         assert!(!dir.join("fleet.json").exists());
     }
+}
+
+/// The play against this machine alone: `--check`, a matrix, the refused re-run.
+#[test]
+fn the_play_on_this_machine_with_a_matrix() {
+    let work = tempfile::tempdir().unwrap();
+    let f = fleet_play::local(work.path());
+    let config = work.path().join("matrix.toml");
+    fs::write(
+        &config,
+        "runtimes = [\"/opt/runc-1.4.3/sbin/runc\"]\ncrius = [\"/opt/criu-4.3/sbin/criu\"]\n\n[expect]\n\"*\" = \"runtime-empty-ns\"\n",
+    )
+    .unwrap();
+    let matrix = format!("netprobe_matrix_config={}", config.display());
+
+    // --check changes nothing: no fleet folder, nothing left on the host.
+    let o = f.play(&["--check", "-e", &matrix]);
+    fleet_play::ok(&o, "ansible-playbook --check");
+    assert!(!f.fleet.exists(), "--check created {}", f.fleet.display());
+    assert!(
+        !f.remote().exists(),
+        "--check created {}",
+        f.remote().display()
+    );
+
+    // The play with a matrix: the run and the matrix fetched side by side, both verified.
+    let o = f.play(&["-e", &matrix]);
+    fleet_play::ok(&o, "ansible-playbook");
+    let (rc, j, text) = f.fleet();
+    assert_eq!(rc, 0, "{text}");
+    let me = fleet_play::host(&j, "this-host");
+    assert_eq!(me["state"], "verified", "{text}");
+    assert_eq!(me["verdict"], "runtime-empty-ns", "{text}");
+    assert_eq!(me["run_exit"], 0, "{text}");
+    let m = &me["matrix"];
+    assert_eq!(m["verified"], true, "{text}");
+    assert_eq!(m["exit"], 0, "{text}");
+    let cells = m["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 1, "{m}");
+    assert_eq!(cells[0]["verdict"], "runtime-empty-ns", "{m}");
+    assert!(
+        cells[0]["label"].as_str().unwrap().contains("CRIU 4.3"),
+        "{m}"
+    );
+    let run = Path::new(me["evidence"].as_str().unwrap())
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    assert_eq!(m["folder"], run.join("matrix").display().to_string());
+    let rec: serde_json::Value =
+        serde_json::from_slice(&fs::read(f.fleet.join(&run).join("host-run.json")).unwrap())
+            .unwrap();
+    assert_eq!(rec["matrix_rc"], 0, "{rec}");
+    assert!(text.contains("### Matrices (1)"), "{text}");
+    assert!(
+        text.contains(": runtime-empty-ns | verified | 0 |"),
+        "{text}"
+    );
+    // The work folder of the run is gone.
+    assert_eq!(fs::read_dir(f.remote()).unwrap().count(), 0, "left here");
+
+    // Never over a fetched folder: the same run name again is refused, nothing changes.
+    let run_name = run.file_name().unwrap().to_string_lossy().into_owned();
+    let before = fleet_play::tree(&f.fleet.join("this-host"));
+    let o = f.play(&["-e", &matrix, "-e", &format!("fleet_run={run_name}")]);
+    assert!(!o.status.success());
+    let so = String::from_utf8_lossy(&o.stdout);
+    assert!(so.contains("a fetched folder is never overwritten"), "{so}");
+    assert_eq!(before, fleet_play::tree(&f.fleet.join("this-host")));
+
+    // The matrix tampered (a line removed from a cell's oci/dump.log): the host is NOT VERIFIED,
+    // the matrix named, exit 1.
+    let mdir = f.fleet.join(&run).join("matrix");
+    let cell = fs::read_dir(&mdir)
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with("cell-"))
+        .unwrap()
+        .path();
+    let dump = cell.join("oci/dump.log");
+    let log = fs::read_to_string(&dump).unwrap();
+    let mut lines: Vec<&str> = log.lines().collect();
+    lines.remove(lines.len() / 2);
+    fs::write(&dump, lines.join("\n") + "\n").unwrap();
+    let (rc, j, text) = f.fleet();
+    assert_eq!(rc, 1, "{text}");
+    let me = fleet_play::host(&j, "this-host");
+    assert_eq!(me["state"], "not-verified", "{text}");
+    assert_eq!(me["matrix"]["verified"], false, "{text}");
+    let reason = me["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("matrix ") && reason.contains("oci/dump.log"),
+        "{reason}"
+    );
+    assert!(text.contains("**NOT VERIFIED**"), "{text}");
+
+    // Nothing of the play left running.
+    assert!(
+        fleet_play::procs_mentioning(work.path().to_str().unwrap()).is_empty(),
+        "processes left"
+    );
 }

@@ -28,14 +28,17 @@ pub struct FleetCmd {
 impl Execute for FleetCmd {
     fn execute(self) -> ExitCode {
         let f = match netprobe::fleet::examine(&self.dir, self.expect) {
-            Ok(f) => f,
+            Ok(f) => std::sync::Arc::new(f),
             Err(e) => return fail(ExitClass::Usage, e),
         };
         let md = match netprobe::fleet::write(&self.dir, &f) {
             Ok(md) => md,
             Err(e) => return fail(ExitClass::Usage, e),
         };
-        super::out::raw(md);
+        // The table just written, printed from its file (never held whole).
+        if let Err(e) = std::fs::File::open(&md).and_then(super::out::copy) {
+            eprintln!("netprobe: {}: cannot print it: {e}", md.display());
+        }
         super::out::line(format!(
             "fleet: {}",
             self.dir.join(netprobe::fleet::model::FLEET_FILE).display()

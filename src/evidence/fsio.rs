@@ -18,6 +18,18 @@ use std::path::Path;
 ///
 /// Errors: any I/O error; the temporary file is removed on failure.
 pub fn replace_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    replace_atomic_with(path, |w| w.write_all(bytes))
+}
+
+/// [`replace_atomic`] of what `fill` writes (through a 64 KiB buffer): a document written part
+/// by part, never held whole. `fill`'s error (its own, or any I/O error as `E`) leaves `path`
+/// as it was.
+///
+/// Errors: `fill`'s, or any I/O error; the temporary file is removed on failure.
+pub fn replace_atomic_with<E: From<std::io::Error>>(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> Result<(), E>,
+) -> Result<(), E> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(
@@ -25,17 +37,20 @@ pub fn replace_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         std::process::id(),
         unix_nanos()
     ));
-    let res = (|| {
-        let mut f = OpenOptions::new()
+    let res = (|| -> Result<(), E> {
+        let f = OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o644)
             .custom_flags(libc::O_NOFOLLOW)
             .open(&tmp)?;
-        f.write_all(bytes)?;
+        let mut w = std::io::BufWriter::with_capacity(64 * 1024, f);
+        fill(&mut w)?;
+        let f = w.into_inner().map_err(|e| e.into_error())?;
         f.sync_all()?;
         fs::rename(&tmp, path)?;
-        fsync_dir(dir)
+        fsync_dir(dir)?;
+        Ok(())
     })();
     if res.is_err() {
         let _ = fs::remove_file(&tmp);

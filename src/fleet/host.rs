@@ -1,7 +1,7 @@
 //! One host's row: its evidence folder verified as `netprobe verify` does
 //! ([`crate::probe::verify::verify`]), its recorded facts read, its state decided.
 
-use super::model::{FleetBinary, FleetHost, FleetRung, HostState};
+use super::model::{FleetBinary, FleetCell, FleetHost, FleetMatrix, FleetRung, HostState};
 use super::scan::Candidate;
 use crate::evidence::fsio;
 use crate::evidence::result::{BinaryFacts, RESULT_FILE, RunResult, SCHEMA_VERSION};
@@ -61,6 +61,7 @@ fn bare(c: &Candidate, root: &Path, state: HostState, reason: Option<String>) ->
         run_exit: c.run_exit,
         doctor_exit: c.doctor_exit,
         disagrees: None,
+        matrix: None,
     }
 }
 
@@ -86,9 +87,64 @@ fn facts(row: &mut FleetHost, result: &RunResult) {
         .collect();
 }
 
-/// Verifies one host (`root` is the fleet folder). Never fails: every problem is the row's
-/// state and reason.
+/// Verifies one host (`root` is the fleet folder): its evidence folder and, when the play ran
+/// one, its matrix folder (a matrix that does not reproduce makes a verified host NOT
+/// VERIFIED, its first problem the reason). Never fails: every problem is the row's state and
+/// reason.
 pub fn examine(c: &Candidate, root: &Path) -> FleetHost {
+    let mut row = examine_run(c, root);
+    if let Some(dir) = &c.matrix {
+        let m = matrix(dir, root, c.matrix_exit);
+        if !m.verified && row.state == HostState::Verified {
+            row.state = HostState::NotVerified;
+            row.reason = m
+                .problems
+                .first()
+                .map(|p| format!("matrix {}: {p}", m.folder));
+        }
+        row.matrix = Some(m);
+    }
+    row
+}
+
+/// The matrix folder `dir` verified as `netprobe verify` of a matrix folder does, with its
+/// cells as `matrix.json` records them.
+fn matrix(dir: &Path, root: &Path, exit: Option<i64>) -> FleetMatrix {
+    let (mut problems, verified) = match crate::matrix::table::verify_matrix(dir) {
+        Ok((p, _)) => {
+            let ok = p.is_empty();
+            (p, ok)
+        }
+        Err(e) => (vec![e.to_string()], false),
+    };
+    if problems.len() > MAX_MISMATCHES {
+        let more = problems.len() - MAX_MISMATCHES;
+        problems.truncate(MAX_MISMATCHES);
+        problems.push(format!("… and {more} more (`netprobe verify`)"));
+    }
+    let cells = crate::matrix::model::load_matrix(dir)
+        .map(|m| {
+            m.cells
+                .into_iter()
+                .map(|c| FleetCell {
+                    label: c.label,
+                    verdict: c.verdict,
+                    expected: c.expected,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    FleetMatrix {
+        folder: rel(root, dir),
+        verified,
+        problems,
+        cells,
+        exit,
+    }
+}
+
+/// The row of a host's evidence folder alone.
+fn examine_run(c: &Candidate, root: &Path) -> FleetHost {
     if let Some(msg) = &c.unreachable {
         return bare(c, root, HostState::Unreachable, Some(msg.clone()));
     }

@@ -7,15 +7,17 @@
 //! names, hosts that differ from `--expect` or from their peers, order, exit code), each
 //! disagreeing host gets the `netprobe diff` against a host that agrees, and the result is
 //! written as `fleet.json` (`evidence-schema/fleet.schema.json`), `fleet.md` and `fleet.html`
-//! (`templates/fleet.{md,html}` via [`crate::report::fleet_report`]). Those three are derived
-//! views, regenerated whole (temporary name, then rename) by every `fleet`; nothing else in DIR
-//! is written. Memory: one row per host (a few hundred bytes), whatever the evidence holds.
+//! (`templates/fleet.{md,html}` via [`crate::report::fleet_report_to`]), each streamed into its
+//! file host by host ([`write`](mod@write)). Those three are derived views, regenerated whole
+//! (temporary name, then rename) by every `fleet`; nothing else in DIR is written. Memory: one
+//! row per host (a few hundred bytes), whatever the evidence holds; no document is held whole.
 
 pub mod host;
 pub mod model;
 pub mod scan;
 pub mod table;
 pub mod view;
+pub mod write;
 
 use crate::evidence::fsio;
 use crate::evidence::result::VerdictCode;
@@ -23,6 +25,7 @@ use crate::exit::ExitClass;
 use model::{FleetHost, FleetResult};
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Why `netprobe fleet` could not make a table (exit 2, nothing written).
 #[derive(Debug, thiserror::Error)]
@@ -137,32 +140,15 @@ fn add_diffs(dir: &Path, rows: &mut [FleetHost]) {
     }
 }
 
-/// Writes `fleet.json` (validated first), `fleet.md` and `fleet.html` into `dir`, each
-/// replacing the previous one whole, one at a time (each buffer dropped before the next is
-/// made: the peak is one document, not three). Returns the Markdown. Errors:
-/// [`FleetError::Schema`], [`FleetError::Write`].
-pub fn write(dir: &Path, f: &FleetResult) -> Result<String, FleetError> {
-    static V: std::sync::LazyLock<jsonschema::Validator> = std::sync::LazyLock::new(|| {
-        crate::evidence::schema::compile("fleet.schema.json", model::FLEET_SCHEMA)
-    });
-    let put = |name: &str, bytes: &[u8]| {
-        let path = dir.join(name);
-        fsio::replace_atomic(&path, bytes).map_err(|source| FleetError::Write { path, source })
-    };
-    let json = {
-        let v = serde_json::to_value(f).map_err(|e| FleetError::Schema(e.to_string()))?;
-        crate::evidence::schema::validate_with(&V, &v)
-            .map_err(|e| FleetError::Schema(e.join("; ")))?;
-        serde_json::to_vec_pretty(&v).map_err(|e| FleetError::Schema(e.to_string()))?
-    };
-    put(model::FLEET_FILE, &json)?;
-    drop(json);
-    put(
-        model::FLEET_HTML,
-        crate::report::fleet_report(f, crate::report::Format::Html).as_bytes(),
-    )?;
-    let md = crate::report::fleet_report(f, crate::report::Format::Markdown);
-    put(model::FLEET_MD, md.as_bytes())?;
+/// Writes `fleet.json` (each host validated against the schema before it is written),
+/// `fleet.md` and `fleet.html` into `dir`, each replacing the previous one whole, each written
+/// one host at a time ([`write`](mod@write): never a whole document in memory). Returns the
+/// Markdown table's path. Errors: [`FleetError::Schema`], [`FleetError::Write`].
+pub fn write(dir: &Path, f: &Arc<FleetResult>) -> Result<PathBuf, FleetError> {
+    write::json(&dir.join(model::FLEET_FILE), f)?;
+    write::table(&dir.join(model::FLEET_HTML), f, crate::report::Format::Html)?;
+    let md = dir.join(model::FLEET_MD);
+    write::table(&md, f, crate::report::Format::Markdown)?;
     Ok(md)
 }
 
@@ -174,24 +160,19 @@ pub fn is_fleet_folder(dir: &Path) -> bool {
 
 /// `netprobe report DIR` of a fleet folder: the hosts verified again (never the recorded
 /// `fleet.json` taken on trust; its `expect` reused), the same table written as `report.md` or
-/// `report.html` (replacing the previous one whole). Returns the file written and the result.
-/// Errors: those of [`examine`], [`FleetError::Write`].
+/// `report.html` (replacing the previous one whole, row by row). Returns the file written and
+/// the result. Errors: those of [`examine`], [`FleetError::Write`].
 pub fn report(
     dir: &Path,
     format: crate::report::Format,
-) -> Result<(PathBuf, FleetResult), FleetError> {
+) -> Result<(PathBuf, Arc<FleetResult>), FleetError> {
     let expect = fsio::read_recorded(&dir.join(model::FLEET_FILE))
         .ok()
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
         .and_then(|v| v["expect"].as_str().and_then(VerdictCode::parse));
-    let f = examine(dir, expect)?;
+    let f = Arc::new(examine(dir, expect)?);
     let path = dir.join(format.file_name());
-    fsio::replace_atomic(&path, crate::report::fleet_report(&f, format).as_bytes()).map_err(
-        |source| FleetError::Write {
-            path: path.clone(),
-            source,
-        },
-    )?;
+    write::table(&path, &f, format)?;
     Ok((path, f))
 }
 

@@ -133,6 +133,38 @@ pub struct FleetHost {
     pub doctor_exit: Option<i64>,
     /// Set when the host is named first.
     pub disagrees: Option<Disagreement>,
+    /// The matrix the play ran on the host (`netprobe_matrix_config`), verified; absent (not
+    /// written) when it ran none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matrix: Option<FleetMatrix>,
+}
+
+/// A host's matrix folder (`netprobe matrix`, fetched by the play beside the evidence folder),
+/// verified as `netprobe verify` of a matrix folder does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetMatrix {
+    /// The matrix folder, relative to the fleet folder.
+    pub folder: String,
+    /// Whether every part, cell verdict and file of the matrix reproduces.
+    pub verified: bool,
+    /// Every problem `verify` found (at most 20, then a count), or why `matrix.json` could not
+    /// be read.
+    pub problems: Vec<String>,
+    /// Each cell as `matrix.json` records it (its verdict recomputed by `verify`).
+    pub cells: Vec<FleetCell>,
+    /// `netprobe matrix`'s exit code as the Ansible record has it.
+    pub exit: Option<i64>,
+}
+
+/// One cell of a host's matrix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetCell {
+    /// `runtime × CRIU` label.
+    pub label: String,
+    /// Its verdict.
+    pub verdict: VerdictCode,
+    /// Its expected verdict (the config's `[expect]`), if any.
+    pub expected: Option<VerdictCode>,
 }
 
 /// `fleet.json`.

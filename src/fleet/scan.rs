@@ -4,8 +4,9 @@
 //! DaemonSet or a CI matrix writes per node) or the folder the Ansible role fetches into
 //! (`deploy/ansible/`): one sub-folder per play run, named by its UTC start (`20261207T221500Z`),
 //! the newest of which is used. A play run's folder holds `host-run.json` (the exit codes of
-//! `netprobe doctor` and `netprobe run`) and `evidence/` (the fetched evidence folder), or
-//! `unreachable.json` (Ansible's reason) when the host could not be reached.
+//! `netprobe doctor` and `netprobe run`, and of `netprobe matrix` when it ran) and `evidence/`
+//! (the fetched evidence folder) with, when the play ran a matrix, `matrix/` (the matrix
+//! folder), or `unreachable.json` (Ansible's reason) when the host could not be reached.
 
 use crate::evidence::fsio;
 use crate::evidence::result::RESULT_FILE;
@@ -17,6 +18,9 @@ pub const HOST_RUN_FILE: &str = "host-run.json";
 pub const UNREACHABLE_FILE: &str = "unreachable.json";
 /// The fetched evidence folder inside a play run's folder.
 pub const EVIDENCE_DIR: &str = "evidence";
+/// The fetched matrix folder inside a play run's folder (`netprobe matrix`, when the play was
+/// given `netprobe_matrix_config`).
+pub const MATRIX_DIR: &str = "matrix";
 
 /// One host folder as found, before any evidence is read.
 #[derive(Debug, Clone)]
@@ -31,6 +35,10 @@ pub struct Candidate {
     pub run_exit: Option<i64>,
     /// `netprobe doctor`'s exit code as recorded by the play.
     pub doctor_exit: Option<i64>,
+    /// The play run's matrix folder (absolute), when the play ran `netprobe matrix`.
+    pub matrix: Option<PathBuf>,
+    /// `netprobe matrix`'s exit code as recorded by the play.
+    pub matrix_exit: Option<i64>,
     /// Ansible's reason when the host was unreachable.
     pub unreachable: Option<String>,
     /// Why no evidence folder can be named (an empty host folder, a play run that left no
@@ -64,6 +72,8 @@ pub fn candidate(folder: &Path, rel: &str) -> Candidate {
         evidence: None,
         run_exit: None,
         doctor_exit: None,
+        matrix: None,
+        matrix_exit: None,
         unreachable: None,
         problem: None,
     };
@@ -113,6 +123,10 @@ pub fn candidate(folder: &Path, rel: &str) -> Candidate {
         }
         c.run_exit = r["run_rc"].as_i64();
         c.doctor_exit = r["doctor_rc"].as_i64();
+        c.matrix_exit = r["matrix_rc"].as_i64();
+    }
+    if run.join(MATRIX_DIR).is_dir() {
+        c.matrix = Some(run.join(MATRIX_DIR));
     }
     let ev = run.join(EVIDENCE_DIR);
     if ev.is_dir() {

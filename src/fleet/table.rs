@@ -132,15 +132,21 @@ pub fn order(rows: &mut [FleetHost]) {
     rows.sort_by_key(key);
 }
 
-/// The exit class, as `matrix`'s (docs/REFERENCE.md's table): 1 a host NOT VERIFIED, a verdict that differs
-/// from `--expect` or from its peers, or a host whose `netprobe run` exited 1; else 2 a host
-/// folder that is bad input (not an evidence folder, a duplicate host, a newer netprobe's); else
-/// 3 a host whose `netprobe run` was refused (exit 3); else 4 a host unreachable or whose run
+/// The exit class, as `matrix`'s (docs/REFERENCE.md's table): 1 a host NOT VERIFIED (its evidence or its
+/// matrix), a verdict that differs from `--expect` or from its peers, or a host whose
+/// `netprobe run` or `netprobe matrix` exited 1; else 2 a host folder that is bad input (not an
+/// evidence folder, a duplicate host, a newer netprobe's); else 3 a host whose `netprobe run` or
+/// `netprobe matrix` was refused (exit 3); else 4 a host unreachable or whose run or matrix
 /// could not run (exit 4, or any other non-zero exit); else 0.
 pub fn exit_class(rows: &[FleetHost]) -> ExitClass {
     let any = |f: &dyn Fn(&FleetHost) -> bool| rows.iter().any(f);
-    if any(&|r| r.state == HostState::NotVerified || r.disagrees.is_some() || r.run_exit == Some(1))
-    {
+    let matrix_exit = |r: &FleetHost| r.matrix.as_ref().and_then(|m| m.exit);
+    if any(&|r| {
+        r.state == HostState::NotVerified
+            || r.disagrees.is_some()
+            || r.run_exit == Some(1)
+            || matrix_exit(r) == Some(1)
+    }) {
         ExitClass::Gate
     } else if any(&|r| {
         matches!(
@@ -149,9 +155,13 @@ pub fn exit_class(rows: &[FleetHost]) -> ExitClass {
         ) && !(r.run_exit.is_some_and(|x| x != 0) && r.evidence.is_none())
     }) {
         ExitClass::Usage
-    } else if any(&|r| r.run_exit == Some(3)) {
+    } else if any(&|r| r.run_exit == Some(3) || matrix_exit(r) == Some(3)) {
         ExitClass::HostRefused
-    } else if any(&|r| r.state == HostState::Unreachable || r.run_exit.is_some_and(|x| x != 0)) {
+    } else if any(&|r| {
+        r.state == HostState::Unreachable
+            || r.run_exit.is_some_and(|x| x != 0)
+            || matrix_exit(r).is_some_and(|x| x != 0)
+    }) {
         ExitClass::CouldNotRun
     } else {
         ExitClass::Ok
@@ -185,6 +195,7 @@ mod tests {
             run_exit: Some(0),
             doctor_exit: Some(0),
             disagrees: None,
+            matrix: None,
         }
     }
 

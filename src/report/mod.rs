@@ -443,20 +443,29 @@ pub fn matrix_report(m: &crate::matrix::model::MatrixResult, format: Format) -> 
 /// The fleet table of `f` (`netprobe fleet`, and `netprobe report` of a fleet folder): hosts
 /// that differ first with their `netprobe diff`, then the hosts grouped by verdict (or state):
 /// kernel, cgroup mode, runtime and CRIU (version, sha256), verdict, each rung's status,
-/// verified or not and why — from `templates/fleet.{md,html}`, escaped on output. Never fails
-/// (should the template ever fail, the text says so).
-pub fn fleet_report(f: &crate::fleet::model::FleetResult, format: Format) -> String {
-    let page = crate::fleet::view::FleetPage::new(f);
+/// verified or not and why — from `templates/fleet.{md,html}`, escaped on output, written into
+/// `w` one row at a time (never held whole). Should the template ever fail, the text says so
+/// where it stopped. Errors: only writing `w`.
+pub fn fleet_report_to(
+    f: &std::sync::Arc<crate::fleet::model::FleetResult>,
+    format: Format,
+    w: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
     let name = match format {
         Format::Markdown => template::FLEET_MD,
         Format::Html => template::FLEET_HTML,
     };
-    template::render_fleet(name, &page).unwrap_or_else(|e| {
-        format!(
-            "netprobe: the fleet report template failed: {}\n",
+    match template::render_fleet_to(name, crate::fleet::view::page(f), w) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == minijinja::ErrorKind::WriteFailure => {
+            Err(std::io::Error::other(e.to_string()))
+        }
+        Err(e) => writeln!(
+            w,
+            "netprobe: the fleet report template failed: {}",
             template::escape_html(&e.to_string())
-        )
-    })
+        ),
+    }
 }
 
 /// [`matrix_report`] with what `netprobe verify` found on the matrix folder, if asked.

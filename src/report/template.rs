@@ -117,14 +117,18 @@ pub(crate) fn render_slot(name: &str, page: &super::slot_view::SlotPage) -> Resu
         .render(minijinja::context! { page => Value::from(Serde(page)) })
 }
 
-/// Renders fleet template `name` ([`FLEET_HTML`] or [`FLEET_MD`]) with `page`. Errors: only
-/// on a template bug (a missing field), which the fleet tests catch.
-pub(crate) fn render_fleet(
+/// Renders fleet template `name` ([`FLEET_HTML`] or [`FLEET_MD`]) with `page`
+/// ([`crate::fleet::view::page`]) straight into `w`, row by row. Errors: a template bug (a
+/// missing field), which the fleet tests catch, or writing `w` (kind `WriteFailure`, the I/O
+/// error its source).
+pub(crate) fn render_fleet_to(
     name: &str,
-    page: &crate::fleet::view::FleetPage,
-) -> Result<String, Error> {
+    page: Value,
+    w: &mut dyn std::io::Write,
+) -> Result<(), Error> {
     ENV.get_template(name)?
-        .render(minijinja::context! { page => Value::from(Serde(page)) })
+        .render_captured_to(minijinja::context! { page => page }, w)
+        .map(drop)
 }
 
 /// Escapes `& < > " '` for HTML text and attribute values; control characters other than
