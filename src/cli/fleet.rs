@@ -10,12 +10,13 @@ use std::process::ExitCode;
 /// Verify every host's evidence folder of a fleet folder (on all cores) and put them side by side.
 ///
 /// DIR holds one folder per host: an evidence folder (a DaemonSet's or CI matrix's), or the
-/// folders deploy/ansible/ fetches (DIR/<host>/<run>/evidence, the newest run used). Writes
-/// DIR/fleet.json, DIR/fleet.md and DIR/fleet.html (regenerated whole each time) and prints the
-/// Markdown table.
+/// folders deploy/ansible/ fetches (DIR/<host>/<run>/evidence, the newest run used; with
+/// DIR/<host>/<run>/matrix when the play ran a matrix, verified too and listed under "Matrices").
+/// Writes DIR/fleet.json, DIR/fleet.md and DIR/fleet.html (regenerated whole each time) and
+/// prints the Markdown table.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Example:\n  netprobe fleet fleet/ --expect runtime-empty-ns\n\nExit codes (as matrix's): 0 every host verified and agreeing; 1 a host NOT VERIFIED, a verdict that differs from --expect or from its peers (same kernel, runtime and CRIU), or a host's run exited 1; 2 DIR unusable, or a host folder that is not an evidence folder, a duplicate host name, a newer netprobe's; 3 a host's run was refused; 4 a host unreachable or whose run could not run.\n"
+    after_help = "Example:\n  netprobe fleet fleet/ --expect runtime-empty-ns\n\nExit codes (as matrix's): 0 every host verified and agreeing; 1 a host NOT VERIFIED (its evidence or its matrix), a verdict that differs from --expect or from its peers (same kernel, runtime and CRIU), or a host's run or matrix exited 1 (run_rc, matrix_rc); 2 DIR unusable, or a host folder that is not an evidence folder, a duplicate host name, a newer netprobe's; 3 a host's run or matrix was refused (exit 3); 4 a host unreachable or whose run or matrix could not run (exit 4 or another non-zero code).\n"
 )]
 pub struct FleetCmd {
     /// The fleet folder (the playbook's fleet_dir).
