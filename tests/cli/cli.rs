@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-const EXE: &str = env!("CARGO_BIN_EXE_netprobe");
+use crate::common::EXE;
 
 fn run(args: &[&str]) -> (Option<i32>, String, String) {
     let o = Command::new(EXE).args(args).output().unwrap();
@@ -16,6 +16,7 @@ fn run(args: &[&str]) -> (Option<i32>, String, String) {
 
 #[test]
 fn every_subcommand_help_shows_an_example() {
+    let _baton = crate::common::baton(module_path!());
     for sub in [
         "run",
         "verify",
@@ -45,6 +46,7 @@ fn every_subcommand_help_shows_an_example() {
 
 #[test]
 fn completions_and_man_page_are_generated() {
+    let _baton = crate::common::baton(module_path!());
     let (code, out, _) = run(&["completions", "bash"]);
     assert_eq!(code, Some(0));
     assert!(out.contains("_netprobe") && out.contains("verify"), "{out}");
@@ -55,6 +57,7 @@ fn completions_and_man_page_are_generated() {
 
 #[test]
 fn usage_errors_exit_2() {
+    let _baton = crate::common::baton(module_path!());
     let (code, _, err) = run(&["frobnicate"]);
     assert_eq!(code, Some(2), "{err}");
     let (code, _, err) = run(&["run", "--expect", "maybe"]);
@@ -80,6 +83,7 @@ fn usage_errors_exit_2() {
 
 #[test]
 fn verify_of_an_interrupted_run_says_so() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(
         tmp.path().join("interrupted.txt"),
@@ -107,6 +111,7 @@ fn verify_of_an_interrupted_run_says_so() {
 /// slot error document on stdout. Nothing is created.
 #[test]
 fn slot_verbs_take_only_their_own_flags() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let sd = tmp.path().join("state");
     let sd = sd.to_str().unwrap();
@@ -240,6 +245,7 @@ fn slot_verbs_take_only_their_own_flags() {
 
 #[test]
 fn a_step_timeout_that_is_not_a_number_is_refused_before_anything_runs() {
+    let _baton = crate::common::baton(module_path!());
     for bad in ["abc", "0", "-5", "1e99999"] {
         let o = Command::new(EXE)
             .args(["completions", "bash"])
@@ -267,6 +273,7 @@ fn a_step_timeout_that_is_not_a_number_is_refused_before_anything_runs() {
 
 #[test]
 fn verify_of_a_slot_folder_points_to_report() {
+    let _baton = crate::common::baton(module_path!());
     let d = tempfile::tempdir().unwrap();
     let sd = d.path().join("state");
     let slot = sd.join("slot-3");
@@ -309,6 +316,7 @@ fn verify_of_a_slot_folder_points_to_report() {
 /// runs as shown: the path is quoted (unquoted, `netprobe report` would get two arguments).
 #[test]
 fn a_printed_command_quotes_a_path_with_a_space() {
+    let _baton = crate::common::baton(module_path!());
     let d = tempfile::tempdir().unwrap();
     let slot = d.path().join("with space/state/slot-3");
     std::fs::create_dir_all(slot.join("evidence")).unwrap();
@@ -340,6 +348,7 @@ fn a_printed_command_quotes_a_path_with_a_space() {
 /// folder earlier in it (`netprobe run` writes no fixed folder such as `evidence/last`).
 #[test]
 fn every_probe_evidence_example_names_a_folder_a_run_in_it_wrote() {
+    let _baton = crate::common::baton(module_path!());
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     let mut examples: Vec<(String, String)> = ["slot", "provision"]
@@ -398,6 +407,7 @@ fn every_probe_evidence_example_names_a_folder_a_run_in_it_wrote() {
 /// skip it), refused as a request to configure CRIU — not "present".
 #[test]
 fn doctor_names_a_criu_config_variable_without_a_file() {
+    let _baton = crate::common::baton(module_path!());
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_netprobe"))
         .arg("doctor")
         .env("CRIU_CONFIG_FILE", "/nonexistent/netprobe-test.conf")

@@ -4,7 +4,7 @@
 
 use std::process::{Command, Stdio};
 
-const EXE: &str = env!("CARGO_BIN_EXE_netprobe");
+use crate::common::EXE;
 
 /// Runs netprobe with `args` twice: stdout a pipe whose read end is closed, and stdout a normal
 /// pipe. Returns (exit code closed, stderr closed, exit code open).
@@ -32,6 +32,7 @@ fn closed_vs_open(args: &[&str]) -> (Option<i32>, String, Option<i32>) {
 
 #[test]
 fn closed_stdout_is_quiet_for_every_printing_command() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let sd = tmp.path().join("no-such-state-dir");
     let sd = sd.to_string_lossy().to_string();

@@ -40,6 +40,7 @@ fn minimal_result() -> RunResult {
 
 #[test]
 fn create_refuses_non_empty_folders_and_creates_parents() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let deep = tmp.path().join("a/b/c");
     let ev = EvidenceDir::create(&deep).unwrap();
@@ -63,6 +64,7 @@ fn create_refuses_non_empty_folders_and_creates_parents() {
 
 #[test]
 fn write_is_atomic_and_never_overwrites() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let ev = EvidenceDir::create(&tmp.path().join("ev")).unwrap();
     let a = ev.write("criu/request.bin", b"").unwrap();
@@ -89,6 +91,7 @@ fn write_is_atomic_and_never_overwrites() {
 
 #[test]
 fn write_json_is_pretty_with_newline() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let ev = EvidenceDir::create(&tmp.path().join("ev")).unwrap();
     ev.write_json("host.json", &serde_json::json!({"a": [1]}))
@@ -99,6 +102,7 @@ fn write_json_is_pretty_with_newline() {
 
 #[test]
 fn rung_dir_adopt_and_inventory() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("images");
     fs::create_dir_all(src.join("sub")).unwrap();
@@ -166,6 +170,7 @@ fn rung_dir_adopt_and_inventory() {
 
 #[test]
 fn invalid_result_is_not_written() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let ev = EvidenceDir::create(&tmp.path().join("ev")).unwrap();
     let mut r = minimal_result();
@@ -178,6 +183,7 @@ fn invalid_result_is_not_written() {
 
 #[test]
 fn read_result_and_open_fail_clearly() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let missing = tmp.path().join("nope");
     assert!(matches!(
@@ -200,6 +206,7 @@ fn read_result_and_open_fail_clearly() {
 
 #[test]
 fn default_path_is_utc_stamp_and_pid() {
+    let _baton = crate::common::baton(module_path!());
     let p = default_path(std::path::Path::new("/var/lib/netprobe"));
     let name = p.file_name().unwrap().to_str().unwrap();
     let (stamp, pid) = name.split_once('-').unwrap();

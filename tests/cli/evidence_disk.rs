@@ -11,15 +11,14 @@
 //!   no false alarm), keeps the phase its work left; and a finished verb's files, listed with
 //!   their sha256 in its `verb.json`, are each checked by `netprobe report`.
 
-#[path = "common/slot_support.rs"]
-mod slot_support;
+use crate::common::slot_support;
 
 use slot_support::{assert_released, cli, cli_slot, holder_pids, serial};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const EXE: &str = env!("CARGO_BIN_EXE_netprobe");
+use crate::common::EXE;
 
 /// A tmpfs mounted at a fresh directory; unmounted on drop.
 struct Tmpfs {
@@ -28,10 +27,7 @@ struct Tmpfs {
 
 impl Tmpfs {
     fn new(opts: &str) -> Tmpfs {
-        assert!(
-            nix::unistd::geteuid().is_root(),
-            "needs root (mount); CI runs it as root"
-        );
+        crate::common::require_root();
         let dir = tempfile::tempdir().unwrap();
         let st = Command::new("mount")
             .args(["-t", "tmpfs", "-o", opts, "netprobe-test"])
@@ -70,6 +66,7 @@ fn netprobe(args: &[&str]) -> (Option<i32>, String) {
 
 #[test]
 fn read_only_evidence_folder_same_class_existing_or_new() {
+    let _baton = crate::common::baton(module_path!());
     let fs = Tmpfs::new("size=1m,mode=0755");
     std::fs::create_dir(fs.path().join("empty")).unwrap();
     let st = Command::new("mount")
@@ -104,6 +101,7 @@ fn read_only_evidence_folder_same_class_existing_or_new() {
 
 #[test]
 fn a_run_that_fills_the_disk_leaves_incomplete_txt_named_by_verify_and_report() {
+    let _baton = crate::common::baton(module_path!());
     // Big enough for the first files, too small for the criu rung's images.
     let fs = Tmpfs::new("size=64k,mode=0755");
     let ev = fs.path().join("ev");
@@ -151,6 +149,7 @@ fn pages_without_result(dir: &Path) -> u64 {
 
 #[test]
 fn a_full_disk_at_the_final_write_of_the_result_exits_2_and_names_the_file() {
+    let _baton = crate::common::baton(module_path!());
     // A kernel run measured on a roomy tmpfs; then one on a tmpfs that holds its files and
     // `incomplete.txt` with a page to spare, where the result (two pages) no longer fits.
     let roomy = Tmpfs::new("size=1m,mode=0755");
@@ -202,6 +201,7 @@ fn a_full_disk_at_the_final_write_of_the_result_exits_2_and_names_the_file() {
 /// line of its own and is not flagged; a line that is not an entry is.
 #[test]
 fn a_journal_entry_that_finds_the_disk_full_is_undone_not_left_half() {
+    let _baton = crate::common::baton(module_path!());
     use netprobe::slot::layout::{journal_append, journal_bad_lines, journal_read};
     let fs = Tmpfs::new("size=64k");
     let j = fs.path().join("journal.jsonl");
@@ -341,6 +341,7 @@ fn journal_of(slot: &Path, name: &str) -> Vec<netprobe::slot::layout::JournalEnt
 /// finished verb's listed file edited is named by `netprobe report` (exit 1).
 #[test]
 fn a_slot_verb_on_a_full_state_directory_claims_no_evidence_it_did_not_write() {
+    let _baton = crate::common::baton(module_path!());
     let _serial = serial();
     let fs = Tmpfs::new("size=24m,mode=0755");
     let sd = fs.path().join("state");
@@ -422,6 +423,7 @@ fn a_slot_verb_on_a_full_state_directory_claims_no_evidence_it_did_not_write() {
 /// filesystem and pointing to `slot status` — with no `verb.json` sha256 in the journal.
 #[test]
 fn a_verb_whose_work_succeeded_into_a_full_evidence_folder_fails_and_keeps_its_phase() {
+    let _baton = crate::common::baton(module_path!());
     let _serial = serial();
     let fs = Tmpfs::new("size=32m,mode=0755");
     let sd = fs.path().join("state");

@@ -11,7 +11,7 @@
 //! - `run --part-of-matrix DIR` (what `netprobe matrix` passes its parts) from a process that is
 //!   not the part of a matrix running in DIR is refused (exit 2), and nothing is created.
 
-mod common;
+use crate::common;
 use common::cli::{netprobe, text};
 use std::path::Path;
 
@@ -43,6 +43,7 @@ fn assert_inside(o: &std::process::Output, input: &Path, folder: &Path, marker: 
 
 #[test]
 fn a_new_evidence_folder_inside_one_netprobe_wrote_is_refused() {
+    let _baton = crate::common::baton(module_path!());
     common::require_root();
     let tmp = tempfile::tempdir().unwrap();
     let ev = tmp.path().join("ev");
@@ -101,6 +102,7 @@ fn a_new_evidence_folder_inside_one_netprobe_wrote_is_refused() {
 
 #[test]
 fn a_symlinked_evidence_folder_is_refused_with_its_real_path() {
+    let _baton = crate::common::baton(module_path!());
     common::require_root();
     let tmp = tempfile::tempdir().unwrap();
     let real = tmp.path().join("real");
@@ -123,6 +125,7 @@ fn a_symlinked_evidence_folder_is_refused_with_its_real_path() {
 
 #[test]
 fn verify_of_a_file_asks_for_the_evidence_folder() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let ev = tmp.path().join("ev");
     std::fs::create_dir_all(ev.join("kernel")).unwrap();
@@ -160,6 +163,7 @@ fn verify_of_a_file_asks_for_the_evidence_folder() {
 /// non-empty folder, and one inside a folder netprobe wrote. Nothing runs.
 #[test]
 fn cgroup_evidence_refusals_exit_2() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let full = tmp.path().join("full");
     std::fs::create_dir(&full).unwrap();
@@ -190,6 +194,7 @@ type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str, &'a str);
 /// saying why, and nothing is created.
 #[test]
 fn a_run_cannot_pass_for_a_matrix_part() {
+    let _baton = crate::common::baton(module_path!());
     common::require_root();
     let tmp = tempfile::tempdir().unwrap();
     let dead =

@@ -115,6 +115,7 @@ fn assert_names(errors: &[String], pointer: &str) {
 
 #[test]
 fn a_constructed_result_validates_and_round_trips() {
+    let _baton = crate::common::baton(module_path!());
     let r = sample();
     let v = serde_json::to_value(&r).unwrap();
     validate_result(&v).unwrap();
@@ -124,6 +125,7 @@ fn a_constructed_result_validates_and_round_trips() {
 
 #[test]
 fn every_enum_value_validates() {
+    let _baton = crate::common::baton(module_path!());
     let mut r = sample();
     for code in VerdictCode::ALL {
         r.verdict.code = code;
@@ -136,6 +138,7 @@ fn every_enum_value_validates() {
 
 #[test]
 fn wrong_enum_names_the_pointer() {
+    let _baton = crate::common::baton(module_path!());
     let mut v = serde_json::to_value(sample()).unwrap();
     v["rungs"][2]["status"] = json!("maybe");
     assert_names(&errors_of(&v), "/rungs/2/status");
@@ -149,6 +152,7 @@ fn wrong_enum_names_the_pointer() {
 
 #[test]
 fn missing_field_names_the_object() {
+    let _baton = crate::common::baton(module_path!());
     let mut v = serde_json::to_value(sample()).unwrap();
     v["rungs"][1].as_object_mut().unwrap().remove("error");
     let e = errors_of(&v);
@@ -161,6 +165,7 @@ fn missing_field_names_the_object() {
 
 #[test]
 fn bad_sha_names_the_pointer() {
+    let _baton = crate::common::baton(module_path!());
     let mut v = serde_json::to_value(sample()).unwrap();
     v["artifacts"][0]["sha256"] = json!(SHA.to_uppercase());
     assert_names(&errors_of(&v), "/artifacts/0/sha256");
@@ -174,6 +179,7 @@ fn bad_sha_names_the_pointer() {
 
 #[test]
 fn bad_timestamps_unknown_fields_and_types_fail() {
+    let _baton = crate::common::baton(module_path!());
     let mut v = serde_json::to_value(sample()).unwrap();
     v["started_at"] = json!("yesterday");
     assert_names(&errors_of(&v), "/started_at");
@@ -193,6 +199,7 @@ fn bad_timestamps_unknown_fields_and_types_fail() {
 
 #[test]
 fn holder_schema() {
+    let _baton = crate::common::baton(module_path!());
     let good = json!({
         "schema_version": 1,
         "pid": 4242,
@@ -218,6 +225,7 @@ fn holder_schema() {
 
 #[test]
 fn nullable_fields_accept_null_and_check_values() {
+    let _baton = crate::common::baton(module_path!());
     let mut v = serde_json::to_value(sample()).unwrap();
     v["host"]["criu"] = Value::Null;
     v["pins"][0]["pinned_sha256"] = Value::Null;

@@ -8,6 +8,7 @@ use std::ffi::OsStr;
 
 #[test]
 fn config_files_are_refused() {
+    let _baton = crate::common::baton(module_path!());
     // Explicit inputs: a fake root with /etc/criu/runc.conf, a home with .criu/default.conf.
     let root = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
@@ -52,7 +53,7 @@ fn config_files_are_refused() {
 
     // The CRIU gate refuses too (as root; not root is refused first).
     let gate = netprobe::host::refuse_unless_ready(&netprobe::host::default_criu()).unwrap_err();
-    if nix::unistd::geteuid().is_root() {
+    if crate::common::is_root() {
         assert!(matches!(gate, HostError::CriuConfigFile { .. }), "{gate:?}");
     } else {
         assert!(matches!(gate, HostError::NotRoot), "{gate:?}");
@@ -77,7 +78,7 @@ fn config_files_are_refused() {
     assert_eq!(criu_config_files(), before);
     if before.is_empty() {
         refuse_criu_config().unwrap();
-        if nix::unistd::geteuid().is_root() && netprobe::host::default_criu().is_absolute() {
+        if crate::common::is_root() && netprobe::host::default_criu().is_absolute() {
             let f = netprobe::host::refuse_unless_ready(&netprobe::host::default_criu()).unwrap();
             assert!(!f.version.is_empty());
         }

@@ -4,6 +4,7 @@ use netprobe::host::{default_criu, default_runtime, doctor, doctor_ok};
 
 #[test]
 fn doctor_lists_every_prerequisite() {
+    let _baton = crate::common::baton(module_path!());
     let p = doctor(&default_criu(), &default_runtime());
     let names: Vec<&str> = p.iter().map(|x| x.name.as_str()).collect();
     for n in [
@@ -39,13 +40,14 @@ fn doctor_lists_every_prerequisite() {
     let ok = doctor_ok(&p);
     assert_eq!(ok, p.iter().filter(|x| x.required).all(|x| x.found));
     // On the prepared host (root, host/setup.sh run) everything required is present.
-    if nix::unistd::geteuid().is_root() && default_criu().is_absolute() {
+    if crate::common::is_root() && default_criu().is_absolute() {
         assert!(ok, "{p:#?}");
     }
 }
 
 #[test]
 fn doctor_reports_missing_binaries_with_fixes() {
+    let _baton = crate::common::baton(module_path!());
     let p = doctor(
         std::path::Path::new("/nonexistent/criu"),
         std::path::Path::new("/bin/true"),

@@ -80,6 +80,7 @@ fn install_runc(release: &Path, prefix_root: &Path) -> Output {
 
 #[test]
 fn install_runc_verifies_the_release_before_running_it() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let good_home = tmp.path().join("gnupg-maintainer");
     let other_home = tmp.path().join("gnupg-other");
@@ -165,10 +166,8 @@ fn install_runc_verifies_the_release_before_running_it() {
 
 #[test]
 fn a_pin_the_archive_no_longer_serves_installs_the_newest_and_is_declared() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "needs root (apt, dpkg-deb)"
-    );
+    let _baton = crate::common::baton(module_path!());
+    crate::common::require_root();
     let tmp = tempfile::tempdir().unwrap();
     let pins = tmp.path().join("pins.toml");
     std::fs::write(

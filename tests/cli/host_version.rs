@@ -14,6 +14,7 @@ use std::path::Path;
 
 #[test]
 fn criu_version_lines() {
+    let _baton = crate::common::baton(module_path!());
     assert_eq!(parse_criu_version("Version: 4.1.1\n"), Some("4.1.1".into()));
     assert_eq!(
         parse_criu_version("Version: 3.17.1\nGitID: v3.17.1\n"),
@@ -30,6 +31,7 @@ fn criu_version_lines() {
 
 #[test]
 fn runtime_version_lines() {
+    let _baton = crate::common::baton(module_path!());
     let runc = "runc version 1.1.5+ds1\ncommit: 1.1.5+ds1-1+deb12u1\nspec: 1.0.2-dev\ngo: go1.19.8\nlibseccomp: 2.5.4\n";
     assert_eq!(
         parse_runtime_version(runc),
@@ -57,6 +59,7 @@ fn runtime_version_lines() {
 
 #[test]
 fn missing_path_is_not_found() {
+    let _baton = crate::common::baton(module_path!());
     let e = binary_facts(
         Path::new("/nonexistent/netprobe-test/runc"),
         BinaryKind::Runtime,
@@ -74,6 +77,7 @@ fn missing_path_is_not_found() {
 
 #[test]
 fn non_executable_file_is_refused() {
+    let _baton = crate::common::baton(module_path!());
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("runc");
     std::fs::write(&f, "#!/bin/sh\necho runc version 1.0.0\n").unwrap();
@@ -89,6 +93,7 @@ fn non_executable_file_is_refused() {
 /// such; the message never advises `chmod +x`.
 #[test]
 fn a_file_that_is_no_program_is_not_advised_chmod() {
+    let _baton = crate::common::baton(module_path!());
     let e = binary_facts(Path::new("/etc/passwd"), BinaryKind::Runtime).unwrap_err();
     assert!(matches!(e, HostError::NotAProgram { .. }), "{e:?}");
     let msg = e.to_string();
@@ -103,6 +108,7 @@ fn a_file_that_is_no_program_is_not_advised_chmod() {
 
 #[test]
 fn directory_is_not_a_regular_file() {
+    let _baton = crate::common::baton(module_path!());
     let dir = tempfile::tempdir().unwrap();
     let e = binary_facts(dir.path(), BinaryKind::Criu).unwrap_err();
     assert!(matches!(e, HostError::NotRegularFile { .. }), "{e:?}");
@@ -110,6 +116,7 @@ fn directory_is_not_a_regular_file() {
 
 #[test]
 fn bin_true_is_not_an_oci_runtime() {
+    let _baton = crate::common::baton(module_path!());
     let e = binary_facts(Path::new("/bin/true"), BinaryKind::Runtime).unwrap_err();
     assert!(matches!(e, HostError::NotRecognised { .. }), "{e:?}");
     let msg = e.to_string();
@@ -123,6 +130,7 @@ fn bin_true_is_not_an_oci_runtime() {
 
 #[test]
 fn real_binaries_when_installed() {
+    let _baton = crate::common::baton(module_path!());
     // Facts about the installed runc / CRIU, when present (skipped otherwise).
     if Path::new("/usr/bin/runc").exists() {
         let f = binary_facts(Path::new("/usr/bin/runc"), BinaryKind::Runtime).unwrap();
@@ -151,6 +159,7 @@ fn facts(path: &str, version: &str, out: &str, sha: &str, bytes: u64) -> BinaryF
 
 #[test]
 fn pins_match_and_mismatch() {
+    let _baton = crate::common::baton(module_path!());
     let p = pins();
     let pinned_runc = facts(
         "/opt/runc/runc-1.5.2",
@@ -230,6 +239,7 @@ fn pins_match_and_mismatch() {
 
 #[test]
 fn number_and_hash_formatting() {
+    let _baton = crate::common::baton(module_path!());
     assert_eq!(thousands(0), "0");
     assert_eq!(thousands(999), "999");
     assert_eq!(thousands(9999), "9,999");
@@ -239,6 +249,7 @@ fn number_and_hash_formatting() {
 
 #[test]
 fn cgroup_modes() {
+    let _baton = crate::common::baton(module_path!());
     let v1 = "cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0\n";
     let hybrid = format!("{v1}cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n");
     assert_eq!(cgroup_mode_from(false, v1), "v1");
@@ -252,6 +263,7 @@ fn cgroup_modes() {
 
 #[test]
 fn os_release_pretty_name() {
+    let _baton = crate::common::baton(module_path!());
     let t =
         "NAME=\"Debian GNU/Linux\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nID=debian\n";
     assert_eq!(
@@ -267,6 +279,7 @@ fn os_release_pretty_name() {
 
 #[test]
 fn host_facts_here() {
+    let _baton = crate::common::baton(module_path!());
     let h = netprobe::host::host_facts(None, None);
     assert!(!h.kernel_release.is_empty());
     assert!(!h.machine.is_empty());

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::process::Command;
 
-const EXE: &str = env!("CARGO_BIN_EXE_netprobe");
+use crate::common::EXE;
 
 fn run(args: &[&str]) -> (Option<i32>, String, String) {
     let o = Command::new(EXE).args(args).output().unwrap();
@@ -18,6 +18,7 @@ fn run(args: &[&str]) -> (Option<i32>, String, String) {
 /// the way out names `cgroup`'s own flag.
 #[test]
 fn cgroup_refusal_names_its_own_flag() {
+    let _baton = crate::common::baton(module_path!());
     assert!(
         !Path::new("/run/systemd/system").exists(),
         "this test needs a host where systemd is not pid 1 (the CI container)"
@@ -43,6 +44,7 @@ fn cgroup_refusal_names_its_own_flag() {
 /// exits 2 naming that byte's offset in the file, not the entry's start.
 #[test]
 fn a_protobuf_wire_type_error_names_the_bad_byte() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let mut img = Vec::new();
     img.extend_from_slice(&0x5456_4319u32.to_ne_bytes()); // IMG_COMMON_MAGIC
@@ -59,6 +61,7 @@ fn a_protobuf_wire_type_error_names_the_bad_byte() {
 /// A CRIU whose `criu check` fails: the refusal (exit 3) quotes its output and guesses nothing.
 #[test]
 fn a_failing_criu_check_is_quoted_not_guessed() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let criu = tmp.path().join("criu");
     std::fs::write(

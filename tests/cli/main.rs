@@ -6,12 +6,12 @@ mod common;
 
 mod cli;
 mod cli_broken_pipe;
+mod evidence_dir;
+mod evidence_disk;
+mod evidence_paths;
+mod evidence_schema;
 mod host_config;
 mod host_doctor;
 mod host_install;
 mod host_version;
 mod hostile_words;
-mod evidence_dir;
-mod evidence_disk;
-mod evidence_paths;
-mod evidence_schema;

@@ -1,4 +1,4 @@
-//! The fleet test (issue 34) inside a VM boot that tests/vm.rs already pays for: Ansible
+//! The fleet test (issue 34) inside a VM boot that tests/vm/vm.rs already pays for: Ansible
 //! (deploy/ansible/) against this machine (`connection: local`) and the Debian 12 VM of host/vm/
 //! over SSH (the boot's command ends with host/vm/fleet-guest.sh: sshd, a key made here), then
 //! `netprobe fleet` over what it fetched. See [`prove`] for what is proven.

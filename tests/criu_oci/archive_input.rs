@@ -2,7 +2,7 @@
 //! headers written by hand where a real writer refuses to make them), and each refusal must
 //! exit 2 naming the archive, the entry (with its offset) and the fix, and write nothing.
 //! The good shapes (tar, tar.gz, tar.zst told by content, whatever the name says) are read.
-//! Real Podman archives are tests/archive_podman.rs.
+//! Real Podman archives are tests/criu_oci/archive_podman.rs.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -54,7 +54,7 @@ fn good_tar() -> Vec<u8> {
 /// `v` against evidence-schema/checkpoint-archive.schema.json.
 fn schema_valid(v: &serde_json::Value) {
     use netprobe::evidence::schema::{compile, validate_with};
-    let text = include_str!("../evidence-schema/checkpoint-archive.schema.json");
+    let text = include_str!("../../evidence-schema/checkpoint-archive.schema.json");
     let validator = compile("checkpoint-archive.schema.json", text);
     if let Err(e) = validate_with(&validator, v) {
         panic!("not valid against checkpoint-archive.schema.json: {e:#?}\n{v:#}");
@@ -108,6 +108,7 @@ fn refused(name: &str, bytes: &[u8], wants: &[&str]) {
 
 #[test]
 fn good_archives_are_read_by_content_whatever_their_name() {
+    let _baton = crate::common::baton(module_path!());
     let t = good_tar();
     let gz = {
         let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
@@ -132,6 +133,7 @@ fn good_archives_are_read_by_content_whatever_their_name() {
 
 #[test]
 fn truncated_and_corrupt_archives_are_refused() {
+    let _baton = crate::common::baton(module_path!());
     let t = good_tar();
     // Mid-entry (pages-1.img's data) and at an entry's end (no end-of-archive blocks).
     let cut = &t[..t.len() - 1024 - 512 * 20];
@@ -170,6 +172,7 @@ fn truncated_and_corrupt_archives_are_refused() {
 
 #[test]
 fn tar_bombs_links_devices_and_escapes_are_refused_with_entry_and_offset() {
+    let _baton = crate::common::baton(module_path!());
     let inv = inventory();
     // A huge declared size (1 TiB) on the second entry, at offset 1024.
     let mut b = tar::Builder::new(Vec::new());
@@ -258,6 +261,7 @@ fn tar_bombs_links_devices_and_escapes_are_refused_with_entry_and_offset() {
 
 #[test]
 fn an_archive_without_checkpoint_or_images_is_refused() {
+    let _baton = crate::common::baton(module_path!());
     let t = tar_of(&[("config.dump", b"{}"), ("rootfs-diff.tar", &[0u8; 1024])]);
     refused(
         "nock.tar",
@@ -287,6 +291,7 @@ fn an_archive_without_checkpoint_or_images_is_refused() {
 
 #[test]
 fn diff_of_two_archives_names_the_finding_and_exits_1_when_the_network_differs() {
+    let _baton = crate::common::baton(module_path!());
     use prost::Message;
     let d = tempfile::tempdir().unwrap();
     let a = d.path().join("a.tar");

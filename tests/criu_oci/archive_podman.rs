@@ -64,7 +64,7 @@ fn ok(o: Output, what: &str) -> String {
 }
 
 fn prerequisites() {
-    assert!(nix::unistd::geteuid().is_root(), "this test needs root");
+    crate::common::require_root();
     for p in [
         "/usr/bin/podman",
         &format!("{CRIU_42}/criu"),
@@ -200,7 +200,7 @@ fn import_busybox(dir: &Path, name: &str) -> String {
 /// `c`'s JSON against evidence-schema/checkpoint-archive.schema.json.
 fn schema_valid(c: &Checkpoint) {
     use netprobe::evidence::schema::{compile, validate_with};
-    let text = include_str!("../evidence-schema/checkpoint-archive.schema.json");
+    let text = include_str!("../../evidence-schema/checkpoint-archive.schema.json");
     let v = serde_json::to_value(c).unwrap();
     if let Err(e) = validate_with(&compile("checkpoint-archive.schema.json", text), &v) {
         panic!("not valid against checkpoint-archive.schema.json: {e:#?}");
@@ -294,6 +294,7 @@ fn runc_case(network: &str, case: &str) -> (Checkpoint, tempfile::TempDir) {
 
 #[test]
 fn podman_runc_bridge_export_is_external_key_and_restores_the_recorded_address() {
+    let _baton = crate::common::baton(module_path!());
     prerequisites();
     let _net = HostNet::save();
     let (c, d) = runc_case("bridge", "bridge");
@@ -331,6 +332,7 @@ fn podman_runc_bridge_export_is_external_key_and_restores_the_recorded_address()
 
 #[test]
 fn podman_runc_network_none_export_has_no_network_image_and_restores_lo_down() {
+    let _baton = crate::common::baton(module_path!());
     prerequisites();
     let (c, _d) = runc_case("none", "none");
     assert_eq!(
@@ -377,6 +379,7 @@ impl Drop for Script {
 
 #[test]
 fn podman_crun_network_none_export_holds_the_namespace_and_restores_it() {
+    let _baton = crate::common::baton(module_path!());
     prerequisites();
     use std::os::unix::process::CommandExt;
     let d = tempfile::tempdir().unwrap();

@@ -70,6 +70,7 @@ fn v1_tree(mountinfo: &str, cpu_dir: &str) -> tempfile::TempDir {
 
 #[test]
 fn unified_reads_v2_files_and_names_them() {
+    let _baton = crate::common::baton(module_path!());
     let d = unified(Some("0\n"));
     let l = read_limits_at(d.path(), PID).unwrap();
     assert_eq!(l.mode, CgroupMode::Unified);
@@ -99,6 +100,7 @@ fn unified_reads_v2_files_and_names_them() {
 
 #[test]
 fn unified_swap_and_unlimited() {
+    let _baton = crate::common::baton(module_path!());
     // Swap allowed (max) where the config asked for none: the gate must fail.
     let d = unified(Some("max\n"));
     let l = read_limits_at(d.path(), PID).unwrap();
@@ -129,6 +131,7 @@ fn unified_swap_and_unlimited() {
 
 #[test]
 fn unified_without_memory_controller_is_refused() {
+    let _baton = crate::common::baton(module_path!());
     let d = unified(Some("0\n"));
     write(
         d.path(),
@@ -145,6 +148,7 @@ fn unified_without_memory_controller_is_refused() {
 
 #[test]
 fn unified_process_without_0_line() {
+    let _baton = crate::common::baton(module_path!());
     let d = unified(Some("0\n"));
     write(d.path(), &format!("proc/{PID}/cgroup"), "1:cpu:/x\n");
     let e = read_limits_at(d.path(), PID).unwrap_err();
@@ -154,6 +158,7 @@ fn unified_process_without_0_line() {
 
 #[test]
 fn hybrid_reads_v1_files() {
+    let _baton = crate::common::baton(module_path!());
     // This machine's layout: cpu and cpuacct separate, name=systemd, cgroup2 at unified.
     let mi = "32 31 0:29 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n\
               35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n\
@@ -180,6 +185,7 @@ fn hybrid_reads_v1_files() {
 
 #[test]
 fn v1_combined_cpu_hierarchy_and_unlimited_memory() {
+    let _baton = crate::common::baton(module_path!());
     let mi = "32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n\
               35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n";
     let d = v1_tree(mi, "cpu,cpuacct");
@@ -197,6 +203,7 @@ fn v1_combined_cpu_hierarchy_and_unlimited_memory() {
 
 #[test]
 fn no_cgroups_at_all() {
+    let _baton = crate::common::baton(module_path!());
     let d = tempfile::tempdir().unwrap();
     write(
         d.path(),
@@ -210,6 +217,7 @@ fn no_cgroups_at_all() {
 
 #[test]
 fn live_host_detects_hybrid_here() {
+    let _baton = crate::common::baton(module_path!());
     // This machine kind is hybrid cgroup v1 (DESIGN.md §2); its own cgroup is readable.
     let h = CgroupHost::detect(Path::new("/")).unwrap();
     assert_eq!(h.mode, CgroupMode::Hybrid, "{h:?}");
@@ -218,6 +226,7 @@ fn live_host_detects_hybrid_here() {
 
 #[test]
 fn dirs_gone_after_cleanup() {
+    let _baton = crate::common::baton(module_path!());
     let d = unified(Some("0\n"));
     let l = read_limits_at(d.path(), PID).unwrap();
     let e = l.dirs_gone().unwrap_err();
@@ -231,6 +240,7 @@ fn dirs_gone_after_cleanup() {
 /// all, not only the cpu and memory directories the limits came from.
 #[test]
 fn dirs_gone_checks_every_hierarchy_of_the_container() {
+    let _baton = crate::common::baton(module_path!());
     let d = tempfile::tempdir().unwrap();
     let r = d.path();
     let c = "/netprobe/slot-0-1a2b3c4d";

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn outcome_records_code_output_and_time() {
+    let _baton = crate::common::baton(module_path!());
     let o = CmdOutcome::run(Command::new("/bin/echo").args(["a", "b"]), None).unwrap();
     assert_eq!(o.argv, vec!["/bin/echo", "a", "b"]);
     assert_eq!(o.code, Some(0));
@@ -18,6 +19,7 @@ fn outcome_records_code_output_and_time() {
 
 #[test]
 fn timeout_kills_and_reaps() {
+    let _baton = crate::common::baton(module_path!());
     let t = Instant::now();
     let e = CmdOutcome::run(
         Command::new("/bin/sleep").arg("30"),
@@ -30,6 +32,7 @@ fn timeout_kills_and_reaps() {
 
 #[test]
 fn missing_program_is_a_spawn_error() {
+    let _baton = crate::common::baton(module_path!());
     let e = CmdOutcome::run(&mut Command::new("/nonexistent/criu"), None).unwrap_err();
     assert!(matches!(e, RunError::Spawn { .. }), "{e:?}");
     assert!(e.to_string().contains("/nonexistent/criu"));
@@ -37,6 +40,7 @@ fn missing_program_is_a_spawn_error() {
 
 #[test]
 fn failing_dump_points_at_its_log() {
+    let _baton = crate::common::baton(module_path!());
     // /bin/false stands in for a CRIU that fails: the error carries the outcome and the log path.
     let tmp = tempfile::tempdir().unwrap();
     let criu = Criu::new("/bin/false");
@@ -59,12 +63,14 @@ fn failing_dump_points_at_its_log() {
 
 #[test]
 fn not_criu_version() {
+    let _baton = crate::common::baton(module_path!());
     let e = Criu::new("/bin/true").version().unwrap_err();
     assert!(matches!(e, CriuError::NotCriu { .. }), "{e:?}");
 }
 
 #[test]
 fn pidfile_parsing() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("pid");
     std::fs::write(&p, "1234\n").unwrap();
@@ -82,6 +88,7 @@ fn pidfile_parsing() {
 
 #[test]
 fn inventory_is_sorted_with_sha256() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("netns-10.img"), b"abc").unwrap();
     std::fs::write(tmp.path().join("core-1.img"), b"").unwrap();
@@ -104,6 +111,7 @@ fn inventory_is_sorted_with_sha256() {
 
 #[test]
 fn child_environment_drops_criu_config_file() {
+    let _baton = crate::common::baton(module_path!());
     let criu = Criu::new("/opt/criu/sbin/criu");
     let trace = Some(std::path::Path::new("/tmp/trace.txt"));
     for cmd in [
@@ -141,6 +149,7 @@ fn child_environment_drops_criu_config_file() {
 /// them, numbered) from dump.log, not just the last lines.
 #[test]
 fn failing_dump_quotes_the_error_lines() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let fake = tmp.path().join("criu");
     netprobe::evidence::fsio::write_executable(&fake,

@@ -143,10 +143,8 @@ fn count(lines: &[&str], needle: &str) -> usize {
 
 #[test]
 fn criu_dumps_and_restores_a_netns() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "criu_dumps_and_restores_a_netns needs root (run the tests as root; CI does)"
-    );
+    let _baton = crate::common::baton(module_path!());
+    crate::common::require_root();
     let criu_path = default_criu();
     let facts = refuse_unless_ready(&criu_path).expect("host ready for CRIU");
     eprintln!("criu {} {}", facts.path, facts.version);

@@ -26,7 +26,7 @@ struct Fx {
 
 impl Fx {
     fn new() -> Fx {
-        assert!(nix::unistd::geteuid().is_root(), "needs root (runc, CRIU)");
+        crate::common::require_root();
         nix::sys::prctl::set_child_subreaper(true).unwrap();
         let tmp = tempfile::Builder::new()
             .prefix("netprobe-reason-")
@@ -84,6 +84,7 @@ fn assert_reason(e: &OciError, log: &str, needle: &str) {
 
 #[test]
 fn established_tcp_without_the_option_is_quoted() {
+    let _baton = crate::common::baton(module_path!());
     let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let fx = Fx::new();
     // Both ends read a pipe that never ends (busybox nc closes on end of stdin).
@@ -180,6 +181,7 @@ impl Drop for Holder {
 
 #[test]
 fn missing_external_netns_at_restore_is_quoted() {
+    let _baton = crate::common::baton(module_path!());
     let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let fx = Fx::new();
     let holder = Holder::spawn();
@@ -214,8 +216,9 @@ fn missing_external_netns_at_restore_is_quoted() {
 /// reason in the rung's `error`; the rung stays `error` and the exit class 4.
 #[test]
 fn the_rung_error_quotes_the_reason() {
+    let _baton = crate::common::baton(module_path!());
     let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    assert!(nix::unistd::geteuid().is_root(), "needs root");
+    crate::common::require_root();
     let tmp = tempfile::tempdir().unwrap();
     let runc = netprobe::host::find_in_path(Path::new("runc")).expect("runc in PATH");
     let w = tmp.path().join("runc");

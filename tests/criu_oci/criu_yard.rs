@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const EXE: &str = env!("CARGO_BIN_EXE_netprobe");
+use crate::common::EXE;
 
 /// Both tests look at the yards in `/tmp`: one at a time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -73,10 +73,8 @@ fn interrupted_at_a_yard(dir: &Path, before: &BTreeSet<PathBuf>) -> (Option<i32>
 
 #[test]
 fn an_interrupted_restore_leaves_no_criu_root_yard() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "needs root; CI runs it as root"
-    );
+    let _baton = crate::common::baton(module_path!());
+    crate::common::require_root();
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let tmp = tempfile::tempdir().unwrap();
     let before = yards();
@@ -118,6 +116,7 @@ fn an_interrupted_restore_leaves_no_criu_root_yard() {
 /// runs, and says how to remove them.
 #[test]
 fn doctor_counts_leftover_yards() {
+    let _baton = crate::common::baton(module_path!());
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -82,10 +82,8 @@ fn netprobe(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn images_decodes_every_network_image_of_a_real_rich_dump() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "this test needs root (CI runs the tests as root)"
-    );
+    let _baton = crate::common::baton(module_path!());
+    crate::common::require_root();
     let facts = refuse_unless_ready(&default_criu()).expect("host ready for CRIU");
     let child = child_with(NetnsContent::Rich);
     let tmp = tempfile::tempdir().unwrap();
@@ -256,6 +254,7 @@ fn images_decodes_every_network_image_of_a_real_rich_dump() {
 
 #[test]
 fn a_folder_without_any_criu_image_is_a_usage_error() {
+    let _baton = crate::common::baton(module_path!());
     let d = tempfile::tempdir().unwrap();
     std::fs::write(d.path().join("readme.txt"), b"not an image").unwrap();
     let o = netprobe(&["images", d.path().to_str().unwrap()]);
@@ -295,6 +294,7 @@ fn a_folder_without_any_criu_image_is_a_usage_error() {
 /// offset and the reason, in bounded memory (before: 1048452 devices of zeros, or GBs read).
 #[test]
 fn padded_device_and_oversized_images_are_refused_with_file_and_offset() {
+    let _baton = crate::common::baton(module_path!());
     use netprobe::images::format::{IMAGE_READ_CAP, IMG_COMMON_MAGIC, NETDEV_MAGIC};
     use netprobe::images::pb::{NdType, NetDeviceEntry};
     use prost::Message;
@@ -384,6 +384,7 @@ fn padded_device_and_oversized_images_are_refused_with_file_and_offset() {
 /// offset, the entry and the reason; before, exit 0 with `addresses: 1` and 127.0.0.1 gone.
 #[test]
 fn an_address_of_an_unknown_family_is_refused_not_dropped() {
+    let _baton = crate::common::baton(module_path!());
     let entry = |family: u8, plen: u8, ip: &[u8]| {
         let mut p = vec![family, plen, 0x80, 254, 1, 0, 0, 0];
         for ty in [2u16, 1u16] {

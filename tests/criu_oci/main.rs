@@ -4,14 +4,14 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod archive_input;
+mod archive_podman;
+mod cgroup_limits;
 mod criu_cmd;
 mod criu_netns;
 mod criu_reason;
 mod criu_yard;
+mod images_criu;
 mod oci_bundle;
 mod oci_rootfs;
 mod oci_runc;
-mod cgroup_limits;
-mod images_criu;
-mod archive_input;
-mod archive_podman;

@@ -23,6 +23,7 @@ fn spec(rootfs: PathBuf, netns: NetnsSpec, resources: Option<Resources>) -> Bund
 
 #[test]
 fn config_json_round_trips_with_path_netns_and_resources() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let rootfs = tmp.path().join("rootfs");
     build_busybox_rootfs(&rootfs).unwrap();
@@ -124,6 +125,7 @@ fn config_json_round_trips_with_path_netns_and_resources() {
 
 #[test]
 fn private_netns_has_no_path_and_no_resources() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let rootfs = tmp.path().join("rootfs");
     build_busybox_rootfs(&rootfs).unwrap();
@@ -169,6 +171,7 @@ fn private_netns_has_no_path_and_no_resources() {
 
 #[test]
 fn bad_bundle_specs_are_refused_with_the_fix() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let rootfs = tmp.path().join("rootfs");
     build_busybox_rootfs(&rootfs).unwrap();

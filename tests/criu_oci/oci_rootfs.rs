@@ -9,6 +9,7 @@ use netprobe::oci::{
 
 #[test]
 fn busybox_rootfs_has_layout_applets_and_init() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("rootfs");
     build_busybox_rootfs(&root).unwrap();
@@ -52,6 +53,7 @@ fn busybox_rootfs_has_layout_applets_and_init() {
 
 #[test]
 fn dynamic_busybox_is_refused() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     // /bin/ls on Debian is dynamically linked: stands in for a non-static busybox.
     let e = build_busybox_rootfs_from(&tmp.path().join("r"), Path::new("/bin/ls")).unwrap_err();
@@ -74,6 +76,7 @@ fn dynamic_busybox_is_refused() {
 
 #[test]
 fn non_empty_target_is_refused() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("keep.txt"), "mine").unwrap();
     let e = build_busybox_rootfs(tmp.path()).unwrap_err();
@@ -86,6 +89,7 @@ fn non_empty_target_is_refused() {
 
 #[test]
 fn check_rootfs_names_what_is_missing() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::create_dir_all(dir.join("bin")).unwrap();

@@ -5,8 +5,7 @@
 //! and reaped on drop, every directory is a tempdir. Tests in this file run one at a time (a
 //! mutex): CRIU and runc are heavy on this 2-core machine.
 
-#[path = "common/oci_runc.rs"]
-mod oci_support;
+use crate::common::oci_runc as oci_support;
 use oci_support::*;
 
 use std::path::{Path, PathBuf};
@@ -22,6 +21,7 @@ use netprobe::oci::{
 /// "No netns-…img image" and lo comes back DOWN without an address.
 #[test]
 fn private_netns_is_lost_across_runc_checkpoint_restore() {
+    let _baton = crate::common::baton(module_path!());
     if !can_run() {
         return;
     }
@@ -66,6 +66,7 @@ fn private_netns_is_lost_across_runc_checkpoint_restore() {
 /// writes a key-only netns image, and lo is UP with 127.0.0.1/8 after restore.
 #[test]
 fn path_netns_survives_runc_checkpoint_restore() {
+    let _baton = crate::common::baton(module_path!());
     if !can_run() {
         return;
     }
@@ -136,6 +137,7 @@ fn path_netns_survives_runc_checkpoint_restore() {
 /// (c) bad inputs against the real runtime: missing binary, existing container refused.
 #[test]
 fn missing_runtime_and_existing_container_are_refused() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let missing = Runtime::new("/nonexistent/runc", tmp.path().join("root"), None);
     let e = missing.version().unwrap_err();
@@ -223,6 +225,7 @@ fn missing_runtime_and_existing_container_are_refused() {
 /// exec of criu, which runs untraced), and both succeed with the default CRIU.
 #[test]
 fn strace_wraps_checkpoint_and_restore() {
+    let _baton = crate::common::baton(module_path!());
     assert!(can_run());
     assert!(
         Path::new("/usr/bin/strace").exists(),
@@ -281,6 +284,7 @@ fn strace_wraps_checkpoint_and_restore() {
 /// Resources reach the cgroup (v1, cgroupfs) at create and are still there after restore.
 #[test]
 fn resources_are_applied_and_survive_restore() {
+    let _baton = crate::common::baton(module_path!());
     if !can_run() {
         return;
     }
@@ -343,6 +347,7 @@ fn resources_are_applied_and_survive_restore() {
 /// The guard cleans up even when the test body panics.
 #[test]
 fn guard_cleans_up_on_panic() {
+    let _baton = crate::common::baton(module_path!());
     if !can_run() {
         return;
     }
@@ -369,6 +374,7 @@ fn guard_cleans_up_on_panic() {
 /// containers, with runc 1.1.5 (Debian) and each pinned runc installed under /opt.
 #[test]
 fn in_process_state_agrees_with_runc_state() {
+    let _baton = crate::common::baton(module_path!());
     use netprobe::oci::RuntimeOps;
     if !can_run() {
         return;

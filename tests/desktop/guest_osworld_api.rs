@@ -9,9 +9,8 @@
 //! /desktop_path, /list_directory, /file, /setup/upload, and upstream's statuses for bad
 //! requests. Cleanup leaves nothing behind.
 
-mod common;
-#[path = "common/slot_support.rs"]
-mod slot_support;
+use crate::common;
+use crate::common::slot_support;
 
 use serde_json::{Value, json};
 use slot_support::*;
@@ -288,6 +287,7 @@ fn display_and_files() {
 
 #[test]
 fn desktop_guest_serves_osworld_api() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let img = common::desktop_image();

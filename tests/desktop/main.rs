@@ -4,8 +4,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod guest_osworld_api;
 mod slot_desktop;
 mod slot_partition;
 mod x11_desktop_criu;
 mod x11_xvfb;
-mod guest_osworld_api;

@@ -8,9 +8,8 @@
 //! Bad profiles (unknown key, missing image, sha256 mismatch, a display that never comes up)
 //! fail with their exit class and leave nothing behind.
 
-mod common;
-#[path = "common/slot_support.rs"]
-mod slot_support;
+use crate::common;
+use crate::common::slot_support;
 
 use netprobe::x11::Screenshot;
 use serde_json::Value;
@@ -65,6 +64,7 @@ fn assert_png(ev: &Path, o: &Value, file: &str) {
 
 #[test]
 fn desktop_profile_provision_snapshot_restore_input_reset_cleanup() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let img = common::desktop_image();
@@ -261,6 +261,7 @@ fn edited(
 
 #[test]
 fn bad_desktop_profiles_fail_with_their_exit_class_and_leave_nothing() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let img = common::desktop_image();
@@ -356,6 +357,7 @@ fn bad_desktop_profiles_fail_with_their_exit_class_and_leave_nothing() {
 /// no `snapshot.tmp-*` folder behind and the container running; cleanup releases everything.
 #[test]
 fn a_reference_without_the_app_is_refused_before_the_checkpoint_leaving_no_tmp_folder() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let img = common::desktop_image();

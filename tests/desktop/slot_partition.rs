@@ -3,7 +3,7 @@
 //! here (EFI FAT + ext4 root with /etc/os-release) and the desktop guest image of
 //! host/build-desktop-image.sh. Every daemon, loop device and mount is released by its guard.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;
@@ -62,6 +62,7 @@ fn tiny_disk(dir: &Path) -> std::path::PathBuf {
 
 #[test]
 fn tiny_gpt_disk_mounts_its_root_by_auto_number_and_label() {
+    let _baton = crate::common::baton(module_path!());
     common::require_root();
     let dir = tempfile::Builder::new()
         .prefix("netprobe-part-")
@@ -129,6 +130,7 @@ fn tiny_gpt_disk_mounts_its_root_by_auto_number_and_label() {
 
 #[test]
 fn desktop_guest_image_mounts_its_ext4_root() {
+    let _baton = crate::common::baton(module_path!());
     common::require_root();
     let img = common::desktop_image();
     let dir = tempfile::Builder::new()
@@ -167,6 +169,7 @@ fn desktop_guest_image_mounts_its_ext4_root() {
 /// was dropped.
 #[test]
 fn a_deferred_loop_detach_is_waited_for() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let f = tmp.path().join("blob");
     std::fs::write(&f, vec![0u8; 1 << 20]).unwrap();

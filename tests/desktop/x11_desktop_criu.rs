@@ -14,7 +14,7 @@
 //! Unique container id, private runc root, everything in one tempdir; the container, the overlay
 //! mount and the runtime are released on success, failure and panic.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -82,6 +82,7 @@ fn move_app_window(d: &Display) {
 
 #[test]
 fn desktop_guest_pixels_input_and_reset_through_criu() {
+    let _baton = crate::common::baton(module_path!());
     let img = common::desktop_image();
     let app = app_region();
     // As profiles/desktop.toml mounts it: the session and AT-SPI D-Bus inotify watches are dumped

@@ -138,6 +138,7 @@ fn fill_black(d: &Display, win: u32, r: Rectangle) {
 
 #[test]
 fn geometry_screenshot_png_and_quiescence() {
+    let _baton = crate::common::baton(module_path!());
     let x = start_xvfb();
     let d = Display::connect(&x.socket, Duration::from_secs(10)).unwrap();
     let g = d.geometry().unwrap();
@@ -159,6 +160,7 @@ fn geometry_screenshot_png_and_quiescence() {
 
 #[test]
 fn xtest_key_press_reaches_the_focused_window() {
+    let _baton = crate::common::baton(module_path!());
     let x = start_xvfb();
     let d = Display::connect(&x.socket, Duration::from_secs(10)).unwrap();
     let win = white_window(&d, 10, 10, 200, 100, EventMask::KEY_PRESS);
@@ -184,6 +186,7 @@ fn xtest_key_press_reaches_the_focused_window() {
 
 #[test]
 fn a_drawn_rectangle_is_counted_bounded_and_marked() {
+    let _baton = crate::common::baton(module_path!());
     let x = start_xvfb();
     let d = Display::connect(&x.socket, Duration::from_secs(10)).unwrap();
     let win = white_window(&d, 100, 50, 300, 200, EventMask::NO_EVENT);
@@ -220,6 +223,7 @@ fn a_drawn_rectangle_is_counted_bounded_and_marked() {
 /// are the same pixels `GetImage` sends through the socket.
 #[test]
 fn shared_memory_images_equal_socket_images() {
+    let _baton = crate::common::baton(module_path!());
     let x = start_xvfb();
     let d = Display::connect(&x.socket, Duration::from_secs(10)).unwrap();
     let win = white_window(&d, 100, 50, 300, 200, EventMask::NO_EVENT);
@@ -297,6 +301,7 @@ fn shared_memory_images_equal_socket_images() {
 
 #[test]
 fn a_regular_file_is_not_a_display_socket() {
+    let _baton = crate::common::baton(module_path!());
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("X0");
     std::fs::write(&f, b"").unwrap();
@@ -313,6 +318,7 @@ fn a_regular_file_is_not_a_display_socket() {
 
 #[test]
 fn a_display_that_never_comes_up_fails_after_the_bounded_wait() {
+    let _baton = crate::common::baton(module_path!());
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("tmp/.X11-unix/X7");
     let t = Instant::now();
@@ -335,6 +341,7 @@ fn a_display_that_never_comes_up_fails_after_the_bounded_wait() {
 
 #[test]
 fn display_gates_record_pass_and_fail_with_pngs() {
+    let _baton = crate::common::baton(module_path!());
     use netprobe::x11::{Geometry, geometry_gate, input_gate, pixel_gate, quiescence_gate};
     let x = start_xvfb();
     let d = Display::connect(&x.socket, Duration::from_secs(10)).unwrap();
@@ -416,6 +423,7 @@ fn display_gates_record_pass_and_fail_with_pngs() {
 
 #[test]
 fn a_stopped_xvfb_leaves_no_socket_or_lock_behind() {
+    let _baton = crate::common::baton(module_path!());
     let x = start_xvfb();
     let socket = x.socket.clone();
     let n = socket.file_name().unwrap().to_string_lossy()[1..].to_string();

@@ -93,6 +93,7 @@ fn ansible_host(dir: &Path, folder: &str, name: &str, run_rc: i32) {
 
 #[test]
 fn verified_hosts_and_one_that_differs_from_expect() {
+    let _baton = crate::common::baton(module_path!());
     let t = tempfile::tempdir().unwrap();
     let d = t.path();
     copy(&evidence("runc"), &d.join("node-a"));
@@ -151,6 +152,7 @@ fn verified_hosts_and_one_that_differs_from_expect() {
 
 #[test]
 fn a_tampered_host_alone_is_not_verified() {
+    let _baton = crate::common::baton(module_path!());
     let t = tempfile::tempdir().unwrap();
     let d = t.path();
     copy(&evidence("runc"), &d.join("node-a"));
@@ -175,6 +177,7 @@ fn a_tampered_host_alone_is_not_verified() {
 
 #[test]
 fn bad_input_is_named_in_the_table_and_the_exit_code() {
+    let _baton = crate::common::baton(module_path!());
     // Not an evidence folder.
     let t = tempfile::tempdir().unwrap();
     let d = t.path();
@@ -246,6 +249,7 @@ fn bad_input_is_named_in_the_table_and_the_exit_code() {
 
 #[test]
 fn a_dir_that_is_no_fleet_is_refused_with_nothing_written() {
+    let _baton = crate::common::baton(module_path!());
     let t = tempfile::tempdir().unwrap();
     for (dir, needle) in [
         (t.path().join("missing"), "not a folder"),

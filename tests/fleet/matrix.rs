@@ -3,8 +3,7 @@
 //! valid against its schema, the table, `verify` on the matrix folder (and on a tampered one),
 //! `--expect` per runtime, `--baseline` (exit 1 on a verdict change).
 
-#[path = "common/matrix_support.rs"]
-mod matrix_support;
+use crate::common::matrix_support;
 use matrix_support::*;
 use netprobe::evidence::result::VerdictCode;
 use std::path::Path;
@@ -12,6 +11,7 @@ use std::process::Command;
 
 #[test]
 fn two_by_two_matrix_runs_verifies_and_compares() {
+    let _baton = crate::common::baton(module_path!());
     require(&[RUNC, RUNC_1_3, CRUN, CRIU_4_2, CRIU_4_3]);
     let tmp = tempfile::tempdir().unwrap();
     let mx = tmp.path().join("mx");
@@ -249,6 +249,7 @@ fn two_by_two_matrix_runs_verifies_and_compares() {
 
 #[test]
 fn matrix_bad_input() {
+    let _baton = crate::common::baton(module_path!());
     // No runtime: usage (2), before anything runs.
     let tmp = tempfile::tempdir().unwrap();
     let o = netprobe(&[
@@ -385,6 +386,7 @@ fn assert_mismatch(dir: &Path, needles: &[&str]) {
 /// `netprobe matrix --baseline` say NOT VERIFIED with its mismatches, still run, and exit 1.
 #[test]
 fn matrix_verify_checks_cell_binaries_and_its_own_files() {
+    let _baton = crate::common::baton(module_path!());
     require(&[RUNC, RUNC_1_3, CRIU_4_3]);
     let tmp = tempfile::tempdir().unwrap();
     let mx = tmp.path().join("mx");

@@ -5,7 +5,7 @@
 //! Real runc (behind a wrapper that hangs at `checkpoint`) × CRIU 4.2.1 and 4.3: two cells, side
 //! by side.
 
-mod common;
+use crate::common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -223,6 +223,7 @@ fn still_there(parts: &[i32], sleeps: &[i32]) -> Vec<String> {
 
 #[test]
 fn a_matrix_killed_with_sigkill_takes_its_running_parts_with_it() {
+    let _baton = crate::common::baton(module_path!());
     common::require_root();
     for b in [RUNC, CRIU_4_2, CRIU_4_3] {
         assert!(

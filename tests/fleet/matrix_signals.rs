@@ -2,18 +2,15 @@
 //! SIGINT (to the matrix alone or its process group) stops it and its running parts; a matrix
 //! killed with SIGKILL is told as unfinished (root, real runtimes and CRIUs).
 
-#[path = "common/matrix_support.rs"]
-mod matrix_support;
+use crate::common::matrix_support;
 use matrix_support::*;
 use netprobe::evidence::result::VerdictCode;
 use std::process::Command;
 
 #[test]
 fn a_hanging_cell_is_stopped_and_the_others_are_kept() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "needs root; CI runs as root"
-    );
+    let _baton = crate::common::baton(module_path!());
+    crate::common::require_root();
     let tmp = tempfile::tempdir().unwrap();
     // A runc whose checkpoint hangs (its sleep's pid is written down so the test can end it).
     let pidfile = tmp.path().join("hang.pid");
@@ -74,6 +71,7 @@ fn a_hanging_cell_is_stopped_and_the_others_are_kept() {
 /// of the folder quotes the note (exit 2).
 #[test]
 fn a_signal_stops_the_matrix_and_its_running_parts() {
+    let _baton = crate::common::baton(module_path!());
     require(&[RUNC, CRIU_4_3]);
     stop_matrix(false);
     // Ctrl-C's way: the signal to the whole process group, so the parts get it directly and may
@@ -218,6 +216,7 @@ fn stop_matrix(group: bool) {
 /// is missing.
 #[test]
 fn a_matrix_killed_with_sigkill_is_told_as_unfinished() {
+    let _baton = crate::common::baton(module_path!());
     require(&[RUNC, CRIU_4_3]);
     let tmp = tempfile::tempdir().unwrap();
     let mk = tmp.path().join("mk");
@@ -244,7 +243,7 @@ fn a_matrix_killed_with_sigkill_is_told_as_unfinished() {
     child.kill().unwrap();
     child.wait().unwrap();
     // Its parts die with it (SIGTERM as it dies: each releases what it started and keeps its
-    // interrupted.txt; tests/matrix_kill.rs proves what they leave).
+    // interrupted.txt; tests/fleet/matrix_kill.rs proves what they leave).
     let mks = mk.display().to_string();
     let parts_running = || {
         std::fs::read_dir("/proc").unwrap().flatten().any(|e| {

@@ -11,13 +11,13 @@
 //!    file handle, and CRIU's path fallback (irmap) does not scan that directory:
 //!    `fsnotify: Can't dump that handle`.
 //!
-//! The profile's session mode `netprobe` has no top-bar clock (README "GNOME"; tests/slot_gnome.rs
+//! The profile's session mode `netprobe` has no top-bar clock (README "GNOME"; tests/gnome/slot_gnome.rs
 //! restores in a later minute on purpose). This test still starts its cycle early in a minute and
 //! requires it to end within it, as it did when the clock was shown: a guard, not a need.
 //! Evidence (PNGs, the guests' logs, CRIU's logs) is kept under
 //! `$CARGO_TARGET_TMPDIR/gnome-evidence/<container id>/`.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -82,6 +82,7 @@ fn early_in_minute(s: u64) {
 
 #[test]
 fn gnome_shell_checkpoints_restores_and_resets_pixel_equal() {
+    let _baton = crate::common::baton(module_path!());
     let img = common::gnome_image();
     let mut g = Guest::new(&img.rootfs, "gnome.toml", Overlay::NfsExport);
     let ev = evidence(&g);
@@ -168,6 +169,7 @@ fn gnome_shell_checkpoints_restores_and_resets_pixel_equal() {
 
 #[test]
 fn gnome_checkpoint_fails_on_the_slots_index_off_overlay() {
+    let _baton = crate::common::baton(module_path!());
     let img = common::gnome_image();
     let mut g = Guest::new(&img.rootfs, "gnome.toml", Overlay::Slot);
     let ev = evidence(&g);

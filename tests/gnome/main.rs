@@ -4,6 +4,6 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-mod slot_gnome;
 mod gnome_guest;
 mod osworld_client;
+mod slot_gnome;

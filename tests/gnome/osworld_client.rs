@@ -19,9 +19,8 @@
 //! (`slot cleanup`) then leaves nothing: no holder, container, mount or listening port.
 //! The client rounds' files stay in `$CARGO_TARGET_TMPDIR/osworld-client/<pair>/`.
 
-mod common;
-#[path = "common/slot_support.rs"]
-mod slot_support;
+use crate::common;
+use crate::common::slot_support;
 
 use netprobe::x11::{Rect, Screenshot};
 use serde_json::Value;
@@ -293,6 +292,7 @@ fn cycle(img: &common::DesktopImage, venv: &Path, pair: &(&str, &str, &str, u16)
 
 #[test]
 fn osworld_client_acts_on_a_restored_gnome_slot_and_after_three_resets_with_both_pairs() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     for (_, rt, cr, _) in PAIRS {
@@ -314,6 +314,7 @@ fn osworld_client_acts_on_a_restored_gnome_slot_and_after_three_resets_with_both
 /// integrations/osworld/tests/test_provider.py.
 #[test]
 fn provider_decision_logic_passes_its_unit_tests() {
+    let _baton = crate::common::baton(module_path!());
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = Command::new(venv().join("bin/python"))
         .args(["-m", "unittest", "discover", "-s"])

@@ -12,9 +12,8 @@
 //! than the snapshot on purpose. The verbs' evidence folders (PNGs included) and the snapshot's
 //! screen are copied to `$CARGO_TARGET_TMPDIR/slot-gnome-evidence/<tmp dir>/` before cleanup.
 
-mod common;
-#[path = "common/slot_support.rs"]
-mod slot_support;
+use crate::common;
+use crate::common::slot_support;
 
 use serde_json::Value;
 use slot_support::*;
@@ -186,6 +185,7 @@ fn reset_loop(sd: &Path) {
 
 #[test]
 fn gnome_profile_provision_snapshot_restore_input_reset_cleanup() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let img = common::gnome_image();

@@ -32,6 +32,7 @@ fn copy_dir(src: &Path, dst: &Path) {
 
 #[test]
 fn kernel_fixture_passes() {
+    let _baton = crate::common::baton(module_path!());
     let rs = evaluate(
         &ProbeSpec::builtin(RungName::Kernel).unwrap(),
         &fixture("kernel-pass"),
@@ -46,6 +47,7 @@ fn kernel_fixture_passes() {
 
 #[test]
 fn criu_fixture_passes_and_anchors_on_the_netns_line() {
+    let _baton = crate::common::baton(module_path!());
     let rs = evaluate(
         &ProbeSpec::builtin(RungName::Criu).unwrap(),
         &fixture("criu-pass"),
@@ -72,6 +74,7 @@ fn criu_fixture_passes_and_anchors_on_the_netns_line() {
 
 #[test]
 fn oci_fixture_fails_with_the_empty_ns_signature() {
+    let _baton = crate::common::baton(module_path!());
     let rs = evaluate(
         &ProbeSpec::builtin(RungName::Oci).unwrap(),
         &fixture("oci-empty-ns"),
@@ -121,6 +124,7 @@ fn oci_fixture_fails_with_the_empty_ns_signature() {
 
 #[test]
 fn external_netns_fixture_passes_and_bytes_bound_applies() {
+    let _baton = crate::common::baton(module_path!());
     let spec = ProbeSpec::builtin(RungName::ExternalNetns).unwrap();
     let rs = evaluate(&spec, &fixture("external-netns-pass"));
     assert!(passes(&rs), "{rs:#?}");
@@ -144,6 +148,7 @@ fn external_netns_fixture_passes_and_bytes_bound_applies() {
 /// must be equal: a restore into another netns fails the rung, naming both files.
 #[test]
 fn external_netns_inodes_side_by_side_must_be_equal() {
+    let _baton = crate::common::baton(module_path!());
     let spec = ProbeSpec::builtin(RungName::ExternalNetns).unwrap();
     let rs = evaluate(&spec, &fixture("external-netns-pass"));
     let r = by_id(&rs, "netns-inode-equal");
@@ -162,6 +167,7 @@ fn external_netns_inodes_side_by_side_must_be_equal() {
 
 #[test]
 fn missing_subjects_fail_closed() {
+    let _baton = crate::common::baton(module_path!());
     let empty = tempfile::tempdir().unwrap();
     for rung in RungName::ALL {
         let rs = evaluate(&ProbeSpec::builtin(rung).unwrap(), empty.path());
@@ -181,6 +187,7 @@ fn missing_subjects_fail_closed() {
 
 #[test]
 fn unreadable_netstate_fails_closed() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     copy_dir(&fixture("kernel-pass"), tmp.path());
     fs::write(tmp.path().join("netstate-before.json"), b"{\"links\": 3}").unwrap();
@@ -202,6 +209,7 @@ fn unreadable_netstate_fails_closed() {
 
 #[test]
 fn lo_up_needs_the_address_on_lo() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     copy_dir(&fixture("kernel-pass"), tmp.path());
     // lo up, but 127.0.0.1/8 sits on another ifindex
@@ -218,6 +226,7 @@ fn lo_up_needs_the_address_on_lo() {
 
 #[test]
 fn non_json_files_diff_by_line() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     fs::write(tmp.path().join("netstate-before.json"), b"a\nb\nc\n").unwrap();
     fs::write(tmp.path().join("netstate-after.json"), b"a\nc\nd\n").unwrap();
@@ -229,6 +238,7 @@ fn non_json_files_diff_by_line() {
 
 #[test]
 fn custom_spec_scopes_bounds_and_globs() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     fs::write(d.join("x.log"), b"pre hit\nSTART\nhit hit\nhit\nEND\nhit\n").unwrap();
@@ -309,6 +319,7 @@ bytes = { max = 4 }
 
 #[test]
 fn reevaluate_reruns_rungs_that_ran() {
+    let _baton = crate::common::baton(module_path!());
     use netprobe::evidence::result::*;
     let tmp = tempfile::tempdir().unwrap();
     copy_dir(&fixture("criu-pass"), &tmp.path().join("criu"));
@@ -370,6 +381,7 @@ fn reevaluate_reruns_rungs_that_ran() {
 /// netfilter holds CRIU's lock chain, naming it, and passes without it.
 #[test]
 fn no_criu_lock_names_the_chain() {
+    let _baton = crate::common::baton(module_path!());
     let spec = ProbeSpec::builtin(RungName::Criu).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut s = netprobe::netlink::NetState::default();
@@ -406,6 +418,7 @@ fn no_criu_lock_names_the_chain() {
 /// one line per JSON pointer, old → new, never whole JSON lines.
 #[test]
 fn field_path_diff_names_the_pointer_old_then_new() {
+    let _baton = crate::common::baton(module_path!());
     let old = serde_json::json!({"links": [{"name": "lo", "mtu": 65536}, {"name": "a", "mtu": 1500}, {"name": "b", "mtu": 1789}]});
     let new = serde_json::json!({"links": [{"name": "lo", "mtu": 65536}, {"name": "a", "mtu": 1500}, {"name": "b", "mtu": 1500}]});
     assert_eq!(
@@ -419,6 +432,7 @@ fn field_path_diff_names_the_pointer_old_then_new() {
 /// compared index by index (which would report every later entry as changed).
 #[test]
 fn an_inserted_entry_is_one_line_not_a_cascade() {
+    let _baton = crate::common::baton(module_path!());
     let a = |addr: &str, family: &str| serde_json::json!({"ifindex": 1, "family": family, "address": addr, "prefixlen": 8});
     let old = serde_json::json!({"addresses": [a("127.0.0.1", "inet"), a("::1", "inet6")]});
     let new = serde_json::json!({"addresses": [a("10.9.9.9", "inet"), a("127.0.0.1", "inet"), a("::1", "inet6")]});

@@ -146,6 +146,7 @@ fn qx(pattern: &str, exclude: &[&str]) -> LogQuery {
 
 #[test]
 fn tiny_chunks_match_naive_reference_on_generated_logs() {
+    let _baton = crate::common::baton(module_path!());
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let queries = all_queries();
     for round in 0..60 {
@@ -161,6 +162,7 @@ fn tiny_chunks_match_naive_reference_on_generated_logs() {
 
 #[test]
 fn pattern_twice_on_one_line_counts_once() {
+    let _baton = crate::common::baton(module_path!());
     let log = b"LD: Got link LD: Got link\nnothing\nLD: Got link\n";
     let got = scan_reader(&log[..], &[q("LD: Got link", None, None)], 7).unwrap();
     assert_eq!(got, vec![2]);
@@ -168,6 +170,7 @@ fn pattern_twice_on_one_line_counts_once() {
 
 #[test]
 fn scopes_after_and_before() {
+    let _baton = crate::common::baton(module_path!());
     let log = b"LD: Got link 0\nDump NET namespace info 1 via 2 LD: Got link\n\
                 LD: Got link 1\nLD: Got link 2\nRestoring\nLD: Got link 3\nDump NET namespace info again\nLD: Got link 4\n";
     let queries = [
@@ -194,6 +197,7 @@ fn scopes_after_and_before() {
 
 #[test]
 fn scan_log_reads_files_and_fails_on_missing() {
+    let _baton = crate::common::baton(module_path!());
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("dump.log");
     let mut f = std::fs::File::create(&p).unwrap();
@@ -213,6 +217,7 @@ fn scan_log_reads_files_and_fails_on_missing() {
 
 #[test]
 fn bad_queries_are_refused() {
+    let _baton = crate::common::baton(module_path!());
     for bad in [
         q("", None, None),
         q("a\nb", None, None),
@@ -226,12 +231,14 @@ fn bad_queries_are_refused() {
 
 #[test]
 fn empty_log_counts_zero() {
+    let _baton = crate::common::baton(module_path!());
     let got = scan_reader(&b""[..], &all_queries(), 7).unwrap();
     assert!(got.iter().all(|&n| n == 0));
 }
 
 #[test]
 fn exclude_skips_lines_with_an_excluded_literal() {
+    let _baton = crate::common::baton(module_path!());
     let log = b"a No netns-10.img image\nb No netns-ct-10.img image\nc No netns-exp-10.img image\nNo netns-9.img image No netns-ct-\n";
     let mut query = q("No netns-", None, None);
     query.exclude = vec!["netns-ct-".into(), "netns-exp-".into()];
@@ -244,6 +251,7 @@ fn exclude_skips_lines_with_an_excluded_literal() {
 
 #[test]
 fn mapped_windows_match_naive_reference_across_page_boundaries() {
+    let _baton = crate::common::baton(module_path!());
     let dir = tempfile::tempdir().unwrap();
     let mut rng = Rng(0x2545_F491_4F6C_DD1D);
     let queries = all_queries();

@@ -5,6 +5,7 @@ use netprobe::evidence::result::RungName;
 
 #[test]
 fn all_builtin_specs_parse_with_the_expected_ids() {
+    let _baton = crate::common::baton(module_path!());
     let ids = |r| -> Vec<(String, String)> {
         ProbeSpec::builtin(r)
             .unwrap_or_else(|e| panic!("{r}: {e}"))
@@ -81,12 +82,14 @@ const GOOD: &str = "[[assertion]]\nid = \"a\"\nrole = \"pass\"\ndescription = \"
 
 #[test]
 fn a_minimal_spec_parses() {
+    let _baton = crate::common::baton(module_path!());
     let s = parse(GOOD).unwrap();
     assert_eq!(s.assertions.len(), 1);
 }
 
 #[test]
 fn bad_specs_name_the_file_and_key() {
+    let _baton = crate::common::baton(module_path!());
     let cases: &[(&str, &str)] = &[
         (&GOOD.replace("kind = \"log\"", "kind = \"grep\""), "`kind`"),
         (
@@ -167,6 +170,7 @@ fn bad_specs_name_the_file_and_key() {
 
 #[test]
 fn bounds_hold_as_written() {
+    let _baton = crate::common::baton(module_path!());
     let b = |eq, min, max| Bound { eq, min, max };
     assert!(b(Some(0), None, None).holds(0));
     assert!(!b(Some(0), None, None).holds(1));

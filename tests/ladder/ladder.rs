@@ -2,9 +2,8 @@
 //! fact it rests on, `--expect`, `verify` (without root, and on tampered evidence), bad input
 //! with its exit codes, and that nothing is left behind — also after a rung fails.
 
-mod common;
-#[path = "common/ladder.rs"]
-mod ladder_support;
+use crate::common;
+use crate::common::ladder as ladder_support;
 use common::cli::{EXE, netprobe, text};
 use ladder_support::*;
 use netprobe::evidence::result::{RunResult, RungName, Status, VerdictCode};
@@ -14,6 +13,7 @@ use std::process::Command;
 
 #[test]
 fn full_ladder_on_runc_is_runtime_empty_ns_with_every_fact() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let tmp = tempfile::tempdir().unwrap();
     let ev = evidence_dir(&tmp, "ev");
@@ -138,6 +138,7 @@ fn verify_catches_tampered_evidence(ev: &Path, restore: &str) {
 
 #[test]
 fn expect_mismatch_exits_1_and_cheap_phases_are_inconclusive() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let tmp = tempfile::tempdir().unwrap();
     let ev = evidence_dir(&tmp, "ev");
@@ -171,6 +172,7 @@ fn expect_mismatch_exits_1_and_cheap_phases_are_inconclusive() {
 
 #[test]
 fn json_prints_only_the_result() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let tmp = tempfile::tempdir().unwrap();
     let ev = evidence_dir(&tmp, "ev");
@@ -189,6 +191,7 @@ fn json_prints_only_the_result() {
 
 #[test]
 fn bad_input_is_refused_with_the_right_exit_code_and_nothing_lost() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let tmp = tempfile::tempdir().unwrap();
     an_existing_folder_is_refused_untouched(&tmp);
@@ -352,6 +355,7 @@ fn a_criu_config_missing_criu_or_no_root_is_refused(tmp: &tempfile::TempDir) {
 /// is kept, and the container and holder are gone.
 #[test]
 fn a_failing_rung_keeps_evidence_and_leaves_nothing_behind() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let tmp = tempfile::tempdir().unwrap();
     let wrapper = tmp.path().join("runc");
@@ -398,6 +402,7 @@ fn a_failing_rung_keeps_evidence_and_leaves_nothing_behind() {
 /// folder is relative (`./evidence/<time>-<pid>`), and the verdict is `runtime-empty-ns`.
 #[test]
 fn run_with_no_options_uses_a_relative_default_folder() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let tmp = tempfile::tempdir().unwrap();
     let o = Command::new(EXE)
@@ -435,6 +440,7 @@ fn run_with_no_options_uses_a_relative_default_folder() {
 /// refused as usage (exit 2) without touching it.
 #[test]
 fn two_runs_never_share_an_evidence_folder() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let tmp = tempfile::tempdir().unwrap();
     let ev = evidence_dir(&tmp, "same");
@@ -465,6 +471,7 @@ fn two_runs_never_share_an_evidence_folder() {
 /// far, and exits 128 + signal.
 #[test]
 fn an_interrupted_run_releases_everything_it_started() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let tmp = tempfile::tempdir().unwrap();
     for (i, (sig, after_ms)) in [
@@ -540,6 +547,7 @@ fn an_interrupted_run_releases_everything_it_started() {
 /// runtime's `criu swrk` at checkpoint, each in its own trace in the rung's folder.
 #[test]
 fn strace_covers_the_runtime_and_its_criu() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let tmp = tempfile::tempdir().unwrap();
     let ev = evidence_dir(&tmp, "ev");

@@ -11,14 +11,11 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const EXE: &str = env!("CARGO_BIN_EXE_netprobe");
+use crate::common::EXE;
 
 /// Root, and this process the child subreaper (idempotent; every test calls it).
 fn setup() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "needs root (holders, runc, CRIU); CI runs it as root"
-    );
+    crate::common::require_root();
     // SAFETY: prctl with an integer argument, no memory passed.
     assert_eq!(
         unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) },
@@ -93,6 +90,7 @@ fn text(o: &Output) -> String {
 
 #[test]
 fn early_holders_are_released_on_refusal_and_after_a_partial_run() {
+    let _baton = crate::common::baton(module_path!());
     setup();
     let tmp = tempfile::tempdir().unwrap();
 
@@ -150,6 +148,7 @@ fn early_holders_are_released_on_refusal_and_after_a_partial_run() {
 
 #[test]
 fn group_sigint_during_the_last_rung_is_an_interruption() {
+    let _baton = crate::common::baton(module_path!());
     setup();
     let runc = netprobe::host::find_in_path(Path::new("runc"))
         .expect("runc in PATH (host/setup.sh installs it)");
@@ -206,6 +205,7 @@ fn group_sigint_during_the_last_rung_is_an_interruption() {
 /// checkpoint on this kernel" (exit 3).
 #[test]
 fn group_sigint_during_criu_check_is_not_a_refusal() {
+    let _baton = crate::common::baton(module_path!());
     setup();
     let tmp = tempfile::tempdir().unwrap();
     let wrapper =

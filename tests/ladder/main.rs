@@ -4,12 +4,12 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod assert_eval;
+mod assert_scan;
+mod assert_spec;
 mod ladder;
 mod ladder_release;
 mod rich_ladder;
 mod run_hung_tree;
 mod run_sigkill;
 mod runtime_pins;
-mod assert_eval;
-mod assert_scan;
-mod assert_spec;

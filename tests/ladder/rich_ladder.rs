@@ -7,7 +7,7 @@
 //! choice. The external-netns rung keeps everything. `verify` recomputes all of it, and
 //! `netprobe images` reads every network image of the criu rung.
 
-mod common;
+use crate::common;
 use common::cli::netprobe;
 use serde_json::Value;
 
@@ -23,10 +23,8 @@ fn attribution<'a>(result: &'a Value, rung: &str) -> &'a Value {
 
 #[test]
 fn rich_namespace_through_the_ladder() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "needs root (CI runs as root)"
-    );
+    let _baton = crate::common::baton(module_path!());
+    crate::common::require_root();
     let tmp = tempfile::tempdir().unwrap();
     let ev = tmp.path().join("ev");
     let evs = ev.to_str().unwrap();

@@ -14,17 +14,14 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-const EXE: &str = env!("CARGO_BIN_EXE_netprobe");
+use crate::common::EXE;
 
 /// The tests count processes re-parented to this process: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn setup() -> std::sync::MutexGuard<'static, ()> {
     let g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "needs root; CI runs it as root"
-    );
+    crate::common::require_root();
     // SAFETY: prctl with an integer argument, no memory passed.
     assert_eq!(
         unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) },
@@ -243,21 +240,25 @@ fn bounded_case(which: &str, step: &str, phases: &str, rung: &str) {
 
 #[test]
 fn hung_runtime_checkpoint_is_bounded() {
+    let _baton = crate::common::baton(module_path!());
     bounded_case("runtime", "checkpoint", "oci", "oci");
 }
 
 #[test]
 fn hung_runtime_restore_is_bounded() {
+    let _baton = crate::common::baton(module_path!());
     bounded_case("runtime", "restore", "oci", "oci");
 }
 
 #[test]
 fn hung_criu_dump_is_bounded() {
+    let _baton = crate::common::baton(module_path!());
     bounded_case("criu", "dump", "criu", "criu");
 }
 
 #[test]
 fn hung_criu_restore_is_bounded() {
+    let _baton = crate::common::baton(module_path!());
     bounded_case("criu", "restore", "criu", "criu");
 }
 
@@ -266,12 +267,14 @@ fn hung_criu_restore_is_bounded() {
 /// tree killed, nothing left.
 #[test]
 fn sigterm_during_a_hung_runtime_checkpoint_ends_the_run() {
+    let _baton = crate::common::baton(module_path!());
     sigterm_case("runtime", "checkpoint", "oci");
 }
 
 /// As above, with CRIU's restore hung in the criu rung.
 #[test]
 fn sigterm_during_a_hung_criu_restore_ends_the_run() {
+    let _baton = crate::common::baton(module_path!());
     sigterm_case("criu", "restore", "criu");
 }
 
@@ -324,6 +327,7 @@ fn sigterm_case(which: &str, step: &str, phases: &str) {
 /// (130/143) and leaves nothing behind.
 #[test]
 fn twenty_runs_interrupted_at_random_moments_leave_nothing() {
+    let _baton = crate::common::baton(module_path!());
     let _g = setup();
     let tmp = tempfile::tempdir().unwrap();
     // xorshift seeded by the clock; the delays are printed on failure.

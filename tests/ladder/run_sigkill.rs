@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const EXE: &str = env!("CARGO_BIN_EXE_netprobe");
+use crate::common::EXE;
 
 /// The container cgroup folders (every hierarchy, at any depth the sweep looks) of probe runs
 /// started by `pid`, with the processes each lists.
@@ -91,10 +91,7 @@ fn spawn_run(args: &[&std::ffi::OsStr], dir: &std::path::Path) -> std::process::
 
 /// Root, one test at a time, and the sweep on the way out (drop order: sweep, then lock).
 fn setup() -> (Sweep, std::sync::MutexGuard<'static, ()>) {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "needs root; CI runs it as root"
-    );
+    crate::common::require_root();
     let one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     (Sweep, one)
 }
@@ -113,6 +110,7 @@ impl Drop for Sweep {
 
 #[test]
 fn the_next_run_releases_what_a_killed_run_left() {
+    let _baton = crate::common::baton(module_path!());
     let _setup = setup();
     let tmp = tempfile::tempdir().unwrap();
     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
@@ -235,6 +233,7 @@ fn the_next_run_releases_what_a_killed_run_left() {
 /// its environment; the next run kills it and lists it under `processes`.
 #[test]
 fn the_next_run_kills_the_runtime_a_killed_run_waited_for() {
+    let _baton = crate::common::baton(module_path!());
     let _setup = setup();
     let tmp = tempfile::tempdir().unwrap();
     let runc = netprobe::host::find_in_path(std::path::Path::new("runc")).expect("runc in PATH");

@@ -4,7 +4,7 @@
 //! PATH and the rung fails when CRIU's own log names another; runc 1.1.5 keeps working; an
 //! unknown runtime and a runtime whose loader or library is missing are refused with exit 3.
 
-mod common;
+use crate::common;
 use common::cli::{netprobe, text};
 use netprobe::evidence::result::{RunResult, RungName, Status, VerdictCode};
 use std::path::{Path, PathBuf};
@@ -16,10 +16,7 @@ const RUNC_1_4: &str = "/opt/runc-1.4.3/sbin/runc";
 const CRUN: &str = "/opt/crun-1.28/bin/crun";
 
 fn require_pins() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "these tests need root; CI runs them as root"
-    );
+    crate::common::require_root();
     for b in [CRIU_4_3, CRIU_4_2, RUNC_1_4, CRUN] {
         assert!(
             Path::new(b).is_file(),
@@ -106,6 +103,7 @@ fn assert_no_cgroup_left(r: &RunResult) {
 
 #[test]
 fn crun_with_criu_4_3_preserves_the_netns_on_its_own_evidence() {
+    let _baton = crate::common::baton(module_path!());
     require_pins();
     let tmp = tempfile::tempdir().unwrap();
     let ev = tmp.path().join("crun");
@@ -168,6 +166,7 @@ fn crun_with_criu_4_3_preserves_the_netns_on_its_own_evidence() {
 
 #[test]
 fn runc_1_4_3_with_criu_4_3_is_runtime_empty_ns_through_path() {
+    let _baton = crate::common::baton(module_path!());
     require_pins();
     let tmp = tempfile::tempdir().unwrap();
     let ev = tmp.path().join("runc");
@@ -190,6 +189,7 @@ fn runc_1_4_3_with_criu_4_3_is_runtime_empty_ns_through_path() {
 
 #[test]
 fn runc_1_1_5_follows_the_requested_criu_too() {
+    let _baton = crate::common::baton(module_path!());
     require_pins();
     let runc = netprobe::host::find_in_path(Path::new("runc")).expect("runc in PATH");
     let tmp = tempfile::tempdir().unwrap();
@@ -225,6 +225,7 @@ fn lying_criu(dir: &Path) -> PathBuf {
 
 #[test]
 fn a_rung_whose_log_names_another_criu_fails_closed() {
+    let _baton = crate::common::baton(module_path!());
     require_pins();
     let tmp = tempfile::tempdir().unwrap();
     let criu = lying_criu(tmp.path());
@@ -286,6 +287,7 @@ fn refused(runtime: &Path) -> String {
 
 #[test]
 fn unknown_runtime_is_refused_with_exit_3() {
+    let _baton = crate::common::baton(module_path!());
     require_pins();
     let tmp = tempfile::tempdir().unwrap();
     let youki = script(
@@ -300,6 +302,7 @@ fn unknown_runtime_is_refused_with_exit_3() {
 
 #[test]
 fn missing_loader_and_library_are_named_with_exit_3() {
+    let _baton = crate::common::baton(module_path!());
     require_pins();
     let tmp = tempfile::tempdir().unwrap();
     let patchelf = |args: &[&str]| {
@@ -339,6 +342,7 @@ fn missing_loader_and_library_are_named_with_exit_3() {
 
 #[test]
 fn parsers_for_the_evidence() {
+    let _baton = crate::common::baton(module_path!());
     use netprobe::oci::RuntimeKind;
     assert_eq!(
         RuntimeKind::from_version_output("runc version 1.4.3+ds1\ncommit: x\n"),
@@ -380,6 +384,7 @@ fn parsers_for_the_evidence() {
 
 #[test]
 fn defaults_follow_the_pins() {
+    let _baton = crate::common::baton(module_path!());
     require_pins();
     // The newest /opt/runc-<version>/sbin/runc wins, by numeric components.
     let tmp = tempfile::tempdir().unwrap();
@@ -438,6 +443,7 @@ fn defaults_follow_the_pins() {
 
 #[test]
 fn crun_checkpoint_and_restore_leave_cgroups_to_crun() {
+    let _baton = crate::common::baton(module_path!());
     use netprobe::oci::RuntimeKind;
     assert_eq!(
         RuntimeKind::Crun.checkpoint_restore_args(),

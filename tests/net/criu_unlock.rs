@@ -34,10 +34,8 @@ fn nft_lock(t: &str) -> String {
 
 #[test]
 fn criu_lock_planted_twice_is_removed_and_other_rules_stay() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "needs root (a network namespace, iptables, nft)"
-    );
+    let _baton = crate::common::baton(module_path!());
+    crate::common::require_root();
     netprobe::ns::run_in_fresh_netns(|| {
         // Not CRIU's: must survive.
         feed(

@@ -59,6 +59,7 @@ fn refused(mut s: TcpStream) -> bool {
 
 #[test]
 fn a_holder_without_published_ports_stays_one_thread() {
+    let _baton = crate::common::baton(module_path!());
     let h = Holder::spawn(&opts()).unwrap();
     assert_eq!(threads(h.identity().pid), 1);
     // The holder reports ready before it starts the forwarder's threads (connections wait in
@@ -76,6 +77,7 @@ fn a_holder_without_published_ports_stays_one_thread() {
 
 #[test]
 fn bytes_flow_both_ways_with_a_half_close() {
+    let _baton = crate::common::baton(module_path!());
     let (h, addr) = forwarding_holder(5000);
     let g = guest_listener(&h, 5000);
     let server = std::thread::spawn(move || {
@@ -103,6 +105,7 @@ fn bytes_flow_both_ways_with_a_half_close() {
 
 #[test]
 fn a_guest_that_refuses_gets_the_client_reset_at_once() {
+    let _baton = crate::common::baton(module_path!());
     let (_h, addr) = forwarding_holder(5000);
     let t = Instant::now();
     assert!(refused(TcpStream::connect(addr).unwrap()));
@@ -111,6 +114,7 @@ fn a_guest_that_refuses_gets_the_client_reset_at_once() {
 
 #[test]
 fn connections_beyond_the_bound_are_reset() {
+    let _baton = crate::common::baton(module_path!());
     let (h, addr) = forwarding_holder(5000);
     let g = guest_listener(&h, 5000);
     // The guest accepts and holds every connection.
@@ -136,6 +140,7 @@ fn connections_beyond_the_bound_are_reset() {
 
 #[test]
 fn quiesce_resets_open_connections_and_holds_new_ones_until_resume() {
+    let _baton = crate::common::baton(module_path!());
     let (h, addr) = forwarding_holder(5000);
     let g = guest_listener(&h, 5000);
     let open = TcpStream::connect(addr).unwrap();

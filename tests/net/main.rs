@@ -4,13 +4,13 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod criu_unlock;
+mod holder_forward;
+mod netfilter_empty;
 mod netlink_bench;
 mod netlink_decode;
 mod netlink_fixtures_gen;
 mod netlink_netns;
 mod netstate_full;
-mod netfilter_empty;
 mod ns_holder;
-mod holder_forward;
 mod readiness_tcp;
-mod criu_unlock;

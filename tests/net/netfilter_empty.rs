@@ -5,7 +5,7 @@
 //! without them; a rule, a user chain, a drop policy, a set, a named object, a dormant table or a
 //! legacy table sends the capture back to the tools.
 
-mod common;
+use crate::common;
 use common::netns::{sh, sleeper_in_own_netns};
 use netprobe::netlink::netfilter::{self, NetfilterState};
 use netprobe::netlink::nft_tables;
@@ -17,6 +17,7 @@ fn in_ns<T: Send>(netns: &Path, f: impl FnOnce() -> T + Send) -> T {
 
 #[test]
 fn a_netns_without_tables_is_captured_without_the_tools_and_equal_to_them() {
+    let _baton = crate::common::baton(module_path!());
     let (_c, ns) = sleeper_in_own_netns();
     let seen = in_ns(&ns, nft_tables::tables).expect("tables");
     assert!(seen.is_empty(), "{seen:?}");
@@ -32,6 +33,7 @@ fn a_netns_without_tables_is_captured_without_the_tools_and_equal_to_them() {
 
 #[test]
 fn what_the_lock_leaves_behind_is_captured_without_the_tools_and_equal_to_them() {
+    let _baton = crate::common::baton(module_path!());
     let (_c, ns) = sleeper_in_own_netns();
     sh(
         &ns,
@@ -61,6 +63,7 @@ fn what_the_lock_leaves_behind_is_captured_without_the_tools_and_equal_to_them()
 
 #[test]
 fn anything_that_filters_sends_the_capture_back_to_the_tools() {
+    let _baton = crate::common::baton(module_path!());
     // (set-up, a line the proof shows, whether the tools' canonical form is non-empty)
     let cases: [(&str, &str, bool); 8] = [
         (

@@ -73,6 +73,7 @@ fn raw_dump_len() -> usize {
 #[test]
 #[ignore = "benchmark: root, creates 10,000 links"]
 fn ip_batch_create_reference() {
+    let _baton = crate::common::baton(module_path!());
     in_fresh_netns(|| {
         let mut script = String::new();
         for i in 0..5000 {
@@ -96,6 +97,7 @@ fn ip_batch_create_reference() {
 #[test]
 #[ignore = "benchmark: root, creates 10,000 links"]
 fn ten_thousand_links() {
+    let _baton = crate::common::baton(module_path!());
     in_fresh_netns(|| {
         let t = Instant::now();
         create_veth_pairs("b", 5000).expect("create 5000 veth pairs");

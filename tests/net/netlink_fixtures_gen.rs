@@ -23,6 +23,7 @@ fn write_hex(name: &str, bytes: &[u8]) {
 #[test]
 #[ignore = "regenerates fixtures; needs root"]
 fn regenerate_link_dump_fixtures() {
+    let _baton = crate::common::baton(module_path!());
     let lo = in_fresh_netns(|| netprobe::netlink::dump_links_criu().expect("dump lo"));
     write_hex("lo_only.reply.hex", &lo.reply);
     let veth = in_fresh_netns(|| {

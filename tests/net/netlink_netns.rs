@@ -17,6 +17,7 @@ fn in_fresh_netns<T: Send>(f: impl FnOnce() -> T + Send) -> T {
 
 #[test]
 fn fresh_netns_has_only_lo_down_type_772() {
+    let _baton = crate::common::baton(module_path!());
     let dump = in_fresh_netns(|| dump_links_criu().expect("dump"));
     assert_eq!(dump.request, netlink::criu_link_dump_request().to_vec());
     assert_eq!(dump.links.len(), 1, "{:?}", dump.links);
@@ -36,6 +37,7 @@ fn fresh_netns_has_only_lo_down_type_772() {
 
 #[test]
 fn lo_up_gets_127_0_0_1_and_captures_are_byte_equal() {
+    let _baton = crate::common::baton(module_path!());
     let (before, after, again) = in_fresh_netns(|| {
         let before = capture().expect("capture before");
         let lo = link_index("lo").expect("lo");
@@ -72,6 +74,7 @@ fn lo_up_gets_127_0_0_1_and_captures_are_byte_equal() {
 
 #[test]
 fn diff_shows_added_address() {
+    let _baton = crate::common::baton(module_path!());
     let (before, after) = in_fresh_netns(|| {
         set_link_up(1).unwrap();
         let before = capture().unwrap();
@@ -93,6 +96,7 @@ fn diff_shows_added_address() {
 
 #[test]
 fn mutations_surface_kernel_errors() {
+    let _baton = crate::common::baton(module_path!());
     in_fresh_netns(|| {
         let e = link_index("nosuchlink0").unwrap_err();
         assert_eq!(e.errno(), Some(libc::ENODEV), "{e}");
@@ -122,6 +126,7 @@ fn mutations_surface_kernel_errors() {
 
 #[test]
 fn hundred_veth_pairs_decode_to_201_links() {
+    let _baton = crate::common::baton(module_path!());
     let (dump, state) = in_fresh_netns(|| {
         let names = create_veth_pairs("npv", 100).expect("create 100 pairs");
         assert_eq!(names.len(), 100);

@@ -3,7 +3,7 @@
 //! the canonical netfilter ruleset; and the fidelity comparison naming a planted `CRIU` chain
 //! and an address that became `deprecated` (what a slot's restore gate must catch).
 
-mod common;
+use crate::common;
 use common::netns::{sh, sleeper_in_own_netns};
 use netprobe::netlink::fidelity::fidelity_failures;
 use netprobe::netlink::{CaptureExtras, NetState, capture_full};
@@ -18,10 +18,8 @@ fn full(netns: &Path) -> (NetState, CaptureExtras) {
 
 #[test]
 fn rich_state_is_captured_and_the_gate_names_a_planted_lock_and_a_deprecated_address() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "needs root (CI runs as root)"
-    );
+    let _baton = crate::common::baton(module_path!());
+    crate::common::require_root();
     let (_child, netns) = sleeper_in_own_netns();
     netns_content::apply(&netns, NetnsContent::Rich).expect("rich content");
     let (s, extras) = full(&netns);

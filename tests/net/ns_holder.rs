@@ -41,6 +41,7 @@ fn lo_view(path: &Path) -> (u32, String, String) {
 
 #[test]
 fn holder_lo_up_identity_netns_and_clean_fds() {
+    let _baton = crate::common::baton(module_path!());
     let h = Holder::spawn(&opts(true)).unwrap();
     let id = *h.identity();
     h.verify().unwrap();
@@ -100,6 +101,7 @@ fn holder_lo_up_identity_netns_and_clean_fds() {
 
 #[test]
 fn holder_without_lo_up_has_lo_down() {
+    let _baton = crate::common::baton(module_path!());
     let h = Holder::spawn(&opts(false)).unwrap();
     let (flags, fib, _) = lo_view(&h.netns_path());
     assert_eq!(flags & libc::IFF_UP as u32, 0, "lo must be DOWN");
@@ -108,6 +110,7 @@ fn holder_without_lo_up_has_lo_down() {
 
 #[test]
 fn externally_killed_holder_is_gone() {
+    let _baton = crate::common::baton(module_path!());
     let h = Holder::spawn(&opts(true)).unwrap();
     let pid = h.identity().pid;
     // SAFETY: our own unreaped child; its pid cannot be reused.
@@ -127,6 +130,7 @@ fn externally_killed_holder_is_gone() {
 
 #[test]
 fn changed_start_time_is_identity_changed() {
+    let _baton = crate::common::baton(module_path!());
     let h = Holder::spawn(&opts(false)).unwrap();
     let other = ProcessIdentity {
         start_time: h.identity().start_time + 1,
@@ -151,6 +155,7 @@ fn changed_start_time_is_identity_changed() {
 
 #[test]
 fn drop_kills_holder() {
+    let _baton = crate::common::baton(module_path!());
     let h = Holder::spawn(&opts(true)).unwrap();
     let id = *h.identity();
     drop(h);
@@ -159,6 +164,7 @@ fn drop_kills_holder() {
 
 #[test]
 fn panic_with_live_holder_still_kills_it() {
+    let _baton = crate::common::baton(module_path!());
     let seen = std::sync::Mutex::new(None);
     let r = std::panic::catch_unwind(|| {
         let h = Holder::spawn(&opts(true)).unwrap();
@@ -172,6 +178,7 @@ fn panic_with_live_holder_still_kills_it() {
 
 #[test]
 fn detach_then_stop_by_identity() {
+    let _baton = crate::common::baton(module_path!());
     let h = Holder::spawn(&opts(true)).unwrap();
     let id = h.detach();
     // Guard so a failing assertion below still kills it.
@@ -189,6 +196,7 @@ fn detach_then_stop_by_identity() {
 
 #[test]
 fn stop_by_identity_refuses_changed_identity() {
+    let _baton = crate::common::baton(module_path!());
     let h = Holder::spawn(&opts(false)).unwrap();
     let wrong = ProcessIdentity {
         start_time: h.identity().start_time + 7,
@@ -205,6 +213,7 @@ fn stop_by_identity_refuses_changed_identity() {
 
 #[test]
 fn fresh_netns_is_new_and_lo_down() {
+    let _baton = crate::common::baton(module_path!());
     let own = own_netns_inode().unwrap();
     let (inode, flags) = run_in_fresh_netns(|| {
         (
@@ -220,6 +229,7 @@ fn fresh_netns_is_new_and_lo_down() {
 
 #[test]
 fn netns_entry_switches_the_calling_thread_back_also_on_panic() {
+    let _baton = crate::common::baton(module_path!());
     let own = own_netns_inode().unwrap();
     // SAFETY: gettid has no preconditions.
     let tid = unsafe { libc::gettid() };
@@ -255,6 +265,7 @@ fn netns_entry_switches_the_calling_thread_back_also_on_panic() {
 
 #[test]
 fn run_in_netns_bad_path_is_setns_error() {
+    let _baton = crate::common::baton(module_path!());
     let r = run_in_netns(Path::new("/proc/self/fd/does-not-exist"), || ());
     assert!(matches!(r, Err(NsError::Setns { .. })), "{r:?}");
     // A regular file is not a namespace: setns fails with EINVAL.
@@ -265,6 +276,7 @@ fn run_in_netns_bad_path_is_setns_error() {
 
 #[test]
 fn handshake_failure_is_reported_and_reaped() {
+    let _baton = crate::common::baton(module_path!());
     let r = Holder::spawn(&HolderOptions {
         exe: PathBuf::from("/bin/true"),
         lo_up: false,
@@ -290,6 +302,7 @@ fn sleeper() -> std::process::Child {
 
 #[test]
 fn child_guard_and_process_guard_kill_on_drop() {
+    let _baton = crate::common::baton(module_path!());
     let child = sleeper();
     let guard = ChildGuard::new(child);
     let id = ProcessIdentity::read(guard.pid()).unwrap();

@@ -11,7 +11,8 @@ use netprobe::slot::net::tcp_connect_in_netns;
 
 #[test]
 fn tcp_check_connects_inside_the_netns_only_and_fails_bounded() {
-    assert!(nix::unistd::geteuid().is_root(), "run the tests as root");
+    let _baton = crate::common::baton(module_path!());
+    crate::common::require_root();
     let h = Holder::spawn(&HolderOptions {
         exe: PathBuf::from(env!("CARGO_BIN_EXE_netprobe")),
         lo_up: true,

@@ -9,6 +9,7 @@ use std::path::Path;
 
 #[test]
 fn a_given_rootfs_is_named_not_the_busybox_one() {
+    let _baton = crate::common::baton(module_path!());
     let phases = [RungName::Oci, RungName::ExternalNetns];
     let own = standing_differences(
         &phases,
@@ -42,6 +43,7 @@ fn a_given_rootfs_is_named_not_the_busybox_one() {
 
 #[test]
 fn a_rich_netns_is_not_described_as_lo_only() {
+    let _baton = crate::common::baton(module_path!());
     let phases = [RungName::Kernel, RungName::Criu];
     let lo = standing_differences(&phases, None, NetnsContent::Lo);
     assert!(

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-const EXE: &str = env!("CARGO_BIN_EXE_netprobe");
+use crate::common::EXE;
 
 fn run(args: &[&str]) -> Output {
     Command::new(EXE)
@@ -27,10 +27,8 @@ fn show(o: &Output) -> String {
 
 #[test]
 fn diff_names_a_criu_change_and_a_verdict_change() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "needs root; CI runs the tests as root"
-    );
+    let _baton = crate::common::baton(module_path!());
+    crate::common::require_root();
     for c in [
         netprobe::host::PRIVATE_CRIU,
         netprobe::host::PRIVATE_CRIU_4_1,

@@ -6,6 +6,8 @@ mod common;
 #[path = "../fixtures/report/fixtures.rs"]
 mod fixtures;
 
+mod declared_differences;
+mod diff_real;
 mod report_attribution;
 mod report_diff;
 mod report_html_chromium;
@@ -14,6 +16,4 @@ mod report_progress;
 mod report_render;
 mod report_slot;
 mod report_verified;
-mod diff_real;
-mod declared_differences;
 mod verify_forged;

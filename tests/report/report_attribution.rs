@@ -5,7 +5,7 @@
 //! images tree (`netprobe images`) — in Markdown (bold) and HTML (`class="differs"`, escaped,
 //! the tree in a `<pre>`).
 
-mod common;
+use crate::common;
 use common::cli::netprobe;
 
 /// `netprobe run --phases kernel,criu --netns NETNS --evidence EV --quiet`.
@@ -24,6 +24,7 @@ fn criu_run(ev: &str, netns: &str) -> std::process::Output {
 
 #[test]
 fn report_shows_three_way_attribution_and_images_tree_per_rung() {
+    let _baton = crate::common::baton(module_path!());
     let t = tempfile::tempdir().unwrap();
     let ev = t.path().join("ev");
     let evs = ev.to_str().unwrap();
@@ -94,6 +95,7 @@ fn report_shows_three_way_attribution_and_images_tree_per_rung() {
 /// fact there, so the sentence claims nothing about them.
 #[test]
 fn agreeing_live_states_claim_nothing_about_the_images() {
+    let _baton = crate::common::baton(module_path!());
     let t = tempfile::tempdir().unwrap();
     let ev = t.path().join("ev");
     let evs = ev.to_str().unwrap();

@@ -1,13 +1,13 @@
 //! `netprobe diff`: a runc run against another runtime's run.
 
-#[path = "fixtures/report/fixtures.rs"]
-mod fixtures;
+use crate::fixtures;
 
 use netprobe::evidence::result::{RESULT_FILE, RungName, Status, VerdictCode};
 use netprobe::report::diff::{diff_paths, diff_results, render_diff};
 
 #[test]
 fn diff_runc_to_other_runtime() {
+    let _baton = crate::common::baton(module_path!());
     let (old, new) = (fixtures::runc_result(), fixtures::other_runtime_result());
     let d = diff_results(&old, &new);
     assert!(d.verdict_changed());
@@ -85,6 +85,7 @@ fn diff_runc_to_other_runtime() {
 
 #[test]
 fn same_result_has_nothing_to_report() {
+    let _baton = crate::common::baton(module_path!());
     let r = fixtures::runc_result();
     let d = diff_results(&r, &r);
     assert!(!d.verdict_changed());
@@ -101,6 +102,7 @@ fn same_result_has_nothing_to_report() {
 
 #[test]
 fn zero_old_duration_has_no_ratio() {
+    let _baton = crate::common::baton(module_path!());
     let mut old = fixtures::runc_result();
     old.rungs[0].duration_ms = 0;
     let d = diff_results(&old, &fixtures::runc_result());
@@ -115,6 +117,7 @@ fn zero_old_duration_has_no_ratio() {
 
 #[test]
 fn diff_paths_accepts_folders_and_files() {
+    let _baton = crate::common::baton(module_path!());
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     fixtures::write_evidence(a.path(), &fixtures::runc_result());
     fixtures::write_evidence(b.path(), &fixtures::other_runtime_result());
@@ -142,6 +145,7 @@ fn diff_paths_accepts_folders_and_files() {
 /// CLI exits 1 on `changed()`), said on the verdict line.
 #[test]
 fn a_rung_that_moved_under_an_unchanged_verdict_is_a_change() {
+    let _baton = crate::common::baton(module_path!());
     let (mut old, mut new) = (fixtures::runc_result(), fixtures::other_runtime_result());
     old.verdict.code = VerdictCode::Inconclusive;
     new.verdict.code = VerdictCode::Inconclusive;

@@ -4,8 +4,7 @@
 //! timeout. Set `NETPROBE_REPORT_SCREENSHOT=/path.png` to keep the screenshot (and the page as
 //! `/path.png.html`).
 
-#[path = "fixtures/report/fixtures.rs"]
-mod fixtures;
+use crate::fixtures;
 
 use netprobe::report::{Format, write_report};
 use std::os::unix::process::CommandExt;
@@ -74,6 +73,7 @@ fn run_chromium(extra: &[String], url: &str) -> String {
 
 #[test]
 fn chromium_renders_the_ladder_and_the_verdict() {
+    let _baton = crate::common::baton(module_path!());
     let t = tempfile::tempdir().unwrap();
     fixtures::write_evidence(t.path(), &fixtures::runc_result());
     let report = write_report(t.path(), Format::Html).unwrap();

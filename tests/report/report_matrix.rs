@@ -4,7 +4,7 @@
 //! with pin match; and hostile labels are escaped in both formats, also in the `matrix.md`
 //! that `netprobe matrix` writes (the same template).
 
-mod common;
+use crate::common;
 use common::cli::netprobe;
 use netprobe::evidence::result::VerdictCode;
 use netprobe::matrix::model::{MatrixBinary, MatrixCell, MatrixPart, MatrixResult, load_matrix};
@@ -17,6 +17,7 @@ const CRIU_4_3: &str = "/opt/criu-4.3/sbin/criu";
 
 #[test]
 fn matrix_folder_report_shows_control_beside_runc() {
+    let _baton = crate::common::baton(module_path!());
     for b in [RUNC, CRUN, CRIU_4_3] {
         assert!(
             std::path::Path::new(b).is_file(),
@@ -200,6 +201,7 @@ fn header() -> MatrixResult {
 
 #[test]
 fn matrix_report_escapes_hostile_labels() {
+    let _baton = crate::common::baton(module_path!());
     let evil = "<script>alert(1)</script>|x";
     let m = MatrixResult {
         binaries: vec![MatrixBinary {
@@ -265,6 +267,7 @@ fn separators(line: &str) -> usize {
 
 #[test]
 fn matrix_md_written_by_netprobe_matrix_escapes_names_and_errors() {
+    let _baton = crate::common::baton(module_path!());
     // A runtime name, a CRIU name and errors with table, emphasis, HTML and line breaks in them.
     let runtime = "runc|1 *bold*\n<b>x</b>";
     let criu = "CRIU 4.3 <img src=x>|_y_";
@@ -339,6 +342,7 @@ fn matrix_md_written_by_netprobe_matrix_escapes_names_and_errors() {
 /// verify that found no problem names that part and why, and does not claim every part.
 #[test]
 fn a_part_without_a_result_is_named_as_not_verified() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let m = MatrixResult {
         binaries: vec![],

@@ -1,7 +1,6 @@
 //! Progress lines and the final output of each mode, captured through writers.
 
-#[path = "fixtures/report/fixtures.rs"]
-mod fixtures;
+use crate::fixtures;
 
 use netprobe::evidence::result::{RunResult, RungName};
 use netprobe::report::progress::{Progress, ProgressMode, ladder_text};
@@ -47,6 +46,7 @@ fn drive_into(mode: ProgressMode, r: &RunResult, dir: &Path) -> (String, String)
 
 #[test]
 fn ladder_text_names_each_rung_the_failure_and_the_verdict() {
+    let _baton = crate::common::baton(module_path!());
     let t = ladder_text(&fixtures::runc_result());
     let lines: Vec<&str> = t.lines().collect();
     assert!(
@@ -75,6 +75,7 @@ fn ladder_text_names_each_rung_the_failure_and_the_verdict() {
 
 #[test]
 fn ladder_text_strips_control_characters() {
+    let _baton = crate::common::baton(module_path!());
     let mut r = fixtures::runc_result();
     r.rungs[0].summary = "ok\x1b[31m red\nsecond line".into();
     r.declared_differences.clear();
@@ -86,6 +87,7 @@ fn ladder_text_strips_control_characters() {
 
 #[test]
 fn plain_mode_lines_on_stderr_summary_on_stdout() {
+    let _baton = crate::common::baton(module_path!());
     let r = fixtures::runc_result();
     let (err, out) = drive(ProgressMode::Plain, &r);
     assert!(err.contains("netprobe: kernel started\nnetprobe: kernel: checkpoint\nkernel          pass         14 ms"), "{err}");
@@ -102,6 +104,7 @@ fn plain_mode_lines_on_stderr_summary_on_stdout() {
 /// (one word to the shell); a plain one prints as it is.
 #[test]
 fn the_report_line_quotes_an_evidence_folder_with_a_space() {
+    let _baton = crate::common::baton(module_path!());
     let r = fixtures::runc_result();
     let (_, out) = drive_into(ProgressMode::Plain, &r, Path::new("/tmp/x/with space"));
     let line = out.lines().find(|l| l.starts_with("report:")).unwrap();
@@ -119,6 +122,7 @@ fn the_report_line_quotes_an_evidence_folder_with_a_space() {
 
 #[test]
 fn json_mode_prints_only_the_result_on_stdout() {
+    let _baton = crate::common::baton(module_path!());
     let r = fixtures::runc_result();
     let (err, out) = drive(ProgressMode::Json, &r);
     let back: RunResult = serde_json::from_str(&out).expect("stdout is exactly the result JSON");
@@ -128,6 +132,7 @@ fn json_mode_prints_only_the_result_on_stdout() {
 
 #[test]
 fn quiet_mode_prints_only_the_verdict_code() {
+    let _baton = crate::common::baton(module_path!());
     let r = fixtures::other_runtime_result();
     let (err, out) = drive(ProgressMode::Quiet, &r);
     assert_eq!(err, "");
@@ -136,6 +141,7 @@ fn quiet_mode_prints_only_the_verdict_code() {
 
 #[test]
 fn step_before_any_rung_is_harmless() {
+    let _baton = crate::common::baton(module_path!());
     let (err, out) = (Buf::default(), Buf::default());
     let mut p = Progress::with_writers(ProgressMode::Plain, Box::new(err.clone()), Box::new(out));
     p.step("host facts");

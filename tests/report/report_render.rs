@@ -1,7 +1,6 @@
 //! Markdown and HTML reports over realistic evidence directories (no root, no network).
 
-#[path = "fixtures/report/fixtures.rs"]
-mod fixtures;
+use crate::fixtures;
 
 use netprobe::evidence::result::{Artifact, RESULT_FILE, RungName, Status};
 use netprobe::report::html::render_html;
@@ -16,6 +15,7 @@ fn runc_dir() -> tempfile::TempDir {
 
 #[test]
 fn markdown_names_verdict_rungs_assertions_and_links() {
+    let _baton = crate::common::baton(module_path!());
     let t = runc_dir();
     let r = fixtures::runc_result();
     let md = render_markdown(&r, t.path());
@@ -66,6 +66,7 @@ fn markdown_names_verdict_rungs_assertions_and_links() {
 
 #[test]
 fn html_has_svg_ladder_coloured_by_outcome_and_sections() {
+    let _baton = crate::common::baton(module_path!());
     let t = runc_dir();
     let r = fixtures::runc_result();
     let html = render_html(&r, t.path());
@@ -115,6 +116,7 @@ fn html_has_svg_ladder_coloured_by_outcome_and_sections() {
 
 #[test]
 fn error_and_skipped_rungs_are_orange_and_grey() {
+    let _baton = crate::common::baton(module_path!());
     let t = tempfile::tempdir().unwrap();
     let mut r = fixtures::runc_result();
     r.rungs[2].status = Status::Error;
@@ -129,6 +131,7 @@ fn error_and_skipped_rungs_are_orange_and_grey() {
 
 #[test]
 fn html_and_markdown_escape_hostile_text() {
+    let _baton = crate::common::baton(module_path!());
     let t = tempfile::tempdir().unwrap();
     let mut r = fixtures::runc_result();
     r.verdict.summary = "<script>alert(1)</script>".into();
@@ -218,6 +221,7 @@ fn html_and_markdown_escape_hostile_text() {
 
 #[test]
 fn write_report_writes_atomically_and_overwrites() {
+    let _baton = crate::common::baton(module_path!());
     let t = runc_dir();
     let p = write_report(t.path(), Format::Markdown).unwrap();
     assert_eq!(p, t.path().join("report.md"));
@@ -249,6 +253,7 @@ fn write_report_writes_atomically_and_overwrites() {
 
 #[test]
 fn load_result_errors_name_the_input() {
+    let _baton = crate::common::baton(module_path!());
     let t = tempfile::tempdir().unwrap();
     let missing = t.path().join("nope");
     let e = load_result(&missing).unwrap_err();
@@ -289,6 +294,7 @@ fn load_result_errors_name_the_input() {
 
 #[test]
 fn netstate_diff_is_absent_without_files_and_reports_unreadable() {
+    let _baton = crate::common::baton(module_path!());
     let t = runc_dir();
     assert!(netstate_diff(t.path(), RungName::Kernel).is_none());
     let d = netstate_diff(t.path(), RungName::Oci).unwrap();
@@ -303,6 +309,7 @@ fn netstate_diff_is_absent_without_files_and_reports_unreadable() {
 
 #[test]
 fn other_runtime_report_says_preserves() {
+    let _baton = crate::common::baton(module_path!());
     let t = tempfile::tempdir().unwrap();
     let r = fixtures::other_runtime_result();
     fixtures::write_evidence(t.path(), &r);
@@ -323,6 +330,7 @@ fn other_runtime_report_says_preserves() {
 /// values: `<script>`, `&` and both quote kinds from the result come out as entities.
 #[test]
 fn html_template_escapes_script_ampersand_and_quotes_in_every_context() {
+    let _baton = crate::common::baton(module_path!());
     let t = tempfile::tempdir().unwrap();
     let mut r = fixtures::runc_result();
     r.tool_version = r#"0.1 & <script>alert('v')</script> "q""#.into();
@@ -349,6 +357,7 @@ fn html_template_escapes_script_ampersand_and_quotes_in_every_context() {
 /// without it.
 #[test]
 fn the_recorded_expectation_is_shown_beside_the_verdict() {
+    let _baton = crate::common::baton(module_path!());
     let t = runc_dir();
     let mut r = fixtures::runc_result();
     let md = render_markdown(&r, t.path());

@@ -5,7 +5,7 @@
 //! changed after its gate wrote it shows as DIFFERS), the differing-pixel count and bounding
 //! box; hostile text is escaped in both formats; no evidence file is touched (only
 //! `report.{html,md}` appear); a state directory is refused. The same report on a real desktop
-//! slot run is asserted in tests/slot_desktop.rs.
+//! slot run is asserted in tests/desktop/slot_desktop.rs.
 
 use netprobe::report::{Format, write_report};
 use netprobe::x11::{GateRecord, Screenshot, pixel_gate, write_artifact};
@@ -181,6 +181,7 @@ fn journal_every_verb(slot: &Path) {
 
 #[test]
 fn slot_report_shows_before_after_diff_gates_and_escapes() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let slot = make_slot(tmp.path());
     let evidence_before = files(&slot.join("evidence"));
@@ -264,6 +265,7 @@ fn slot_report_shows_before_after_diff_gates_and_escapes() {
 
 #[test]
 fn verb_folder_report_and_state_dir_refusal() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let slot = make_slot(tmp.path());
     let rd = slot.join("evidence/0003-restore");
@@ -289,6 +291,7 @@ fn verb_folder_report_and_state_dir_refusal() {
 
 #[test]
 fn a_png_name_leaving_the_folder_is_neither_opened_nor_linked() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let slot = make_slot(tmp.path());
     let rd = slot.join("evidence/0004-reset");
@@ -317,6 +320,7 @@ fn a_png_name_leaving_the_folder_is_neither_opened_nor_linked() {
 /// with neither stays incomplete.
 #[test]
 fn an_interrupted_verb_is_shown_as_interrupted_with_its_note() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let slot = make_slot(tmp.path());
     let d = slot.join("evidence/0005-restore");
@@ -367,6 +371,7 @@ fn an_interrupted_verb_is_shown_as_interrupted_with_its_note() {
 /// (not quoted as the note).
 #[test]
 fn a_verb_json_that_says_interrupted_is_shown_as_interrupted() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let slot = make_slot(tmp.path());
     let mut doc = verb_doc(
@@ -425,6 +430,7 @@ fn a_verb_json_that_says_interrupted_is_shown_as_interrupted() {
 /// `write_report_verified` says not reproduced), or unchecked (no end with a hash).
 #[test]
 fn an_edited_verb_json_is_named_against_the_journal() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let slot = make_slot(tmp.path());
     let ev = slot.join("evidence");
@@ -580,6 +586,7 @@ fn an_edited_verb_json_is_named_against_the_journal() {
 /// VERIFIED (the binary exits 1) while `verb.json` itself still matches the journal.
 #[test]
 fn a_listed_file_edited_after_its_verb_is_named() {
+    let _baton = crate::common::baton(module_path!());
     use netprobe::evidence::EvidenceDir;
     use netprobe::evidence::enclosing::SLOT_VERB_UNLISTED;
     let tmp = tempfile::tempdir().unwrap();

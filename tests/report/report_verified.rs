@@ -4,11 +4,12 @@
 //! after one artifact is edited the page says NOT VERIFIED with the mismatch on that file, in
 //! Markdown and HTML, and the command exits 1 (the evidence does not hold).
 
-mod common;
+use crate::common;
 use common::cli::netprobe;
 
 #[test]
 fn report_shows_whether_the_evidence_reproduces_the_result() {
+    let _baton = crate::common::baton(module_path!());
     let t = tempfile::tempdir().unwrap();
     let ev = t.path().join("ev");
     let evs = ev.to_str().unwrap();

@@ -6,7 +6,7 @@
 //! edited log with its hashes fixed (the assertion listed under its recorded status), and empty
 //! directories added to the folder.
 
-mod common;
+use crate::common;
 use common::cli::{netprobe, text};
 use serde_json::Value;
 use std::path::Path;
@@ -47,10 +47,7 @@ fn assert_caught(o: &Output, field: &str) {
 /// A fresh `netprobe run` (root: namespaces, CRIU, runc) into `<tmp>/ev`: the folder every
 /// test here edits copies of.
 fn fresh_run() -> (tempfile::TempDir, std::path::PathBuf) {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "this test makes a real evidence folder: it needs root (namespaces, CRIU, runc)"
-    );
+    crate::common::require_root();
     let tmp = tempfile::tempdir().unwrap();
     let ev = tmp.path().join("ev");
     let o = netprobe(&["run", "--quiet", "--evidence", ev.to_str().unwrap()]);
@@ -60,6 +57,7 @@ fn fresh_run() -> (tempfile::TempDir, std::path::PathBuf) {
 
 #[test]
 fn edits_of_unhashed_result_fields_are_caught() {
+    let _baton = crate::common::baton(module_path!());
     let (_tmp, ev) = fresh_run();
     let original = std::fs::read(ev.join("netprobe-result.json")).unwrap();
 
@@ -331,6 +329,7 @@ fn edits_of_unhashed_result_fields_are_caught() {
 /// killed CRIU leaves it) is not.
 #[test]
 fn a_recorded_pass_failing_now_and_an_added_empty_directory_are_told_as_such() {
+    let _baton = crate::common::baton(module_path!());
     let (_tmp, ev) = fresh_run();
     let original = std::fs::read(ev.join("netprobe-result.json")).unwrap();
 
@@ -419,6 +418,7 @@ fn netprobe_bounded(args: &[&str]) -> Output {
 /// waiting for a writer or reading forever.
 #[test]
 fn a_recorded_file_replaced_by_a_fifo_or_a_device_link_is_a_mismatch_not_a_hang() {
+    let _baton = crate::common::baton(module_path!());
     let (tmp, ev) = fresh_run();
     let copy = |name: &str| {
         let to = tmp.path().join(name);

@@ -1,13 +1,13 @@
 //! `netprobe slot …` through the real binary: the exit codes of the README's table (1 a gate
 //! failed, 2 usage, 3 host refused, 4 could not run), `--json` output (errors and `status`, the
 //! latter validated against `evidence-schema/slot-state.schema.json`), and nothing left behind.
-#[path = "common/slot_support.rs"]
-mod slot_support;
+use crate::common::slot_support;
 use slot_support::*;
 
 /// Exit 2: malformed slot numbers and bad option combinations; nothing is created.
 #[test]
 fn usage_errors_exit_2() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let sd = tmp.path().join("state");
     for bad in ["01", "-1", "1000", "../1", "a", "1/2"] {
@@ -41,6 +41,7 @@ fn usage_errors_exit_2() {
 /// and nothing is created, not even the missing state directory.
 #[test]
 fn bad_profiles_exit_2_at_load_and_create_nothing() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let tmp = tempfile::tempdir().unwrap();
     let sd = tmp.path().join("state");
@@ -113,6 +114,7 @@ fn bad_profiles_exit_2_at_load_and_create_nothing() {
 /// slot and the gate; `--json` carries the same.
 #[test]
 fn gate_failure_exits_1() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let tmp = tempfile::tempdir().unwrap();
     let sd = tmp.path().join("state");
@@ -149,6 +151,7 @@ fn gate_failure_exits_1() {
 /// checkpoints); no slot is created.
 #[test]
 fn criu_config_file_refused_exit_3() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let tmp = tempfile::tempdir().unwrap();
     let sd = tmp.path().join("state");
@@ -187,6 +190,7 @@ fn criu_config_file_refused_exit_3() {
 /// creates a slot.
 #[test]
 fn cgroup_driver_bad_name_exit_2_and_systemd_not_pid1_exit_3() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let tmp = tempfile::tempdir().unwrap();
     let sd = tmp.path().join("state");
@@ -273,6 +277,7 @@ fn cgroup_driver_bad_name_exit_2_and_systemd_not_pid1_exit_3() {
 /// during and after; `cleanup` succeeds and nothing is left.
 #[test]
 fn could_not_run_exits_4_then_status_and_cleanup() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();

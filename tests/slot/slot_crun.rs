@@ -4,8 +4,7 @@
 //! half-written state folder and `.proxy-crun` cgroups are released so the next restore works,
 //! and cleanup leaves nothing: no container, no cgroup in any hierarchy (incl.
 //! /sys/fs/cgroup/unified), no mount, no holder.
-#[path = "common/slot_support.rs"]
-mod slot_support;
+use crate::common::slot_support;
 use netprobe::slot::{Phase, SlotOutcome, Verb, run_verb};
 use slot_support::*;
 use std::path::{Path, PathBuf};
@@ -48,6 +47,7 @@ fn last_evidence(sd: &Path, verb: &str) -> serde_json::Value {
 
 #[test]
 fn crun_full_cycle_releases_a_failed_restore_and_leaves_nothing() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     for b in [CRUN, CRIU_4_3] {
         assert!(

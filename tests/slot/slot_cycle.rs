@@ -2,8 +2,7 @@
 //! 0.0.0.0:5000), real runc and CRIU 4.2.1: provision → snapshot → restore → reset ×3 → cleanup,
 //! with the gates' facts asserted — the guest server answers 200 from inside the namespace after
 //! provision, restore and each reset.
-#[path = "common/slot_support.rs"]
-mod slot_support;
+use crate::common::slot_support;
 use netprobe::slot::{Phase, SlotOutcome, Verb};
 use slot_support::*;
 
@@ -49,6 +48,7 @@ fn assert_volatile_overlay(st: &netprobe::slot::SlotState, when: &str) {
 
 #[test]
 fn full_cycle_default_image_with_gates() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let mut tmp = tempfile::tempdir().unwrap();

@@ -7,8 +7,7 @@
 //! - the outcome names what each gate recorded ("not applicable" as such) and both netns inodes;
 //! - a runtime checkpoint that CRIU refuses (an established TCP connection in the guest) carries
 //!   CRIU's reason in the error's `criu_reason` field (library and `--json`).
-#[path = "common/slot_support.rs"]
-mod slot_support;
+use crate::common::slot_support;
 use netprobe::slot::{Phase, Verb};
 use slot_support::*;
 use std::process::Command;
@@ -36,6 +35,7 @@ fn restore_err(slot: &str, sd: &std::path::Path) -> netprobe::slot::SlotError {
 
 #[test]
 fn planted_criu_chain_and_deprecated_address_fail_the_gate_by_name() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();
@@ -168,6 +168,7 @@ fn planted_criu_chain_and_deprecated_address_fail_the_gate_by_name() {
 
 #[test]
 fn no_guest_server_is_printed_as_not_applicable() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();
@@ -203,6 +204,7 @@ fn no_guest_server_is_printed_as_not_applicable() {
 
 #[test]
 fn criu_reason_of_a_refused_checkpoint_is_a_field() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();

@@ -1,13 +1,13 @@
 //! A qcow2 image built by the test from the busybox rootfs (mkfs.ext4 -d, qemu-img convert),
 //! pinned by sha256 and mounted read-only through qemu-storage-daemon's FUSE export + a loop device;
 //! and the `image-unchanged` gate over a qcow2, a directory image and the embedded image.
-#[path = "common/slot_support.rs"]
-mod slot_support;
+use crate::common::slot_support;
 use netprobe::slot::{SlotArgs, Verb, run_verb};
 use slot_support::*;
 
 #[test]
 fn qcow2_image_cycle_and_wrong_pin() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();
@@ -151,6 +151,7 @@ fn refused_at_image_gate(e: &netprobe::slot::SlotError, file: &str) {
 /// file named), before anything is touched: the holder, the snapshot and the phase are kept.
 #[test]
 fn an_edited_directory_image_is_refused_before_restore_and_reset() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();
@@ -219,6 +220,7 @@ fn an_edited_directory_image_is_refused_before_restore_and_reset() {
 /// container not stopped) and restore at `image-unchanged`.
 #[test]
 fn an_edited_embedded_image_is_refused_before_snapshot_reset_and_restore() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();

@@ -6,8 +6,7 @@
 //! `argv[0]` are `runc`/`crun` and `criu`, never the descriptor number. Real slots (runc 1.4.3
 //! and crun 1.28, CRIU 4.3, the busybox sleep image); the processes are observed by polling
 //! `/proc` while a snapshot and a restore run, each picked by its executable: the sealed memfd.
-#[path = "common/slot_support.rs"]
-mod slot_support;
+use crate::common::slot_support;
 use netprobe::slot::Verb;
 use slot_support::*;
 use std::collections::BTreeSet;
@@ -148,6 +147,7 @@ fn names_during_verbs(slot: &str, runtime: &str, kind: &str) {
 
 #[test]
 fn sealed_runtime_and_criu_show_by_name_runc() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let rt = "/opt/runc-1.4.3/sbin/runc";
     for b in [rt, CRIU_4_3] {
@@ -162,6 +162,7 @@ fn sealed_runtime_and_criu_show_by_name_runc() {
 
 #[test]
 fn sealed_runtime_and_criu_show_by_name_crun() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let rt = "/opt/crun-1.28/bin/crun";
     for b in [rt, CRIU_4_3] {

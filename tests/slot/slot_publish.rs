@@ -4,8 +4,7 @@
 //! server dead at the snapshot fails `published-ports` after the restore; bad `--publish`
 //! input and a taken host port are refused before anything is created. Slots 60-69, host
 //! ports 25060-25069.
-#[path = "common/slot_support.rs"]
-mod slot_support;
+use crate::common::slot_support;
 use netprobe::slot::publish::parse_publish;
 use netprobe::slot::{Phase, SlotOutcome, Verb, run_verb};
 use slot_support::*;
@@ -62,6 +61,7 @@ fn threads(pid: i32) -> u32 {
 
 #[test]
 fn published_port_through_provision_snapshot_restore_reset_and_cleanup() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();
@@ -191,6 +191,7 @@ fn pids_in_netns(ino: u64, needle: &str) -> Vec<i32> {
 
 #[test]
 fn a_guest_server_dead_at_the_snapshot_fails_published_ports_after_the_restore() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();
@@ -241,6 +242,7 @@ fn nothing_created(sd: &Path) {
 
 #[test]
 fn bad_publish_is_refused_with_the_flag_and_the_fix_and_nothing_is_created() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let tmp = tempfile::tempdir().unwrap();
     let sd = state_dir(&tmp);
@@ -294,6 +296,7 @@ fn bad_publish_is_refused_with_the_flag_and_the_fix_and_nothing_is_created() {
 
 #[test]
 fn a_taken_host_port_is_refused_naming_its_listener_and_nothing_is_created() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let tmp = tempfile::tempdir().unwrap();
     let sd = state_dir(&tmp);

@@ -1,8 +1,7 @@
 //! `status` output validates against evidence-schema/slot-state.schema.json; the probe-verdict
 //! gate proves the verdict from a real probe run's evidence (as `netprobe verify` does) and
 //! refuses the same evidence once edited.
-#[path = "common/slot_support.rs"]
-mod slot_support;
+use crate::common::slot_support;
 use netprobe::evidence::result::RESULT_FILE;
 use netprobe::slot::{Verb, run_verb};
 use serde_json::Value;
@@ -32,6 +31,7 @@ fn edit_result(dir: &Path, edit: impl FnOnce(&mut Value)) {
 
 #[test]
 fn status_validates_and_probe_gate() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let v = slot_state_validator();
@@ -176,6 +176,7 @@ fn status_validates_and_probe_gate() {
 /// `--runtime` is refused naming both paths and the fix.
 #[test]
 fn provision_takes_the_probed_pair_by_default() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();

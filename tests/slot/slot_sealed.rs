@@ -1,8 +1,7 @@
 //! The sealed copies of the runtime and CRIU (`src/slot/sealed.rs`): made at provision, held by
 //! the holder, run by every later verb and proven by inode and seals instead of a re-hash; the
 //! files on disk compared by `stat` and re-hashed when that differs.
-#[path = "common/slot_support.rs"]
-mod slot_support;
+use crate::common::slot_support;
 use netprobe::slot::Verb;
 use slot_support::*;
 use std::os::fd::AsRawFd;
@@ -12,6 +11,7 @@ const SEALS: i32 = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW |
 
 #[test]
 fn later_verbs_run_the_holders_sealed_copies() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();

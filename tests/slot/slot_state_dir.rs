@@ -1,14 +1,14 @@
 //! Bad slot input: malformed slot numbers are usage errors, and a state directory that is a
 //! symlink, not ours, or a file is refused naming the slot and the gate, with the documented exit
 //! code; status of a state directory or slot that is not there says so.
-#[path = "common/slot_support.rs"]
-mod slot_support;
+use crate::common::slot_support;
 use netprobe::slot::{SlotArgs, Verb};
 use slot_support::*;
 use std::os::unix::fs::PermissionsExt;
 
 #[test]
 fn malformed_slot_numbers_are_usage_errors() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     for bad in [
         "",
@@ -56,6 +56,7 @@ fn malformed_slot_numbers_are_usage_errors() {
 
 #[test]
 fn state_dir_symlink_or_not_ours() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let tmp = tempfile::tempdir().unwrap();
     let real = tmp.path().join("real");
@@ -205,6 +206,7 @@ impl Drop for Unmount {
 /// filesystem (type, source, mount point) and the fix, as a slot folder that cannot be made is.
 #[test]
 fn a_state_dir_on_a_read_only_filesystem_names_the_filesystem_and_the_fix() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let tmp = tempfile::tempdir().unwrap();
     let ro = tmp.path().join("ro");

@@ -10,8 +10,7 @@
 //!   `--allow-script-binaries REASON`, recorded in `state.json` and the verb's facts.
 //!
 //! Nothing is left: no container, holder, mount or private folder.
-#[path = "common/slot_support.rs"]
-mod slot_support;
+use crate::common::slot_support;
 use slot_support::*;
 use std::path::{Path, PathBuf};
 
@@ -97,6 +96,7 @@ fn no_tmp_leftovers(pid: u32) {
 
 #[test]
 fn a_criu_script_claiming_4_3_that_runs_4_1_1_stops_the_criu_rung() {
+    let _baton = crate::common::baton(module_path!());
     prerequisites();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();
@@ -166,6 +166,7 @@ fn a_criu_script_claiming_4_3_that_runs_4_1_1_stops_the_criu_rung() {
 
 #[test]
 fn a_runc_script_is_named_in_the_facts_and_refused_by_provision_unless_allowed() {
+    let _baton = crate::common::baton(module_path!());
     prerequisites();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();

@@ -4,11 +4,11 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-mod slot_faults;
+mod hostile_binaries;
 mod slot_crun_kill;
+mod slot_faults;
 mod slot_hostile;
 mod slot_hung_tree;
 mod slot_interrupt;
 mod slot_kill;
 mod slot_leftovers;
-mod hostile_binaries;

@@ -6,8 +6,7 @@
 //! next restore releases them before the runtime restore and passes the first time; the CRIU
 //! lock it removes first is evidence of its own (no name written twice, so no false "free
 //! space" exit 2); cleanup leaves nothing.
-#[path = "common/slot_support.rs"]
-mod slot_support;
+use crate::common::slot_support;
 use netprobe::slot::SlotLock;
 use slot_support::*;
 use std::path::{Path, PathBuf};
@@ -99,6 +98,7 @@ fn kill_mid_restore(sd: &Path) -> Vec<(i32, String)> {
 
 #[test]
 fn crun_killed_with_netprobe_mid_restore_then_the_next_restore_passes() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     for b in [CRUN, CRIU_4_3] {
         assert!(

@@ -1,9 +1,7 @@
 //! Bad input and faults: each gives a clear error naming the slot and the gate, the documented
 //! exit code, loses nothing, and `cleanup` still releases everything.
-#[path = "common/slot_support.rs"]
-mod slot_support;
-#[path = "common/slot_state_faults.rs"]
-mod state_faults;
+use crate::common::slot_state_faults as state_faults;
+use crate::common::slot_support;
 use netprobe::ns::ProcessIdentity;
 use netprobe::slot::{Phase, SlotLock, SlotState, Verb, run_verb};
 use slot_support::*;
@@ -12,6 +10,7 @@ use std::path::{Path, PathBuf};
 /// One provisioned slot walked through the faults that do not destroy it.
 #[test]
 fn lifecycle_faults() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();
@@ -528,6 +527,7 @@ fn assert_way_out(e: &netprobe::slot::SlotError, sd: &std::path::Path, slot: u32
 /// Runtime and CRIU binaries swapped after provision: refused; cleanup works with the original.
 #[test]
 fn binary_swapped_after_provision() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();
@@ -587,6 +587,7 @@ fn binary_swapped_after_provision() {
 /// signalled by cleanup.
 #[test]
 fn holder_replaced_by_another_process() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();

@@ -1,7 +1,6 @@
 //! Faults of a hostile trial set up for real on a slot (slots 80-89): each is named, fails with
 //! its exit code and leaves nothing behind.
-#[path = "common/slot_support.rs"]
-mod slot_support;
+use crate::common::slot_support;
 use netprobe::slot::Verb;
 use slot_support::*;
 use std::path::Path;
@@ -29,6 +28,7 @@ fn facts_of(ev: &Path) -> serde_json::Value {
 /// removed); the lock method CRIU recorded is a fact of snapshot and restore.
 #[test]
 fn criu_named_tables_and_chains_are_never_nothing() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();
@@ -98,6 +98,7 @@ fn criu_named_tables_and_chains_are_never_nothing() {
 /// naming the file and both values) before the checkpoint, and passes once it is put back.
 #[test]
 fn a_cgroup_limit_changed_by_hand_is_named() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();

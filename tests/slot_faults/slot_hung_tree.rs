@@ -5,8 +5,7 @@
 //! snapshot / restore ends within seconds with an error naming the bound, the grandchild is
 //! dead; SIGTERM during a hung checkpoint (default bound) ends the verb within seconds (143)
 //! with the hung tree killed; and `cleanup` then releases everything.
-#[path = "common/slot_support.rs"]
-mod slot_support;
+use crate::common::slot_support;
 use slot_support::*;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -50,6 +49,7 @@ fn hung_verb(dir: &Path, sd: &Path, verb: &str, name: &str, step: &str) {
 
 #[test]
 fn hung_runtime_and_criu_in_snapshot_and_restore_are_bounded() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();

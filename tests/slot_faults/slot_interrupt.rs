@@ -12,8 +12,7 @@
 //! - Every interrupted verb's folder holds, beside `interrupted.txt` (which names them), the
 //!   step timings so far (`timings.json`) and `verb.json` (not ok, `interrupted` by SIGINT, exit
 //!   130, the gates and timings so far), whose sha256 the journal's `end` entry records.
-#[path = "common/slot_support.rs"]
-mod slot_support;
+use crate::common::slot_support;
 use netprobe::ns::ProcessIdentity;
 use netprobe::slot::criu_lock::LockStep;
 use slot_support::*;
@@ -102,6 +101,7 @@ fn assert_interrupted_end(slot: &Path, ev: &Path) {
 
 #[test]
 fn interrupted_provision_releases_its_mounts_and_says_cleanup_then_another_slot() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();
@@ -246,6 +246,7 @@ fn provisioned_with_criu_wrapper(
 
 #[test]
 fn interrupted_or_failed_restore_removes_criu_lock_and_the_retry_succeeds() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();
@@ -363,6 +364,7 @@ fn interrupted_or_failed_restore_removes_criu_lock_and_the_retry_succeeds() {
 /// restore passes net-fidelity.
 #[test]
 fn a_snapshot_that_does_not_finish_removes_criu_lock_and_none_records_it() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();
@@ -493,6 +495,7 @@ fn a_snapshot_that_does_not_finish_removes_criu_lock_and_none_records_it() {
 /// brings the snapshot back, which works.
 #[test]
 fn a_restore_interrupted_during_its_gates_stops_the_restored_container_proven() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();

@@ -2,8 +2,7 @@
 //! the real binary, then every verb run again (through the binary): the interrupted snapshot is
 //! never used, the previous complete one still restores, `status --json` stays valid, and
 //! `cleanup` releases everything.
-#[path = "common/slot_support.rs"]
-mod slot_support;
+use crate::common::slot_support;
 use netprobe::slot::SlotLock;
 use slot_support::*;
 use std::time::{Duration, Instant};
@@ -21,6 +20,7 @@ fn spawn_quiet(verb: &str, slot: &str, sd: &std::path::Path) -> std::process::Ch
 
 #[test]
 fn sigkill_mid_snapshot_then_every_verb() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();
@@ -185,6 +185,7 @@ fn sigkill_mid_snapshot_then_every_verb() {
 /// a snapshot is taken again after it.
 #[test]
 fn sigkill_mid_restore_then_snapshot_refuses_the_ungated_container() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let tmp = tempfile::tempdir().unwrap();

@@ -10,8 +10,7 @@
 //!   it: more jumps than CRIU's own unlock removes): `slot reset` removes it before its runtime
 //!   restore (gate `no-criu-lock`) and passes `net-fidelity`; in phase `checkpointed` the dump's
 //!   own lock is CRIU's to unlock and is left to it.
-#[path = "common/slot_support.rs"]
-mod slot_support;
+use crate::common::slot_support;
 use netprobe::slot::{SlotLock, Verb};
 use slot_support::*;
 use std::path::{Path, PathBuf};
@@ -93,6 +92,7 @@ fn kill_snapshot_while_dumping(slot: &str, sd: &Path) -> u32 {
 
 #[test]
 fn killed_first_snapshot_leftovers_stay_with_their_slot_and_status_names_criu_lock() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let v = slot_state_validator();
@@ -201,6 +201,7 @@ fn killed_first_snapshot_leftovers_stay_with_their_slot_and_status_names_criu_lo
 
 #[test]
 fn reset_removes_a_lock_left_in_phase_running_before_its_restore() {
+    let _baton = crate::common::baton(module_path!());
     require_root();
     let _s = serial();
     let v = slot_state_validator();

@@ -15,8 +15,7 @@
 //! (host/setup.sh --test-deps) and CRIU in /opt/criu-4.2.1. The image is built once and cached by content hash
 //! (/var/cache/netprobe/vm).
 
-#[path = "common/fleet_play.rs"]
-mod fleet_play;
+use crate::common::fleet_play;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -81,6 +80,7 @@ fn step(out: &Path, name: &str) -> (i32, String, String) {
 
 #[test]
 fn vm_ladder_and_systemd_cgroup_v2() {
+    let _baton = crate::common::baton(module_path!());
     let img = image();
     let _vm = one_vm();
     let tmp = tempfile::tempdir().unwrap();
@@ -361,6 +361,7 @@ fn slot_cycle_systemd_v2(out: &Path) {
 /// changes, as it does for a runtime or CRIU change.
 #[test]
 fn vm_kernel_column_trixie_kernel() {
+    let _baton = crate::common::baton(module_path!());
     let img = image();
     let _vm = one_vm();
     let kver = read(&img.join("kernel-version-trixie")).trim().to_string();
@@ -435,6 +436,7 @@ fn vm_kernel_column_trixie_kernel() {
 
 #[test]
 fn vm_that_does_not_finish_is_killed_and_reported() {
+    let _baton = crate::common::baton(module_path!());
     let img = image();
     let _vm = one_vm();
     let tmp = tempfile::tempdir().unwrap();
@@ -482,6 +484,7 @@ fn vm_that_does_not_finish_is_killed_and_reported() {
 /// panicked says so with exit 4. The panic here is the guest's own `sysrq` crash.
 #[test]
 fn vm_guest_kernel_panic_is_booted_again_and_kept() {
+    let _baton = crate::common::baton(module_path!());
     let img = image();
     let _vm = one_vm();
     let tmp = tempfile::tempdir().unwrap();
@@ -530,6 +533,7 @@ fn vm_guest_kernel_panic_is_booted_again_and_kept() {
 
 #[test]
 fn systemd_driver_refused_where_systemd_is_not_pid1() {
+    let _baton = crate::common::baton(module_path!());
     // This machine kind has no systemd (DESIGN.md §2).
     let tmp = tempfile::tempdir().unwrap();
     let ev = tmp.path().join("ev");
@@ -549,6 +553,7 @@ fn systemd_driver_refused_where_systemd_is_not_pid1() {
 
 #[test]
 fn cgroupfs_driver_on_this_hybrid_host() {
+    let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let ev = tmp.path().join("ev");
     let r = Command::new(env!("CARGO_BIN_EXE_netprobe"))

@@ -88,6 +88,7 @@ fn killed_with(sig: nix::sys::signal::Signal) -> (Option<i32>, String, i32) {
 
 #[test]
 fn qemu_killed_by_sigkill_is_reported_as_killed() {
+    let _baton = crate::common::baton(module_path!());
     let (code, err, _) = killed_with(nix::sys::signal::Signal::SIGKILL);
     assert_eq!(code, Some(4), "{err}");
     assert!(
@@ -100,6 +101,7 @@ fn qemu_killed_by_sigkill_is_reported_as_killed() {
 
 #[test]
 fn qemu_killed_by_sigterm_names_the_sender() {
+    let _baton = crate::common::baton(module_path!());
     let (code, err, me) = killed_with(nix::sys::signal::Signal::SIGTERM);
     assert_eq!(code, Some(4), "{err}");
     assert!(
