@@ -315,10 +315,12 @@ fn a_taken_host_port_is_refused_naming_its_listener_and_nothing_is_created() {
     );
     assert_eq!(code, Some(3), "{err}");
     let me = std::process::id();
+    // This test binary's name as the kernel keeps it (the area binary, `slot-<hash>`, cut to 15).
+    let comm = std::fs::read_to_string(format!("/proc/{me}/comm")).unwrap();
     assert!(
         err.contains("host-ports-free")
             && err.contains("host port 127.0.0.1:25063 is not free: Address already in use")
-            && err.contains(&format!("pid {me} (slot_publish-"))
+            && err.contains(&format!("pid {me} ({})", comm.trim_end()))
             && err.contains("listens on 127.0.0.1:25063; free it or publish another host port"),
         "{err}"
     );
