@@ -408,7 +408,7 @@ fn every_probe_evidence_example_names_a_folder_a_run_in_it_wrote() {
 #[test]
 fn doctor_names_a_criu_config_variable_without_a_file() {
     let _baton = crate::common::baton(module_path!());
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_netprobe"))
+    let o = std::process::Command::new(crate::common::EXE)
         .arg("doctor")
         .env("CRIU_CONFIG_FILE", "/nonexistent/netprobe-test.conf")
         .output()

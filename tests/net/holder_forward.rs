@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 fn opts() -> HolderOptions {
     HolderOptions {
-        exe: PathBuf::from(env!("CARGO_BIN_EXE_netprobe")),
+        exe: PathBuf::from(crate::common::EXE),
         lo_up: true,
     }
 }

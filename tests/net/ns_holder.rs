@@ -11,7 +11,7 @@ use netprobe::ns::{
 };
 
 fn exe() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_netprobe"))
+    PathBuf::from(crate::common::EXE)
 }
 
 fn opts(lo_up: bool) -> HolderOptions {

@@ -14,7 +14,7 @@ fn tcp_check_connects_inside_the_netns_only_and_fails_bounded() {
     let _baton = crate::common::baton(module_path!());
     crate::common::require_root();
     let h = Holder::spawn(&HolderOptions {
-        exe: PathBuf::from(env!("CARGO_BIN_EXE_netprobe")),
+        exe: PathBuf::from(crate::common::EXE),
         lo_up: true,
     })
     .unwrap();

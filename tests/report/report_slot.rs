@@ -656,7 +656,7 @@ fn a_listed_file_edited_after_its_verb_is_named() {
         );
         if file == "netstate-after.json" {
             // The binary exits 1 and names the file on stderr.
-            let o = std::process::Command::new(env!("CARGO_BIN_EXE_netprobe"))
+            let o = std::process::Command::new(crate::common::EXE)
                 .arg("report")
                 .arg(&slot)
                 .output()

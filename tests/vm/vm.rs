@@ -85,7 +85,7 @@ fn vm_ladder_and_systemd_cgroup_v2() {
     let _vm = one_vm();
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
-    let bin = env!("CARGO_BIN_EXE_netprobe");
+    let bin = crate::common::EXE;
     // The same boot then serves as one host of the fleet test (issue 34): once suite.sh has
     // ended, fleet-guest.sh starts sshd and Ansible runs against this machine and the VM
     // (tests/common/fleet_play.rs), then stops it.
@@ -371,7 +371,7 @@ fn vm_kernel_column_trixie_kernel() {
     );
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
-    let bin = env!("CARGO_BIN_EXE_netprobe");
+    let bin = crate::common::EXE;
     let r = Command::new("bash")
         .arg(repo().join("host/vm/run.sh"))
         .args([
@@ -537,7 +537,7 @@ fn systemd_driver_refused_where_systemd_is_not_pid1() {
     // This machine kind has no systemd (DESIGN.md §2).
     let tmp = tempfile::tempdir().unwrap();
     let ev = tmp.path().join("ev");
-    let r = Command::new(env!("CARGO_BIN_EXE_netprobe"))
+    let r = Command::new(crate::common::EXE)
         .args(["cgroup", "--driver", "systemd", "--evidence"])
         .arg(&ev)
         .output()
@@ -556,7 +556,7 @@ fn cgroupfs_driver_on_this_hybrid_host() {
     let _baton = crate::common::baton(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     let ev = tmp.path().join("ev");
-    let r = Command::new(env!("CARGO_BIN_EXE_netprobe"))
+    let r = Command::new(crate::common::EXE)
         .args(["cgroup", "--evidence"])
         .arg(&ev)
         .output()
