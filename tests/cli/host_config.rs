@@ -1,5 +1,6 @@
-//! CRIU config-file refusal. This test binary holds one test only, because it sets
-//! `$CRIU_CONFIG_FILE` in its own process environment.
+//! CRIU config-file refusal. This module holds one test only, because it sets
+//! `$CRIU_CONFIG_FILE` in the test process's environment (the baton keeps every other test of
+//! the `cli` binary from running meanwhile; the test removes the variable before it ends).
 
 use netprobe::host::config::criu_config_files_in;
 use netprobe::host::{HostError, criu_config_files, refuse_criu_config};
