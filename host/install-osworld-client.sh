@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # OSWorld's host-side client in a private virtual environment, for the tests that drive a
-# restored slot with it (tests/osworld_client.rs) and for integrations/osworld/.
+# restored slot with it (tests/gnome/osworld_client.rs) and for integrations/osworld/.
 #
 # Installs integrations/osworld/requirements-client.txt (desktop-env 1.0.2 and requests, every
 # file pinned by sha256: pip --require-hashes --only-binary :all: --no-deps, so nothing is built

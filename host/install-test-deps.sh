@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # netprobe test dependencies: what the test suite needs beyond host/setup.sh.
 #
-# Installs Debian 12's `chromium` (used headless by tests/report_html_chromium.rs to render the
-# HTML report and check its DOM), `xvfb` (the host X server of tests/x11_xvfb.rs), the tools of
+# Installs Debian 12's `chromium` (used headless by tests/report/report_html_chromium.rs to render the
+# HTML report and check its DOM), `xvfb` (the host X server of tests/desktop/x11_xvfb.rs), the tools of
 # host/build-desktop-image.sh (mmdebstrap, gdisk, dosfstools; the desktop guest image the tests
-# build, cached), and for the test host in a VM (host/vm/, tests/vm.rs) `qemu-system-x86` (boots
+# build, cached), and for the test host in a VM (host/vm/, tests/vm/vm.rs) `qemu-system-x86` (boots
 # it) and `e2fsprogs` (mkfs.ext4 -d, debugfs); `podman` with `netavark` and `aardvark-dns` (rootful,
-# runc; tests/archive_podman.rs exports and restores checkpoint archives with it); `ansible-core` and
+# runc; tests/criu_oci/archive_podman.rs exports and restores checkpoint archives with it); `ansible-core` and
 # `openssh-client` (deploy/ansible/'s playbook against this machine and the VM over SSH,
-# tests/common/fleet_play.rs, run by tests/vm.rs); OSWorld's client in a private venv
+# tests/common/fleet_play.rs, run by tests/vm/vm.rs); OSWorld's client in a private venv
 # (host/install-osworld-client.sh). Installing Debian 12's qemu-system-x86 removes a
 # backported qemu-utils; qemu-utils (qemu-img, qemu-storage-daemon: the slot's qcow2 path) is
 # then installed again in the matching version. Idempotent: does nothing when every package is
@@ -24,7 +24,7 @@ for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 # OSWorld's client (pinned desktop-env wheel + requests, by sha256) in a private venv, for
-# tests/osworld_client.rs and integrations/osworld.
+# tests/gnome/osworld_client.rs and integrations/osworld.
 bash "$(dirname "$0")/install-osworld-client.sh"
 if [ ${#missing[@]} -eq 0 ]; then
   log "already installed: ${PKGS[*]}"

@@ -85,7 +85,7 @@ fn settle_screen(pid: i32, profile: &Path) -> Result<(), String> {
             return Ok(());
         }
         // The guest's Tk app can stall at start-up, unmapped, until an X event reaches it (see
-        // README, tests/slot_desktop.rs): one Shift press wakes it and types nothing.
+        // README, tests/desktop/slot_desktop.rs): one Shift press wakes it and types nothing.
         if q.is_quiescent() && !woken && start.elapsed() > Duration::from_secs(5) {
             d.press_key(0xffe1).map_err(|e| format!("Shift key: {e}"))?;
             woken = true;

@@ -13,7 +13,7 @@
 # stdout/stderr/exit code written to /io/out, unmounts and powers the machine off. serial-getty on
 # ttyS0 and systemd-firstboot are masked (the getty's vhangup swallows console output; firstboot
 # would prompt). No network is configured in the guest. openssh-server and python3 are in the
-# image for the fleet test (tests/common/fleet_play.rs, run by tests/vm.rs: Ansible over SSH);
+# image for the fleet test (tests/common/fleet_play.rs, run by tests/vm/vm.rs: Ansible over SSH);
 # ssh.service is disabled at boot and started by the command that needs it
 # (host/vm/fleet-guest.sh).
 #

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The VM as one host of a fleet (tests/common/fleet_play.rs, run by tests/vm.rs): run by host/vm/run.sh --ssh-port PORT
+# The VM as one host of a fleet (tests/common/fleet_play.rs, run by tests/vm/vm.rs): run by host/vm/run.sh --ssh-port PORT
 #   sh /io/in/fleet-guest.sh /io/in/KEY.pub [BOUND_S]
 # Brings up the user-mode NIC (10.0.2.15/24, qemu's gateway 10.0.2.2), authorises the public
 # key made by the test for root, starts sshd, and waits until the controller asks it to stop

@@ -18,7 +18,7 @@
 # loop device, no mount on the host), no network device — unless --ssh-port PORT: then one
 # user-mode NIC (10.0.2.15/24 in the guest, no route out but qemu's own) whose guest port 22 is
 # forwarded from 127.0.0.1:PORT on the host, for a command that starts sshd
-# (host/vm/fleet-guest.sh; tests/common/fleet_play.rs, run by tests/vm.rs).
+# (host/vm/fleet-guest.sh; tests/common/fleet_play.rs, run by tests/vm/vm.rs).
 #
 # A guest kernel panic before the command reports (TCG is an emulator; it happened once in CI)
 # boots the VM again, at most NETPROBE_VM_PANIC_RETRIES (default 1) more times; each panicked

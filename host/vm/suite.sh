@@ -1,5 +1,5 @@
 #!/bin/sh
-# netprobe's tests inside the VM (run by host/vm/run.sh; tests/vm.rs drives it):
+# netprobe's tests inside the VM (run by host/vm/run.sh; tests/vm/vm.rs drives it):
 #   sh /io/in/suite.sh /io/in/netprobe
 # Each step writes steps/NAME.rc, steps/NAME.out, steps/NAME.err in the working directory
 # (/io/out); evidence goes to ev-NAME/. The cgroup tree and systemd's units are listed before

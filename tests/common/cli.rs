@@ -3,8 +3,7 @@
 
 use std::process::{Command, Output};
 
-/// The binary cargo built for these tests.
-pub const EXE: &str = env!("CARGO_BIN_EXE_netprobe");
+pub use super::EXE;
 
 /// Runs `netprobe ARGS…` to completion.
 pub fn netprobe(args: &[&str]) -> Output {

@@ -1,4 +1,4 @@
-//! The fleet test (issue 34) inside a VM boot that tests/vm.rs already pays for: Ansible
+//! The fleet test (issue 34) inside a VM boot that tests/vm/vm.rs already pays for: Ansible
 //! (deploy/ansible/) against this machine (`connection: local`) and the Debian 12 VM of host/vm/
 //! over SSH (the boot's command ends with host/vm/fleet-guest.sh: sshd, a key made here), then
 //! `netprobe fleet` over what it fetched. See [`prove`] for what is proven. The play against
@@ -67,7 +67,7 @@ fn stripped(to: &Path) {
         &Command::new("strip")
             .args(["--strip-debug", "-o"])
             .arg(to)
-            .arg(env!("CARGO_BIN_EXE_netprobe"))
+            .arg(crate::common::EXE)
             .output()
             .unwrap(),
         "strip",
@@ -158,7 +158,7 @@ impl Fleet {
 
     /// `netprobe fleet FLEET --expect runtime-empty-ns`: exit code, fleet.json, stdout + stderr.
     pub fn fleet(&self) -> (i32, serde_json::Value, String) {
-        let o = Command::new(env!("CARGO_BIN_EXE_netprobe"))
+        let o = Command::new(crate::common::EXE)
             .arg("fleet")
             .arg(&self.fleet)
             .args(["--expect", "runtime-empty-ns"])

@@ -1,4 +1,4 @@
-//! Shared by the ladder tests (tests/ladder.rs, root, real runc and CRIU): the root check, the
+//! Shared by the ladder tests (tests/ladder/ladder.rs, root, real runc and CRIU): the root check, the
 //! schema-checked load of a run's result, the checks that a run left nothing behind
 //! (processes, work areas, mounts, container cgroups), and the facts each rung of a full ladder
 //! on runc rests on (`*_rung_facts`, on its evidence folder `ev`).
@@ -7,13 +7,7 @@ use netprobe::evidence::result::{RunResult, RungName};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-/// Fails (never skips) unless root.
-pub fn require_root() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "the ladder tests need root (namespaces, CRIU, runc); CI runs them as root"
-    );
-}
+pub use super::require_root;
 
 /// `dir/netprobe-result.json`, validated against the result schema (panics otherwise).
 pub fn read_result(dir: &Path) -> RunResult {

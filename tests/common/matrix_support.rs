@@ -2,8 +2,7 @@
 //! schema-checked load of `matrix.json`, the prerequisite check, a run against a baseline.
 #![allow(dead_code)]
 
-#[path = "cli.rs"]
-pub mod cli;
+pub use super::cli;
 pub use cli::{netprobe, text};
 use netprobe::matrix::model::{MatrixResult, validate_matrix};
 use std::path::Path;
@@ -22,10 +21,7 @@ pub fn load(dir: &Path) -> MatrixResult {
 
 /// Root and the binaries `bins` are there (a missing prerequisite fails, never skips).
 pub fn require(bins: &[&str]) {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "needs root; CI runs as root"
-    );
+    super::require_root();
     for b in bins {
         assert!(
             Path::new(b).is_file(),

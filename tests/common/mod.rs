@@ -1,19 +1,39 @@
-//! Shared helpers of the tests: a process in a netns of its own ([`netns`]); for the desktop-guest
-//! tests (slot_partition, x11_*) the root check and the desktop
+//! Shared helpers of the tests, `#[path = "../common/mod.rs"] mod common;` in every area's
+//! `tests/<area>/main.rs`: the [`baton`] every test takes first, [`EXE`], the root check, a
+//! process in a netns of its own ([`netns`]), the helpers of each group of tests (`slot_support`,
+//! `ladder`, `matrix_support`, `oci_runc`, `fleet_play`, ...); for the desktop-guest
+//! tests (slot_partition, x11_*) the desktop
 //! guest image, built once per test binary by host/build-desktop-image.sh (cached on disk by its
 //! build key, so only the first run on a machine pays for mmdebstrap).
-#![allow(dead_code)]
+// Each area binary uses a part of these helpers (and of their re-exports).
+#![allow(dead_code, unused_imports)]
 
+mod baton;
 pub mod cli;
+pub mod fleet_play;
+pub mod ladder;
+pub mod matrix_support;
 pub mod netns;
+pub mod oci_runc;
+pub mod slot_state_faults;
+pub mod slot_support;
 
+pub use baton::baton;
 use std::path::PathBuf;
 use std::sync::OnceLock;
+
+/// The netprobe binary cargo built for these tests (the CLI tests run it, holders start from it).
+pub const EXE: &str = env!("CARGO_BIN_EXE_netprobe");
+
+/// Whether this process runs as root.
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
 
 /// Fails (never skips) unless root: namespaces, mounts, runc and CRIU need it.
 pub fn require_root() {
     assert!(
-        nix::unistd::geteuid().is_root(),
+        is_root(),
         "these tests need root: run them as root after `bash host/setup.sh --test-deps`"
     );
 }

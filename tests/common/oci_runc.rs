@@ -1,4 +1,4 @@
-//! Shared by tests/oci_runc.rs (root, real runc and CRIU): the prerequisites, one test at a
+//! Shared by tests/criu_oci/oci_runc.rs (root, real runc and CRIU): the prerequisites, one test at a
 //! time ([`serial`]), the [`Fixture`] (busybox rootfs, bundle, private runc root), the netns
 //! [`Holder`], what a process's netns and `lo` look like, and the checkpoint → restore cycle
 //! with its CRIU log lines.
@@ -25,10 +25,7 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
 /// Fails (never skips) unless root with runc and CRIU 4.1.1 present: in CI a missing
 /// prerequisite is a test failure. Fix: run `bash host/setup.sh` as root.
 pub fn can_run() -> bool {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "these tests need root (namespaces, runc, CRIU)"
-    );
+    super::require_root();
     assert!(
         Path::new(RUNC).exists() && Path::new(CRIU).exists(),
         "missing {RUNC} or {CRIU}: run `bash host/setup.sh` as root"

@@ -1,7 +1,7 @@
-//! The steps of `lifecycle_faults` (tests/slot_faults.rs) on slot 11's state.json: out of step
+//! The steps of `lifecycle_faults` (tests/slot_faults/slot_faults.rs) on slot 11's state.json: out of step
 //! with the overlay mount, unreadable, or naming a folder outside the slot as its snapshot.
 
-use crate::slot_support::*;
+use super::slot_support::*;
 use netprobe::slot::{SlotState, Verb};
 use std::path::Path;
 

@@ -1,6 +1,5 @@
-//! Shared helpers for the slot driver tests (root, real runc + CRIU). Included with
-//! `#[path = "common/slot_support.rs"] mod slot_support;` by the `slot_*` tests (a module, not a
-//! test binary of its own).
+//! Shared helpers for the slot driver tests (root, real runc + CRIU), used as
+//! `crate::common::slot_support` by the `slot_*` modules (a module, not a test binary of its own).
 #![allow(dead_code)]
 
 use netprobe::slot::{SlotArgs, SlotOutcome, SlotState, Verb, run_verb};
@@ -16,16 +15,9 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 /// The netprobe binary: the holder is started from it (`__holder`), and the CLI tests run it.
-pub const EXE: &str = env!("CARGO_BIN_EXE_netprobe");
+pub use super::EXE;
 
-/// Fails the test (never skips it) when not root: the slot driver needs namespaces, mounts,
-/// runc and CRIU. In CI a missing prerequisite is a failure.
-pub fn require_root() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "the slot tests need root (namespaces, mounts, runc, CRIU): run the tests as root; CI does"
-    );
-}
+pub use super::require_root;
 
 /// A fresh state dir (not created: provision creates it) inside a tempdir.
 pub fn state_dir(tmp: &tempfile::TempDir) -> PathBuf {

@@ -6,7 +6,7 @@ script. Writes OUT/before.png, OUT/after.png, OUT/a11y.xml and OUT/round.json; e
 the call that returned nothing (the client logs its own errors and returns None).
 
 Usage: python client_round.py --port HOST_PORT --out DIR --word WORD --click X,Y
-Run by tests/osworld_client.rs with the private venv of host/install-osworld-client.sh.
+Run by tests/gnome/osworld_client.rs with the private venv of host/install-osworld-client.sh.
 """
 import argparse
 import json

@@ -6,7 +6,7 @@ it, printing the verbs' --json outcomes as one JSON document on stdout:
 Configuration from the environment (NETPROBE_BIN, NETPROBE_PROFILE, NETPROBE_PUBLISH,
 NETPROBE_PROVISION_ARGS). A failed verb exits 3 with NetprobeError's message and exit code on
 stderr as JSON ({"verb", "exit_code", "message"}).
-Run by tests/osworld_client.rs with the private venv of host/install-osworld-client.sh.
+Run by tests/gnome/osworld_client.rs with the private venv of host/install-osworld-client.sh.
 """
 import json
 import sys
