@@ -11,7 +11,7 @@
 //! their canonical form is empty: no legacy table; no rule, set, object or flowtable; every
 //! table without flags or comment, every chain a base chain with policy accept (what CRIU's
 //! network lock and iptables-nft leave behind after a restore, which the canonical form drops).
-//! `tests/netfilter_empty.rs` runs the tools on such netns and compares. Anything else, or any
+//! `tests/net/netfilter_empty.rs` runs the tools on such netns and compares. Anything else, or any
 //! answer that cannot be read, leaves the decision to the tools.
 
 use netlink_packet_core::{
