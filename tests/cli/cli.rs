@@ -343,14 +343,17 @@ fn a_printed_command_quotes_a_path_with_a_space() {
     );
 }
 
-/// The `--probe-evidence` folder of every example (`slot --help`, `slot provision --help`,
-/// README's `sh` blocks) is one the example makes: a `netprobe run --evidence` of the same
+/// The `--probe-evidence` folder of every example (`slot --help`, `slot provision --help`, the
+/// `sh` blocks of README.md and docs/GUIDE.md) is one the example makes: a `netprobe run --evidence` of the same
 /// folder earlier in it (`netprobe run` writes no fixed folder such as `evidence/last`).
 #[test]
 fn every_probe_evidence_example_names_a_folder_a_run_in_it_wrote() {
     let _baton = crate::common::baton(module_path!());
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let docs: String = ["README.md", "docs/GUIDE.md"]
+        .iter()
+        .map(|f| std::fs::read_to_string(format!("{}/{f}", env!("CARGO_MANIFEST_DIR"))).unwrap())
+        .collect::<Vec<_>>()
+        .join("\n");
     let mut examples: Vec<(String, String)> = ["slot", "provision"]
         .iter()
         .map(|w| {
@@ -364,12 +367,11 @@ fn every_probe_evidence_example_names_a_folder_a_run_in_it_wrote() {
         })
         .collect();
     examples.extend(
-        readme
-            .split("```sh\n")
+        docs.split("```sh\n")
             .skip(1)
             .map(|b| b.split("```").next().unwrap_or_default())
             .enumerate()
-            .map(|(i, b)| (format!("README sh block {i}"), b.replace("\\\n", " "))),
+            .map(|(i, b)| (format!("docs sh block {i}"), b.replace("\\\n", " "))),
     );
     let mut seen = 0;
     for (name, text) in &examples {

@@ -221,8 +221,8 @@ pub(crate) fn snapshot_limits_gate(
         (Ok(l), true) => Ok(limits_detail(&rb, l)),
         (r, _) => Err(format!(
             "the container's cgroup limits changed since they were set: {}; a snapshot would checkpoint a container that ran under other limits than the slot's (and its restore would get config.json's): put the value back (or {}); {}",
-            crate::slot::next_step::CLEANUP_AND_PROVISION_ANOTHER,
             diff.join("; "),
+            crate::slot::next_step::CLEANUP_AND_PROVISION_ANOTHER,
             limits_detail(&rb, r.unwrap_or_else(|e| e))
         )),
     };
