@@ -282,7 +282,29 @@ pub(crate) struct Incomplete<'a> {
     /// What the verb's work came to.
     pub work: Work<'a>,
     /// Whether `incomplete.txt` could be written (`Err`: why not).
-    pub marker: Result<(), String>,
+    pub marker: Result<(), NoteWriteError>,
+}
+
+/// Why a verb's `incomplete.txt` could not be written: `<op>: <OS error>`. Clone (the error is
+/// shared), as each later [`Incomplete`] of the verb's end names the note's first failure.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{op}: {source}")]
+pub(crate) struct NoteWriteError {
+    /// What was done to the note (`append`, `create`).
+    pub op: &'static str,
+    /// The OS error.
+    #[source]
+    pub source: std::sync::Arc<std::io::Error>,
+}
+
+impl NoteWriteError {
+    /// `op` failed with `source`.
+    pub fn new(op: &'static str, source: std::io::Error) -> Self {
+        NoteWriteError {
+            op,
+            source: std::sync::Arc::new(source),
+        }
+    }
 }
 
 impl Incomplete<'_> {
@@ -616,7 +638,10 @@ mod tests {
             unwritten: &unwritten,
             fs: &fs,
             work: Work::Succeeded("restored; net-fidelity: byte-equal", Some(Phase::Running)),
-            marker: Err("create: No space left on device".into()),
+            marker: Err(NoteWriteError::new(
+                "create",
+                std::io::Error::from_raw_os_error(libc::ENOSPC),
+            )),
         };
         let s = evidence_error("62", &i).to_string();
         for needle in [

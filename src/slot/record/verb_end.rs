@@ -12,7 +12,9 @@ use crate::evidence::EvidenceDir;
 use crate::evidence::dir::INCOMPLETE_FILE;
 use crate::evidence::enclosing::SLOT_VERB_UNLISTED;
 use crate::slot::error::SlotError;
-use crate::slot::record::evidence_writes::{Incomplete, StateFs, Unwritten, Work, evidence_error};
+use crate::slot::record::evidence_writes::{
+    Incomplete, NoteWriteError, StateFs, Unwritten, Work, evidence_error,
+};
 use crate::slot::record::verb_record::{self as vrec, Ending, Recorded};
 use crate::slot::state::SlotState;
 use std::path::Path;
@@ -111,7 +113,7 @@ struct EndNotes<'r, 'a> {
     /// How many of [`VerbRun::unwritten`] the note names.
     noted: usize,
     /// The note's first failure.
-    marker: Result<(), String>,
+    marker: Result<(), NoteWriteError>,
 }
 
 impl<'r, 'a> EndNotes<'r, 'a> {
@@ -166,7 +168,8 @@ impl<'r, 'a> EndNotes<'r, 'a> {
                     .map(|u| crate::evidence::dir::not_written_line(&u.file, &u.why))
                     .collect()
             };
-            let wrote = mark_incomplete(self.ev, &text).map_err(|e| format!("append: {e}"));
+            let wrote =
+                mark_incomplete(self.ev, &text).map_err(|e| NoteWriteError::new("append", e));
             if self.marker.is_ok() {
                 self.marker = wrote;
             }

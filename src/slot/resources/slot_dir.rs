@@ -348,7 +348,8 @@ fn unmarked(dir: &Path, how: StateDirUse, md: &fs::Metadata, euid: u32, marker: 
             dir.display()
         ));
     }
-    write_marker(dir, marker)?;
+    write_marker(dir, marker)
+        .map_err(|e| refused_write(dir, &format!("cannot write {}", marker.display()), &e))?;
     Ok(format!(
         "{}: created, uid {euid}, marker written",
         dir.display()
@@ -360,8 +361,8 @@ fn unmarked(dir: &Path, how: StateDirUse, md: &fs::Metadata, euid: u32, marker: 
 /// concurrent provision into the same new folder never sees a foreign entry, and the one that
 /// finds the marker made by the other takes it (readers check only that it is a regular file).
 ///
-/// Errors: the marker cannot be created or synced (named).
-fn write_marker(dir: &Path, marker: &Path) -> Result<(), String> {
+/// Errors: the marker cannot be created or synced (the OS error; the caller names the file).
+fn write_marker(dir: &Path, marker: &Path) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let made = fs::OpenOptions::new()
@@ -374,14 +375,9 @@ fn write_marker(dir: &Path, marker: &Path) -> Result<(), String> {
         Ok(mut f) => f
             .write_all(b"netprobe slot state directory\n")
             .and_then(|()| f.sync_all())
-            .and_then(|()| crate::evidence::fsync_dir(dir))
-            .map_err(|e| refused_write(dir, &format!("cannot write {}", marker.display()), &e)),
+            .and_then(|()| crate::evidence::fsync_dir(dir)),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(refused_write(
-            dir,
-            &format!("cannot write {}", marker.display()),
-            &e,
-        )),
+        Err(e) => Err(e),
     }
 }
 
