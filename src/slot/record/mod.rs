@@ -10,6 +10,7 @@ pub(super) mod evidence_compress;
 pub(super) mod evidence_refer;
 pub(super) mod evidence_writes;
 pub(super) mod gate_claims;
+pub(super) mod incomplete_evidence;
 pub mod interruption;
 pub mod journal;
 pub(super) mod verb_end;

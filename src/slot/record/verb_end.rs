@@ -12,9 +12,8 @@ use crate::evidence::EvidenceDir;
 use crate::evidence::dir::INCOMPLETE_FILE;
 use crate::evidence::enclosing::SLOT_VERB_UNLISTED;
 use crate::slot::error::SlotError;
-use crate::slot::record::evidence_writes::{
-    Incomplete, NoteWriteError, StateFs, Unwritten, Work, evidence_error,
-};
+use crate::slot::record::evidence_writes::{StateFs, Unwritten};
+use crate::slot::record::incomplete_evidence::{Incomplete, NoteWriteError, Work, evidence_error};
 use crate::slot::record::verb_record::{self as vrec, Ending, Recorded};
 use crate::slot::state::SlotState;
 use std::path::Path;
