@@ -243,9 +243,9 @@ mod tests {
     /// `0001-reset` for a reset run.
     fn slot(tmp: &Path) -> (crate::slot::SlotPaths, PathBuf) {
         let sd = tmp.join("state");
-        crate::slot::resources::slot_dir::check_state_dir(
+        crate::slot::resources::state_dir::check_state_dir(
             &sd,
-            crate::slot::resources::slot_dir::StateDirUse::Create,
+            crate::slot::resources::state_dir::StateDirUse::Create,
         )
         .unwrap();
         let paths = crate::slot::SlotPaths::new(&sd, 1);

@@ -18,8 +18,9 @@ use crate::slot::resources::cgroups;
 use crate::slot::resources::crun_leftovers;
 use crate::slot::resources::fs_tools::ms_since;
 use crate::slot::resources::sealed_binaries;
-use crate::slot::resources::slot_dir::{self, SlotPaths, StateDirUse};
+use crate::slot::resources::slot_dir::{self, SlotPaths};
 use crate::slot::resources::slot_lock::SlotLock;
+use crate::slot::resources::state_dir::{self, StateDirUse};
 use crate::slot::state::SlotState;
 use crate::slot::verb::prune;
 use crate::slot::{SlotArgs, SlotOutcome};
@@ -509,7 +510,7 @@ impl<'a> VerbRun<'a> {
 
     /// state dir (no create) → ownership marker → lock → evidence folder → journal start.
     pub fn enter_existing(&mut self) -> Result<(), SlotError> {
-        let r = slot_dir::check_state_dir(&self.paths.state_dir, StateDirUse::Existing);
+        let r = state_dir::check_state_dir(&self.paths.state_dir, StateDirUse::Existing);
         self.gate(GateId::StateDir, r)?;
         self.enter_slot()
     }
