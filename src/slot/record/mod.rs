@@ -16,3 +16,4 @@ pub mod journal;
 pub(super) mod verb_end;
 pub mod verb_record;
 pub(super) mod verb_run;
+pub(super) mod verb_run_evidence;
