@@ -6,7 +6,8 @@
 //! separates its container logic from the system.
 
 use super::error::{OciError, Result};
-use super::runtime::{ContainerGuard, ContainerState, Runtime, RuntimeOutcome, read_pid_file};
+use super::guard::ContainerGuard;
+use super::runtime::{ContainerState, Runtime, RuntimeOutcome, read_pid_file};
 use std::path::{Path, PathBuf};
 
 /// The runtime operations a container handle needs. Implemented by [`Runtime`] (the real
@@ -30,7 +31,7 @@ pub trait RuntimeOps: Send + Sync + std::fmt::Debug {
         match std::fs::symlink_metadata(&path) {
             Err(e)
                 if e.kind() == std::io::ErrorKind::NotFound
-                    && super::runtime::validate_id(id).is_ok()
+                    && super::ids::validate_id(id).is_ok()
                     && id != "."
                     && id != ".." =>
             {
@@ -100,7 +101,7 @@ impl RuntimeOps for Runtime {
         if self.kind != super::runtime::RuntimeKind::Runc {
             return (Runtime::state(self, id), "runtime state".into());
         }
-        if let Err(e) = super::runtime::validate_id(id) {
+        if let Err(e) = super::ids::validate_id(id) {
             return (Err(e), "runtime state".into());
         }
         match super::runc_state::read(&self.root, id) {

@@ -30,14 +30,15 @@ pub use bundle::{
 };
 pub use container::{Container, RuntimeOps};
 pub use error::{OciError, Result};
+pub use guard::ContainerGuard;
+pub use ids::unique_container_id;
 pub use rootfs::{
     DEFAULT_BUSYBOX, INIT_HTTP_PORT, INIT_SH, build_busybox_rootfs, build_busybox_rootfs_from,
     check_rootfs, sleep_candidates,
 };
 pub use runtime::{
-    CRUN_DEFAULT_ROOT, ContainerGuard, ContainerState, HYBRID_UNIFIED_MOUNT, Runtime, RuntimeKind,
-    RuntimeOutcome, crun_quirks, host_is_hybrid, read_pid_file, refuse_existing,
-    unique_container_id,
+    CRUN_DEFAULT_ROOT, ContainerState, HYBRID_UNIFIED_MOUNT, Runtime, RuntimeKind, RuntimeOutcome,
+    crun_quirks, host_is_hybrid, read_pid_file, refuse_existing,
 };
 pub use runtime_env::{
     CRIU_PATH_PREFIX, RUNC_LOG_PREFIX, SLOT_TAG_PREFIX, TmpOwner, left_by_dead_processes,

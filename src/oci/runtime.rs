@@ -22,6 +22,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use super::error::{OciError, Result, io_err};
+use super::guard::reap_if_child;
+use super::ids::validate_id;
 pub use super::runtime_env::{
     CRUN_DEFAULT_ROOT, HYBRID_UNIFIED_MOUNT, RuntimeKind, crun_quirks, host_is_hybrid,
 };
@@ -694,8 +696,3 @@ pub fn read_pid_file(path: &Path) -> Result<i32> {
         }),
     }
 }
-
-pub use super::guard::ContainerGuard;
-use super::guard::reap_if_child;
-pub use super::ids::unique_container_id;
-pub(crate) use super::ids::validate_id;

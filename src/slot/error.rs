@@ -328,7 +328,7 @@ impl SlotError {
     /// A verb whose own record could not all be written (evidence files, journal entries, its
     /// last `state.json` update): exit 2, as an evidence folder netprobe cannot write into
     /// (docs/REFERENCE.md's table); gate `evidence`. The message names the files, the state directory's
-    /// filesystem and the fix ([`super::record::evidence_writes::Incomplete::message`]).
+    /// filesystem and the fix ([`super::record::incomplete_evidence::Incomplete::message`]).
     pub fn evidence_incomplete(slot: &str, message: impl Into<String>) -> Self {
         Self::new(ExitClass::Usage, slot, Some(FailedAt::Evidence), message)
     }

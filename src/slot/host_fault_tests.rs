@@ -4,7 +4,8 @@
 //! a cleanup.
 
 use super::record::journal;
-use super::resources::slot_dir::{self, SlotPaths, StateDirUse};
+use super::resources::slot_dir::{self, SlotPaths};
+use super::resources::state_dir::{self, StateDirUse};
 use super::state::*;
 use super::tests::{assert_refused, destructive, drive, existing};
 use super::{SlotError, SlotOutcome, Verb};
@@ -98,7 +99,7 @@ fn a_full_or_read_only_state_dir_refuses_slot_create_as_a_gate_and_leaves_nothin
     let bin = tempfile::tempdir().unwrap();
     let fs_ = Tmpfs::new("size=64k,mode=0755");
     let sd = fs_.0.path().join("state");
-    slot_dir::check_state_dir(&sd, StateDirUse::Create).unwrap();
+    state_dir::check_state_dir(&sd, StateDirUse::Create).unwrap();
     // Fill the filesystem: the slot folder can be made, its owner.json cannot.
     let filler = fs_.0.path().join("filler");
     {
@@ -157,7 +158,7 @@ fn a_full_or_read_only_state_dir_refuses_slot_create_as_a_gate_and_leaves_nothin
 fn a_copied_slot_folder_names_the_state_dir_to_use() {
     let f = existing(false, Phase::Running);
     let sd2 = f.sd.parent().unwrap().join("copy");
-    slot_dir::check_state_dir(&sd2, StateDirUse::Create).unwrap();
+    state_dir::check_state_dir(&sd2, StateDirUse::Create).unwrap();
     let st = std::process::Command::new("cp")
         .arg("-a")
         .arg(&f.paths.root)

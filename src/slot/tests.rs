@@ -6,7 +6,8 @@
 use super::gate::pure_checks::tests::{bundle_for, snapshot_for, state_with_self_holder};
 use super::gate::*;
 use super::record::verb_run::{SlotEnv, VerbRun};
-use super::resources::slot_dir::{self, SlotPaths, StateDirUse};
+use super::resources::slot_dir::{self, SlotPaths};
+use super::resources::state_dir::{self, StateDirUse};
 use super::state::*;
 use super::{SlotArgs, SlotError, SlotOutcome, StepId, Verb, run_with};
 use crate::oci::container::fake::{Events, RecordingRuntime};
@@ -26,7 +27,7 @@ pub(super) struct Fixture {
 pub(super) fn existing(snapshot: bool, phase: Phase) -> Fixture {
     let tmp = tempfile::tempdir().unwrap();
     let sd = tmp.path().join("state");
-    slot_dir::check_state_dir(&sd, StateDirUse::Create).unwrap();
+    state_dir::check_state_dir(&sd, StateDirUse::Create).unwrap();
     let paths = SlotPaths::new(&sd, 1);
     let marker = slot_dir::create_slot(&paths).unwrap();
     let (rt, cr) = (tmp.path().join("runc"), tmp.path().join("criu"));
@@ -390,7 +391,7 @@ fn cleanup_stops_the_container_before_unmounting_and_ends_clean() {
 fn provision_creates_nothing_before_its_gates() {
     let tmp = tempfile::tempdir().unwrap();
     let sd = tmp.path().join("state");
-    slot_dir::check_state_dir(&sd, StateDirUse::Create).unwrap();
+    state_dir::check_state_dir(&sd, StateDirUse::Create).unwrap();
     // A folder that is not ours where the slot would go: slot-fresh fails after every gate.
     fs::create_dir(sd.join("slot-1")).unwrap();
     // Two tiny stand-ins that answer `--version` as runc and CRIU do.

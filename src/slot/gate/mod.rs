@@ -365,7 +365,7 @@ impl GateId {
             GateId::SnapshotComplete => "slot/gate/pure_checks.rs::snapshot_complete",
             GateId::CgroupEmpty => "slot/resources/leftover_procs.rs::no_container_procs",
             GateId::NetnsEmpty => "slot/resources/leftover_procs.rs::no_netns_strangers",
-            GateId::UpperCopy => "slot/verb/restore.rs::upper_copy_gate",
+            GateId::UpperCopy => "slot/verb/reset_upper.rs::upper_copy_gate",
             GateId::NetFidelity => "slot/verb/restore.rs::net_fidelity",
             GateId::HostPortsFree => "slot/verb/provision.rs::publish_gate",
             GateId::PublishedPorts => "slot/gate/publish_gates.rs::published_gate",

@@ -194,10 +194,11 @@ mod tests {
 
     #[test]
     fn a_resets_files_equal_to_its_bases_are_kept_by_reference() {
-        use crate::slot::resources::slot_dir::{self, StateDirUse};
+        use crate::slot::resources::slot_dir;
+        use crate::slot::resources::state_dir::{self, StateDirUse};
         let tmp = tempfile::tempdir().unwrap();
         let sd = tmp.path().join("state");
-        slot_dir::check_state_dir(&sd, StateDirUse::Create).unwrap();
+        state_dir::check_state_dir(&sd, StateDirUse::Create).unwrap();
         let paths = SlotPaths::new(&sd, 72);
         slot_dir::create_slot(&paths).unwrap();
         let ev = paths.evidence();

@@ -2,12 +2,12 @@
 //! (`evidence/NNNN-verb/`), its journal entries and its last `state.json` update. A write that
 //! fails (a full disk, a quota, a read-only remount) is collected here ([`Unwritten`]: the file
 //! and the I/O error) instead of being dropped, and the verb's end ([`super::verb_end`]) turns
-//! any into a failed verb ([`evidence_error`], exit 2 as docs/REFERENCE.md's table has it for "an evidence
-//! folder netprobe cannot write into"): the error ([`Incomplete::message`]) names each file not
+//! any into a failed verb ([`super::incomplete_evidence::evidence_error`], exit 2 as docs/REFERENCE.md's table has it for "an evidence
+//! folder netprobe cannot write into"): the error ([`super::incomplete_evidence::Incomplete::message`]) names each file not
 //! written, the state directory's filesystem ([`StateFs`]) and the fix, `verb.json` says so
 //! when it can still be written, the folder keeps `incomplete.txt`
-//! ([`Incomplete::note`]) when any byte can be written, and the journal's `end`
-//! ([`Incomplete::journal_detail`]) records a `verb.json` sha256 only for a `verb.json` that
+//! ([`super::incomplete_evidence::Incomplete::note`]) when any byte can be written, and the journal's `end`
+//! ([`super::incomplete_evidence::Incomplete::journal_detail`]) records a `verb.json` sha256 only for a `verb.json` that
 //! was written.
 //!
 //! What the verb did stays as it did it: a verb whose work succeeded (a restore whose container
@@ -16,13 +16,8 @@
 //! the error's text (and its network diff and CRIU reason in their fields).
 
 use crate::evidence::EvidenceError;
-use crate::evidence::dir::INCOMPLETE_FILE;
 use crate::ns::mountinfo::MountedFs;
 use crate::slot::Verb;
-use crate::slot::error::SlotError;
-use crate::slot::next_step;
-use crate::slot::record::verb_record as vrec;
-use crate::slot::state::Phase;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -231,7 +226,7 @@ impl StateFs {
 
     /// Where to free space: the evidence folder's mount point when it is its own, else the
     /// state directory's, else the state directory itself.
-    fn where_to_free(&self) -> &Path {
+    pub(super) fn where_to_free(&self) -> &Path {
         match (&self.evidence, &self.mounted) {
             (Some((_, m, _)), _) | (None, Some(m)) => m.mount_point.as_path(),
             (None, None) => self.state_dir.as_path(),
@@ -240,7 +235,7 @@ impl StateFs {
 
     /// `the state directory D is on the tmpfs filesystem S mounted at M (N bytes free now)`,
     /// and the evidence folder's the same way when it is another.
-    fn sentence(&self) -> String {
+    pub(super) fn sentence(&self) -> String {
         let mut s = on(
             "the state directory",
             &self.state_dir,
@@ -255,179 +250,6 @@ impl StateFs {
         }
         s
     }
-}
-
-/// What the verb's own work came to, before its evidence could not all be written.
-#[derive(Debug)]
-pub(crate) enum Work<'a> {
-    /// It succeeded with this summary; the slot's phase (`state.json`) after it.
-    Succeeded(&'a str, Option<Phase>),
-    /// It failed with this error.
-    Failed(&'a SlotError),
-}
-
-/// Everything the error and the note of a verb with unwritten evidence say.
-#[derive(Debug)]
-pub(crate) struct Incomplete<'a> {
-    /// The verb.
-    pub verb: Verb,
-    /// The slot number.
-    pub slot: u32,
-    /// The verb's evidence folder.
-    pub ev: &'a Path,
-    /// What was not written.
-    pub unwritten: &'a [Unwritten],
-    /// The state directory's filesystem.
-    pub fs: &'a StateFs,
-    /// What the verb's work came to.
-    pub work: Work<'a>,
-    /// Whether `incomplete.txt` could be written (`Err`: why not).
-    pub marker: Result<(), String>,
-}
-
-impl Incomplete<'_> {
-    /// `a (why); b (why)`.
-    fn files(&self) -> String {
-        self.unwritten
-            .iter()
-            .map(|u| format!("{} ({})", u.file, u.why))
-            .collect::<Vec<_>>()
-            .join("; ")
-    }
-
-    /// What the verb's work came to, and what to run once space is free.
-    fn work_and_next(&self) -> (String, String) {
-        let verb = self.verb.as_str();
-        match &self.work {
-            Work::Succeeded(summary, phase) => (
-                format!(
-                    "the {verb} itself succeeded ({summary}){}: that stands, only its evidence is incomplete",
-                    phase.map_or_else(String::new, |p| format!(
-                        "; the slot's phase is {} as state.json records",
-                        Phase::name(p)
-                    ))
-                ),
-                format!(
-                    "see {} (the slot is as the {verb} left it)",
-                    next_step::command("status", self.slot, &self.fs.state_dir)
-                ),
-            ),
-            Work::Failed(e) => {
-                let first = failure_line(e);
-                let next = if self.verb == Verb::Provision {
-                    format!(
-                        "{}, then provision another slot number (a slot is never re-provisioned in place)",
-                        next_step::command("cleanup", self.slot, &self.fs.state_dir)
-                    )
-                } else {
-                    format!(
-                        "run {} again (or see {})",
-                        next_step::command(verb, self.slot, &self.fs.state_dir),
-                        next_step::command("status", self.slot, &self.fs.state_dir)
-                    )
-                };
-                (format!("the {verb} itself had failed: {first}"), next)
-            }
-        }
-    }
-
-    /// The fix each kind of refusal among the unwritten files calls for, each once
-    /// ([`WriteFault::fix`]: derived from the errno, never assumed to be space).
-    fn fixes(&self) -> String {
-        let mut faults: Vec<WriteFault> = self.unwritten.iter().map(|u| u.fault).collect();
-        faults.sort();
-        faults.dedup();
-        faults
-            .iter()
-            .map(|f| f.fix(self.fs.where_to_free(), self.ev))
-            .collect::<Vec<_>>()
-            .join("; ")
-    }
-
-    /// The error's message (one paragraph). A verb whose work failed says that failure first
-    /// (the runtime's own error, a gate's detail), then that its evidence is incomplete too.
-    pub fn message(&self) -> String {
-        let (work, next) = self.work_and_next();
-        let marker = match &self.marker {
-            Ok(()) => format!("{}/{INCOMPLETE_FILE} says so", self.ev.display()),
-            Err(why) => format!(
-                "{}/{INCOMPLETE_FILE} could not be written in full, it may be empty: {why}",
-                self.ev.display()
-            ),
-        };
-        let files = format!(
-            "{} file(s) could not be written: {} ({marker}); {}",
-            self.unwritten.len(),
-            self.files(),
-            self.fs.sentence(),
-        );
-        let fix = format!("fix: {}, then {next}", self.fixes());
-        match &self.work {
-            Work::Failed(e) => format!(
-                "the {} failed: {}; its evidence is incomplete too: {files}; {fix}",
-                self.verb.as_str(),
-                failure_line(e)
-            ),
-            Work::Succeeded(..) => format!(
-                "the evidence of this {} is incomplete: {files}; {work}; {fix}",
-                self.verb.as_str(),
-            ),
-        }
-    }
-
-    /// The journal `end` entry's detail: the files not written (names only), whether
-    /// `verb.json` was written — if not, why, and that the entry records no sha256 of it — and
-    /// what the verb's work came to (its first line).
-    pub fn journal_detail(&self) -> String {
-        let names: Vec<&str> = self.unwritten.iter().map(|u| u.file.as_str()).collect();
-        let verb_json = match self.unwritten.iter().find(|u| u.file == vrec::VERB_FILE) {
-            Some(u) => format!(
-                "{} could not be written ({}), so this entry records no sha256 of it",
-                vrec::VERB_FILE,
-                u.why
-            ),
-            None => format!("{} was written", vrec::VERB_FILE),
-        };
-        let (work, _) = self.work_and_next();
-        format!(
-            "the evidence of this {} is incomplete: not written: {}; {verb_json}; {work}",
-            self.verb.as_str(),
-            names.join(", ")
-        )
-    }
-
-    /// The text appended to the folder's `incomplete.txt` (one line per file not written).
-    pub fn note(&self) -> String {
-        let (work, next) = self.work_and_next();
-        let mut t = format!(
-            "{} {} of slot {} (pid {}) could not write all of its evidence into this folder ({}): what this folder lacks proves nothing\n",
-            next_step::COMMAND,
-            self.verb.as_str(),
-            self.slot,
-            std::process::id(),
-            crate::evidence::now_rfc3339()
-        );
-        for u in self.unwritten {
-            t.push_str(&crate::evidence::dir::not_written_line(&u.file, &u.why));
-        }
-        t.push_str(&format!(
-            "{}\n{work}\nfix: {}, then {next}\n",
-            self.fs.sentence(),
-            self.fixes()
-        ));
-        t
-    }
-}
-
-/// The first line of a failed verb's error without its `slot N: ` (the verb's error says it
-/// once): the runtime's own error, a gate's detail.
-fn failure_line(e: &SlotError) -> String {
-    let text = e.to_string();
-    let first = text.lines().next().unwrap_or_default();
-    first
-        .strip_prefix(&format!("slot {}: ", e.slot))
-        .unwrap_or(first)
-        .to_string()
 }
 
 /// The message of an evidence folder `d` of slot folder `slot_root` that could not be created
@@ -487,21 +309,15 @@ pub(crate) fn state_dir_refused(state_dir: &Path, e: &std::io::Error) -> Option<
     Some(format!("{}; fix: {fix}", fs.sentence()))
 }
 
-/// The verb's error for [`Incomplete`] `i` (exit 2, gate `evidence`), keeping a failed verb's
-/// network diff and typed cause (its CRIU reason).
-pub(crate) fn evidence_error(raw_slot: &str, i: &Incomplete) -> SlotError {
-    let mut e = SlotError::evidence_incomplete(raw_slot, i.message());
-    if let Work::Failed(f) = &i.work {
-        e.diff = f.diff.clone();
-        e.source = f.source.clone();
-    }
-    e
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::slot::error::SlotError;
     use crate::slot::gate::GateId;
+    use crate::slot::record::incomplete_evidence::{
+        Incomplete, NoteWriteError, Work, evidence_error,
+    };
+    use crate::slot::state::Phase;
 
     fn full_disk() -> Unwritten {
         Unwritten::io(
@@ -616,7 +432,10 @@ mod tests {
             unwritten: &unwritten,
             fs: &fs,
             work: Work::Succeeded("restored; net-fidelity: byte-equal", Some(Phase::Running)),
-            marker: Err("create: No space left on device".into()),
+            marker: Err(NoteWriteError::new(
+                "create",
+                std::io::Error::from_raw_os_error(libc::ENOSPC),
+            )),
         };
         let s = evidence_error("62", &i).to_string();
         for needle in [

@@ -12,7 +12,8 @@ use crate::evidence::EvidenceDir;
 use crate::evidence::dir::INCOMPLETE_FILE;
 use crate::evidence::enclosing::SLOT_VERB_UNLISTED;
 use crate::slot::error::SlotError;
-use crate::slot::record::evidence_writes::{Incomplete, StateFs, Unwritten, Work, evidence_error};
+use crate::slot::record::evidence_writes::{StateFs, Unwritten};
+use crate::slot::record::incomplete_evidence::{Incomplete, NoteWriteError, Work, evidence_error};
 use crate::slot::record::verb_record::{self as vrec, Ending, Recorded};
 use crate::slot::state::SlotState;
 use std::path::Path;
@@ -111,7 +112,7 @@ struct EndNotes<'r, 'a> {
     /// How many of [`VerbRun::unwritten`] the note names.
     noted: usize,
     /// The note's first failure.
-    marker: Result<(), String>,
+    marker: Result<(), NoteWriteError>,
 }
 
 impl<'r, 'a> EndNotes<'r, 'a> {
@@ -166,7 +167,8 @@ impl<'r, 'a> EndNotes<'r, 'a> {
                     .map(|u| crate::evidence::dir::not_written_line(&u.file, &u.why))
                     .collect()
             };
-            let wrote = mark_incomplete(self.ev, &text).map_err(|e| format!("append: {e}"));
+            let wrote =
+                mark_incomplete(self.ev, &text).map_err(|e| NoteWriteError::new("append", e));
             if self.marker.is_ok() {
                 self.marker = wrote;
             }
@@ -241,9 +243,9 @@ mod tests {
     /// `0001-reset` for a reset run.
     fn slot(tmp: &Path) -> (crate::slot::SlotPaths, PathBuf) {
         let sd = tmp.join("state");
-        crate::slot::resources::slot_dir::check_state_dir(
+        crate::slot::resources::state_dir::check_state_dir(
             &sd,
-            crate::slot::resources::slot_dir::StateDirUse::Create,
+            crate::slot::resources::state_dir::StateDirUse::Create,
         )
         .unwrap();
         let paths = crate::slot::SlotPaths::new(&sd, 1);

@@ -13,6 +13,7 @@
 //! slot's marker id): an empty one is removed, anything else is refused with its path named.
 
 use crate::cgroup::mode::parse_mountinfo;
+use crate::cgroup::procs::ProcsError;
 use crate::oci::RuntimeKind;
 use crate::slot::record::verb_run;
 use crate::slot::resources::runtime_half_state::HalfStateError;
@@ -85,72 +86,152 @@ pub fn cgroup_dirs(cgroups_path: &str) -> Vec<PathBuf> {
     dirs
 }
 
-/// Processes in cgroup `dir` (`cgroup.procs`), or the read error.
-fn procs(dir: &Path) -> Result<Vec<String>, String> {
-    use crate::cgroup::procs::{ProcsError, read};
-    read(dir)
-        .map(|pids| pids.iter().map(i32::to_string).collect())
-        .map_err(|e| match e {
-            ProcsError::Read { file, source } => format!("{}: {source}", file.display()),
-            e => e.to_string(),
-        })
+/// Processes in cgroup `dir` (`cgroup.procs`, pids as it lists them), or the read error.
+fn procs(dir: &Path) -> Result<Vec<String>, ProcsError> {
+    crate::cgroup::procs::read(dir).map(|pids| pids.iter().map(i32::to_string).collect())
 }
+
+/// A [`ProcsError`] as a cgroup release names it: the file and the OS error (no "cannot read").
+fn unreadable(e: &ProcsError) -> String {
+    match e {
+        ProcsError::Read { file, source } => format!("{}: {source}", file.display()),
+        e => e.to_string(),
+    }
+}
+
+/// Why one cgroup folder was not removed, as a sentence naming it ([`release_cgroups`]).
+#[derive(Debug, thiserror::Error)]
+pub enum CgroupLeft {
+    /// Its `cgroup.procs` could not be read.
+    #[error("{what}: {}", unreadable(source))]
+    Unreadable {
+        /// Which folder: crun's `.proxy-crun` cgroup or the slot's own.
+        what: &'static str,
+        /// The read error.
+        #[source]
+        source: ProcsError,
+    },
+    /// The folder could not be listed.
+    #[error("{what}: {}: {source}", dir.display())]
+    List {
+        /// Which folder.
+        what: &'static str,
+        /// The folder.
+        dir: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// It has child cgroups.
+    #[error("{what}: {} has child cgroups {children:?}: not removed", dir.display())]
+    Children {
+        /// Which folder.
+        what: &'static str,
+        /// The folder.
+        dir: PathBuf,
+        /// The child cgroups' names.
+        children: Vec<String>,
+    },
+    /// `rmdir` failed.
+    #[error("{what}: rmdir {}: {source}", dir.display())]
+    Rmdir {
+        /// Which folder.
+        what: &'static str,
+        /// The folder.
+        dir: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Folders (one per cgroup v1 hierarchy) that hold the same processes, with the way on.
+    #[error(
+        "{what}: {} {} processes {list}: not removed (a container's init ignores SIGTERM: `kill -9 {list}`, then run cleanup again)",
+        dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "),
+        if dirs.len() == 1 { "holds" } else { "hold" },
+        list = pids.join(" ")
+    )]
+    Busy {
+        /// Which folders.
+        what: &'static str,
+        /// The folders.
+        dirs: Vec<PathBuf>,
+        /// The pids they hold, as `cgroup.procs` lists them.
+        pids: Vec<String>,
+    },
+}
+
+/// Every cgroup folder [`release_cgroups`] could not remove, in the order met, those holding
+/// processes last; shown joined by `; `.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+pub struct CgroupsLeft(pub Vec<CgroupLeft>);
 
 /// Why an empty-cgroup removal was refused.
-enum CgroupLeft {
+enum Refusal {
     /// The folder holds these processes (pids as `cgroup.procs` lists them).
     Procs(Vec<String>),
-    /// Anything else, as a sentence naming the folder.
-    Other(String),
+    /// Anything else.
+    Other(CgroupLeft),
 }
 
-/// Removes the cgroup folder `dir` if it holds no process and no child cgroup (`rmdir`).
+/// Removes the cgroup folder `dir` (`what` names it) if it holds no process and no child
+/// cgroup (`rmdir`).
 ///
-/// Errors: [`CgroupLeft::Procs`] when it holds processes; [`CgroupLeft::Other`] when it has
-/// child cgroups, cannot be read, or `rmdir` fails.
-fn remove_empty_cgroup(dir: &Path) -> Result<(), CgroupLeft> {
-    let pids = procs(dir).map_err(CgroupLeft::Other)?;
+/// Errors: [`Refusal::Procs`] when it holds processes; [`Refusal::Other`] when it has child
+/// cgroups, cannot be read, or `rmdir` fails.
+fn remove_empty_cgroup(what: &'static str, dir: &Path) -> Result<(), Refusal> {
+    let pids =
+        procs(dir).map_err(|source| Refusal::Other(CgroupLeft::Unreadable { what, source }))?;
     if !pids.is_empty() {
-        return Err(CgroupLeft::Procs(pids));
+        return Err(Refusal::Procs(pids));
     }
     let children: Vec<String> = std::fs::read_dir(dir)
-        .map_err(|e| CgroupLeft::Other(format!("{}: {e}", dir.display())))?
+        .map_err(|source| {
+            Refusal::Other(CgroupLeft::List {
+                what,
+                dir: dir.to_path_buf(),
+                source,
+            })
+        })?
         .flatten()
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     if !children.is_empty() {
-        return Err(CgroupLeft::Other(format!(
-            "{} has child cgroups {children:?}: not removed",
-            dir.display()
-        )));
+        return Err(Refusal::Other(CgroupLeft::Children {
+            what,
+            dir: dir.to_path_buf(),
+            children,
+        }));
     }
-    std::fs::remove_dir(dir).map_err(|e| CgroupLeft::Other(format!("rmdir {}: {e}", dir.display())))
+    std::fs::remove_dir(dir).map_err(|source| {
+        Refusal::Other(CgroupLeft::Rmdir {
+            what,
+            dir: dir.to_path_buf(),
+            source,
+        })
+    })
 }
 
-/// One sentence per (kind, process list) of the folders that still hold processes, naming every
-/// folder with those processes (one per cgroup v1 hierarchy) and the way on once.
-fn busy_sentences(busy: &[(&str, PathBuf, Vec<String>)]) -> Vec<String> {
-    let mut groups: Vec<(&str, &[String], Vec<String>)> = Vec::new();
+/// One [`CgroupLeft::Busy`] per (kind, process list) of the folders that still hold processes,
+/// naming every folder with those processes (one per cgroup v1 hierarchy) and the way on once.
+fn busy_sentences(busy: &[(&'static str, PathBuf, Vec<String>)]) -> Vec<CgroupLeft> {
+    let mut groups: Vec<(&'static str, &[String], Vec<PathBuf>)> = Vec::new();
     for (what, dir, pids) in busy {
-        let name = dir.display().to_string();
         match groups
             .iter_mut()
             .find(|(w, p, _)| w == what && *p == pids.as_slice())
         {
-            Some((_, _, dirs)) => dirs.push(name),
-            None => groups.push((what, pids, vec![name])),
+            Some((_, _, dirs)) => dirs.push(dir.clone()),
+            None => groups.push((what, pids, vec![dir.clone()])),
         }
     }
     groups
         .into_iter()
-        .map(|(what, pids, dirs)| {
-            let list = pids.join(" ");
-            format!(
-                "{what}: {} {} processes {list}: not removed (a container's init ignores SIGTERM: `kill -9 {list}`, then run cleanup again)",
-                dirs.join(", "),
-                if dirs.len() == 1 { "holds" } else { "hold" }
-            )
+        .map(|(what, pids, dirs)| CgroupLeft::Busy {
+            what,
+            dirs,
+            pids: pids.to_vec(),
         })
         .collect()
 }
@@ -159,29 +240,31 @@ fn busy_sentences(busy: &[(&str, PathBuf, Vec<String>)]) -> Vec<String> {
 /// hierarchy; with `whole`, also the slot's own cgroup folders (the container is proven gone).
 /// Returns the removed folders.
 ///
-/// Errors: every folder that is not empty (processes or child cgroups) or could not be
-/// removed, named, joined by `; ` — fail closed, nothing is forced. Folders holding the same
+/// Errors: [`CgroupsLeft`], every folder that is not empty (processes or child cgroups) or
+/// could not be removed, named — fail closed, nothing is forced. Folders holding the same
 /// processes (one per cgroup v1 hierarchy) are named in one sentence with one way on.
-pub fn release_cgroups(cgroups_path: &str, whole: bool) -> Result<Vec<PathBuf>, String> {
+pub fn release_cgroups(cgroups_path: &str, whole: bool) -> Result<Vec<PathBuf>, CgroupsLeft> {
     let mut removed = Vec::new();
     let mut problems = Vec::new();
     let mut busy: Vec<(&'static str, PathBuf, Vec<String>)> = Vec::new();
-    let mut refused = |what: &'static str, dir: PathBuf, e: CgroupLeft| match e {
-        CgroupLeft::Procs(pids) => busy.push((what, dir, pids)),
-        CgroupLeft::Other(e) => problems.push(format!("{what}: {e}")),
+    let mut refused = |what: &'static str, dir: PathBuf, e: Refusal| match e {
+        Refusal::Procs(pids) => busy.push((what, dir, pids)),
+        Refusal::Other(e) => problems.push(e),
     };
     for dir in cgroup_dirs(cgroups_path) {
         let proxy = dir.join(PROXY_CGROUP);
         if proxy.is_dir() {
-            match remove_empty_cgroup(&proxy) {
+            let what = "crun's .proxy-crun cgroup";
+            match remove_empty_cgroup(what, &proxy) {
                 Ok(()) => removed.push(proxy),
-                Err(e) => refused("crun's .proxy-crun cgroup", proxy, e),
+                Err(e) => refused(what, proxy, e),
             }
         }
         if whole && dir.is_dir() {
-            match remove_empty_cgroup(&dir) {
+            let what = "the slot's cgroup";
+            match remove_empty_cgroup(what, &dir) {
                 Ok(()) => removed.push(dir),
-                Err(e) => refused("the slot's cgroup", dir, e),
+                Err(e) => refused(what, dir, e),
             }
         }
     }
@@ -189,7 +272,7 @@ pub fn release_cgroups(cgroups_path: &str, whole: bool) -> Result<Vec<PathBuf>, 
     if problems.is_empty() {
         Ok(removed)
     } else {
-        Err(problems.join("; "))
+        Err(CgroupsLeft(problems))
     }
 }
 
@@ -314,7 +397,10 @@ mod tests {
                 vec!["7".into()],
             ),
         ];
-        let s = busy_sentences(&busy);
+        let s: Vec<String> = busy_sentences(&busy)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
         assert_eq!(s.len(), 2, "{s:?}");
         assert_eq!(
             s[0],

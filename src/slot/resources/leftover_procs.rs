@@ -4,9 +4,57 @@
 //! restore brings a second one up. A process moved out of the container's cgroups still shares
 //! the holder's network namespace (and its port), so both are checked.
 
+use crate::cgroup::procs::ProcsError;
 use crate::slot::gate::Observed;
 use crate::slot::state::SlotState;
 use std::path::{Path, PathBuf};
+
+/// Why the processes in the slot's network namespace could not be told from `/proc` (fail
+/// closed).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ScanError {
+    /// A file or folder under `/proc` could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The path read (`/proc`, `/proc/PID/ns/net`, `/proc/PID/net/dev`).
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A process's `ns/net` was refused and its `net/dev` could not be read either.
+    #[error(
+        "cannot tell the network namespace of pid {pid}: {}: {ns_error}; {}: {source}",
+        ns.display(),
+        dev.display()
+    )]
+    Undecidable {
+        /// The process.
+        pid: i32,
+        /// Its `ns/net`.
+        ns: PathBuf,
+        /// Why `ns/net` could not be read.
+        ns_error: std::io::Error,
+        /// Its `net/dev`.
+        dev: PathBuf,
+        /// Why `net/dev` could not be read.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A living member's namespace cookie could not be read.
+    #[error(
+        "cannot tell whether pid {pid} ({comm}) is in the slot's network namespace or in a later one that reuses its inode: {source}"
+    )]
+    Cookie {
+        /// The process.
+        pid: i32,
+        /// Its `comm`.
+        comm: String,
+        /// Why the cookie could not be read.
+        #[source]
+        source: crate::ns::NsError,
+    },
+}
 
 /// Every directory of the container's cgroup, in each hierarchy of the last `cgroup-limits`
 /// read-back ([`crate::cgroup::LimitReadback::container_dirs`]), holds no process: `Ok` with
@@ -22,7 +70,7 @@ pub(crate) fn no_container_procs(st: &SlotState) -> Observed {
     let dirs = rb.container_dirs().map_err(|e| e.to_string())?;
     let mut busy: Vec<(PathBuf, Vec<i32>)> = Vec::new();
     for d in &dirs {
-        let pids = procs(d)?;
+        let pids = procs(d).map_err(|e| e.to_string())?;
         if !pids.is_empty() {
             busy.push((d.clone(), pids));
         }
@@ -96,10 +144,12 @@ pub(crate) fn no_netns_strangers(st: &SlotState, proc_root: &Path) -> Observed {
             format!("whose holder (pid {}) is gone,", holder.pid),
         ),
     };
-    let m = netns_members(proc_root, mark, &[holder.pid, me])?;
+    let m = netns_members(proc_root, mark, &[holder.pid, me]).map_err(|e| e.to_string())?;
     let (others, later) = match live {
         Some(_) => (m.found, Vec::new()),
-        None => same_namespace(proc_root, m.found, st.holder_netns_cookie)?,
+        None => {
+            same_namespace(proc_root, m.found, st.holder_netns_cookie).map_err(|e| e.to_string())?
+        }
     };
     if others.is_empty() {
         let mut d = match live {
@@ -174,7 +224,7 @@ fn same_namespace(
     proc_root: &Path,
     found: Vec<Named>,
     cookie: Option<u64>,
-) -> Result<(Vec<Named>, Vec<i32>), String> {
+) -> Result<(Vec<Named>, Vec<i32>), ScanError> {
     let Some(want) = cookie else {
         return Ok((found, Vec::new()));
     };
@@ -185,11 +235,7 @@ fn same_namespace(
             Ok(c) if c == want => ours.push((pid, comm)),
             Ok(_) => later.push(pid),
             Err(_) if !proc_root.join(pid.to_string()).exists() => {}
-            Err(e) => {
-                return Err(format!(
-                    "cannot tell whether pid {pid} ({comm}) is in the slot's network namespace or in a later one that reuses its inode: {e}"
-                ));
-            }
+            Err(source) => return Err(ScanError::Cookie { pid, comm, source }),
         }
     }
     Ok((ours, later))
@@ -225,10 +271,12 @@ struct NetnsMark {
 /// decides. A process that is gone (or a zombie, whose namespace links are gone) is skipped.
 ///
 /// Errors: `proc_root` unreadable, or a process whose namespace cannot be told either way.
-fn netns_members(proc_root: &Path, mark: NetnsMark, except: &[i32]) -> Result<Members, String> {
+fn netns_members(proc_root: &Path, mark: NetnsMark, except: &[i32]) -> Result<Members, ScanError> {
     use std::os::unix::fs::MetadataExt;
-    let rd = std::fs::read_dir(proc_root)
-        .map_err(|e| format!("cannot read {}: {e}", proc_root.display()))?;
+    let rd = std::fs::read_dir(proc_root).map_err(|source| ScanError::Read {
+        path: proc_root.to_path_buf(),
+        source,
+    })?;
     let gone =
         |e: &std::io::Error| matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ESRCH));
     let mut out = Vec::new();
@@ -253,16 +301,18 @@ fn netns_members(proc_root: &Path, mark: NetnsMark, except: &[i32]) -> Result<Me
                 match std::fs::metadata(&dev) {
                     Ok(m) => m.ino() == want,
                     Err(err) if gone(&err) => continue,
-                    Err(e2) => {
-                        return Err(format!(
-                            "cannot tell the network namespace of pid {pid}: {}: {err}; {}: {e2}",
-                            ns.display(),
-                            dev.display()
-                        ));
+                    Err(source) => {
+                        return Err(ScanError::Undecidable {
+                            pid,
+                            ns,
+                            ns_error: err,
+                            dev,
+                            source,
+                        });
                     }
                 }
             }
-            Err(err) => return Err(format!("cannot read {}: {err}", ns.display())),
+            Err(source) => return Err(ScanError::Read { path: ns, source }),
         };
         if member {
             let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
@@ -280,13 +330,13 @@ fn netns_members(proc_root: &Path, mark: NetnsMark, except: &[i32]) -> Result<Me
 /// The [`NetnsMark`] of process `pid` under `proc_root`.
 ///
 /// Errors: `ns/net` or `net/dev` of `pid` unreadable (the process is gone).
-fn netns_mark(proc_root: &Path, pid: i32) -> Result<NetnsMark, String> {
+fn netns_mark(proc_root: &Path, pid: i32) -> Result<NetnsMark, ScanError> {
     use std::os::unix::fs::MetadataExt;
     let ino = |rel: &str| {
         let p = proc_root.join(pid.to_string()).join(rel);
         std::fs::metadata(&p)
             .map(|m| m.ino())
-            .map_err(|e| format!("cannot read {}: {e}", p.display()))
+            .map_err(|source| ScanError::Read { path: p, source })
     };
     Ok(NetnsMark {
         ns_inode: ino("ns/net")?,
@@ -308,8 +358,8 @@ pub(crate) fn container_pids(st: &SlotState) -> Option<Vec<i32>> {
 }
 
 /// The pids in `dir/cgroup.procs`; none when `dir` does not exist.
-fn procs(dir: &Path) -> Result<Vec<i32>, String> {
-    crate::cgroup::procs::read_or_none_if_gone(dir).map_err(|e| e.to_string())
+fn procs(dir: &Path) -> Result<Vec<i32>, ProcsError> {
+    crate::cgroup::procs::read_or_none_if_gone(dir)
 }
 
 #[cfg(test)]
@@ -402,7 +452,12 @@ pub(crate) mod tests {
         // A directory without cgroup.procs is not a cgroup: it cannot be told.
         let plain = d.path().join("plain");
         std::fs::create_dir(&plain).unwrap();
-        assert!(procs(&plain).unwrap_err().contains("cannot read"));
+        assert!(
+            procs(&plain)
+                .unwrap_err()
+                .to_string()
+                .contains("cannot read")
+        );
     }
 
     #[test]
@@ -433,7 +488,9 @@ pub(crate) mod tests {
         assert!(none.is_empty(), "{none:?}");
         child.kill().unwrap();
         child.wait().unwrap();
-        let e = netns_members(Path::new("/nonexistent-proc"), mark, &[]).unwrap_err();
+        let e = netns_members(Path::new("/nonexistent-proc"), mark, &[])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("cannot read"), "{e}");
     }
 

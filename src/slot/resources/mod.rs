@@ -1,5 +1,5 @@
 //! The slot's host-side resources: where a slot lives ([`slot_dir`]: slot number, state
-//! directory, ownership marker, paths) and its lock ([`slot_lock`]); the image and rootfs
+//! directory, ownership marker, paths; the state directory's checks in [`state_dir`]) and its lock ([`slot_lock`]); the image and rootfs
 //! mounts ([`mounts`], [`partition`]); cgroups ([`cgroups`]); the sealed runtime and CRIU
 //! binaries ([`sealed_binaries`]); published host ports ([`published_ports`]); what a runtime
 //! or CRIU leaves behind ([`leftover_procs`], [`crun_leftovers`], [`runtime_half_state`],
@@ -17,3 +17,4 @@ pub(super) mod runtime_half_state;
 pub mod sealed_binaries;
 pub mod slot_dir;
 pub(super) mod slot_lock;
+pub mod state_dir;

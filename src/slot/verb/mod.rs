@@ -6,6 +6,7 @@
 pub(super) mod cleanup;
 pub(super) mod provision;
 pub mod prune;
+pub(super) mod reset_upper;
 pub(super) mod restore;
 pub(super) mod snapshot;
 pub(super) mod status;

@@ -28,7 +28,8 @@ use crate::slot::resources::partition;
 use crate::slot::resources::published_ports;
 use crate::slot::resources::published_ports::PublishedPort;
 use crate::slot::resources::sealed_binaries;
-use crate::slot::resources::slot_dir::{self, StateDirUse};
+use crate::slot::resources::slot_dir;
+use crate::slot::resources::state_dir::{self, StateDirUse};
 use crate::slot::state::*;
 use crate::slot::{SLOT_RESOURCES, Verb};
 use serde_json::json;
@@ -46,7 +47,7 @@ pub(crate) fn provision(run: &mut VerbRun) -> Result<(String, Option<SlotState>)
     // refusal (exit 3), both before the state directory is touched; the listeners are bound
     // now and handed to the holder.
     let (published, listeners) = publish_gate(run, parsed.as_ref())?;
-    let r = slot_dir::check_state_dir(&run.paths.state_dir, StateDirUse::Create);
+    let r = state_dir::check_state_dir(&run.paths.state_dir, StateDirUse::Create);
     run.gate(GateId::StateDir, r)?;
     let prof = profile_record::load_gate(run, parsed)?;
     shared_gates::criu_config_gate(run, true)?;

@@ -17,8 +17,9 @@
 use crate::exit::ExitClass;
 use crate::slot::JournalEvent;
 use crate::slot::record::journal::{self, JournalEntry};
-use crate::slot::resources::slot_dir::{self, SlotPaths, StateDirUse};
+use crate::slot::resources::slot_dir::{self, SlotPaths};
 use crate::slot::resources::slot_lock::SlotLock;
+use crate::slot::resources::state_dir::{self, StateDirUse};
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 
@@ -216,7 +217,7 @@ pub fn prune(
         detail,
     };
     let n = slot_dir::parse_slot(raw_slot).map_err(|e| slot_err(e.to_string()))?;
-    slot_dir::check_state_dir(state_dir, StateDirUse::Existing).map_err(slot_err)?;
+    state_dir::check_state_dir(state_dir, StateDirUse::Existing).map_err(slot_err)?;
     let paths = SlotPaths::new(state_dir, n);
     slot_dir::check_owner(&paths).map_err(|(_, d)| slot_err(d))?;
     let _lock = SlotLock::acquire(&paths.lock()).map_err(|held| PruneError::Locked {

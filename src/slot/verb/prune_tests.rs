@@ -5,7 +5,7 @@ use crate::slot::record::verb_record;
 /// `end` (ok unless its name is in `failed`) recording that file's sha256.
 fn slot(tmp: &Path, names: &[&str], failed: &[&str]) -> SlotPaths {
     let sd = tmp.join("state");
-    slot_dir::check_state_dir(&sd, StateDirUse::Create).unwrap();
+    state_dir::check_state_dir(&sd, StateDirUse::Create).unwrap();
     let paths = SlotPaths::new(&sd, 7);
     slot_dir::create_slot(&paths).unwrap();
     for n in names {

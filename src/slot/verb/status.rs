@@ -21,8 +21,9 @@ use crate::slot::resources::cgroups;
 use crate::slot::resources::criu_net_lock;
 use crate::slot::resources::leftover_procs;
 use crate::slot::resources::mounts;
-use crate::slot::resources::slot_dir::{self, SlotPaths, StateDirUse};
+use crate::slot::resources::slot_dir::{self, SlotPaths};
 use crate::slot::resources::slot_lock;
+use crate::slot::resources::state_dir::{self, StateDirUse};
 use crate::slot::state::*;
 use crate::slot::{SlotOutcome, Verb};
 use serde_json::Value;
@@ -34,7 +35,7 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
     let p = run.paths.clone();
     // The same gate as every other verb; only a state dir that does not exist yet (or an empty
     // one) is accepted, as `provision` would adopt it: then the document says `exists: false`.
-    let r = slot_dir::check_state_dir(&p.state_dir, StateDirUse::Inspect);
+    let r = state_dir::check_state_dir(&p.state_dir, StateDirUse::Inspect);
     run.gate(GateId::StateDir, r)?;
     let exists = fs::symlink_metadata(&p.root).is_ok();
     let owner = if exists {

@@ -5,7 +5,8 @@ use crate::slot::JournalEvent;
 use crate::slot::Verb;
 use crate::slot::record::interruption;
 use crate::slot::record::journal;
-use crate::slot::resources::slot_dir::{self, SlotPaths, StateDirUse};
+use crate::slot::resources::slot_dir::{self, SlotPaths};
+use crate::slot::resources::state_dir::{self, StateDirUse};
 use crate::slot::state::*;
 use crate::slot::tests::{assert_refused, destructive, drive};
 use std::fs;
@@ -15,7 +16,7 @@ use std::path::Path;
 fn a_slot_whose_provision_stopped_before_its_state_says_what_to_do() {
     let tmp = tempfile::tempdir().unwrap();
     let sd = tmp.path().join("state");
-    slot_dir::check_state_dir(&sd, StateDirUse::Create).unwrap();
+    state_dir::check_state_dir(&sd, StateDirUse::Create).unwrap();
     let paths = SlotPaths::new(&sd, 1);
     slot_dir::create_slot(&paths).unwrap();
     journal::journal_append(
@@ -50,7 +51,7 @@ fn a_slot_whose_provision_stopped_before_its_state_says_what_to_do() {
 fn a_provisioned_slot_whose_state_was_removed_is_not_told_nothing_is_left() {
     let tmp = tempfile::tempdir().unwrap();
     let sd = tmp.path().join("state");
-    slot_dir::check_state_dir(&sd, StateDirUse::Create).unwrap();
+    state_dir::check_state_dir(&sd, StateDirUse::Create).unwrap();
     let paths = SlotPaths::new(&sd, 1);
     slot_dir::create_slot(&paths).unwrap();
     let j = |event: &str, ok: bool, detail: &str| {
