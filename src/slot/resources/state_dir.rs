@@ -216,7 +216,7 @@ fn write_marker(dir: &Path, marker: &Path) -> std::io::Result<()> {
         .open(marker);
     match made {
         Ok(mut f) => f
-            .write_all(b"netprobe slot state directory\n")
+            .write_all(format!("{} state directory\n", crate::slot::next_step::COMMAND).as_bytes())
             .and_then(|()| f.sync_all())
             .and_then(|()| crate::evidence::fsync_dir(dir)),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
