@@ -17,6 +17,10 @@ use x11rb::protocol::xproto::{
     ConnectionExt as _, CreateGCAux, CreateWindowAux, EventMask, InputFocus, Rectangle, WindowClass,
 };
 
+/// The tests of this binary start and stop their servers side by side: one allocation or one
+/// stop at a time, so a stop's clean-up never meets a server still starting on the same number.
+static ALLOC: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A host Xvfb on display `:n`; stopped and reaped on drop, its socket and lock file gone.
 struct Xvfb {
     child: Child,
@@ -25,9 +29,10 @@ struct Xvfb {
 
 impl Drop for Xvfb {
     /// SIGTERM first (Xvfb then removes its `/tmp/.X11-unix/X<n>` socket and `/tmp/.X<n>-lock`),
-    /// SIGKILL after 5 s; whatever a killed server left is removed (SIGKILL alone left both
-    /// behind, one pair per test run).
+    /// SIGKILL after 5 s; whatever the server left is removed (SIGKILL alone left both behind,
+    /// one pair per test run; under load a server ended by SIGTERM once left its socket).
     fn drop(&mut self) {
+        let _one = ALLOC.lock().unwrap_or_else(|p| p.into_inner());
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -41,8 +46,14 @@ impl Drop for Xvfb {
         }
         let n = self.socket.file_name().unwrap().to_string_lossy()[1..].to_string();
         let lock = PathBuf::from(format!("/tmp/.X{n}-lock"));
-        if std::fs::read_to_string(&lock).unwrap_or_default().trim() == self.child.id().to_string()
-        {
+        // Ours to remove: the lock names our (now reaped) server, or the server removed its lock
+        // but not its socket; no other server is starting (`ALLOC` is held), and a server takes
+        // its lock before it makes its socket, so a missing lock means no server owns the socket.
+        let ours = match std::fs::read_to_string(&lock) {
+            Ok(t) => t.trim() == self.child.id().to_string(),
+            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+        };
+        if ours {
             let _ = std::fs::remove_file(&self.socket);
             let _ = std::fs::remove_file(&lock);
         }
@@ -54,10 +65,9 @@ fn start_xvfb() -> Xvfb {
         Path::new("/usr/bin/Xvfb").exists(),
         "Xvfb missing: run `bash host/setup.sh --test-deps` (host/install-test-deps.sh installs xvfb)"
     );
-    // The tests of this binary start their servers side by side: one allocation at a time, and
-    // a display is ours only when its lock file names our server's pid (a server that lost the
-    // race for a number exits, but the socket seen may be the winner's).
-    static ALLOC: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // One allocation at a time ([`ALLOC`]), and a display is ours only when its lock file names
+    // our server's pid (a server that lost the race for a number exits, but the socket seen may
+    // be the winner's).
     let _one = ALLOC.lock().unwrap_or_else(|p| p.into_inner());
     let base = 300 + (std::process::id() % 400);
     for n in base..base + 50 {
@@ -429,7 +439,20 @@ fn a_stopped_xvfb_leaves_no_socket_or_lock_behind() {
     let n = socket.file_name().unwrap().to_string_lossy()[1..].to_string();
     let lock = PathBuf::from(format!("/tmp/.X{n}-lock"));
     assert!(socket.exists() && lock.exists());
+    let ours = x.child.id().to_string();
     drop(x);
-    assert!(!socket.exists(), "{} left behind", socket.display());
-    assert!(!lock.exists(), "{} left behind", lock.display());
+    // Another test may already have started a server on the freed number: then its lock (made
+    // before its socket, so read after it) names that server, never ours.
+    let socket_left = socket.exists();
+    let owner = std::fs::read_to_string(&lock).ok();
+    assert!(
+        owner.as_deref().map(str::trim) != Some(ours.as_str()),
+        "{} left behind",
+        lock.display()
+    );
+    assert!(
+        !socket_left || owner.is_some(),
+        "{} left behind",
+        socket.display()
+    );
 }
