@@ -10,6 +10,9 @@
 
 use std::collections::BTreeMap;
 
+/// Sysctl values by name, as read under `/proc/sys/net`.
+pub type Sysctls = BTreeMap<String, String>;
+
 /// `devconfs4` of `criu/net.c`: per-device IPv4 `conf` sysctls CRIU saves.
 pub const DEVCONFS4: &[&str] = &[
     "accept_local",

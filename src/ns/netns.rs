@@ -270,7 +270,7 @@ pub fn capture_netstate_compared(
 /// `/proc/sys/net` that could not be read.
 pub fn unsaved_sysctls_in(
     netns: &Path,
-) -> Result<std::collections::BTreeMap<String, String>, UnsavedSysctlsError> {
+) -> Result<crate::netlink::sysctl::Sysctls, UnsavedSysctlsError> {
     run_in_netns(netns, crate::netlink::sysctl::capture_unsaved_sysctls)
         .map_err(|source| UnsavedSysctlsError::Enter {
             path: netns.to_path_buf(),

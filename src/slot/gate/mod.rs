@@ -33,9 +33,34 @@ use serde::{Deserialize, Serialize};
 /// evidence, written to `gates.json` either way.
 pub type Observed = Result<String, String>;
 
+/// The detail of a fact a gate could not prove: evidence written to `gates.json`, not a
+/// failure of netprobe's own.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NotProven(pub String);
+
+impl From<String> for NotProven {
+    fn from(detail: String) -> Self {
+        NotProven(detail)
+    }
+}
+
+impl From<NotProven> for String {
+    fn from(n: NotProven) -> Self {
+        n.0
+    }
+}
+
+impl std::ops::Deref for NotProven {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
 /// An observation whose proof also yields a value (`T`, with the detail in it, e.g. the
-/// snapshot folder and the detail); `Err(detail)` when not proven, as for [`Observed`].
-pub type ObservedWith<T> = Result<T, String>;
+/// snapshot folder and the detail); [`NotProven`] with the detail when not proven.
+pub type ObservedWith<T> = Result<T, NotProven>;
 
 /// The exit class of a gate that fails: `gate` (exit 1) or `host` (exit 3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

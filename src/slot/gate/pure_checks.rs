@@ -300,7 +300,8 @@ pub fn snapshot_complete(root: &Path, st: &SlotState) -> ObservedWith<(PathBuf, 
             } else {
                 format!(" (interrupted, never used: {})", tmps.join(", "))
             }
-        ));
+        )
+        .into());
     };
     let dir = root.join(&s.dir);
     let retake = format!(
@@ -312,7 +313,7 @@ pub fn snapshot_complete(root: &Path, st: &SlotState) -> ObservedWith<(PathBuf, 
         return Err(format!(
             "the snapshot folder {} that state.json records is gone (moved or deleted; nothing netprobe does removes a recorded snapshot); {retake}",
             dir.display()
-        ));
+        ).into());
     }
     let mbytes = crate::evidence::read_recorded(&dir.join("manifest.json"))
         .map_err(|e| format!("{}/manifest.json: {e}; {retake}", dir.display()))?;
@@ -321,14 +322,14 @@ pub fn snapshot_complete(root: &Path, st: &SlotState) -> ObservedWith<(PathBuf, 
             return Err(format!(
                 "state.json records no sha256 of {}/manifest.json nor of its saved upper (a snapshot taken before they were recorded): not proven; {retake}",
                 dir.display()
-            ));
+            ).into());
         }
         Some(want) if *want != sha256_hex(&mbytes) => {
             return Err(format!(
                 "{}/manifest.json has sha256 {}, recorded {want}: the manifest changed since the snapshot; {retake}",
                 dir.display(),
                 sha256_hex(&mbytes)
-            ));
+            ).into());
         }
         Some(_) => {}
     }
@@ -344,7 +345,7 @@ pub fn snapshot_complete(root: &Path, st: &SlotState) -> ObservedWith<(PathBuf, 
             sha256_hex(net.as_bytes()),
             s.netstate_sha256,
             m["netstate_sha256"]
-        ));
+        ).into());
     }
     let files: Vec<ImageFile> = serde_json::from_value(m["checkpoint_files"].clone())
         .map_err(|e| format!("manifest checkpoint_files: {e}"))?;
@@ -363,7 +364,7 @@ pub fn snapshot_complete(root: &Path, st: &SlotState) -> ObservedWith<(PathBuf, 
                 return Err(format!(
                     "{} has sha256 {now}, recorded {} (state.json) and {} (manifest.json): the reference screen changed since the snapshot; unless the snapshot's own screen.png is put back, {retake}",
                     a.file, a.sha256, m["screen"]["sha256"]
-                ));
+                ).into());
             }
             format!(", {} sha256 {now}", a.file)
         }
@@ -449,7 +450,8 @@ pub fn probe_evidence(
         return Err(format!(
             "{shown}: the evidence does not reproduce the recorded result (as `netprobe verify` \
              reports): {first}"
-        ));
+        )
+        .into());
     }
     let res = read_result(dir).map_err(|e| format!("{shown}: {e}"))?;
     let code = v.verdict.code;
@@ -460,13 +462,12 @@ pub fn probe_evidence(
         return Err(format!(
             "{shown}: verdict {code} (recomputed from the evidence), need runtime-empty-ns or \
              runtime-preserves-netns"
-        ));
+        )
+        .into());
     }
     let ext = res.rung(RungName::ExternalNetns).map(|r| r.status);
     if ext != Some(RungStatus::Pass) {
-        return Err(format!(
-            "{shown}: external-netns rung status {ext:?}, need pass"
-        ));
+        return Err(format!("{shown}: external-netns rung status {ext:?}, need pass").into());
     }
     for (what, ran, now) in [
         ("runtime", res.host.runtime.as_ref(), rt),
@@ -488,7 +489,8 @@ pub fn probe_evidence(
                 now.sha256,
                 ran.map_or_else(|| probe_path.to_string(), |b| crate::shell::arg(&b.path)),
                 crate::shell::arg(&now.path)
-            ));
+            )
+            .into());
         }
     }
     Ok((

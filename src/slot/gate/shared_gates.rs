@@ -13,7 +13,7 @@ use crate::slot::error::SlotError;
 use crate::slot::error::StepId;
 use crate::slot::gate::GateId;
 use crate::slot::gate::Observed;
-use crate::slot::gate::ObservedWith;
+use crate::slot::gate::{NotProven, ObservedWith};
 use crate::slot::record::evidence_writes;
 use crate::slot::record::verb_run::VerbRun;
 use crate::slot::resources::cgroups;
@@ -106,7 +106,7 @@ fn pin_proof(
         Err(why) => {
             return pure_checks::binary_pin(path, pure_checks::file_sha256(path), pin)
                 .map(|d| (format!("{d} (hashed whole: {why})"), None))
-                .map_err(|e| format!("{e} (hashed whole: {why})"));
+                .map_err(|e| NotProven(format!("{e} (hashed whole: {why})")));
         }
     };
     let src = &pin.path;
@@ -177,8 +177,9 @@ pub(crate) fn sealed_copies_now(st: &SlotState) -> [Option<ObservedWith<(PathBuf
         let rec = pin.sealed.as_ref()?;
         Some(match st.holder {
             Some(h) if pure_checks::holder(st).is_ok() => prove_copy(h.pid, rec, pin, flag)
-                .map(|d| (sealed_binaries::exec_path(h.pid, rec), d)),
-            _ => Err("the holder that keeps it is gone".to_string()),
+                .map(|d| (sealed_binaries::exec_path(h.pid, rec), d))
+                .map_err(NotProven),
+            _ => Err(NotProven("the holder that keeps it is gone".to_string())),
         })
     };
     [one(&st.runtime, "runtime"), one(&st.criu, "criu")]
@@ -202,12 +203,12 @@ pub(crate) fn binary_gates(
         let runtime = pin_proof(&rt, s_rt, &st.runtime, "runtime");
         let criu = criu
             .join()
-            .unwrap_or_else(|_| Err(format!("hashing {} panicked", cr.display())));
+            .unwrap_or_else(|_| Err(NotProven(format!("hashing {} panicked", cr.display()))));
         (runtime, criu)
     });
     let split = |r: ObservedWith<(String, Option<_>)>| match r {
         Ok((d, stat)) => (Ok(d), stat),
-        Err(e) => (Err(e), None),
+        Err(e) => (Err(String::from(e)), None),
     };
     let ((r_rt, s_rt), (r_cr, s_cr)) = (split(r_rt), split(r_cr));
     run.gate_or_record(GateId::RuntimeBinaryPinned, blocking, r_rt)?;

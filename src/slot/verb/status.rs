@@ -86,7 +86,7 @@ pub(crate) fn status(run: &mut VerbRun) -> Result<SlotOutcome, SlotError> {
     };
     let snapshot = match &snap {
         Some(Ok((_, d))) => (true, d.clone()),
-        Some(Err(d)) => (false, d.clone()),
+        Some(Err(d)) => (false, d.0.clone()),
         None if state_error.is_some() => (
             false,
             "state.json cannot be read (`state_error`): the snapshot it records is unknown".into(),
@@ -293,7 +293,7 @@ fn live_facts(run: &mut VerbRun, st: &SlotState, busy: bool) -> Live {
     let [s_rt, s_cr] = shared_gates::sealed_copies_now(st);
     let shown = |s: &Option<ObservedWith<(std::path::PathBuf, String)>>| {
         s.as_ref()
-            .map(|r| proven(r.as_ref().map(|(_, d)| d.clone()).map_err(String::clone)))
+            .map(|r| proven(r.as_ref().map(|(_, d)| d.clone()).map_err(|e| e.0.clone())))
     };
     let sealed = SealedNow {
         runtime: shown(&s_rt),
