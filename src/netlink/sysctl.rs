@@ -139,7 +139,7 @@ pub fn criu_saves_path(parts: &[&str]) -> bool {
 /// (created here, so in this thread's netns) while this thread reads the rest.
 ///
 /// Errors: the I/O error when `/proc/sys/net` itself cannot be opened or listed.
-pub fn capture_sysctls() -> std::io::Result<(BTreeMap<String, String>, BTreeMap<String, String>)> {
+pub fn capture_sysctls() -> std::io::Result<(Sysctls, Sysctls)> {
     let mut covered = BTreeMap::new();
     let mut other = BTreeMap::new();
     for (key, v, saved) in walk_where(|_| true)? {
@@ -157,7 +157,7 @@ pub fn capture_sysctls() -> std::io::Result<(BTreeMap<String, String>, BTreeMap<
 /// that read the saved ones with [`capture_saved_sysctls`]).
 ///
 /// Errors: as [`capture_sysctls`].
-pub fn capture_unsaved_sysctls() -> std::io::Result<BTreeMap<String, String>> {
+pub fn capture_unsaved_sysctls() -> std::io::Result<Sysctls> {
     Ok(walk_where(|saved| !saved)?
         .into_iter()
         .map(|(k, v, _)| (k, v))
@@ -173,7 +173,7 @@ pub fn capture_unsaved_sysctls() -> std::io::Result<BTreeMap<String, String>> {
 /// second thread (created here, so in this thread's netns).
 ///
 /// Errors: the I/O error when `/proc/sys/net` cannot be opened.
-pub fn capture_saved_sysctls() -> std::io::Result<BTreeMap<String, String>> {
+pub fn capture_saved_sysctls() -> std::io::Result<Sysctls> {
     let net = nix::fcntl::open("/proc/sys/net", DIR_FLAGS, nix::sys::stat::Mode::empty())?;
     let sub =
         |path: &str| nix::fcntl::openat(&net, path, DIR_FLAGS, nix::sys::stat::Mode::empty()).ok();
